@@ -1,0 +1,1 @@
+"""The HTTP layer: falcon resources, middleware, parameter parsing, error mapping and views."""

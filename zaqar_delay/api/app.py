@@ -1,0 +1,39 @@
+"""The WSGI application factory; nothing here runs at import time."""
+
+from __future__ import annotations
+
+import falcon
+
+from zaqar_delay.api import errors as api_errors
+from zaqar_delay.api.middleware import RequestContext
+from zaqar_delay.api.v2 import claims, health, messages, queues, versions
+from zaqar_delay.clock import Clock, SystemClock
+from zaqar_delay.conf import Settings
+from zaqar_delay.service import Service
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.uri import open_driver
+
+
+def create_app(settings: Settings, driver: Driver | None = None, clock: Clock | None = None) -> falcon.App:
+    """Build the v2 API on ``driver`` (opened from ``settings.storage_uri`` when omitted)."""
+    if driver is None:
+        driver = open_driver(settings.storage_uri, settings)
+    service = Service(driver, settings.limits, clock or SystemClock())
+    app = falcon.App(middleware=[RequestContext(settings.limits)])
+    app.req_options.keep_blank_qs_values = False
+    app.req_options.strip_url_path_trailing_slash = False
+    api_errors.register(app)
+
+    app.add_route("/", versions.Versions(service))
+    app.add_route("/v2/", versions.Home(service))
+    app.add_route("/v2/ping", health.Ping(service))
+    app.add_route("/v2/health", health.Health(service))
+    app.add_route("/v2/queues", queues.QueueCollection(service))
+    app.add_route("/v2/queues/{queue_name}", queues.QueueItem(service))
+    app.add_route("/v2/queues/{queue_name}/stats", queues.QueueStats(service))
+    app.add_route("/v2/queues/{queue_name}/purge", queues.QueuePurge(service))
+    app.add_route("/v2/queues/{queue_name}/messages", messages.MessageCollection(service))
+    app.add_route("/v2/queues/{queue_name}/messages/{message_id}", messages.MessageItem(service))
+    app.add_route("/v2/queues/{queue_name}/claims", claims.ClaimCollection(service))
+    app.add_route("/v2/queues/{queue_name}/claims/{claim_id}", claims.ClaimItem(service))
+    return app

@@ -1,0 +1,34 @@
+"""Reading request bodies within a size limit, before anything is parsed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from zaqar_delay import errors, jsondoc
+
+# Bodies of routes without a documented limit (claims, purge) are small JSON objects.
+DEFAULT_MAX_BODY = 65536
+
+
+def read(req: falcon.Request, limit: int, too_large: str) -> bytes:
+    """The raw body; InvalidRequest(too_large) when it is over ``limit`` bytes.
+
+    The declared Content-Length is checked first so an oversized body is never read; a body
+    sent without one is read up to ``limit + 1`` bytes only.
+    """
+    if req.content_length is not None and req.content_length > limit:
+        raise errors.InvalidRequest(too_large)
+    payload: bytes = req.bounded_stream.read(limit + 1)
+    if len(payload) > limit:
+        raise errors.InvalidRequest(too_large)
+    return payload
+
+
+def read_json(req: falcon.Request, limit: int = DEFAULT_MAX_BODY, too_large: str | None = None) -> Any:
+    """The decoded JSON body, or None when the body is empty."""
+    payload = read(req, limit, too_large or f"Request body is too large. Max size: {limit}")
+    if not payload.strip():
+        return None
+    return jsondoc.loads(payload)

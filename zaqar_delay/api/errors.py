@@ -1,0 +1,61 @@
+"""Maps the service's error hierarchy to HTTP, once, for every route."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import falcon
+
+from zaqar_delay import errors
+
+LOG = logging.getLogger(__name__)
+
+STATUS: dict[type[errors.ZaqarDelayError], str] = {
+    errors.InvalidRequest: falcon.HTTP_400,
+    errors.InvalidBody: falcon.HTTP_400,
+    errors.InvalidParameter: falcon.HTTP_400,
+    errors.ClaimNotValid: falcon.HTTP_400,
+    errors.MessageIsClaimed: falcon.HTTP_403,
+    errors.Forbidden: falcon.HTTP_403,
+    errors.NotFound: falcon.HTTP_404,
+    errors.Conflict: falcon.HTTP_409,
+    errors.StorageUnavailable: falcon.HTTP_503,
+}
+
+UNAVAILABLE = "The message store could not be reached. Please try again in a few seconds."
+
+
+def _status(exc: errors.ZaqarDelayError) -> str:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return falcon.HTTP_500
+
+
+def handle_service_error(
+    req: falcon.Request, resp: falcon.Response, exc: errors.ZaqarDelayError, params: Any
+) -> None:
+    status = _status(exc)
+    description = exc.description
+    if isinstance(exc, errors.StorageUnavailable):
+        LOG.warning("request %s: %s", req.context.get("request_id"), exc.description)
+        description = UNAVAILABLE
+    raise falcon.HTTPError(status, title=exc.title, description=description)
+
+
+def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
+    """A bug: log it with the request id, answer 500 without internals."""
+    if isinstance(exc, falcon.HTTPError):
+        raise exc
+    LOG.exception("request %s failed", req.context.get("request_id"))
+    raise falcon.HTTPError(
+        falcon.HTTP_500,
+        title="Internal server error",
+        description="The server could not complete the request. It has been logged.",
+    )
+
+
+def register(app: falcon.App) -> None:
+    app.add_error_handler(Exception, handle_unexpected)
+    app.add_error_handler(errors.ZaqarDelayError, handle_service_error)

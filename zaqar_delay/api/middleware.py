@@ -1,0 +1,99 @@
+"""What every request goes through before its responder, in Zaqar's order.
+
+Request id; urlencoded bodies refused; Accept checked; Client-ID and X-Project-ID required
+and validated; queue names validated; admin-only routes need the admin role.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import falcon
+
+from zaqar_delay import errors, validation
+from zaqar_delay.conf import Limits
+
+REQUEST_ID_HEADER = "x-openstack-request-id"
+
+
+class RequestContext:
+    """Stores ``request_id``, ``project``, ``client_id`` and ``roles`` in ``req.context``."""
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.request_id = f"req-{uuid.uuid4()}"
+        resp.set_header(REQUEST_ID_HEADER, req.context.request_id)
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+    ) -> None:
+        # Checks run only for routes that exist and methods they answer: 404 and 405 come first.
+        if resource is None or not hasattr(resource, f"on_{req.method.lower()}"):
+            return
+        if getattr(resource, "public", False):
+            return
+        if req.content_length and (req.content_type or "").startswith(
+            "application/x-www-form-urlencoded"
+        ):
+            raise falcon.HTTPBadRequest(
+                title="Invalid Content-Type",
+                description="Request bodies must be JSON, not application/x-www-form-urlencoded.",
+            )
+        if not req.client_accepts_json:
+            raise falcon.HTTPNotAcceptable(
+                description="Endpoint only serves application/json; specify client-side "
+                "media type support with the \"Accept\" header."
+            )
+        req.context.client_id = self._client_id(req)
+        req.context.project = self._project(req)
+        req.context.roles = [
+            r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()
+        ]
+        queue = params.get("queue_name")
+        if queue is not None:
+            try:
+                validation.queue_name(queue)
+            except errors.InvalidRequest as exc:
+                raise falcon.HTTPBadRequest(
+                    title="Invalid queue identification", description=exc.description
+                ) from exc
+        if getattr(resource, "admin_only", False) and "admin" not in req.context.roles:
+            raise errors.Forbidden()
+
+    def _client_id(self, req: falcon.Request) -> str:
+        value = req.get_header("Client-ID")
+        if value is None:
+            raise falcon.HTTPBadRequest(
+                title="Missing header value", description='The "Client-Id" header is required.'
+            )
+        try:
+            return validation.client_id(value, self._limits)
+        except errors.InvalidRequest as exc:
+            if self._limits.client_id_uuid_safe == "strict":
+                raise falcon.HTTPBadRequest(title="Wrong UUID value", description=exc.description) from exc
+            raise falcon.HTTPBadRequest(title=exc.description, description=exc.description) from exc
+
+    @staticmethod
+    def _project(req: falcon.Request) -> str:
+        project = req.get_header("X-Project-ID")
+        if project is None:
+            project = req.get_header("X-Tenant-ID") or req.get_header("X-Tenant")
+        if project is None:
+            raise falcon.HTTPBadRequest(
+                title="Project-Id Missing", description="The header X-PROJECT-ID was missing"
+            )
+        if project == "":
+            raise falcon.HTTPBadRequest(
+                title="Empty project header not allowed",
+                description="X-PROJECT-ID cannot be an empty string. Specify the right header "
+                "X-PROJECT-ID and retry.",
+            )
+        try:
+            return validation.project_id(project)
+        except errors.InvalidRequest as exc:
+            raise falcon.HTTPBadRequest(
+                title="Invalid queue identification", description=exc.description
+            ) from exc

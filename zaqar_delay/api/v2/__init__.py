@@ -1,0 +1,1 @@
+"""Resources of the v2 API, one module per resource family."""

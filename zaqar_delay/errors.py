@@ -1,0 +1,98 @@
+"""The error hierarchy of the service.
+
+Storage drivers and the service raise these; ``api/errors.py`` maps each class to one HTTP status
+and JSON body, once, at the boundary. Every error carries the ``description`` a person reads.
+"""
+
+from __future__ import annotations
+
+
+class ZaqarDelayError(Exception):
+    """Base class: ``description`` is the human-readable reason."""
+
+    title = "Internal server error"
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
+
+
+class InvalidRequest(ZaqarDelayError):
+    """The request is well formed but breaks a rule of the API (400)."""
+
+    title = "Invalid API request"
+
+
+class InvalidBody(ZaqarDelayError):
+    """The request body cannot be parsed or has fields of the wrong type (400)."""
+
+    title = "Invalid request body"
+
+
+class InvalidParameter(ZaqarDelayError):
+    """A query-string parameter is malformed (400)."""
+
+    title = "Invalid parameter"
+
+
+class NotFound(ZaqarDelayError):
+    """The addressed queue, message or claim does not exist (404)."""
+
+    title = "Not found"
+
+
+class QueueDoesNotExist(NotFound):
+    def __init__(self, queue: str, project: str) -> None:
+        super().__init__(f"Queue {queue} does not exist for project {project}")
+
+
+class ClaimDoesNotExist(NotFound):
+    def __init__(self, claim_id: str, queue: str, project: str) -> None:
+        super().__init__(f"Claim {claim_id} does not exist in queue {queue} for project {project}")
+
+
+class MessageDoesNotExist(NotFound):
+    def __init__(self, message_id: str, queue: str, project: str) -> None:
+        super().__init__(f"Message {message_id} does not exist in queue {queue} for project {project}")
+
+
+class Conflict(ZaqarDelayError):
+    """The change contradicts the resource's current state (409)."""
+
+    title = "Resource conflict"
+
+
+class MessageIsClaimed(ZaqarDelayError):
+    """Delete refused: the message is held by a live claim the caller did not name (403)."""
+
+    title = "Unable to delete"
+
+    def __init__(self) -> None:
+        super().__init__("This message is claimed; it cannot be deleted without a valid claim ID.")
+
+
+class ClaimNotValid(ZaqarDelayError):
+    """Delete refused: the named claim does not (or no longer) hold the message (400)."""
+
+    title = "Unable to delete"
+
+
+class Forbidden(ZaqarDelayError):
+    """Policy denies the caller this route (403)."""
+
+    title = "Not authorized"
+
+    def __init__(self) -> None:
+        super().__init__("You are not authorized to complete this action.")
+
+
+class StorageUnavailable(ZaqarDelayError):
+    """The store did not answer in time or refused the connection (503)."""
+
+    title = "Service temporarily unavailable"
+
+
+class StorageConfigError(ZaqarDelayError):
+    """The storage URI or options are unusable; raised at startup only."""
+
+    title = "Storage misconfigured"

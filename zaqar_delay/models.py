@@ -1,0 +1,99 @@
+"""Frozen value objects passed between the API, the service and the storage drivers."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+JSON = Any
+Metadata = dict[str, JSON]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message ready to store: defaults applied, limits checked."""
+
+    body_json: str
+    ttl_s: int
+    delay_s: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Message:
+    """A stored message as read at ``now_ms``; ``claim_id`` is set only while a claim is live."""
+
+    id: str
+    body: JSON
+    ttl_s: int
+    created_ms: int
+    expires_ms: int
+    due_ms: int
+    claim_id: str | None
+    claim_count: int
+    client_id: str
+
+    def age_s(self, now_ms: int) -> int:
+        return max(0, (now_ms - self.created_ms) // 1000)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Claim:
+    """A live claim and the messages it still holds."""
+
+    id: str
+    ttl_s: int
+    grace_s: int
+    updated_ms: int
+    expires_ms: int
+    messages: tuple[Message, ...]
+
+    def age_s(self, now_ms: int) -> int:
+        return max(0, (now_ms - self.updated_ms) // 1000)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessageRef:
+    """The id and creation time of a message, enough to describe it in stats."""
+
+    id: str
+    created_ms: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueStats:
+    """Counts of a queue at ``now_ms``; ``free`` includes delayed messages, as Zaqar counts it."""
+
+    total: int
+    claimed: int
+    delayed: int
+    oldest: MessageRef | None
+    newest: MessageRef | None
+
+    @property
+    def free(self) -> int:
+        return self.total - self.claimed
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A queue's name and, when asked for, its stored metadata."""
+
+    name: str
+    metadata: Metadata | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeadLetterPolicy:
+    """Where messages go after ``max_claim_count`` claims; ``ttl_s`` None keeps their ttl."""
+
+    max_claim_count: int
+    queue: str
+    ttl_s: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a message listing and the marker of the next page (None at the end)."""
+
+    messages: tuple[Message, ...]
+    next_marker: str | None

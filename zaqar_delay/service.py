@@ -1,0 +1,229 @@
+"""The use cases of the v2 API, independent of HTTP.
+
+Each public method reads the clock once, applies the API's rules (``validation``) and the
+queue's metadata, and calls the storage driver. Methods take already-decoded input except
+message posts, whose size limit depends on the queue and must be checked before decoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from zaqar_delay import errors, jsondoc, metadata_patch, validation
+from zaqar_delay.clock import Clock
+from zaqar_delay.conf import Limits
+from zaqar_delay.models import Claim, ListPage, Message, Metadata, NewMessage, QueueInfo, QueueStats
+from zaqar_delay.storage.base import Driver
+
+
+class Service:
+    """Queues, messages and claims of every project, on one driver."""
+
+    def __init__(self, driver: Driver, limits: Limits, clock: Clock) -> None:
+        self.driver = driver
+        self.limits = limits
+        self.clock = clock
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    # -- queues --------------------------------------------------------------------------------
+
+    def create_queue(self, project: str, queue: str, metadata: Any) -> bool:
+        """Create the queue; False if it existed (its metadata is then left as it was)."""
+        if not isinstance(metadata, dict):
+            raise errors.InvalidBody("Document type not supported.")
+        validation.reserved_metadata(metadata, self.limits)
+        return self.driver.create_queue(project, queue, metadata, self.now_ms())
+
+    def get_queue(self, project: str, queue: str) -> Metadata:
+        """Metadata with reserved defaults; a queue that does not exist shows only defaults."""
+        stored = self.driver.get_metadata(project, queue) or {}
+        return validation.with_reserved_defaults(stored, self.limits)
+
+    def patch_queue(self, project: str, queue: str, document: Any) -> Metadata:
+        operations = metadata_patch.parse(document)
+        stored = self.driver.get_metadata(project, queue)
+        if stored is None:
+            raise errors.QueueDoesNotExist(queue, project)
+        updated = metadata_patch.apply(stored, operations)
+        try:
+            validation.reserved_metadata(updated, self.limits)
+        except errors.InvalidRequest as exc:
+            raise errors.InvalidBody(exc.description) from exc
+        self.driver.set_metadata(project, queue, updated)
+        return validation.with_reserved_defaults(updated, self.limits)
+
+    def delete_queue(self, project: str, queue: str) -> None:
+        self.driver.delete_queue(project, queue)
+
+    def list_queues(
+        self, project: str, marker: str | None, limit: int, detailed: bool
+    ) -> list[QueueInfo]:
+        validation.queue_limit(limit, self.limits)
+        queues = self.driver.list_queues(project, marker, limit, detailed)
+        if not detailed:
+            return queues
+        return [
+            QueueInfo(q.name, validation.with_reserved_defaults(q.metadata or {}, self.limits))
+            for q in queues
+        ]
+
+    def count_queues(self, project: str) -> int:
+        return self.driver.count_queues(project)
+
+    def stats(self, project: str, queue: str) -> QueueStats:
+        return self.driver.stats(project, queue, self.now_ms())
+
+    def purge(self, project: str, queue: str, document: Any) -> None:
+        """Purge messages; ``document`` is the optional ``{"resource_types": [...]}`` body."""
+        resource_types = ["messages", "subscriptions"]
+        if document is not None:
+            if not isinstance(document, dict) or "resource_types" not in document:
+                raise errors.InvalidRequest('Post body must contain key "resource_types".')
+            resource_types = document["resource_types"]
+            if not isinstance(resource_types, list) or not set(map(str, resource_types)) <= {
+                "messages",
+                "subscriptions",
+            }:
+                raise errors.InvalidRequest(
+                    "Resource types must be a sub set of {'messages', 'subscriptions'}."
+                )
+        if "messages" in resource_types:
+            self.driver.purge(project, queue)
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def post_messages(self, project: str, queue: str, payload: bytes, client_id: str) -> list[str]:
+        """Validate and store a ``{"messages": [...]}`` post, all or nothing; returns the ids."""
+        metadata = self.driver.get_metadata(project, queue) or {}
+        self._check_post_size(metadata, len(payload))
+        document = jsondoc.loads(payload)
+        if not isinstance(document, dict) or "messages" not in document:
+            raise errors.InvalidRequest("No messages were found in the request body.")
+        raw_messages = document["messages"]
+        if not isinstance(raw_messages, list):
+            raise errors.InvalidBody("Document type not supported.")
+        if not raw_messages:
+            raise errors.InvalidRequest("No messages to enqueu.")
+        default_ttl = metadata.get("_default_message_ttl") or self.limits.default_message_ttl
+        queue_delay = metadata.get("_default_message_delay") or 0
+        messages = [self._new_message(m, default_ttl, queue_delay) for m in raw_messages]
+        return self.driver.post_messages(project, queue, messages, client_id, self.now_ms())
+
+    def _check_post_size(self, metadata: Metadata, size: int) -> None:
+        configured = self.limits.max_messages_post_size
+        queue_max = metadata.get("_max_messages_post_size") or configured
+        if size <= min(configured, queue_max):
+            return
+        if queue_max < configured:
+            raise errors.InvalidRequest(
+                "Message collection size is too large. The max size for current queue is "
+                f"{queue_max}. It is calculated by max size = min(max_messages_post_size_config: "
+                f"{configured}, max_messages_post_size_queue: {queue_max})."
+            )
+        raise errors.InvalidRequest(f"Message collection size is too large. Max size {configured}")
+
+    def _new_message(self, raw: Any, default_ttl: int, queue_delay: int) -> NewMessage:
+        if not isinstance(raw, dict):
+            raise errors.InvalidBody("Document type not supported.")
+        ttl = validation.message_ttl(validation.integer_field(raw, "ttl", default_ttl), self.limits)
+        if "body" not in raw:
+            raise errors.InvalidBody('Missing "body" field.')
+        delay = 0
+        # Zaqar's rule: a message's delay counts only on a delayed queue and is ignored elsewhere.
+        if queue_delay:
+            delay = validation.message_delay(
+                validation.integer_field(raw, "delay", queue_delay), self.limits
+            )
+        return NewMessage(jsondoc.dumps(raw["body"]), ttl, delay)
+
+    def list_messages(
+        self,
+        project: str,
+        queue: str,
+        *,
+        client_id: str,
+        marker: str | None,
+        limit: int,
+        echo: bool,
+        include_claimed: bool,
+        include_delayed: bool,
+    ) -> ListPage:
+        validation.message_limit(limit, self.limits)
+        return self.driver.list_messages(
+            project,
+            queue,
+            marker=marker,
+            limit=limit,
+            client_id=client_id,
+            echo=echo,
+            include_claimed=include_claimed,
+            include_delayed=include_delayed,
+            now_ms=self.now_ms(),
+        )
+
+    def get_messages(self, project: str, queue: str, ids: Sequence[str]) -> list[Message]:
+        """Bulk GET: NotFound when none of the ids exists."""
+        validation.message_limit(len(ids), self.limits)
+        found = self.driver.get_messages(project, queue, ids, self.now_ms())
+        if not found:
+            raise errors.NotFound(
+                f"No messages with IDs: {list(ids)!r} found in the queue {queue} for project "
+                f"{project}."
+            )
+        return found
+
+    def get_message(self, project: str, queue: str, message_id: str) -> Message:
+        found = self.driver.get_messages(project, queue, [message_id], self.now_ms())
+        if not found:
+            raise errors.MessageDoesNotExist(message_id, queue, project)
+        return found[0]
+
+    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None) -> None:
+        self.driver.delete_message(project, queue, message_id, claim_id, self.now_ms())
+
+    def delete_messages(
+        self, project: str, queue: str, ids: list[str], claim_ids: list[str] | None
+    ) -> None:
+        validation.id_list(ids, self.limits)
+        if self.limits.message_delete_with_claim_id and not claim_ids:
+            raise errors.InvalidRequest(
+                'The request should have both "ids" and "claim_ids" parameter in the request when '
+                "message_delete_with_claim_id is True."
+            )
+        self.driver.delete_messages(project, queue, ids, claim_ids or None, self.now_ms())
+
+    def pop_messages(self, project: str, queue: str, count: int) -> list[Message]:
+        validation.pop_count(count, self.limits)
+        return self.driver.pop_messages(project, queue, count, self.now_ms())
+
+    # -- claims --------------------------------------------------------------------------------
+
+    def _claim_times(self, document: Any) -> tuple[int, int]:
+        if document is None:
+            document = {}
+        if not isinstance(document, dict):
+            raise errors.InvalidBody("Document type not supported.")
+        ttl = validation.integer_field(document, "ttl", self.limits.default_claim_ttl)
+        grace = validation.integer_field(document, "grace", self.limits.default_claim_grace)
+        return validation.claim_ttl(ttl, self.limits), validation.claim_grace(grace, self.limits)
+
+    def create_claim(self, project: str, queue: str, document: Any, limit: int) -> Claim | None:
+        """Claim up to ``limit`` messages; ``document`` is the optional ``{ttl, grace}`` body."""
+        ttl, grace = self._claim_times(document)
+        validation.claim_limit(limit, self.limits)
+        return self.driver.create_claim(
+            project, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=self.now_ms()
+        )
+
+    def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
+        return self.driver.get_claim(project, queue, claim_id, self.now_ms())
+
+    def renew_claim(self, project: str, queue: str, claim_id: str, document: Any) -> None:
+        ttl, grace = self._claim_times(document)
+        self.driver.renew_claim(project, queue, claim_id, ttl, grace, self.now_ms())
+
+    def release_claim(self, project: str, queue: str, claim_id: str) -> None:
+        self.driver.release_claim(project, queue, claim_id, self.now_ms())

@@ -1,0 +1,1 @@
+"""Storage drivers behind one contract (``base.Driver``) and the URI that picks one."""

@@ -1,0 +1,180 @@
+"""The storage contract every driver implements.
+
+Drivers receive ``now_ms`` from the service (they never read a clock), apply no API validation,
+and turn every backend failure into :class:`zaqar_delay.errors.StorageUnavailable`. The contract
+suite in ``tests/storage`` is the executable form of these docstrings.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from zaqar_delay.models import (
+    Claim,
+    ListPage,
+    Message,
+    Metadata,
+    NewMessage,
+    QueueInfo,
+    QueueStats,
+)
+
+
+class Driver(abc.ABC):
+    """A message store scoped by (project, queue)."""
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def ping(self) -> bool:
+        """True when the store answers; never raises."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections; the driver is unusable afterwards."""
+
+    # -- queues --------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def create_queue(self, project: str, queue: str, metadata: Metadata, now_ms: int) -> bool:
+        """Create the queue with ``metadata``; False (metadata untouched) if it already exists."""
+
+    @abc.abstractmethod
+    def get_metadata(self, project: str, queue: str) -> Metadata | None:
+        """The stored metadata, or None when the queue does not exist."""
+
+    @abc.abstractmethod
+    def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
+        """Replace the metadata of an existing queue; QueueDoesNotExist otherwise."""
+
+    @abc.abstractmethod
+    def delete_queue(self, project: str, queue: str) -> None:
+        """Delete the queue, its messages and claims; a missing queue is not an error."""
+
+    @abc.abstractmethod
+    def list_queues(
+        self, project: str, marker: str | None, limit: int, detailed: bool
+    ) -> list[QueueInfo]:
+        """Up to ``limit`` queues of ``project`` named after ``marker``, sorted by name."""
+
+    @abc.abstractmethod
+    def count_queues(self, project: str) -> int:
+        """How many queues ``project`` has."""
+
+    @abc.abstractmethod
+    def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
+        """Counts of unexpired messages; zeros for a missing queue."""
+
+    @abc.abstractmethod
+    def purge(self, project: str, queue: str) -> None:
+        """Delete every message and claim of the queue, delayed and claimed ones included."""
+
+    # -- messages ------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def post_messages(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+    ) -> list[str]:
+        """Store the messages in order (creating the queue if needed) and return their ids.
+
+        A message is due at ``now_ms + delay_s * 1000`` and expires at ``now_ms + ttl_s * 1000``.
+        All or nothing: either every message is stored or none is.
+        """
+
+    @abc.abstractmethod
+    def list_messages(
+        self,
+        project: str,
+        queue: str,
+        *,
+        marker: str | None,
+        limit: int,
+        client_id: str,
+        echo: bool,
+        include_claimed: bool,
+        include_delayed: bool,
+        now_ms: int,
+    ) -> ListPage:
+        """Messages in posting order after ``marker`` that pass the filters.
+
+        ``echo`` False hides the caller's own messages; claimed (live claim) and delayed
+        (``now < due``) ones are hidden unless included. ``next_marker`` is None when nothing
+        was returned. An unknown marker raises InvalidParameter.
+        """
+
+    @abc.abstractmethod
+    def get_messages(self, project: str, queue: str, ids: Sequence[str], now_ms: int) -> list[Message]:
+        """The unexpired messages among ``ids`` (delayed and claimed included), in ``ids`` order."""
+
+    @abc.abstractmethod
+    def delete_message(
+        self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
+    ) -> None:
+        """Delete one message, honouring claims.
+
+        Missing message: no-op. Live claim and no ``claim_id``: MessageIsClaimed. ``claim_id``
+        given: ClaimNotValid if the message holds no live claim or that claim is not live,
+        MessageIsClaimed if another live claim holds it.
+        """
+
+    @abc.abstractmethod
+    def delete_messages(
+        self,
+        project: str,
+        queue: str,
+        ids: Sequence[str],
+        claim_ids: Sequence[str] | None,
+        now_ms: int,
+    ) -> None:
+        """Delete the listed messages; missing ids are ignored.
+
+        With ``claim_ids``, every listed message held by a live claim must be held by one of
+        them, else MessageIsClaimed and nothing is deleted.
+        """
+
+    @abc.abstractmethod
+    def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
+        """Remove and return up to ``limit`` claimable messages, oldest due first."""
+
+    # -- claims --------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def create_claim(
+        self,
+        project: str,
+        queue: str,
+        *,
+        ttl_s: int,
+        grace_s: int,
+        limit: int,
+        now_ms: int,
+    ) -> Claim | None:
+        """Claim up to ``limit`` claimable messages, oldest due first; None if there are none.
+
+        Claimable: due, unexpired, and held by no live claim. Each claimed message's claim
+        count goes up by one; a message that would expire before the claim lives until
+        ``claim expiry + grace``. When the queue's metadata sets a dead-letter policy
+        (``validation.dead_letter_policy``), a message already claimed ``_max_claim_count``
+        times moves to the dead-letter queue (claim count 0, due now, ttl from
+        ``_dead_letter_queue_messages_ttl`` or its own) instead of being returned.
+        """
+
+    @abc.abstractmethod
+    def get_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Claim:
+        """The live claim; ClaimDoesNotExist when unknown, released or expired."""
+
+    @abc.abstractmethod
+    def renew_claim(
+        self, project: str, queue: str, claim_id: str, ttl_s: int, grace_s: int, now_ms: int
+    ) -> None:
+        """Restart the live claim with a new ttl (lifetime extension reapplied); else ClaimDoesNotExist."""
+
+    @abc.abstractmethod
+    def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
+        """End the claim; its messages are claimable again at once. Unknown claims are a no-op."""

@@ -1,0 +1,324 @@
+"""The Redis implementation of the storage contract.
+
+Every operation on a queue is one script call (see ``lua/``); only queue creation and deletion
+also touch the project's queue index, which lives in another cluster slot.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import msgpack
+import redis
+
+from zaqar_delay import errors
+from zaqar_delay.models import (
+    Claim,
+    DeadLetterPolicy,
+    ListPage,
+    Message,
+    MessageRef,
+    Metadata,
+    NewMessage,
+    QueueInfo,
+    QueueStats,
+)
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.redis.errors import translate_errors
+from zaqar_delay.storage.redis.keys import KeySpace
+
+# Entries one listing call may examine before it returns a short page.
+LIST_SCAN_BUDGET = 2000
+
+
+def _message(id_: bytes, body: bytes, raw_info: bytes, now_ms: int) -> Message:
+    created, expires, ttl, due, client, _seq, claim, claim_expires, claim_count = msgpack.unpackb(
+        raw_info
+    )
+    live_claim = claim if claim and claim_expires > now_ms else None
+    return Message(
+        id=id_.decode(),
+        body=json.loads(body),
+        ttl_s=int(ttl),
+        created_ms=int(created),
+        expires_ms=int(expires),
+        due_ms=int(due),
+        claim_id=live_claim,
+        claim_count=int(claim_count),
+        client_id=client,
+    )
+
+
+def _messages(flat: Sequence[bytes], now_ms: int) -> list[Message]:
+    """Decode the ``id, body, info`` triples a script returns."""
+    return [_message(flat[i], flat[i + 1], flat[i + 2], now_ms) for i in range(0, len(flat), 3)]
+
+
+class RedisDriver(Driver):
+    """Stores queues in Redis (standalone, embedded or cluster) through ``client``."""
+
+    def __init__(self, client: Any, prefix: str = "zd") -> None:
+        from zaqar_delay.storage.redis.scripts import register_scripts
+
+        self._client = client
+        self._keys = KeySpace(prefix)
+        self._scripts = register_scripts(client)
+
+    def _run(self, name: str, project: str, queue: str, *args: Any) -> Any:
+        keys = self._keys.queue(project, queue).as_list()
+        return self._scripts[name](keys=keys, args=list(args))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def ping(self) -> bool:
+        try:
+            return bool(self._client.ping())
+        except redis.RedisError:
+            return False
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- queues --------------------------------------------------------------------------------
+
+    @translate_errors
+    def create_queue(self, project: str, queue: str, metadata: Metadata, now_ms: int) -> bool:
+        created = bool(self._run("queue", project, queue, "create", now_ms, json.dumps(metadata)))
+        # Always (re)index: a crash between the two writes must not hide the queue forever.
+        self._client.zadd(self._keys.project_queues(project), {queue: 0})
+        return created
+
+    @translate_errors
+    def get_metadata(self, project: str, queue: str) -> Metadata | None:
+        raw = self._client.hget(self._keys.queue(project, queue).queue, "m")
+        return None if raw is None else dict(json.loads(raw))
+
+    @translate_errors
+    def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
+        if not self._run("queue", project, queue, "set", 0, json.dumps(metadata)):
+            raise errors.QueueDoesNotExist(queue, project)
+
+    @translate_errors
+    def delete_queue(self, project: str, queue: str) -> None:
+        self._client.zrem(self._keys.project_queues(project), queue)
+        self._run("queue", project, queue, "delete", 0, "")
+
+    @translate_errors
+    def list_queues(
+        self, project: str, marker: str | None, limit: int, detailed: bool
+    ) -> list[QueueInfo]:
+        start = f"({marker}" if marker else "-"
+        names = [
+            n.decode()
+            for n in self._client.zrangebylex(
+                self._keys.project_queues(project), start, "+", start=0, num=limit
+            )
+        ]
+        if not detailed:
+            return [QueueInfo(name, None) for name in names]
+        pipe = self._client.pipeline(transaction=False)
+        for name in names:
+            pipe.hget(self._keys.queue(project, name).queue, "m")
+        raws = pipe.execute()
+        return [
+            QueueInfo(name, dict(json.loads(raw)) if raw else {})
+            for name, raw in zip(names, raws, strict=True)
+        ]
+
+    @translate_errors
+    def count_queues(self, project: str) -> int:
+        return int(self._client.zcard(self._keys.project_queues(project)))
+
+    @translate_errors
+    def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
+        total, claimed, delayed, oldest, oldest_ms, newest, newest_ms = self._run(
+            "stats", project, queue, now_ms
+        )
+        return QueueStats(
+            total=int(total),
+            claimed=int(claimed),
+            delayed=int(delayed),
+            oldest=MessageRef(oldest.decode(), int(oldest_ms)) if oldest else None,
+            newest=MessageRef(newest.decode(), int(newest_ms)) if newest else None,
+        )
+
+    @translate_errors
+    def purge(self, project: str, queue: str) -> None:
+        self._run("queue", project, queue, "purge", 0, "")
+
+    # -- messages ------------------------------------------------------------------------------
+
+    @translate_errors
+    def post_messages(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+    ) -> list[str]:
+        return self._post(project, queue, messages, client_id, now_ms, ids=None)
+
+    def _post(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+        ids: Sequence[str] | None,
+    ) -> list[str]:
+        args: list[Any] = [now_ms, "new" if ids is None else "keep", client_id]
+        for i, message in enumerate(messages):
+            ref = secrets.token_hex(8) if ids is None else ids[i]
+            args += (ref, message.ttl_s, message.delay_s, message.body_json)
+        created, *new_ids = self._run("post", project, queue, *args)
+        if created:
+            self._client.zadd(self._keys.project_queues(project), {queue: 0})
+        return [i.decode() for i in new_ids]
+
+    @translate_errors
+    def list_messages(
+        self,
+        project: str,
+        queue: str,
+        *,
+        marker: str | None,
+        limit: int,
+        client_id: str,
+        echo: bool,
+        include_claimed: bool,
+        include_delayed: bool,
+        now_ms: int,
+    ) -> ListPage:
+        if marker is not None and not marker.isdigit():
+            raise errors.InvalidParameter(
+                'The "marker" parameter is invalid. It must be a marker from a "next" link.'
+            )
+        cursor, *flat = self._run(
+            "list",
+            project,
+            queue,
+            now_ms,
+            marker or "",
+            limit,
+            client_id,
+            int(echo),
+            int(include_claimed),
+            int(include_delayed),
+            LIST_SCAN_BUDGET,
+        )
+        messages = tuple(_messages(flat, now_ms))
+        next_marker = cursor.decode() if cursor and messages else None
+        return ListPage(messages, next_marker)
+
+    @translate_errors
+    def get_messages(self, project: str, queue: str, ids: Sequence[str], now_ms: int) -> list[Message]:
+        if not ids:
+            return []
+        return _messages(self._run("get", project, queue, now_ms, *ids), now_ms)
+
+    @translate_errors
+    def delete_message(
+        self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
+    ) -> None:
+        outcome = self._run("delete", project, queue, now_ms, message_id, claim_id or "")
+        if outcome == b"claimed":
+            raise errors.MessageIsClaimed()
+        if outcome == b"not_claimed":
+            raise errors.ClaimNotValid("A claim was specified, but the message is not currently claimed.")
+        if outcome == b"bad_claim":
+            raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+
+    @translate_errors
+    def delete_messages(
+        self,
+        project: str,
+        queue: str,
+        ids: Sequence[str],
+        claim_ids: Sequence[str] | None,
+        now_ms: int,
+    ) -> None:
+        if not ids:
+            return
+        checked = claim_ids is not None
+        claims = list(claim_ids or ())
+        outcome = self._run(
+            "delete_many", project, queue, now_ms, int(checked), len(claims), *claims, *ids
+        )
+        if outcome == b"claimed":
+            raise errors.MessageIsClaimed()
+
+    @translate_errors
+    def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
+        return _messages(self._run("pop", project, queue, now_ms, limit), now_ms)
+
+    # -- claims --------------------------------------------------------------------------------
+
+    @translate_errors
+    def create_claim(
+        self,
+        project: str,
+        queue: str,
+        *,
+        ttl_s: int,
+        grace_s: int,
+        limit: int,
+        now_ms: int,
+    ) -> Claim | None:
+        claim_id = secrets.token_hex(16)
+        claimed, dead, dead_letter_queue, dead_letter_ttl = self._run(
+            "claim", project, queue, now_ms, claim_id, ttl_s, grace_s, limit
+        )
+        if dead:
+            policy = DeadLetterPolicy(0, dead_letter_queue.decode(), int(dead_letter_ttl) or None)
+            self._move_to_dead_letter(project, queue, _messages(dead, now_ms), policy, now_ms)
+        if not claimed:
+            return None
+        expires_ms = now_ms + ttl_s * 1000
+        return Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, tuple(_messages(claimed, now_ms)))
+
+    def _move_to_dead_letter(
+        self,
+        project: str,
+        queue: str,
+        messages: list[Message],
+        policy: DeadLetterPolicy,
+        now_ms: int,
+    ) -> None:
+        """Copy to the dead-letter queue first, then delete: a crash between repeats the move
+        (the copy is idempotent by id) instead of losing the message."""
+        by_client: dict[str, list[Message]] = {}
+        for message in messages:
+            by_client.setdefault(message.client_id, []).append(message)
+        for client_id, group in by_client.items():
+            copies = [
+                NewMessage(json.dumps(m.body), policy.ttl_s or m.ttl_s, 0) for m in group
+            ]
+            self._post(project, policy.queue, copies, client_id, now_ms, ids=[m.id for m in group])
+        self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
+
+    @translate_errors
+    def get_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Claim:
+        found = self._run("get_claim", project, queue, now_ms, claim_id)
+        if not found:
+            raise errors.ClaimDoesNotExist(claim_id, queue, project)
+        ttl, grace, updated, expires, flat = found
+        return Claim(
+            claim_id, int(ttl), int(grace), int(updated), int(expires), tuple(_messages(flat, now_ms))
+        )
+
+    @translate_errors
+    def renew_claim(
+        self, project: str, queue: str, claim_id: str, ttl_s: int, grace_s: int, now_ms: int
+    ) -> None:
+        if not self._run("renew_claim", project, queue, now_ms, claim_id, ttl_s, grace_s):
+            raise errors.ClaimDoesNotExist(claim_id, queue, project)
+
+    @translate_errors
+    def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
+        self._run("release_claim", project, queue, now_ms, claim_id)
+

@@ -1,0 +1,54 @@
+"""Every Redis key name the driver uses, in one place.
+
+All keys of one queue carry the hash tag ``{project/queue}`` so each script touches one
+cluster slot. Queue names cannot contain ``/`` or braces, so the tag is unambiguous.
+The order of :meth:`QueueKeys.as_list` is the ``KEYS`` order every queue script expects
+(see ``lua/lib.lua``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """The keys of one queue."""
+
+    queue: str  # HASH: m = metadata JSON, cr = created ms, seq = last message sequence
+    bodies: str  # HASH: message id -> body JSON
+    infos: str  # HASH: message id -> msgpack [created, expires, ttl, due, client, seq, claim, claim_expires, claim_count]
+    fifo: str  # ZSET: message id scored by sequence (posting order, listing)
+    ready: str  # ZSET: unclaimed message id scored by due ms
+    claimed: str  # ZSET: claimed message id scored by claim expiry ms
+    expiry: str  # ZSET: message id scored by expiry ms
+    claims: str  # HASH: claim id -> msgpack [ttl, grace, updated, expires, message ids...]
+    claim_expiry: str  # ZSET: claim id scored by expiry ms
+
+    def as_list(self) -> list[str]:
+        return [getattr(self, field.name) for field in dataclasses.fields(self)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeySpace:
+    """Builds key names under one prefix."""
+
+    prefix: str = "zd"
+
+    def queue(self, project: str, queue: str) -> QueueKeys:
+        base = f"{self.prefix}:{{{project}/{queue}}}"
+        return QueueKeys(
+            queue=f"{base}:q",
+            bodies=f"{base}:b",
+            infos=f"{base}:i",
+            fifo=f"{base}:f",
+            ready=f"{base}:r",
+            claimed=f"{base}:c",
+            expiry=f"{base}:e",
+            claims=f"{base}:cl",
+            claim_expiry=f"{base}:ce",
+        )
+
+    def project_queues(self, project: str) -> str:
+        """ZSET of the project's queue names (score 0, listed lexicographically)."""
+        return f"{self.prefix}:{{{project}}}:queues"

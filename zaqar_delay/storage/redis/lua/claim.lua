@@ -1,0 +1,53 @@
+-- claim.lua: claim up to `limit` claimable messages, oldest due first, in one call.
+--
+-- KEYS: the nine queue keys (lib.lua).
+-- ARGV: now_ms, claim_id, ttl_s, grace_s, limit.
+-- Returns: {claimed, dead, dead_letter_queue, dead_letter_ttl_s} where claimed is
+--   {id, body, info, ...} of the messages returned to the caller and dead is the same for
+--   messages already claimed _max_claim_count times: this claim holds them (so nobody else
+--   takes them) for the caller to move to dead_letter_queue. The policy comes from the queue
+--   metadata (_max_claim_count >= 1 and _dead_letter_queue both set), read here so a claim
+--   stays one round trip; dead_letter_ttl_s is 0 when messages keep their ttl.
+-- Cost: O(log N + n) in the backlog N, plus amortised garbage collection.
+
+local now, cid = tonumber(ARGV[1]), ARGV[2]
+local ttl, grace, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+
+local max_claims, dead_letter_queue, dead_letter_ttl = 0, '', 0
+local raw_metadata = redis.call('HGET', K_QUEUE, 'm')
+if raw_metadata then
+    local ok, metadata = pcall(cjson.decode, raw_metadata)
+    if ok and type(metadata) == 'table' then
+        local count, target = metadata['_max_claim_count'], metadata['_dead_letter_queue']
+        if type(count) == 'number' and count >= 1 and type(target) == 'string' and target ~= '' then
+            max_claims, dead_letter_queue = count, target
+            local ttl_override = metadata['_dead_letter_queue_messages_ttl']
+            if type(ttl_override) == 'number' then
+                dead_letter_ttl = ttl_override
+            end
+        end
+    end
+end
+local expires = now + ttl * 1000
+
+local claimed, dead, ids = {}, {}, {}
+take_claimable(now, limit, function(id, info)
+    info[I_CLAIM] = cid
+    info[I_CLAIM_EXPIRES] = expires
+    if max_claims > 0 and info[I_CLAIM_COUNT] >= max_claims then
+        store_info(id, info)
+        emit(dead, id, info)
+    else
+        info[I_CLAIM_COUNT] = info[I_CLAIM_COUNT] + 1
+        extend_lifetime(id, info, expires, ttl, grace)
+        store_info(id, info)
+        emit(claimed, id, info)
+        ids[#ids + 1] = id
+    end
+    redis.call('ZADD', K_CLAIMED, expires, id)
+end)
+if #ids > 0 then
+    redis.call('HSET', K_CLAIMS, cid, cmsgpack.pack({ttl, grace, now, expires, unpack(ids)}))
+    redis.call('ZADD', K_CLAIM_EXPIRY, expires, cid)
+end
+return {claimed, dead, dead_letter_queue, dead_letter_ttl}

@@ -1,0 +1,15 @@
+-- get.lua: messages by id, delayed and claimed ones included, expired ones left out.
+--
+-- KEYS: the nine queue keys (lib.lua).
+-- ARGV: now_ms, id, id, ...
+-- Returns: {id, body, info, ...} for the ids found, in ARGV order.
+
+local now = tonumber(ARGV[1])
+local out = {}
+for i = 2, #ARGV do
+    local info = load_info(ARGV[i])
+    if info and info[I_EXPIRES] > now then
+        emit(out, ARGV[i], info)
+    end
+end
+return out

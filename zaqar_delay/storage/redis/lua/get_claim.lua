@@ -1,0 +1,18 @@
+-- get_claim.lua: a live claim and the messages it still holds.
+--
+-- KEYS: the nine queue keys (lib.lua).
+-- ARGV: now_ms, claim_id.
+-- Returns: false when the claim is unknown, released or expired; else
+--   {ttl, grace, updated_ms, expires_ms, {id, body, info, ...}}.
+
+local now, cid = tonumber(ARGV[1]), ARGV[2]
+local claim = load_live_claim(cid, now)
+if not claim then
+    return false
+end
+local ids, infos = held_messages(cid, claim, now)
+local out = {}
+for i, id in ipairs(ids) do
+    emit(out, id, infos[i])
+end
+return {claim[C_TTL], claim[C_GRACE], claim[C_UPDATED], claim[C_EXPIRES], out}

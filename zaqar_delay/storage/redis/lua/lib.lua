@@ -1,0 +1,150 @@
+-- lib.lua: helpers shared by every queue script; scripts.py prepends it to each script.
+--
+-- KEYS (every queue script): the nine keys of one queue, in QueueKeys order (keys.py):
+--   1 queue   2 bodies   3 infos   4 fifo   5 ready   6 claimed   7 expiry   8 claims
+--   9 claim_expiry
+-- Times are epoch milliseconds handed in through ARGV; scripts never read the server clock,
+-- so a test clock drives them exactly like the real one.
+
+local K_QUEUE, K_BODIES, K_INFOS, K_FIFO = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_READY, K_CLAIMED, K_EXPIRY = KEYS[5], KEYS[6], KEYS[7]
+local K_CLAIMS, K_CLAIM_EXPIRY = KEYS[8], KEYS[9]
+
+-- Positions in a message info array (msgpack).
+local I_CREATED, I_EXPIRES, I_TTL, I_DUE, I_CLIENT, I_SEQ = 1, 2, 3, 4, 5, 6
+local I_CLAIM, I_CLAIM_EXPIRES, I_CLAIM_COUNT = 7, 8, 9
+
+-- Positions in a claim record (msgpack); message ids follow from C_FIRST_ID on.
+local C_TTL, C_GRACE, C_UPDATED, C_EXPIRES, C_FIRST_ID = 1, 2, 3, 4, 5
+
+-- How much garbage one call may collect, so no call blocks Redis for long.
+local GC_BUDGET = 100
+local LAPSED_BUDGET = 1000
+-- Lua's unpack() has a small stack; bulk commands are sent in chunks of this many arguments.
+local CHUNK = 2000
+
+local function load_info(id)
+    local raw = redis.call('HGET', K_INFOS, id)
+    if not raw then
+        return nil
+    end
+    return cmsgpack.unpack(raw)
+end
+
+local function store_info(id, info)
+    redis.call('HSET', K_INFOS, id, cmsgpack.pack(info))
+end
+
+local function is_live_claim(info, now)
+    return info[I_CLAIM] ~= '' and info[I_CLAIM_EXPIRES] > now
+end
+
+-- Send cmd key a1 a2 ... in chunks (args is a flat list).
+local function bulk(cmd, key, args)
+    for i = 1, #args, CHUNK do
+        redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+    end
+end
+
+local function remove_messages(ids)
+    if #ids == 0 then
+        return
+    end
+    bulk('HDEL', K_BODIES, ids)
+    bulk('HDEL', K_INFOS, ids)
+    bulk('ZREM', K_FIFO, ids)
+    bulk('ZREM', K_READY, ids)
+    bulk('ZREM', K_CLAIMED, ids)
+    bulk('ZREM', K_EXPIRY, ids)
+end
+
+-- Delete messages and claim records whose time is over (at most GC_BUDGET of each).
+local function collect_garbage(now)
+    remove_messages(redis.call('ZRANGEBYSCORE', K_EXPIRY, '-inf', now, 'LIMIT', 0, GC_BUDGET))
+    local cids = redis.call('ZRANGEBYSCORE', K_CLAIM_EXPIRY, '-inf', now, 'LIMIT', 0, GC_BUDGET)
+    if #cids > 0 then
+        bulk('HDEL', K_CLAIMS, cids)
+        bulk('ZREM', K_CLAIM_EXPIRY, cids)
+    end
+end
+
+-- Return messages whose claim ran out to the ready set, at their original due time so they
+-- keep their place in line.
+local function return_lapsed_claims(now)
+    local ids = redis.call('ZRANGEBYSCORE', K_CLAIMED, '-inf', now, 'LIMIT', 0, LAPSED_BUDGET)
+    for _, id in ipairs(ids) do
+        local info = load_info(id)
+        redis.call('ZREM', K_CLAIMED, id)
+        if info then
+            redis.call('ZADD', K_READY, info[I_DUE], id)
+        end
+    end
+end
+
+-- Visit up to `limit` claimable messages (due, unexpired, no live claim), oldest due first.
+-- Each visited id has already left the ready set; visit(id, info) decides what becomes of it.
+-- Expired or vanished entries met on the way are deleted and do not count.
+local function take_claimable(now, limit, visit)
+    collect_garbage(now)
+    return_lapsed_claims(now)
+    local taken = 0
+    while taken < limit do
+        local ids = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, limit - taken)
+        if #ids == 0 then
+            break
+        end
+        for _, id in ipairs(ids) do
+            redis.call('ZREM', K_READY, id)
+            local info = load_info(id)
+            if info and info[I_EXPIRES] > now then
+                visit(id, info)
+                taken = taken + 1
+            else
+                remove_messages({id})
+            end
+        end
+    end
+end
+
+-- A claimed message that would expire before its claim lives until claim expiry + grace.
+local function extend_lifetime(id, info, claim_expires, ttl, grace)
+    if info[I_EXPIRES] < claim_expires then
+        info[I_EXPIRES] = claim_expires + grace * 1000
+        info[I_TTL] = ttl + grace
+        redis.call('ZADD', K_EXPIRY, info[I_EXPIRES], id)
+    end
+end
+
+-- The live claim record as a table, or nil when unknown or expired.
+local function load_live_claim(cid, now)
+    local raw = redis.call('HGET', K_CLAIMS, cid)
+    if not raw then
+        return nil
+    end
+    local claim = cmsgpack.unpack(raw)
+    if claim[C_EXPIRES] <= now then
+        return nil
+    end
+    return claim
+end
+
+-- Ids of the claim's messages that the claim still holds, with their infos.
+local function held_messages(cid, claim, now)
+    local ids, infos = {}, {}
+    for i = C_FIRST_ID, #claim do
+        local id = claim[i]
+        local info = load_info(id)
+        if info and info[I_CLAIM] == cid and is_live_claim(info, now) then
+            ids[#ids + 1] = id
+            infos[#infos + 1] = info
+        end
+    end
+    return ids, infos
+end
+
+-- Append id, body, info triples of messages to `out`.
+local function emit(out, id, info)
+    out[#out + 1] = id
+    out[#out + 1] = redis.call('HGET', K_BODIES, id)
+    out[#out + 1] = cmsgpack.pack(info)
+end

@@ -1,0 +1,54 @@
+-- post.lua: store a batch of messages at the tail of the queue, creating the queue if needed.
+--
+-- KEYS: the nine queue keys (lib.lua).
+-- ARGV: now_ms, mode, client_id, then four values per message: ref, ttl_s, delay_s, body_json.
+--   mode "new":  ref is a random suffix; the id is the 16-hex-digit sequence number followed by
+--                it, so ids of one millisecond sort in posting order.
+--   mode "keep": ref is the full id (dead-letter moves); an id already present is skipped, so a
+--                repeated move stores the message once.
+-- Returns: {created (1 if the queue was created), id, id, ...} in ARGV order.
+
+local now, mode, client = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local created = 0
+if redis.call('EXISTS', K_QUEUE) == 0 then
+    redis.call('HSET', K_QUEUE, 'm', '{}', 'cr', now, 'seq', 0)
+    created = 1
+end
+collect_garbage(now)
+
+local count = (#ARGV - 3) / 4
+local last_seq = redis.call('HINCRBY', K_QUEUE, 'seq', count)
+local bodies, infos, fifo, ready, expiry = {}, {}, {}, {}, {}
+local result = {created}
+for j = 0, count - 1 do
+    local base = 4 + j * 4
+    local seq = last_seq - count + 1 + j
+    local id = ARGV[base]
+    if mode == 'new' then
+        id = string.format('%016x', seq) .. id
+    end
+    if mode == 'new' or redis.call('HEXISTS', K_INFOS, id) == 0 then
+        local ttl, delay = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+        local due, expires = now + delay * 1000, now + ttl * 1000
+        local info = {now, expires, ttl, due, client, seq, '', 0, 0}
+        bodies[#bodies + 1] = id
+        bodies[#bodies + 1] = ARGV[base + 3]
+        infos[#infos + 1] = id
+        infos[#infos + 1] = cmsgpack.pack(info)
+        fifo[#fifo + 1] = seq
+        fifo[#fifo + 1] = id
+        ready[#ready + 1] = due
+        ready[#ready + 1] = id
+        expiry[#expiry + 1] = expires
+        expiry[#expiry + 1] = id
+    end
+    result[#result + 1] = id
+end
+if #bodies > 0 then
+    bulk('HSET', K_BODIES, bodies)
+    bulk('HSET', K_INFOS, infos)
+    bulk('ZADD', K_FIFO, fifo)
+    bulk('ZADD', K_READY, ready)
+    bulk('ZADD', K_EXPIRY, expiry)
+end
+return result

@@ -1,0 +1,28 @@
+-- queue.lua: create a queue, replace its metadata, purge it or delete it.
+--
+-- KEYS: the nine queue keys (lib.lua).
+-- ARGV: action, now_ms, metadata_json.
+--   "create":  store the queue with metadata_json unless it exists; returns 1 if created.
+--   "set":     replace the metadata of an existing queue; returns 0 if the queue is missing.
+--   "purge":   drop every message and claim, keep the queue; returns 1.
+--   "delete":  drop the queue with its messages and claims; returns 1.
+
+local action = ARGV[1]
+if action == 'create' then
+    if redis.call('EXISTS', K_QUEUE) == 1 then
+        return 0
+    end
+    redis.call('HSET', K_QUEUE, 'm', ARGV[3], 'cr', tonumber(ARGV[2]), 'seq', 0)
+    return 1
+elseif action == 'set' then
+    if redis.call('EXISTS', K_QUEUE) == 0 then
+        return 0
+    end
+    redis.call('HSET', K_QUEUE, 'm', ARGV[3])
+    return 1
+end
+redis.call('UNLINK', K_BODIES, K_INFOS, K_FIFO, K_READY, K_CLAIMED, K_EXPIRY, K_CLAIMS, K_CLAIM_EXPIRY)
+if action == 'delete' then
+    redis.call('UNLINK', K_QUEUE)
+end
+return 1

@@ -1,0 +1,40 @@
+-- stats.lua: message counts of a queue and its oldest and newest unexpired messages.
+--
+-- KEYS: the nine queue keys (lib.lua).
+-- ARGV: now_ms.
+-- Returns: {total, claimed, delayed, oldest_id, oldest_created, newest_id, newest_created}
+--   (ids "" when the queue holds no message). Delayed messages count in total, as Zaqar's do.
+
+local now = tonumber(ARGV[1])
+collect_garbage(now)
+local window = '(' .. now
+local total = redis.call('ZCOUNT', K_EXPIRY, window, '+inf')
+local claimed = redis.call('ZCOUNT', K_CLAIMED, window, '+inf')
+local delayed = redis.call('ZCOUNT', K_READY, window, '+inf')
+
+-- The first unexpired message from one end of the posting order.
+local function first_alive(from_tail)
+    local offset = 0
+    while true do
+        local ids
+        if from_tail then
+            ids = redis.call('ZREVRANGE', K_FIFO, offset, offset + 99)
+        else
+            ids = redis.call('ZRANGE', K_FIFO, offset, offset + 99)
+        end
+        if #ids == 0 then
+            return '', 0
+        end
+        for _, id in ipairs(ids) do
+            local info = load_info(id)
+            if info and info[I_EXPIRES] > now then
+                return id, info[I_CREATED]
+            end
+        end
+        offset = offset + 100
+    end
+end
+
+local oldest_id, oldest_created = first_alive(false)
+local newest_id, newest_created = first_alive(true)
+return {total, claimed, delayed, oldest_id, oldest_created, newest_id, newest_created}

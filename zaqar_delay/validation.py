@@ -1,0 +1,272 @@
+"""The rules of the v2 API: identifiers, numeric limits, message fields and reserved metadata.
+
+Pure functions of their input and :class:`~zaqar_delay.conf.Limits`; each raises
+:class:`~zaqar_delay.errors.InvalidRequest` (a rule is broken) or
+:class:`~zaqar_delay.errors.InvalidBody` (a field has the wrong type) with Zaqar's wording.
+Shared by the API and the bulk pipeline so both accept exactly the same input.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from zaqar_delay import errors
+from zaqar_delay.conf import Limits
+from zaqar_delay.models import DeadLetterPolicy, Metadata
+
+QUEUE_NAME_RE = re.compile(r"^[a-zA-Z0-9_\-.]+$")
+QUEUE_NAME_MAX = 64
+PROJECT_ID_MAX = 256
+MIN_MESSAGE_TTL = 60
+MIN_CLAIM_TTL = 60
+MIN_CLAIM_GRACE = 60
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+RESERVED_DEFAULTS_KEYS = (
+    "_max_messages_post_size",
+    "_default_message_ttl",
+    "_default_message_delay",
+    "_dead_letter_queue",
+    "_dead_letter_queue_messages_ttl",
+    "_max_claim_count",
+    "_enable_encrypt_messages",
+)
+
+
+def is_int(value: Any) -> bool:
+    """JSON integers only: booleans are not numbers here."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int64(value: int) -> None:
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise errors.InvalidBody("JSON contains integer that is too large.")
+
+
+# -- identifiers -------------------------------------------------------------------------------
+
+
+def queue_name(name: str) -> str:
+    if len(name) > QUEUE_NAME_MAX or not QUEUE_NAME_RE.match(name):
+        raise errors.InvalidRequest(
+            "The format of the submitted queue name or project id is not valid."
+        )
+    return name
+
+
+def project_id(project: str) -> str:
+    if len(project) > PROJECT_ID_MAX:
+        raise errors.InvalidRequest(
+            "The format of the submitted queue name or project id is not valid."
+        )
+    return project
+
+
+def client_id(value: str, limits: Limits) -> str:
+    """The canonical Client-ID: a UUID's 32 hex digits in strict mode, else the value itself."""
+    if limits.client_id_uuid_safe == "strict":
+        try:
+            return uuid.UUID(value).hex
+        except ValueError as exc:
+            raise errors.InvalidRequest("Malformed hexadecimal UUID.") from exc
+    if not limits.min_length_client_id <= len(value) <= limits.max_length_client_id:
+        raise errors.InvalidRequest(
+            f"Length of client id must be at least {limits.min_length_client_id} and no greater "
+            f"than {limits.max_length_client_id}."
+        )
+    return value
+
+
+# -- numeric limits ----------------------------------------------------------------------------
+
+
+def message_limit(limit: int, limits: Limits) -> int:
+    if not 1 <= limit <= limits.max_messages_per_page:
+        raise errors.InvalidRequest(
+            f"Limit must be at least 1 and may not be greater than {limits.max_messages_per_page}."
+        )
+    return limit
+
+
+def queue_limit(limit: int, limits: Limits) -> int:
+    if not 1 <= limit <= limits.max_queues_per_page:
+        raise errors.InvalidRequest(
+            f"Limit must be at least 1 and no greater than {limits.max_queues_per_page}."
+        )
+    return limit
+
+
+def claim_limit(limit: int, limits: Limits) -> int:
+    if not 1 <= limit <= limits.max_messages_per_claim_or_pop:
+        raise errors.InvalidRequest(
+            "Limit must be at least 1 and may not be greater than "
+            f"{limits.max_messages_per_claim_or_pop}."
+        )
+    return limit
+
+
+def pop_count(count: int, limits: Limits) -> int:
+    if not 1 <= count <= limits.max_messages_per_claim_or_pop:
+        raise errors.InvalidRequest(
+            "Pop value must be at least 1 and may not be greater than "
+            f"{limits.max_messages_per_claim_or_pop}."
+        )
+    return count
+
+
+def id_list(ids: list[str], limits: Limits) -> list[str]:
+    if not 1 <= len(ids) <= limits.max_messages_per_page:
+        raise errors.InvalidRequest(
+            "ids parameter should have at least 1 and not greater than "
+            f"{limits.max_messages_per_page} values."
+        )
+    return ids
+
+
+def integer_field(document: Mapping[str, Any], name: str, default: int) -> int:
+    """``document[name]`` as an int (``default`` when absent); null and non-ints are refused."""
+    if name not in document:
+        return default
+    value = document[name]
+    if not is_int(value):
+        raise errors.InvalidBody(f'The value of the "{name}" field must be a int.')
+    _check_int64(value)
+    return int(value)
+
+
+def message_ttl(ttl: int, limits: Limits) -> int:
+    if not MIN_MESSAGE_TTL <= ttl <= limits.max_message_ttl:
+        raise errors.InvalidRequest(
+            f"The TTL for a message may not exceed {limits.max_message_ttl} seconds, and must "
+            f"be at least {MIN_MESSAGE_TTL} seconds long."
+        )
+    return ttl
+
+
+def message_delay(delay: int, limits: Limits) -> int:
+    if not 0 <= delay <= limits.max_message_delay:
+        raise errors.InvalidRequest(
+            f"The Delay TTL for a message may not exceed {limits.max_message_delay} seconds,"
+            "and must be at least 0 seconds long."
+        )
+    return delay
+
+
+def claim_ttl(ttl: int, limits: Limits) -> int:
+    if not MIN_CLAIM_TTL <= ttl <= limits.max_claim_ttl:
+        raise errors.InvalidRequest(
+            f"The TTL for a claim may not exceed {limits.max_claim_ttl} seconds, and must be "
+            f"at least {MIN_CLAIM_TTL} seconds long."
+        )
+    return ttl
+
+
+def claim_grace(grace: int, limits: Limits) -> int:
+    if not MIN_CLAIM_GRACE <= grace <= limits.max_claim_grace:
+        raise errors.InvalidRequest(
+            f"The grace for a claim may not exceed {limits.max_claim_grace} seconds, and must "
+            f"be at least {MIN_CLAIM_GRACE} seconds long."
+        )
+    return grace
+
+
+# -- reserved queue metadata -------------------------------------------------------------------
+
+
+def _reserved_int(metadata: Metadata, key: str, low: int, high: int, range_error: str) -> None:
+    value = metadata.get(key)
+    if value is None:
+        return
+    if not is_int(value):
+        raise errors.InvalidRequest(f"{key} must be integer.")
+    if not low <= value <= high:
+        raise errors.InvalidRequest(range_error)
+
+
+def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
+    """Check the reserved ``_`` keys of queue metadata; null means "use the default"."""
+    _reserved_int(
+        metadata,
+        "_default_message_ttl",
+        MIN_MESSAGE_TTL,
+        limits.max_message_ttl,
+        f"_default_message_ttl can not exceed {limits.max_message_ttl} seconds, and must be at "
+        f"least {MIN_MESSAGE_TTL} seconds long.",
+    )
+    _reserved_int(
+        metadata,
+        "_max_messages_post_size",
+        1,
+        limits.max_messages_post_size,
+        f"_max_messages_post_size can not exceed {limits.max_messages_post_size},  and must be "
+        "at least greater than 0.",
+    )
+    _reserved_int(
+        metadata,
+        "_default_message_delay",
+        0,
+        limits.max_message_delay,
+        f"The TTL can not exceed {limits.max_message_delay} seconds, and must be at least 0 "
+        "seconds long.",
+    )
+    _reserved_int(
+        metadata,
+        "_max_claim_count",
+        0,
+        INT64_MAX,
+        "_max_claim_count must be at least 0.",
+    )
+    _reserved_int(
+        metadata,
+        "_dead_letter_queue_messages_ttl",
+        MIN_MESSAGE_TTL,
+        limits.max_message_ttl,
+        f"The TTL for a message may not exceed {limits.max_message_ttl} seconds, and must be at "
+        f"least {MIN_MESSAGE_TTL} seconds long.",
+    )
+    dead_letter = metadata.get("_dead_letter_queue")
+    if dead_letter is not None and (
+        not isinstance(dead_letter, str)
+        or len(dead_letter) > QUEUE_NAME_MAX
+        or not QUEUE_NAME_RE.match(dead_letter)
+    ):
+        raise errors.InvalidRequest("_dead_letter_queue must be the name of a queue.")
+    encrypt = metadata.get("_enable_encrypt_messages")
+    if encrypt is not None and not isinstance(encrypt, bool):
+        raise errors.InvalidRequest("_enable_encrypt_messages must be boolean.")
+    if encrypt:
+        raise errors.InvalidRequest(
+            "_enable_encrypt_messages is not supported by this server: messages are stored as sent."
+        )
+    return metadata
+
+
+def with_reserved_defaults(metadata: Metadata, limits: Limits) -> Metadata:
+    """Metadata as GET shows it: every reserved key present, falsy ones filled with defaults."""
+    defaults: Metadata = {
+        "_max_messages_post_size": limits.max_messages_post_size,
+        "_default_message_ttl": limits.default_message_ttl,
+        "_default_message_delay": limits.default_message_delay,
+        "_dead_letter_queue": None,
+        "_dead_letter_queue_messages_ttl": None,
+        "_max_claim_count": None,
+        "_enable_encrypt_messages": False,
+    }
+    shown = dict(metadata)
+    for key in RESERVED_DEFAULTS_KEYS:
+        if not shown.get(key):
+            shown[key] = defaults[key]
+    return shown
+
+
+def dead_letter_policy(metadata: Metadata) -> DeadLetterPolicy | None:
+    """The queue's dead-letter policy, when both ``_max_claim_count`` and the target are set."""
+    max_count = metadata.get("_max_claim_count")
+    target = metadata.get("_dead_letter_queue")
+    if not is_int(max_count) or max_count < 1 or not isinstance(target, str) or not target:
+        return None
+    ttl = metadata.get("_dead_letter_queue_messages_ttl")
+    return DeadLetterPolicy(int(max_count), target, int(ttl) if is_int(ttl) and ttl else None)
