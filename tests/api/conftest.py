@@ -1,0 +1,74 @@
+"""The API under falcon's test client, on the embedded Redis with a fake clock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import falcon.testing
+import pytest
+
+from zaqar_delay.api.app import create_app
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.conf import Settings
+from zaqar_delay.storage.redis.connect import redis_client
+from zaqar_delay.storage.redis.driver import RedisDriver
+from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+
+CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
+OTHER_CLIENT_ID = "9d1f1c8e-9d6f-4e3c-8d5c-6f8b2a3c4d5e"
+PROJECT = "project-1"
+HEADERS = {"Client-ID": CLIENT_ID, "X-Project-ID": PROJECT}
+
+
+class Api:
+    """falcon's TestClient with Zaqar's headers, a clock and shorthands."""
+
+    def __init__(self, client: falcon.testing.TestClient, clock: FakeClock, driver: RedisDriver) -> None:
+        self.client = client
+        self.clock = clock
+        self.driver = driver
+
+    def request(self, method: str, path: str, **kwargs: Any) -> falcon.testing.Result:
+        headers = {**HEADERS, **kwargs.pop("headers", {})}
+        for name in [k for k, v in headers.items() if v is None]:
+            del headers[name]
+        return self.client.simulate_request(method, path, headers=headers, **kwargs)
+
+    def get(self, path: str, **kwargs: Any) -> falcon.testing.Result:
+        return self.request("GET", path, **kwargs)
+
+    def put(self, path: str, **kwargs: Any) -> falcon.testing.Result:
+        return self.request("PUT", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> falcon.testing.Result:
+        return self.request("POST", path, **kwargs)
+
+    def patch(self, path: str, **kwargs: Any) -> falcon.testing.Result:
+        return self.request("PATCH", path, **kwargs)
+
+    def delete(self, path: str, **kwargs: Any) -> falcon.testing.Result:
+        return self.request("DELETE", path, **kwargs)
+
+    def post_messages(self, queue: str, *messages: dict[str, Any], **kwargs: Any) -> list[str]:
+        result = self.post(f"/v2/queues/{queue}/messages", json={"messages": list(messages)}, **kwargs)
+        assert result.status_code == 201, result.text
+        return [href.rsplit("/", 1)[1] for href in result.json["resources"]]
+
+
+@pytest.fixture
+def api(embedded_redis: EmbeddedRedis) -> Iterator[Api]:
+    clock = FakeClock()
+    driver = RedisDriver(redis_client(embedded_redis.uri, 5.0), prefix=f"t{uuid.uuid4().hex[:12]}")
+    app = create_app(Settings(storage_uri=embedded_redis.uri), driver=driver, clock=clock)
+    yield Api(falcon.testing.TestClient(app), clock, driver)
+    driver.close()
+
+
+def assert_error(result: falcon.testing.Result, status: int, title: str, description: str | None = None) -> None:
+    """An error response with Zaqar's JSON shape."""
+    assert result.status_code == status, result.text
+    assert result.json["title"] == title
+    if description is not None:
+        assert result.json["description"] == description
