@@ -1,0 +1,89 @@
+"""python-zaqarclient's own functional tests for queues and claims, run against our server.
+
+They ship only in the client's source distribution, which is downloaded once into a cache.
+Every test must pass except those listed in EXPECTED_FAILURES, each with its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ET
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tests.processes import ServiceProcess
+
+pytestmark = pytest.mark.functional
+
+SUITES = ["tests/functional/queues/v2/test_queues.py", "tests/functional/queues/v2/test_claims.py"]
+
+EXPECTED_FAILURES = {
+    # Stale expectations that upstream Zaqar fails as well (reference section 4.4): the client
+    # treats the 405 a v2 server gives HEAD /v2/queues/{q} as "exists".
+    "test_queue_exists_functional": "stale: upstream Zaqar fails it too (HEAD answers 405)",
+    # Both expect the reserved defaults without _enable_encrypt_messages, which current
+    # upstream servers (and we) include in GET queue.
+    "test_queue_metadata_functional": "stale: expects no _enable_encrypt_messages default",
+    "test_queue_metadata_reload_functional": "stale: expects no _enable_encrypt_messages default",
+    # Creates a subscription; subscriptions are answered with 404 until they are implemented.
+    "test_queue_subscriptions": "subscriptions are not implemented (404)",
+    # Needs POST /v2/queues/{q}/share and signed-URL authentication, not implemented yet.
+    "test_signed_url": "pre-signed URLs are not implemented yet",
+}
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(root) / "zaqar-delay-tests"
+
+
+@pytest.fixture(scope="session")
+def client_source() -> Path:
+    """The unpacked sdist of the installed python-zaqarclient version."""
+    version = metadata.version("python-zaqarclient")
+    target = _cache_dir() / f"python_zaqarclient-{version}"
+    if (target / SUITES[0]).exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as download:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+             f"python-zaqarclient=={version}", "--dest", download],
+            check=True,
+        )
+        [archive] = Path(download).glob("*.tar.gz")
+        with tarfile.open(archive) as tar:
+            tar.extractall(target.parent, filter="data")
+    return target
+
+
+def test_upstream_client_functional_suite(client_source: Path) -> None:
+    service = ServiceProcess().start()
+    try:
+        report = Path(service.data_dir) / "junit.xml"
+        env = {**os.environ, "ZAQARCLIENT_TEST_FUNCTIONAL": "1", "ZAQAR_ENDPOINT": service.url}
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+             f"--junitxml={report}", *SUITES],
+            cwd=client_source, env=env, capture_output=True, text=True, timeout=600,
+        )
+        cases = ET.parse(report).getroot().iter("testcase")
+        outcomes = {}
+        for case in cases:
+            failed = case.find("failure") is not None or case.find("error") is not None
+            skipped = case.find("skipped") is not None
+            outcomes[case.get("name")] = "failed" if failed else "skipped" if skipped else "passed"
+    finally:
+        service.stop()
+    failed = {name for name, outcome in outcomes.items() if outcome == "failed"}
+    passed = {name for name, outcome in outcomes.items() if outcome == "passed"}
+    print(f"python-zaqarclient functional: {len(passed)} passed, {len(failed)} failed "
+          f"(expected failures: {sorted(EXPECTED_FAILURES)})")
+    assert failed == set(EXPECTED_FAILURES), run.stdout[-5000:]
+    assert len(passed) >= 13, run.stdout[-5000:]
