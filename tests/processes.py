@@ -41,7 +41,9 @@ def wait_until(check: Callable[[], object], timeout: float, what: str) -> None:
 class RedisServer:
     """A throw-away redis-server on a loopback port (no persistence unless asked)."""
 
-    def __init__(self, port: int | None = None, directory: str | None = None, aof: bool = False) -> None:
+    def __init__(
+        self, port: int | None = None, directory: str | None = None, aof: bool = False
+    ) -> None:
         self.port = port or free_port()
         self.directory = directory or tempfile.mkdtemp(prefix="zd-redis-")
         self.aof = aof
@@ -54,14 +56,21 @@ class RedisServer:
     def start(self) -> RedisServer:
         args = [
             redis_server_binary(),
-            "--bind", "127.0.0.1",
-            "--port", str(self.port),
-            "--dir", self.directory,
-            "--save", "",
-            "--appendonly", "yes" if self.aof else "no",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dir",
+            self.directory,
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.aof else "no",
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: redis.Redis(port=self.port, socket_timeout=0.5).ping(), 10, "redis-server")
+        wait_until(
+            lambda: redis.Redis(port=self.port, socket_timeout=0.5).ping(), 10, "redis-server"
+        )
         return self
 
     def stop(self) -> None:
@@ -74,7 +83,9 @@ class RedisServer:
 class ServiceProcess:
     """``zaqar-delay-server`` under gunicorn on a free loopback port."""
 
-    def __init__(self, env: dict[str, str] | None = None, args: list[str] | None = None, workers: int = 2) -> None:
+    def __init__(
+        self, env: dict[str, str] | None = None, args: list[str] | None = None, workers: int = 2
+    ) -> None:
         self.port = free_port()
         self.data_dir = tempfile.mkdtemp(prefix="zd-data-")
         self.env = {**os.environ, **(env or {})}
@@ -89,15 +100,24 @@ class ServiceProcess:
 
     def start(self) -> ServiceProcess:
         command = [
-            sys.executable, "-m", "zaqar_delay.cmd.server",
-            "--bind", f"127.0.0.1:{self.port}",
-            "--workers", str(self.workers),
-            "--data-dir", self.data_dir,
+            sys.executable,
+            "-m",
+            "zaqar_delay.cmd.server",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--workers",
+            str(self.workers),
+            "--data-dir",
+            self.data_dir,
             *self.args,
         ]
         log = open(self.log_path, "wb")  # noqa: SIM115 - kept open for the server's lifetime
         self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        wait_until(lambda: requests.get(self.url + "/", timeout=1).status_code == 300, 30, "zaqar-delay-server")
+        wait_until(
+            lambda: requests.get(self.url + "/", timeout=1).status_code == 300,
+            30,
+            "zaqar-delay-server",
+        )
         return self
 
     def log(self) -> str:

@@ -17,7 +17,9 @@ STORAGE_URI_ENV = "ZAQAR_DELAY_STORAGE_URI"
 server_opts = [
     cfg.StrOpt("bind", default="127.0.0.1:8888", help="HOST:PORT the HTTP server listens on."),
     cfg.IntOpt("workers", default=2, min=1, help="Number of gunicorn worker processes."),
-    cfg.IntOpt("timeout", default=30, min=1, help="Seconds before gunicorn restarts a stuck worker."),
+    cfg.IntOpt(
+        "timeout", default=30, min=1, help="Seconds before gunicorn restarts a stuck worker."
+    ),
 ]
 
 storage_opts = [
@@ -46,17 +48,56 @@ storage_opts = [
 ]
 
 transport_opts = [
-    cfg.IntOpt("default_message_ttl", default=3600, min=60, help="Message ttl when neither the message nor its queue sets one."),
-    cfg.IntOpt("default_message_delay", default=0, min=0, help="Shown as _default_message_delay of queues that do not set it."),
-    cfg.IntOpt("default_claim_ttl", default=300, min=60, help="Claim ttl when the request omits it."),
-    cfg.IntOpt("default_claim_grace", default=60, min=60, help="Claim grace when the request omits it."),
+    cfg.IntOpt(
+        "default_message_ttl",
+        default=3600,
+        min=60,
+        help="Message ttl when neither the message nor its queue sets one.",
+    ),
+    cfg.IntOpt(
+        "default_message_delay",
+        default=0,
+        min=0,
+        help="Shown as _default_message_delay of queues that do not set it.",
+    ),
+    cfg.IntOpt(
+        "default_claim_ttl", default=300, min=60, help="Claim ttl when the request omits it."
+    ),
+    cfg.IntOpt(
+        "default_claim_grace", default=60, min=60, help="Claim grace when the request omits it."
+    ),
     cfg.IntOpt("max_queues_per_page", default=20, min=1, help="Largest limit for listing queues."),
-    cfg.IntOpt("max_messages_per_page", default=20, min=1, help="Largest limit for listing messages and for ids in bulk requests."),
-    cfg.IntOpt("max_messages_per_claim_or_pop", default=20, min=1, help="Largest limit of a claim and of a pop."),
-    cfg.IntOpt("max_queue_metadata", default=65536, min=1, help="Largest queue metadata document, in bytes."),
-    cfg.IntOpt("max_messages_post_size", default=262144, min=1, help="Largest body of a message post, in bytes."),
+    cfg.IntOpt(
+        "max_messages_per_page",
+        default=20,
+        min=1,
+        help="Largest limit for listing messages and for ids in bulk requests.",
+    ),
+    cfg.IntOpt(
+        "max_messages_per_claim_or_pop",
+        default=20,
+        min=1,
+        help="Largest limit of a claim and of a pop.",
+    ),
+    cfg.IntOpt(
+        "max_queue_metadata",
+        default=65536,
+        min=1,
+        help="Largest queue metadata document, in bytes.",
+    ),
+    cfg.IntOpt(
+        "max_messages_post_size",
+        default=262144,
+        min=1,
+        help="Largest body of a message post, in bytes.",
+    ),
     cfg.IntOpt("max_message_ttl", default=1209600, min=60, help="Largest message ttl, in seconds."),
-    cfg.IntOpt("max_message_delay", default=900, min=0, help="Largest message delay and queue _default_message_delay, in seconds."),
+    cfg.IntOpt(
+        "max_message_delay",
+        default=900,
+        min=0,
+        help="Largest message delay and queue _default_message_delay, in seconds.",
+    ),
     cfg.IntOpt("max_claim_ttl", default=43200, min=60, help="Largest claim ttl, in seconds."),
     cfg.IntOpt("max_claim_grace", default=43200, min=60, help="Largest claim grace, in seconds."),
     cfg.StrOpt(
@@ -65,9 +106,23 @@ transport_opts = [
         choices=["strict", "off"],
         help="strict: the Client-ID header must be a UUID. off: any string of allowed length.",
     ),
-    cfg.IntOpt("min_length_client_id", default=10, min=1, help="Shortest Client-ID when client_id_uuid_safe is off."),
-    cfg.IntOpt("max_length_client_id", default=36, min=1, help="Longest Client-ID when client_id_uuid_safe is off."),
-    cfg.BoolOpt("message_delete_with_claim_id", default=False, help="Bulk delete requires claim_ids that hold the messages."),
+    cfg.IntOpt(
+        "min_length_client_id",
+        default=10,
+        min=1,
+        help="Shortest Client-ID when client_id_uuid_safe is off.",
+    ),
+    cfg.IntOpt(
+        "max_length_client_id",
+        default=36,
+        min=1,
+        help="Longest Client-ID when client_id_uuid_safe is off.",
+    ),
+    cfg.BoolOpt(
+        "message_delete_with_claim_id",
+        default=False,
+        help="Bulk delete requires claim_ids that hold the messages.",
+    ),
 ]
 
 GROUPS: dict[str, list[cfg.Opt]] = {
@@ -127,13 +182,20 @@ def make_conf() -> cfg.ConfigOpts:
     return conf
 
 
-def load_settings(config_files: Sequence[str] = (), environ: dict[str, str] | None = None) -> Settings:
+def load_settings(
+    config_files: Sequence[str] = (), environ: dict[str, str] | None = None
+) -> Settings:
     """Read the INI files (later ones win) and the environment into :class:`Settings`.
 
     Raises ``oslo_config.cfg.Error`` (or ``ValueError``) with a one-line message on bad input.
     """
     conf = make_conf()
-    conf(args=[], project="zaqar-delay", default_config_files=list(config_files), default_config_dirs=[])
+    conf(
+        args=[],
+        project="zaqar-delay",
+        default_config_files=list(config_files),
+        default_config_dirs=[],
+    )
     env = os.environ if environ is None else environ
     limits = Limits(**{f.name: getattr(conf.transport, f.name) for f in dataclasses.fields(Limits)})
     return Settings(

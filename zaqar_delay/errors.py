@@ -53,7 +53,9 @@ class ClaimDoesNotExist(NotFound):
 
 class MessageDoesNotExist(NotFound):
     def __init__(self, message_id: str, queue: str, project: str) -> None:
-        super().__init__(f"Message {message_id} does not exist in queue {queue} for project {project}")
+        super().__init__(
+            f"Message {message_id} does not exist in queue {queue} for project {project}"
+        )
 
 
 class Conflict(ZaqarDelayError):

@@ -1,4 +1,4 @@
-"""The JSON-patch subset Zaqar accepts for queue metadata (add, remove, replace on /metadata/key)."""
+"""The JSON-patch subset Zaqar accepts for queue metadata: add, remove, replace /metadata/key."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def _unescape(segment: str) -> str:
 def _pointer_key(path: Any) -> str:
     if not isinstance(path, str):
         raise errors.InvalidBody("Unable to find 'path' in JSON Schema change")
-    invalid = errors.InvalidBody(f"Invalid JSON pointer for this resource: '{path}', e.g /metadata/key")
+    invalid = errors.InvalidBody(
+        f"Invalid JSON pointer for this resource: '{path}', e.g /metadata/key"
+    )
     if not path.startswith("/") or "//" in path or path.endswith("/"):
         raise invalid
     segments = path[1:].split("/")

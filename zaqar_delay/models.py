@@ -83,15 +83,6 @@ class QueueInfo:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class DeadLetterPolicy:
-    """Where messages go after ``max_claim_count`` claims; ``ttl_s`` None keeps their ttl."""
-
-    max_claim_count: int
-    queue: str
-    ttl_s: int | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class ListPage:
     """One page of a message listing and the marker of the next page (None at the end)."""
 

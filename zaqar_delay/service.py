@@ -181,7 +181,9 @@ class Service:
             raise errors.MessageDoesNotExist(message_id, queue, project)
         return found[0]
 
-    def delete_message(self, project: str, queue: str, message_id: str, claim_id: str | None) -> None:
+    def delete_message(
+        self, project: str, queue: str, message_id: str, claim_id: str | None
+    ) -> None:
         self.driver.delete_message(project, queue, message_id, claim_id, self.now_ms())
 
     def delete_messages(

@@ -15,7 +15,7 @@ from typing import Any
 
 from zaqar_delay import errors
 from zaqar_delay.conf import Limits
-from zaqar_delay.models import DeadLetterPolicy, Metadata
+from zaqar_delay.models import Metadata
 
 QUEUE_NAME_RE = re.compile(r"^[a-zA-Z0-9_\-.]+$")
 QUEUE_NAME_MAX = 64
@@ -260,13 +260,3 @@ def with_reserved_defaults(metadata: Metadata, limits: Limits) -> Metadata:
         if not shown.get(key):
             shown[key] = defaults[key]
     return shown
-
-
-def dead_letter_policy(metadata: Metadata) -> DeadLetterPolicy | None:
-    """The queue's dead-letter policy, when both ``_max_claim_count`` and the target are set."""
-    max_count = metadata.get("_max_claim_count")
-    target = metadata.get("_dead_letter_queue")
-    if not is_int(max_count) or max_count < 1 or not isinstance(target, str) or not target:
-        return None
-    ttl = metadata.get("_dead_letter_queue_messages_ttl")
-    return DeadLetterPolicy(int(max_count), target, int(ttl) if is_int(ttl) and ttl else None)

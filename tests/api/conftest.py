@@ -25,7 +25,9 @@ HEADERS = {"Client-ID": CLIENT_ID, "X-Project-ID": PROJECT}
 class Api:
     """falcon's TestClient with Zaqar's headers, a clock and shorthands."""
 
-    def __init__(self, client: falcon.testing.TestClient, clock: FakeClock, driver: RedisDriver) -> None:
+    def __init__(
+        self, client: falcon.testing.TestClient, clock: FakeClock, driver: RedisDriver
+    ) -> None:
         self.client = client
         self.clock = clock
         self.driver = driver
@@ -52,7 +54,9 @@ class Api:
         return self.request("DELETE", path, **kwargs)
 
     def post_messages(self, queue: str, *messages: dict[str, Any], **kwargs: Any) -> list[str]:
-        result = self.post(f"/v2/queues/{queue}/messages", json={"messages": list(messages)}, **kwargs)
+        result = self.post(
+            f"/v2/queues/{queue}/messages", json={"messages": list(messages)}, **kwargs
+        )
         assert result.status_code == 201, result.text
         return [href.rsplit("/", 1)[1] for href in result.json["resources"]]
 
@@ -66,7 +70,9 @@ def api(embedded_redis: EmbeddedRedis) -> Iterator[Api]:
     driver.close()
 
 
-def assert_error(result: falcon.testing.Result, status: int, title: str, description: str | None = None) -> None:
+def assert_error(
+    result: falcon.testing.Result, status: int, title: str, description: str | None = None
+) -> None:
     """An error response with Zaqar's JSON shape."""
     assert result.status_code == status, result.text
     assert result.json["title"] == title

@@ -8,8 +8,12 @@ import pytest
 
 from tests.api.conftest import Api, assert_error
 
-CLAIM_TTL = "The TTL for a claim may not exceed 43200 seconds, and must be at least 60 seconds long."
-CLAIM_GRACE = "The grace for a claim may not exceed 43200 seconds, and must be at least 60 seconds long."
+CLAIM_TTL = (
+    "The TTL for a claim may not exceed 43200 seconds, and must be at least 60 seconds long."
+)
+CLAIM_GRACE = (
+    "The grace for a claim may not exceed 43200 seconds, and must be at least 60 seconds long."
+)
 
 
 def claim_id_of(result: object) -> str:
@@ -43,7 +47,9 @@ def test_nothing_to_claim_is_204(api: Api) -> None:
 )
 def test_ttl_and_grace_bounds(api: Api, body: dict[str, int], description: str) -> None:
     api.post_messages("q", {"body": 1})
-    assert_error(api.post("/v2/queues/q/claims", json=body), 400, "Invalid API request", description)
+    assert_error(
+        api.post("/v2/queues/q/claims", json=body), 400, "Invalid API request", description
+    )
     assert api.post("/v2/queues/q/claims", json={"ttl": 60, "grace": 43200}).status_code == 201
 
 
@@ -62,7 +68,12 @@ def test_limit_bounds(api: Api, limit: str, ok: bool) -> None:
     if ok:
         assert len(result.json["messages"]) == int(limit)
     else:
-        assert_error(result, 400, "Invalid API request", "Limit must be at least 1 and may not be greater than 20.")
+        assert_error(
+            result,
+            400,
+            "Invalid API request",
+            "Limit must be at least 1 and may not be greater than 20.",
+        )
 
 
 def test_default_limit_is_10(api: Api) -> None:
@@ -77,22 +88,38 @@ def test_get_renew_release(api: Api) -> None:
     got = api.get(f"/v2/queues/q/claims/{claim_id}").json
     assert (got["age"], got["ttl"], got["href"]) == (10, 100, f"/v2/queues/q/claims/{claim_id}")
     assert [m["body"] for m in got["messages"]] == [1, 2]
-    assert api.patch(f"/v2/queues/q/claims/{claim_id}", json={"ttl": 200, "grace": 60}).status_code == 204
+    assert (
+        api.patch(f"/v2/queues/q/claims/{claim_id}", json={"ttl": 200, "grace": 60}).status_code
+        == 204
+    )
     renewed = api.get(f"/v2/queues/q/claims/{claim_id}").json
     assert (renewed["age"], renewed["ttl"]) == (0, 200)
     assert api.delete(f"/v2/queues/q/claims/{claim_id}").status_code == 204
     assert api.delete(f"/v2/queues/q/claims/{claim_id}").status_code == 204
-    assert_error(api.get(f"/v2/queues/q/claims/{claim_id}"), 404, "Not found",
-                 f"Claim {claim_id} does not exist in queue q for project project-1")
+    assert_error(
+        api.get(f"/v2/queues/q/claims/{claim_id}"),
+        404,
+        "Not found",
+        f"Claim {claim_id} does not exist in queue q for project project-1",
+    )
     assert len(api.post("/v2/queues/q/claims").json["messages"]) == 2
 
 
 def test_renew_errors(api: Api) -> None:
     api.post_messages("q", {"body": 1})
     claim_id = claim_id_of(api.post("/v2/queues/q/claims"))
-    assert_error(api.patch(f"/v2/queues/q/claims/{claim_id}", body=""), 400, "Invalid request body",
-                 "Request body could not be parsed.")
-    assert_error(api.patch(f"/v2/queues/q/claims/{claim_id}", json={"ttl": 59}), 400, "Invalid API request", CLAIM_TTL)
+    assert_error(
+        api.patch(f"/v2/queues/q/claims/{claim_id}", body=""),
+        400,
+        "Invalid request body",
+        "Request body could not be parsed.",
+    )
+    assert_error(
+        api.patch(f"/v2/queues/q/claims/{claim_id}", json={"ttl": 59}),
+        400,
+        "Invalid API request",
+        CLAIM_TTL,
+    )
     assert api.patch("/v2/queues/q/claims/nope", json={"ttl": 60}).status_code == 404
 
 

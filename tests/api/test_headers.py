@@ -49,10 +49,18 @@ def test_dashless_client_id_is_the_same_client(api: Api) -> None:
 def test_project_header(api: Api) -> None:
     assert_error(
         api.get("/v2/queues", headers={"X-Project-ID": None}),
-        400, "Project-Id Missing", "The header X-PROJECT-ID was missing",
+        400,
+        "Project-Id Missing",
+        "The header X-PROJECT-ID was missing",
     )
-    assert_error(api.get("/v2/queues", headers={"X-Project-ID": ""}), 400, "Empty project header not allowed")
-    assert_error(api.get("/v2/queues", headers={"X-Project-ID": "p" * 257}), 400, "Invalid queue identification")
+    assert_error(
+        api.get("/v2/queues", headers={"X-Project-ID": ""}), 400, "Empty project header not allowed"
+    )
+    assert_error(
+        api.get("/v2/queues", headers={"X-Project-ID": "p" * 257}),
+        400,
+        "Invalid queue identification",
+    )
     assert api.get("/v2/queues", headers={"X-Project-ID": "p" * 256}).status_code == 200
 
 
@@ -60,7 +68,9 @@ def test_project_header(api: Api) -> None:
 def test_invalid_queue_names(api: Api, name: str) -> None:
     result = api.put(f"/v2/queues/{name}")
     assert_error(
-        result, 400, "Invalid queue identification",
+        result,
+        400,
+        "Invalid queue identification",
         "The format of the submitted queue name or project id is not valid.",
     )
 
@@ -116,7 +126,9 @@ def test_boolean_spellings(api: Api, value: str) -> None:
 def test_invalid_boolean(api: Api) -> None:
     result = api.get("/v2/queues/q/messages", params={"echo": "maybe"})
     assert_error(
-        result, 400, "Invalid parameter",
+        result,
+        400,
+        "Invalid parameter",
         'The "echo" parameter is invalid. The value of the parameter must be "true" or "false".',
     )
 
@@ -127,12 +139,21 @@ def test_storage_outage_is_503_and_recovers() -> None:
     try:
         settings = Settings(storage_uri=server.url, socket_timeout=1.0)
         client = falcon.testing.TestClient(create_app(settings, clock=FakeClock()), headers=HEADERS)
-        assert client.simulate_post("/v2/queues/q/messages", json={"messages": [{"body": 1}]}).status_code == 201
+        assert (
+            client.simulate_post(
+                "/v2/queues/q/messages", json={"messages": [{"body": 1}]}
+            ).status_code
+            == 201
+        )
         server.stop()
-        assert_error(client.simulate_post("/v2/queues/q/claims"), 503, "Service temporarily unavailable")
+        assert_error(
+            client.simulate_post("/v2/queues/q/claims"), 503, "Service temporarily unavailable"
+        )
         assert client.simulate_get("/v2/ping").status_code == 503
         server.start()
         assert client.simulate_get("/v2/ping").status_code == 204
-        assert client.simulate_post("/v2/queues/q/claims").status_code == 204  # data was not persisted
+        assert (
+            client.simulate_post("/v2/queues/q/claims").status_code == 204
+        )  # data was not persisted
     finally:
         server.stop()

@@ -8,8 +8,12 @@ import pytest
 
 from tests.api.conftest import OTHER_CLIENT_ID, Api, assert_error
 
-TTL_RANGE = "The TTL for a message may not exceed 1209600 seconds, and must be at least 60 seconds long."
-DELAY_RANGE = "The Delay TTL for a message may not exceed 900 seconds,and must be at least 0 seconds long."
+TTL_RANGE = (
+    "The TTL for a message may not exceed 1209600 seconds, and must be at least 60 seconds long."
+)
+DELAY_RANGE = (
+    "The Delay TTL for a message may not exceed 900 seconds,and must be at least 0 seconds long."
+)
 
 
 def stored_total(api: Api, queue: str = "q") -> int:
@@ -18,7 +22,9 @@ def stored_total(api: Api, queue: str = "q") -> int:
 
 class TestPost:
     def test_created_in_order_with_location(self, api: Api) -> None:
-        result = api.post("/v2/queues/q/messages", json={"messages": [{"body": i} for i in range(3)]})
+        result = api.post(
+            "/v2/queues/q/messages", json={"messages": [{"body": i} for i in range(3)]}
+        )
         assert result.status_code == 201
         hrefs = result.json["resources"]
         ids = [h.rsplit("/", 1)[1] for h in hrefs]
@@ -34,8 +40,12 @@ class TestPost:
         assert len(exact) == 262144
         assert api.post("/v2/queues/q/messages", body=exact).status_code == 201
         over = envelope.replace('""', '"' + "x" * (262145 - len(envelope)) + '"')
-        assert_error(api.post("/v2/queues/q/messages", body=over), 400, "Invalid API request",
-                     "Message collection size is too large. Max size 262144")
+        assert_error(
+            api.post("/v2/queues/q/messages", body=over),
+            400,
+            "Invalid API request",
+            "Message collection size is too large. Max size 262144",
+        )
 
     def test_queue_size_limit(self, api: Api) -> None:
         api.put("/v2/queues/q", json={"_max_messages_post_size": 100})
@@ -56,14 +66,32 @@ class TestPost:
             ({"messages": [{"ttl": 60}]}, "Invalid request body", 'Missing "body" field.'),
             ({"messages": [{"body": 1, "ttl": 59}]}, "Invalid API request", TTL_RANGE),
             ({"messages": [{"body": 1, "ttl": 1209601}]}, "Invalid API request", TTL_RANGE),
-            ({"messages": [{"body": 1, "ttl": "60"}]}, "Invalid request body", 'The value of the "ttl" field must be a int.'),
-            ({"messages": [{"body": 1, "ttl": 60.5}]}, "Invalid request body", 'The value of the "ttl" field must be a int.'),
-            ({"messages": [{"body": 1, "ttl": None}]}, "Invalid request body", 'The value of the "ttl" field must be a int.'),
-            ({"messages": [{"body": 1, "ttl": 2**63}]}, "Invalid request body", "JSON contains integer that is too large."),
+            (
+                {"messages": [{"body": 1, "ttl": "60"}]},
+                "Invalid request body",
+                'The value of the "ttl" field must be a int.',
+            ),
+            (
+                {"messages": [{"body": 1, "ttl": 60.5}]},
+                "Invalid request body",
+                'The value of the "ttl" field must be a int.',
+            ),
+            (
+                {"messages": [{"body": 1, "ttl": None}]},
+                "Invalid request body",
+                'The value of the "ttl" field must be a int.',
+            ),
+            (
+                {"messages": [{"body": 1, "ttl": 2**63}]},
+                "Invalid request body",
+                "JSON contains integer that is too large.",
+            ),
             ({"messages": [{"body": 1}, {"body": 2, "ttl": 1}]}, "Invalid API request", TTL_RANGE),
         ],
     )
-    def test_invalid_posts_store_nothing(self, api: Api, document: object, title: str, description: str) -> None:
+    def test_invalid_posts_store_nothing(
+        self, api: Api, document: object, title: str, description: str
+    ) -> None:
         assert_error(api.post("/v2/queues/q/messages", json=document), 400, title, description)
         assert stored_total(api) == 0
 
@@ -97,10 +125,14 @@ class TestPost:
 class TestDelayedQueue:
     def test_walk_through(self, api: Api) -> None:
         api.put("/v2/queues/q", json={"_default_message_delay": 30})
-        [late, now, later] = api.post_messages("q", {"body": "late"}, {"body": "now", "delay": 0}, {"body": "later", "delay": 120})
+        [late, now, later] = api.post_messages(
+            "q", {"body": "late"}, {"body": "now", "delay": 0}, {"body": "later", "delay": 120}
+        )
         listed = api.get("/v2/queues/q/messages", params={"echo": "true"}).json["messages"]
         assert [m["body"] for m in listed] == ["now"]
-        all_listed = api.get("/v2/queues/q/messages", params={"echo": "true", "include_delayed": "true"}).json
+        all_listed = api.get(
+            "/v2/queues/q/messages", params={"echo": "true", "include_delayed": "true"}
+        ).json
         assert [m["body"] for m in all_listed["messages"]] == ["late", "now", "later"]
         assert "include_delayed=true" in all_listed["links"][0]["href"]
         assert api.get(f"/v2/queues/q/messages/{later}").json["body"] == "later"
@@ -132,7 +164,13 @@ class TestList:
         [mid] = api.post_messages("q", {"body": {"a": 1}, "ttl": 300})
         api.clock.advance(3)
         [m] = api.get("/v2/queues/q/messages", params={"echo": "true"}).json["messages"]
-        assert m == {"id": mid, "href": f"/v2/queues/q/messages/{mid}", "ttl": 300, "age": 3, "body": {"a": 1}}
+        assert m == {
+            "id": mid,
+            "href": f"/v2/queues/q/messages/{mid}",
+            "ttl": 300,
+            "age": 3,
+            "body": {"a": 1},
+        }
 
     def test_missing_queue_is_empty(self, api: Api) -> None:
         assert api.get("/v2/queues/none/messages").json == {"messages": [], "links": []}
@@ -143,18 +181,29 @@ class TestList:
         assert [m["body"] for m in api.get("/v2/queues/q/messages").json["messages"]] == ["theirs"]
         claim = api.post("/v2/queues/q/claims", params={"limit": 1})
         claim_id = claim.headers["location"].rsplit("/", 1)[1]
-        listed = api.get("/v2/queues/q/messages", params={"echo": "true", "include_claimed": "true"}).json
+        listed = api.get(
+            "/v2/queues/q/messages", params={"echo": "true", "include_claimed": "true"}
+        ).json
         assert listed["messages"][0]["href"].endswith(f"?claim_id={claim_id}")
-        assert [m["body"] for m in api.get("/v2/queues/q/messages", params={"echo": "true"}).json["messages"]] == ["theirs"]
+        assert [
+            m["body"]
+            for m in api.get("/v2/queues/q/messages", params={"echo": "true"}).json["messages"]
+        ] == ["theirs"]
 
     @pytest.mark.parametrize("limit", ["0", "21"])
     def test_limit_bounds(self, api: Api, limit: str) -> None:
-        assert_error(api.get("/v2/queues/q/messages", params={"limit": limit}), 400, "Invalid API request",
-                     "Limit must be at least 1 and may not be greater than 20.")
+        assert_error(
+            api.get("/v2/queues/q/messages", params={"limit": limit}),
+            400,
+            "Invalid API request",
+            "Limit must be at least 1 and may not be greater than 20.",
+        )
 
     def test_limit_20_and_bad_marker(self, api: Api) -> None:
         assert api.get("/v2/queues/q/messages", params={"limit": "20"}).status_code == 200
-        assert_error(api.get("/v2/queues/q/messages", params={"marker": "zz"}), 400, "Invalid parameter")
+        assert_error(
+            api.get("/v2/queues/q/messages", params={"marker": "zz"}), 400, "Invalid parameter"
+        )
 
 
 class TestGet:
@@ -167,8 +216,12 @@ class TestGet:
         assert len(encoded.json["messages"]) == 2
 
     def test_bulk_get_none_found(self, api: Api) -> None:
-        assert_error(api.get("/v2/queues/q/messages", params={"ids": "a,b"}), 404, "Not found",
-                     "No messages with IDs: ['a', 'b'] found in the queue q for project project-1.")
+        assert_error(
+            api.get("/v2/queues/q/messages", params={"ids": "a,b"}),
+            404,
+            "Not found",
+            "No messages with IDs: ['a', 'b'] found in the queue q for project project-1.",
+        )
 
     def test_bulk_get_limit(self, api: Api) -> None:
         ids = ",".join(f"id{i}" for i in range(21))
@@ -177,48 +230,89 @@ class TestGet:
     def test_get_one(self, api: Api) -> None:
         [mid] = api.post_messages("q", {"body": "x"})
         assert api.get(f"/v2/queues/q/messages/{mid}").json["body"] == "x"
-        assert_error(api.get("/v2/queues/q/messages/nope"), 404, "Not found",
-                     "Message nope does not exist in queue q for project project-1")
+        assert_error(
+            api.get("/v2/queues/q/messages/nope"),
+            404,
+            "Not found",
+            "Message nope does not exist in queue q for project project-1",
+        )
 
 
 class TestDelete:
     def test_claim_rules(self, api: Api) -> None:
         [m1, m2] = api.post_messages("q", {"body": 1}, {"body": 2})
-        claim_id = api.post("/v2/queues/q/claims", params={"limit": 1}).headers["location"].rsplit("/", 1)[1]
+        claim_id = (
+            api.post("/v2/queues/q/claims", params={"limit": 1})
+            .headers["location"]
+            .rsplit("/", 1)[1]
+        )
         assert api.delete("/v2/queues/q/messages/missing").status_code == 204
-        assert_error(api.delete(f"/v2/queues/q/messages/{m1}"), 403, "Unable to delete",
-                     "This message is claimed; it cannot be deleted without a valid claim ID.")
-        assert_error(api.delete(f"/v2/queues/q/messages/{m1}", params={"claim_id": "bogus"}), 400,
-                     "Unable to delete", "The specified claim does not exist or has expired.")
-        assert_error(api.delete(f"/v2/queues/q/messages/{m2}", params={"claim_id": claim_id}), 400,
-                     "Unable to delete", "A claim was specified, but the message is not currently claimed.")
-        assert api.delete(f"/v2/queues/q/messages/{m1}", params={"claim_id": claim_id}).status_code == 204
+        assert_error(
+            api.delete(f"/v2/queues/q/messages/{m1}"),
+            403,
+            "Unable to delete",
+            "This message is claimed; it cannot be deleted without a valid claim ID.",
+        )
+        assert_error(
+            api.delete(f"/v2/queues/q/messages/{m1}", params={"claim_id": "bogus"}),
+            400,
+            "Unable to delete",
+            "The specified claim does not exist or has expired.",
+        )
+        assert_error(
+            api.delete(f"/v2/queues/q/messages/{m2}", params={"claim_id": claim_id}),
+            400,
+            "Unable to delete",
+            "A claim was specified, but the message is not currently claimed.",
+        )
+        assert (
+            api.delete(f"/v2/queues/q/messages/{m1}", params={"claim_id": claim_id}).status_code
+            == 204
+        )
         assert api.delete(f"/v2/queues/q/messages/{m2}").status_code == 204
         assert stored_total(api) == 0
 
     def test_bulk_delete(self, api: Api) -> None:
         ids = api.post_messages("q", {"body": 1}, {"body": 2}, {"body": 3})
-        assert api.delete("/v2/queues/q/messages", query_string=f"ids={ids[0]},{ids[1]},nope").status_code == 204
+        assert (
+            api.delete(
+                "/v2/queues/q/messages", query_string=f"ids={ids[0]},{ids[1]},nope"
+            ).status_code
+            == 204
+        )
         assert stored_total(api) == 1
 
     @pytest.mark.parametrize(
         ("query", "description"),
         [
-            ("", 'The request should have either "ids" or "pop" parameter in the request, to be able to delete.'),
+            (
+                "",
+                'The request should have either "ids" or "pop" parameter in the request, to be able to delete.',
+            ),
             ("ids=a&pop=1", "pop and id params cannot be present together in the delete request."),
-            ("ids=" + ",".join(f"i{n}" for n in range(21)), "ids parameter should have at least 1 and not greater than 20 values."),
+            (
+                "ids=" + ",".join(f"i{n}" for n in range(21)),
+                "ids parameter should have at least 1 and not greater than 20 values.",
+            ),
             ("pop=0", "Pop value must be at least 1 and may not be greater than 20."),
             ("pop=21", "Pop value must be at least 1 and may not be greater than 20."),
         ],
     )
     def test_bulk_delete_errors(self, api: Api, query: str, description: str) -> None:
         api.post_messages("q", {"body": 1})
-        assert_error(api.delete("/v2/queues/q/messages", query_string=query), 400, "Invalid API request", description)
+        assert_error(
+            api.delete("/v2/queues/q/messages", query_string=query),
+            400,
+            "Invalid API request",
+            description,
+        )
         assert stored_total(api) == 1
 
     def test_pop(self, api: Api) -> None:
         api.put("/v2/queues/q", json={"_default_message_delay": 10})
-        [first, _delayed, third] = api.post_messages("q", {"body": 1, "delay": 0}, {"body": 2}, {"body": 3, "delay": 0})
+        [first, _delayed, third] = api.post_messages(
+            "q", {"body": 1, "delay": 0}, {"body": 2}, {"body": 3, "delay": 0}
+        )
         result = api.delete("/v2/queues/q/messages", params={"pop": "20"})
         assert result.status_code == 200
         popped = result.json["messages"]

@@ -57,30 +57,57 @@ def test_metadata_size_boundary(api: Api) -> None:
     assert len(exact) == 65536
     assert api.put("/v2/queues/ok", body=exact).status_code == 201
     over = json.dumps({"k": "x" * (padding + 1)})
-    assert_error(api.put("/v2/queues/big", body=over), 400, "Invalid API request",
-                 "Queue metadata is too large. Max size: 65536")
+    assert_error(
+        api.put("/v2/queues/big", body=over),
+        400,
+        "Invalid API request",
+        "Queue metadata is too large. Max size: 65536",
+    )
 
 
 @pytest.mark.parametrize(
     ("metadata", "description"),
     [
-        ({"_default_message_ttl": 59}, "_default_message_ttl can not exceed 1209600 seconds, and must be at least 60 seconds long."),
-        ({"_default_message_ttl": 1209601}, "_default_message_ttl can not exceed 1209600 seconds, and must be at least 60 seconds long."),
+        (
+            {"_default_message_ttl": 59},
+            "_default_message_ttl can not exceed 1209600 seconds, and must be at least 60 seconds long.",
+        ),
+        (
+            {"_default_message_ttl": 1209601},
+            "_default_message_ttl can not exceed 1209600 seconds, and must be at least 60 seconds long.",
+        ),
         ({"_default_message_ttl": "60"}, "_default_message_ttl must be integer."),
         ({"_default_message_ttl": ""}, "_default_message_ttl must be integer."),
-        ({"_max_messages_post_size": 0}, "_max_messages_post_size can not exceed 262144,  and must be at least greater than 0."),
-        ({"_max_messages_post_size": 262145}, "_max_messages_post_size can not exceed 262144,  and must be at least greater than 0."),
-        ({"_default_message_delay": -1}, "The TTL can not exceed 900 seconds, and must be at least 0 seconds long."),
-        ({"_default_message_delay": 901}, "The TTL can not exceed 900 seconds, and must be at least 0 seconds long."),
+        (
+            {"_max_messages_post_size": 0},
+            "_max_messages_post_size can not exceed 262144,  and must be at least greater than 0.",
+        ),
+        (
+            {"_max_messages_post_size": 262145},
+            "_max_messages_post_size can not exceed 262144,  and must be at least greater than 0.",
+        ),
+        (
+            {"_default_message_delay": -1},
+            "The TTL can not exceed 900 seconds, and must be at least 0 seconds long.",
+        ),
+        (
+            {"_default_message_delay": 901},
+            "The TTL can not exceed 900 seconds, and must be at least 0 seconds long.",
+        ),
         ({"_default_message_delay": True}, "_default_message_delay must be integer."),
         ({"_default_message_delay": []}, "_default_message_delay must be integer."),
         ({"_max_claim_count": "3"}, "_max_claim_count must be integer."),
-        ({"_dead_letter_queue_messages_ttl": 59}, "The TTL for a message may not exceed 1209600 seconds, and must be at least 60 seconds long."),
+        (
+            {"_dead_letter_queue_messages_ttl": 59},
+            "The TTL for a message may not exceed 1209600 seconds, and must be at least 60 seconds long.",
+        ),
         ({"_dead_letter_queue": "bad name"}, "_dead_letter_queue must be the name of a queue."),
         ({"_enable_encrypt_messages": "yes"}, "_enable_encrypt_messages must be boolean."),
     ],
 )
-def test_reserved_metadata_validation(api: Api, metadata: dict[str, object], description: str) -> None:
+def test_reserved_metadata_validation(
+    api: Api, metadata: dict[str, object], description: str
+) -> None:
     assert_error(api.put("/v2/queues/q", json=metadata), 400, "Invalid API request", description)
     assert api.get("/v2/queues").json["queues"] == []
 
@@ -124,27 +151,64 @@ class TestPatch:
 
     def test_missing_queue(self, api: Api) -> None:
         ops = [{"op": "add", "path": "/metadata/a", "value": 1}]
-        assert_error(api.patch("/v2/queues/nope", body=json.dumps(ops), headers=PATCH), 404, "Not found",
-                     "Queue nope does not exist for project project-1")
+        assert_error(
+            api.patch("/v2/queues/nope", body=json.dumps(ops), headers=PATCH),
+            404,
+            "Not found",
+            "Queue nope does not exist for project project-1",
+        )
 
     @pytest.mark.parametrize(
         ("ops", "status", "description"),
         [
-            ([{"op": "replace", "path": "/metadata/nokey", "value": 1}], 409, "Can't replace non-existent object nokey."),
-            ([{"op": "remove", "path": "/metadata/nokey"}], 409, "Can't remove non-existent object nokey."),
-            ([{"op": "move", "path": "/metadata/a"}], 400, "Invalid operation: `move`. It must be one of the following: add, remove, replace."),
-            ([{"path": "/metadata/a"}], 400, "Unable to find `op` in JSON Schema change. It must be one of the following: add, remove, replace."),
+            (
+                [{"op": "replace", "path": "/metadata/nokey", "value": 1}],
+                409,
+                "Can't replace non-existent object nokey.",
+            ),
+            (
+                [{"op": "remove", "path": "/metadata/nokey"}],
+                409,
+                "Can't remove non-existent object nokey.",
+            ),
+            (
+                [{"op": "move", "path": "/metadata/a"}],
+                400,
+                "Invalid operation: `move`. It must be one of the following: add, remove, replace.",
+            ),
+            (
+                [{"path": "/metadata/a"}],
+                400,
+                "Unable to find `op` in JSON Schema change. It must be one of the following: add, remove, replace.",
+            ),
             ([{"op": "add", "value": 1}], 400, "Unable to find 'path' in JSON Schema change"),
-            ([{"op": "add", "path": "/a", "value": 1}], 400, "Invalid JSON pointer for this resource: '/a', e.g /metadata/key"),
-            ([{"op": "add", "path": "/other/a", "value": 1}], 400, "The root of path must be metadata, e.g /metadata/key."),
-            ([{"op": "add", "path": "/metadata/a"}], 400, 'Operation "add" requires a member named "value".'),
+            (
+                [{"op": "add", "path": "/a", "value": 1}],
+                400,
+                "Invalid JSON pointer for this resource: '/a', e.g /metadata/key",
+            ),
+            (
+                [{"op": "add", "path": "/other/a", "value": 1}],
+                400,
+                "The root of path must be metadata, e.g /metadata/key.",
+            ),
+            (
+                [{"op": "add", "path": "/metadata/a"}],
+                400,
+                'Operation "add" requires a member named "value".',
+            ),
             ([1], 400, "Operations must be JSON objects."),
             ({"op": "add"}, 400, "Request body must be a JSON array of operation objects."),
-            ([{"op": "add", "path": "/metadata/_default_message_delay", "value": 901}], 400,
-             "The TTL can not exceed 900 seconds, and must be at least 0 seconds long."),
+            (
+                [{"op": "add", "path": "/metadata/_default_message_delay", "value": 901}],
+                400,
+                "The TTL can not exceed 900 seconds, and must be at least 0 seconds long.",
+            ),
         ],
     )
-    def test_errors_leave_metadata_unchanged(self, api: Api, ops: object, status: int, description: str) -> None:
+    def test_errors_leave_metadata_unchanged(
+        self, api: Api, ops: object, status: int, description: str
+    ) -> None:
         api.put("/v2/queues/q", json={"a": 1})
         result = api.patch("/v2/queues/q", body=json.dumps(ops), headers=PATCH)
         assert result.status_code == status, result.text
@@ -153,8 +217,12 @@ class TestPatch:
 
     def test_empty_body(self, api: Api) -> None:
         api.put("/v2/queues/q")
-        assert_error(api.patch("/v2/queues/q", body="", headers=PATCH), 400, "Invalid request body",
-                     "PATCH body could not be empty for update.")
+        assert_error(
+            api.patch("/v2/queues/q", body="", headers=PATCH),
+            400,
+            "Invalid request body",
+            "PATCH body could not be empty for update.",
+        )
 
 
 class TestList:
@@ -180,8 +248,12 @@ class TestList:
 
     @pytest.mark.parametrize("limit", ["0", "21", "-1"])
     def test_limit_bounds(self, api: Api, limit: str) -> None:
-        assert_error(api.get("/v2/queues", params={"limit": limit}), 400, "Invalid API request",
-                     "Limit must be at least 1 and no greater than 20.")
+        assert_error(
+            api.get("/v2/queues", params={"limit": limit}),
+            400,
+            "Invalid API request",
+            "Limit must be at least 1 and no greater than 20.",
+        )
 
     def test_limit_upper_boundary_accepted(self, api: Api) -> None:
         assert api.get("/v2/queues", params={"limit": "20"}).status_code == 200
@@ -227,11 +299,24 @@ class TestPurge:
 
     def test_resource_types(self, api: Api) -> None:
         api.post_messages("q", {"body": 1})
-        assert api.post("/v2/queues/q/purge", json={"resource_types": ["subscriptions"]}).status_code == 204
+        assert (
+            api.post("/v2/queues/q/purge", json={"resource_types": ["subscriptions"]}).status_code
+            == 204
+        )
         assert api.get("/v2/queues/q/stats").json["messages"]["total"] == 1
-        assert_error(api.post("/v2/queues/q/purge", json={}), 400, "Invalid API request",
-                     'Post body must contain key "resource_types".')
-        assert_error(api.post("/v2/queues/q/purge", json={"resource_types": ["bogus"]}), 400,
-                     "Invalid API request", "Resource types must be a sub set of {'messages', 'subscriptions'}.")
-        assert api.post("/v2/queues/q/purge", json={"resource_types": ["messages"]}).status_code == 204
+        assert_error(
+            api.post("/v2/queues/q/purge", json={}),
+            400,
+            "Invalid API request",
+            'Post body must contain key "resource_types".',
+        )
+        assert_error(
+            api.post("/v2/queues/q/purge", json={"resource_types": ["bogus"]}),
+            400,
+            "Invalid API request",
+            "Resource types must be a sub set of {'messages', 'subscriptions'}.",
+        )
+        assert (
+            api.post("/v2/queues/q/purge", json={"resource_types": ["messages"]}).status_code == 204
+        )
         assert api.get("/v2/queues/q/stats").json["messages"]["total"] == 0

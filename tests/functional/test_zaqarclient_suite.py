@@ -53,8 +53,19 @@ def client_source() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as download:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-             f"python-zaqarclient=={version}", "--dest", download],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"python-zaqarclient=={version}",
+                "--dest",
+                download,
+            ],
             check=True,
         )
         [archive] = Path(download).glob("*.tar.gz")
@@ -69,9 +80,23 @@ def test_upstream_client_functional_suite(client_source: Path) -> None:
         report = Path(service.data_dir) / "junit.xml"
         env = {**os.environ, "ZAQARCLIENT_TEST_FUNCTIONAL": "1", "ZAQAR_ENDPOINT": service.url}
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-             f"--junitxml={report}", *SUITES],
-            cwd=client_source, env=env, capture_output=True, text=True, timeout=600,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-o",
+                "addopts=",
+                f"--junitxml={report}",
+                *SUITES,
+            ],
+            cwd=client_source,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         cases = ET.parse(report).getroot().iter("testcase")
         outcomes = {}
@@ -83,7 +108,9 @@ def test_upstream_client_functional_suite(client_source: Path) -> None:
         service.stop()
     failed = {name for name, outcome in outcomes.items() if outcome == "failed"}
     passed = {name for name, outcome in outcomes.items() if outcome == "passed"}
-    print(f"python-zaqarclient functional: {len(passed)} passed, {len(failed)} failed "
-          f"(expected failures: {sorted(EXPECTED_FAILURES)})")
+    print(
+        f"python-zaqarclient functional: {len(passed)} passed, {len(failed)} failed "
+        f"(expected failures: {sorted(EXPECTED_FAILURES)})"
+    )
     assert failed == set(EXPECTED_FAILURES), run.stdout[-5000:]
     assert len(passed) >= 13, run.stdout[-5000:]

@@ -35,13 +35,27 @@ def post(
     return driver.post_messages(P, queue, messages, client, clock.now_ms())
 
 
-def claim(driver: Driver, clock: FakeClock, limit: int = 10, ttl: int = 300, grace: int = 60, queue: str = Q):  # type: ignore[no-untyped-def]
-    return driver.create_claim(P, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=clock.now_ms())
+def claim(
+    driver: Driver,
+    clock: FakeClock,
+    limit: int = 10,
+    ttl: int = 300,
+    grace: int = 60,
+    queue: str = Q,
+):  # type: ignore[no-untyped-def]
+    return driver.create_claim(
+        P, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=clock.now_ms()
+    )
 
 
 def listed(driver: Driver, clock: FakeClock, **kwargs: Any) -> list[Any]:
     options = dict(
-        marker=None, limit=20, client_id=BOB, echo=False, include_claimed=False, include_delayed=False
+        marker=None,
+        limit=20,
+        client_id=BOB,
+        echo=False,
+        include_claimed=False,
+        include_delayed=False,
     )
     options.update(kwargs)
     page = driver.list_messages(P, Q, now_ms=clock.now_ms(), **options)
@@ -56,7 +70,9 @@ def bodies_of(claim_or_none: Any) -> list[Any]:
 
 
 class TestQueues:
-    def test_create_once_then_existing_metadata_is_kept(self, driver: Driver, clock: FakeClock) -> None:
+    def test_create_once_then_existing_metadata_is_kept(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
         assert driver.create_queue(P, Q, {"a": 1}, clock.now_ms()) is True
         assert driver.create_queue(P, Q, {"a": 2}, clock.now_ms()) is False
         assert driver.get_metadata(P, Q) == {"a": 1}
@@ -64,7 +80,9 @@ class TestQueues:
     def test_missing_queue_has_no_metadata(self, driver: Driver) -> None:
         assert driver.get_metadata(P, "nope") is None
 
-    def test_set_metadata_replaces_and_needs_the_queue(self, driver: Driver, clock: FakeClock) -> None:
+    def test_set_metadata_replaces_and_needs_the_queue(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
         driver.create_queue(P, Q, {"a": 1}, clock.now_ms())
         driver.set_metadata(P, Q, {"b": [1, 2]})
         assert driver.get_metadata(P, Q) == {"b": [1, 2]}
@@ -88,7 +106,9 @@ class TestQueues:
         assert driver.get_metadata(P, Q) == {}
         assert [q.name for q in driver.list_queues(P, None, 10, False)] == [Q]
 
-    def test_delete_removes_messages_and_is_idempotent(self, driver: Driver, clock: FakeClock) -> None:
+    def test_delete_removes_messages_and_is_idempotent(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
         ids = post(driver, clock, 1, 2)
         driver.delete_queue(P, Q)
         driver.delete_queue(P, Q)
@@ -164,7 +184,9 @@ class TestMessages:
         assert listed(driver, clock, client_id=BOB) == ["theirs"]
         assert listed(driver, clock, client_id=BOB, echo=True) == ["mine", "theirs"]
 
-    def test_claimed_messages_hidden_unless_included(self, driver: Driver, clock: FakeClock) -> None:
+    def test_claimed_messages_hidden_unless_included(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
         post(driver, clock, 1, 2, 3)
         claim(driver, clock, limit=1)
         assert listed(driver, clock) == [2, 3]
@@ -176,8 +198,15 @@ class TestMessages:
         pages, marker = [], None
         while True:
             page = driver.list_messages(
-                P, Q, marker=marker, limit=3, client_id=BOB, echo=False,
-                include_claimed=False, include_delayed=False, now_ms=clock.now_ms(),
+                P,
+                Q,
+                marker=marker,
+                limit=3,
+                client_id=BOB,
+                echo=False,
+                include_claimed=False,
+                include_delayed=False,
+                now_ms=clock.now_ms(),
             )
             if not page.messages:
                 assert page.next_marker is None
@@ -192,8 +221,15 @@ class TestMessages:
         post(driver, clock, *[f"d{i}" for i in range(30)], delay=60)
         post(driver, clock, "b")
         page = driver.list_messages(
-            P, Q, marker=None, limit=1, client_id=BOB, echo=False,
-            include_claimed=False, include_delayed=False, now_ms=clock.now_ms(),
+            P,
+            Q,
+            marker=None,
+            limit=1,
+            client_id=BOB,
+            echo=False,
+            include_claimed=False,
+            include_delayed=False,
+            now_ms=clock.now_ms(),
         )
         assert [m.body for m in page.messages] == ["a"]
         assert listed(driver, clock, marker=page.next_marker) == ["b"]
@@ -286,7 +322,10 @@ class TestPop:
         claim(driver, clock, limit=1)
         popped = driver.pop_messages(P, Q, 10, clock.now_ms())
         assert [m.body for m in popped] == ["free1", "free2"]
-        assert listed(driver, clock, include_claimed=True, include_delayed=True) == ["held", "delayed"]
+        assert listed(driver, clock, include_claimed=True, include_delayed=True) == [
+            "held",
+            "delayed",
+        ]
 
 
 # -- claims ------------------------------------------------------------------------------------
@@ -339,7 +378,9 @@ class TestClaims:
         got = driver.get_claim(P, Q, held.id, clock.now_ms())
         assert (got.ttl_s, got.age_s(clock.now_ms()), bodies_of(got)) == (100, 7, ["x"])
 
-    def test_claim_expiry_returns_messages_in_their_place(self, driver: Driver, clock: FakeClock) -> None:
+    def test_claim_expiry_returns_messages_in_their_place(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
         post(driver, clock, "m1", "m2")
         held = claim(driver, clock, limit=1, ttl=60)
         assert held is not None
@@ -352,7 +393,9 @@ class TestClaims:
         assert bodies_of(again) == ["m1"]
         assert again is not None and again.messages[0].claim_count == 2
 
-    def test_release_makes_messages_claimable_at_once(self, driver: Driver, clock: FakeClock) -> None:
+    def test_release_makes_messages_claimable_at_once(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
         post(driver, clock, "m1", "m2")
         held = claim(driver, clock)
         assert held is not None
@@ -407,8 +450,13 @@ class TestClaims:
 
     def test_dead_letter_after_max_claim_count(self, driver: Driver, clock: FakeClock) -> None:
         driver.create_queue(
-            P, Q,
-            {"_max_claim_count": 2, "_dead_letter_queue": "dlq", "_dead_letter_queue_messages_ttl": 600},
+            P,
+            Q,
+            {
+                "_max_claim_count": 2,
+                "_dead_letter_queue": "dlq",
+                "_dead_letter_queue_messages_ttl": 600,
+            },
             clock.now_ms(),
         )
         [mid] = post(driver, clock, "poison", ttl=3600)
@@ -420,7 +468,12 @@ class TestClaims:
         assert claim(driver, clock) is None
         assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
         [moved] = driver.get_messages(P, "dlq", [mid], clock.now_ms())
-        assert (moved.body, moved.ttl_s, moved.claim_id, moved.claim_count) == ("poison", 600, None, 0)
+        assert (moved.body, moved.ttl_s, moved.claim_id, moved.claim_count) == (
+            "poison",
+            600,
+            None,
+            0,
+        )
         assert moved.expires_ms == clock.now_ms() + 600_000
         dead_claim = claim(driver, clock, queue="dlq")
         assert bodies_of(dead_claim) == ["poison"]
@@ -433,7 +486,9 @@ class TestClaims:
             assert held is not None
             driver.release_claim(P, Q, held.id, clock.now_ms())
 
-    def test_concurrent_claimers_never_share_a_message(self, driver: Driver, clock: FakeClock) -> None:
+    def test_concurrent_claimers_never_share_a_message(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
         ids = post(driver, clock, *range(400))
         seen: list[str] = []
         lock = threading.Lock()
@@ -460,7 +515,14 @@ class TestClaims:
 class TestStats:
     def test_missing_queue(self, driver: Driver, clock: FakeClock) -> None:
         s = driver.stats(P, "nope", clock.now_ms())
-        assert (s.total, s.claimed, s.free, s.delayed, s.oldest, s.newest) == (0, 0, 0, 0, None, None)
+        assert (s.total, s.claimed, s.free, s.delayed, s.oldest, s.newest) == (
+            0,
+            0,
+            0,
+            0,
+            None,
+            None,
+        )
 
     def test_all_delayed(self, driver: Driver, clock: FakeClock) -> None:
         # Upstream B1: Mongo answers 503 here.

@@ -14,7 +14,9 @@ from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.uri import open_driver
 
 
-def create_app(settings: Settings, driver: Driver | None = None, clock: Clock | None = None) -> falcon.App:
+def create_app(
+    settings: Settings, driver: Driver | None = None, clock: Clock | None = None
+) -> falcon.App[falcon.Request, falcon.Response]:
     """Build the v2 API on ``driver`` (opened from ``settings.storage_uri`` when omitted)."""
     if driver is None:
         driver = open_driver(settings.storage_uri, settings)

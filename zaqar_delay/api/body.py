@@ -26,7 +26,9 @@ def read(req: falcon.Request, limit: int, too_large: str) -> bytes:
     return payload
 
 
-def read_json(req: falcon.Request, limit: int = DEFAULT_MAX_BODY, too_large: str | None = None) -> Any:
+def read_json(
+    req: falcon.Request, limit: int = DEFAULT_MAX_BODY, too_large: str | None = None
+) -> Any:
     """The decoded JSON body, or None when the body is empty."""
     payload = read(req, limit, too_large or f"Request body is too large. Max size: {limit}")
     if not payload.strip():

@@ -44,7 +44,9 @@ def handle_service_error(
     raise falcon.HTTPError(status, title=exc.title, description=description)
 
 
-def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
+def handle_unexpected(
+    req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any
+) -> None:
     """A bug: log it with the request id, answer 500 without internals."""
     if isinstance(exc, falcon.HTTPError):
         raise exc
@@ -56,6 +58,6 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception
     )
 
 
-def register(app: falcon.App) -> None:
+def register(app: falcon.App[falcon.Request, falcon.Response]) -> None:
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(errors.ZaqarDelayError, handle_service_error)

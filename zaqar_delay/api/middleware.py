@@ -45,7 +45,7 @@ class RequestContext:
         if not req.client_accepts_json:
             raise falcon.HTTPNotAcceptable(
                 description="Endpoint only serves application/json; specify client-side "
-                "media type support with the \"Accept\" header."
+                'media type support with the "Accept" header.'
             )
         req.context.client_id = self._client_id(req)
         req.context.project = self._project(req)
@@ -73,7 +73,9 @@ class RequestContext:
             return validation.client_id(value, self._limits)
         except errors.InvalidRequest as exc:
             if self._limits.client_id_uuid_safe == "strict":
-                raise falcon.HTTPBadRequest(title="Wrong UUID value", description=exc.description) from exc
+                raise falcon.HTTPBadRequest(
+                    title="Wrong UUID value", description=exc.description
+                ) from exc
             raise falcon.HTTPBadRequest(title=exc.description, description=exc.description) from exc
 
     @staticmethod

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from oslo_config import cfg
 
 from zaqar_delay.conf import Settings, load_settings
 from zaqar_delay.errors import StorageConfigError
@@ -72,7 +73,9 @@ class Server(BaseApplication):  # type: ignore[misc]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         settings = settings_from_args(parse_args(argv))
         from zaqar_delay.storage.resolve import resolve_store
@@ -81,10 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (StorageConfigError, ValueError, OSError) as exc:
         print(f"zaqar-delay-server: {getattr(exc, 'description', exc)}", file=sys.stderr)
         return 2
-    except Exception as exc:  # oslo.config errors have no common base worth importing here
+    except cfg.Error as exc:
         print(f"zaqar-delay-server: configuration error: {exc}", file=sys.stderr)
         return 2
-    LOG.info("serving on http://%s with storage %s", store.settings.bind, store.settings.storage_uri)
+    LOG.info(
+        "serving on http://%s with storage %s", store.settings.bind, store.settings.storage_uri
+    )
     try:
         Server(store.settings).run()
     finally:

@@ -109,7 +109,9 @@ class Driver(abc.ABC):
         """
 
     @abc.abstractmethod
-    def get_messages(self, project: str, queue: str, ids: Sequence[str], now_ms: int) -> list[Message]:
+    def get_messages(
+        self, project: str, queue: str, ids: Sequence[str], now_ms: int
+    ) -> list[Message]:
         """The unexpired messages among ``ids`` (delayed and claimed included), in ``ids`` order."""
 
     @abc.abstractmethod
@@ -159,10 +161,11 @@ class Driver(abc.ABC):
 
         Claimable: due, unexpired, and held by no live claim. Each claimed message's claim
         count goes up by one; a message that would expire before the claim lives until
-        ``claim expiry + grace``. When the queue's metadata sets a dead-letter policy
-        (``validation.dead_letter_policy``), a message already claimed ``_max_claim_count``
-        times moves to the dead-letter queue (claim count 0, due now, ttl from
-        ``_dead_letter_queue_messages_ttl`` or its own) instead of being returned.
+        ``claim expiry + grace``. When the queue's metadata sets both ``_max_claim_count``
+        (an integer >= 1) and ``_dead_letter_queue``, a message already claimed
+        ``_max_claim_count`` times moves to that queue (same id and body, claim count 0, due
+        now, ttl from ``_dead_letter_queue_messages_ttl`` or its own, expiring that long from
+        now) instead of being returned.
         """
 
     @abc.abstractmethod
@@ -173,7 +176,10 @@ class Driver(abc.ABC):
     def renew_claim(
         self, project: str, queue: str, claim_id: str, ttl_s: int, grace_s: int, now_ms: int
     ) -> None:
-        """Restart the live claim with a new ttl (lifetime extension reapplied); else ClaimDoesNotExist."""
+        """Restart the live claim with a new ttl, reapplying the lifetime extension.
+
+        ClaimDoesNotExist when the claim is unknown, released or expired.
+        """
 
     @abc.abstractmethod
     def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:

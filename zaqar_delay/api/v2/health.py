@@ -46,15 +46,27 @@ class Health(Resource):
                     HEALTH_PROJECT, queue, b'{"messages":[{"body":1},{"body":2}]}', client
                 ),
             ),
-            ("claim_messages", lambda: state.update(claim=service.create_claim(HEALTH_PROJECT, queue, None, 1))),
+            (
+                "claim_messages",
+                lambda: state.update(claim=service.create_claim(HEALTH_PROJECT, queue, None, 1)),
+            ),
             (
                 "list_messages",
                 lambda: service.list_messages(
-                    HEALTH_PROJECT, queue, client_id=client, marker=None, limit=10,
-                    echo=True, include_claimed=True, include_delayed=True,
+                    HEALTH_PROJECT,
+                    queue,
+                    client_id=client,
+                    marker=None,
+                    limit=10,
+                    echo=True,
+                    include_claimed=True,
+                    include_delayed=True,
                 ),
             ),
-            ("delete_claim", lambda: service.release_claim(HEALTH_PROJECT, queue, state["claim"].id)),
+            (
+                "delete_claim",
+                lambda: service.release_claim(HEALTH_PROJECT, queue, state["claim"].id),
+            ),
             ("bulk_delete_messages", lambda: service.pop_messages(HEALTH_PROJECT, queue, 2)),
             ("delete_queue", lambda: service.delete_queue(HEALTH_PROJECT, queue)),
         ]

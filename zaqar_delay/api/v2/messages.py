@@ -14,9 +14,7 @@ from zaqar_delay.api.v2.base import Resource
 class MessageCollection(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         limit = self.service.limits.max_messages_post_size
-        payload = body.read(
-            req, limit, f"Message collection size is too large. Max size {limit}"
-        )
+        payload = body.read(req, limit, f"Message collection size is too large. Max size {limit}")
         ids = self.service.post_messages(
             req.context.project, queue_name, payload, req.context.client_id
         )
@@ -73,7 +71,9 @@ class MessageCollection(Resource):
         ids = params.id_list(req, "ids")
         pop = params.integer(req, "pop")
         if ids is not None and pop is not None:
-            raise errors.InvalidRequest("pop and id params cannot be present together in the delete request.")
+            raise errors.InvalidRequest(
+                "pop and id params cannot be present together in the delete request."
+            )
         if pop is not None:
             popped = self.service.pop_messages(req.context.project, queue_name, pop)
             now_ms = self.service.now_ms()

@@ -63,9 +63,12 @@ class QueueItem(Resource):
         payload = body.read(req, limit, _metadata_too_large(limit))
         if not payload.strip():
             raise falcon.HTTPBadRequest(
-                title="Invalid request body", description="PATCH body could not be empty for update."
+                title="Invalid request body",
+                description="PATCH body could not be empty for update.",
             )
-        resp.media = self.service.patch_queue(req.context.project, queue_name, jsondoc.loads(payload))
+        resp.media = self.service.patch_queue(
+            req.context.project, queue_name, jsondoc.loads(payload)
+        )
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         self.service.delete_queue(req.context.project, queue_name)

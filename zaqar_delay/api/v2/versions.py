@@ -23,7 +23,9 @@ VERSIONS = {
 }
 
 
-def _resource(template: str, variables: dict[str, str], allow: list[str], **hints: object) -> dict[str, object]:
+def _resource(
+    template: str, variables: dict[str, str], allow: list[str], **hints: object
+) -> dict[str, object]:
     entry: dict[str, object] = {
         "href-template": template,
         "href-vars": {name: f"param/{kind}" for name, kind in variables.items()},
@@ -41,7 +43,12 @@ HOME = {
     "resources": {
         "rel/queues": _resource(
             "/v2/queues{?marker,limit,detailed,with_count}",
-            {"marker": "marker", "limit": "size", "detailed": "detailed", "with_count": "with_count"},
+            {
+                "marker": "marker",
+                "limit": "size",
+                "detailed": "detailed",
+                "with_count": "with_count",
+            },
             ["GET"],
         ),
         "rel/queue": _resource("/v2/queues/{queue_name}", _Q, ["PUT", "GET", "PATCH", "DELETE"]),
@@ -49,22 +56,37 @@ HOME = {
         "rel/queue_purge": _resource("/v2/queues/{queue_name}/purge", _Q, ["POST"]),
         "rel/messages": _resource(
             "/v2/queues/{queue_name}/messages" + _LIST,
-            {**_Q, "marker": "marker", "limit": "size", "echo": "echo",
-             "include_claimed": "include_claimed", "include_delayed": "include_delayed"},
+            {
+                **_Q,
+                "marker": "marker",
+                "limit": "size",
+                "echo": "echo",
+                "include_claimed": "include_claimed",
+                "include_delayed": "include_delayed",
+            },
             ["GET"],
         ),
         "rel/post_messages": _resource(
-            "/v2/queues/{queue_name}/messages", _Q, ["POST"], **{"accept-post": ["application/json"]}
+            "/v2/queues/{queue_name}/messages",
+            _Q,
+            ["POST"],
+            **{"accept-post": ["application/json"]},
         ),
         "rel/messages_delete": _resource(
-            "/v2/queues/{queue_name}/messages{?ids,pop}", {**_Q, "ids": "ids", "pop": "pop"}, ["DELETE"]
+            "/v2/queues/{queue_name}/messages{?ids,pop}",
+            {**_Q, "ids": "ids", "pop": "pop"},
+            ["DELETE"],
         ),
         "rel/message_get": _resource("/v2/queues/{queue_name}/messages/{message_id}", _QM, ["GET"]),
         "rel/message_delete": _resource(
-            "/v2/queues/{queue_name}/messages/{message_id}{?claim}", {**_QM, "claim": "claim_id"}, ["DELETE"]
+            "/v2/queues/{queue_name}/messages/{message_id}{?claim}",
+            {**_QM, "claim": "claim_id"},
+            ["DELETE"],
         ),
         "rel/post_claim": _resource(
-            "/v2/queues/{queue_name}/claims{?limit}", {**_Q, "limit": "claim_limit"}, ["POST"],
+            "/v2/queues/{queue_name}/claims{?limit}",
+            {**_Q, "limit": "claim_limit"},
+            ["POST"],
             **{"accept-post": ["application/json"]},
         ),
         "rel/claim": _resource("/v2/queues/{queue_name}/claims/{claim_id}", _QC, ["GET"]),

@@ -17,7 +17,6 @@ import redis
 from zaqar_delay import errors
 from zaqar_delay.models import (
     Claim,
-    DeadLetterPolicy,
     ListPage,
     Message,
     MessageRef,
@@ -216,7 +215,9 @@ class RedisDriver(Driver):
         return ListPage(messages, next_marker)
 
     @translate_errors
-    def get_messages(self, project: str, queue: str, ids: Sequence[str], now_ms: int) -> list[Message]:
+    def get_messages(
+        self, project: str, queue: str, ids: Sequence[str], now_ms: int
+    ) -> list[Message]:
         if not ids:
             return []
         return _messages(self._run("get", project, queue, now_ms, *ids), now_ms)
@@ -229,7 +230,9 @@ class RedisDriver(Driver):
         if outcome == b"claimed":
             raise errors.MessageIsClaimed()
         if outcome == b"not_claimed":
-            raise errors.ClaimNotValid("A claim was specified, but the message is not currently claimed.")
+            raise errors.ClaimNotValid(
+                "A claim was specified, but the message is not currently claimed."
+            )
         if outcome == b"bad_claim":
             raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
 
@@ -274,19 +277,28 @@ class RedisDriver(Driver):
             "claim", project, queue, now_ms, claim_id, ttl_s, grace_s, limit
         )
         if dead:
-            policy = DeadLetterPolicy(0, dead_letter_queue.decode(), int(dead_letter_ttl) or None)
-            self._move_to_dead_letter(project, queue, _messages(dead, now_ms), policy, now_ms)
+            self._move_to_dead_letter(
+                project,
+                queue,
+                _messages(dead, now_ms),
+                dead_letter_queue.decode(),
+                int(dead_letter_ttl) or None,
+                now_ms,
+            )
         if not claimed:
             return None
         expires_ms = now_ms + ttl_s * 1000
-        return Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, tuple(_messages(claimed, now_ms)))
+        return Claim(
+            claim_id, ttl_s, grace_s, now_ms, expires_ms, tuple(_messages(claimed, now_ms))
+        )
 
     def _move_to_dead_letter(
         self,
         project: str,
         queue: str,
         messages: list[Message],
-        policy: DeadLetterPolicy,
+        target: str,
+        ttl_s: int | None,
         now_ms: int,
     ) -> None:
         """Copy to the dead-letter queue first, then delete: a crash between repeats the move
@@ -295,10 +307,8 @@ class RedisDriver(Driver):
         for message in messages:
             by_client.setdefault(message.client_id, []).append(message)
         for client_id, group in by_client.items():
-            copies = [
-                NewMessage(json.dumps(m.body), policy.ttl_s or m.ttl_s, 0) for m in group
-            ]
-            self._post(project, policy.queue, copies, client_id, now_ms, ids=[m.id for m in group])
+            copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in group]
+            self._post(project, target, copies, client_id, now_ms, ids=[m.id for m in group])
         self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
 
     @translate_errors
@@ -308,7 +318,12 @@ class RedisDriver(Driver):
             raise errors.ClaimDoesNotExist(claim_id, queue, project)
         ttl, grace, updated, expires, flat = found
         return Claim(
-            claim_id, int(ttl), int(grace), int(updated), int(expires), tuple(_messages(flat, now_ms))
+            claim_id,
+            int(ttl),
+            int(grace),
+            int(updated),
+            int(expires),
+            tuple(_messages(flat, now_ms)),
         )
 
     @translate_errors
@@ -321,4 +336,3 @@ class RedisDriver(Driver):
     @translate_errors
     def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
         self._run("release_claim", project, queue, now_ms, claim_id)
-

@@ -17,7 +17,9 @@ class QueueKeys:
 
     queue: str  # HASH: m = metadata JSON, cr = created ms, seq = last message sequence
     bodies: str  # HASH: message id -> body JSON
-    infos: str  # HASH: message id -> msgpack [created, expires, ttl, due, client, seq, claim, claim_expires, claim_count]
+    # HASH: message id -> msgpack [created, expires, ttl, due, client, seq, claim,
+    # claim_expires, claim_count] (the I_* positions in lua/lib.lua)
+    infos: str
     fifo: str  # ZSET: message id scored by sequence (posting order, listing)
     ready: str  # ZSET: unclaimed message id scored by due ms
     claimed: str  # ZSET: claimed message id scored by claim expiry ms

@@ -1,0 +1,15 @@
+# gunicorn settings for running zaqar-delay under an external gunicorn:
+#
+#   ZAQAR_DELAY_CONFIG_FILE=/etc/zaqar-delay/zaqar-delay.conf \
+#       gunicorn -c etc/gunicorn.conf.py zaqar_delay.api.wsgi:application
+#
+# zaqar-delay-server applies the same values (zaqar_delay/cmd/gunicorn_defaults.py).
+bind = ["127.0.0.1:8888"]
+workers = 2
+worker_class = "sync"
+timeout = 30
+graceful_timeout = 10
+keepalive = 5
+proc_name = "zaqar-delay"
+errorlog = "-"
+loglevel = "info"

@@ -1,0 +1,59 @@
+"""Configuration: the sample in etc/ is current, files and the environment are read."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from zaqar_delay.conf import STORAGE_URI_ENV, load_settings
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_sample_config_is_generated_from_the_options(tmp_path: pathlib.Path) -> None:
+    generated = tmp_path / "sample.conf"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oslo_config.generator",
+            "--namespace",
+            "zaqar_delay",
+            "--wrap-width",
+            "79",
+            "--output-file",
+            str(generated),
+        ],
+        check=True,
+    )
+    committed = (ROOT / "etc" / "zaqar-delay.conf.sample").read_text()
+    assert generated.read_text() == committed, "run: tox -e genconfig"
+
+
+def test_defaults() -> None:
+    settings = load_settings([], environ={})
+    assert (settings.bind, settings.workers, settings.storage_uri) == ("127.0.0.1:8888", 2, "")
+    assert settings.limits.max_message_delay == 900
+    assert settings.limits.max_messages_per_page == 20
+
+
+def test_file_and_environment(tmp_path: pathlib.Path) -> None:
+    conf = tmp_path / "z.conf"
+    conf.write_text(
+        "[storage]\nuri = redis://127.0.0.1:6379/1\n[transport]\nmax_message_delay = 60\n"
+    )
+    settings = load_settings([str(conf)], environ={})
+    assert settings.storage_uri == "redis://127.0.0.1:6379/1"
+    assert settings.limits.max_message_delay == 60
+    overridden = load_settings([str(conf)], environ={STORAGE_URI_ENV: "unix:///tmp/r.sock"})
+    assert overridden.storage_uri == "unix:///tmp/r.sock"
+
+
+def test_invalid_value_is_refused(tmp_path: pathlib.Path) -> None:
+    conf = tmp_path / "z.conf"
+    conf.write_text("[server]\nworkers = 0\n")
+    with pytest.raises(Exception, match="workers"):
+        load_settings([str(conf)], environ={})
