@@ -21,17 +21,21 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.processes import RedisServer, ServiceProcess  # noqa: E402
-from zaqar_delay.conf import STORAGE_URI_ENV  # noqa: E402
+from tests.processes import RedisServer, ServiceProcess
+from zaqar_delay.conf import STORAGE_URI_ENV
 
 PROJECT = "bench"
 
 
 def _headers() -> dict[str, str]:
-    return {"Client-ID": str(uuid.uuid4()), "X-Project-ID": PROJECT, "Content-Type": "application/json"}
+    return {
+        "Client-ID": str(uuid.uuid4()),
+        "X-Project-ID": PROJECT,
+        "Content-Type": "application/json",
+    }
 
 
-def _post_loop(url: str, queue: str, seconds: float, results: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _post_loop(url: str, queue: str, seconds: float, results: multiprocessing.Queue) -> None:
     session, headers = requests.Session(), _headers()
     body = json.dumps({"messages": [{"body": {"n": 1}, "ttl": 3600}]})
     done, errors, deadline = 0, 0, time.monotonic() + seconds
@@ -44,11 +48,13 @@ def _post_loop(url: str, queue: str, seconds: float, results: multiprocessing.Qu
     results.put((done, errors))
 
 
-def _claim_loop(url: str, queue: str, seconds: float, results: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _claim_loop(url: str, queue: str, seconds: float, results: multiprocessing.Queue) -> None:
     session, headers = requests.Session(), _headers()
     done, errors, deadline = 0, 0, time.monotonic() + seconds
     while time.monotonic() < deadline:
-        response = session.post(f"{url}/v2/queues/{queue}/claims?limit=1", data="{}", headers=headers)
+        response = session.post(
+            f"{url}/v2/queues/{queue}/claims?limit=1", data="{}", headers=headers
+        )
         if response.status_code == 201:
             done += 1
         elif response.status_code == 204:
@@ -59,9 +65,9 @@ def _claim_loop(url: str, queue: str, seconds: float, results: multiprocessing.Q
 
 
 def _run(target: object, url: str, queue: str, clients: int, seconds: float) -> dict[str, float]:
-    results: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
+    results: multiprocessing.Queue = multiprocessing.Queue()
     processes = [
-        multiprocessing.Process(target=target, args=(url, queue, seconds, results))  # type: ignore[arg-type]
+        multiprocessing.Process(target=target, args=(url, queue, seconds, results))
         for _ in range(clients)
     ]
     started = time.monotonic()
@@ -72,23 +78,34 @@ def _run(target: object, url: str, queue: str, clients: int, seconds: float) -> 
         p.join()
     elapsed = time.monotonic() - started
     done = sum(t[0] for t in totals)
-    return {"requests": done, "errors": sum(t[1] for t in totals), "seconds": round(elapsed, 2),
-            "per_second": round(done / elapsed, 1)}
+    return {
+        "requests": done,
+        "errors": sum(t[1] for t in totals),
+        "seconds": round(elapsed, 2),
+        "per_second": round(done / elapsed, 1),
+    }
 
 
 def _preload(url: str, queue: str, count: int) -> None:
     session, headers = requests.Session(), _headers()
     batch = json.dumps({"messages": [{"body": {"n": i}, "ttl": 3600} for i in range(20)]})
     for _ in range(count // 20):
-        session.post(f"{url}/v2/queues/{queue}/messages", data=batch, headers=headers).raise_for_status()
+        session.post(
+            f"{url}/v2/queues/{queue}/messages", data=batch, headers=headers
+        ).raise_for_status()
 
 
 def measure(service: ServiceProcess, store: str, args: argparse.Namespace) -> dict[str, object]:
     posts = _run(_post_loop, service.url, "posts", args.clients, args.seconds)
     _preload(service.url, "claims", args.claim_backlog)
     claims = _run(_claim_loop, service.url, "claims", args.clients, args.seconds)
-    return {"store": store, "workers": args.workers, "clients": args.clients,
-            "posts": posts, "claims": claims}
+    return {
+        "store": store,
+        "workers": args.workers,
+        "clients": args.clients,
+        "posts": posts,
+        "claims": claims,
+    }
 
 
 def main() -> None:
@@ -109,8 +126,8 @@ def main() -> None:
                 service.stop()
             print(json.dumps(report))
             print(
-                f"{store}: {report['posts']['per_second']} posts/s, "  # type: ignore[index]
-                f"{report['claims']['per_second']} claims/s "  # type: ignore[index]
+                f"{store}: {report['posts']['per_second']} posts/s, "
+                f"{report['claims']['per_second']} claims/s "
                 f"({args.workers} gunicorn workers, {args.clients} client processes)",
                 flush=True,
             )
