@@ -5,8 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from zaqar_delay.errors import StorageConfigError
+
+
+def _retry_policy() -> Retry:
+    """Retry once, at once, on a connection error only.
+
+    A pooled connection that went stale while the store restarted fails when the command is
+    sent, so one immediate retry on a fresh connection hides the restart. Timeouts are never
+    retried: a script that timed out may have run, and running a post or a claim twice would
+    duplicate or strand messages; the request answers 503 instead, within socket_timeout.
+    """
+    return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
@@ -23,6 +36,7 @@ def redis_client(uri: str, socket_timeout: float) -> Any:
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_timeout,
             health_check_interval=30,
+            retry=_retry_policy(),
         )
     except ValueError as exc:
         raise StorageConfigError(f"Invalid storage URI {uri!r}: {exc}") from exc
