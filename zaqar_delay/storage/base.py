@@ -104,8 +104,9 @@ class Driver(abc.ABC):
         """Messages in posting order after ``marker`` that pass the filters.
 
         ``echo`` False hides the caller's own messages; claimed (live claim) and delayed
-        (``now < due``) ones are hidden unless included. ``next_marker`` is None when nothing
-        was returned. An unknown marker raises InvalidParameter.
+        (``now < due``) ones are hidden unless included. A driver may examine a bounded number
+        of messages per call and return a short page; ``next_marker`` is None only when the
+        listing has reached the end. A malformed marker raises InvalidParameter.
         """
 
     @abc.abstractmethod

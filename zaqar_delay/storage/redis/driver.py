@@ -59,10 +59,13 @@ def _messages(flat: Sequence[bytes], now_ms: int) -> list[Message]:
 class RedisDriver(Driver):
     """Stores queues in Redis (standalone, embedded or cluster) through ``client``."""
 
-    def __init__(self, client: Any, prefix: str = "zd") -> None:
+    def __init__(
+        self, client: Any, prefix: str = "zd", list_scan_budget: int = LIST_SCAN_BUDGET
+    ) -> None:
         from zaqar_delay.storage.redis.scripts import register_scripts
 
         self._client = client
+        self._list_scan_budget = list_scan_budget
         self._keys = KeySpace(prefix)
         self._scripts = register_scripts(client)
 
@@ -193,11 +196,11 @@ class RedisDriver(Driver):
         include_delayed: bool,
         now_ms: int,
     ) -> ListPage:
-        if marker is not None and not marker.isdigit():
+        if marker is not None and not (marker.isascii() and marker.isdigit()):
             raise errors.InvalidParameter(
                 'The "marker" parameter is invalid. It must be a marker from a "next" link.'
             )
-        cursor, *flat = self._run(
+        cursor, more, *flat = self._run(
             "list",
             project,
             queue,
@@ -208,10 +211,10 @@ class RedisDriver(Driver):
             int(echo),
             int(include_claimed),
             int(include_delayed),
-            LIST_SCAN_BUDGET,
+            self._list_scan_budget,
         )
         messages = tuple(_messages(flat, now_ms))
-        next_marker = cursor.decode() if cursor and messages else None
+        next_marker = cursor.decode() if cursor and (messages or more) else None
         return ListPage(messages, next_marker)
 
     @translate_errors

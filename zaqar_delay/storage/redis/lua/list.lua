@@ -3,9 +3,10 @@
 -- KEYS: the nine queue keys (lib.lua).
 -- ARGV: now_ms, marker_seq ("" for the head), limit, client_id, echo (1/0),
 --       include_claimed (1/0), include_delayed (1/0), scan_budget.
--- Returns: {cursor_seq, id, body, info, id, body, info, ...}. cursor_seq is the sequence of the
---   last message examined ("" if none), the marker of the next page. At most scan_budget
---   entries are examined, so a page behind many hidden messages may come back short.
+-- Returns: {cursor_seq, more, id, body, info, id, body, info, ...}. cursor_seq is the sequence
+--   of the last message examined ("" if none), the marker of the next page; more is 1 when the
+--   scan stopped at scan_budget entries (a page behind many hidden messages comes back short,
+--   possibly empty, and the listing goes on from cursor_seq) and 0 otherwise.
 
 local now, marker, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local client, echo = ARGV[4], ARGV[5] == '1'
@@ -16,7 +17,7 @@ local start = '-inf'
 if marker ~= '' then
     start = '(' .. marker
 end
-local out = {''}
+local out = {'', 0}
 local found, scanned = 0, 0
 while found < limit and scanned < budget do
     local batch = math.min(math.max(limit - found, 50), budget - scanned)
@@ -44,5 +45,8 @@ while found < limit and scanned < budget do
     if #entries < batch * 2 then
         break
     end
+end
+if found < limit and scanned >= budget then
+    out[2] = 1
 end
 return out
