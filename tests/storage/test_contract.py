@@ -13,7 +13,7 @@ import pytest
 
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import NewMessage
+from zaqar_delay.models import ListPage, NewMessage
 from zaqar_delay.storage.base import Driver
 
 P = "project-a"
@@ -48,18 +48,22 @@ def claim(
     )
 
 
-def listed(driver: Driver, clock: FakeClock, **kwargs: Any) -> list[Any]:
-    options = dict(
-        marker=None,
-        limit=20,
-        client_id=BOB,
-        echo=False,
-        include_claimed=False,
-        include_delayed=False,
-    )
+def page(driver: Driver, clock: FakeClock, **kwargs: Any) -> ListPage:
+    """One listing call with the defaults a plain consumer (BOB) uses."""
+    options: dict[str, Any] = {
+        "marker": None,
+        "limit": 20,
+        "client_id": BOB,
+        "echo": False,
+        "include_claimed": False,
+        "include_delayed": False,
+    }
     options.update(kwargs)
-    page = driver.list_messages(P, Q, now_ms=clock.now_ms(), **options)
-    return [m.body for m in page.messages]
+    return driver.list_messages(P, Q, now_ms=clock.now_ms(), **options)
+
+
+def listed(driver: Driver, clock: FakeClock, **kwargs: Any) -> list[Any]:
+    return [m.body for m in page(driver, clock, **kwargs).messages]
 
 
 def bodies_of(claim_or_none: Any) -> list[Any]:
@@ -197,22 +201,12 @@ class TestMessages:
         post(driver, clock, *range(10))
         pages, marker = [], None
         while True:
-            page = driver.list_messages(
-                P,
-                Q,
-                marker=marker,
-                limit=3,
-                client_id=BOB,
-                echo=False,
-                include_claimed=False,
-                include_delayed=False,
-                now_ms=clock.now_ms(),
-            )
-            if not page.messages:
-                assert page.next_marker is None
+            result = page(driver, clock, marker=marker, limit=3)
+            if not result.messages:
+                assert result.next_marker is None
                 break
-            pages.append([m.body for m in page.messages])
-            marker = page.next_marker
+            pages.append([m.body for m in result.messages])
+            marker = result.next_marker
         assert pages == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
 
     def test_marker_skips_hidden_messages(self, driver: Driver, clock: FakeClock) -> None:
@@ -220,19 +214,9 @@ class TestMessages:
         post(driver, clock, "a")
         post(driver, clock, *[f"d{i}" for i in range(30)], delay=60)
         post(driver, clock, "b")
-        page = driver.list_messages(
-            P,
-            Q,
-            marker=None,
-            limit=1,
-            client_id=BOB,
-            echo=False,
-            include_claimed=False,
-            include_delayed=False,
-            now_ms=clock.now_ms(),
-        )
-        assert [m.body for m in page.messages] == ["a"]
-        assert listed(driver, clock, marker=page.next_marker) == ["b"]
+        first = page(driver, clock, limit=1)
+        assert [m.body for m in first.messages] == ["a"]
+        assert listed(driver, clock, marker=first.next_marker) == ["b"]
 
     def test_malformed_marker_is_refused(self, driver: Driver, clock: FakeClock) -> None:
         with pytest.raises(errors.InvalidParameter):

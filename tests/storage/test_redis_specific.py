@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from tests.storage.test_contract import ALICE, BOB, P, Q
+from tests.storage.test_contract import ALICE, P, Q, page
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.redis.connect import redis_client
@@ -24,21 +24,11 @@ def test_listing_behind_many_hidden_messages_continues_past_the_scan_budget(stor
         driver.post_messages(P, Q, [NewMessage('"visible"', 3600, 0)], ALICE, clock.now_ms())
         marker, pages = None, []
         for _ in range(10):
-            page = driver.list_messages(
-                P,
-                Q,
-                marker=marker,
-                limit=5,
-                client_id=BOB,
-                echo=False,
-                include_claimed=False,
-                include_delayed=False,
-                now_ms=clock.now_ms(),
-            )
-            pages.append([m.body for m in page.messages])
-            if page.next_marker is None:
+            result = page(driver, clock, marker=marker, limit=5)
+            pages.append([m.body for m in result.messages])
+            if result.next_marker is None:
                 break
-            marker = page.next_marker
+            marker = result.next_marker
         # 25 hidden then 1 visible, 10 examined per call: two empty pages that still link on.
         assert pages == [[], [], ["visible"], []]
     finally:
