@@ -1,4 +1,5 @@
-"""Shared fixtures: real stores (embedded Redis, a redis-server on loopback), a fake clock."""
+"""Shared fixtures: real stores (embedded Redis, a redis-server and secantusdb on loopback,
+a real MongoDB when ZAQAR_DELAY_TEST_MONGODB_URL is set) and a fake clock."""
 
 from __future__ import annotations
 
@@ -9,14 +10,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.processes import RedisServer
+from tests.processes import RedisServer, SecantusServer
 from zaqar_delay.clock import FakeClock
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.mongodb.connect import mongo_client
+from zaqar_delay.storage.mongodb.driver import MongoDriver
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
-# Every store the contract suite runs on. New drivers add their name here and a branch below.
-STORES = ["embedded", "redis-server"]
+REAL_MONGODB_ENV = "ZAQAR_DELAY_TEST_MONGODB_URL"
+
+# Every store the contract suite runs on.
+STORES = ["embedded", "redis-server", "mongodb"]
+if os.environ.get(REAL_MONGODB_ENV):
+    STORES.append("mongodb-real")
 
 
 @pytest.fixture(scope="session")
@@ -34,21 +42,64 @@ def redis_server() -> Iterator[RedisServer]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def secantus_server() -> Iterator[SecantusServer]:
+    server = SecantusServer().start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
 
 
+def store_url(request: pytest.FixtureRequest, store: str) -> str:
+    """The URI of a running store of kind ``store``."""
+    if store == "embedded":
+        return str(request.getfixturevalue("embedded_redis").uri)
+    if store == "redis-server":
+        return str(request.getfixturevalue("redis_server").url)
+    if store == "mongodb":
+        return str(request.getfixturevalue("secantus_server").url)
+    return os.environ[REAL_MONGODB_ENV]
+
+
+def open_test_driver(
+    uri: str, list_scan_budget: int = 2000, namespace: str | None = None
+) -> Driver:
+    """A driver on a namespace of its own (key prefix or database), indexes in place."""
+    namespace = namespace or f"t{uuid.uuid4().hex[:12]}"
+    if uri.startswith("mongodb"):
+        client, _ = mongo_client(uri, 10.0)
+        driver: Driver = MongoDriver(client, namespace, list_scan_budget=list_scan_budget)
+        driver.prepare()
+        return driver
+    return RedisDriver(redis_client(uri, 5.0), prefix=namespace, list_scan_budget=list_scan_budget)
+
+
+def namespace_of(driver: Driver) -> str:
+    """What to pass to open_test_driver to reach the same data from another process."""
+    if isinstance(driver, MongoDriver):
+        return str(driver._db.name)
+    assert isinstance(driver, RedisDriver)
+    return driver._keys.prefix
+
+
+def close_test_driver(driver: Driver) -> None:
+    if isinstance(driver, MongoDriver):
+        driver._client.drop_database(driver._db.name)
+    driver.close()
+
+
 @pytest.fixture(params=STORES)
 def store_uri(request: pytest.FixtureRequest) -> str:
-    if request.param == "embedded":
-        return str(request.getfixturevalue("embedded_redis").uri)
-    return str(request.getfixturevalue("redis_server").url)
+    return store_url(request, request.param)
 
 
 @pytest.fixture
-def driver(store_uri: str) -> Iterator[RedisDriver]:
-    """A driver on a key prefix of its own, so tests never see each other's data."""
-    driver = RedisDriver(redis_client(store_uri, 5.0), prefix=f"t{uuid.uuid4().hex[:12]}")
+def driver(store_uri: str) -> Iterator[Driver]:
+    """A driver whose data no other test sees."""
+    driver = open_test_driver(store_uri)
     yield driver
-    driver.close()
+    close_test_driver(driver)

@@ -80,6 +80,66 @@ class RedisServer:
             self.process = None
 
 
+class SecantusServer:
+    """A throw-away secantusdb (MongoDB wire protocol, single-node replica set) on loopback.
+
+    Test-only: it is GPL software and slow, and it proves correctness, never speed.
+    """
+
+    def __init__(self, standalone: bool = False) -> None:
+        self.port = free_port()
+        self.standalone = standalone
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return self.database_url("")
+
+    def database_url(self, database: str) -> str:
+        return f"mongodb://127.0.0.1:{self.port}/{database}?directConnection=true"
+
+    def start(self) -> SecantusServer:
+        binary = shutil.which("secantusd-py") or os.path.join(
+            os.path.dirname(sys.executable), "secantusd-py"
+        )
+        args = [
+            binary,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--storage-path",
+            ":memory:",
+            "--log-level",
+            "WARNING",
+            *(["--standalone"] if self.standalone else []),
+        ]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import pymongo
+
+        def ping() -> object:
+            client: pymongo.MongoClient[dict[str, object]] = pymongo.MongoClient(
+                self.url, serverSelectionTimeoutMS=500
+            )
+            try:
+                return client.admin.command("ping")
+            finally:
+                client.close()
+
+        wait_until(ping, 30, "secantusdb")
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+
 class ServiceProcess:
     """``zaqar-delay-server`` under gunicorn on a free loopback port."""
 

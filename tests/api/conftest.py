@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import falcon.testing
 import pytest
 
+from tests.conftest import close_test_driver, open_test_driver, store_url
 from zaqar_delay.api.app import create_app
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings
-from zaqar_delay.storage.redis.connect import redis_client
-from zaqar_delay.storage.redis.driver import RedisDriver
-from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+from zaqar_delay.storage.base import Driver
 
 CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
 OTHER_CLIENT_ID = "9d1f1c8e-9d6f-4e3c-8d5c-6f8b2a3c4d5e"
@@ -25,9 +23,7 @@ HEADERS = {"Client-ID": CLIENT_ID, "X-Project-ID": PROJECT}
 class Api:
     """falcon's TestClient with Zaqar's headers, a clock and shorthands."""
 
-    def __init__(
-        self, client: falcon.testing.TestClient, clock: FakeClock, driver: RedisDriver
-    ) -> None:
+    def __init__(self, client: falcon.testing.TestClient, clock: FakeClock, driver: Driver) -> None:
         self.client = client
         self.clock = clock
         self.driver = driver
@@ -61,13 +57,15 @@ class Api:
         return [href.rsplit("/", 1)[1] for href in result.json["resources"]]
 
 
-@pytest.fixture
-def api(embedded_redis: EmbeddedRedis) -> Iterator[Api]:
+@pytest.fixture(params=["embedded", "mongodb"])
+def api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    """The API on each kind of driver (the contract suite covers every store)."""
     clock = FakeClock()
-    driver = RedisDriver(redis_client(embedded_redis.uri, 5.0), prefix=f"t{uuid.uuid4().hex[:12]}")
-    app = create_app(Settings(storage_uri=embedded_redis.uri), driver=driver, clock=clock)
+    uri = store_url(request, request.param)
+    driver = open_test_driver(uri)
+    app = create_app(Settings(storage_uri=uri), driver=driver, clock=clock)
     yield Api(falcon.testing.TestClient(app), clock, driver)
-    driver.close()
+    close_test_driver(driver)
 
 
 def assert_error(

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.processes import RedisServer, ServiceProcess
+from tests.processes import RedisServer, SecantusServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 
@@ -24,7 +24,21 @@ def external_service(redis_server: RedisServer) -> Iterator[ServiceProcess]:
     service.stop()
 
 
-@pytest.fixture(params=["embedded", "redis-server"])
+@pytest.fixture(scope="session")
+def mongodb_service(secantus_server: SecantusServer) -> Iterator[ServiceProcess]:
+    uri = secantus_server.database_url("zaqar_delay_functional")
+    service = ServiceProcess(env={STORAGE_URI_ENV: uri}).start()
+    yield service
+    service.stop()
+
+
+SERVICES = {
+    "embedded": "embedded_service",
+    "redis-server": "external_service",
+    "mongodb": "mongodb_service",
+}
+
+
+@pytest.fixture(params=list(SERVICES))
 def service(request: pytest.FixtureRequest) -> ServiceProcess:
-    name = "embedded_service" if request.param == "embedded" else "external_service"
-    return request.getfixturevalue(name)  # type: ignore[no-any-return]
+    return request.getfixturevalue(SERVICES[request.param])  # type: ignore[no-any-return]

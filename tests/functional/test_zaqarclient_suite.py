@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.processes import ServiceProcess
+from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
 
@@ -74,8 +75,15 @@ def client_source() -> Path:
     return target
 
 
-def test_upstream_client_functional_suite(client_source: Path) -> None:
-    service = ServiceProcess().start()
+@pytest.mark.parametrize("store", ["embedded", "mongodb"])
+def test_upstream_client_functional_suite(
+    client_source: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    env = {}
+    if store == "mongodb":
+        secantus = request.getfixturevalue("secantus_server")
+        env[STORAGE_URI_ENV] = secantus.database_url("zaqarclient_suite")
+    service = ServiceProcess(env=env).start()
     try:
         report = Path(service.data_dir) / "junit.xml"
         env = {**os.environ, "ZAQARCLIENT_TEST_FUNCTIONAL": "1", "ZAQAR_ENDPOINT": service.url}
@@ -109,7 +117,7 @@ def test_upstream_client_functional_suite(client_source: Path) -> None:
     failed = {name for name, outcome in outcomes.items() if outcome == "failed"}
     passed = {name for name, outcome in outcomes.items() if outcome == "passed"}
     print(
-        f"python-zaqarclient functional: {len(passed)} passed, {len(failed)} failed "
+        f"python-zaqarclient functional ({store}): {len(passed)} passed, {len(failed)} failed "
         f"(expected failures: {sorted(EXPECTED_FAILURES)})"
     )
     assert failed == set(EXPECTED_FAILURES), run.stdout[-5000:]

@@ -6,11 +6,13 @@ Time is a FakeClock handed to the driver as ``now_ms``; nothing here sleeps.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import threading
 from typing import Any
 
 import pytest
 
+from tests.conftest import close_test_driver, namespace_of, open_test_driver
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import ListPage, NewMessage
@@ -238,6 +240,26 @@ class TestMessages:
             assert claim(driver, clock) is None
             assert driver.pop_messages(P, Q, 1, clock.now_ms()) == []
         assert driver.stats(P, Q, clock.now_ms()).total == 0
+
+
+def test_listing_behind_many_hidden_messages_continues_past_the_scan_budget(store_uri: str) -> None:
+    clock = FakeClock()
+    driver = open_test_driver(store_uri, list_scan_budget=10)
+    try:
+        hidden = [NewMessage(json.dumps(i), 3600, 60) for i in range(25)]
+        driver.post_messages(P, Q, hidden, ALICE, clock.now_ms())
+        driver.post_messages(P, Q, [NewMessage('"visible"', 3600, 0)], ALICE, clock.now_ms())
+        marker, pages = None, []
+        for _ in range(10):
+            result = page(driver, clock, marker=marker, limit=5)
+            pages.append([m.body for m in result.messages])
+            if result.next_marker is None:
+                break
+            marker = result.next_marker
+        # 25 hidden then 1 visible, 10 examined per call: two empty pages that still link on.
+        assert pages == [[], [], ["visible"], []]
+    finally:
+        close_test_driver(driver)
 
 
 # -- deleting ----------------------------------------------------------------------------------
@@ -473,7 +495,7 @@ class TestClaims:
     def test_concurrent_claimers_never_share_a_message(
         self, driver: Driver, clock: FakeClock
     ) -> None:
-        ids = post(driver, clock, *range(400))
+        ids = post(driver, clock, *range(150))
         seen: list[str] = []
         lock = threading.Lock()
 
@@ -491,6 +513,38 @@ class TestClaims:
         for t in threads:
             t.join()
         assert sorted(seen) == sorted(ids)
+        # Each message was taken by exactly one claim: a second taker would have counted too.
+        counts = [m.claim_count for m in driver.get_messages(P, Q, ids, clock.now_ms())]
+        assert counts == [1] * len(ids)
+
+
+def _claim_until_empty(uri: str, namespace: str, now_ms: int) -> list[str]:
+    """Runs in a child process: claim batches of 3 until nothing is left."""
+    driver = open_test_driver(uri, namespace=namespace)
+    seen: list[str] = []
+    try:
+        while True:
+            held = driver.create_claim(P, Q, ttl_s=300, grace_s=60, limit=3, now_ms=now_ms)
+            if held is None:
+                return seen
+            seen.extend(m.id for m in held.messages)
+    finally:
+        driver.close()
+
+
+def test_concurrent_claimers_in_several_processes(
+    store_uri: str, driver: Driver, clock: FakeClock
+) -> None:
+    ids = post(driver, clock, *range(120))
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        results = pool.starmap(
+            _claim_until_empty, [(store_uri, namespace_of(driver), clock.now_ms())] * 4
+        )
+    claimed = [i for result in results for i in result]
+    assert sorted(claimed) == sorted(ids)  # every message once: none twice, none skipped
+    counts = [m.claim_count for m in driver.get_messages(P, Q, ids, clock.now_ms())]
+    assert counts == [1] * len(ids)
 
 
 # -- stats -------------------------------------------------------------------------------------

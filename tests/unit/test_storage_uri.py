@@ -40,3 +40,18 @@ def test_unsupported_scheme() -> None:
 def test_redact_hides_passwords() -> None:
     assert redact("redis://user:pw@host:1/0") == "redis://user:***@host:1/0"
     assert redact("redis://host:1/0") == "redis://host:1/0"
+
+
+def test_mongodb_uri_selects_the_mongodb_driver_and_database() -> None:
+    from zaqar_delay.storage.mongodb.driver import MongoDriver
+
+    named = open_driver("mongodb://127.0.0.1:1/queues_db", Settings())
+    default = open_driver("mongodb://127.0.0.1:1/", Settings(database="fallback"))
+    try:
+        assert isinstance(named, MongoDriver) and named._db.name == "queues_db"
+        assert isinstance(default, MongoDriver) and default._db.name == "fallback"
+    finally:
+        named.close()
+        default.close()
+    with pytest.raises(StorageConfigError):
+        open_driver("mongodb://[bad", Settings())

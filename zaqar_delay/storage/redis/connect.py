@@ -21,8 +21,6 @@ def _retry_policy() -> Retry:
     """
     return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
 
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-
 
 def redis_client(uri: str, socket_timeout: float) -> Any:
     """A client for ``redis://``, ``rediss://`` or ``unix://`` URIs, bounded by ``socket_timeout``.

@@ -1,0 +1,87 @@
+"""Running on MongoDB: standalone servers refused unless accepted, indexes created at startup,
+and (on a real MongoDB only) the claim query served by its index."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+
+import pymongo
+import pytest
+
+from tests.conftest import REAL_MONGODB_ENV, close_test_driver, open_test_driver
+from tests.functional.test_server_command import run_server
+from tests.processes import SecantusServer, ServiceProcess, free_port
+from zaqar_delay.conf import STORAGE_URI_ENV
+from zaqar_delay.models import NewMessage
+from zaqar_delay.storage.mongodb import schema
+from zaqar_delay.storage.mongodb.driver import MongoDriver
+
+pytestmark = pytest.mark.functional
+
+
+@pytest.fixture(scope="module")
+def standalone() -> Iterator[SecantusServer]:
+    server = SecantusServer(standalone=True).start()
+    yield server
+    server.stop()
+
+
+def test_standalone_server_is_refused_in_one_line(standalone: SecantusServer) -> None:
+    uri = standalone.database_url("zd_refused")
+    result = run_server("--bind", f"127.0.0.1:{free_port()}", env={STORAGE_URI_ENV: uri})
+    assert result.returncode == 2
+    assert result.stderr.startswith("zaqar-delay-server: MongoDB is a standalone server")
+    assert result.stderr.count("\n") == 1
+
+
+def test_standalone_server_accepted_with_a_warning(standalone: SecantusServer) -> None:
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
+        conf.write("[storage]\nunreliable = true\n")
+    uri = standalone.database_url("zd_unreliable")
+    service = ServiceProcess(
+        env={STORAGE_URI_ENV: uri}, args=["--config-file", conf.name], workers=1
+    )
+    service.start()
+    try:
+        assert "standalone server: writes are journaled but not replicated" in service.log()
+    finally:
+        service.stop()
+    client: pymongo.MongoClient[dict[str, object]] = pymongo.MongoClient(standalone.url)
+    try:
+        names = {index["name"] for index in client.zd_unreliable[schema.MESSAGES].list_indexes()}
+    finally:
+        client.close()
+    assert set(schema.INDEXES[schema.MESSAGES]) <= names
+
+
+def test_prepare_is_idempotent(secantus_server: SecantusServer) -> None:
+    driver = open_test_driver(secantus_server.url)
+    try:
+        assert driver.prepare() == []
+        assert driver.prepare() == []
+    finally:
+        close_test_driver(driver)
+
+
+@pytest.mark.skipif(
+    not os.environ.get(REAL_MONGODB_ENV), reason=f"needs a real MongoDB in {REAL_MONGODB_ENV}"
+)
+def test_claim_query_uses_the_claimable_index_on_real_mongodb() -> None:
+    # secantusdb ignores indexes, so only a real MongoDB can show the plan.
+    driver = open_test_driver(os.environ[REAL_MONGODB_ENV])
+    assert isinstance(driver, MongoDriver)
+    try:
+        now = 1_800_000_000_000
+        messages = [NewMessage(str(i), 3600, i % 5) for i in range(200)]
+        driver.post_messages("p", "q", messages, "c" * 32, now)
+        plan = driver.claim_candidates({"p": "p", "q": "q"}, now, 10).explain()
+        winning = str(plan["queryPlanner"]["winningPlan"])
+        assert "'indexName': 'claimable'" in winning
+        assert "'stage': 'SORT'" not in winning  # the index order is the sort order
+        stats = plan.get("executionStats", {})
+        if stats:
+            assert stats["totalKeysExamined"] <= 11
+    finally:
+        close_test_driver(driver)

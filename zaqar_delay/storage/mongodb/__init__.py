@@ -1,0 +1,1 @@
+"""MongoDB driver: one messages collection indexed by queue scope and claimable time."""

@@ -1,0 +1,580 @@
+"""The MongoDB implementation of the storage contract.
+
+Claims are race-free through conditional updates: a message is taken only by an update whose
+filter still sees it claimable (``v <= now``), and taking it moves ``v`` to the claim's expiry,
+so a concurrent claimer's update no longer matches. Every read filters on expiry; the TTL
+index only reclaims space.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pymongo
+from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from zaqar_delay import errors
+from zaqar_delay.models import (
+    Claim,
+    ListPage,
+    Message,
+    MessageRef,
+    Metadata,
+    NewMessage,
+    QueueInfo,
+    QueueStats,
+)
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.mongodb import schema
+from zaqar_delay.storage.mongodb.errors import translate_errors
+
+Doc = dict[str, Any]
+
+# Documents one listing call may examine before it returns a short page (as on Redis).
+LIST_SCAN_BUDGET = 2000
+# Rounds a claim makes when concurrent claimers take its candidates first.
+CLAIM_ATTEMPTS = 5
+# Fields a listing scan reads before it fetches the bodies of the messages it keeps.
+SCAN_FIELDS = {"k": 1, "e": 1, "u": 1, "ce": 1, "d": 1}
+
+
+def _date(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+
+
+def _claimable(scope: Doc, now_ms: int) -> Doc:
+    """Due or whose claim ran out (``v <= now``), and unexpired."""
+    return {**scope, "v": {"$lte": now_ms}, "e": {"$gt": now_ms}}
+
+
+def _message(doc: Doc, now_ms: int) -> Message:
+    live = doc["cid"] is not None and doc["ce"] > now_ms
+    return Message(
+        id=doc["_id"],
+        body=json.loads(doc["b"]),
+        ttl_s=int(doc["t"]),
+        created_ms=int(doc["cr"]),
+        expires_ms=int(doc["e"]),
+        due_ms=int(doc["d"]),
+        claim_id=doc["cid"] if live else None,
+        claim_count=int(doc["cc"]),
+        client_id=doc["u"],
+    )
+
+
+class MongoDriver(Driver):
+    """Stores queues in one MongoDB database (``client[database]``)."""
+
+    def __init__(
+        self,
+        client: pymongo.MongoClient[Doc],
+        database: str,
+        unreliable: bool = False,
+        list_scan_budget: int = LIST_SCAN_BUDGET,
+    ) -> None:
+        self._client = client
+        self._unreliable = unreliable
+        self._list_scan_budget = list_scan_budget
+        db = client.get_database(database)
+        self._db = db
+        self._queues = db[schema.QUEUES]
+        self._messages = db[schema.MESSAGES]
+        self._claims = db[schema.CLAIMS]
+        self._transactions: bool | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def ping(self) -> bool:
+        try:
+            self._client.admin.command("ping")
+            return True
+        except pymongo.errors.PyMongoError:
+            return False
+
+    def close(self) -> None:
+        self._client.close()
+
+    @translate_errors
+    def prepare(self) -> list[str]:
+        schema.create_indexes(self._db)
+        if self._replicated():
+            return []
+        if not self._unreliable:
+            raise errors.StorageConfigError(
+                "MongoDB is a standalone server (no replica set or mongos): acknowledged "
+                "messages would not be replicated; set [storage] unreliable = true to accept it"
+            )
+        return ["MongoDB is a standalone server: writes are journaled but not replicated"]
+
+    def _replicated(self) -> bool:
+        hello = self._client.admin.command("hello")
+        return bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
+
+    def _atomically(self, write: Callable[[Any], None]) -> None:
+        """Run ``write(session)`` in a transaction where the deployment has them."""
+        if self._transactions is None:
+            self._transactions = self._replicated()
+        if not self._transactions:
+            write(None)
+            return
+        with self._client.start_session() as session:
+            session.with_transaction(lambda s: write(s))
+
+    # -- queues --------------------------------------------------------------------------------
+
+    def _queue_filter(self, project: str, queue: str) -> Doc:
+        return {"p": project, "q": queue}
+
+    @translate_errors
+    def create_queue(self, project: str, queue: str, metadata: Metadata, now_ms: int) -> bool:
+        document = {"p": project, "q": queue, "m": json.dumps(metadata), "cr": now_ms, "seq": 0}
+        try:
+            self._queues.insert_one(document)
+        except DuplicateKeyError:
+            return False
+        return True
+
+    @translate_errors
+    def get_metadata(self, project: str, queue: str) -> Metadata | None:
+        found = self._queues.find_one(self._queue_filter(project, queue), {"m": 1})
+        return None if found is None else dict(json.loads(found["m"]))
+
+    @translate_errors
+    def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
+        result = self._queues.update_one(
+            self._queue_filter(project, queue), {"$set": {"m": json.dumps(metadata)}}
+        )
+        if result.matched_count == 0:
+            raise errors.QueueDoesNotExist(queue, project)
+
+    @translate_errors
+    def delete_queue(self, project: str, queue: str) -> None:
+        scope = self._queue_filter(project, queue)
+        self._queues.delete_one(scope)
+        self._messages.delete_many(scope)
+        self._claims.delete_many(scope)
+
+    @translate_errors
+    def list_queues(
+        self, project: str, marker: str | None, limit: int, detailed: bool
+    ) -> list[QueueInfo]:
+        query: Doc = {"p": project}
+        if marker:
+            query["q"] = {"$gt": marker}
+        cursor = self._queues.find(query, {"q": 1, "m": 1}).sort("q", 1).limit(limit)
+        return [QueueInfo(d["q"], dict(json.loads(d["m"])) if detailed else None) for d in cursor]
+
+    @translate_errors
+    def count_queues(self, project: str) -> int:
+        return int(self._queues.count_documents({"p": project}))
+
+    @translate_errors
+    def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
+        scope = self._queue_filter(project, queue)
+        alive = {**scope, "e": {"$gt": now_ms}}
+        total = self._messages.count_documents(alive)
+        claimed = self._messages.count_documents({**scope, "ce": {"$gt": now_ms}})
+        not_claimable = self._messages.count_documents({**alive, "v": {"$gt": now_ms}})
+
+        def end(direction: int) -> MessageRef | None:
+            doc = self._messages.find_one(alive, {"cr": 1}, sort=[("k", direction)])
+            return None if doc is None else MessageRef(doc["_id"], int(doc["cr"]))
+
+        return QueueStats(
+            total=total,
+            claimed=claimed,
+            delayed=not_claimable - claimed,
+            oldest=end(1),
+            newest=end(-1),
+        )
+
+    @translate_errors
+    def purge(self, project: str, queue: str) -> None:
+        scope = self._queue_filter(project, queue)
+        self._messages.delete_many(scope)
+        self._claims.delete_many(scope)
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def _reserve_sequence(self, project: str, queue: str, count: int, now_ms: int) -> int:
+        """Take ``count`` sequence numbers (creating the queue if needed); returns the first."""
+        for _ in range(2):
+            try:
+                updated = self._queues.find_one_and_update(
+                    self._queue_filter(project, queue),
+                    {"$inc": {"seq": count}, "$setOnInsert": {"m": "{}", "cr": now_ms}},
+                    upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+                assert updated is not None  # upsert with ReturnDocument.AFTER always returns one
+                return int(updated["seq"]) - count + 1
+            except DuplicateKeyError:
+                continue  # a concurrent post created the queue first; the retry updates it
+        raise errors.StorageUnavailable("The queue could not be created.")
+
+    def _documents(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+    ) -> list[Doc]:
+        first = self._reserve_sequence(project, queue, len(messages), now_ms)
+        documents = []
+        for i, message in enumerate(messages):
+            due = now_ms + message.delay_s * 1000
+            expires = now_ms + message.ttl_s * 1000
+            documents.append(
+                {
+                    "_id": secrets.token_hex(16),
+                    "p": project,
+                    "q": queue,
+                    "k": first + i,
+                    "b": message.body_json,
+                    "u": client_id,
+                    "t": message.ttl_s,
+                    "cr": now_ms,
+                    "e": expires,
+                    "ex": _date(expires),
+                    "d": due,
+                    "v": due,
+                    "cid": None,
+                    "ce": 0,
+                    "cc": 0,
+                }
+            )
+        return documents
+
+    @translate_errors
+    def post_messages(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+    ) -> list[str]:
+        documents = self._documents(project, queue, messages, client_id, now_ms)
+
+        def insert(session: Any) -> None:
+            try:
+                self._messages.insert_many(documents, session=session)
+            except pymongo.errors.PyMongoError:
+                if session is None:  # no transaction to roll back: undo by hand
+                    self._messages.delete_many({"_id": {"$in": [d["_id"] for d in documents]}})
+                raise
+
+        self._atomically(insert)
+        return [d["_id"] for d in documents]
+
+    @translate_errors
+    def list_messages(
+        self,
+        project: str,
+        queue: str,
+        *,
+        marker: str | None,
+        limit: int,
+        client_id: str,
+        echo: bool,
+        include_claimed: bool,
+        include_delayed: bool,
+        now_ms: int,
+    ) -> ListPage:
+        if marker is not None and not (marker.isascii() and marker.isdigit()):
+            raise errors.InvalidParameter(
+                'The "marker" parameter is invalid. It must be a marker from a "next" link.'
+            )
+        query: Doc = self._queue_filter(project, queue)
+        if marker is not None:
+            query["k"] = {"$gt": int(marker)}
+        scanned = list(
+            self._messages.find(query, SCAN_FIELDS).sort("k", 1).limit(self._list_scan_budget)
+        )
+        kept, cursor = [], None
+        for doc in scanned:
+            cursor = doc["k"]
+            if (
+                doc["e"] > now_ms
+                and (echo or doc["u"] != client_id)
+                and (include_claimed or doc["ce"] <= now_ms)
+                and (include_delayed or doc["d"] <= now_ms)
+            ):
+                kept.append(doc["_id"])
+                if len(kept) == limit:
+                    break
+        more = len(kept) < limit and len(scanned) == self._list_scan_budget
+        found = {d["_id"]: d for d in self._messages.find({**query, "_id": {"$in": kept}})}
+        messages = tuple(_message(found[i], now_ms) for i in kept if i in found)
+        next_marker = str(cursor) if cursor is not None and (messages or more) else None
+        return ListPage(messages, next_marker)
+
+    @translate_errors
+    def get_messages(
+        self, project: str, queue: str, ids: Sequence[str], now_ms: int
+    ) -> list[Message]:
+        if not ids:
+            return []
+        query = {
+            **self._queue_filter(project, queue),
+            "_id": {"$in": list(ids)},
+            "e": {"$gt": now_ms},
+        }
+        found = {d["_id"]: d for d in self._messages.find(query)}
+        return [_message(found[i], now_ms) for i in ids if i in found]
+
+    def _live_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Doc | None:
+        return self._claims.find_one(
+            {**self._queue_filter(project, queue), "_id": claim_id, "e": {"$gt": now_ms}}
+        )
+
+    @translate_errors
+    def delete_message(
+        self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
+    ) -> None:
+        scope = {**self._queue_filter(project, queue), "_id": message_id}
+        for _ in range(CLAIM_ATTEMPTS):
+            doc = self._messages.find_one(scope, {"e": 1, "cid": 1, "ce": 1})
+            if doc is None:
+                return
+            if doc["e"] <= now_ms:
+                self._messages.delete_one(scope)
+                return
+            live = doc["cid"] is not None and doc["ce"] > now_ms
+            if claim_id is None and live:
+                raise errors.MessageIsClaimed()
+            if claim_id is not None and not live:
+                raise errors.ClaimNotValid(
+                    "A claim was specified, but the message is not currently claimed."
+                )
+            if claim_id is not None and doc["cid"] != claim_id:
+                if self._live_claim(project, queue, claim_id, now_ms):
+                    raise errors.MessageIsClaimed()
+                raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+            # Delete only if nothing changed since the read; otherwise decide again.
+            guard = {**scope, "cid": doc["cid"], "ce": doc["ce"]}
+            if self._messages.delete_one(guard).deleted_count:
+                return
+        raise errors.StorageUnavailable("The message could not be deleted.")
+
+    @translate_errors
+    def delete_messages(
+        self,
+        project: str,
+        queue: str,
+        ids: Sequence[str],
+        claim_ids: Sequence[str] | None,
+        now_ms: int,
+    ) -> None:
+        if not ids:
+            return
+        query = {**self._queue_filter(project, queue), "_id": {"$in": list(ids)}}
+        if claim_ids is not None:
+            held_elsewhere = {
+                **query,
+                "ce": {"$gt": now_ms},
+                "cid": {"$nin": list(claim_ids)},
+            }
+            if self._messages.find_one(held_elsewhere, {"_id": 1}) is not None:
+                raise errors.MessageIsClaimed()
+        self._messages.delete_many(query)
+
+    @translate_errors
+    def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
+        holder = secrets.token_hex(16)
+        taken = self._take(project, queue, holder, now_ms + 60_000, limit, now_ms)
+        if taken:
+            self._messages.delete_many({**self._queue_filter(project, queue), "cid": holder})
+        return [_message(d, now_ms) for d in taken]
+
+    # -- claims --------------------------------------------------------------------------------
+
+    def _return_lapsed_claims(self, scope: Doc, now_ms: int) -> None:
+        """Messages whose claim ran out become claimable at their original due time."""
+        self._messages.update_many(
+            {**scope, "ce": {"$gt": 0, "$lte": now_ms}},
+            [{"$set": {"v": "$d", "cid": None, "ce": 0}}],
+        )
+
+    def claim_candidates(self, scope: Doc, now_ms: int, limit: int) -> pymongo.cursor.Cursor[Doc]:
+        """Ids of up to ``limit`` claimable messages of ``scope``, oldest due first.
+
+        Served by the ``claimable`` index: equality on the scope, a range on ``v``, and the sort
+        in index order, so a claim reads ``limit`` index entries whatever the backlog.
+        """
+        return (
+            self._messages.find(_claimable(scope, now_ms), {"_id": 1})
+            .sort([("v", 1), ("k", 1)])
+            .limit(limit)
+            .hint("claimable")
+        )
+
+    def _take(
+        self, project: str, queue: str, claim_id: str, expires_ms: int, limit: int, now_ms: int
+    ) -> list[Doc]:
+        """Put up to ``limit`` claimable messages under ``claim_id``; returns their documents
+        (claim count already raised), oldest due first."""
+        scope = self._queue_filter(project, queue)
+        self._return_lapsed_claims(scope, now_ms)
+        claimable = _claimable(scope, now_ms)
+        taken = 0
+        for _ in range(CLAIM_ATTEMPTS):
+            candidates = [d["_id"] for d in self.claim_candidates(scope, now_ms, limit - taken)]
+            if not candidates:
+                break
+            # The v <= now guard drops candidates a concurrent claimer took meanwhile.
+            taken += self._messages.update_many(
+                {**claimable, "_id": {"$in": candidates}},
+                {"$set": {"cid": claim_id, "ce": expires_ms, "v": expires_ms}, "$inc": {"cc": 1}},
+            ).modified_count
+            if taken >= limit:
+                break
+        if not taken:
+            return []
+        held = self._messages.find({**scope, "cid": claim_id}).sort([("d", 1), ("k", 1)])
+        return list(held)
+
+    def _extend_lifetimes(
+        self, scope: Doc, claim_id: str, expires_ms: int, ttl_s: int, grace_s: int
+    ) -> None:
+        extended = expires_ms + grace_s * 1000
+        self._messages.update_many(
+            {**scope, "cid": claim_id, "e": {"$lt": expires_ms}},
+            {"$set": {"e": extended, "ex": _date(extended), "t": ttl_s + grace_s}},
+        )
+
+    @translate_errors
+    def create_claim(
+        self,
+        project: str,
+        queue: str,
+        *,
+        ttl_s: int,
+        grace_s: int,
+        limit: int,
+        now_ms: int,
+    ) -> Claim | None:
+        claim_id = secrets.token_hex(16)
+        expires_ms = now_ms + ttl_s * 1000
+        taken = self._take(project, queue, claim_id, expires_ms, limit, now_ms)
+        if not taken:
+            return None
+        metadata = self.get_metadata(project, queue) or {}
+        max_claims, target = metadata.get("_max_claim_count"), metadata.get("_dead_letter_queue")
+        dead: list[Doc] = []
+        if isinstance(max_claims, int) and max_claims >= 1 and isinstance(target, str) and target:
+            # The count was raised when taking: more than the maximum means it was already there.
+            dead = [d for d in taken if d["cc"] > max_claims]
+        if dead:
+            self._move_to_dead_letter(project, queue, dead, target, metadata, now_ms)  # type: ignore[arg-type]
+        kept = [d for d in taken if d not in dead]
+        if not kept:
+            return None
+        scope = self._queue_filter(project, queue)
+        self._extend_lifetimes(scope, claim_id, expires_ms, ttl_s, grace_s)
+        self._claims.insert_one(
+            {
+                **scope,
+                "_id": claim_id,
+                "t": ttl_s,
+                "g": grace_s,
+                "u": now_ms,
+                "e": expires_ms,
+                "ex": _date(expires_ms),
+            }
+        )
+        held = self._messages.find({**scope, "cid": claim_id}).sort([("d", 1), ("k", 1)])
+        return Claim(
+            claim_id, ttl_s, grace_s, now_ms, expires_ms, tuple(_message(d, now_ms) for d in held)
+        )
+
+    def _move_to_dead_letter(
+        self,
+        project: str,
+        queue: str,
+        dead: list[Doc],
+        target: str,
+        metadata: Metadata,
+        now_ms: int,
+    ) -> None:
+        """Move each message to the dead-letter queue in place (one atomic update each)."""
+        ttl_override = metadata.get("_dead_letter_queue_messages_ttl")
+        first = self._reserve_sequence(project, target, len(dead), now_ms)
+        for i, doc in enumerate(dead):
+            ttl = ttl_override if isinstance(ttl_override, int) and ttl_override else doc["t"]
+            expires = now_ms + int(ttl) * 1000
+            self._messages.update_one(
+                {"_id": doc["_id"], "p": project, "q": queue, "cid": doc["cid"]},
+                {
+                    "$set": {
+                        "q": target,
+                        "k": first + i,
+                        "t": ttl,
+                        "e": expires,
+                        "ex": _date(expires),
+                        "d": now_ms,
+                        "v": now_ms,
+                        "cid": None,
+                        "ce": 0,
+                        "cc": 0,
+                    }
+                },
+            )
+
+    @translate_errors
+    def get_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Claim:
+        claim = self._live_claim(project, queue, claim_id, now_ms)
+        if claim is None:
+            raise errors.ClaimDoesNotExist(claim_id, queue, project)
+        held = self._messages.find(
+            {**self._queue_filter(project, queue), "cid": claim_id, "ce": {"$gt": now_ms}}
+        ).sort([("d", 1), ("k", 1)])
+        return Claim(
+            claim_id,
+            int(claim["t"]),
+            int(claim["g"]),
+            int(claim["u"]),
+            int(claim["e"]),
+            tuple(_message(d, now_ms) for d in held),
+        )
+
+    @translate_errors
+    def renew_claim(
+        self, project: str, queue: str, claim_id: str, ttl_s: int, grace_s: int, now_ms: int
+    ) -> None:
+        scope = self._queue_filter(project, queue)
+        expires_ms = now_ms + ttl_s * 1000
+        renewed = self._claims.update_one(
+            {**scope, "_id": claim_id, "e": {"$gt": now_ms}},
+            {
+                "$set": {
+                    "t": ttl_s,
+                    "g": grace_s,
+                    "u": now_ms,
+                    "e": expires_ms,
+                    "ex": _date(expires_ms),
+                }
+            },
+        )
+        if renewed.matched_count == 0:
+            raise errors.ClaimDoesNotExist(claim_id, queue, project)
+        self._messages.update_many(
+            {**scope, "cid": claim_id, "ce": {"$gt": now_ms}},
+            {"$set": {"ce": expires_ms, "v": expires_ms}},
+        )
+        self._extend_lifetimes(scope, claim_id, expires_ms, ttl_s, grace_s)
+
+    @translate_errors
+    def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
+        scope = self._queue_filter(project, queue)
+        self._claims.delete_one({**scope, "_id": claim_id})
+        self._messages.update_many(
+            {**scope, "cid": claim_id, "ce": {"$gt": now_ms}},
+            [{"$set": {"v": "$d", "cid": None, "ce": 0}}],
+        )

@@ -1,0 +1,39 @@
+"""Turns pymongo failures into the service's storage errors."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from pymongo import errors as mongo_errors
+
+from zaqar_delay.errors import StorageUnavailable
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Outages and failovers, as opposed to bugs: the request may succeed when retried later.
+TRANSIENT = (
+    mongo_errors.ConnectionFailure,  # includes AutoReconnect, NetworkTimeout, NotPrimaryError
+    mongo_errors.ServerSelectionTimeoutError,
+    mongo_errors.ExecutionTimeout,
+    mongo_errors.WTimeoutError,
+)
+
+
+def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """Re-raise transient MongoDB failures as StorageUnavailable (503); others propagate."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except TRANSIENT as exc:
+            raise StorageUnavailable(f"MongoDB is unavailable: {exc}") from exc
+        except mongo_errors.PyMongoError as exc:
+            if getattr(exc, "has_error_label", lambda _: False)("TransientTransactionError"):
+                raise StorageUnavailable(f"MongoDB is unavailable: {exc}") from exc
+            raise
+
+    return wrapper

@@ -1,0 +1,56 @@
+"""Collection names, document fields and indexes of the MongoDB driver, in one place.
+
+queues:   {p: project, q: queue, m: metadata JSON text, cr: created ms, seq: last sequence}
+messages: {_id: id, p, q, k: sequence, b: body JSON text, u: client id, t: ttl s,
+           cr: created ms, e: expires ms, ex: expiry as a date (TTL index), d: due ms,
+           v: claimable-from ms (d when unclaimed, the claim's expiry when claimed),
+           cid: claim id or None, ce: claim expiry ms (0 when unclaimed), cc: claim count}
+claims:   {_id: claim id, p, q, t: ttl s, g: grace s, u: updated ms, e: expires ms, ex: date}
+
+Metadata and bodies are stored as JSON text: any JSON is accepted (keys with "$" or ".",
+integers beyond 64 bits) and nothing queries inside them.
+"""
+
+from __future__ import annotations
+
+import pymongo
+
+QUEUES = "queues"
+MESSAGES = "messages"
+CLAIMS = "claims"
+
+ASC = pymongo.ASCENDING
+
+# name -> (keys, options). Every query the driver makes is served by one of these.
+INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] = {
+    QUEUES: {
+        "project_queue": ([("p", ASC), ("q", ASC)], {"unique": True}),
+    },
+    MESSAGES: {
+        # Claim and pop: claimable (v <= now) in due order, then posting order.
+        "claimable": ([("p", ASC), ("q", ASC), ("v", ASC), ("k", ASC)], {}),
+        # Listing and oldest/newest: posting order.
+        "fifo": ([("p", ASC), ("q", ASC), ("k", ASC)], {"unique": True}),
+        # Claimed counts and the return of messages whose claim ran out.
+        "claimed": ([("p", ASC), ("q", ASC), ("ce", ASC)], {}),
+        # Messages of one claim.
+        "claim_id": ([("p", ASC), ("q", ASC), ("cid", ASC)], {}),
+        # Unexpired totals.
+        "expiry": ([("p", ASC), ("q", ASC), ("e", ASC)], {}),
+        # Space reclamation only: every read also filters on e.
+        "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
+    },
+    CLAIMS: {
+        "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
+    },
+}
+
+
+def create_indexes(db: pymongo.database.Database) -> None:  # type: ignore[type-arg]
+    """Create every index; existing ones with the same definition are left alone."""
+    for collection, indexes in INDEXES.items():
+        models = [
+            pymongo.IndexModel(keys, name=name, **options)
+            for name, (keys, options) in indexes.items()
+        ]
+        db[collection].create_indexes(models)
