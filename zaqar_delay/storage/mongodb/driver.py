@@ -155,9 +155,10 @@ class MongoDriver(Driver):
     @translate_errors
     def delete_queue(self, project: str, queue: str) -> None:
         scope = self._queue_filter(project, queue)
-        self._queues.delete_one(scope)
+        # Contents first: a failure part-way leaves a queue to delete again, not orphans.
         self._messages.delete_many(scope)
         self._claims.delete_many(scope)
+        self._queues.delete_one(scope)
 
     @translate_errors
     def list_queues(
