@@ -66,6 +66,7 @@ class QueueStats:
     total: int
     claimed: int
     delayed: int
+    next_due_ms: int | None
     oldest: MessageRef | None
     newest: MessageRef | None
 

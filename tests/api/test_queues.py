@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.api.conftest import Api, assert_error
+from zaqar_delay.api import views
 
 PATCH = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
 DEFAULTS = {
@@ -270,7 +271,9 @@ def test_delete_queue(api: Api) -> None:
     assert api.delete("/v2/queues/q").status_code == 204
     assert api.delete("/v2/queues/q").status_code == 204
     assert api.get("/v2/queues").json["queues"] == []
-    assert api.get("/v2/queues/q/stats").json == {"messages": {"claimed": 0, "free": 0, "total": 0}}
+    assert api.get("/v2/queues/q/stats").json == {
+        "messages": {"claimed": 0, "free": 0, "total": 0, "delayed": 0}
+    }
 
 
 def test_stats_shape(api: Api) -> None:
@@ -285,6 +288,8 @@ def test_stats_shape(api: Api) -> None:
         "href": f"/v2/queues/q/messages/{ids[0]}",
     }
     assert stats["oldest"]["created"].endswith("Z")
+    assert stats["delayed"] == 2
+    assert stats["next_due"] == views.timestamp_ms(api.clock.now_ms() - 5000 + 60_000)
     assert stats["newest"]["href"] == f"/v2/queues/q/messages/{ids[1]}"
 
 

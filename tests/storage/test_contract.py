@@ -553,22 +553,34 @@ def test_concurrent_claimers_in_several_processes(
 class TestStats:
     def test_missing_queue(self, driver: Driver, clock: FakeClock) -> None:
         s = driver.stats(P, "nope", clock.now_ms())
-        assert (s.total, s.claimed, s.free, s.delayed, s.oldest, s.newest) == (
-            0,
-            0,
-            0,
-            0,
-            None,
-            None,
-        )
+        assert (s.total, s.claimed, s.free, s.delayed) == (0, 0, 0, 0)
+        assert (s.next_due_ms, s.oldest, s.newest) == (None, None, None)
 
     def test_all_delayed(self, driver: Driver, clock: FakeClock) -> None:
         # Upstream B1: Mongo answers 503 here.
         ids = post(driver, clock, 1, 2, delay=60)
         s = driver.stats(P, Q, clock.now_ms())
         assert (s.total, s.claimed, s.free, s.delayed) == (2, 0, 2, 2)
+        assert s.next_due_ms == clock.now_ms() + 60_000
         assert s.oldest is not None and s.newest is not None
         assert (s.oldest.id, s.newest.id) == (ids[0], ids[1])
+
+    def test_next_due_skips_claimed_and_expired_messages(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        start = clock.now_ms()
+        post(driver, clock, "expires-first", ttl=60, delay=120)
+        post(driver, clock, "later", delay=300)
+        post(driver, clock, "sooner", delay=200)
+        assert driver.stats(P, Q, clock.now_ms()).next_due_ms == start + 120_000
+        clock.advance(61)
+        assert driver.stats(P, Q, clock.now_ms()).next_due_ms == start + 200_000
+        clock.advance(140)
+        assert bodies_of(claim(driver, clock)) == ["sooner"]
+        s = driver.stats(P, Q, clock.now_ms())
+        assert (s.delayed, s.next_due_ms) == (1, start + 300_000)
+        clock.advance(100)
+        assert driver.stats(P, Q, clock.now_ms()).next_due_ms is None
 
     def test_counts(self, driver: Driver, clock: FakeClock) -> None:
         post(driver, clock, 1, 2, 3)

@@ -57,8 +57,21 @@ def _created(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def timestamp_ms(ms: int) -> str:
+    """RFC 3339 UTC with milliseconds, the form of every zaqar-delay extension time."""
+    moment = datetime.datetime.fromtimestamp(ms // 1000, datetime.UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+
+
 def stats(queue: str, s: QueueStats, now_ms: int) -> dict[str, Any]:
-    counts: dict[str, Any] = {"claimed": s.claimed, "free": s.free, "total": s.total}
+    counts: dict[str, Any] = {
+        "claimed": s.claimed,
+        "free": s.free,
+        "total": s.total,
+        "delayed": s.delayed,
+    }
+    if s.next_due_ms is not None:
+        counts["next_due"] = timestamp_ms(s.next_due_ms)
     for name, ref in (("oldest", s.oldest), ("newest", s.newest)):
         if ref is not None and s.total:
             counts[name] = {

@@ -186,10 +186,14 @@ class MongoDriver(Driver):
             doc = self._messages.find_one(alive, {"cr": 1}, sort=[("k", direction)])
             return None if doc is None else MessageRef(doc["_id"], int(doc["cr"]))
 
+        earliest = self._messages.find_one(
+            {**alive, "v": {"$gt": now_ms}, "cid": None}, {"v": 1}, sort=[("v", 1), ("k", 1)]
+        )
         return QueueStats(
             total=total,
             claimed=claimed,
             delayed=not_claimable - claimed,
+            next_due_ms=None if earliest is None else int(earliest["v"]),
             oldest=end(1),
             newest=end(-1),
         )

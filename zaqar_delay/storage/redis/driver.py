@@ -136,13 +136,14 @@ class RedisDriver(Driver):
 
     @translate_errors
     def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
-        total, claimed, delayed, oldest, oldest_ms, newest, newest_ms = self._run(
+        total, claimed, delayed, next_due, oldest, oldest_ms, newest, newest_ms = self._run(
             "stats", project, queue, now_ms
         )
         return QueueStats(
             total=int(total),
             claimed=int(claimed),
             delayed=int(delayed),
+            next_due_ms=int(next_due) or None,
             oldest=MessageRef(oldest.decode(), int(oldest_ms)) if oldest else None,
             newest=MessageRef(newest.decode(), int(newest_ms)) if newest else None,
         )

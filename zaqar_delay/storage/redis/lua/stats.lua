@@ -2,8 +2,9 @@
 --
 -- KEYS: the nine queue keys (lib.lua).
 -- ARGV: now_ms.
--- Returns: {total, claimed, delayed, oldest_id, oldest_created, newest_id, newest_created}
---   (ids "" when the queue holds no message). Delayed messages count in total, as Zaqar's do.
+-- Returns: {total, claimed, delayed, next_due, oldest_id, oldest_created, newest_id,
+--   newest_created} (ids "" when the queue holds no message; next_due 0 when nothing is
+--   delayed). Delayed messages count in total, as Zaqar's do.
 
 local now = tonumber(ARGV[1])
 collect_garbage(now)
@@ -35,6 +36,24 @@ local function first_alive(from_tail)
     end
 end
 
+-- The earliest due time among unexpired delayed messages.
+local function next_due()
+    local offset = 0
+    while true do
+        local entries = redis.call('ZRANGEBYSCORE', K_READY, window, '+inf', 'WITHSCORES', 'LIMIT', offset, 100)
+        if #entries == 0 then
+            return 0
+        end
+        for i = 1, #entries, 2 do
+            local info = load_info(entries[i])
+            if info and info[I_EXPIRES] > now then
+                return tonumber(entries[i + 1])
+            end
+        end
+        offset = offset + 100
+    end
+end
+
 local oldest_id, oldest_created = first_alive(false)
 local newest_id, newest_created = first_alive(true)
-return {total, claimed, delayed, oldest_id, oldest_created, newest_id, newest_created}
+return {total, claimed, delayed, next_due(), oldest_id, oldest_created, newest_id, newest_created}
