@@ -112,6 +112,12 @@ transport_opts = [
         min=0,
         help="Largest message delay and queue _default_message_delay, in seconds.",
     ),
+    cfg.FloatOpt(
+        "deliver_at_tolerance",
+        default=5.0,
+        min=0.0,
+        help="Seconds a deliver_at time may lie in the past (clock skew) before it is refused.",
+    ),
     cfg.IntOpt("max_claim_ttl", default=43200, min=60, help="Largest claim ttl, in seconds."),
     cfg.IntOpt("max_claim_grace", default=43200, min=60, help="Largest claim grace, in seconds."),
     cfg.StrOpt(
@@ -166,6 +172,7 @@ class Limits:
     max_messages_post_size: int = 262144
     max_message_ttl: int = 1209600
     max_message_delay: int = 900
+    deliver_at_tolerance: float = 5.0
     max_claim_ttl: int = 43200
     max_claim_grace: int = 43200
     client_id_uuid_safe: str = "strict"

@@ -11,11 +11,11 @@ Metadata = dict[str, JSON]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NewMessage:
-    """A message ready to store: defaults applied, limits checked."""
+    """A message ready to store: defaults applied, limits checked; due ``delay_ms`` after now."""
 
     body_json: str
     ttl_s: int
-    delay_s: int
+    delay_ms: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ Shared by the API and the bulk pipeline so both accept exactly the same input.
 
 from __future__ import annotations
 
+import datetime
 import re
 import uuid
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ MIN_MESSAGE_TTL = 60
 MIN_CLAIM_TTL = 60
 MIN_CLAIM_GRACE = 60
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 RESERVED_DEFAULTS_KEYS = (
     "_max_messages_post_size",
@@ -153,6 +155,54 @@ def message_delay(delay: int, limits: Limits) -> int:
             "and must be at least 0 seconds long."
         )
     return delay
+
+
+def deliver_at(value: Any, now_ms: int, limits: Limits) -> int:
+    """Milliseconds from ``now_ms`` until ``value`` (RFC 3339 with an offset, or epoch ms).
+
+    A time up to ``deliver_at_tolerance`` seconds in the past means "now"; further in the past,
+    or more than ``max_message_delay`` seconds ahead, is refused.
+    """
+    if is_int(value):
+        _check_int64(value)
+        due_ms = int(value)
+    elif isinstance(value, str):
+        try:
+            moment = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise errors.InvalidRequest(
+                f"deliver_at {value!r} is not an RFC 3339 time with an offset, such as "
+                "2030-01-01T10:00:00.000Z."
+            )
+        due_ms = (moment - EPOCH) // datetime.timedelta(milliseconds=1)
+    else:
+        raise errors.InvalidBody(
+            'The value of the "deliver_at" field must be an RFC 3339 time or epoch milliseconds.'
+        )
+    offset_ms = due_ms - now_ms
+    if offset_ms < -limits.deliver_at_tolerance * 1000:
+        raise errors.InvalidRequest(
+            f"deliver_at is {-offset_ms / 1000:.3f} seconds in the past; at most "
+            f"{limits.deliver_at_tolerance:g} seconds are tolerated."
+        )
+    if offset_ms > limits.max_message_delay * 1000:
+        raise errors.InvalidRequest(
+            f"deliver_at may not be more than {limits.max_message_delay} seconds from now."
+        )
+    return max(0, offset_ms)
+
+
+def due_offset(document: Mapping[str, Any], now_ms: int, limits: Limits) -> int:
+    """Milliseconds until due from exactly one of ``delay`` (seconds) or ``deliver_at``."""
+    if "delay" in document and "deliver_at" in document:
+        raise errors.InvalidRequest("Give either delay or deliver_at, not both.")
+    if "deliver_at" in document:
+        return deliver_at(document["deliver_at"], now_ms, limits)
+    if "delay" in document:
+        return message_delay(integer_field(document, "delay", 0), limits) * 1000
+    raise errors.InvalidRequest("Give delay (seconds) or deliver_at (a time).")
 
 
 def claim_ttl(ttl: int, limits: Limits) -> int:

@@ -74,7 +74,7 @@ def test_claim_query_uses_the_claimable_index_on_real_mongodb() -> None:
     assert isinstance(driver, MongoDriver)
     try:
         now = 1_800_000_000_000
-        messages = [NewMessage(str(i), 3600, i % 5) for i in range(200)]
+        messages = [NewMessage(str(i), 3600, (i % 5) * 1000) for i in range(200)]
         driver.post_messages("p", "q", messages, "c" * 32, now)
         plan = driver.claim_candidates({"p": "p", "q": "q"}, now, 10).explain()
         winning = str(plan["queryPlanner"]["winningPlan"])

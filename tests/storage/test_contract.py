@@ -33,7 +33,7 @@ def post(
     delay: int = 0,
     client: str = ALICE,
 ) -> list[str]:
-    messages = [NewMessage(json.dumps(b), ttl, delay) for b in bodies]
+    messages = [NewMessage(json.dumps(b), ttl, delay * 1000) for b in bodies]
     return driver.post_messages(P, queue, messages, client, clock.now_ms())
 
 
@@ -246,7 +246,7 @@ def test_listing_behind_many_hidden_messages_continues_past_the_scan_budget(stor
     clock = FakeClock()
     driver = open_test_driver(store_uri, list_scan_budget=10)
     try:
-        hidden = [NewMessage(json.dumps(i), 3600, 60) for i in range(25)]
+        hidden = [NewMessage(json.dumps(i), 3600, 60_000) for i in range(25)]
         driver.post_messages(P, Q, hidden, ALICE, clock.now_ms())
         driver.post_messages(P, Q, [NewMessage('"visible"', 3600, 0)], ALICE, clock.now_ms())
         marker, pages = None, []
@@ -591,3 +591,48 @@ class TestStats:
         clock.advance(300)
         s = driver.stats(P, Q, clock.now_ms())
         assert (s.total, s.claimed, s.free, s.delayed) == (4, 0, 4, 0)
+
+
+# -- reschedule --------------------------------------------------------------------------------
+
+
+class TestReschedule:
+    def test_moves_the_due_time_both_ways(self, driver: Driver, clock: FakeClock) -> None:
+        [soon, late] = post(driver, clock, "soon", "late", delay=60)
+        now = clock.now_ms()
+        driver.reschedule_message(P, Q, late, None, now + 10_000, now)
+        driver.reschedule_message(P, Q, soon, None, now + 120_000, now)
+        clock.advance(ms=9_999)
+        assert claim(driver, clock) is None
+        clock.advance(ms=1)
+        assert bodies_of(claim(driver, clock)) == ["late"]
+        clock.advance(110)
+        assert bodies_of(claim(driver, clock)) == ["soon"]
+
+    def test_claimed_message_needs_its_claim_and_leaves_it(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        [mid] = post(driver, clock, "retry-me")
+        held = claim(driver, clock)
+        assert held is not None
+        now = clock.now_ms()
+        with pytest.raises(errors.MessageIsClaimed):
+            driver.reschedule_message(P, Q, mid, None, now + 5000, now)
+        with pytest.raises(errors.ClaimNotValid):
+            driver.reschedule_message(P, Q, mid, "f" * 32, now + 5000, now)
+        driver.reschedule_message(P, Q, mid, held.id, now + 5000, now)
+        assert bodies_of(driver.get_claim(P, Q, held.id, now)) == []
+        [m] = driver.get_messages(P, Q, [mid], now)
+        assert (m.claim_id, m.claim_count, m.due_ms) == (None, 1, now + 5000)
+        assert claim(driver, clock) is None
+        clock.advance(5)
+        again = claim(driver, clock)
+        assert again is not None and again.messages[0].claim_count == 2
+
+    def test_missing_or_expired(self, driver: Driver, clock: FakeClock) -> None:
+        [mid] = post(driver, clock, "short", ttl=60)
+        with pytest.raises(errors.MessageDoesNotExist):
+            driver.reschedule_message(P, Q, "nope", None, clock.now_ms(), clock.now_ms())
+        clock.advance(60)
+        with pytest.raises(errors.MessageDoesNotExist):
+            driver.reschedule_message(P, Q, mid, None, clock.now_ms(), clock.now_ms())

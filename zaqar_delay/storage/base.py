@@ -91,7 +91,7 @@ class Driver(abc.ABC):
     ) -> list[str]:
         """Store the messages in order (creating the queue if needed) and return their ids.
 
-        A message is due at ``now_ms + delay_s * 1000`` and expires at ``now_ms + ttl_s * 1000``.
+        A message is due at ``now_ms + delay_ms`` and expires at ``now_ms + ttl_s * 1000``.
         All or nothing: either every message is stored or none is.
         """
 
@@ -132,6 +132,22 @@ class Driver(abc.ABC):
         Missing message: no-op. Live claim and no ``claim_id``: MessageIsClaimed. ``claim_id``
         given: ClaimNotValid if the message holds no live claim or that claim is not live,
         MessageIsClaimed if another live claim holds it.
+        """
+
+    @abc.abstractmethod
+    def reschedule_message(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        due_ms: int,
+        now_ms: int,
+    ) -> None:
+        """Make the message due at ``due_ms`` (claim count and expiry kept).
+
+        Missing or expired message: MessageDoesNotExist. Claims are honoured as by
+        ``delete_message``; a message held by the named live claim leaves that claim.
         """
 
     @abc.abstractmethod

@@ -96,6 +96,17 @@ class MessageItem(Resource):
         message = self.service.get_message(req.context.project, queue_name, message_id)
         resp.media = views.message(queue_name, message, self.service.now_ms())
 
+    def on_patch(
+        self, req: falcon.Request, resp: falcon.Response, queue_name: str, message_id: str
+    ) -> None:
+        """zaqar-delay extension: reschedule, or retry later when the message is claimed."""
+        claim_id = params.text(req, "claim_id")
+        document = body.read_json(req)
+        self.service.reschedule_message(
+            req.context.project, queue_name, message_id, claim_id, document
+        )
+        resp.status = falcon.HTTP_204
+
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, message_id: str
     ) -> None:

@@ -233,7 +233,7 @@ class MongoDriver(Driver):
         first = self._reserve_sequence(project, queue, len(messages), now_ms)
         documents = []
         for i, message in enumerate(messages):
-            due = now_ms + message.delay_s * 1000
+            due = now_ms + message.delay_ms
             expires = now_ms + message.ttl_s * 1000
             documents.append(
                 {
@@ -351,22 +351,54 @@ class MongoDriver(Driver):
             if doc["e"] <= now_ms:
                 self._messages.delete_one(scope)
                 return
-            live = doc["cid"] is not None and doc["ce"] > now_ms
-            if claim_id is None and live:
-                raise errors.MessageIsClaimed()
-            if claim_id is not None and not live:
-                raise errors.ClaimNotValid(
-                    "A claim was specified, but the message is not currently claimed."
-                )
-            if claim_id is not None and doc["cid"] != claim_id:
-                if self._live_claim(project, queue, claim_id, now_ms):
-                    raise errors.MessageIsClaimed()
-                raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+            self._check_claim(project, queue, doc, claim_id, now_ms)
             # Delete only if nothing changed since the read; otherwise decide again.
             guard = {**scope, "cid": doc["cid"], "ce": doc["ce"]}
             if self._messages.delete_one(guard).deleted_count:
                 return
         raise errors.StorageUnavailable("The message could not be deleted.")
+
+    def _check_claim(
+        self, project: str, queue: str, doc: Doc, claim_id: str | None, now_ms: int
+    ) -> None:
+        """Refuse a change to a claimed message unless ``claim_id`` names its live claim."""
+        live = doc["cid"] is not None and doc["ce"] > now_ms
+        if claim_id is None:
+            if live:
+                raise errors.MessageIsClaimed()
+            return
+        if not live:
+            raise errors.ClaimNotValid(
+                "A claim was specified, but the message is not currently claimed."
+            )
+        if doc["cid"] != claim_id:
+            if self._live_claim(project, queue, claim_id, now_ms):
+                raise errors.MessageIsClaimed()
+            raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+
+    @translate_errors
+    def reschedule_message(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        due_ms: int,
+        now_ms: int,
+    ) -> None:
+        scope = {**self._queue_filter(project, queue), "_id": message_id}
+        for _ in range(CLAIM_ATTEMPTS):
+            doc = self._messages.find_one({**scope, "e": {"$gt": now_ms}}, {"cid": 1, "ce": 1})
+            if doc is None:
+                raise errors.MessageDoesNotExist(message_id, queue, project)
+            self._check_claim(project, queue, doc, claim_id, now_ms)
+            moved = self._messages.update_one(
+                {**scope, "cid": doc["cid"], "ce": doc["ce"]},
+                {"$set": {"d": due_ms, "v": due_ms, "cid": None, "ce": 0}},
+            )
+            if moved.matched_count:
+                return
+        raise errors.StorageUnavailable("The message could not be rescheduled.")
 
     @translate_errors
     def delete_messages(

@@ -56,6 +56,18 @@ def _messages(flat: Sequence[bytes], now_ms: int) -> list[Message]:
     return [_message(flat[i], flat[i + 1], flat[i + 2], now_ms) for i in range(0, len(flat), 3)]
 
 
+def _raise_claim_refusal(outcome: bytes) -> None:
+    """Raise what a script's claim_check refusal (lua/lib.lua) means; "ok" passes."""
+    if outcome == b"claimed":
+        raise errors.MessageIsClaimed()
+    if outcome == b"not_claimed":
+        raise errors.ClaimNotValid(
+            "A claim was specified, but the message is not currently claimed."
+        )
+    if outcome == b"bad_claim":
+        raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+
+
 class RedisDriver(Driver):
     """Stores queues in Redis (standalone, embedded or cluster) through ``client``."""
 
@@ -177,7 +189,7 @@ class RedisDriver(Driver):
         args: list[Any] = [now_ms, "new" if ids is None else "keep", client_id]
         for i, message in enumerate(messages):
             ref = secrets.token_hex(8) if ids is None else ids[i]
-            args += (ref, message.ttl_s, message.delay_s, message.body_json)
+            args += (ref, message.ttl_s, message.delay_ms, message.body_json)
         created, *new_ids = self._run("post", project, queue, *args)
         if created:
             self._client.zadd(self._keys.project_queues(project), {queue: 0})
@@ -231,14 +243,24 @@ class RedisDriver(Driver):
         self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
     ) -> None:
         outcome = self._run("delete", project, queue, now_ms, message_id, claim_id or "")
-        if outcome == b"claimed":
-            raise errors.MessageIsClaimed()
-        if outcome == b"not_claimed":
-            raise errors.ClaimNotValid(
-                "A claim was specified, but the message is not currently claimed."
-            )
-        if outcome == b"bad_claim":
-            raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+        _raise_claim_refusal(outcome)
+
+    @translate_errors
+    def reschedule_message(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        due_ms: int,
+        now_ms: int,
+    ) -> None:
+        outcome = self._run(
+            "reschedule", project, queue, now_ms, message_id, claim_id or "", due_ms
+        )
+        if outcome == b"missing":
+            raise errors.MessageDoesNotExist(message_id, queue, project)
+        _raise_claim_refusal(outcome)
 
     @translate_errors
     def delete_messages(

@@ -16,6 +16,7 @@ SCRIPT_NAMES = (
     "renew_claim",
     "release_claim",
     "delete",
+    "reschedule",
     "delete_many",
     "pop",
     "stats",

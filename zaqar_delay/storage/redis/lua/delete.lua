@@ -2,9 +2,7 @@
 --
 -- KEYS: the nine queue keys (lib.lua).
 -- ARGV: now_ms, message_id, claim_id ("" when the caller named none).
--- Returns: "ok" (deleted, or nothing to delete), "claimed" (a live claim other than the named
---   one holds it), "not_claimed" (a claim was named but none holds the message), or
---   "bad_claim" (the named claim is not live and another live claim holds the message).
+-- Returns: "ok" (deleted, or nothing to delete) or a claim_check refusal (lib.lua).
 
 local now, id, cid = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local info = load_info(id)
@@ -14,18 +12,9 @@ if not info or info[I_EXPIRES] <= now then
     end
     return 'ok'
 end
-local live = is_live_claim(info, now)
-if cid == '' then
-    if live then
-        return 'claimed'
-    end
-elseif not live then
-    return 'not_claimed'
-elseif info[I_CLAIM] ~= cid then
-    if load_live_claim(cid, now) then
-        return 'claimed'
-    end
-    return 'bad_claim'
+local refusal = claim_check(info, cid, now)
+if refusal ~= '' then
+    return refusal
 end
 remove_messages({id})
 return 'ok'

@@ -128,6 +128,30 @@ local function load_live_claim(cid, now)
     return claim
 end
 
+-- May the caller, naming claim `cid` ("" for none), change this message? "" when it may;
+-- else "claimed" (a live claim other than the named one holds it), "not_claimed" (a claim was
+-- named but none holds the message) or "bad_claim" (the named claim is not live and another
+-- live claim holds the message).
+local function claim_check(info, cid, now)
+    local live = is_live_claim(info, now)
+    if cid == '' then
+        if live then
+            return 'claimed'
+        end
+        return ''
+    end
+    if not live then
+        return 'not_claimed'
+    end
+    if info[I_CLAIM] ~= cid then
+        if load_live_claim(cid, now) then
+            return 'claimed'
+        end
+        return 'bad_claim'
+    end
+    return ''
+end
+
 -- Ids of the claim's messages that the claim still holds, with their infos.
 local function held_messages(cid, claim, now)
     local ids, infos = {}, {}

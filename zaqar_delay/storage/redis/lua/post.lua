@@ -1,7 +1,7 @@
 -- post.lua: store a batch of messages at the tail of the queue, creating the queue if needed.
 --
 -- KEYS: the nine queue keys (lib.lua).
--- ARGV: now_ms, mode, client_id, then four values per message: ref, ttl_s, delay_s, body_json.
+-- ARGV: now_ms, mode, client_id, then four values per message: ref, ttl_s, delay_ms, body_json.
 --   mode "new":  ref is a random suffix; the id is the 16-hex-digit sequence number followed by
 --                it, so ids of one millisecond sort in posting order.
 --   mode "keep": ref is the full id (dead-letter moves); an id already present is skipped, so a
@@ -29,7 +29,7 @@ for j = 0, count - 1 do
     end
     if mode == 'new' or redis.call('HEXISTS', K_INFOS, id) == 0 then
         local ttl, delay = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
-        local due, expires = now + delay * 1000, now + ttl * 1000
+        local due, expires = now + delay, now + ttl * 1000
         local info = {now, expires, ttl, due, client, seq, '', 0, 0}
         bodies[#bodies + 1] = id
         bodies[#bodies + 1] = ARGV[base + 3]

@@ -1,0 +1,121 @@
+"""zaqar-delay extensions over HTTP: deliver_at, reschedule."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from tests.api.conftest import Api, assert_error
+from zaqar_delay.api import views
+
+
+def iso(ms: int) -> str:
+    return views.timestamp_ms(ms)
+
+
+class TestDeliverAt:
+    def test_rfc3339_and_epoch_ms_on_a_normal_queue(self, api: Api) -> None:
+        now = api.clock.now_ms()
+        ids = api.post_messages(
+            "q",
+            {"body": "iso", "deliver_at": iso(now + 1500)},
+            {"body": "epoch", "deliver_at": now + 2500},
+            {"body": "offset", "deliver_at": "2027-01-15T09:00:03.500+01:00"},
+        )
+        assert api.clock.now_ms() == 1_800_000_000_000  # 2027-01-15T08:00:00Z
+        assert api.post("/v2/queues/q/claims").status_code == 204
+        api.clock.advance(ms=1499)
+        assert api.post("/v2/queues/q/claims").status_code == 204
+        api.clock.advance(ms=1)
+        first = api.post("/v2/queues/q/claims", params={"limit": 1}).json["messages"]
+        assert [m["id"] for m in first] == [ids[0]]
+        api.clock.advance(ms=2000)
+        rest = api.post("/v2/queues/q/claims").json["messages"]
+        assert [m["body"] for m in rest] == ["epoch", "offset"]
+
+    def test_past_within_tolerance_is_now(self, api: Api) -> None:
+        api.post_messages("q", {"body": 1, "deliver_at": api.clock.now_ms() - 4999})
+        assert api.post("/v2/queues/q/claims").status_code == 201
+
+    @pytest.mark.parametrize(
+        ("message", "status", "fragment"),
+        [
+            ({"body": 1, "deliver_at": -5001}, 400, "in the past"),
+            ({"body": 1, "deliver_at": 900_001}, 400, "may not be more than 900 seconds from now"),
+            (
+                {"body": 1, "deliver_at": "2027-01-15T08:00:00"},
+                400,
+                "not an RFC 3339 time with an offset",
+            ),
+            ({"body": 1, "deliver_at": "tomorrow"}, 400, "not an RFC 3339 time"),
+            ({"body": 1, "deliver_at": [1]}, 400, "must be an RFC 3339 time or epoch milliseconds"),
+            ({"body": 1, "deliver_at": 5000, "delay": 5}, 400, "not both"),
+        ],
+    )
+    def test_invalid(
+        self, api: Api, message: dict[str, object], status: int, fragment: str
+    ) -> None:
+        if isinstance(message["deliver_at"], int):
+            message = {**message, "deliver_at": api.clock.now_ms() + int(message["deliver_at"])}  # type: ignore[call-overload]
+        result = api.post("/v2/queues/q/messages", json={"messages": [message]})
+        assert result.status_code == status
+        assert fragment in result.json["description"]
+        assert api.get("/v2/queues/q/stats").json["messages"]["total"] == 0
+
+    def test_cap_boundary(self, api: Api) -> None:
+        api.post_messages("q", {"body": 1, "deliver_at": api.clock.now_ms() + 900_000})
+        assert api.get("/v2/queues/q/stats").json["messages"]["delayed"] == 1
+
+
+class TestReschedule:
+    def test_move_a_scheduled_message(self, api: Api) -> None:
+        api.put("/v2/queues/q", json={"_default_message_delay": 600})
+        [mid] = api.post_messages("q", {"body": "x"})
+        assert api.patch(f"/v2/queues/q/messages/{mid}", json={"delay": 5}).status_code == 204
+        api.clock.advance(5)
+        assert [m["id"] for m in api.post("/v2/queues/q/claims").json["messages"]] == [mid]
+
+    def test_retry_later_from_a_claim(self, api: Api) -> None:
+        [mid] = api.post_messages("q", {"body": "job"})
+        claim = api.post("/v2/queues/q/claims")
+        claim_id = claim.headers["location"].rsplit("/", 1)[1]
+        at = iso(api.clock.now_ms() + 30_000)
+        assert_error(
+            api.patch(f"/v2/queues/q/messages/{mid}", json={"deliver_at": at}),
+            403,
+            "Unable to delete",
+        )
+        result = api.patch(
+            f"/v2/queues/q/messages/{mid}", params={"claim_id": claim_id}, json={"deliver_at": at}
+        )
+        assert result.status_code == 204
+        assert api.get(f"/v2/queues/q/claims/{claim_id}").json["messages"] == []
+        assert api.post("/v2/queues/q/claims").status_code == 204
+        api.clock.advance(30)
+        assert api.post("/v2/queues/q/claims").status_code == 201
+
+    @pytest.mark.parametrize(
+        ("document", "fragment"),
+        [
+            ({}, "Give delay (seconds) or deliver_at"),
+            ({"delay": 901}, "may not exceed 900 seconds"),
+            ({"delay": -1}, "must be at least 0 seconds"),
+            ({"delay": 1, "deliver_at": 1}, "not both"),
+            ({"delay": "1"}, 'The value of the "delay" field must be a int.'),
+            ([], "Document type not supported."),
+        ],
+    )
+    def test_invalid_times(self, api: Api, document: object, fragment: str) -> None:
+        [mid] = api.post_messages("q", {"body": "x"})
+        result = api.patch(f"/v2/queues/q/messages/{mid}", json=document)
+        assert result.status_code == 400
+        assert fragment in result.json["description"]
+
+    def test_missing_message(self, api: Api) -> None:
+        assert_error(api.patch("/v2/queues/q/messages/nope", json={"delay": 1}), 404, "Not found")
+
+
+def test_timestamp_format() -> None:
+    ms = int(datetime.datetime(2030, 1, 2, 3, 4, 5, 6000, tzinfo=datetime.UTC).timestamp() * 1000)
+    assert views.timestamp_ms(ms) == "2030-01-02T03:04:05.006Z"
