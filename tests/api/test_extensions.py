@@ -84,7 +84,7 @@ class TestReschedule:
         assert_error(
             api.patch(f"/v2/queues/q/messages/{mid}", json={"deliver_at": at}),
             403,
-            "Unable to delete",
+            "Unable to reschedule",
         )
         result = api.patch(
             f"/v2/queues/q/messages/{mid}", params={"claim_id": claim_id}, json={"deliver_at": at}
