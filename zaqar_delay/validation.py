@@ -236,6 +236,34 @@ def _reserved_int(metadata: Metadata, key: str, low: int, high: int, range_error
         raise errors.InvalidRequest(range_error)
 
 
+def _retry_backoff(policy: Any, limits: Limits) -> None:
+    """``{"initial": s, "factor": f, "max": s}``: seconds, 0 < initial <= max <=
+    max_message_delay, factor >= 1 (numbers, fractions allowed)."""
+    if policy is None:
+        return
+    shape = "_retry_backoff must be an object with the numbers initial, factor and max."
+    if not isinstance(policy, dict) or set(policy) != {"initial", "factor", "max"}:
+        raise errors.InvalidRequest(shape)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in policy.values()):
+        raise errors.InvalidRequest(shape)
+    initial, factor, maximum = policy["initial"], policy["factor"], policy["max"]
+    if not 0 < initial <= maximum <= limits.max_message_delay:
+        raise errors.InvalidRequest(
+            "_retry_backoff needs 0 < initial <= max <= "
+            f"{limits.max_message_delay} seconds."
+        )
+    if not 1 <= factor <= 1000:
+        raise errors.InvalidRequest("_retry_backoff factor must be at least 1 and at most 1000.")
+
+
+def retry_backoff(metadata: Metadata) -> tuple[float, float, float] | None:
+    """The queue's (initial, factor, max) redelivery backoff in seconds, if it has one."""
+    policy = metadata.get("_retry_backoff")
+    if not isinstance(policy, dict):
+        return None
+    return float(policy["initial"]), float(policy["factor"]), float(policy["max"])
+
+
 def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
     """Check the reserved ``_`` keys of queue metadata; null means "use the default"."""
     _reserved_int(
@@ -277,6 +305,7 @@ def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
         f"The TTL for a message may not exceed {limits.max_message_ttl} seconds, and must be at "
         f"least {MIN_MESSAGE_TTL} seconds long.",
     )
+    _retry_backoff(metadata.get("_retry_backoff"), limits)
     dead_letter = metadata.get("_dead_letter_queue")
     if dead_letter is not None and (
         not isinstance(dead_letter, str)

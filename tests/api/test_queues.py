@@ -104,6 +104,38 @@ def test_metadata_size_boundary(api: Api) -> None:
         ),
         ({"_dead_letter_queue": "bad name"}, "_dead_letter_queue must be the name of a queue."),
         ({"_enable_encrypt_messages": "yes"}, "_enable_encrypt_messages must be boolean."),
+        (
+            {"_retry_backoff": 5},
+            "_retry_backoff must be an object with the numbers initial, factor and max.",
+        ),
+        (
+            {"_retry_backoff": {"initial": 1, "factor": 2}},
+            "_retry_backoff must be an object with the numbers initial, factor and max.",
+        ),
+        (
+            {"_retry_backoff": {"initial": 1, "factor": 2, "max": 5, "x": 1}},
+            "_retry_backoff must be an object with the numbers initial, factor and max.",
+        ),
+        (
+            {"_retry_backoff": {"initial": "1", "factor": 2, "max": 5}},
+            "_retry_backoff must be an object with the numbers initial, factor and max.",
+        ),
+        (
+            {"_retry_backoff": {"initial": 0, "factor": 2, "max": 5}},
+            "_retry_backoff needs 0 < initial <= max <= 900 seconds.",
+        ),
+        (
+            {"_retry_backoff": {"initial": 6, "factor": 2, "max": 5}},
+            "_retry_backoff needs 0 < initial <= max <= 900 seconds.",
+        ),
+        (
+            {"_retry_backoff": {"initial": 1, "factor": 2, "max": 901}},
+            "_retry_backoff needs 0 < initial <= max <= 900 seconds.",
+        ),
+        (
+            {"_retry_backoff": {"initial": 1, "factor": 0.5, "max": 5}},
+            "_retry_backoff factor must be at least 1 and at most 1000.",
+        ),
     ],
 )
 def test_reserved_metadata_validation(
@@ -124,6 +156,8 @@ def test_reserved_metadata_validation(
         {"_default_message_delay": 900},
         {"_dead_letter_queue_messages_ttl": 60},
         {"_dead_letter_queue": None, "_max_claim_count": None},
+        {"_retry_backoff": {"initial": 0.5, "factor": 1, "max": 900}},
+        {"_retry_backoff": None},
     ],
 )
 def test_reserved_metadata_boundaries_accepted(api: Api, metadata: dict[str, object]) -> None:

@@ -636,3 +636,58 @@ class TestReschedule:
         clock.advance(60)
         with pytest.raises(errors.MessageDoesNotExist):
             driver.reschedule_message(P, Q, mid, None, clock.now_ms(), clock.now_ms())
+
+
+# -- retry backoff -----------------------------------------------------------------------------
+
+
+BACKOFF = {"_retry_backoff": {"initial": 2, "factor": 3, "max": 10}}
+
+
+class TestRetryBackoff:
+    def _claimable_after(self, driver: Driver, clock: FakeClock, ms: int) -> Any:
+        clock.advance(ms=ms - 1)
+        assert claim(driver, clock) is None
+        clock.advance(ms=1)
+        held = claim(driver, clock)
+        assert bodies_of(held) == ["job"]
+        return held
+
+    def test_release_and_expiry_back_off_exponentially(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        driver.create_queue(P, Q, BACKOFF, clock.now_ms())
+        post(driver, clock, "job")
+        first = claim(driver, clock)
+        assert first is not None
+        driver.release_claim(P, Q, first.id, clock.now_ms())
+        second = self._claimable_after(driver, clock, 2_000)  # 2 * 3^0 s after release
+        assert second.messages[0].claim_count == 2
+        clock.advance(ms=second.expires_ms - clock.now_ms())  # let it run out
+        third = self._claimable_after(driver, clock, 6_000)  # 2 * 3^1 s after expiry
+        driver.release_claim(P, Q, third.id, clock.now_ms())
+        self._claimable_after(driver, clock, 10_000)  # min(10, 2 * 3^2) s
+
+    def test_backoff_shows_as_delayed(self, driver: Driver, clock: FakeClock) -> None:
+        driver.create_queue(P, Q, BACKOFF, clock.now_ms())
+        [mid] = post(driver, clock, "job")
+        held = claim(driver, clock)
+        assert held is not None
+        driver.release_claim(P, Q, held.id, clock.now_ms())
+        s = driver.stats(P, Q, clock.now_ms())
+        assert (s.delayed, s.next_due_ms) == (1, clock.now_ms() + 2000)
+        [m] = driver.get_messages(P, Q, [mid], clock.now_ms())
+        assert (m.due_ms, m.claim_id) == (clock.now_ms() + 2000, None)
+
+    def test_with_dead_letter_queue(self, driver: Driver, clock: FakeClock) -> None:
+        metadata = {**BACKOFF, "_max_claim_count": 2, "_dead_letter_queue": "dlq"}
+        driver.create_queue(P, Q, metadata, clock.now_ms())
+        [mid] = post(driver, clock, "job")
+        held = claim(driver, clock)
+        assert held is not None
+        driver.release_claim(P, Q, held.id, clock.now_ms())
+        held = self._claimable_after(driver, clock, 2_000)
+        driver.release_claim(P, Q, held.id, clock.now_ms())
+        clock.advance(6)
+        assert claim(driver, clock) is None  # third claim: moved instead of returned
+        assert [m.id for m in driver.get_messages(P, "dlq", [mid], clock.now_ms())] == [mid]

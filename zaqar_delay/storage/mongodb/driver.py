@@ -18,7 +18,7 @@ import pymongo
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from zaqar_delay import errors
+from zaqar_delay import errors, validation
 from zaqar_delay.models import (
     Claim,
     ListPage,
@@ -50,6 +50,23 @@ def _date(ms: int) -> datetime.datetime:
 def _claimable(scope: Doc, now_ms: int) -> Doc:
     """Due or whose claim ran out (``v <= now``), and unexpired."""
     return {**scope, "v": {"$lte": now_ms}, "e": {"$gt": now_ms}}
+
+
+def _redelivery(metadata: Metadata, base: int | str) -> list[Doc]:
+    """Update pipeline for messages leaving their claim at ``base`` (ms, or a field path).
+
+    They keep their original due time (and place in line) unless the queue has a
+    ``_retry_backoff`` policy: then they are due at base + min(max, initial * factor ^
+    (claim_count - 1)) seconds, exactly as the Redis driver computes it.
+    """
+    policy = validation.retry_backoff(metadata)
+    due: Any = "$d"
+    if policy is not None:
+        initial, factor, maximum = policy
+        exponent = {"$max": [{"$subtract": ["$cc", 1]}, 0]}
+        seconds = {"$min": [maximum, {"$multiply": [initial, {"$pow": [factor, exponent]}]}]}
+        due = {"$toLong": {"$add": [base, {"$multiply": [1000, seconds]}]}}
+    return [{"$set": {"d": due}}, {"$set": {"v": "$d", "cid": None, "ce": 0}}]
 
 
 def _message(doc: Doc, now_ms: int) -> Message:
@@ -425,18 +442,18 @@ class MongoDriver(Driver):
     @translate_errors
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
         holder = secrets.token_hex(16)
-        taken = self._take(project, queue, holder, now_ms + 60_000, limit, now_ms)
+        metadata = self.get_metadata(project, queue) or {}
+        taken = self._take(project, queue, holder, now_ms + 60_000, limit, metadata, now_ms)
         if taken:
             self._messages.delete_many({**self._queue_filter(project, queue), "cid": holder})
         return [_message(d, now_ms) for d in taken]
 
     # -- claims --------------------------------------------------------------------------------
 
-    def _return_lapsed_claims(self, scope: Doc, now_ms: int) -> None:
-        """Messages whose claim ran out become claimable at their original due time."""
+    def _return_lapsed_claims(self, scope: Doc, metadata: Metadata, now_ms: int) -> None:
+        """Messages whose claim ran out become claimable again (see ``_redelivery``)."""
         self._messages.update_many(
-            {**scope, "ce": {"$gt": 0, "$lte": now_ms}},
-            [{"$set": {"v": "$d", "cid": None, "ce": 0}}],
+            {**scope, "ce": {"$gt": 0, "$lte": now_ms}}, _redelivery(metadata, "$ce")
         )
 
     def claim_candidates(self, scope: Doc, now_ms: int, limit: int) -> pymongo.cursor.Cursor[Doc]:
@@ -453,12 +470,19 @@ class MongoDriver(Driver):
         )
 
     def _take(
-        self, project: str, queue: str, claim_id: str, expires_ms: int, limit: int, now_ms: int
+        self,
+        project: str,
+        queue: str,
+        claim_id: str,
+        expires_ms: int,
+        limit: int,
+        metadata: Metadata,
+        now_ms: int,
     ) -> list[Doc]:
         """Put up to ``limit`` claimable messages under ``claim_id``; returns their documents
         (claim count already raised), oldest due first."""
         scope = self._queue_filter(project, queue)
-        self._return_lapsed_claims(scope, now_ms)
+        self._return_lapsed_claims(scope, metadata, now_ms)
         claimable = _claimable(scope, now_ms)
         taken = 0
         for _ in range(CLAIM_ATTEMPTS):
@@ -499,10 +523,10 @@ class MongoDriver(Driver):
     ) -> Claim | None:
         claim_id = secrets.token_hex(16)
         expires_ms = now_ms + ttl_s * 1000
-        taken = self._take(project, queue, claim_id, expires_ms, limit, now_ms)
+        metadata = self.get_metadata(project, queue) or {}
+        taken = self._take(project, queue, claim_id, expires_ms, limit, metadata, now_ms)
         if not taken:
             return None
-        metadata = self.get_metadata(project, queue) or {}
         max_claims, target = metadata.get("_max_claim_count"), metadata.get("_dead_letter_queue")
         dead: list[Doc] = []
         if isinstance(max_claims, int) and max_claims >= 1 and isinstance(target, str) and target:
@@ -610,8 +634,9 @@ class MongoDriver(Driver):
     @translate_errors
     def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
         scope = self._queue_filter(project, queue)
-        self._claims.delete_one({**scope, "_id": claim_id})
+        if not self._claims.delete_one({**scope, "_id": claim_id}).deleted_count:
+            return
+        metadata = self.get_metadata(project, queue) or {}
         self._messages.update_many(
-            {**scope, "cid": claim_id, "ce": {"$gt": now_ms}},
-            [{"$set": {"v": "$d", "cid": None, "ce": 0}}],
+            {**scope, "cid": claim_id, "ce": {"$gt": now_ms}}, _redelivery(metadata, now_ms)
         )

@@ -14,18 +14,13 @@ local now, cid = tonumber(ARGV[1]), ARGV[2]
 local ttl, grace, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
 local max_claims, dead_letter_queue, dead_letter_ttl = 0, '', 0
-local raw_metadata = redis.call('HGET', K_QUEUE, 'm')
-if raw_metadata then
-    local ok, metadata = pcall(cjson.decode, raw_metadata)
-    if ok and type(metadata) == 'table' then
-        local count, target = metadata['_max_claim_count'], metadata['_dead_letter_queue']
-        if type(count) == 'number' and count >= 1 and type(target) == 'string' and target ~= '' then
-            max_claims, dead_letter_queue = count, target
-            local ttl_override = metadata['_dead_letter_queue_messages_ttl']
-            if type(ttl_override) == 'number' then
-                dead_letter_ttl = ttl_override
-            end
-        end
+local metadata = queue_metadata()
+local count, target = metadata['_max_claim_count'], metadata['_dead_letter_queue']
+if type(count) == 'number' and count >= 1 and type(target) == 'string' and target ~= '' then
+    max_claims, dead_letter_queue = count, target
+    local ttl_override = metadata['_dead_letter_queue_messages_ttl']
+    if type(ttl_override) == 'number' then
+        dead_letter_ttl = ttl_override
     end
 end
 local expires = now + ttl * 1000

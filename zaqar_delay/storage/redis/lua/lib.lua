@@ -68,15 +68,55 @@ local function collect_garbage(now)
     end
 end
 
--- Return messages whose claim ran out to the ready set, at their original due time so they
--- keep their place in line.
+-- The queue's metadata as a table (empty when missing or unreadable), read once per call.
+local metadata_cache = nil
+local function queue_metadata()
+    if metadata_cache == nil then
+        metadata_cache = {}
+        local raw = redis.call('HGET', K_QUEUE, 'm')
+        if raw then
+            local ok, decoded = pcall(cjson.decode, raw)
+            if ok and type(decoded) == 'table' then
+                metadata_cache = decoded
+            end
+        end
+    end
+    return metadata_cache
+end
+
+-- When a message whose claim ended (released at `base`, or ran out at `base`) is claimable
+-- again: its original due time, keeping its place in line, unless the queue has a
+-- _retry_backoff policy: then base + min(max, initial * factor ^ (claim_count - 1)) seconds.
+local function redelivery_due(info, base)
+    local policy = queue_metadata()['_retry_backoff']
+    if type(policy) ~= 'table' or type(policy['initial']) ~= 'number'
+        or type(policy['factor']) ~= 'number' or type(policy['max']) ~= 'number' then
+        return info[I_DUE]
+    end
+    local exponent = math.max(info[I_CLAIM_COUNT] - 1, 0)
+    local seconds = math.min(policy['max'], policy['initial'] * policy['factor'] ^ exponent)
+    return base + math.floor(seconds * 1000)
+end
+
+-- Make a message that left its claim unclaimed again, due at `due`.
+local function unclaim(id, info, due)
+    info[I_DUE] = due
+    info[I_CLAIM] = ''
+    info[I_CLAIM_EXPIRES] = 0
+    store_info(id, info)
+    redis.call('ZREM', K_CLAIMED, id)
+    redis.call('ZADD', K_READY, due, id)
+end
+
+-- Return messages whose claim ran out to the ready set (see redelivery_due).
 local function return_lapsed_claims(now)
     local ids = redis.call('ZRANGEBYSCORE', K_CLAIMED, '-inf', now, 'LIMIT', 0, LAPSED_BUDGET)
     for _, id in ipairs(ids) do
         local info = load_info(id)
-        redis.call('ZREM', K_CLAIMED, id)
         if info then
-            redis.call('ZADD', K_READY, info[I_DUE], id)
+            unclaim(id, info, redelivery_due(info, info[I_CLAIM_EXPIRES]))
+        else
+            redis.call('ZREM', K_CLAIMED, id)
         end
     end
 end

@@ -1,4 +1,5 @@
--- release_claim.lua: end a claim; its messages are claimable again at once, in their old place.
+-- release_claim.lua: end a claim; its messages are claimable again at once, in their old place
+-- (or after the queue's _retry_backoff, counted from now).
 --
 -- KEYS: the nine queue keys (lib.lua).
 -- ARGV: now_ms, claim_id.
@@ -14,11 +15,6 @@ if not claim then
 end
 local ids, infos = held_messages(cid, claim, now)
 for i, id in ipairs(ids) do
-    local info = infos[i]
-    info[I_CLAIM] = ''
-    info[I_CLAIM_EXPIRES] = 0
-    store_info(id, info)
-    redis.call('ZREM', K_CLAIMED, id)
-    redis.call('ZADD', K_READY, info[I_DUE], id)
+    unclaim(id, infos[i], redelivery_due(infos[i], now))
 end
 return #ids

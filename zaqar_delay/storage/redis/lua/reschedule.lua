@@ -14,10 +14,5 @@ local refusal = claim_check(info, cid, now)
 if refusal ~= '' then
     return refusal
 end
-info[I_DUE] = due
-info[I_CLAIM] = ''
-info[I_CLAIM_EXPIRES] = 0
-store_info(id, info)
-redis.call('ZREM', K_CLAIMED, id)
-redis.call('ZADD', K_READY, due, id)
+unclaim(id, info, due)
 return 'ok'
