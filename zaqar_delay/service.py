@@ -153,8 +153,25 @@ class Service:
         echo: bool,
         include_claimed: bool,
         include_delayed: bool,
+        sort_by_due: bool = False,
     ) -> ListPage:
+        """Posting order (Zaqar's), or due order (an extension: unclaimed messages only)."""
         validation.message_limit(limit, self.limits)
+        if sort_by_due:
+            if include_claimed:
+                raise errors.InvalidRequest(
+                    "sort=due lists messages no claim holds; it cannot include claimed ones."
+                )
+            return self.driver.list_messages_by_due(
+                project,
+                queue,
+                marker=marker,
+                limit=limit,
+                client_id=client_id,
+                echo=echo,
+                include_delayed=include_delayed,
+                now_ms=self.now_ms(),
+            )
         return self.driver.list_messages(
             project,
             queue,

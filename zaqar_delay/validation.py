@@ -249,8 +249,7 @@ def _retry_backoff(policy: Any, limits: Limits) -> None:
     initial, factor, maximum = policy["initial"], policy["factor"], policy["max"]
     if not 0 < initial <= maximum <= limits.max_message_delay:
         raise errors.InvalidRequest(
-            "_retry_backoff needs 0 < initial <= max <= "
-            f"{limits.max_message_delay} seconds."
+            f"_retry_backoff needs 0 < initial <= max <= {limits.max_message_delay} seconds."
         )
     if not 1 <= factor <= 1000:
         raise errors.InvalidRequest("_retry_backoff factor must be at least 1 and at most 1000.")

@@ -119,3 +119,61 @@ class TestReschedule:
 def test_timestamp_format() -> None:
     ms = int(datetime.datetime(2030, 1, 2, 3, 4, 5, 6000, tzinfo=datetime.UTC).timestamp() * 1000)
     assert views.timestamp_ms(ms) == "2030-01-02T03:04:05.006Z"
+
+
+class TestSortByDue:
+    def test_pages_in_due_order(self, api: Api) -> None:
+        api.put("/v2/queues/q", json={"_default_message_delay": 60})
+        api.post_messages(
+            "q", {"body": "c", "delay": 30}, {"body": "a", "delay": 0}, {"body": "b", "delay": 10}
+        )
+        params = {"sort": "due", "include_delayed": "true", "echo": "true", "limit": "2"}
+        first = api.get("/v2/queues/q/messages", params=params).json
+        assert [m["body"] for m in first["messages"]] == ["a", "b"]
+        path, query = first["links"][0]["href"].split("?")
+        assert "sort=due" in query and "include_delayed=true" in query
+        second = api.get(path, query_string=query).json
+        assert [m["body"] for m in second["messages"]] == ["c"]
+        path, query = second["links"][0]["href"].split("?")
+        assert api.get(path, query_string=query).json == {"messages": [], "links": []}
+
+    def test_errors(self, api: Api) -> None:
+        assert_error(
+            api.get("/v2/queues/q/messages", params={"sort": "size"}), 400, "Invalid parameter"
+        )
+        result = api.get("/v2/queues/q/messages", params={"sort": "due", "include_claimed": "true"})
+        assert_error(result, 400, "Invalid API request")
+        assert_error(
+            api.get("/v2/queues/q/messages", params={"sort": "due", "marker": "7"}),
+            400,
+            "Invalid parameter",
+        )
+
+
+class TestWithSchedule:
+    def test_due_and_claim_count_on_request(self, api: Api) -> None:
+        [mid] = api.post_messages("q", {"body": 1, "deliver_at": api.clock.now_ms() + 1234})
+        plain = api.get(f"/v2/queues/q/messages/{mid}").json
+        assert set(plain) == {"id", "href", "ttl", "age", "body"}
+        shown = api.get(f"/v2/queues/q/messages/{mid}", params={"with_schedule": "true"}).json
+        assert shown["due"] == iso(api.clock.now_ms() + 1234)
+        assert shown["claim_count"] == 0
+        api.clock.advance(2)
+        claimed = api.post("/v2/queues/q/claims", params={"with_schedule": "true"}).json["messages"]
+        assert claimed[0]["claim_count"] == 1
+        listed = api.get(
+            "/v2/queues/q/messages",
+            params={"with_schedule": "true", "echo": "true", "include_claimed": "true"},
+        )
+        assert listed.json["messages"][0]["due"] == shown["due"]
+        assert "with_schedule=true" in listed.json["links"][0]["href"]
+
+    def test_why_it_is_opt_in(self, api: Api) -> None:
+        from zaqarclient.queues.v2.message import Message
+
+        [mid] = api.post_messages("q", {"body": 1})
+        plain = api.get(f"/v2/queues/q/messages/{mid}").json
+        assert Message(None, **plain).id == mid
+        shown = api.get(f"/v2/queues/q/messages/{mid}", params={"with_schedule": "true"}).json
+        with pytest.raises(TypeError):
+            Message(None, **shown)  # python-zaqarclient refuses keys it does not know

@@ -691,3 +691,68 @@ class TestRetryBackoff:
         clock.advance(6)
         assert claim(driver, clock) is None  # third claim: moved instead of returned
         assert [m.id for m in driver.get_messages(P, "dlq", [mid], clock.now_ms())] == [mid]
+
+
+# -- listing by due time -----------------------------------------------------------------------
+
+
+class TestListByDue:
+    def _pages(
+        self, driver: Driver, clock: FakeClock, limit: int, **kwargs: Any
+    ) -> list[list[Any]]:
+        pages, marker = [], None
+        for _ in range(20):
+            result = driver.list_messages_by_due(
+                P,
+                Q,
+                marker=marker,
+                limit=limit,
+                client_id=BOB,
+                echo=kwargs.get("echo", True),
+                include_delayed=kwargs.get("include_delayed", True),
+                now_ms=clock.now_ms(),
+            )
+            if not result.messages:
+                assert result.next_marker is None
+                return pages
+            pages.append([m.body for m in result.messages])
+            marker = result.next_marker
+        raise AssertionError("listing did not end")
+
+    def test_due_order_with_ties_in_posting_order(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "c", delay=30)
+        post(driver, clock, "a1", "a2", "a3", delay=10)
+        post(driver, clock, "now")
+        post(driver, clock, "b", delay=20)
+        assert self._pages(driver, clock, 2) == [["now", "a1"], ["a2", "a3"], ["b", "c"]]
+
+    def test_filters(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "held", "free")
+        post(driver, clock, "later", delay=30)
+        post(driver, clock, "expired", ttl=60, delay=90)
+        post(driver, clock, "mine", client=BOB)
+        claim(driver, clock, limit=1)
+        clock.advance(61)
+        assert self._pages(driver, clock, 10, include_delayed=False) == [["free", "mine", "later"]]
+        assert self._pages(driver, clock, 10, echo=False) == [["free", "later"]]
+
+    def test_lapsed_claims_show_at_redelivery(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "first", "second")
+        claim(driver, clock, limit=1, ttl=60)
+        assert self._pages(driver, clock, 10) == [["second"]]
+        clock.advance(60)
+        assert self._pages(driver, clock, 10) == [["first", "second"]]
+
+    def test_malformed_marker(self, driver: Driver, clock: FakeClock) -> None:
+        for marker in ("abc", "12", "12-", "-ab", "1٣-a"):
+            with pytest.raises(errors.InvalidParameter):
+                driver.list_messages_by_due(
+                    P,
+                    Q,
+                    marker=marker,
+                    limit=1,
+                    client_id=BOB,
+                    echo=True,
+                    include_delayed=True,
+                    now_ms=clock.now_ms(),
+                )

@@ -31,6 +31,21 @@ def boolean(req: falcon.Request, name: str, default: bool = False) -> bool:
     )
 
 
+def schedule(req: falcon.Request) -> bool:
+    """The ``with_schedule`` extension flag: show due times and claim counts."""
+    return boolean(req, "with_schedule")
+
+
+def sort_by_due(req: falcon.Request) -> bool:
+    """The ``sort`` extension of listings: ``posted`` (Zaqar's order, the default) or ``due``."""
+    value = _value(req, "sort")
+    if value is None or value == "posted":
+        return False
+    if value == "due":
+        return True
+    raise errors.InvalidParameter('The "sort" parameter is invalid. It must be "posted" or "due".')
+
+
 def integer(req: falcon.Request, name: str, default: int | None = None) -> int | None:
     value = _value(req, name)
     if value is None:

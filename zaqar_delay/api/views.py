@@ -21,15 +21,24 @@ def claim_href(queue: str, claim_id: str) -> str:
     return f"/v2/queues/{queue}/claims/{claim_id}"
 
 
-def message(queue: str, m: Message, now_ms: int) -> dict[str, Any]:
-    """The message object every read returns; ``href`` names the live claim, if any."""
-    return {
+def message(queue: str, m: Message, now_ms: int, schedule: bool = False) -> dict[str, Any]:
+    """The message object every read returns; ``href`` names the live claim, if any.
+
+    ``schedule`` (the ``with_schedule=true`` extension) adds ``due`` and ``claim_count``:
+    opt-in, because python-zaqarclient builds its Message objects from these keys and
+    refuses ones it does not know (it knows ``claim_count`` but not ``due``).
+    """
+    shown = {
         "id": m.id,
         "href": message_href(queue, m.id, m.claim_id),
         "ttl": m.ttl_s,
         "age": m.age_s(now_ms),
         "body": m.body,
     }
+    if schedule:
+        shown["due"] = timestamp_ms(m.due_ms)
+        shown["claim_count"] = m.claim_count
+    return shown
 
 
 def popped_message(m: Message, now_ms: int) -> dict[str, Any]:
@@ -44,12 +53,12 @@ def popped_message(m: Message, now_ms: int) -> dict[str, Any]:
     }
 
 
-def claim(queue: str, c: Claim, now_ms: int) -> dict[str, Any]:
+def claim(queue: str, c: Claim, now_ms: int, schedule: bool = False) -> dict[str, Any]:
     return {
         "age": c.age_s(now_ms),
         "ttl": c.ttl_s,
         "href": claim_href(queue, c.id),
-        "messages": [message(queue, m, now_ms) for m in c.messages],
+        "messages": [message(queue, m, now_ms, schedule) for m in c.messages],
     }
 
 

@@ -118,6 +118,23 @@ class Driver(abc.ABC):
         """
 
     @abc.abstractmethod
+    def list_messages_by_due(
+        self,
+        project: str,
+        queue: str,
+        *,
+        marker: str | None,
+        limit: int,
+        client_id: str,
+        echo: bool,
+        include_delayed: bool,
+        now_ms: int,
+    ) -> ListPage:
+        """Unclaimed, unexpired messages by due time (posting order within one millisecond),
+        after ``marker``; filters as in ``list_messages``. ``next_marker`` is None only when
+        the page is empty. A malformed marker raises InvalidParameter."""
+
+    @abc.abstractmethod
     def get_messages(
         self, project: str, queue: str, ids: Sequence[str], now_ms: int
     ) -> list[Message]:

@@ -21,7 +21,10 @@ class ClaimCollection(Resource):
         now_ms = self.service.now_ms()
         resp.status = falcon.HTTP_201
         resp.location = views.claim_href(queue_name, claim.id)
-        resp.media = {"messages": [views.message(queue_name, m, now_ms) for m in claim.messages]}
+        schedule = params.schedule(req)
+        resp.media = {
+            "messages": [views.message(queue_name, m, now_ms, schedule) for m in claim.messages]
+        }
 
 
 class ClaimItem(Resource):
@@ -29,7 +32,7 @@ class ClaimItem(Resource):
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str
     ) -> None:
         claim = self.service.get_claim(req.context.project, queue_name, claim_id)
-        resp.media = views.claim(queue_name, claim, self.service.now_ms())
+        resp.media = views.claim(queue_name, claim, self.service.now_ms(), params.schedule(req))
 
     def on_patch(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str

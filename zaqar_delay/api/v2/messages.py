@@ -29,34 +29,36 @@ class MessageCollection(Resource):
             return
         limit = params.integer(req, "limit", 10)
         assert limit is not None
-        echo = params.boolean(req, "echo")
-        include_claimed = params.boolean(req, "include_claimed")
-        include_delayed = params.boolean(req, "include_delayed")
+        options = {
+            "echo": params.boolean(req, "echo"),
+            "include_claimed": params.boolean(req, "include_claimed"),
+            "include_delayed": params.boolean(req, "include_delayed"),
+        }
+        by_due = params.sort_by_due(req)
+        schedule = params.schedule(req)
         page = self.service.list_messages(
             req.context.project,
             queue_name,
             client_id=req.context.client_id,
             marker=params.text(req, "marker"),
             limit=limit,
-            echo=echo,
-            include_claimed=include_claimed,
-            include_delayed=include_delayed,
+            sort_by_due=by_due,
+            **options,
         )
         now_ms = self.service.now_ms()
         links = []
         if page.next_marker is not None:
-            query = urllib.parse.urlencode(
-                {
-                    "limit": limit,
-                    "echo": str(echo).lower(),
-                    "include_claimed": str(include_claimed).lower(),
-                    "include_delayed": str(include_delayed).lower(),
-                    "marker": page.next_marker,
-                }
-            )
-            links.append({"rel": "next", "href": f"/v2/queues/{queue_name}/messages?{query}"})
+            query: dict[str, object] = {"limit": limit}
+            query.update({name: str(value).lower() for name, value in options.items()})
+            if by_due:
+                query["sort"] = "due"
+            if schedule:
+                query["with_schedule"] = "true"
+            query["marker"] = page.next_marker
+            href = f"/v2/queues/{queue_name}/messages?{urllib.parse.urlencode(query)}"
+            links.append({"rel": "next", "href": href})
         resp.media = {
-            "messages": [views.message(queue_name, m, now_ms) for m in page.messages],
+            "messages": [views.message(queue_name, m, now_ms, schedule) for m in page.messages],
             "links": links,
         }
 
@@ -65,7 +67,8 @@ class MessageCollection(Resource):
     ) -> None:
         found = self.service.get_messages(req.context.project, queue_name, ids)
         now_ms = self.service.now_ms()
-        resp.media = {"messages": [views.message(queue_name, m, now_ms) for m in found]}
+        schedule = params.schedule(req)
+        resp.media = {"messages": [views.message(queue_name, m, now_ms, schedule) for m in found]}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         ids = params.id_list(req, "ids")
@@ -94,7 +97,8 @@ class MessageItem(Resource):
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, message_id: str
     ) -> None:
         message = self.service.get_message(req.context.project, queue_name, message_id)
-        resp.media = views.message(queue_name, message, self.service.now_ms())
+        now_ms = self.service.now_ms()
+        resp.media = views.message(queue_name, message, now_ms, params.schedule(req))
 
     def on_patch(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, message_id: str

@@ -29,6 +29,7 @@ from zaqar_delay.models import (
     QueueInfo,
     QueueStats,
 )
+from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.errors import translate_errors
@@ -309,13 +310,10 @@ class MongoDriver(Driver):
         include_delayed: bool,
         now_ms: int,
     ) -> ListPage:
-        if marker is not None and not (marker.isascii() and marker.isdigit()):
-            raise errors.InvalidParameter(
-                'The "marker" parameter is invalid. It must be a marker from a "next" link.'
-            )
+        after = markers.posting(marker)
         query: Doc = self._queue_filter(project, queue)
-        if marker is not None:
-            query["k"] = {"$gt": int(marker)}
+        if after is not None:
+            query["k"] = {"$gt": after}
         scanned = list(
             self._messages.find(query, SCAN_FIELDS).sort("k", 1).limit(self._list_scan_budget)
         )
@@ -336,6 +334,39 @@ class MongoDriver(Driver):
         messages = tuple(_message(found[i], now_ms) for i in kept if i in found)
         next_marker = str(cursor) if cursor is not None and (messages or more) else None
         return ListPage(messages, next_marker)
+
+    @translate_errors
+    def list_messages_by_due(
+        self,
+        project: str,
+        queue: str,
+        *,
+        marker: str | None,
+        limit: int,
+        client_id: str,
+        echo: bool,
+        include_delayed: bool,
+        now_ms: int,
+    ) -> ListPage:
+        after = markers.due(marker)
+        if after is not None and not after[1].isdigit():
+            raise errors.InvalidParameter('The "marker" parameter is invalid.')
+        scope = self._queue_filter(project, queue)
+        self._return_lapsed_claims(scope, self.get_metadata(project, queue) or {}, now_ms)
+        query: Doc = {**scope, "ce": 0, "e": {"$gt": now_ms}}
+        if not include_delayed:
+            query["v"] = {"$lte": now_ms}
+        if not echo:
+            query["u"] = {"$ne": client_id}
+        if after is not None:
+            due_ms, seq = after[0], int(after[1])
+            query["$or"] = [{"v": {"$gt": due_ms}}, {"v": due_ms, "k": {"$gt": seq}}]
+        docs = list(
+            self._messages.find(query).sort([("v", 1), ("k", 1)]).limit(limit).hint("claimable")
+        )
+        # Unclaimed documents have v == d, so the marker is (due, sequence).
+        next_marker = markers.make_due(docs[-1]["v"], docs[-1]["k"]) if docs else None
+        return ListPage(tuple(_message(d, now_ms) for d in docs), next_marker)
 
     @translate_errors
     def get_messages(

@@ -25,6 +25,7 @@ from zaqar_delay.models import (
     QueueInfo,
     QueueStats,
 )
+from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_errors
 from zaqar_delay.storage.redis.keys import KeySpace
@@ -209,16 +210,13 @@ class RedisDriver(Driver):
         include_delayed: bool,
         now_ms: int,
     ) -> ListPage:
-        if marker is not None and not (marker.isascii() and marker.isdigit()):
-            raise errors.InvalidParameter(
-                'The "marker" parameter is invalid. It must be a marker from a "next" link.'
-            )
+        after = markers.posting(marker)
         cursor, more, *flat = self._run(
             "list",
             project,
             queue,
             now_ms,
-            marker or "",
+            "" if after is None else after,
             limit,
             client_id,
             int(echo),
@@ -229,6 +227,36 @@ class RedisDriver(Driver):
         messages = tuple(_messages(flat, now_ms))
         next_marker = cursor.decode() if cursor and (messages or more) else None
         return ListPage(messages, next_marker)
+
+    @translate_errors
+    def list_messages_by_due(
+        self,
+        project: str,
+        queue: str,
+        *,
+        marker: str | None,
+        limit: int,
+        client_id: str,
+        echo: bool,
+        include_delayed: bool,
+        now_ms: int,
+    ) -> ListPage:
+        after = markers.due(marker)
+        flat = self._run(
+            "list_due",
+            project,
+            queue,
+            now_ms,
+            "" if after is None else after[0],
+            "" if after is None else after[1],
+            limit,
+            client_id,
+            int(echo),
+            int(include_delayed),
+        )
+        messages = tuple(_messages(flat, now_ms))
+        last = messages[-1] if messages else None
+        return ListPage(messages, None if last is None else markers.make_due(last.due_ms, last.id))
 
     @translate_errors
     def get_messages(

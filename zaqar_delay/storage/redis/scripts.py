@@ -10,6 +10,7 @@ from redis.commands.core import Script
 SCRIPT_NAMES = (
     "post",
     "list",
+    "list_due",
     "get",
     "claim",
     "get_claim",
