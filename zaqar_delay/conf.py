@@ -118,6 +118,12 @@ transport_opts = [
         min=0.0,
         help="Seconds a deliver_at time may lie in the past (clock skew) before it is refused.",
     ),
+    cfg.IntOpt(
+        "max_claim_wait",
+        default=20,
+        min=0,
+        help="Longest wait, in seconds, a claim may ask for with ?wait= before answering 204.",
+    ),
     cfg.IntOpt("max_claim_ttl", default=43200, min=60, help="Largest claim ttl, in seconds."),
     cfg.IntOpt("max_claim_grace", default=43200, min=60, help="Largest claim grace, in seconds."),
     cfg.StrOpt(
@@ -173,6 +179,7 @@ class Limits:
     max_message_ttl: int = 1209600
     max_message_delay: int = 900
     deliver_at_tolerance: float = 5.0
+    max_claim_wait: int = 20
     max_claim_ttl: int = 43200
     max_claim_grace: int = 43200
     client_id_uuid_safe: str = "strict"

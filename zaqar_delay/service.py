@@ -7,6 +7,7 @@ message posts, whose size limit depends on the queue and must be checked before 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.models import Claim, ListPage, Message, Metadata, NewMessage, QueueInfo, QueueStats
 from zaqar_delay.storage.base import Driver
+from zaqar_delay.waiting import Seat, WaitRoom
 
 
 class Service:
@@ -24,6 +26,7 @@ class Service:
         self.driver = driver
         self.limits = limits
         self.clock = clock
+        self.wait_room = WaitRoom(driver.wakeups())
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -247,13 +250,50 @@ class Service:
         grace = validation.integer_field(document, "grace", self.limits.default_claim_grace)
         return validation.claim_ttl(ttl, self.limits), validation.claim_grace(grace, self.limits)
 
-    def create_claim(self, project: str, queue: str, document: Any, limit: int) -> Claim | None:
-        """Claim up to ``limit`` messages; ``document`` is the optional ``{ttl, grace}`` body."""
+    def create_claim(
+        self, project: str, queue: str, document: Any, limit: int, wait_s: float = 0.0
+    ) -> Claim | None:
+        """Claim up to ``limit`` messages; ``document`` is the optional ``{ttl, grace}`` body.
+
+        With ``wait_s`` (an extension), wait up to that many seconds for a message to become
+        claimable: woken by the store when one is posted, released or rescheduled, and by a
+        timer at the next due time. Never claims a message before it is due.
+        """
         ttl, grace = self._claim_times(document)
         validation.claim_limit(limit, self.limits)
-        return self.driver.create_claim(
-            project, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=self.now_ms()
-        )
+        validation.claim_wait(wait_s, self.limits)
+
+        def attempt() -> Claim | None:
+            return self.driver.create_claim(
+                project, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=self.now_ms()
+            )
+
+        if wait_s <= 0:
+            return attempt()
+        deadline = time.monotonic() + wait_s
+        with self.wait_room.seat(project, queue) as seat:
+            while True:
+                self.wait_room.announce(project, queue)
+                claim = attempt()
+                if claim is not None:
+                    seat.pass_baton()
+                    return claim
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                seat.wait(min(remaining, self._head_sleep(project, queue, seat)))
+
+    def _head_sleep(self, project: str, queue: str, seat: Seat) -> float:
+        """How long a waiter may sleep: behind the head, until woken; at the head, until
+        the next due time or claim expiry (a millisecond past it), at most ``recheck_s``."""
+        if not seat.is_head():
+            return float("inf")
+        now_ms = self.now_ms()
+        next_ms = self.driver.next_claimable_ms(project, queue, now_ms)
+        sleep = self.wait_room.recheck_s
+        if next_ms is not None:
+            sleep = min(sleep, (next_ms - now_ms + 1) / 1000)
+        return sleep
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
         return self.driver.get_claim(project, queue, claim_id, self.now_ms())

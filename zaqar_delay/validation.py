@@ -205,6 +205,15 @@ def due_offset(document: Mapping[str, Any], now_ms: int, limits: Limits) -> int:
     raise errors.InvalidRequest("Give delay (seconds) or deliver_at (a time).")
 
 
+def claim_wait(wait_s: float, limits: Limits) -> float:
+    if not 0 <= wait_s <= limits.max_claim_wait:
+        raise errors.InvalidRequest(
+            f"The wait for a claim may not exceed {limits.max_claim_wait} seconds, and must be "
+            "at least 0 seconds long."
+        )
+    return wait_s
+
+
 def claim_ttl(ttl: int, limits: Limits) -> int:
     if not MIN_CLAIM_TTL <= ttl <= limits.max_claim_ttl:
         raise errors.InvalidRequest(

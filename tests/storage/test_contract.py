@@ -756,3 +756,21 @@ class TestListByDue:
                     include_delayed=True,
                     now_ms=clock.now_ms(),
                 )
+
+
+# -- waiting claims support --------------------------------------------------------------------
+
+
+def test_next_claimable_is_the_earliest_due_time_or_claim_expiry(
+    driver: Driver, clock: FakeClock
+) -> None:
+    start = clock.now_ms()
+    assert driver.next_claimable_ms(P, Q, start) is None
+    post(driver, clock, "ready")
+    post(driver, clock, "in-a-minute", delay=60)
+    assert driver.next_claimable_ms(P, Q, start) == start + 60_000
+    held = claim(driver, clock, ttl=30)
+    assert held is not None and bodies_of(held) == ["ready"]
+    assert driver.next_claimable_ms(P, Q, start) == start + 30_000
+    clock.advance(45)
+    assert driver.next_claimable_ms(P, Q, clock.now_ms()) == start + 60_000

@@ -58,6 +58,21 @@ def integer(req: falcon.Request, name: str, default: int | None = None) -> int |
         ) from exc
 
 
+def number(req: falcon.Request, name: str, default: float) -> float:
+    value = _value(req, name)
+    if value is None:
+        return default
+    try:
+        parsed = float(value)
+    except ValueError:
+        parsed = float("nan")
+    if parsed != parsed or parsed in (float("inf"), float("-inf")):
+        raise errors.InvalidParameter(
+            f'The "{name}" parameter is invalid. The value must be a number.'
+        )
+    return parsed
+
+
 def text(req: falcon.Request, name: str) -> str | None:
     return _value(req, name)
 

@@ -8,7 +8,8 @@ suite in ``tests/storage`` is the executable form of these docstrings.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 
 from zaqar_delay.models import (
     Claim,
@@ -19,6 +20,29 @@ from zaqar_delay.models import (
     QueueInfo,
     QueueStats,
 )
+
+
+class Wakeups(abc.ABC):
+    """How a store tells waiting claims, in any server process, that a queue may have a
+    message to claim (one was posted, released or rescheduled)."""
+
+    @abc.abstractmethod
+    def channel(self, project: str, queue: str) -> str:
+        """The name wake-ups for this queue arrive under."""
+
+    @abc.abstractmethod
+    def announce(self, project: str, queue: str, ttl_ms: int) -> None:
+        """Ask writers to send wake-ups for this queue for the next ``ttl_ms``."""
+
+    @abc.abstractmethod
+    def listen(
+        self,
+        on_wake: Callable[[str], None],
+        on_reconnect: Callable[[], None],
+        stop: threading.Event,
+    ) -> None:
+        """Call ``on_wake(channel)`` for every wake-up until ``stop`` is set; reconnect by
+        itself after a store outage and then call ``on_reconnect`` (wake-ups may be lost)."""
 
 
 class Driver(abc.ABC):
@@ -41,6 +65,11 @@ class Driver(abc.ABC):
         store must not be used as configured.
         """
         return []
+
+    def wakeups(self) -> Wakeups | None:
+        """The store's wake-up channel for waiting claims; None when it has none (waiting
+        claims then rely on ``next_claimable_ms`` and a slow re-check)."""
+        return None
 
     # -- queues --------------------------------------------------------------------------------
 
@@ -209,6 +238,11 @@ class Driver(abc.ABC):
         now, ttl from ``_dead_letter_queue_messages_ttl`` or its own, expiring that long from
         now) instead of being returned.
         """
+
+    @abc.abstractmethod
+    def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
+        """When, after ``now_ms``, a message may next become claimable without any write: the
+        earliest future due time or claim expiry. None when nothing is scheduled."""
 
     @abc.abstractmethod
     def get_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Claim:

@@ -12,9 +12,9 @@ class ClaimCollection(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         limit = params.integer(req, "limit", 10)
         assert limit is not None
-        claim = self.service.create_claim(
-            req.context.project, queue_name, body.read_json(req), limit
-        )
+        wait_s = params.number(req, "wait", 0.0)
+        document = body.read_json(req)
+        claim = self.service.create_claim(req.context.project, queue_name, document, limit, wait_s)
         if claim is None:
             resp.status = falcon.HTTP_204
             return

@@ -620,6 +620,15 @@ class MongoDriver(Driver):
             )
 
     @translate_errors
+    def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
+        # Unclaimed messages have v = due, claimed ones v = claim expiry: one index lookup.
+        scope = self._queue_filter(project, queue)
+        found = self._messages.find_one(
+            {**scope, "v": {"$gt": now_ms}}, {"v": 1}, sort=[("v", 1), ("k", 1)]
+        )
+        return None if found is None else int(found["v"])
+
+    @translate_errors
     def get_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Claim:
         claim = self._live_claim(project, queue, claim_id, now_ms)
         if claim is None:

@@ -26,7 +26,7 @@ from zaqar_delay.models import (
     QueueStats,
 )
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.base import Driver, Wakeups
 from zaqar_delay.storage.redis.errors import translate_errors
 from zaqar_delay.storage.redis.keys import KeySpace
 
@@ -96,6 +96,11 @@ class RedisDriver(Driver):
 
     def close(self) -> None:
         self._client.close()
+
+    def wakeups(self) -> Wakeups:
+        from zaqar_delay.storage.redis.wakeups import RedisWakeups
+
+        return RedisWakeups(self._client, self._keys)
 
     # -- queues --------------------------------------------------------------------------------
 
@@ -364,6 +369,10 @@ class RedisDriver(Driver):
             copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in group]
             self._post(project, target, copies, client_id, now_ms, ids=[m.id for m in group])
         self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
+
+    @translate_errors
+    def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
+        return int(self._run("next_claimable", project, queue, now_ms)) or None
 
     @translate_errors
     def get_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Claim:

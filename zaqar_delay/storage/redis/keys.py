@@ -26,6 +26,8 @@ class QueueKeys:
     expiry: str  # ZSET: message id scored by expiry ms
     claims: str  # HASH: claim id -> msgpack [ttl, grace, updated, expires, message ids...]
     claim_expiry: str  # ZSET: claim id scored by expiry ms
+    waiters: str  # STRING with an expiry: set while some server holds waiting claims here
+    wake: str  # pub/sub channel: "a message may have become claimable" (only while waiters)
 
     def as_list(self) -> list[str]:
         return [getattr(self, field.name) for field in dataclasses.fields(self)]
@@ -49,7 +51,13 @@ class KeySpace:
             expiry=f"{base}:e",
             claims=f"{base}:cl",
             claim_expiry=f"{base}:ce",
+            waiters=f"{base}:w",
+            wake=f"{base}:wake",
         )
+
+    def wake_pattern(self) -> str:
+        """Pattern matching the wake channel of every queue."""
+        return f"{self.prefix}:*:wake"
 
     def project_queues(self, project: str) -> str:
         """ZSET of the project's queue names (score 0, listed lexicographically)."""

@@ -22,6 +22,7 @@ SCRIPT_NAMES = (
     "pop",
     "stats",
     "queue",
+    "next_claimable",
 )
 
 

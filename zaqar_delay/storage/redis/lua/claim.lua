@@ -1,6 +1,6 @@
 -- claim.lua: claim up to `limit` claimable messages, oldest due first, in one call.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, claim_id, ttl_s, grace_s, limit.
 -- Returns: {claimed, dead, dead_letter_queue, dead_letter_ttl_s} where claimed is
 --   {id, body, info, ...} of the messages returned to the caller and dead is the same for

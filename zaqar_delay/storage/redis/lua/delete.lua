@@ -1,6 +1,6 @@
 -- delete.lua: delete one message, honouring its claim.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, message_id, claim_id ("" when the caller named none).
 -- Returns: "ok" (deleted, or nothing to delete) or a claim_check refusal (lib.lua).
 

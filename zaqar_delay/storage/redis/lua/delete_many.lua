@@ -1,6 +1,6 @@
 -- delete_many.lua: delete messages by id, all or nothing.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, claim_check (1/0), claim_count, claim ids..., message ids...
 --   With claim_check 1, a message held by a live claim must be held by one of the claim ids.
 -- Returns: "ok", or "claimed" (nothing deleted) when the claim check fails.

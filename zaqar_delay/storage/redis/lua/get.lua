@@ -1,6 +1,6 @@
 -- get.lua: messages by id, delayed and claimed ones included, expired ones left out.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, id, id, ...
 -- Returns: {id, body, info, ...} for the ids found, in ARGV order.
 

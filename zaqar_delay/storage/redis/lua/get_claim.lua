@@ -1,6 +1,6 @@
 -- get_claim.lua: a live claim and the messages it still holds.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, claim_id.
 -- Returns: false when the claim is unknown, released or expired; else
 --   {ttl, grace, updated_ms, expires_ms, {id, body, info, ...}}.

@@ -1,14 +1,16 @@
 -- lib.lua: helpers shared by every queue script; scripts.py prepends it to each script.
 --
--- KEYS (every queue script): the nine keys of one queue, in QueueKeys order (keys.py):
+-- KEYS (every queue script): the eleven keys of one queue, in QueueKeys order (keys.py):
 --   1 queue   2 bodies   3 infos   4 fifo   5 ready   6 claimed   7 expiry   8 claims
---   9 claim_expiry
+--   9 claim_expiry   10 waiters   11 wake (a pub/sub channel, passed with the keys so it
+--   shares their cluster slot)
 -- Times are epoch milliseconds handed in through ARGV; scripts never read the server clock,
 -- so a test clock drives them exactly like the real one.
 
 local K_QUEUE, K_BODIES, K_INFOS, K_FIFO = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_READY, K_CLAIMED, K_EXPIRY = KEYS[5], KEYS[6], KEYS[7]
 local K_CLAIMS, K_CLAIM_EXPIRY = KEYS[8], KEYS[9]
+local K_WAITERS, K_WAKE = KEYS[10], KEYS[11]
 
 -- Positions in a message info array (msgpack).
 local I_CREATED, I_EXPIRES, I_TTL, I_DUE, I_CLIENT, I_SEQ = 1, 2, 3, 4, 5, 6
@@ -22,6 +24,14 @@ local GC_BUDGET = 100
 local LAPSED_BUDGET = 1000
 -- Lua's unpack() has a small stack; bulk commands are sent in chunks of this many arguments.
 local CHUNK = 2000
+
+-- Tell waiting claims that a message may have become claimable, or that the earliest due
+-- time moved. Costs one EXISTS when no server is waiting on this queue.
+local function wake_waiters()
+    if redis.call('EXISTS', K_WAITERS) == 1 then
+        redis.call('PUBLISH', K_WAKE, '')
+    end
+end
 
 local function load_info(id)
     local raw = redis.call('HGET', K_INFOS, id)

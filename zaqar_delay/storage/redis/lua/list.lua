@@ -1,6 +1,6 @@
 -- list.lua: one page of messages in posting order, after a marker, through the listing filters.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, marker_seq ("" for the head), limit, client_id, echo (1/0),
 --       include_claimed (1/0), include_delayed (1/0), scan_budget.
 -- Returns: {cursor_seq, more, id, body, info, id, body, info, ...}. cursor_seq is the sequence

@@ -1,6 +1,6 @@
 -- list_due.lua: one page of unclaimed messages in due-time order, after a (due, id) marker.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, marker_due ("" for the head), marker_id, limit, client_id, echo (1/0),
 --       include_delayed (1/0).
 -- Returns: {id, body, info, ...}: ready-set order is due time, then id (ids of one

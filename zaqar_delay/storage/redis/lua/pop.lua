@@ -1,6 +1,6 @@
 -- pop.lua: remove and return up to `limit` claimable messages, oldest due first.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, limit.
 -- Returns: {id, body, info, ...} of the removed messages.
 

@@ -1,6 +1,6 @@
 -- post.lua: store a batch of messages at the tail of the queue, creating the queue if needed.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, mode, client_id, then four values per message: ref, ttl_s, delay_ms, body_json.
 --   mode "new":  ref is a random suffix; the id is the 16-hex-digit sequence number followed by
 --                it, so ids of one millisecond sort in posting order.
@@ -50,5 +50,6 @@ if #bodies > 0 then
     bulk('ZADD', K_FIFO, fifo)
     bulk('ZADD', K_READY, ready)
     bulk('ZADD', K_EXPIRY, expiry)
+    wake_waiters()
 end
 return result

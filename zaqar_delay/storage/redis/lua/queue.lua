@@ -1,6 +1,6 @@
 -- queue.lua: create a queue, replace its metadata, purge it or delete it.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: action, now_ms, metadata_json.
 --   "create":  store the queue with metadata_json unless it exists; returns 1 if created.
 --   "set":     replace the metadata of an existing queue; returns 0 if the queue is missing.

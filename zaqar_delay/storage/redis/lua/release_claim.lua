@@ -1,7 +1,7 @@
 -- release_claim.lua: end a claim; its messages are claimable again at once, in their old place
 -- (or after the queue's _retry_backoff, counted from now).
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, claim_id.
 -- Returns: the number of messages released (0 for an unknown or expired claim).
 -- Claim counts are kept, so released messages still progress toward the dead-letter queue.
@@ -16,5 +16,8 @@ end
 local ids, infos = held_messages(cid, claim, now)
 for i, id in ipairs(ids) do
     unclaim(id, infos[i], redelivery_due(infos[i], now))
+end
+if #ids > 0 then
+    wake_waiters()
 end
 return #ids

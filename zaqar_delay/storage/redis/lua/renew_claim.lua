@@ -1,6 +1,6 @@
 -- renew_claim.lua: restart a live claim with a new ttl and grace.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, claim_id, ttl_s, grace_s.
 -- Returns: 1 when renewed, 0 when the claim is unknown, released or expired.
 -- The claim keeps its messages and their claim counts; the lifetime extension is reapplied.

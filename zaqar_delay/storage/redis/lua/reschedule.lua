@@ -1,6 +1,6 @@
 -- reschedule.lua: move a message's due time; a claimed message also leaves its claim.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, message_id, claim_id ("" when the caller named none), due_ms.
 -- Returns: "ok", "missing" (no such unexpired message) or a claim_check refusal (lib.lua).
 -- The message keeps its claim count and expiry; it is not claimable before due_ms.
@@ -15,4 +15,5 @@ if refusal ~= '' then
     return refusal
 end
 unclaim(id, info, due)
+wake_waiters()
 return 'ok'

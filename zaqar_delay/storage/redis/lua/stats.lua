@@ -1,6 +1,6 @@
 -- stats.lua: message counts of a queue and its oldest and newest unexpired messages.
 --
--- KEYS: the nine queue keys (lib.lua).
+-- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms.
 -- Returns: {total, claimed, delayed, next_due, oldest_id, oldest_created, newest_id,
 --   newest_created} (ids "" when the queue holds no message; next_due 0 when nothing is

@@ -1,0 +1,61 @@
+"""Wake-ups for waiting claims over Redis pub/sub.
+
+Scripts publish on a queue's wake channel only while its ``waiters`` key exists, so queues
+nobody waits on pay one EXISTS per write. A server process holds one pattern subscription for
+every queue and dispatches wake-ups to its local waiters.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from zaqar_delay.storage.base import Wakeups
+from zaqar_delay.storage.redis.errors import translate_errors
+from zaqar_delay.storage.redis.keys import KeySpace
+
+LOG = logging.getLogger(__name__)
+
+# How long a listener waits for a message before it checks whether it should stop.
+POLL_S = 1.0
+
+
+class RedisWakeups(Wakeups):
+    def __init__(self, client: Any, keys: KeySpace) -> None:
+        self._client = client
+        self._keys = keys
+
+    def channel(self, project: str, queue: str) -> str:
+        return self._keys.queue(project, queue).wake
+
+    @translate_errors
+    def announce(self, project: str, queue: str, ttl_ms: int) -> None:
+        self._client.set(self._keys.queue(project, queue).waiters, 1, px=ttl_ms)
+
+    def listen(
+        self,
+        on_wake: Callable[[str], None],
+        on_reconnect: Callable[[], None],
+        stop: threading.Event,
+    ) -> None:
+        pattern = self._keys.wake_pattern()
+        while not stop.is_set():
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.psubscribe(pattern)
+                on_reconnect()
+                while not stop.is_set():
+                    message = pubsub.get_message(timeout=POLL_S)
+                    if message is not None and message["type"] == "pmessage":
+                        on_wake(message["channel"].decode())
+            except (redis.RedisError, OSError, ValueError) as exc:
+                # ValueError/OSError: the client's sockets were closed under the listener.
+                if not stop.is_set():
+                    LOG.warning("wake-up subscription lost (%s); reconnecting", exc)
+                stop.wait(POLL_S)
+            finally:
+                pubsub.close()

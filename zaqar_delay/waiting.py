@@ -1,0 +1,156 @@
+"""Waiting claims: where claim requests wait, in one server process, for a message to claim.
+
+Waiters on a queue stand in line. Only the head of the line keeps a timer, set to the
+queue's next due time (or claim expiry), and the store's wake-ups (a message posted, released
+or rescheduled) wake only the head. A waiter that claims something passes the baton to the
+next one, since more may be claimable; one that finds nothing waits again. So a wake-up costs
+one claim attempt per server process, not one per waiter, whatever the number waiting.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+from zaqar_delay.errors import StorageUnavailable
+from zaqar_delay.storage.base import Wakeups
+
+LOG = logging.getLogger(__name__)
+
+# Writers are asked to send wake-ups for this long, and asked again before it runs out.
+ANNOUNCE_TTL_MS = 10_000
+ANNOUNCE_EVERY_S = 3.0
+# Without wake-ups from the store, the head of a line re-checks this often.
+RECHECK_WITHOUT_WAKEUPS_S = 1.0
+# Longest a first waiter waits for the process's wake-up subscription to be in place.
+LISTENER_START_S = 2.0
+
+
+class Seat:
+    """One waiting claim's place in its queue's line."""
+
+    def __init__(self, room: WaitRoom, channel: str) -> None:
+        self._room = room
+        self.channel = channel
+        self._event = threading.Event()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def wait(self, timeout_s: float) -> None:
+        """Sleep until woken or ``timeout_s`` passes."""
+        self._event.wait(max(0.0, timeout_s))
+        self._event.clear()
+
+    def is_head(self) -> bool:
+        return self._room.head(self.channel) is self
+
+    def pass_baton(self) -> None:
+        """Wake the waiter behind this one: there may be more to claim."""
+        self._room.wake_after(self)
+
+
+class WaitRoom:
+    """Every waiting claim of this process, keyed by the store's wake channel."""
+
+    def __init__(self, wakeups: Wakeups | None) -> None:
+        self._wakeups = wakeups
+        self._lock = threading.Lock()
+        self._lines: dict[str, collections.deque[Seat]] = {}
+        self._announced: dict[str, float] = {}
+        self._listener: threading.Thread | None = None
+        self._listening = threading.Event()
+        self._stop = threading.Event()
+
+    @property
+    def recheck_s(self) -> float:
+        """Longest sleep of a line's head: it renews the announcement, or polls slowly."""
+        return ANNOUNCE_EVERY_S if self._wakeups else RECHECK_WITHOUT_WAKEUPS_S
+
+    @contextlib.contextmanager
+    def seat(self, project: str, queue: str) -> Iterator[Seat]:
+        """Stand in the queue's line for the duration of the block."""
+        channel = self._wakeups.channel(project, queue) if self._wakeups else f"{project}/{queue}"
+        self._start_listener()
+        seat = Seat(self, channel)
+        with self._lock:
+            self._lines.setdefault(channel, collections.deque()).append(seat)
+        try:
+            yield seat
+        finally:
+            with self._lock:
+                line = self._lines[channel]
+                was_head = line[0] is seat
+                line.remove(seat)
+                if not line:
+                    del self._lines[channel]
+                elif was_head:
+                    line[0].wake()  # the new head takes over the timer
+
+    def announce(self, project: str, queue: str) -> None:
+        """Make sure writers send wake-ups for this queue (throttled per process)."""
+        if self._wakeups is None:
+            return
+        channel = self._wakeups.channel(project, queue)
+        now = time.monotonic()
+        if now - self._announced.get(channel, -ANNOUNCE_EVERY_S) < ANNOUNCE_EVERY_S:
+            return
+        self._wakeups.announce(project, queue, ANNOUNCE_TTL_MS)
+        self._announced[channel] = now
+
+    def head(self, channel: str) -> Seat | None:
+        with self._lock:
+            line = self._lines.get(channel)
+            return line[0] if line else None
+
+    def wake_after(self, seat: Seat) -> None:
+        with self._lock:
+            line = self._lines.get(seat.channel, collections.deque())
+            if seat in line:
+                position = line.index(seat)
+                if position + 1 < len(line):
+                    line[position + 1].wake()
+
+    def close(self) -> None:
+        self._stop.set()
+
+    # -- wake-ups from the store ---------------------------------------------------------------
+
+    def _start_listener(self) -> None:
+        if self._wakeups is None or self._listener is not None:
+            return
+        with self._lock:
+            if self._listener is not None:
+                return
+            self._listener = threading.Thread(
+                target=self._listen, name="zaqar-delay-wakeups", daemon=True
+            )
+            self._listener.start()
+        # A wake-up sent before the subscription exists would be lost: the first waiter of
+        # the process waits (briefly) until it is in place.
+        self._listening.wait(LISTENER_START_S)
+
+    def _listen(self) -> None:
+        assert self._wakeups is not None
+        try:
+            self._wakeups.listen(self._wake_head, self._wake_everyone, self._stop)
+        except StorageUnavailable:  # pragma: no cover - listen() handles outages itself
+            LOG.exception("wake-up listener stopped")
+
+    def _wake_head(self, channel: str) -> None:
+        seat = self.head(channel)
+        if seat is not None:
+            seat.wake()
+
+    def _wake_everyone(self) -> None:
+        """After a (re)connection wake-ups may have been missed: every head re-checks."""
+        self._listening.set()
+        self._announced.clear()
+        with self._lock:
+            heads = [line[0] for line in self._lines.values() if line]
+        for seat in heads:
+            seat.wake()
