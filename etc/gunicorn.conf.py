@@ -6,7 +6,10 @@
 # zaqar-delay-server applies the same values (zaqar_delay/cmd/gunicorn_defaults.py).
 bind = ["127.0.0.1:8888"]
 workers = 2
-worker_class = "sync"
+# gevent: waiting claims (?wait=S) sleep in greenlets; each worker holds
+# worker_connections of them while serving other requests.
+worker_class = "gevent"
+worker_connections = 1000
 timeout = 30
 graceful_timeout = 10
 keepalive = 5

@@ -7,13 +7,19 @@ from typing import Any
 from zaqar_delay.conf import Settings
 
 
+# Concurrent connections each worker serves. Waiting claims (?wait=S) hold theirs for up to
+# S seconds while costing only a greenlet, so 2 workers hold 2,000 waiting claims.
+WORKER_CONNECTIONS = 1000
+
+
 def options(settings: Settings) -> dict[str, Any]:
-    """Sync workers: every request is a short Redis script call, so one request per process at
-    a time keeps latency flat; scale with ``workers``."""
+    """gevent workers: a waiting claim sleeps in a greenlet instead of holding a process, and
+    the short requests around it keep being served; scale CPU with ``workers``."""
     return {
         "bind": [settings.bind],
         "workers": settings.workers,
-        "worker_class": "sync",
+        "worker_class": "gevent",
+        "worker_connections": WORKER_CONNECTIONS,
         "timeout": settings.timeout,
         "graceful_timeout": 10,
         "keepalive": 5,

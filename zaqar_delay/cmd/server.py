@@ -74,6 +74,11 @@ class Server(BaseApplication):  # type: ignore[misc]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The workers are gevent workers. Patch here, before the storage clients are imported and
+    # the store is checked: patching after pymongo or redis made locks breaks the workers.
+    from gevent import monkey
+
+    monkey.patch_all()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -1,0 +1,90 @@
+"""Waiting claims on the real server: across processes, at due times, many at once."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from tests.processes import RedisServer, ServiceProcess
+from zaqar_delay.conf import STORAGE_URI_ENV
+
+pytestmark = pytest.mark.functional
+
+
+def headers() -> dict[str, str]:
+    return {"Client-ID": str(uuid.uuid4()), "X-Project-ID": "waiting"}
+
+
+def claim(service: ServiceProcess, queue: str, wait: float, **params: Any) -> requests.Response:
+    return requests.post(
+        f"{service.url}/v2/queues/{queue}/claims",
+        params={"wait": wait, **params},
+        headers=headers(),
+        timeout=wait + 30,
+    )
+
+
+def post(service: ServiceProcess, queue: str, *messages: dict[str, Any]) -> list[str]:
+    response = requests.post(
+        f"{service.url}/v2/queues/{queue}/messages",
+        json={"messages": list(messages)},
+        headers=headers(),
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+    return [href.rsplit("/", 1)[1] for href in response.json()["resources"]]
+
+
+@pytest.fixture(scope="module")
+def second_service(redis_server: RedisServer) -> Iterator[ServiceProcess]:
+    service = ServiceProcess(env={STORAGE_URI_ENV: redis_server.url}).start()
+    yield service
+    service.stop()
+
+
+def test_a_post_to_another_server_wakes_the_waiting_claim(
+    external_service: ServiceProcess, second_service: ServiceProcess
+) -> None:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(claim, external_service, "cross", 15)
+        time.sleep(0.5)  # let it start waiting; a post before that is claimed at once anyway
+        [mid] = post(second_service, "cross", {"body": "from elsewhere"})
+        response = waiting.result()
+    assert response.status_code == 201
+    assert [m["id"] for m in response.json()["messages"]] == [mid]
+
+
+def test_a_waiting_claim_takes_a_delayed_message_when_due_not_before(
+    service: ServiceProcess,
+) -> None:
+    queue = f"due-{uuid.uuid4().hex[:8]}"
+    due_ms = time.time_ns() // 1_000_000 + 1500
+    [mid] = post(service, queue, {"body": 1, "deliver_at": due_ms})
+    response = claim(service, queue, 10, with_schedule="true")
+    answered_ms = time.time_ns() // 1_000_000
+    assert response.status_code == 201
+    [message] = response.json()["messages"]
+    assert message["id"] == mid
+    # Correctness, not speed: the claim cannot have been answered before the due time.
+    assert answered_ms >= due_ms
+
+
+def test_many_waiting_claims_each_get_one_message(service: ServiceProcess) -> None:
+    queue = f"many-{uuid.uuid4().hex[:8]}"
+    count = 100
+    with concurrent.futures.ThreadPoolExecutor(count) as pool:
+        waiting = [pool.submit(claim, service, queue, 15, limit=1) for _ in range(count)]
+        time.sleep(1.0)
+        ping = requests.get(f"{service.url}/v2/ping", headers=headers(), timeout=10)
+        assert ping.status_code == 204  # other requests are served while claims wait
+        posted = post(service, queue, *[{"body": i} for i in range(count)])
+        responses = [w.result() for w in waiting]
+    assert [r.status_code for r in responses] == [201] * count
+    claimed = [m["id"] for r in responses for m in r.json()["messages"]]
+    assert sorted(claimed) == sorted(posted)
