@@ -40,19 +40,36 @@ def percentile(values: list[float], q: float) -> float:
 async def post_all(port: int, queue: str, dues: list[int], body: dict[str, object]) -> None:
     headers = zaqar_headers()
     for start in range(0, len(dues), BATCH):
-        messages = [{"body": body, "ttl": 3600, "deliver_at": d} for d in dues[start : start + BATCH]]
-        response = await request("127.0.0.1", port, "POST", f"/v2/queues/{queue}/messages",
-                                 headers, {"messages": messages})
+        messages = [
+            {"body": body, "ttl": 3600, "deliver_at": d} for d in dues[start : start + BATCH]
+        ]
+        response = await request(
+            "127.0.0.1",
+            port,
+            "POST",
+            f"/v2/queues/{queue}/messages",
+            headers,
+            {"messages": messages},
+        )
         assert response.status == 201, response.body
 
 
-async def consume(port: int, queue: str, mode: str, poll: float, expected: int,
-                  deadline: float, seen: dict[str, float]) -> None:
+async def consume(
+    port: int,
+    queue: str,
+    mode: str,
+    poll: float,
+    expected: int,
+    deadline: float,
+    seen: dict[str, float],
+) -> None:
     headers = zaqar_headers()
     wait = "&wait=20" if mode == "waiting" else ""
     path = f"/v2/queues/{queue}/claims?limit=10&with_schedule=true{wait}"
     while len(seen) < expected and time.monotonic() < deadline:
-        response = await request("127.0.0.1", port, "POST", path, headers, {"ttl": 600, "grace": 60})
+        response = await request(
+            "127.0.0.1", port, "POST", path, headers, {"ttl": 600, "grace": 60}
+        )
         arrived = now_ms()
         if response.status == 201:
             for message in response.json()["messages"]:
@@ -70,13 +87,21 @@ async def run_mode(port: int, mode: str, args: argparse.Namespace) -> dict[str, 
     dues = [start + int(i * args.spread * 1000 / args.measured) for i in range(args.measured)]
     seen: dict[str, float] = {}
     deadline = time.monotonic() + lead_ms / 1000 + args.spread + 30
-    consumers = [consume(port, queue, mode, args.poll, args.measured, deadline, seen)
-                 for _ in range(args.consumers)]
+    consumers = [
+        consume(port, queue, mode, args.poll, args.measured, deadline, seen)
+        for _ in range(args.consumers)
+    ]
     for start_batch in range(0, len(dues), BATCH):
         chunk = dues[start_batch : start_batch + BATCH]
         messages = [{"body": {"due": d}, "ttl": 3600, "deliver_at": d} for d in chunk]
-        response = await request("127.0.0.1", port, "POST", f"/v2/queues/{queue}/messages",
-                                 zaqar_headers(), {"messages": messages})
+        response = await request(
+            "127.0.0.1",
+            port,
+            "POST",
+            f"/v2/queues/{queue}/messages",
+            zaqar_headers(),
+            {"messages": messages},
+        )
         assert response.status == 201, response.body
     await asyncio.gather(*consumers)
     lateness = list(seen.values())
@@ -112,9 +137,13 @@ def main() -> None:
             report = asyncio.run(run_mode(service.port, mode, args))
             print(json.dumps(report))
             late = report["lateness_ms"]
-            print(f"{mode}: lateness p50 {late['p50']} ms, p99 {late['p99']} ms, max {late['max']} ms; "
-                  f"early {report['early']}, never delivered {report['never_delivered']} "
-                  f"(backlog {args.backlog}, {args.consumers} consumers)", flush=True)
+            print(
+                f"{mode}: lateness p50 {late['p50']} ms, p99 {late['p99']} ms, "
+                f"max {late['max']} ms; "
+                f"early {report['early']}, never delivered {report['never_delivered']} "
+                f"(backlog {args.backlog}, {args.consumers} consumers)",
+                flush=True,
+            )
     finally:
         service.stop()
 

@@ -46,6 +46,12 @@ storage_opts = [
         help="Seconds a storage command may take before the request fails with 503.",
     ),
     cfg.StrOpt("key_prefix", default="zd", help="Prefix of every Redis key the service writes."),
+    cfg.IntOpt(
+        "max_connections",
+        default=64,
+        min=1,
+        help="Connections to the store per worker process; requests beyond wait for one.",
+    ),
     cfg.StrOpt(
         "database",
         default="zaqar_delay",
@@ -196,6 +202,7 @@ class Settings:
     data_dir: str = ""
     socket_timeout: float = 5.0
     key_prefix: str = "zd"
+    max_connections: int = 64
     database: str = "zaqar_delay"
     unreliable: bool = False
     bind: str = "127.0.0.1:8888"
@@ -233,6 +240,7 @@ def load_settings(
         data_dir=conf.storage.data_dir,
         socket_timeout=conf.storage.socket_timeout,
         key_prefix=conf.storage.key_prefix,
+        max_connections=conf.storage.max_connections,
         database=conf.storage.database,
         unreliable=conf.storage.unreliable,
         bind=conf.server.bind,

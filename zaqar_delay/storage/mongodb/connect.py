@@ -12,7 +12,7 @@ from zaqar_delay.errors import StorageConfigError
 
 
 def mongo_client(
-    uri: str, timeout_s: float
+    uri: str, timeout_s: float, max_connections: int = 64
 ) -> tuple[pymongo.MongoClient[dict[str, Any]], str | None]:
     """A client writing with majority, journaled write concern, and the URI's database name.
 
@@ -31,6 +31,8 @@ def mongo_client(
             connectTimeoutMS=timeout_ms,
             socketTimeoutMS=timeout_ms,
             retryWrites=True,
+            maxPoolSize=max_connections,
+            waitQueueTimeoutMS=timeout_ms,
             connect=False,
         )
     except (InvalidURI, ConfigurationError, ValueError) as exc:

@@ -22,19 +22,25 @@ def _retry_policy() -> Retry:
     return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
 
 
-def redis_client(uri: str, socket_timeout: float) -> Any:
+def redis_client(uri: str, socket_timeout: float, max_connections: int = 64) -> Any:
     """A client for ``redis://``, ``rediss://`` or ``unix://`` URIs, bounded by ``socket_timeout``.
 
-    Connections are made lazily and re-made after a failure, so a store that comes back is
-    used again without a restart.
+    At most ``max_connections`` connections per process: past that, a request waits (up to
+    ``socket_timeout``) for one to come free instead of failing, so a burst of a thousand
+    concurrent requests in one gevent worker shares a few dozen connections. Connections are
+    made lazily and re-made after a failure, so a store that comes back is used again without
+    a restart.
     """
     try:
-        return redis.Redis.from_url(
+        pool = redis.BlockingConnectionPool.from_url(
             uri,
+            max_connections=max_connections,
+            timeout=socket_timeout,
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_timeout,
             health_check_interval=30,
             retry=_retry_policy(),
         )
+        return redis.Redis(connection_pool=pool)
     except ValueError as exc:
         raise StorageConfigError(f"Invalid storage URI {uri!r}: {exc}") from exc
