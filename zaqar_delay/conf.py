@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 STORAGE_URI_ENV = "ZAQAR_DELAY_STORAGE_URI"
+# prometheus-client's multiprocess directory; it must be set before prometheus_client is
+# imported, so it lives here rather than in metrics.py.
+PROMETHEUS_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 server_opts = [
     cfg.StrOpt("bind", default="127.0.0.1:8888", help="HOST:PORT the HTTP server listens on."),

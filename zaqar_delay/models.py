@@ -67,6 +67,7 @@ class QueueStats:
     claimed: int
     delayed: int
     next_due_ms: int | None
+    expired: int
     oldest: MessageRef | None
     newest: MessageRef | None
 

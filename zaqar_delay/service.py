@@ -14,6 +14,7 @@ from typing import Any
 from zaqar_delay import errors, jsondoc, metadata_patch, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
+from zaqar_delay.metrics import Metrics
 from zaqar_delay.models import Claim, ListPage, Message, Metadata, NewMessage, QueueInfo, QueueStats
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.waiting import Seat, WaitRoom
@@ -22,11 +23,18 @@ from zaqar_delay.waiting import Seat, WaitRoom
 class Service:
     """Queues, messages and claims of every project, on one driver."""
 
-    def __init__(self, driver: Driver, limits: Limits, clock: Clock) -> None:
+    def __init__(
+        self, driver: Driver, limits: Limits, clock: Clock, metrics: Metrics | None = None
+    ) -> None:
         self.driver = driver
         self.limits = limits
         self.clock = clock
+        self.metrics = metrics or Metrics(driver, clock)
         self.wait_room = WaitRoom(driver.wakeups())
+        driver.dead_letter_observer = self._count_dead_lettered
+
+    def _count_dead_lettered(self, project: str, queue: str, count: int) -> None:
+        self.metrics.dead_lettered.labels(project, queue).inc(count)
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -114,7 +122,9 @@ class Service:
         queue_delay = metadata.get("_default_message_delay") or 0
         now_ms = self.now_ms()
         messages = [self._new_message(m, default_ttl, queue_delay, now_ms) for m in raw_messages]
-        return self.driver.post_messages(project, queue, messages, client_id, now_ms)
+        ids = self.driver.post_messages(project, queue, messages, client_id, now_ms)
+        self.metrics.posted.labels(project, queue).inc(len(ids))
+        return ids
 
     def _check_post_size(self, metadata: Metadata, size: int) -> None:
         configured = self.limits.max_messages_post_size
@@ -208,6 +218,7 @@ class Service:
         self, project: str, queue: str, message_id: str, claim_id: str | None
     ) -> None:
         self.driver.delete_message(project, queue, message_id, claim_id, self.now_ms())
+        self.metrics.deleted.labels(project, queue).inc()
 
     def reschedule_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None, document: Any
@@ -234,10 +245,15 @@ class Service:
                 "message_delete_with_claim_id is True."
             )
         self.driver.delete_messages(project, queue, ids, claim_ids or None, self.now_ms())
+        self.metrics.deleted.labels(project, queue).inc(len(ids))
 
     def pop_messages(self, project: str, queue: str, count: int) -> list[Message]:
         validation.pop_count(count, self.limits)
-        return self.driver.pop_messages(project, queue, count, self.now_ms())
+        popped = self.driver.pop_messages(project, queue, count, self.now_ms())
+        self.metrics.observe_claimed(project, queue, popped)
+        if popped:
+            self.metrics.deleted.labels(project, queue).inc(len(popped))
+        return popped
 
     # -- claims --------------------------------------------------------------------------------
 
@@ -264,9 +280,12 @@ class Service:
         validation.claim_wait(wait_s, self.limits)
 
         def attempt() -> Claim | None:
-            return self.driver.create_claim(
+            claim = self.driver.create_claim(
                 project, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=self.now_ms()
             )
+            if claim is not None:
+                self.metrics.observe_claimed(project, queue, claim.messages)
+            return claim
 
         if wait_s <= 0:
             return attempt()

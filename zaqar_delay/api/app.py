@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 
 from zaqar_delay.api import errors as api_errors
-from zaqar_delay.api.middleware import RequestContext
+from zaqar_delay.api.middleware import RequestContext, RequestTimer
 from zaqar_delay.api.v2 import claims, health, messages, queues, versions
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings
@@ -21,7 +23,8 @@ def create_app(
     if driver is None:
         driver = open_driver(settings.storage_uri, settings)
     service = Service(driver, settings.limits, clock or SystemClock())
-    app = falcon.App(middleware=[RequestContext(settings.limits)])
+    middleware: list[Any] = [RequestTimer(service.metrics), RequestContext(settings.limits)]
+    app = falcon.App(middleware=middleware)
     app.req_options.keep_blank_qs_values = False
     app.req_options.strip_url_path_trailing_slash = False
     api_errors.register(app)
@@ -30,6 +33,7 @@ def create_app(
     app.add_route("/v2/", versions.Home(service))
     app.add_route("/v2/ping", health.Ping(service))
     app.add_route("/v2/health", health.Health(service))
+    app.add_route("/metrics", health.Metrics(service))
     app.add_route("/v2/queues", queues.QueueCollection(service))
     app.add_route("/v2/queues/{queue_name}", queues.QueueItem(service))
     app.add_route("/v2/queues/{queue_name}/stats", queues.QueueStats(service))

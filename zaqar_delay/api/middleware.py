@@ -6,6 +6,7 @@ and validated; queue names validated; admin-only routes need the admin role.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -13,6 +14,7 @@ import falcon
 
 from zaqar_delay import errors, validation
 from zaqar_delay.conf import Limits
+from zaqar_delay.metrics import Metrics
 
 REQUEST_ID_HEADER = "x-openstack-request-id"
 
@@ -99,3 +101,24 @@ class RequestContext:
             raise falcon.HTTPBadRequest(
                 title="Invalid queue identification", description=exc.description
             ) from exc
+
+
+class RequestTimer:
+    """falcon middleware: request duration by method and route template."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.started = time.perf_counter()
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
+        started = req.context.get("started")
+        if started is None:
+            return
+        route = req.uri_template or "unmatched"
+        self._metrics.request_duration.labels(req.method, route).observe(
+            time.perf_counter() - started
+        )

@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 from oslo_config import cfg
 
-from zaqar_delay.conf import Settings, load_settings
+from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings, load_settings
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.resolve import redact, resolve_store
 
@@ -91,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except cfg.Error as exc:
         print(f"zaqar-delay-server: configuration error: {exc}", file=sys.stderr)
         return 2
+    metrics_dir = _metrics_directory()
     for warning in store.warnings:
         LOG.warning("%s", warning)
     uri = redact(store.settings.storage_uri)
@@ -99,7 +103,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         Server(store.settings).run()
     finally:
         store.close()
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def _metrics_directory() -> str | None:
+    """Give the workers a fresh shared directory for their metrics, unless one is configured;
+    returns it when this process made it (and so removes it at exit)."""
+    if os.environ.get(PROMETHEUS_MULTIPROC_ENV):
+        return None
+    directory = tempfile.mkdtemp(prefix="zaqar-delay-metrics-")
+    os.environ[PROMETHEUS_MULTIPROC_ENV] = directory
+    return directory
 
 
 if __name__ == "__main__":

@@ -48,6 +48,13 @@ class Wakeups(abc.ABC):
 class Driver(abc.ABC):
     """A message store scoped by (project, queue)."""
 
+    #: Told (project, queue, count) when a claim moves messages to a dead-letter queue.
+    dead_letter_observer: Callable[[str, str, int], None] | None = None
+
+    def _dead_lettered(self, project: str, queue: str, count: int) -> None:
+        if self.dead_letter_observer is not None and count:
+            self.dead_letter_observer(project, queue, count)
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     @abc.abstractmethod

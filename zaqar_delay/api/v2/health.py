@@ -1,4 +1,4 @@
-"""GET|HEAD /v2/ping and the admin-only GET /v2/health."""
+"""GET|HEAD /v2/ping, the admin-only GET /v2/health, and GET /metrics (Prometheus)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import falcon
 
+from zaqar_delay import metrics
 from zaqar_delay.api.v2.base import Resource
 
 HEALTH_PROJECT = "zaqar-delay-health"
@@ -84,3 +85,13 @@ class Health(Resource):
                 "ref": None,
             }
         return status
+
+
+class Metrics(Resource):
+    """Prometheus text exposition; public like ``/``, so keep it on a trusted network."""
+
+    public = True
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type = metrics.CONTENT_TYPE
+        resp.data = self.service.metrics.render()

@@ -212,6 +212,8 @@ class MongoDriver(Driver):
             claimed=claimed,
             delayed=not_claimable - claimed,
             next_due_ms=None if earliest is None else int(earliest["v"]),
+            # MongoDB's TTL monitor deletes expired messages without telling anyone.
+            expired=0,
             oldest=end(1),
             newest=end(-1),
         )
@@ -618,6 +620,7 @@ class MongoDriver(Driver):
                     }
                 },
             )
+        self._dead_lettered(project, queue, len(dead))
 
     @translate_errors
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:

@@ -154,14 +154,15 @@ class RedisDriver(Driver):
 
     @translate_errors
     def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
-        total, claimed, delayed, next_due, oldest, oldest_ms, newest, newest_ms = self._run(
-            "stats", project, queue, now_ms
+        total, claimed, delayed, next_due, oldest, oldest_ms, newest, newest_ms, expired = (
+            self._run("stats", project, queue, now_ms)
         )
         return QueueStats(
             total=int(total),
             claimed=int(claimed),
             delayed=int(delayed),
             next_due_ms=int(next_due) or None,
+            expired=int(expired),
             oldest=MessageRef(oldest.decode(), int(oldest_ms)) if oldest else None,
             newest=MessageRef(newest.decode(), int(newest_ms)) if newest else None,
         )
@@ -369,6 +370,7 @@ class RedisDriver(Driver):
             copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in group]
             self._post(project, target, copies, client_id, now_ms, ids=[m.id for m in group])
         self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
+        self._dead_lettered(project, queue, len(messages))
 
     @translate_errors
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:

@@ -68,9 +68,19 @@ local function remove_messages(ids)
     bulk('ZREM', K_EXPIRY, ids)
 end
 
+-- Delete messages that expired, counting them in the queue's "expired" tally (for metrics).
+local function remove_expired(ids)
+    if #ids > 0 then
+        remove_messages(ids)
+        if redis.call('EXISTS', K_QUEUE) == 1 then
+            redis.call('HINCRBY', K_QUEUE, 'expired', #ids)
+        end
+    end
+end
+
 -- Delete messages and claim records whose time is over (at most GC_BUDGET of each).
 local function collect_garbage(now)
-    remove_messages(redis.call('ZRANGEBYSCORE', K_EXPIRY, '-inf', now, 'LIMIT', 0, GC_BUDGET))
+    remove_expired(redis.call('ZRANGEBYSCORE', K_EXPIRY, '-inf', now, 'LIMIT', 0, GC_BUDGET))
     local cids = redis.call('ZRANGEBYSCORE', K_CLAIM_EXPIRY, '-inf', now, 'LIMIT', 0, GC_BUDGET)
     if #cids > 0 then
         bulk('HDEL', K_CLAIMS, cids)
@@ -149,6 +159,8 @@ local function take_claimable(now, limit, visit)
             if info and info[I_EXPIRES] > now then
                 visit(id, info)
                 taken = taken + 1
+            elseif info then
+                remove_expired({id})
             else
                 remove_messages({id})
             end

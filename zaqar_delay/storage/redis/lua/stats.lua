@@ -3,8 +3,9 @@
 -- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms.
 -- Returns: {total, claimed, delayed, next_due, oldest_id, oldest_created, newest_id,
---   newest_created} (ids "" when the queue holds no message; next_due 0 when nothing is
---   delayed). Delayed messages count in total, as Zaqar's do.
+--   newest_created, expired} (ids "" when the queue holds no message; next_due 0 when nothing
+--   is delayed; expired: messages deleted on expiry so far). Delayed messages count in total,
+--   as Zaqar's do.
 
 local now = tonumber(ARGV[1])
 collect_garbage(now)
@@ -56,4 +57,5 @@ end
 
 local oldest_id, oldest_created = first_alive(false)
 local newest_id, newest_created = first_alive(true)
-return {total, claimed, delayed, next_due(), oldest_id, oldest_created, newest_id, newest_created}
+local expired = tonumber(redis.call('HGET', K_QUEUE, 'expired') or '0')
+return {total, claimed, delayed, next_due(), oldest_id, oldest_created, newest_id, newest_created, expired}

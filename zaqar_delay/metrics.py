@@ -1,0 +1,131 @@
+"""Prometheus metrics of the service, correct under several gunicorn workers.
+
+Counters and histograms are written by every worker (prometheus-client's multiprocess mode
+when ``PROMETHEUS_MULTIPROC_DIR`` is set, which ``zaqar-delay-server`` does). Per-queue state
+(delayed, claimed, expired) is not kept in the workers: it is read from the store when
+``/metrics`` is scraped, for every queue that has seen a post or claim since the server
+started, so every worker's scrape shows the same, current values.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from zaqar_delay.clock import Clock
+from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV
+from zaqar_delay.models import Message
+from zaqar_delay.storage.base import Driver
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Queues whose state one scrape reads from the store, at most.
+MAX_SCRAPED_QUEUES = 1000
+LATENESS_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+QUEUE_LABELS = ("project", "queue")
+
+
+class Metrics:
+    """Every metric of one worker process."""
+
+    def __init__(self, driver: Driver, clock: Clock) -> None:
+        self._driver = driver
+        self._clock = clock
+        self._multiprocess = bool(os.environ.get(PROMETHEUS_MULTIPROC_ENV))
+        # In multiprocess mode values go to files and a fresh registry collects them per
+        # scrape; otherwise (tests, plain WSGI) each app has a registry of its own.
+        self._registry = None if self._multiprocess else CollectorRegistry()
+        registry = self._registry
+        self.posted = Counter(
+            "zaqar_delay_messages_posted", "Messages posted.", QUEUE_LABELS, registry=registry
+        )
+        self.claimed = Counter(
+            "zaqar_delay_messages_claimed",
+            "Messages handed out by claims and pops.",
+            QUEUE_LABELS,
+            registry=registry,
+        )
+        self.deleted = Counter(
+            "zaqar_delay_messages_deleted",
+            "Message deletions requested (by id, in bulk, or by pop).",
+            QUEUE_LABELS,
+            registry=registry,
+        )
+        self.dead_lettered = Counter(
+            "zaqar_delay_messages_dead_lettered",
+            "Messages moved to a dead-letter queue.",
+            QUEUE_LABELS,
+            registry=registry,
+        )
+        self.lateness = Histogram(
+            "zaqar_delay_claim_lateness_seconds",
+            "Claim time minus due time of each message claimed.",
+            buckets=LATENESS_BUCKETS,
+            registry=registry,
+        )
+        self.request_duration = Histogram(
+            "zaqar_delay_request_duration_seconds",
+            "Time to answer a request, by route.",
+            ("method", "route"),
+            registry=registry,
+        )
+
+    def observe_claimed(self, project: str, queue: str, messages: Iterable[Message]) -> None:
+        now_ms = self._clock.now_ms()
+        count = 0
+        for message in messages:
+            self.lateness.observe(max(0, now_ms - message.due_ms) / 1000)
+            count += 1
+        if count:
+            self.claimed.labels(project, queue).inc(count)
+
+    # -- exposition ----------------------------------------------------------------------------
+
+    def render(self) -> bytes:
+        registry = self._registry
+        if registry is None:
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        families = list(registry.collect())
+        return generate_latest(_Families(families + list(self._queue_state(families))))
+
+    def _queue_state(self, families: list[Metric]) -> Iterator[Metric]:
+        """Delayed, claimed and expired counts, read from the store for active queues."""
+        queues: set[tuple[str, str]] = set()
+        for family in families:
+            if family.name in ("zaqar_delay_messages_posted", "zaqar_delay_messages_claimed"):
+                for sample in family.samples:
+                    if "project" in sample.labels and "queue" in sample.labels:
+                        queues.add((sample.labels["project"], sample.labels["queue"]))
+        delayed = GaugeMetricFamily(
+            "zaqar_delay_queue_delayed_messages", "Messages not yet due.", labels=QUEUE_LABELS
+        )
+        claimed = GaugeMetricFamily(
+            "zaqar_delay_queue_claimed_messages",
+            "Messages held by a live claim.",
+            labels=QUEUE_LABELS,
+        )
+        expired = CounterMetricFamily(
+            "zaqar_delay_queue_expired_messages",
+            "Messages that expired before being deleted, as the store counted them.",
+            labels=QUEUE_LABELS,
+        )
+        now_ms = self._clock.now_ms()
+        for project, queue in sorted(queues)[:MAX_SCRAPED_QUEUES]:
+            stats = self._driver.stats(project, queue, now_ms)
+            delayed.add_metric([project, queue], stats.delayed)
+            claimed.add_metric([project, queue], stats.claimed)
+            expired.add_metric([project, queue], stats.expired)
+        yield from (delayed, claimed, expired)
+
+
+class _Families:
+    """A ready-made collection of metric families, in the shape generate_latest expects."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> list[Metric]:
+        return self._families
