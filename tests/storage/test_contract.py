@@ -774,3 +774,26 @@ def test_next_claimable_is_the_earliest_due_time_or_claim_expiry(
     assert driver.next_claimable_ms(P, Q, start) == start + 30_000
     clock.advance(45)
     assert driver.next_claimable_ms(P, Q, clock.now_ms()) == start + 60_000
+
+
+def test_writes_wake_announced_queues_only(driver: Driver, clock: FakeClock) -> None:
+    wakeups = driver.wakeups()
+    assert wakeups is not None
+    woken: list[str] = []
+    listening, stop = threading.Event(), threading.Event()
+    listener = threading.Thread(target=wakeups.listen, args=(woken.append, listening.set, stop))
+    listener.start()
+    try:
+        assert listening.wait(10)
+        post(driver, clock, "unheard", queue="quiet")
+        wakeups.announce(P, "watched", 10_000)
+        post(driver, clock, "heard", queue="watched")
+        for _ in range(100):
+            if woken:
+                break
+            stop.wait(0.1)
+        # The quiet queue's post came first: had it sent a wake-up, it would be first here.
+        assert woken[:1] == [wakeups.channel(P, "watched")]
+    finally:
+        stop.set()
+        listener.join(10)

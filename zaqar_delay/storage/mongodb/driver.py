@@ -30,9 +30,10 @@ from zaqar_delay.models import (
     QueueStats,
 )
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.base import Driver, Wakeups
 from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.errors import translate_errors
+from zaqar_delay.storage.mongodb.wakeups import MongoWakeups
 
 Doc = dict[str, Any]
 
@@ -104,6 +105,7 @@ class MongoDriver(Driver):
         self._messages = db[schema.MESSAGES]
         self._claims = db[schema.CLAIMS]
         self._transactions: bool | None = None
+        self._wakeups = MongoWakeups(db)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -116,6 +118,9 @@ class MongoDriver(Driver):
 
     def close(self) -> None:
         self._client.close()
+
+    def wakeups(self) -> Wakeups:
+        return self._wakeups
 
     @translate_errors
     def prepare(self) -> list[str]:
@@ -296,6 +301,7 @@ class MongoDriver(Driver):
                 raise
 
         self._atomically(insert)
+        self._wakeups.wake(project, queue)
         return [d["_id"] for d in documents]
 
     @translate_errors
@@ -447,6 +453,7 @@ class MongoDriver(Driver):
                 {"$set": {"d": due_ms, "v": due_ms, "cid": None, "ce": 0}},
             )
             if moved.matched_count:
+                self._wakeups.wake(project, queue)
                 return
         raise errors.StorageUnavailable("The message could not be rescheduled.")
 
@@ -621,6 +628,7 @@ class MongoDriver(Driver):
                 },
             )
         self._dead_lettered(project, queue, len(dead))
+        self._wakeups.wake(project, target)
 
     @translate_errors
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
@@ -680,6 +688,8 @@ class MongoDriver(Driver):
         if not self._claims.delete_one({**scope, "_id": claim_id}).deleted_count:
             return
         metadata = self.get_metadata(project, queue) or {}
-        self._messages.update_many(
+        released = self._messages.update_many(
             {**scope, "cid": claim_id, "ce": {"$gt": now_ms}}, _redelivery(metadata, now_ms)
         )
+        if released.modified_count:
+            self._wakeups.wake(project, queue)

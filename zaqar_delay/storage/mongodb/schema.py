@@ -6,6 +6,9 @@ messages: {_id: id, p, q, k: sequence, b: body JSON text, u: client id, t: ttl s
            v: claimable-from ms (d when unclaimed, the claim's expiry when claimed),
            cid: claim id or None, ce: claim expiry ms (0 when unclaimed), cc: claim count}
 claims:   {_id: claim id, p, q, t: ttl s, g: grace s, u: updated ms, e: expires ms, ex: date}
+waiters:  {_id: wake channel, ex: date until which some server waits on the queue}
+wakeups:  {c: wake channel, ex: date}: inserted only while a waiter is announced; servers
+          watch inserts with a change stream
 
 Metadata and bodies are stored as JSON text: any JSON is accepted (keys with "$" or ".",
 integers beyond 64 bits) and nothing queries inside them.
@@ -18,6 +21,9 @@ import pymongo
 QUEUES = "queues"
 MESSAGES = "messages"
 CLAIMS = "claims"
+# Waiting claims: which queues have waiters (until ex), and the wake-ups sent to them.
+WAITERS = "waiters"
+WAKEUPS = "wakeups"
 
 ASC = pymongo.ASCENDING
 
@@ -41,6 +47,12 @@ INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] =
         "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
     },
     CLAIMS: {
+        "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
+    },
+    WAITERS: {
+        "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
+    },
+    WAKEUPS: {
         "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
     },
 }
