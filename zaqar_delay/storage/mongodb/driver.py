@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import secrets
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -105,7 +106,8 @@ class MongoDriver(Driver):
         self._messages = db[schema.MESSAGES]
         self._claims = db[schema.CLAIMS]
         self._transactions: bool | None = None
-        self._wakeups = MongoWakeups(db)
+        self._closed = threading.Event()
+        self._wakeups = MongoWakeups(db, self._closed)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -117,6 +119,7 @@ class MongoDriver(Driver):
             return False
 
     def close(self) -> None:
+        self._closed.set()  # wake-up listeners stop with the driver
         self._client.close()
 
     def wakeups(self) -> Wakeups:
@@ -139,13 +142,18 @@ class MongoDriver(Driver):
         return bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
 
     def _atomically(self, write: Callable[[Any], None]) -> None:
-        """Run ``write(session)`` in a transaction where the deployment has them."""
+        """Run ``write(session)`` in a transaction where the deployment has them.
+
+        The whole transaction, retries included, is bounded by the client's socket timeout:
+        a stuck commit answers 503 instead of holding the request.
+        """
         if self._transactions is None:
             self._transactions = self._replicated()
         if not self._transactions:
             write(None)
             return
-        with self._client.start_session() as session:
+        timeout_s = (self._client.options.pool_options.socket_timeout or 10.0) * 2
+        with pymongo.timeout(timeout_s), self._client.start_session() as session:
             session.with_transaction(lambda s: write(s))
 
     # -- queues --------------------------------------------------------------------------------

@@ -32,7 +32,8 @@ def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
         except TRANSIENT as exc:
             raise StorageUnavailable(f"MongoDB is unavailable: {exc}") from exc
         except mongo_errors.PyMongoError as exc:
-            if getattr(exc, "has_error_label", lambda _: False)("TransientTransactionError"):
+            transient_label = exc.has_error_label("TransientTransactionError")
+            if exc.timeout or transient_label:  # a bounded operation ran out of time
                 raise StorageUnavailable(f"MongoDB is unavailable: {exc}") from exc
             raise
 

@@ -38,7 +38,8 @@ def _utcnow() -> datetime.datetime:
 
 
 class MongoWakeups(Wakeups):
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Any, closed: threading.Event) -> None:
+        self._closed = closed
         self._waiters = db[schema.WAITERS].with_options(write_concern=EPHEMERAL)
         self._wakeups = db[schema.WAKEUPS].with_options(write_concern=EPHEMERAL)
 
@@ -66,11 +67,15 @@ class MongoWakeups(Wakeups):
         stop: threading.Event,
     ) -> None:
         pipeline = [{"$match": {"operationType": "insert"}}]
-        while not stop.is_set():
+
+        def stopped() -> bool:
+            return stop.is_set() or self._closed.is_set()
+
+        while not stopped():
             try:
                 with self._wakeups.watch(pipeline, max_await_time_ms=POLL_MS) as stream:
                     on_reconnect()
-                    while not stop.is_set():
+                    while not stopped():
                         change = stream.try_next()
                         if change is not None:
                             on_wake(change["fullDocument"]["c"])
@@ -81,7 +86,7 @@ class MongoWakeups(Wakeups):
                     return
                 LOG.warning("wake-up change stream failed (%s); reconnecting", exc)
                 stop.wait(POLL_MS / 1000)
-            except pymongo.errors.PyMongoError as exc:
-                if not stop.is_set():
+            except (pymongo.errors.PyMongoError, ValueError) as exc:
+                if not stopped():
                     LOG.warning("wake-up change stream lost (%s); reconnecting", exc)
                 stop.wait(POLL_MS / 1000)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,6 +79,7 @@ class RedisDriver(Driver):
         from zaqar_delay.storage.redis.scripts import register_scripts
 
         self._client = client
+        self._closed = threading.Event()
         self._list_scan_budget = list_scan_budget
         self._keys = KeySpace(prefix)
         self._scripts = register_scripts(client)
@@ -95,12 +97,13 @@ class RedisDriver(Driver):
             return False
 
     def close(self) -> None:
+        self._closed.set()  # wake-up listeners stop with the driver
         self._client.close()
 
     def wakeups(self) -> Wakeups:
         from zaqar_delay.storage.redis.wakeups import RedisWakeups
 
-        return RedisWakeups(self._client, self._keys)
+        return RedisWakeups(self._client, self._keys, self._closed)
 
     # -- queues --------------------------------------------------------------------------------
 

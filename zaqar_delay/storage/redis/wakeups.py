@@ -25,9 +25,10 @@ POLL_S = 1.0
 
 
 class RedisWakeups(Wakeups):
-    def __init__(self, client: Any, keys: KeySpace) -> None:
+    def __init__(self, client: Any, keys: KeySpace, closed: threading.Event) -> None:
         self._client = client
         self._keys = keys
+        self._closed = closed
 
     def channel(self, project: str, queue: str) -> str:
         return self._keys.queue(project, queue).wake
@@ -43,18 +44,25 @@ class RedisWakeups(Wakeups):
         stop: threading.Event,
     ) -> None:
         pattern = self._keys.wake_pattern()
-        while not stop.is_set():
+
+        def stopped() -> bool:
+            return stop.is_set() or self._closed.is_set()
+
+        while not stopped():
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
                 pubsub.psubscribe(pattern)
                 on_reconnect()
-                while not stop.is_set():
+                while not stopped():
+                    if pubsub.connection is None or not pubsub.subscribed:
+                        # get_message() returns at once without a connection: reconnect.
+                        raise redis.ConnectionError("wake-up subscription closed")
                     message = pubsub.get_message(timeout=POLL_S)
                     if message is not None and message["type"] == "pmessage":
                         on_wake(message["channel"].decode())
             except (redis.RedisError, OSError, ValueError) as exc:
                 # ValueError/OSError: the client's sockets were closed under the listener.
-                if not stop.is_set():
+                if not stopped():
                     LOG.warning("wake-up subscription lost (%s); reconnecting", exc)
                 stop.wait(POLL_S)
             finally:
