@@ -45,3 +45,17 @@ async def request(
     header_end = raw.index(b"\r\n\r\n")
     status = int(raw.split(b" ", 2)[1])
     return Response(status, raw[header_end + 4 :])
+
+
+async def post_messages(
+    port: int, queue: str, messages: list[dict[str, Any]], batch: int = 500
+) -> list[str]:
+    """Post ``messages`` in batches of ``batch`` (about 40 KiB each); returns their ids."""
+    ids: list[str] = []
+    for start in range(0, len(messages), batch):
+        chunk = {"messages": messages[start : start + batch]}
+        path = f"/v2/queues/{queue}/messages"
+        response = await request("127.0.0.1", port, "POST", path, zaqar_headers(), chunk)
+        assert response.status == 201, response.body
+        ids += [href.rsplit("/", 1)[1] for href in response.json()["resources"]]
+    return ids

@@ -22,10 +22,8 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.aio import request, zaqar_headers
+from benchmarks.aio import post_messages, request, zaqar_headers
 from tests.processes import ServiceProcess
-
-BATCH = 500  # messages per POST (about 40 KiB, well under the 256 KiB limit)
 
 
 def now_ms() -> int:
@@ -35,23 +33,6 @@ def now_ms() -> int:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
-async def post_all(port: int, queue: str, dues: list[int], body: dict[str, object]) -> None:
-    headers = zaqar_headers()
-    for start in range(0, len(dues), BATCH):
-        messages = [
-            {"body": body, "ttl": 3600, "deliver_at": d} for d in dues[start : start + BATCH]
-        ]
-        response = await request(
-            "127.0.0.1",
-            port,
-            "POST",
-            f"/v2/queues/{queue}/messages",
-            headers,
-            {"messages": messages},
-        )
-        assert response.status == 201, response.body
 
 
 async def consume(
@@ -81,8 +62,10 @@ async def consume(
 
 async def run_mode(port: int, mode: str, args: argparse.Namespace) -> dict[str, object]:
     queue = f"{mode}-{uuid.uuid4().hex[:8]}"
-    lead_ms = 5000 + args.backlog // 10  # time to post everything before the first due time
-    await post_all(port, queue, [now_ms() + 3_600_000 // 4] * args.backlog, {"backlog": True})
+    lead_ms = 3000 + args.measured  # time to post the measured messages before any is due
+    backlog_due = now_ms() + 900_000  # the latest a message may be due: never within the run
+    backlog = [{"body": {"due": backlog_due}, "ttl": 3600, "deliver_at": backlog_due}]
+    await post_messages(port, queue, backlog * args.backlog)
     start = now_ms() + lead_ms
     dues = [start + int(i * args.spread * 1000 / args.measured) for i in range(args.measured)]
     seen: dict[str, float] = {}
@@ -91,18 +74,8 @@ async def run_mode(port: int, mode: str, args: argparse.Namespace) -> dict[str, 
         consume(port, queue, mode, args.poll, args.measured, deadline, seen)
         for _ in range(args.consumers)
     ]
-    for start_batch in range(0, len(dues), BATCH):
-        chunk = dues[start_batch : start_batch + BATCH]
-        messages = [{"body": {"due": d}, "ttl": 3600, "deliver_at": d} for d in chunk]
-        response = await request(
-            "127.0.0.1",
-            port,
-            "POST",
-            f"/v2/queues/{queue}/messages",
-            zaqar_headers(),
-            {"messages": messages},
-        )
-        assert response.status == 201, response.body
+    measured = [{"body": {"due": d}, "ttl": 3600, "deliver_at": d} for d in dues]
+    await post_messages(port, queue, measured)
     await asyncio.gather(*consumers)
     lateness = list(seen.values())
     return {

@@ -20,7 +20,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.aio import request, zaqar_headers
+from benchmarks.aio import post_messages, request, zaqar_headers
 from tests.processes import ServiceProcess
 
 
@@ -45,18 +45,7 @@ async def run(port: int, waiters: int) -> dict[str, object]:
     started = time.perf_counter()
     ping = await request("127.0.0.1", port, "GET", "/v2/ping", zaqar_headers())
     ping_ms = (time.perf_counter() - started) * 1000
-    posted: list[str] = []
-    for start in range(0, waiters, 500):
-        count = min(500, waiters - start)
-        response = await request(
-            "127.0.0.1",
-            port,
-            "POST",
-            f"/v2/queues/{queue}/messages",
-            zaqar_headers(),
-            {"messages": [{"body": i} for i in range(count)]},
-        )
-        posted += [href.rsplit("/", 1)[1] for href in response.json()["resources"]]
+    posted = await post_messages(port, queue, [{"body": i} for i in range(waiters)])
     served_started = time.perf_counter()
     results = await asyncio.gather(*tasks)
     claimed = [i for _, ids in results for i in ids]

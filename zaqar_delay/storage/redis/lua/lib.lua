@@ -228,6 +228,12 @@ local function held_messages(cid, claim, now)
     return ids, infos
 end
 
+-- Whether a listing shows this message to `client`: it exists, has not expired, and was
+-- posted by another client unless `echo`.
+local function listable(info, now, client, echo)
+    return info and info[I_EXPIRES] > now and (echo or info[I_CLIENT] ~= client)
+end
+
 -- Append id, body, info triples of messages to `out`.
 local function emit(out, id, info)
     out[#out + 1] = id

@@ -31,8 +31,7 @@ while found < limit and scanned < budget do
         out[1] = seq
         start = '(' .. seq
         local info = load_info(id)
-        if info and info[I_EXPIRES] > now
-            and (echo or info[I_CLIENT] ~= client)
+        if listable(info, now, client, echo)
             and (include_claimed or not is_live_claim(info, now))
             and (include_delayed or info[I_DUE] <= now) then
             emit(out, id, info)

@@ -32,7 +32,7 @@ while found < limit do
         local seen = marker_due ~= '' and due == marker_due and id <= marker_id
         if not seen then
             local info = load_info(id)
-            if info and info[I_EXPIRES] > now and (echo or info[I_CLIENT] ~= client) then
+            if listable(info, now, client, echo) then
                 emit(out, id, info)
                 found = found + 1
                 if found == limit then
