@@ -25,6 +25,16 @@ def external_service(redis_server: RedisServer) -> Iterator[ServiceProcess]:
 
 
 @pytest.fixture(scope="session")
+def secantus_server() -> Iterator[SecantusServer]:
+    """The functional suite's own secantusdb. Servers stopped with requests and change
+    streams open can leave secantusdb (a test-only server) stuck; a separate instance keeps
+    that from reaching the storage and API suites."""
+    server = SecantusServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def mongodb_service(secantus_server: SecantusServer) -> Iterator[ServiceProcess]:
     uri = secantus_server.database_url("zaqar_delay_functional")
     service = ServiceProcess(env={STORAGE_URI_ENV: uri}).start()

@@ -12,7 +12,7 @@ import datetime
 import json
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pymongo
@@ -105,7 +105,6 @@ class MongoDriver(Driver):
         self._queues = db[schema.QUEUES]
         self._messages = db[schema.MESSAGES]
         self._claims = db[schema.CLAIMS]
-        self._transactions: bool | None = None
         self._closed = threading.Event()
         self._wakeups = MongoWakeups(db, self._closed)
 
@@ -140,21 +139,6 @@ class MongoDriver(Driver):
     def _replicated(self) -> bool:
         hello = self._client.admin.command("hello")
         return bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
-
-    def _atomically(self, write: Callable[[Any], None]) -> None:
-        """Run ``write(session)`` in a transaction where the deployment has them.
-
-        The whole transaction, retries included, is bounded by the client's socket timeout:
-        a stuck commit answers 503 instead of holding the request.
-        """
-        if self._transactions is None:
-            self._transactions = self._replicated()
-        if not self._transactions:
-            write(None)
-            return
-        timeout_s = (self._client.options.pool_options.socket_timeout or 10.0) * 2
-        with pymongo.timeout(timeout_s), self._client.start_session() as session:
-            session.with_transaction(lambda s: write(s))
 
     # -- queues --------------------------------------------------------------------------------
 
@@ -300,15 +284,15 @@ class MongoDriver(Driver):
     ) -> list[str]:
         documents = self._documents(project, queue, messages, client_id, now_ms)
 
-        def insert(session: Any) -> None:
-            try:
-                self._messages.insert_many(documents, session=session)
-            except pymongo.errors.PyMongoError:
-                if session is None:  # no transaction to roll back: undo by hand
-                    self._messages.delete_many({"_id": {"$in": [d["_id"] for d in documents]}})
-                raise
-
-        self._atomically(insert)
+        # One ordered insert command; if it fails part-way, the documents it did write are
+        # deleted again before the error is reported, so a refused post leaves nothing.
+        # (Multi-document transactions would also cover a crash of this process between the
+        # two, at the price of a replica set and much slower posts.)
+        try:
+            self._messages.insert_many(documents)
+        except pymongo.errors.PyMongoError:
+            self._messages.delete_many({"_id": {"$in": [d["_id"] for d in documents]}})
+            raise
         self._wakeups.wake(project, queue)
         return [d["_id"] for d in documents]
 
