@@ -4,6 +4,8 @@
 #       gunicorn -c etc/gunicorn.conf.py zaqar_delay.api.wsgi:application
 #
 # zaqar-delay-server applies the same values (zaqar_delay/cmd/gunicorn_defaults.py).
+# For /metrics summed over all workers, also export PROMETHEUS_MULTIPROC_DIR=<an empty
+# directory> before starting gunicorn (zaqar-delay-server does this by itself).
 bind = ["127.0.0.1:8888"]
 workers = 2
 # gevent: waiting claims (?wait=S) sleep in greenlets; each worker holds
@@ -16,3 +18,10 @@ keepalive = 5
 proc_name = "zaqar-delay"
 errorlog = "-"
 loglevel = "info"
+
+
+def child_exit(server, worker):  # noqa: ANN001 - gunicorn's hook signature
+    """Drop a dead worker's live metrics from the shared directory."""
+    from zaqar_delay.cmd.gunicorn_defaults import forget_worker_metrics
+
+    forget_worker_metrics(server, worker)

@@ -28,11 +28,11 @@ def options(settings: Settings) -> dict[str, Any]:
         "loglevel": "info",
         # One control socket per user would clash between servers on one machine.
         "control_socket_disable": True,
-        "child_exit": _forget_worker_metrics,
+        "child_exit": forget_worker_metrics,
     }
 
 
-def _forget_worker_metrics(server: Any, worker: Any) -> None:
+def forget_worker_metrics(server: Any, worker: Any) -> None:
     """Drop a dead worker's live gauges from the shared metrics directory."""
     from prometheus_client import multiprocess
 
