@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings
 
 # Concurrent connections each worker serves. Waiting claims (?wait=S) hold theirs for up to
 # S seconds while costing only a greenlet, so 2 workers hold 2,000 waiting claims.
@@ -34,6 +35,8 @@ def options(settings: Settings) -> dict[str, Any]:
 
 def forget_worker_metrics(server: Any, worker: Any) -> None:
     """Drop a dead worker's live gauges from the shared metrics directory."""
+    if not os.environ.get(PROMETHEUS_MULTIPROC_ENV):
+        return  # each worker keeps its own metrics: nothing shared to clean
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
