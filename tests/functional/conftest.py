@@ -1,4 +1,5 @@
-"""A real zaqar-delay-server under gunicorn, on the embedded store and on a redis-server."""
+"""A real zaqar-delay-server under gunicorn, on the embedded store, a redis-server, a Redis
+Cluster and MongoDB's wire protocol."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.processes import RedisServer, SecantusServer, ServiceProcess
+from tests.processes import RedisCluster, RedisServer, SecantusServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 
@@ -20,6 +21,13 @@ def embedded_service() -> Iterator[ServiceProcess]:
 @pytest.fixture(scope="session")
 def external_service(redis_server: RedisServer) -> Iterator[ServiceProcess]:
     service = ServiceProcess(env={STORAGE_URI_ENV: redis_server.url}).start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_service(redis_cluster: RedisCluster) -> Iterator[ServiceProcess]:
+    service = ServiceProcess(env={STORAGE_URI_ENV: redis_cluster.url}).start()
     yield service
     service.stop()
 
@@ -45,6 +53,7 @@ def mongodb_service(secantus_server: SecantusServer) -> Iterator[ServiceProcess]
 SERVICES = {
     "embedded": "embedded_service",
     "redis-server": "external_service",
+    "redis-cluster": "cluster_service",
     "mongodb": "mongodb_service",
 }
 

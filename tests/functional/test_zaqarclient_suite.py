@@ -75,11 +75,13 @@ def client_source() -> Path:
     return target
 
 
-@pytest.mark.parametrize("store", ["embedded", "mongodb"])
+@pytest.mark.parametrize("store", ["embedded", "redis-cluster", "mongodb"])
 def test_upstream_client_functional_suite(
     client_source: Path, store: str, request: pytest.FixtureRequest
 ) -> None:
     env = {}
+    if store == "redis-cluster":
+        env[STORAGE_URI_ENV] = request.getfixturevalue("redis_cluster").url
     if store == "mongodb":
         secantus = request.getfixturevalue("secantus_server")
         env[STORAGE_URI_ENV] = secantus.database_url("zaqarclient_suite")

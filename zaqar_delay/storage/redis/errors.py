@@ -17,9 +17,13 @@ R = TypeVar("R")
 _TRANSIENT_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "OOM", "BUSY")
 
 
-def is_transient(exc: redis.RedisError) -> bool:
+# Cluster failures that mean a node or slot is unreachable for now (not a bug).
+_CLUSTER_OUTAGES = (redis.exceptions.ClusterError, redis.exceptions.SlotNotCoveredError)
+
+
+def is_transient(exc: Exception) -> bool:
     """True for outages (connection, timeout, failover, memory) as opposed to bugs."""
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_OUTAGES)):
         return True
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_TRANSIENT_REPLIES)
 
@@ -31,7 +35,7 @@ def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(*args, **kwargs)
-        except redis.RedisError as exc:
+        except (redis.RedisError, *_CLUSTER_OUTAGES) as exc:
             if is_transient(exc):
                 raise StorageUnavailable(f"The message store is unavailable: {exc}") from exc
             raise

@@ -1,0 +1,59 @@
+"""Redis Cluster specifics: the URI, queues spread over masters, a cluster that starts late."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from tests.conftest import close_test_driver, open_test_driver
+from tests.processes import RedisCluster
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.errors import StorageConfigError, StorageUnavailable
+from zaqar_delay.models import NewMessage
+from zaqar_delay.storage.redis.cluster import parse_cluster_uri
+
+
+def test_cluster_uri_lists_nodes_and_credentials() -> None:
+    nodes, options = parse_cluster_uri("rediss+cluster://app:s%40cret@10.0.0.1:7000,[::1]:7001")
+    assert [(n.host, n.port) for n in nodes] == [("10.0.0.1", 7000), ("::1", 7001)]
+    assert options == {"ssl": True, "username": "app", "password": "s@cret"}
+    _, plain = parse_cluster_uri("redis+cluster://127.0.0.1:7000")
+    assert plain == {"ssl": False}
+
+
+@pytest.mark.parametrize(
+    "uri", ["redis+cluster://", "redis+cluster://host", "redis+cluster://host:port"]
+)
+def test_cluster_uri_without_a_usable_node_is_refused(uri: str) -> None:
+    with pytest.raises(StorageConfigError):
+        parse_cluster_uri(uri)
+
+
+def test_queues_spread_over_every_master(redis_cluster: RedisCluster, clock: FakeClock) -> None:
+    driver = open_test_driver(redis_cluster.url)
+    try:
+        for i in range(60):
+            driver.post_messages("p", f"q{i}", [NewMessage('"x"', 60, 0)], "c", clock.now_ms())
+        holding = [redis.Redis(port=node.port).dbsize() > 0 for node in redis_cluster.nodes]
+        assert all(holding)
+        claim = driver.create_claim(
+            "p", "q59", ttl_s=30, grace_s=30, limit=5, now_ms=clock.now_ms()
+        )
+        assert claim is not None and len(claim.messages) == 1
+    finally:
+        close_test_driver(driver)
+
+
+def test_a_cluster_down_at_start_answers_unavailable_then_serves(clock: FakeClock) -> None:
+    cluster = RedisCluster()
+    driver = open_test_driver(cluster.url)  # nothing listens yet: building must not fail
+    try:
+        assert not driver.ping()
+        with pytest.raises(StorageUnavailable):
+            driver.post_messages("p", "q", [NewMessage('"x"', 60, 0)], "c", clock.now_ms())
+        cluster.start()
+        [mid] = driver.post_messages("p", "q", [NewMessage('"x"', 60, 0)], "c", clock.now_ms())
+        assert [m.id for m in driver.get_messages("p", "q", [mid], clock.now_ms())] == [mid]
+    finally:
+        close_test_driver(driver)
+        cluster.stop()

@@ -1,0 +1,102 @@
+"""A Redis Cluster client built from a ``redis+cluster://`` URI.
+
+The driver needs nothing cluster-specific: every script touches the keys of one queue, which
+share one hash tag and so one slot, and the only other key (a project's queue index) is written
+by plain single-key commands. This module only parses the URI and sets the client up so that a
+timed-out script is never sent twice and a cluster that is down when a worker starts does not
+stop the worker from starting.
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.parse
+from typing import Any
+
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.commands.core import Script
+
+from zaqar_delay.errors import StorageConfigError
+
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
+
+class _NoTimeoutRetryCluster(RedisCluster):
+    """RedisCluster that retries a command after a connection error or a topology change,
+    but never after a timeout: a script that timed out may have run, and running a post or a
+    claim twice would duplicate or strand messages."""
+
+    ERRORS_ALLOW_RETRY = (  # type: ignore[assignment]  # narrower on purpose
+        redis.ConnectionError,
+        redis.exceptions.ClusterDownError,
+        redis.exceptions.SlotNotCoveredError,
+    )
+
+
+def parse_cluster_uri(uri: str) -> tuple[list[ClusterNode], dict[str, Any]]:
+    """Startup nodes and connection options of ``redis+cluster://[user:pass@]h:p[,h:p...]``.
+
+    ``rediss+cluster://`` turns TLS on. Any node of the cluster is enough to find the others;
+    listing several lets the client start while one of them is down.
+    """
+    parsed = urllib.parse.urlsplit(uri)
+    userinfo, _, hosts = parsed.netloc.rpartition("@")
+    nodes = []
+    for entry in filter(None, hosts.split(",")):
+        host, _, port = entry.rpartition(":")
+        if not host or not port.isdigit():
+            raise StorageConfigError(f"Invalid storage URI {uri!r}: {entry!r} is not host:port")
+        nodes.append(ClusterNode(host.strip("[]"), int(port)))  # type: ignore[no-untyped-call]
+    if not nodes:
+        raise StorageConfigError(f"Invalid storage URI {uri!r}: no cluster node given")
+    options: dict[str, Any] = {"ssl": parsed.scheme == "rediss+cluster"}
+    if userinfo:
+        user, has_password, password = userinfo.partition(":")
+        options["username"] = urllib.parse.unquote(user) or None
+        options["password"] = urllib.parse.unquote(password) if has_password else None
+    return nodes, options
+
+
+class LazyClusterClient:
+    """Stands in for a RedisCluster until the first command, then forwards to it.
+
+    RedisCluster asks the cluster for its topology when it is built; building it on first use
+    lets a server worker start while the cluster is down (requests get 503 until it is back).
+    """
+
+    def __init__(self, uri: str, socket_timeout: float, max_connections: int) -> None:
+        self._nodes, options = parse_cluster_uri(uri)
+        self._options = dict(
+            options,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+            max_connections=max_connections,
+            health_check_interval=30,
+        )
+        self._client: RedisCluster | None = None
+        self._lock = threading.Lock()
+
+    def _cluster(self) -> RedisCluster:
+        with self._lock:
+            if self._client is None:
+                try:
+                    self._client = _NoTimeoutRetryCluster(
+                        startup_nodes=self._nodes, **self._options
+                    )
+                except redis.exceptions.RedisClusterException as exc:
+                    raise redis.ConnectionError(f"Redis Cluster unreachable: {exc}") from exc
+            return self._client
+
+    def register_script(self, source: str) -> Script:
+        # Bytes, so that Script hashes them without asking the (unbuilt) client for an encoder.
+        return Script(self, source.encode())  # type: ignore[arg-type]  # forwards to a cluster
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster(), name)
