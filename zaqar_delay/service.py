@@ -107,9 +107,28 @@ class Service:
     # -- messages ------------------------------------------------------------------------------
 
     def post_messages(self, project: str, queue: str, payload: bytes, client_id: str) -> list[str]:
-        """Validate and store a ``{"messages": [...]}`` post, all or nothing; returns the ids."""
-        metadata = self.driver.get_metadata(project, queue) or {}
-        self._check_post_size(metadata, len(payload))
+        """Validate and store a ``{"messages": [...]}`` post, all or nothing; returns the ids.
+
+        The size limit is checked before the body is parsed; the queue's defaults and limits
+        are those current when the messages are stored.
+        """
+        now_ms = self.now_ms()
+        parsed: list[Any] = []
+
+        def build(metadata: Metadata) -> list[NewMessage]:
+            self._check_post_size(metadata, len(payload))
+            if not parsed:
+                parsed.append(self._raw_messages(payload))
+            default_ttl = metadata.get("_default_message_ttl") or self.limits.default_message_ttl
+            queue_delay = metadata.get("_default_message_delay") or 0
+            return [self._new_message(m, default_ttl, queue_delay, now_ms) for m in parsed[0]]
+
+        ids = self.driver.post_built(project, queue, build, client_id, now_ms)
+        self.metrics.posted.labels(project, queue).inc(len(ids))
+        return ids
+
+    @staticmethod
+    def _raw_messages(payload: bytes) -> list[Any]:
         document = jsondoc.loads(payload)
         if not isinstance(document, dict) or "messages" not in document:
             raise errors.InvalidRequest("No messages were found in the request body.")
@@ -118,13 +137,7 @@ class Service:
             raise errors.InvalidBody("Document type not supported.")
         if not raw_messages:
             raise errors.InvalidRequest("No messages to enqueu.")
-        default_ttl = metadata.get("_default_message_ttl") or self.limits.default_message_ttl
-        queue_delay = metadata.get("_default_message_delay") or 0
-        now_ms = self.now_ms()
-        messages = [self._new_message(m, default_ttl, queue_delay, now_ms) for m in raw_messages]
-        ids = self.driver.post_messages(project, queue, messages, client_id, now_ms)
-        self.metrics.posted.labels(project, queue).inc(len(ids))
-        return ids
+        return raw_messages
 
     def _check_post_size(self, metadata: Metadata, size: int) -> None:
         configured = self.limits.max_messages_post_size

@@ -265,6 +265,60 @@ def test_listing_behind_many_hidden_messages_continues_past_the_scan_budget(stor
 # -- deleting ----------------------------------------------------------------------------------
 
 
+def ttl_from_metadata(seen: list[Any]) -> Any:
+    """A post builder that uses the queue's ``_default_message_ttl`` (60 when unset)."""
+
+    def build(metadata: Any) -> list[NewMessage]:
+        seen.append(dict(metadata))
+        return [NewMessage('"m"', metadata.get("_default_message_ttl", 60), 0)]
+
+    return build
+
+
+class TestPostBuilt:
+    """Posts whose messages depend on the queue's metadata never use stale metadata."""
+
+    def test_missing_queue_is_built_from_empty_metadata_and_created(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        seen: list[Any] = []
+        [mid] = driver.post_built(P, Q, ttl_from_metadata(seen), ALICE, clock.now_ms())
+        assert seen[-1] == {}
+        assert driver.get_metadata(P, Q) == {}
+        assert driver.get_messages(P, Q, [mid], clock.now_ms())[0].ttl_s == 60
+
+    def test_metadata_changed_by_another_server_is_used_at_once(
+        self, driver: Driver, clock: FakeClock, store_uri: str
+    ) -> None:
+        other = open_test_driver(store_uri, namespace=namespace_of(driver))
+        try:
+            driver.create_queue(P, Q, {"_default_message_ttl": 100}, clock.now_ms())
+            build = ttl_from_metadata([])
+
+            def posted_ttl() -> int:
+                ids = driver.post_built(P, Q, build, ALICE, clock.now_ms())
+                return driver.get_messages(P, Q, ids, clock.now_ms())[0].ttl_s
+
+            assert posted_ttl() == 100
+            other.set_metadata(P, Q, {"_default_message_ttl": 200})
+            assert posted_ttl() == 200
+            other.delete_queue(P, Q)
+            other.create_queue(P, Q, {"_default_message_ttl": 300}, clock.now_ms())
+            assert posted_ttl() == 300
+            other.delete_queue(P, Q)
+            assert posted_ttl() == 60
+        finally:
+            other.close()
+
+    def test_a_refusing_builder_stores_nothing(self, driver: Driver, clock: FakeClock) -> None:
+        def refuse(metadata: Any) -> list[NewMessage]:
+            raise errors.InvalidRequest("too large")
+
+        with pytest.raises(errors.InvalidRequest):
+            driver.post_built(P, Q, refuse, ALICE, clock.now_ms())
+        assert driver.get_metadata(P, Q) is None
+
+
 class TestDelete:
     def test_unclaimed_and_missing(self, driver: Driver, clock: FakeClock) -> None:
         [mid] = post(driver, clock, "x")

@@ -131,6 +131,25 @@ class Driver(abc.ABC):
         All or nothing: either every message is stored or none is.
         """
 
+    def post_built(
+        self,
+        project: str,
+        queue: str,
+        build: Callable[[Metadata], Sequence[NewMessage]],
+        client_id: str,
+        now_ms: int,
+    ) -> list[str]:
+        """Store the messages ``build`` makes from the queue's metadata (``{}`` for a queue
+        that does not exist yet), as :meth:`post_messages` does.
+
+        ``build`` may run more than once, always with the metadata current when the messages
+        are stored: defaults (ttl, delay) and limits it applies are never stale. Errors it
+        raises propagate and nothing is stored. This implementation reads the metadata first;
+        a driver may save that round trip.
+        """
+        messages = build(self.get_metadata(project, queue) or {})
+        return self.post_messages(project, queue, messages, client_id, now_ms)
+
     @abc.abstractmethod
     def list_messages(
         self,

@@ -6,10 +6,12 @@ also touch the project's queue index, which lives in another cluster slot.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
@@ -33,6 +35,24 @@ from zaqar_delay.storage.redis.keys import KeySpace
 
 # Entries one listing call may examine before it returns a short page.
 LIST_SCAN_BUDGET = 2000
+# Queues whose metadata one driver remembers for posting (cleared when full).
+METADATA_CACHE_SIZE = 10_000
+# Posts retried when the metadata changes under them before the attempt that must succeed.
+POST_ATTEMPTS = 4
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _KnownMetadata:
+    """Metadata as a post last saw it, and the version (SHA-1) post.lua checks it against."""
+
+    metadata: Metadata
+    version: str
+
+    @classmethod
+    def from_raw(cls, raw: bytes | None) -> _KnownMetadata:
+        if raw is None:
+            return cls({}, "")
+        return cls(dict(json.loads(raw)), hashlib.sha1(raw).hexdigest())
 
 
 def _message(id_: bytes, body: bytes, raw_info: bytes, now_ms: int) -> Message:
@@ -83,6 +103,7 @@ class RedisDriver(Driver):
         self._list_scan_budget = list_scan_budget
         self._keys = KeySpace(prefix)
         self._scripts = register_scripts(client)
+        self._known_metadata: dict[tuple[str, str], _KnownMetadata] = {}
 
     def _run(self, name: str, project: str, queue: str, *args: Any) -> Any:
         keys = self._keys.queue(project, queue).as_list()
@@ -187,6 +208,35 @@ class RedisDriver(Driver):
     ) -> list[str]:
         return self._post(project, queue, messages, client_id, now_ms, ids=None)
 
+    @translate_errors
+    def post_built(
+        self,
+        project: str,
+        queue: str,
+        build: Callable[[Metadata], Sequence[NewMessage]],
+        client_id: str,
+        now_ms: int,
+    ) -> list[str]:
+        """One script call per post: messages are built from the metadata this driver last
+        saw, and post.lua stores them only if that is still the queue's metadata; otherwise
+        it answers the current metadata and the post is rebuilt and sent again."""
+        key = (project, queue)
+        known = self._known_metadata.get(key)
+        for _ in range(POST_ATTEMPTS):
+            messages = build(known.metadata) if known else []
+            expected = known.version if known else "?"  # "?" matches nothing: fetch first
+            reply = self._post_checked(project, queue, messages, client_id, now_ms, expected)
+            if isinstance(reply, _KnownMetadata):
+                known = reply
+                continue
+            version, ids = reply
+            assert known is not None  # a first attempt ("?") always comes back stale
+            if len(self._known_metadata) >= METADATA_CACHE_SIZE:
+                self._known_metadata.clear()
+            self._known_metadata[key] = _KnownMetadata(known.metadata, version)
+            return ids
+        raise errors.StorageUnavailable(f"The metadata of queue {queue} kept changing")
+
     def _post(
         self,
         project: str,
@@ -196,14 +246,32 @@ class RedisDriver(Driver):
         now_ms: int,
         ids: Sequence[str] | None,
     ) -> list[str]:
-        args: list[Any] = [now_ms, "new" if ids is None else "keep", client_id]
+        reply = self._post_checked(project, queue, messages, client_id, now_ms, "*", ids)
+        assert not isinstance(reply, _KnownMetadata)  # "*" skips the check
+        return reply[1]
+
+    def _post_checked(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+        expected: str,
+        ids: Sequence[str] | None = None,
+    ) -> _KnownMetadata | tuple[str, list[str]]:
+        """Run post.lua; the current metadata when ``expected`` is stale, else (version, ids)."""
+        args: list[Any] = [now_ms, "new" if ids is None else "keep", client_id, expected]
         for i, message in enumerate(messages):
             ref = secrets.token_hex(8) if ids is None else ids[i]
             args += (ref, message.ttl_s, message.delay_ms, message.body_json)
-        created, *new_ids = self._run("post", project, queue, *args)
+        created, *rest = self._run("post", project, queue, *args)
+        if created == -1:
+            return _KnownMetadata.from_raw(rest[0])
         if created:
             self._client.zadd(self._keys.project_queues(project), {queue: 0})
-        return [i.decode() for i in new_ids]
+        version, *new_ids = rest
+        return version.decode(), [i.decode() for i in new_ids]
 
     @translate_errors
     def list_messages(

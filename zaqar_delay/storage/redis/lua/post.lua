@@ -1,27 +1,37 @@
 -- post.lua: store a batch of messages at the tail of the queue, creating the queue if needed.
 --
 -- KEYS: the queue keys (lib.lua).
--- ARGV: now_ms, mode, client_id, then four values per message: ref, ttl_s, delay_ms, body_json.
+-- ARGV: now_ms, mode, client_id, expected, then four values per message: ref, ttl_s, delay_ms,
+--   body_json.
+--   expected: the SHA-1 of the metadata JSON the caller built the messages with, "" if it took
+--             the queue to be missing, "*" to skip the check (dead-letter moves). When it does
+--             not match, nothing is written and the script returns {-1, metadata_json or false}
+--             so the caller can rebuild the messages with the current defaults and retry.
 --   mode "new":  ref is a random suffix; the id is the 16-hex-digit sequence number followed by
 --                it, so ids of one millisecond sort in posting order.
 --   mode "keep": ref is the full id (dead-letter moves); an id already present is skipped, so a
 --                repeated move stores the message once.
--- Returns: {created (1 if the queue was created), id, id, ...} in ARGV order.
+-- Returns: {created (1 if the queue was created), metadata SHA-1, id, id, ...} in ARGV order.
 
-local now, mode, client = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local now, mode, client, expected = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
+local metadata = redis.call('HGET', K_QUEUE, 'm')
+if expected ~= '*' and expected ~= (metadata and redis.sha1hex(metadata) or '') then
+    return {-1, metadata}
+end
 local created = 0
-if redis.call('EXISTS', K_QUEUE) == 0 then
-    redis.call('HSET', K_QUEUE, 'm', '{}', 'cr', now, 'seq', 0)
+if not metadata then
+    metadata = '{}'
+    redis.call('HSET', K_QUEUE, 'm', metadata, 'cr', now, 'seq', 0)
     created = 1
 end
 collect_garbage(now)
 
-local count = (#ARGV - 3) / 4
+local count = (#ARGV - 4) / 4
 local last_seq = redis.call('HINCRBY', K_QUEUE, 'seq', count)
 local bodies, infos, fifo, ready, expiry = {}, {}, {}, {}, {}
-local result = {created}
+local result = {created, redis.sha1hex(metadata)}
 for j = 0, count - 1 do
-    local base = 4 + j * 4
+    local base = 5 + j * 4
     local seq = last_seq - count + 1 + j
     local id = ARGV[base]
     if mode == 'new' then
