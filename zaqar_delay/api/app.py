@@ -6,6 +6,7 @@ from typing import Any
 
 import falcon
 
+from zaqar_delay import jsondoc
 from zaqar_delay.api import errors as api_errors
 from zaqar_delay.api.middleware import RequestContext, RequestTimer
 from zaqar_delay.api.v2 import claims, health, messages, queues, versions
@@ -25,6 +26,10 @@ def create_app(
     service = Service(driver, settings.limits, clock or SystemClock())
     middleware: list[Any] = [RequestTimer(service.metrics), RequestContext(settings.limits)]
     app = falcon.App(middleware=middleware)
+    # Responses in the form bodies are stored in: compact, ASCII (a lone surrogate in a body
+    # stays an escape; falcon's default would fail to encode it).
+    responses = falcon.media.JSONHandler(dumps=jsondoc.dumps)
+    app.resp_options.media_handlers[falcon.MEDIA_JSON] = responses
     app.req_options.keep_blank_qs_values = False
     app.req_options.strip_url_path_trailing_slash = False
     api_errors.register(app)
