@@ -424,13 +424,17 @@ async def backlog(args: argparse.Namespace) -> Report:
 async def waiting(args: argparse.Namespace) -> Report:
     queue = new_queue(args, "waiting")
     await create_queue(args, queue, {})
-    path = f"/v2/queues/{queue}/claims?limit=1&wait=30"
+    path = f"/v2/queues/{queue}/claims?limit=1&wait=20"
 
     async def wait_one() -> int:
         connection = connect(args)
         try:
             response = await connection.request("POST", path, {"ttl": 60, "grace": 60}, timeout=60)
-            return len(response.json()["messages"]) if response.status == 201 else 0
+            if response.status == 201:
+                return len(response.json()["messages"])
+            if response.status == 204:
+                return 0
+            raise RuntimeError(f"waiting claim answered {response.status}: {response.body!r}")
         finally:
             connection.close()
 

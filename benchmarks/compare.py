@@ -1,0 +1,381 @@
+"""zaqar-delay side by side with upstream OpenStack Zaqar, on this machine, one command.
+
+Installs upstream Zaqar from PyPI into a cached virtualenv (once), starts each server on a
+redis-server of its own (the same binary, no persistence for either, no auth), with the same
+number of gunicorn workers, and runs every scenario of ``loadgen.py`` against both, A/B order
+alternating between rounds. Prints a table (metric, Zaqar, zaqar-delay, ratio: medians over
+rounds), this machine's ceilings for context (redis-benchmark for the commands the drivers use,
+a hello-world falcon app under zaqar-delay's gunicorn settings), and writes every raw JSON
+document to ``benchmarks/results/``.
+
+    python benchmarks/compare.py [--seconds 10] [--rounds 2] [--scenarios produce,consume]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from benchmarks.procstat import cpu_seconds  # noqa: E402
+from tests.processes import (  # noqa: E402
+    RedisServer,
+    ServiceProcess,
+    free_port,
+    redis_server_binary,
+    wait_until,
+)
+from zaqar_delay.conf import STORAGE_URI_ENV  # noqa: E402
+
+ZAQAR_VERSION = "23.0.1"
+SCENARIOS = ["produce", "produce-batch", "consume", "mixed", "lateness", "backlog", "waiting"]
+PEER = "Zaqar"
+OURS = "zaqar-delay"
+
+ZAQAR_CONF = """\
+[DEFAULT]
+auth_strategy =
+unreliable = true
+log_file = {log}
+[drivers]
+transport = wsgi
+message_store = redis
+management_store = redis
+[drivers:message_store:redis]
+uri = {redis}
+[drivers:management_store:redis]
+uri = {redis}
+"""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(root) / "zaqar-delay-bench"
+
+
+def peer_venv() -> Path:
+    """A virtualenv with upstream Zaqar and our versions of gunicorn and the Redis client,
+    built once and cached."""
+    pins = [f"zaqar=={ZAQAR_VERSION}"]
+    pins += [f"{name}=={metadata.version(name)}" for name in ("gunicorn", "redis")]
+    venv = cache_dir() / "-".join(p.replace("==", "-") for p in pins)
+    python = venv / "bin" / "python"
+    if (venv / "ready").exists():
+        return venv
+    shutil.rmtree(venv, ignore_errors=True)
+    print(f"installing {' '.join(pins)} into {venv} (once)", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *pins], check=True)
+    (venv / "ready").touch()
+    return venv
+
+
+class Gunicorn:
+    """A WSGI app under gunicorn from a given virtualenv, on a free loopback port."""
+
+    def __init__(self, python: str, app: str, workers: int, args: list[str], env: dict[str, str]):
+        self.port = free_port()
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - the server's log, kept open
+            prefix="zd-bench-", suffix=".log", delete=False
+        )
+        command = [python, "-m", "gunicorn", "--chdir", str(HERE / "peer"), "-w", str(workers)]
+        command += ["-b", f"127.0.0.1:{self.port}", "--log-level", "warning", *args, app]
+        self.process = subprocess.Popen(
+            command, env={**os.environ, **env}, stdout=self.log, stderr=subprocess.STDOUT
+        )
+        wait_until(self._answers, 60, app)
+
+    def _answers(self) -> bool:
+        import requests
+
+        if self.process.poll() is not None:
+            raise SystemExit(f"{self.process.args} exited; see {self.log.name}")
+        return requests.get(f"{self.url}/v2/", timeout=1).status_code < 500
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(20)
+
+
+class Target:
+    """A server under test: its URL, the pids whose CPU counts, its Redis, its options."""
+
+    def __init__(self, name: str, url: str, pids: list[int], redis: RedisServer, waits: bool):
+        self.name, self.url, self.pids, self.redis, self.waits = name, url, pids, redis, waits
+
+
+@contextlib.contextmanager
+def targets(args: argparse.Namespace) -> Iterator[tuple[Target, Target]]:
+    venv = peer_venv()
+    redis_ours, redis_peer = RedisServer().start(), RedisServer().start()
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as peer_conf:
+        peer_conf.write(ZAQAR_CONF.format(redis=redis_peer.url, log=peer_conf.name + ".log"))
+    peer = Gunicorn(
+        str(venv / "bin" / "python"),
+        "zaqar_app:application",
+        args.workers,
+        ["-k", args.peer_worker_class],
+        {"ZAQAR_PEER_CONFIG": peer_conf.name},
+    )
+    ours = ServiceProcess(env={STORAGE_URI_ENV: redis_ours.url}, workers=args.workers).start()
+    assert ours.process is not None
+    try:
+        yield (
+            Target(PEER, peer.url, [peer.pid, redis_peer.process.pid], redis_peer, False),  # type: ignore[union-attr]
+            Target(OURS, ours.url, [ours.process.pid, redis_ours.process.pid], redis_ours, True),  # type: ignore[union-attr]
+        )
+    finally:
+        ours.stop()
+        peer.stop()
+        redis_ours.stop()
+        redis_peer.stop()
+
+
+def loadgen(scenario: str, target: Target, args: argparse.Namespace) -> dict[str, Any]:
+    command = [sys.executable, str(HERE / "loadgen.py"), scenario, "--url", target.url]
+    command += ["--label", target.name, "--seconds", str(args.seconds)]
+    if scenario == "lateness":
+        command += ["--wait", "20"] if target.waits else ["--poll", str(args.poll)]
+    if scenario == "backlog":
+        command += ["--sizes", args.backlog_sizes, "--redis-url", target.redis.url, "--drop-after"]
+    before = cpu_seconds(target.pids)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=7200)
+    if run.returncode != 0:
+        raise SystemExit(f"loadgen {scenario} on {target.name} failed:\n{run.stderr}")
+    document, human = run.stdout.strip().splitlines()[-2:]
+    report: dict[str, Any] = json.loads(document)
+    report["server_cpu_seconds"] = round(cpu_seconds(target.pids) - before, 2)
+    print(human, flush=True)
+    return report
+
+
+# Metrics of the table: (label, scenario, how to read it from a report, higher is better).
+METRICS: list[tuple[str, str, Callable[[dict[str, Any]], float | None], bool]] = [
+    ("produce, messages/s (1 per POST)", "produce", lambda r: r["messages_per_s"], True),
+    (
+        "produce-batch, messages/s (20 per POST)",
+        "produce-batch",
+        lambda r: r["messages_per_s"],
+        True,
+    ),
+    ("consume, messages/s (claim 10 + deletes)", "consume", lambda r: r["messages_per_s"], True),
+    ("mixed, messages/s (in + out)", "mixed", lambda r: r["messages_per_s"], True),
+    ("lateness p50, ms", "lateness", lambda r: r["lateness_ms"]["p50"], False),
+    ("lateness p99, ms", "lateness", lambda r: r["lateness_ms"]["p99"], False),
+    ("lateness max, ms", "lateness", lambda r: r["lateness_ms"]["max"], False),
+    ("delivered early (of 2000)", "lateness", lambda r: r["early"], False),
+    ("never delivered (of 2000)", "lateness", lambda r: r["never_delivered"], False),
+    (
+        "backlog: claim p50 at smallest, ms",
+        "backlog",
+        lambda r: r["sizes"][0]["claim_ms"]["p50"],
+        False,
+    ),
+    (
+        "backlog: claim p50 at largest, ms",
+        "backlog",
+        lambda r: r["sizes"][-1]["claim_ms"]["p50"],
+        False,
+    ),
+    (
+        "backlog: largest / smallest",
+        "backlog",
+        lambda r: r["claim_p50_ratio_largest_to_smallest"],
+        False,
+    ),
+    (
+        "backlog: Redis bytes per message",
+        "backlog",
+        lambda r: r["sizes"][-1]["redis_bytes_per_message"],
+        False,
+    ),
+    ("waiting: claims served (of 1000)", "waiting", lambda r: r["served_exactly_one"], True),
+]
+
+
+def median_of(reports: list[dict[str, Any]], read: Callable[[dict[str, Any]], Any]) -> float | None:
+    values = [v for v in (read(r) for r in reports) if v is not None]
+    return statistics.median(values) if values else None
+
+
+def table(results: dict[str, dict[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    rows = []
+    for label, scenario, read, higher in METRICS:
+        if scenario not in results:
+            continue
+        peer = median_of(results[scenario].get(PEER, []), read)
+        ours = median_of(results[scenario].get(OURS, []), read)
+        ratio = None
+        if peer is not None and ours is not None and higher and peer:
+            ratio = round(ours / peer, 2)
+        elif peer is not None and ours and not higher and peer >= 0:
+            ratio = round(peer / ours, 2)  # how many times better (lower) ours is
+        rows.append({"metric": label, PEER: peer, OURS: ours, "ratio": ratio})
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    def cell(value: Any) -> str:
+        return (
+            "n/a" if value is None else f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
+        )
+
+    print(f"\n{'metric':44} {PEER:>12} {OURS:>12} {'ratio':>8}")
+    for row in rows:
+        peer, ours, ratio = cell(row[PEER]), cell(row[OURS]), cell(row["ratio"])
+        print(f"{row['metric']:44} {peer:>12} {ours:>12} {ratio:>8}")
+    print("ratio: zaqar-delay / Zaqar where higher is better, Zaqar / zaqar-delay where lower is")
+
+
+def ceilings(args: argparse.Namespace) -> dict[str, Any]:
+    """What this machine can do at all: Redis commands, and falcon saying hello."""
+    found: dict[str, Any] = {}
+    benchmark = shutil.which("redis-benchmark")
+    if benchmark:
+        redis = RedisServer().start()
+        try:
+            tests = "ping,set,get,hset,zadd"  # the commands the Lua scripts mostly run
+            run = subprocess.run(
+                [
+                    benchmark,
+                    "-p",
+                    str(redis.port),
+                    "--csv",
+                    "-n",
+                    "100000",
+                    "-c",
+                    "16",
+                    "-t",
+                    tests,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            rows = [line.replace('"', "").split(",") for line in run.stdout.splitlines()[1:]]
+            found["redis_benchmark"] = {row[0]: float(row[1]) for row in rows if len(row) > 1}
+        finally:
+            redis.stop()
+    else:
+        found["redis_benchmark"] = "redis-benchmark not installed (Debian package redis-tools)"
+    hello = Gunicorn(
+        sys.executable,
+        "hello:application",
+        args.workers,
+        ["-k", "gevent", "--worker-connections", "1000"],
+        {},
+    )
+    try:
+        command = [sys.executable, str(HERE / "loadgen.py"), "produce", "--url", hello.url]
+        command += ["--seconds", str(args.seconds), "--label", "hello-world falcon"]
+        run = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
+        found["hello_world_falcon"] = json.loads(run.stdout.splitlines()[0])
+    finally:
+        hello.stop()
+    return found
+
+
+def print_ceilings(context: dict[str, Any], workers: int) -> None:
+    print("\nceilings on this machine:")
+    redis_ops = context["redis_benchmark"]
+    if isinstance(redis_ops, dict):
+        ops = ", ".join(f"{name} {rps:,.0f}/s" for name, rps in redis_ops.items())
+        print(f"  redis-benchmark, 16 connections: {ops}")
+    else:
+        print(f"  {redis_ops}")
+    hello = context["hello_world_falcon"]["messages_per_s"]
+    print(f"  hello-world falcon POST (gunicorn gevent, {workers} workers): {hello:,} requests/s")
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f if "model name" in line), "")
+    redis_version = subprocess.run(
+        [redis_server_binary(), "--version"], capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "redis": redis_version,
+        "zaqar": ZAQAR_VERSION,
+        "gunicorn": metadata.version("gunicorn"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--backlog-sizes", default="10000,1000000")
+    parser.add_argument("--poll", type=float, default=0.1, help="Zaqar's lateness polling, s")
+    parser.add_argument("--peer-worker-class", default="sync", help="gunicorn -k for Zaqar")
+    parser.add_argument("--no-ceilings", action="store_true")
+    parser.add_argument("--out", default=str(HERE / "results"))
+    args = parser.parse_args()
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {s: {} for s in scenarios}
+    started = time.time()
+    with targets(args) as (peer, ours):
+        for round_ in range(args.rounds):
+            order = (peer, ours) if round_ % 2 == 0 else (ours, peer)
+            for scenario in scenarios:
+                if scenario == "backlog" and round_ > 0:
+                    continue  # slow to fill; one round is enough to see the shape
+                for target in order:
+                    if scenario == "waiting" and not target.waits:
+                        continue  # Zaqar has no waiting claims
+                    results[scenario].setdefault(target.name, []).append(
+                        loadgen(scenario, target, args)
+                    )
+    rows = table(results)
+    print_table(rows)
+    context = {} if args.no_ceilings else ceilings(args)
+    if context:
+        print_ceilings(context, args.workers)
+    document = {
+        "machine": machine(),
+        "started": datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(),
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "workers": args.workers,
+        "peer_worker_class": args.peer_worker_class,
+        "table": rows,
+        "ceilings": context,
+        "runs": results,
+    }
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = Path(args.out) / f"compare-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    path.write_text(json.dumps(document, indent=1))
+    print(f"\nraw results: {path}")
+
+
+if __name__ == "__main__":
+    main()
