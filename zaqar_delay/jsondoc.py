@@ -24,7 +24,11 @@ def loads(payload: bytes) -> Any:
         raise errors.InvalidBody("Request body could not be parsed.") from exc
 
 
+# One encoder for every call: json.dumps() with options builds a new one each time.
+# ASCII output: a lone surrogate from a "\\ud800" escape stays an escape, never bad UTF-8.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def dumps(document: Any) -> str:
     """Compact JSON, the form bodies are stored and sent in."""
-    # ASCII output: a lone surrogate from a "\\ud800" escape stays an escape, never bad UTF-8.
-    return json.dumps(document, separators=(",", ":"))
+    return _COMPACT.encode(document)

@@ -261,17 +261,23 @@ class RedisDriver(Driver):
         ids: Sequence[str] | None = None,
     ) -> _KnownMetadata | tuple[str, list[str]]:
         """Run post.lua; the current metadata when ``expected`` is stale, else (version, ids)."""
-        args: list[Any] = [now_ms, "new" if ids is None else "keep", client_id, expected]
-        for i, message in enumerate(messages):
-            ref = secrets.token_hex(8) if ids is None else ids[i]
-            args += (ref, message.ttl_s, message.delay_ms, message.body_json)
-        created, *rest = self._run("post", project, queue, *args)
+        mode = "new" if ids is None else "keep"
+        if ids is None:
+            random = secrets.token_hex(8 * len(messages))  # one draw for the whole post
+            ids = [random[i * 16 : i * 16 + 16] for i in range(len(messages))]
+        fields: list[Any] = []
+        for ref, message in zip(ids, messages, strict=True):
+            fields += (ref, message.ttl_s, message.delay_ms, message.body_json)
+        packed = msgpack.packb(fields)
+        created, *rest = self._run(
+            "post", project, queue, now_ms, mode, client_id, expected, packed
+        )
         if created == -1:
             return _KnownMetadata.from_raw(rest[0])
         if created:
             self._client.zadd(self._keys.project_queues(project), {queue: 0})
-        version, *new_ids = rest
-        return version.decode(), [i.decode() for i in new_ids]
+        version, joined = rest
+        return version.decode(), joined.decode().split(",") if joined else []
 
     @translate_errors
     def list_messages(

@@ -1,8 +1,9 @@
 -- post.lua: store a batch of messages at the tail of the queue, creating the queue if needed.
 --
 -- KEYS: the queue keys (lib.lua).
--- ARGV: now_ms, mode, client_id, expected, then four values per message: ref, ttl_s, delay_ms,
---   body_json.
+-- ARGV: now_ms, mode, client_id, expected, messages: one msgpack array holding four values per
+--   message, ref, ttl_s, delay_ms, body_json (one argument, so the client encodes one value
+--   instead of four per message).
 --   expected: the SHA-1 of the metadata JSON the caller built the messages with, "" if it took
 --             the queue to be missing, "*" to skip the check (dead-letter moves). When it does
 --             not match, nothing is written and the script returns {-1, metadata_json or false}
@@ -11,7 +12,7 @@
 --                it, so ids of one millisecond sort in posting order.
 --   mode "keep": ref is the full id (dead-letter moves); an id already present is skipped, so a
 --                repeated move stores the message once.
--- Returns: {created (1 if the queue was created), metadata SHA-1, id, id, ...} in ARGV order.
+-- Returns: {created (1 if the queue was created), metadata SHA-1, the ids in order joined by ","}.
 
 local now, mode, client, expected = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local metadata = redis.call('HGET', K_QUEUE, 'm')
@@ -26,23 +27,24 @@ if not metadata then
 end
 collect_garbage(now)
 
-local count = (#ARGV - 4) / 4
+local fields = cmsgpack.unpack(ARGV[5])
+local count = #fields / 4
 local last_seq = redis.call('HINCRBY', K_QUEUE, 'seq', count)
 local bodies, infos, fifo, ready, expiry = {}, {}, {}, {}, {}
-local result = {created, redis.sha1hex(metadata)}
+local ids = {}
 for j = 0, count - 1 do
-    local base = 5 + j * 4
+    local base = 1 + j * 4
     local seq = last_seq - count + 1 + j
-    local id = ARGV[base]
+    local id = fields[base]
     if mode == 'new' then
         id = string.format('%016x', seq) .. id
     end
     if mode == 'new' or redis.call('HEXISTS', K_INFOS, id) == 0 then
-        local ttl, delay = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+        local ttl, delay = fields[base + 1], fields[base + 2]
         local due, expires = now + delay, now + ttl * 1000
         local info = {now, expires, ttl, due, client, seq, '', 0, 0}
         bodies[#bodies + 1] = id
-        bodies[#bodies + 1] = ARGV[base + 3]
+        bodies[#bodies + 1] = fields[base + 3]
         infos[#infos + 1] = id
         infos[#infos + 1] = cmsgpack.pack(info)
         fifo[#fifo + 1] = seq
@@ -52,7 +54,7 @@ for j = 0, count - 1 do
         expiry[#expiry + 1] = expires
         expiry[#expiry + 1] = id
     end
-    result[#result + 1] = id
+    ids[#ids + 1] = id
 end
 if #bodies > 0 then
     bulk('HSET', K_BODIES, bodies)
@@ -62,4 +64,4 @@ if #bodies > 0 then
     bulk('ZADD', K_EXPIRY, expiry)
     wake_waiters()
 end
-return result
+return {created, redis.sha1hex(metadata), table.concat(ids, ',')}
