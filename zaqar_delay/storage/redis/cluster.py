@@ -19,8 +19,6 @@ from redis.commands.core import Script
 
 from zaqar_delay.errors import StorageConfigError
 
-CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
-
 
 class _NoTimeoutRetryCluster(RedisCluster):
     """RedisCluster that retries a command after a connection error or a topology change,
