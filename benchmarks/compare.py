@@ -70,10 +70,10 @@ def cache_dir() -> Path:
 
 
 def peer_venv() -> Path:
-    """A virtualenv with upstream Zaqar and our versions of gunicorn and the Redis client,
-    built once and cached."""
+    """A virtualenv with upstream Zaqar and our versions of gunicorn, gevent (for
+    ``--peer-worker-class gevent``) and the Redis client, built once and cached."""
     pins = [f"zaqar=={ZAQAR_VERSION}"]
-    pins += [f"{name}=={metadata.version(name)}" for name in ("gunicorn", "redis")]
+    pins += [f"{name}=={metadata.version(name)}" for name in ("gunicorn", "gevent", "redis")]
     venv = cache_dir() / "-".join(p.replace("==", "-") for p in pins)
     python = venv / "bin" / "python"
     if (venv / "ready").exists():

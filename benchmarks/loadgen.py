@@ -8,7 +8,7 @@ scenario prints one JSON document and a human line:
 ``produce-batch``  POSTs of ``--batch`` (20) messages
 ``consume``        claim ``limit=10``, then DELETE each message with its claim id (as zaqar-bench)
 ``mixed``          half the connections produce, half consume
-``lateness``       delayed queue, per-message delays spread over 1-10 s, consumers claiming
+``lateness``       delayed queue, per-message delays of 1-10 s, consumers claiming
                    (waiting claims with ``--wait``, else polling every ``--poll`` s): lateness
                    p50/p99/max, messages delivered early, messages never delivered
 ``backlog``        claim latency with ``--sizes`` outstanding delayed messages in the queue,
@@ -286,6 +286,8 @@ async def lateness(args: argparse.Namespace) -> Report:
     the lateness reported is an upper bound."""
     queue = new_queue(args, "lateness")
     await create_queue(args, queue, {"_default_message_delay": 1})
+    if args.backlog:  # outstanding messages due long after the run, in the same queue
+        await fill(args, [queue], args.backlog, {"body": {"n": -1}, "ttl": 3600, "delay": 900})
     due: dict[int, float] = {}
     seen: dict[int, float] = {}
     rng = random.Random(7)
@@ -295,7 +297,8 @@ async def lateness(args: argparse.Namespace) -> Report:
         connection = connect(args)
         try:
             for start in range(0, args.messages, 20):
-                delays = [rng.randint(1, 10) for _ in range(min(20, args.messages - start))]
+                count = min(20, args.messages - start)
+                delays = [rng.randint(1, args.max_delay) for _ in range(count)]
                 document = {
                     "messages": [
                         {"body": {"n": start + i}, "ttl": 3600, "delay": d}
@@ -346,6 +349,7 @@ async def lateness(args: argparse.Namespace) -> Report:
     lates = [seen[n] - due[n] for n in seen]
     return {
         "messages": args.messages,
+        "backlog": args.backlog,
         "consumers": args.connections,
         "mode": f"wait={int(args.wait)}" if args.wait else f"poll={args.poll}",
         "delivered": len(seen),
@@ -496,6 +500,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prefill", type=int, default=50_000, help="consume: messages posted first")
     p.add_argument("--messages", type=int, default=2000, help="lateness: messages measured")
     p.add_argument("--spread", type=float, default=2.0, help="lateness: seconds of posting")
+    p.add_argument("--backlog", type=int, default=0, help="lateness: messages due later")
+    p.add_argument("--max-delay", type=int, default=10, help="lateness: delays 1..N s")
     p.add_argument("--wait", type=float, default=0.0, help="lateness: waiting claims of N s")
     p.add_argument("--poll", type=float, default=0.1, help="lateness: polling interval, s")
     p.add_argument("--grace", type=float, default=15.0, help="lateness: wait past the last due")

@@ -11,7 +11,7 @@ workers = 2
 # gevent's own WSGI server in each worker: waiting claims (?wait=S) sleep in greenlets,
 # each worker holds worker_connections of them while serving other requests, and requests
 # cost less CPU than under the plain gevent worker.
-worker_class = "gevent_pywsgi"
+worker_class = "zaqar_delay.cmd.worker.Worker"
 worker_connections = 1000
 timeout = 30
 graceful_timeout = 10

@@ -16,11 +16,11 @@ def options(settings: Settings) -> dict[str, Any]:
     """gevent workers: a waiting claim sleeps in a greenlet instead of holding a process, and
     the short requests around it keep being served; scale CPU with ``workers``. gevent's own
     WSGI server (``gevent_pywsgi``) parses and answers requests with less CPU than gunicorn's
-    gevent worker (about 40% more hello-world requests/s, 15% more posts/s here)."""
+    gevent worker (about 40% more hello-world requests/s here); see cmd/worker.py."""
     return {
         "bind": [settings.bind],
         "workers": settings.workers,
-        "worker_class": "gevent_pywsgi",
+        "worker_class": "zaqar_delay.cmd.worker.Worker",
         "worker_connections": WORKER_CONNECTIONS,
         "timeout": settings.timeout,
         "graceful_timeout": 10,
