@@ -29,9 +29,7 @@ SMALL = {
 
 
 @pytest.mark.parametrize("scenario", sorted(SMALL))
-def test_scenario_prints_one_json_document(
-    scenario: str, embedded_service: ServiceProcess
-) -> None:
+def test_scenario_prints_one_json_document(scenario: str, embedded_service: ServiceProcess) -> None:
     run = subprocess.run(
         [sys.executable, str(LOADGEN), scenario, "--url", embedded_service.url, *SMALL[scenario]],
         capture_output=True,
