@@ -39,6 +39,7 @@ def create_app(
     app.add_route("/v2/ping", health.Ping(service))
     app.add_route("/v2/health", health.Health(service))
     app.add_route("/metrics", health.Metrics(service))
+    app.add_route("/openapi.json", versions.OpenAPIDocument(service))
     app.add_route("/v2/queues", queues.QueueCollection(service))
     app.add_route("/v2/queues/{queue_name}", queues.QueueItem(service))
     app.add_route("/v2/queues/{queue_name}/stats", queues.QueueStats(service))

@@ -6,6 +6,7 @@ import json
 
 import falcon
 
+from zaqar_delay.api import openapi
 from zaqar_delay.api.v2.base import Resource
 
 VERSIONS = {
@@ -98,6 +99,7 @@ HOME = {
 }
 
 HOME_JSON = json.dumps(HOME, sort_keys=True)
+OPENAPI_JSON = openapi.dumps()
 
 
 class Versions(Resource):
@@ -113,3 +115,13 @@ class Home(Resource):
         resp.content_type = "application/json-home"
         resp.cache_control = ["max-age=86400"]
         resp.text = HOME_JSON
+
+
+class OpenAPIDocument(Resource):
+    """``GET /openapi.json``: the OpenAPI 3 description (``zaqar_delay.api.openapi``)."""
+
+    public = True
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type = falcon.MEDIA_JSON
+        resp.text = OPENAPI_JSON

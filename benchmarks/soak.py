@@ -1,0 +1,198 @@
+"""Soak: steady mixed delayed traffic for ``--minutes``, memory of every process over time.
+
+Starts a redis-server and a zaqar-delay-server (``--workers`` workers) on loopback ports, then
+posts ``--rate`` messages per second (one per POST, due 0 to ``--max-delay`` seconds later)
+while ``--consumers`` waiting-claim loops take and delete them. Every ``--sample`` seconds it
+records the resident memory of the server's master, each worker and Redis, plus the counts of
+posts, deliveries and errors. At the end: the memory series, its growth from the first minute
+to the last, error counts and lateness (claim answer minus the server's due time). Memory of a
+healthy service stays flat once warmed up.
+
+    python benchmarks/soak.py --minutes 10 --rate 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from benchmarks.aio import Connection, zaqar_headers  # noqa: E402
+from benchmarks.loadgen import latency_summary  # noqa: E402
+from benchmarks.procstat import rss_bytes, tree  # noqa: E402
+from tests.processes import RedisServer, ServiceProcess  # noqa: E402
+from zaqar_delay.conf import STORAGE_URI_ENV  # noqa: E402
+
+
+class Counters:
+    def __init__(self) -> None:
+        self.posted = 0
+        self.delivered = 0
+        self.errors: dict[str, int] = {}
+        self.lateness_ms: list[float] = []
+        self.early = 0
+
+    def error(self, kind: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+
+
+async def produce(url: str, queue: str, rate: float, args: Any, c: Counters, end: float) -> None:
+    connection = Connection(url, zaqar_headers())
+    rng = random.Random()
+    interval = 1.0 / rate
+    next_at = time.monotonic()
+    try:
+        while time.monotonic() < end:
+            due = int(time.time() * 1000) + rng.randrange(0, args.max_delay * 1000)
+            document = {"messages": [{"body": {"due": due}, "ttl": 600, "deliver_at": due}]}
+            try:
+                response = await connection.request(
+                    "POST", f"/v2/queues/{queue}/messages", document
+                )
+                if response.status == 201:
+                    c.posted += 1
+                else:
+                    c.error(f"post {response.status}")
+            except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+                c.error(f"post {type(exc).__name__}")
+                connection.close()
+            next_at += interval
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+    finally:
+        connection.close()
+
+
+async def consume(url: str, queue: str, c: Counters, end: float) -> None:
+    connection = Connection(url, zaqar_headers())
+    path = f"/v2/queues/{queue}/claims?limit=10&wait=5&with_schedule=true"
+    try:
+        while time.monotonic() < end:
+            try:
+                response = await connection.request("POST", path, {"ttl": 60, "grace": 60})
+                arrived = time.time() * 1000
+                if response.status == 204:
+                    continue
+                if response.status != 201:
+                    c.error(f"claim {response.status}")
+                    continue
+                for message in response.json()["messages"]:
+                    due = datetime.datetime.fromisoformat(message["due"]).timestamp() * 1000
+                    c.lateness_ms.append(arrived - due)
+                    c.early += arrived < due
+                    deleted = await connection.request("DELETE", message["href"])
+                    if deleted.status == 204:
+                        c.delivered += 1
+                    else:
+                        c.error(f"delete {deleted.status}")
+            except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+                c.error(f"claim {type(exc).__name__}")
+                connection.close()
+    finally:
+        connection.close()
+
+
+def memory(service: ServiceProcess, redis: RedisServer) -> dict[str, int]:
+    assert service.process is not None and redis.process is not None
+    master = service.process.pid
+    found = {"master": rss_bytes(master), "redis": rss_bytes(redis.process.pid)}
+    for i, pid in enumerate(p for p in tree(master) if p != master):
+        found[f"worker{i + 1}"] = rss_bytes(pid)
+    return found
+
+
+async def soak(
+    args: argparse.Namespace, service: ServiceProcess, redis: RedisServer
+) -> dict[str, Any]:
+    counters = Counters()
+    queues = [f"soak-{i}" for i in range(args.queues)]
+    started = time.monotonic()
+    end = started + args.minutes * 60
+    per_producer = args.rate / args.producers
+    tasks = [
+        asyncio.ensure_future(
+            produce(service.url, queues[i % len(queues)], per_producer, args, counters, end)
+        )
+        for i in range(args.producers)
+    ]
+    tasks += [
+        asyncio.ensure_future(consume(service.url, queues[i % len(queues)], counters, end + 10))
+        for i in range(args.consumers)
+    ]
+    samples = []
+    while time.monotonic() < end:
+        await asyncio.sleep(args.sample)
+        sample = {
+            "t_s": round(time.monotonic() - started),
+            "rss_mib": {k: round(v / 2**20, 1) for k, v in memory(service, redis).items()},
+            "posted": counters.posted,
+            "delivered": counters.delivered,
+            "errors": sum(counters.errors.values()),
+        }
+        samples.append(sample)
+        print(json.dumps(sample), flush=True)
+    await asyncio.gather(*tasks)
+    first = [s for s in samples if s["t_s"] <= 60] or samples[:1]
+    last = [s for s in samples if s["t_s"] >= samples[-1]["t_s"] - 60]
+
+    def mean_rss(group: list[dict[str, Any]], name: str) -> float:
+        return round(sum(s["rss_mib"].get(name, 0) for s in group) / len(group), 1)
+
+    growth = {
+        name: {"first_minute_mib": mean_rss(first, name), "last_minute_mib": mean_rss(last, name)}
+        for name in samples[-1]["rss_mib"]
+    }
+    return {
+        "minutes": args.minutes,
+        "rate": args.rate,
+        "posted": counters.posted,
+        "delivered": counters.delivered,
+        "errors": counters.errors,
+        "early": counters.early,
+        "lateness_ms": latency_summary(counters.lateness_ms),
+        "memory": growth,
+        "samples": samples,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--rate", type=float, default=1000, help="messages posted per second")
+    parser.add_argument("--producers", type=int, default=8)
+    parser.add_argument("--consumers", type=int, default=8)
+    parser.add_argument("--queues", type=int, default=4)
+    parser.add_argument("--max-delay", type=int, default=5)
+    parser.add_argument("--sample", type=float, default=10, help="seconds between samples")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    redis = RedisServer().start()
+    service = ServiceProcess(env={STORAGE_URI_ENV: redis.url}, workers=args.workers).start()
+    try:
+        report = asyncio.run(soak(args, service, redis))
+    finally:
+        service.stop()
+        redis.stop()
+    print(json.dumps(report))
+    growth = ", ".join(
+        f"{name} {m['first_minute_mib']}->{m['last_minute_mib']} MiB"
+        for name, m in report["memory"].items()
+    )
+    late = report["lateness_ms"]
+    print(
+        f"soak {args.minutes} min at {args.rate}/s: posted {report['posted']}, delivered "
+        f"{report['delivered']}, errors {sum(report['errors'].values())}, early {report['early']}, "
+        f"lateness p50 {late['p50']} p99 {late['p99']} max {late['max']} ms; memory {growth}"
+    )
+
+
+if __name__ == "__main__":
+    main()
