@@ -5,8 +5,9 @@ posts ``--rate`` messages per second (one per POST, due 0 to ``--max-delay`` sec
 while ``--consumers`` waiting-claim loops take and delete them. Every ``--sample`` seconds it
 records the resident memory of the server's master, each worker and Redis, plus the counts of
 posts, deliveries and errors. At the end: the memory series, its growth from the first minute
-to the last, error counts and lateness (claim answer minus the server's due time). Memory of a
-healthy service stays flat once warmed up.
+to the last, error counts, lateness (claim answer minus the server's due time) and messages
+delivered twice (no claim expires during a soak, so there must be none). Memory of a healthy
+service stays flat once warmed up.
 
     python benchmarks/soak.py --minutes 10 --rate 1000
 """
@@ -40,6 +41,9 @@ class Counters:
         self.errors: dict[str, int] = {}
         self.lateness_ms: list[float] = []
         self.early = 0
+        self.sequence = 0  # numbers the posted messages
+        self.seen: set[int] = set()
+        self.duplicates = 0  # a message delivered twice (no claim expires in a soak)
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
@@ -53,7 +57,9 @@ async def produce(url: str, queue: str, rate: float, args: Any, c: Counters, end
     try:
         while time.monotonic() < end:
             due = int(time.time() * 1000) + rng.randrange(0, args.max_delay * 1000)
-            document = {"messages": [{"body": {"due": due}, "ttl": 600, "deliver_at": due}]}
+            c.sequence += 1
+            body = {"due": due, "n": c.sequence}
+            document = {"messages": [{"body": body, "ttl": 600, "deliver_at": due}]}
             try:
                 response = await connection.request(
                     "POST", f"/v2/queues/{queue}/messages", document
@@ -88,6 +94,8 @@ async def consume(url: str, queue: str, c: Counters, end: float) -> None:
                     due = datetime.datetime.fromisoformat(message["due"]).timestamp() * 1000
                     c.lateness_ms.append(arrived - due)
                     c.early += arrived < due
+                    c.duplicates += message["body"]["n"] in c.seen
+                    c.seen.add(message["body"]["n"])
                     deleted = await connection.request("DELETE", message["href"])
                     if deleted.status == 204:
                         c.delivered += 1
@@ -157,6 +165,7 @@ async def soak(
         "delivered": counters.delivered,
         "errors": counters.errors,
         "early": counters.early,
+        "duplicates": counters.duplicates,
         "lateness_ms": latency_summary(counters.lateness_ms),
         "memory": growth,
         "samples": samples,
@@ -190,6 +199,7 @@ def main() -> None:
     print(
         f"soak {args.minutes} min at {args.rate}/s: posted {report['posted']}, delivered "
         f"{report['delivered']}, errors {sum(report['errors'].values())}, early {report['early']}, "
+        f"duplicates {report['duplicates']}, "
         f"lateness p50 {late['p50']} p99 {late['p99']} max {late['max']} ms; memory {growth}"
     )
 
