@@ -161,10 +161,25 @@ transport_opts = [
     ),
 ]
 
+signed_url_opts: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "secret_key",
+        default="",
+        secret=True,
+        help=(
+            "Key of the HMAC-SHA256 signatures of pre-signed URLs (POST "
+            "/v2/queues/{queue}/share). Empty disables pre-signed URLs: creating one answers 403 "
+            "and requests carrying URL-Signature answer 404. Every server of a deployment needs "
+            "the same key."
+        ),
+    ),
+]
+
 GROUPS: dict[str, list[cfg.Opt]] = {
     "server": server_opts,
     "storage": storage_opts,
     "transport": transport_opts,
+    "signed_url": signed_url_opts,
 }
 
 
@@ -213,6 +228,7 @@ class Settings:
     workers: int = 2
     timeout: int = 30
     limits: Limits = dataclasses.field(default_factory=Limits)
+    signed_url_secret: str = ""
 
 
 def make_conf() -> cfg.ConfigOpts:
@@ -251,4 +267,5 @@ def load_settings(
         workers=conf.server.workers,
         timeout=conf.server.timeout,
         limits=limits,
+        signed_url_secret=conf.signed_url.secret_key,
     )

@@ -84,8 +84,10 @@ class Forbidden(ZaqarDelayError):
 
     title = "Not authorized"
 
-    def __init__(self) -> None:
-        super().__init__("You are not authorized to complete this action.")
+    def __init__(
+        self, description: str = "You are not authorized to complete this action."
+    ) -> None:
+        super().__init__(description)
 
 
 class StorageUnavailable(ZaqarDelayError):

@@ -7,11 +7,12 @@ message posts, whose size limit depends on the queue and must be checked before 
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from zaqar_delay import errors, jsondoc, metadata_patch, validation
+from zaqar_delay import errors, jsondoc, metadata_patch, signed_urls, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.metrics import Metrics
@@ -24,11 +25,17 @@ class Service:
     """Queues, messages and claims of every project, on one driver."""
 
     def __init__(
-        self, driver: Driver, limits: Limits, clock: Clock, metrics: Metrics | None = None
+        self,
+        driver: Driver,
+        limits: Limits,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        signed_url_secret: str = "",
     ) -> None:
         self.driver = driver
         self.limits = limits
         self.clock = clock
+        self.signed_url_secret = signed_url_secret
         self.metrics = metrics or Metrics(driver, clock)
         self.wait_room = WaitRoom(driver.wakeups())
         driver.dead_letter_observer = self._count_dead_lettered
@@ -38,6 +45,23 @@ class Service:
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
+
+    def utcnow(self) -> datetime.datetime:
+        """The clock's time as a naive UTC datetime (the form pre-signed URLs use)."""
+        now = datetime.datetime.fromtimestamp(self.now_ms() / 1000, datetime.UTC)
+        return now.replace(tzinfo=None)
+
+    # -- pre-signed URLs -----------------------------------------------------------------------
+
+    def share_queue(self, project: str, queue: str, document: Any) -> dict[str, Any]:
+        """A pre-signed URL document for the queue (see :mod:`zaqar_delay.signed_urls`)."""
+        queue_path = f"/v2/queues/{queue}"
+        return signed_urls.create(
+            self.signed_url_secret, project, queue_path, document, self.utcnow()
+        )
+
+    def signed_request_allowed(self, method: str, path: str, headers: dict[str, str]) -> bool:
+        return signed_urls.verify(self.signed_url_secret, method, path, headers, self.utcnow())
 
     # -- queues --------------------------------------------------------------------------------
 

@@ -23,8 +23,13 @@ def create_app(
     """Build the v2 API on ``driver`` (opened from ``settings.storage_uri`` when omitted)."""
     if driver is None:
         driver = open_driver(settings.storage_uri, settings)
-    service = Service(driver, settings.limits, clock or SystemClock())
-    middleware: list[Any] = [RequestTimer(service.metrics), RequestContext(settings.limits)]
+    service = Service(
+        driver,
+        settings.limits,
+        clock or SystemClock(),
+        signed_url_secret=settings.signed_url_secret,
+    )
+    middleware: list[Any] = [RequestTimer(service.metrics), RequestContext(service)]
     app = falcon.App(middleware=middleware)
     # Responses in the form bodies are stored in: compact, ASCII (a lone surrogate in a body
     # stays an escape; falcon's default would fail to encode it).
@@ -44,6 +49,7 @@ def create_app(
     app.add_route("/v2/queues/{queue_name}", queues.QueueItem(service))
     app.add_route("/v2/queues/{queue_name}/stats", queues.QueueStats(service))
     app.add_route("/v2/queues/{queue_name}/purge", queues.QueuePurge(service))
+    app.add_route("/v2/queues/{queue_name}/share", queues.QueueShare(service))
     app.add_route("/v2/queues/{queue_name}/messages", messages.MessageCollection(service))
     app.add_route("/v2/queues/{queue_name}/messages/{message_id}", messages.MessageItem(service))
     app.add_route("/v2/queues/{queue_name}/claims", claims.ClaimCollection(service))

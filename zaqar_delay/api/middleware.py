@@ -13,8 +13,8 @@ from typing import Any
 import falcon
 
 from zaqar_delay import errors, validation
-from zaqar_delay.conf import Limits
 from zaqar_delay.metrics import Metrics
+from zaqar_delay.service import Service
 
 REQUEST_ID_HEADER = "x-openstack-request-id"
 
@@ -22,8 +22,9 @@ REQUEST_ID_HEADER = "x-openstack-request-id"
 class RequestContext:
     """Stores ``request_id``, ``project``, ``client_id`` and ``roles`` in ``req.context``."""
 
-    def __init__(self, limits: Limits) -> None:
-        self._limits = limits
+    def __init__(self, service: Service) -> None:
+        self._limits = service.limits
+        self._service = service
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.request_id = f"req-{uuid.uuid4()}"
@@ -37,6 +38,11 @@ class RequestContext:
             return
         if getattr(resource, "public", False):
             return
+        if req.get_header("URL-Signature") is not None and not self._service.signed_request_allowed(
+            req.method, req.path, {k.upper(): v for k, v in req.headers.items()}
+        ):
+            # As Zaqar: a pre-signed request that does not verify is a plain 404.
+            raise falcon.HTTPNotFound()
         if req.content_length and (req.content_type or "").startswith(
             "application/x-www-form-urlencoded"
         ):

@@ -183,6 +183,21 @@ def document() -> Schema:
                 body={"type": "object", "properties": {"resource_types": {"type": "array"}}},
             ),
         },
+        "/v2/queues/{queue_name}/share": {
+            "parameters": [Q],
+            "post": _operation(
+                "Create a pre-signed URL",
+                {**_ok("200", "signed URL document", {"type": "object"}), **_errors("403")},
+                body={
+                    "type": "object",
+                    "properties": {
+                        "paths": {"type": "array", "items": {"type": "string"}},
+                        "methods": {"type": "array", "items": {"type": "string"}},
+                        "expires": {"type": "string", "format": "date-time"},
+                    },
+                },
+            ),
+        },
         "/v2/queues/{queue_name}/messages": {
             "parameters": [Q],
             "post": _operation(

@@ -1,4 +1,4 @@
-"""Queues: list, create, metadata get/patch, delete, stats and purge."""
+"""Queues: list, create, metadata get/patch, delete, stats, purge and pre-signed URLs."""
 
 from __future__ import annotations
 
@@ -79,6 +79,13 @@ class QueueStats(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         stats = self.service.stats(req.context.project, queue_name)
         resp.media = views.stats(queue_name, stats, self.service.now_ms())
+
+
+class QueueShare(Resource):
+    """``POST /v2/queues/{queue}/share``: a pre-signed URL document (200)."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
+        resp.media = self.service.share_queue(req.context.project, queue_name, body.read_json(req))
 
 
 class QueuePurge(Resource):

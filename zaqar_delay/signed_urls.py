@@ -1,0 +1,123 @@
+"""Pre-signed URLs, compatible with Zaqar's: HMAC-SHA256 over paths, methods, project, expiry.
+
+A signature lets its holder call the signed methods on the signed paths of one project's queue
+until it expires, by sending the document's fields as the ``URL-Signature``, ``URL-Expires``,
+``URL-Methods`` and ``URL-Paths`` headers (with ``X-Project-ID``). Unlike upstream Zaqar, a
+signed path matches only itself and what lies under it (upstream treats it as an unanchored
+regular expression).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from zaqar_delay import errors
+
+EXPIRES_FORMAT = "%Y-%m-%dT%H:%M:%S"
+SHAREABLE = frozenset({"messages", "subscriptions", "claims"})
+KNOWN_KEYS = frozenset({"paths", "methods", "expires"})
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"})
+DEFAULT_LIFETIME = datetime.timedelta(days=1)
+
+
+def signature(
+    secret: str, paths: Sequence[str], methods: Sequence[str], project: str, expires: str
+) -> str:
+    """Zaqar's signature: the fields joined by the two characters backslash and n."""
+    body = "\\n".join([",".join(sorted(paths)), ",".join(sorted(methods)), project, expires])
+    return hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
+
+
+def _parse_expires(value: Any, now: datetime.datetime) -> datetime.datetime:
+    if not isinstance(value, str):
+        raise errors.InvalidRequest("`expires` should be a date, for example 2016-01-01T00:00:00")
+    try:
+        int(value)
+    except ValueError:
+        pass
+    else:
+        raise errors.InvalidRequest(
+            "`expires` should be date format, for example 2016-01-01T00:00:00, not integer "
+            f"value: {value}"
+        )
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise errors.InvalidRequest(f"`expires` is not an ISO 8601 date: {value!r}") from exc
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(datetime.UTC).replace(tzinfo=None)
+    if parsed <= now:
+        raise errors.InvalidRequest("`expires` is lower than the current time")
+    return parsed
+
+
+def create(
+    secret: str, project: str, queue_path: str, document: Any, now: datetime.datetime
+) -> dict[str, Any]:
+    """The share document for ``POST {queue_path}/share`` (``now`` is naive UTC).
+
+    ``document`` may hold ``paths`` (of messages, subscriptions, claims; default messages),
+    ``methods`` (default GET) and ``expires`` (ISO 8601; default one day from now).
+    """
+    if not secret:
+        raise errors.Forbidden(
+            "Pre-signed URLs are disabled on this server: [signed_url] secret_key is not set."
+        )
+    document = {} if document is None else document
+    if not isinstance(document, dict):
+        raise errors.InvalidBody("Document type not supported.")
+    unknown = set(document) - KNOWN_KEYS
+    if unknown:
+        raise errors.InvalidRequest(f"Unknown keys: {sorted(unknown)}")
+    paths = document.get("paths") or ["messages"]
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise errors.InvalidRequest("`paths` must be a list of strings")
+    invalid = set(paths) - SHAREABLE
+    if invalid:
+        raise errors.InvalidRequest(f"Invalid paths: {sorted(invalid)}")
+    methods = document.get("methods") or ["GET"]
+    if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
+        raise errors.InvalidRequest("`methods` must be a list of strings")
+    if set(methods) - METHODS:
+        raise errors.InvalidRequest(f"Invalid methods: {sorted(set(methods) - METHODS)}")
+    expires = (
+        _parse_expires(document["expires"], now)
+        if document.get("expires") is not None
+        else now + DEFAULT_LIFETIME
+    )
+    full_paths = sorted({f"{queue_path}/{p}" for p in paths})
+    methods = sorted(set(methods))
+    expires_text = expires.strftime(EXPIRES_FORMAT)
+    return {
+        "project": project,
+        "paths": full_paths,
+        "methods": methods,
+        "expires": expires_text,
+        "signature": signature(secret, full_paths, methods, project, expires_text),
+    }
+
+
+def verify(
+    secret: str, method: str, path: str, headers: Mapping[str, str], now: datetime.datetime
+) -> bool:
+    """True when the ``URL-*`` headers sign ``method`` on ``path`` for ``X-Project-ID``, now."""
+    if not secret:
+        return False
+    given = headers.get("URL-SIGNATURE") or ""
+    expires = headers.get("URL-EXPIRES") or ""
+    project = headers.get("X-PROJECT-ID") or ""
+    methods = [m for m in (headers.get("URL-METHODS") or "").split(",") if m]
+    paths = [p for p in (headers.get("URL-PATHS") or "").split(",") if p]
+    if method not in methods or not any(path == p or path.startswith(p + "/") for p in paths):
+        return False
+    try:
+        if datetime.datetime.strptime(expires, EXPIRES_FORMAT) <= now:
+            return False
+    except ValueError:
+        return False
+    expected = signature(secret, paths, methods, project, expires)
+    return hmac.compare_digest(expected, given)
