@@ -23,6 +23,16 @@ server_opts = [
     cfg.IntOpt(
         "timeout", default=30, min=1, help="Seconds before gunicorn restarts a stuck worker."
     ),
+    cfg.StrOpt(
+        "auth_strategy",
+        default="noauth",
+        choices=["noauth", "keystone"],
+        help=(
+            "noauth trusts the X-Project-ID and X-Roles headers: for local use only. keystone "
+            "validates X-Auth-Token with keystonemiddleware (options in [keystone_authtoken]; "
+            "install zaqar-delay[keystone]) and takes project and roles from the token."
+        ),
+    ),
 ]
 
 storage_opts = [
@@ -229,6 +239,8 @@ class Settings:
     timeout: int = 30
     limits: Limits = dataclasses.field(default_factory=Limits)
     signed_url_secret: str = ""
+    auth_strategy: str = "noauth"
+    config_files: tuple[str, ...] = ()
 
 
 def make_conf() -> cfg.ConfigOpts:
@@ -268,4 +280,6 @@ def load_settings(
         timeout=conf.server.timeout,
         limits=limits,
         signed_url_secret=conf.signed_url.secret_key,
+        auth_strategy=conf.server.auth_strategy,
+        config_files=tuple(config_files),
     )

@@ -8,6 +8,7 @@ import falcon
 
 from zaqar_delay import jsondoc
 from zaqar_delay.api import errors as api_errors
+from zaqar_delay.api.auth import WSGIApp, protect
 from zaqar_delay.api.middleware import RequestContext, RequestTimer
 from zaqar_delay.api.v2 import claims, health, messages, queues, versions
 from zaqar_delay.clock import Clock, SystemClock
@@ -15,6 +16,13 @@ from zaqar_delay.conf import Settings
 from zaqar_delay.service import Service
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.uri import open_driver
+
+
+def create_wsgi_app(
+    settings: Settings, driver: Driver | None = None, clock: Clock | None = None
+) -> WSGIApp:
+    """:func:`create_app` behind the configured authentication (what servers run)."""
+    return protect(create_app(settings, driver, clock), settings)
 
 
 def create_app(

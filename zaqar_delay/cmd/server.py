@@ -56,7 +56,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 class Server(BaseApplication):  # type: ignore[misc]
-    """gunicorn running ``create_app`` in each worker, after the fork."""
+    """gunicorn running ``create_wsgi_app`` in each worker, after the fork."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -71,9 +71,9 @@ class Server(BaseApplication):  # type: ignore[misc]
                 self.cfg.set(key, value)
 
     def load(self) -> Any:
-        from zaqar_delay.api.app import create_app
+        from zaqar_delay.api.app import create_wsgi_app
 
-        return create_app(self.settings)
+        return create_wsgi_app(self.settings)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

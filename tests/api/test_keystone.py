@@ -1,0 +1,125 @@
+"""auth_strategy = keystone: keystonemiddleware's auth_token in front of the API.
+
+Token validation is replaced by keystonemiddleware's own AuthTokenFixture (it answers for the
+tokens a test registers); everything else, the middleware included, is real.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import falcon.testing
+import pytest
+from keystonemiddleware.fixture import AuthTokenFixture
+
+from tests.conftest import close_test_driver, open_test_driver
+from zaqar_delay.api.app import create_wsgi_app
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.conf import load_settings
+from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+
+CLIENT = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c"}
+
+
+class Keystone:
+    def __init__(self, client: falcon.testing.TestClient, tokens: AuthTokenFixture) -> None:
+        self.client = client
+        self.tokens = tokens
+
+    def token(self, project: str, *roles: str) -> str:
+        token_id = uuid.uuid4().hex
+        self.tokens.add_token_data(
+            token_id=token_id,
+            project_id=project,
+            user_id="u-" + project,
+            role_list=list(roles) or ["member"],
+        )
+        return token_id
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> falcon.testing.Result:
+        headers = {**CLIENT, **(headers or {})}
+        if token is not None:
+            headers["X-Auth-Token"] = token
+        return self.client.simulate_request(method, path, headers=headers, **kwargs)
+
+
+@pytest.fixture
+def keystone(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Keystone]:
+    conf = tmp_path / "zaqar-delay.conf"
+    conf.write_text(
+        "[server]\nauth_strategy = keystone\n"
+        "[signed_url]\nsecret_key = k\n"
+        "[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n"
+        "delay_auth_decision = false\n"
+    )
+    settings = load_settings([str(conf)])
+    driver = open_test_driver(str(embedded_redis.uri))
+    tokens = AuthTokenFixture()
+    tokens.setUp()
+    try:
+        app = create_wsgi_app(settings, driver=driver, clock=FakeClock())
+        yield Keystone(falcon.testing.TestClient(app), tokens)
+    finally:
+        tokens.cleanUp()
+        close_test_driver(driver)
+
+
+def test_requests_without_a_valid_token_are_refused(keystone: Keystone) -> None:
+    assert keystone.call("GET", "/v2/queues").status_code == 401
+    assert keystone.call("GET", "/v2/queues", token="not-a-token").status_code == 401
+    assert keystone.call("GET", "/v2/queues", token=keystone.token("p1")).status_code == 200
+
+
+def test_public_documents_need_no_token(keystone: Keystone) -> None:
+    assert keystone.call("GET", "/").status_code == 300
+    assert keystone.call("GET", "/openapi.json").status_code == 200
+
+
+def test_the_project_comes_from_the_token_not_the_header(keystone: Keystone) -> None:
+    alice, bob = keystone.token("alice"), keystone.token("bob")
+    spoofed = {"X-Project-ID": "bob"}
+    created = keystone.call("PUT", "/v2/queues/mine", token=alice, headers=spoofed, json={})
+    assert created.status_code == 201
+    listed = keystone.call("GET", "/v2/queues", token=bob).json["queues"]
+    assert listed == []
+    mine = keystone.call("GET", "/v2/queues", token=alice).json["queues"]
+    assert [q["name"] for q in mine] == ["mine"]
+
+
+def test_admin_routes_need_the_admin_role_in_the_token(keystone: Keystone) -> None:
+    member = keystone.token("p1", "member")
+    admin = keystone.token("p1", "admin")
+    claims_admin = {"X-Roles": "admin"}
+    assert keystone.call("GET", "/v2/health", token=member, headers=claims_admin).status_code == 403
+    assert keystone.call("GET", "/v2/health", token=admin).status_code == 200
+
+
+def test_pre_signed_urls_work_without_a_token_and_grant_no_roles(keystone: Keystone) -> None:
+    owner = keystone.token("p1")
+    keystone.call("POST", "/v2/queues/q/messages", token=owner, json={"messages": [{"body": 1}]})
+    share = keystone.call("POST", "/v2/queues/q/share", token=owner, json={}).json
+    signed = {
+        "URL-Signature": share["signature"],
+        "URL-Expires": share["expires"],
+        "URL-Methods": ",".join(share["methods"]),
+        "URL-Paths": ",".join(share["paths"]),
+        "X-Project-ID": share["project"],
+        "X-Roles": "admin",
+    }
+    got = keystone.call("GET", "/v2/queues/q/messages?echo=true", headers=signed)
+    assert got.status_code == 200
+    assert [m["body"] for m in got.json["messages"]] == [1]
+    forged = {**signed, "X-Project-ID": "p2"}
+    assert keystone.call("GET", "/v2/queues/q/messages", headers=forged).status_code == 404
+    outside = keystone.call("GET", "/v2/health", headers=signed)
+    assert outside.status_code == 404
