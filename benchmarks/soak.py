@@ -9,7 +9,7 @@ to the last, error counts, lateness (claim answer minus the server's due time) a
 delivered twice (no claim expires during a soak, so there must be none). Memory of a healthy
 service stays flat once warmed up.
 
-    python benchmarks/soak.py --minutes 10 --rate 1000
+    python benchmarks/soak.py --minutes 10 --rate 500
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ async def soak(
 ) -> dict[str, Any]:
     counters = Counters()
     queues = [f"soak-{i}" for i in range(args.queues)]
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     end = started + args.minutes * 60
     per_producer = args.rate / args.producers
     tasks = [
@@ -158,7 +158,9 @@ async def soak(
         name: {"first_minute_mib": mean_rss(first, name), "last_minute_mib": mean_rss(last, name)}
         for name in samples[-1]["rss_mib"]
     }
+    client_cpu = 100 * (time.process_time() - cpu_started) / (time.monotonic() - started)
     return {
+        "client_cpu_percent": round(client_cpu, 1),
         "minutes": args.minutes,
         "rate": args.rate,
         "posted": counters.posted,
@@ -175,7 +177,7 @@ async def soak(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10)
-    parser.add_argument("--rate", type=float, default=1000, help="messages posted per second")
+    parser.add_argument("--rate", type=float, default=500, help="messages posted per second")
     parser.add_argument("--producers", type=int, default=8)
     parser.add_argument("--consumers", type=int, default=8)
     parser.add_argument("--queues", type=int, default=4)
@@ -200,7 +202,8 @@ def main() -> None:
         f"soak {args.minutes} min at {args.rate}/s: posted {report['posted']}, delivered "
         f"{report['delivered']}, errors {sum(report['errors'].values())}, early {report['early']}, "
         f"duplicates {report['duplicates']}, "
-        f"lateness p50 {late['p50']} p99 {late['p99']} max {late['max']} ms; memory {growth}"
+        f"lateness p50 {late['p50']} p99 {late['p99']} max {late['max']} ms; memory {growth}; "
+        f"client CPU {report['client_cpu_percent']}%"
     )
 
 
