@@ -59,6 +59,16 @@ class TestPost:
             "Message collection size is too large. Max size 262144",
         )
 
+    def test_oversized_body_is_refused_before_it_is_parsed(self, api: Api) -> None:
+        # Not JSON at all, but too large: the size answer proves the body was never parsed.
+        assert_error(
+            api.post("/v2/queues/q/messages", body=b"\xff{" * 150000),
+            400,
+            "Invalid API request",
+            "Message collection size is too large. Max size 262144",
+        )
+        assert stored_total(api) == 0
+
     def test_queue_size_limit(self, api: Api) -> None:
         api.put("/v2/queues/q", json={"_max_messages_post_size": 100})
         body = json.dumps({"messages": [{"body": "x" * 100}]})
