@@ -1,5 +1,5 @@
 """What survives kill -9 of the server and of the store, on the embedded store and on a
-redis-server with the append-only file (fsync every second, the default).
+redis-server with the append-only file (fsync every second, the default, and always).
 
 Every message whose POST answered 201 is present after both processes are killed and
 restarted, with the due time it was given; a claim taken before the crash still holds its
@@ -28,7 +28,8 @@ class Deployment:
     """A server and its store that can both be killed and started again on the same data."""
 
     def __init__(self, store: str) -> None:
-        self.redis = RedisServer(aof=True) if store == "redis-aof" else None
+        fsync = ["--appendfsync", "always"] if store == "redis-aof-always" else []
+        self.redis = RedisServer(aof=True, extra_args=fsync) if store != "embedded" else None
         self.data_dir: str | None = None
         self.service: ServiceProcess | None = None
 
@@ -54,7 +55,7 @@ class Deployment:
             self.redis.stop()
 
 
-@pytest.fixture(params=["embedded", "redis-aof"])
+@pytest.fixture(params=["embedded", "redis-aof", "redis-aof-always"])
 def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
     deployment = Deployment(request.param)
     yield deployment
