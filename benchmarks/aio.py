@@ -9,10 +9,19 @@ after every response) and reconnects transparently otherwise.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import urllib.parse
 import uuid
 from typing import Any
+
+# What a request on a Connection raises when the server or the network lets it down.
+TRANSPORT_ERRORS = (TimeoutError, OSError, asyncio.IncompleteReadError)
+
+
+def epoch_ms(rfc3339: str) -> float:
+    """Milliseconds since the epoch of a time the API wrote (``due`` of ``with_schedule``)."""
+    return datetime.datetime.fromisoformat(rfc3339).timestamp() * 1000
 
 
 class Response:
@@ -89,37 +98,3 @@ class Connection:
         if close:
             self.close()
         return Response(status, body)
-
-
-async def request(
-    host: str,
-    port: int,
-    method: str,
-    path: str,
-    headers: dict[str, str] | None = None,
-    document: Any = None,
-    timeout: float = 60.0,
-) -> Response:
-    """One request on a connection of its own."""
-    connection = Connection(f"http://{host}:{port}", headers)
-    try:
-        return await connection.request(method, path, document, timeout)
-    finally:
-        connection.close()
-
-
-async def post_messages(
-    port: int, queue: str, messages: list[dict[str, Any]], batch: int = 500
-) -> list[str]:
-    """Post ``messages`` in batches of ``batch`` (about 40 KiB each); returns their ids."""
-    ids: list[str] = []
-    connection = Connection(f"http://127.0.0.1:{port}", zaqar_headers())
-    try:
-        for start in range(0, len(messages), batch):
-            chunk = {"messages": messages[start : start + batch]}
-            response = await connection.request("POST", f"/v2/queues/{queue}/messages", chunk)
-            assert response.status == 201, response.body
-            ids += [href.rsplit("/", 1)[1] for href in response.json()["resources"]]
-    finally:
-        connection.close()
-    return ids

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import json
 import random
 import statistics
@@ -38,7 +37,7 @@ if __package__ in (None, ""):
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.aio import Connection, zaqar_headers
+from benchmarks.aio import TRANSPORT_ERRORS, Connection, epoch_ms, zaqar_headers
 
 Report = dict[str, Any]
 SCENARIOS: dict[str, Callable[[argparse.Namespace], Awaitable[Report]]] = {}
@@ -97,7 +96,7 @@ class Tally:
         }
 
 
-def new_queue(args: argparse.Namespace, kind: str) -> str:
+def new_queue(kind: str) -> str:
     return f"{kind}-{uuid.uuid4().hex[:10]}"
 
 
@@ -170,7 +169,7 @@ def producer(
                 started = time.perf_counter()
                 try:
                     response = await connection.request("POST", path, document)
-                except (TimeoutError, OSError, asyncio.IncompleteReadError):
+                except TRANSPORT_ERRORS:
                     tally.failures += 1
                     connection.close()
                     continue
@@ -200,7 +199,7 @@ def consumer(
                         started = time.perf_counter()
                         deleted = await connection.request("DELETE", message["href"])
                         deletes.add(deleted.status, started)
-                except (TimeoutError, OSError, asyncio.IncompleteReadError):
+                except TRANSPORT_ERRORS:
                     claims.failures += 1
                     connection.close()
         finally:
@@ -210,7 +209,7 @@ def consumer(
 
 
 def queues_for(args: argparse.Namespace, kind: str) -> list[str]:
-    return [new_queue(args, kind) for _ in range(args.queues)]
+    return [new_queue(kind) for _ in range(args.queues)]
 
 
 @scenario("produce")
@@ -287,7 +286,7 @@ async def lateness(args: argparse.Namespace) -> Report:
     as (POST sent) + delay, never later than the server's, so the lateness is an upper bound
     (too high by up to the POST's latency). Either way, a message counts as early only when
     its claim answer arrived before (POST sent) + delay: certainly early."""
-    queue = new_queue(args, "lateness")
+    queue = new_queue("lateness")
     await create_queue(args, queue, {"_default_message_delay": 1})
     if args.backlog:  # outstanding messages due long after the run, in the same queue
         await fill(args, [queue], args.backlog, {"body": {"n": -1}, "ttl": 3600, "delay": 900})
@@ -333,8 +332,7 @@ async def lateness(args: argparse.Namespace) -> Report:
                     for message in response.json()["messages"]:
                         seen.setdefault(message["body"]["n"], arrived)
                         if "due" in message:  # servers that do not know the option omit it
-                            due_at = datetime.datetime.fromisoformat(message["due"])
-                            server_due[message["body"]["n"]] = due_at.timestamp() * 1000
+                            server_due[message["body"]["n"]] = epoch_ms(message["due"])
                 elif not args.wait:
                     await asyncio.sleep(args.poll)
         finally:
@@ -385,7 +383,7 @@ async def backlog(args: argparse.Namespace) -> Report:
     ``--samples`` times: post one message due now, time the claim that takes it, delete it."""
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
-        queue = new_queue(args, "backlog")
+        queue = new_queue("backlog")
         await create_queue(args, queue, {"_default_message_delay": 900})
         before = await redis_used_memory(args.redis_url)
         fill_rate = await fill(args, [queue], size, {"body": {"n": 0}, "ttl": 3600, "delay": 900})
@@ -435,7 +433,7 @@ async def backlog(args: argparse.Namespace) -> Report:
 
 @scenario("waiting")
 async def waiting(args: argparse.Namespace) -> Report:
-    queue = new_queue(args, "waiting")
+    queue = new_queue("waiting")
     await create_queue(args, queue, {})
     path = f"/v2/queues/{queue}/claims?limit=1&wait=20"
 

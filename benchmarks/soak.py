@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import json
 import random
 import sys
@@ -27,7 +26,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from benchmarks.aio import Connection, zaqar_headers  # noqa: E402
+from benchmarks.aio import TRANSPORT_ERRORS, Connection, epoch_ms, zaqar_headers  # noqa: E402
 from benchmarks.loadgen import latency_summary  # noqa: E402
 from benchmarks.procstat import rss_bytes, tree  # noqa: E402
 from tests.processes import RedisServer, ServiceProcess  # noqa: E402
@@ -68,7 +67,7 @@ async def produce(url: str, queue: str, rate: float, args: Any, c: Counters, end
                     c.posted += 1
                 else:
                     c.error(f"post {response.status}")
-            except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+            except TRANSPORT_ERRORS as exc:
                 c.error(f"post {type(exc).__name__}")
                 connection.close()
             next_at += interval
@@ -91,7 +90,7 @@ async def consume(url: str, queue: str, c: Counters, end: float) -> None:
                     c.error(f"claim {response.status}")
                     continue
                 for message in response.json()["messages"]:
-                    due = datetime.datetime.fromisoformat(message["due"]).timestamp() * 1000
+                    due = epoch_ms(message["due"])
                     c.lateness_ms.append(arrived - due)
                     c.early += arrived < due
                     c.duplicates += message["body"]["n"] in c.seen
@@ -101,7 +100,7 @@ async def consume(url: str, queue: str, c: Counters, end: float) -> None:
                         c.delivered += 1
                     else:
                         c.error(f"delete {deleted.status}")
-            except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+            except TRANSPORT_ERRORS as exc:
                 c.error(f"claim {type(exc).__name__}")
                 connection.close()
     finally:

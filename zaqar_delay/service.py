@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_delay import errors, jsondoc, metadata_patch, signed_urls, validation
@@ -60,7 +60,7 @@ class Service:
             self.signed_url_secret, project, queue_path, document, self.utcnow()
         )
 
-    def signed_request_allowed(self, method: str, path: str, headers: dict[str, str]) -> bool:
+    def signed_request_allowed(self, method: str, path: str, headers: Mapping[str, str]) -> bool:
         return signed_urls.verify(self.signed_url_secret, method, path, headers, self.utcnow())
 
     # -- queues --------------------------------------------------------------------------------

@@ -55,6 +55,19 @@ def _parse_expires(value: Any, now: datetime.datetime) -> datetime.datetime:
     return parsed
 
 
+def _choices(
+    document: dict[str, Any], name: str, default: str, allowed: frozenset[str]
+) -> list[str]:
+    """``document[name]``: a list of strings out of ``allowed``, ``[default]`` when absent."""
+    chosen = document.get(name) or [default]
+    if not isinstance(chosen, list) or not all(isinstance(c, str) for c in chosen):
+        raise errors.InvalidRequest(f"`{name}` must be a list of strings")
+    invalid = set(chosen) - allowed
+    if invalid:
+        raise errors.InvalidRequest(f"Invalid {name}: {sorted(invalid)}")
+    return chosen
+
+
 def create(
     secret: str, project: str, queue_path: str, document: Any, now: datetime.datetime
 ) -> dict[str, Any]:
@@ -73,17 +86,8 @@ def create(
     unknown = set(document) - KNOWN_KEYS
     if unknown:
         raise errors.InvalidRequest(f"Unknown keys: {sorted(unknown)}")
-    paths = document.get("paths") or ["messages"]
-    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-        raise errors.InvalidRequest("`paths` must be a list of strings")
-    invalid = set(paths) - SHAREABLE
-    if invalid:
-        raise errors.InvalidRequest(f"Invalid paths: {sorted(invalid)}")
-    methods = document.get("methods") or ["GET"]
-    if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
-        raise errors.InvalidRequest("`methods` must be a list of strings")
-    if set(methods) - METHODS:
-        raise errors.InvalidRequest(f"Invalid methods: {sorted(set(methods) - METHODS)}")
+    paths = _choices(document, "paths", "messages", SHAREABLE)
+    methods = _choices(document, "methods", "GET", METHODS)
     expires = (
         _parse_expires(document["expires"], now)
         if document.get("expires") is not None

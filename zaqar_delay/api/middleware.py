@@ -39,7 +39,9 @@ class RequestContext:
         if getattr(resource, "public", False):
             return
         if req.get_header("URL-Signature") is not None and not self._service.signed_request_allowed(
-            req.method, req.path, {k.upper(): v for k, v in req.headers.items()}
+            req.method,
+            req.path,
+            req.headers,  # names upper-cased by falcon
         ):
             # As Zaqar: a pre-signed request that does not verify is a plain 404.
             raise falcon.HTTPNotFound()

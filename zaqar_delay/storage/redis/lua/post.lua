@@ -16,13 +16,14 @@
 
 local now, mode, client, expected = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local metadata = redis.call('HGET', K_QUEUE, 'm')
-if expected ~= '*' and expected ~= (metadata and redis.sha1hex(metadata) or '') then
+local version = metadata and redis.sha1hex(metadata) or ''
+if expected ~= '*' and expected ~= version then
     return {-1, metadata}
 end
 local created = 0
 if not metadata then
-    metadata = '{}'
-    redis.call('HSET', K_QUEUE, 'm', metadata, 'cr', now, 'seq', 0)
+    redis.call('HSET', K_QUEUE, 'm', '{}', 'cr', now, 'seq', 0)
+    version = redis.sha1hex('{}')
     created = 1
 end
 collect_garbage(now)
@@ -64,4 +65,4 @@ if #bodies > 0 then
     bulk('ZADD', K_EXPIRY, expiry)
     wake_waiters()
 end
-return {created, redis.sha1hex(metadata), table.concat(ids, ',')}
+return {created, version, table.concat(ids, ',')}
