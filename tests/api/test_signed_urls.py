@@ -11,7 +11,7 @@ from typing import Any
 import falcon.testing
 import pytest
 
-from tests.api.conftest import HEADERS, PROJECT, Api, assert_error
+from tests.api.conftest import HEADERS, PROJECT, Api, assert_error, signed_headers
 from tests.conftest import close_test_driver, open_test_driver, store_url
 from zaqar_delay.api.app import create_app
 from zaqar_delay.clock import FakeClock
@@ -30,18 +30,6 @@ def signed_api(request: pytest.FixtureRequest) -> Iterator[Api]:
     )
     yield Api(falcon.testing.TestClient(app), clock, driver)
     close_test_driver(driver)
-
-
-def signed_headers(share: dict[str, Any]) -> dict[str, str]:
-    """What python-zaqarclient's signed-url backend sends (no Client-ID of the creator)."""
-    return {
-        "URL-Signature": share["signature"],
-        "URL-Expires": share["expires"],
-        "URL-Methods": ",".join(share["methods"]),
-        "URL-Paths": ",".join(share["paths"]),
-        "X-Project-ID": share["project"],
-        "Client-ID": "7c3f6a2e-6f5e-4b1a-9d8e-2b1c0a9f8e7d",
-    }
 
 
 def test_share_document_is_zaqars(signed_api: Api) -> None:
