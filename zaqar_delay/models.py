@@ -11,11 +11,31 @@ Metadata = dict[str, JSON]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NewMessage:
-    """A message ready to store: defaults applied, limits checked; due ``delay_ms`` after now."""
+    """A message ready to store: defaults applied, limits checked; due ``delay_ms`` after now.
+
+    ``dedup_id`` ("" for none) makes the post idempotent: while the queue remembers that id
+    (until the first message posted with it would expire), the message is not stored again.
+    """
 
     body_json: str
     ttl_s: int
     delay_ms: int
+    dedup_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Posted:
+    """The outcome of a post: an id per message in request order, and the positions whose
+    ``dedup_id`` the queue remembered (their id is that of the message first posted with it,
+    and nothing new was stored for them)."""
+
+    ids: list[str]
+    duplicates: tuple[int, ...] = ()
+
+    def stored(self) -> list[int]:
+        """Positions of the messages this post stored."""
+        skipped = set(self.duplicates)
+        return [i for i in range(len(self.ids)) if i not in skipped]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

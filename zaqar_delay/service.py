@@ -16,7 +16,16 @@ from zaqar_delay import errors, jsondoc, metadata_patch, signed_urls, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.metrics import Metrics
-from zaqar_delay.models import Claim, ListPage, Message, Metadata, NewMessage, QueueInfo, QueueStats
+from zaqar_delay.models import (
+    Claim,
+    ListPage,
+    Message,
+    Metadata,
+    NewMessage,
+    Posted,
+    QueueInfo,
+    QueueStats,
+)
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.waiting import Seat, WaitRoom
 
@@ -130,8 +139,9 @@ class Service:
 
     # -- messages ------------------------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, payload: bytes, client_id: str) -> list[str]:
-        """Validate and store a ``{"messages": [...]}`` post, all or nothing; returns the ids.
+    def post_messages(self, project: str, queue: str, payload: bytes, client_id: str) -> Posted:
+        """Validate and store a ``{"messages": [...]}`` post, all or nothing; returns the ids
+        and which messages matched a remembered ``dedup_id`` (see ``Driver.post_messages``).
 
         The size limit is checked before the body is parsed; the queue's defaults and limits
         are those current when the messages are stored.
@@ -147,9 +157,9 @@ class Service:
             queue_delay = metadata.get("_default_message_delay") or 0
             return [self._new_message(m, default_ttl, queue_delay, now_ms) for m in parsed[0]]
 
-        ids = self.driver.post_built(project, queue, build, client_id, now_ms)
-        self.metrics.posted.labels(project, queue).inc(len(ids))
-        return ids
+        posted = self.driver.post_built(project, queue, build, client_id, now_ms)
+        self.metrics.posted.labels(project, queue).inc(len(posted.ids) - len(posted.duplicates))
+        return posted
 
     @staticmethod
     def _raw_messages(payload: bytes) -> list[Any]:
@@ -190,7 +200,7 @@ class Service:
             # Zaqar's rule: delay counts only on a delayed queue and is ignored elsewhere.
             delay = validation.integer_field(raw, "delay", queue_delay)
             delay_ms = validation.message_delay(delay, self.limits) * 1000
-        return NewMessage(jsondoc.dumps(raw["body"]), ttl, delay_ms)
+        return NewMessage(jsondoc.dumps(raw["body"]), ttl, delay_ms, validation.dedup_id(raw))
 
     def list_messages(
         self,

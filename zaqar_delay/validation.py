@@ -21,6 +21,7 @@ from zaqar_delay.models import Metadata
 QUEUE_NAME_RE = re.compile(r"^[a-zA-Z0-9_\-.]+$")
 QUEUE_NAME_MAX = 64
 PROJECT_ID_MAX = 256
+DEDUP_ID_MAX = 256
 MIN_MESSAGE_TTL = 60
 MIN_CLAIM_TTL = 60
 MIN_CLAIM_GRACE = 60
@@ -203,6 +204,20 @@ def due_offset(document: Mapping[str, Any], now_ms: int, limits: Limits) -> int:
     if "delay" in document:
         return message_delay(integer_field(document, "delay", 0), limits) * 1000
     raise errors.InvalidRequest("Give delay (seconds) or deliver_at (a time).")
+
+
+def dedup_id(document: Mapping[str, Any]) -> str:
+    """The message's optional ``dedup_id`` (an extension): 1 to 256 characters, "" if absent."""
+    if "dedup_id" not in document:
+        return ""
+    value = document["dedup_id"]
+    if not isinstance(value, str):
+        raise errors.InvalidBody('The value of the "dedup_id" field must be a string.')
+    if not 1 <= len(value) <= DEDUP_ID_MAX:
+        raise errors.InvalidRequest(
+            f"A dedup_id must be at least 1 and at most {DEDUP_ID_MAX} characters long."
+        )
+    return value
 
 
 def claim_wait(wait_s: float, limits: Limits) -> float:

@@ -1,4 +1,4 @@
-"""zaqar-delay extensions over HTTP: deliver_at, reschedule."""
+"""zaqar-delay extensions over HTTP: deliver_at, reschedule, dedup_id."""
 
 from __future__ import annotations
 
@@ -177,3 +177,51 @@ class TestWithSchedule:
         shown = api.get(f"/v2/queues/q/messages/{mid}", params={"with_schedule": "true"}).json
         with pytest.raises(TypeError):
             Message(None, **shown)  # python-zaqarclient refuses keys it does not know
+
+
+class TestDedupId:
+    def test_a_repeat_answers_the_first_href_and_lists_it_as_duplicate(self, api: Api) -> None:
+        first = api.post("/v2/queues/q/messages", json={"messages": [{"body": 1, "dedup_id": "a"}]})
+        assert first.status_code == 201
+        assert first.json["duplicates"] == []
+        again = api.post(
+            "/v2/queues/q/messages",
+            json={"messages": [{"body": 2}, {"body": 1, "dedup_id": "a"}]},
+        )
+        assert again.status_code == 201
+        [href] = first.json["resources"]
+        assert again.json["resources"][1] == href
+        assert again.json["duplicates"] == [href]
+        assert again.headers["Location"].endswith(href.rsplit("/", 1)[1])
+        stats = api.get("/v2/queues/q/stats").json["messages"]
+        assert stats["total"] == 2
+
+    def test_remembered_after_the_message_is_consumed(self, api: Api) -> None:
+        [mid] = api.post_messages("q", {"body": "job", "dedup_id": "job-7", "ttl": 300})
+        popped = api.delete("/v2/queues/q/messages", params={"pop": 1})
+        assert [m["id"] for m in popped.json["messages"]] == [mid]
+        assert api.post_messages("q", {"body": "job", "dedup_id": "job-7"}) == [mid]
+        assert api.get("/v2/queues/q/stats").json["messages"]["total"] == 0
+        api.clock.advance(300)
+        [fresh] = api.post_messages("q", {"body": "job", "dedup_id": "job-7"})
+        assert fresh != mid
+
+    @pytest.mark.parametrize(
+        ("dedup_id", "status", "fragment"),
+        [
+            (7, 400, 'The value of the "dedup_id" field must be a string.'),
+            (None, 400, 'The value of the "dedup_id" field must be a string.'),
+            ("", 400, "at least 1 and at most 256 characters"),
+            ("x" * 257, 400, "at least 1 and at most 256 characters"),
+        ],
+    )
+    def test_invalid_dedup_ids_store_nothing(
+        self, api: Api, dedup_id: object, status: int, fragment: str
+    ) -> None:
+        result = api.post(
+            "/v2/queues/q/messages",
+            json={"messages": [{"body": 1}, {"body": 2, "dedup_id": dedup_id}]},
+        )
+        assert result.status_code == status, result.text
+        assert fragment in result.json["description"] and result.json["title"]
+        assert api.get("/v2/queues/q/stats").json["messages"]["total"] == 0

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import close_test_driver, namespace_of, open_test_driver
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ListPage, NewMessage
+from zaqar_delay.models import ListPage, NewMessage, Posted
 from zaqar_delay.storage.base import Driver
 
 P = "project-a"
@@ -34,7 +34,7 @@ def post(
     client: str = ALICE,
 ) -> list[str]:
     messages = [NewMessage(json.dumps(b), ttl, delay * 1000) for b in bodies]
-    return driver.post_messages(P, queue, messages, client, clock.now_ms())
+    return driver.post_messages(P, queue, messages, client, clock.now_ms()).ids
 
 
 def claim(
@@ -282,7 +282,7 @@ class TestPostBuilt:
         self, driver: Driver, clock: FakeClock
     ) -> None:
         seen: list[Any] = []
-        [mid] = driver.post_built(P, Q, ttl_from_metadata(seen), ALICE, clock.now_ms())
+        [mid] = driver.post_built(P, Q, ttl_from_metadata(seen), ALICE, clock.now_ms()).ids
         assert seen[-1] == {}
         assert driver.get_metadata(P, Q) == {}
         assert driver.get_messages(P, Q, [mid], clock.now_ms())[0].ttl_s == 60
@@ -296,7 +296,7 @@ class TestPostBuilt:
             build = ttl_from_metadata([])
 
             def posted_ttl() -> int:
-                ids = driver.post_built(P, Q, build, ALICE, clock.now_ms())
+                ids = driver.post_built(P, Q, build, ALICE, clock.now_ms()).ids
                 return driver.get_messages(P, Q, ids, clock.now_ms())[0].ttl_s
 
             assert posted_ttl() == 100
@@ -599,6 +599,116 @@ def test_concurrent_claimers_in_several_processes(
     assert sorted(claimed) == sorted(ids)  # every message once: none twice, none skipped
     counts = [m.claim_count for m in driver.get_messages(P, Q, ids, clock.now_ms())]
     assert counts == [1] * len(ids)
+
+
+# -- idempotent posting ------------------------------------------------------------------------
+
+
+def post_dedup(
+    driver: Driver,
+    clock: FakeClock,
+    *pairs: tuple[Any, str],
+    queue: str = Q,
+    ttl: int = 3600,
+    project: str = P,
+) -> Posted:
+    """Post (body, dedup_id) pairs."""
+    messages = [NewMessage(json.dumps(b), ttl, 0, d) for b, d in pairs]
+    return driver.post_messages(project, queue, messages, ALICE, clock.now_ms())
+
+
+class TestDedup:
+    def test_a_repeated_dedup_id_returns_the_first_message(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        first = post_dedup(driver, clock, ("a", "k1"), ("b", "k2"))
+        assert first.duplicates == ()
+        again = post_dedup(driver, clock, ("a2", "k2"), ("c", "k3"), ("a3", "k1"))
+        assert again.duplicates == (0, 2)
+        assert again.ids[0] == first.ids[1] and again.ids[2] == first.ids[0]
+        assert again.ids[1] not in first.ids
+        assert again.stored() == [1]
+        assert sorted(listed(driver, clock)) == ["a", "b", "c"]
+
+    def test_repeats_within_one_post_store_one_message(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        posted = post_dedup(driver, clock, ("x", "same"), (None, ""), ("y", "same"), ("z", "same"))
+        assert posted.duplicates == (2, 3)
+        assert posted.ids[0] == posted.ids[2] == posted.ids[3] != posted.ids[1]
+        assert listed(driver, clock) == ["x", None]
+
+    def test_messages_without_dedup_id_are_never_duplicates(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        posted = post_dedup(driver, clock, ("x", ""), ("x", ""))
+        assert posted.duplicates == () and len(set(posted.ids)) == 2
+
+    def test_remembered_after_delete_until_the_first_message_would_expire(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        [mid] = post_dedup(driver, clock, ("job", "k"), ttl=120).ids
+        held = claim(driver, clock)
+        assert held is not None
+        driver.delete_message(P, Q, mid, held.id, clock.now_ms())
+        clock.advance(119.999)
+        assert post_dedup(driver, clock, ("job", "k"), ttl=600).ids == [mid]
+        assert listed(driver, clock) == []
+        clock.advance(ms=1)
+        renewed = post_dedup(driver, clock, ("job", "k"), ttl=600)
+        assert renewed.duplicates == () and renewed.ids != [mid]
+        assert listed(driver, clock) == ["job"]
+        clock.advance(599)
+        assert post_dedup(driver, clock, ("job", "k")).ids == renewed.ids
+
+    def test_scoped_by_project_and_queue(self, driver: Driver, clock: FakeClock) -> None:
+        ids = {
+            post_dedup(driver, clock, ("m", "k"), queue=q, project=p).ids[0]
+            for p, q in [(P, Q), (P, "other"), ("project-b", Q)]
+        }
+        assert len(ids) == 3
+
+    def test_purge_and_delete_forget(self, driver: Driver, clock: FakeClock) -> None:
+        [first] = post_dedup(driver, clock, ("m", "k")).ids
+        driver.purge(P, Q)
+        [second] = post_dedup(driver, clock, ("m", "k")).ids
+        assert second != first
+        driver.delete_queue(P, Q)
+        posted = post_dedup(driver, clock, ("m", "k"))
+        assert posted.duplicates == () and posted.ids != [second]
+
+    def test_concurrent_duplicates_store_each_id_once(
+        self, store_uri: str, driver: Driver, clock: FakeClock
+    ) -> None:
+        keys = [f"k{i}" for i in range(30)]
+        results: list[tuple[list[str], Posted]] = []
+        errors_seen: list[Exception] = []
+
+        def poster() -> None:
+            own = open_test_driver(store_uri, namespace=namespace_of(driver))
+            try:
+                for start in range(0, len(keys), 5):
+                    chunk = keys[start : start + 5]
+                    results.append((chunk, post_dedup(own, clock, *[(k, k) for k in chunk])))
+            except Exception as exc:  # noqa: BLE001 - reported below: a thread cannot fail the test
+                errors_seen.append(exc)
+            finally:
+                own.close()  # not close_test_driver: that drops the shared namespace
+
+        threads = [threading.Thread(target=poster) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors_seen == []
+        assert sum(len(r.stored()) for _, r in results) == len(keys)
+        ids_by_key: dict[str, set[str]] = {}
+        for chunk, result in results:
+            for key, mid in zip(chunk, result.ids, strict=True):
+                ids_by_key.setdefault(key, set()).add(mid)
+        assert all(len(ids) == 1 for ids in ids_by_key.values())
+        assert driver.stats(P, Q, clock.now_ms()).total == len(keys)
+        assert sorted(listed(driver, clock, limit=100)) == sorted(keys)
 
 
 # -- stats -------------------------------------------------------------------------------------

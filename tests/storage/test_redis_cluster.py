@@ -52,7 +52,7 @@ def test_a_cluster_down_at_start_answers_unavailable_then_serves(clock: FakeCloc
         with pytest.raises(StorageUnavailable):
             driver.post_messages("p", "q", [NewMessage('"x"', 60, 0)], "c", clock.now_ms())
         cluster.start()
-        [mid] = driver.post_messages("p", "q", [NewMessage('"x"', 60, 0)], "c", clock.now_ms())
+        [mid] = driver.post_messages("p", "q", [NewMessage('"x"', 60, 0)], "c", clock.now_ms()).ids
         assert [m.id for m in driver.get_messages("p", "q", [mid], clock.now_ms())] == [mid]
     finally:
         close_test_driver(driver)

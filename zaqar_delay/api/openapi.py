@@ -87,6 +87,15 @@ MESSAGE_IN: Schema = {
         "ttl": {"type": "integer"},
         "delay": {"type": "integer"},
         "deliver_at": {"oneOf": [{"type": "string", "format": "date-time"}, {"type": "integer"}]},
+        "dedup_id": {"type": "string", "minLength": 1, "maxLength": 256},
+    },
+}
+POSTED: Schema = {
+    "type": "object",
+    "required": ["resources", "duplicates"],
+    "properties": {
+        "resources": {"type": "array", "items": {"type": "string"}},
+        "duplicates": {"type": "array", "items": {"type": "string"}},
     },
 }
 MESSAGE_OUT: Schema = {
@@ -202,7 +211,7 @@ def document() -> Schema:
             "parameters": [Q],
             "post": _operation(
                 "Post messages",
-                _ok("201", "ids", {"type": "object"}),
+                _ok("201", "the message hrefs, and which were duplicates", POSTED),
                 body={
                     "type": "object",
                     "required": ["messages"],

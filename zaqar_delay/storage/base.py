@@ -17,6 +17,7 @@ from zaqar_delay.models import (
     Message,
     Metadata,
     NewMessage,
+    Posted,
     QueueInfo,
     QueueStats,
 )
@@ -124,11 +125,16 @@ class Driver(abc.ABC):
         messages: Sequence[NewMessage],
         client_id: str,
         now_ms: int,
-    ) -> list[str]:
+    ) -> Posted:
         """Store the messages in order (creating the queue if needed) and return their ids.
 
         A message is due at ``now_ms + delay_ms`` and expires at ``now_ms + ttl_s * 1000``.
         All or nothing: either every message is stored or none is.
+
+        A message with a ``dedup_id`` the queue remembers is not stored: its position is
+        reported in ``Posted.duplicates`` with the first message's id. Otherwise the queue
+        remembers the id until this message's expiry, whatever becomes of the message; of
+        concurrent posts with one id exactly one stores it. Purge and delete forget every id.
         """
 
     def post_built(
@@ -138,7 +144,7 @@ class Driver(abc.ABC):
         build: Callable[[Metadata], Sequence[NewMessage]],
         client_id: str,
         now_ms: int,
-    ) -> list[str]:
+    ) -> Posted:
         """Store the messages ``build`` makes from the queue's metadata (``{}`` for a queue
         that does not exist yet), as :meth:`post_messages` does.
 

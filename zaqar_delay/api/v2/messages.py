@@ -15,12 +15,14 @@ class MessageCollection(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         limit = self.service.limits.max_messages_post_size
         payload = body.read(req, limit, f"Message collection size is too large. Max size {limit}")
-        ids = self.service.post_messages(
+        posted = self.service.post_messages(
             req.context.project, queue_name, payload, req.context.client_id
         )
+        hrefs = [views.message_href(queue_name, i) for i in posted.ids]
         resp.status = falcon.HTTP_201
-        resp.location = f"/v2/queues/{queue_name}/messages?ids={','.join(ids)}"
-        resp.media = {"resources": [views.message_href(queue_name, i) for i in ids]}
+        resp.location = f"/v2/queues/{queue_name}/messages?ids={','.join(posted.ids)}"
+        # "duplicates" (an extension): the hrefs of messages a remembered dedup_id matched.
+        resp.media = {"resources": hrefs, "duplicates": [hrefs[i] for i in posted.duplicates]}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         ids = params.id_list(req, "ids")

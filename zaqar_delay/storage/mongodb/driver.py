@@ -8,7 +8,6 @@ index only reclaims space.
 
 from __future__ import annotations
 
-import datetime
 import json
 import secrets
 import threading
@@ -27,13 +26,16 @@ from zaqar_delay.models import (
     MessageRef,
     Metadata,
     NewMessage,
+    Posted,
     QueueInfo,
     QueueStats,
 )
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import Driver, Wakeups
 from zaqar_delay.storage.mongodb import schema
+from zaqar_delay.storage.mongodb.dedup import DedupIds
 from zaqar_delay.storage.mongodb.errors import translate_errors
+from zaqar_delay.storage.mongodb.schema import as_date
 from zaqar_delay.storage.mongodb.wakeups import MongoWakeups
 
 Doc = dict[str, Any]
@@ -44,10 +46,6 @@ LIST_SCAN_BUDGET = 2000
 CLAIM_ATTEMPTS = 5
 # Fields a listing scan reads before it fetches the bodies of the messages it keeps.
 SCAN_FIELDS = {"k": 1, "e": 1, "u": 1, "ce": 1, "d": 1}
-
-
-def _date(ms: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
 
 
 def _claimable(scope: Doc, now_ms: int) -> Doc:
@@ -105,6 +103,7 @@ class MongoDriver(Driver):
         self._queues = db[schema.QUEUES]
         self._messages = db[schema.MESSAGES]
         self._claims = db[schema.CLAIMS]
+        self._dedup = DedupIds(db[schema.DEDUP])
         self._closed = threading.Event()
         self._wakeups = MongoWakeups(db, self._closed)
 
@@ -173,6 +172,7 @@ class MongoDriver(Driver):
         # Contents first: a failure part-way leaves a queue to delete again, not orphans.
         self._messages.delete_many(scope)
         self._claims.delete_many(scope)
+        self._dedup.forget_queue(project, queue)
         self._queues.delete_one(scope)
 
     @translate_errors
@@ -220,12 +220,13 @@ class MongoDriver(Driver):
         scope = self._queue_filter(project, queue)
         self._messages.delete_many(scope)
         self._claims.delete_many(scope)
+        self._dedup.forget_queue(project, queue)
 
     # -- messages ------------------------------------------------------------------------------
 
     def _reserve_sequence(self, project: str, queue: str, count: int, now_ms: int) -> int:
         """Take ``count`` sequence numbers (creating the queue if needed); returns the first."""
-        for _ in range(2):
+        for _ in range(3):
             try:
                 updated = self._queues.find_one_and_update(
                     self._queue_filter(project, queue),
@@ -233,10 +234,12 @@ class MongoDriver(Driver):
                     upsert=True,
                     return_document=ReturnDocument.AFTER,
                 )
-                assert updated is not None  # upsert with ReturnDocument.AFTER always returns one
-                return int(updated["seq"]) - count + 1
             except DuplicateKeyError:
                 continue  # a concurrent post created the queue first; the retry updates it
+            # MongoDB returns the upserted document; secantusdb has answered None when a
+            # concurrent upsert created it first. Either way the retry updates it.
+            if updated is not None:
+                return int(updated["seq"]) - count + 1
         raise errors.StorageUnavailable("The queue could not be created.")
 
     def _documents(
@@ -263,7 +266,7 @@ class MongoDriver(Driver):
                     "t": message.ttl_s,
                     "cr": now_ms,
                     "e": expires,
-                    "ex": _date(expires),
+                    "ex": as_date(expires),
                     "d": due,
                     "v": due,
                     "cid": None,
@@ -281,20 +284,58 @@ class MongoDriver(Driver):
         messages: Sequence[NewMessage],
         client_id: str,
         now_ms: int,
-    ) -> list[str]:
+    ) -> Posted:
         documents = self._documents(project, queue, messages, client_id, now_ms)
+        duplicate_of = self._remember_dedup_ids(project, queue, messages, documents, now_ms)
+        fresh = [d for i, d in enumerate(documents) if i not in duplicate_of]
 
         # One ordered insert command; if it fails part-way, the documents it did write are
-        # deleted again before the error is reported, so a refused post leaves nothing.
-        # (Multi-document transactions would also cover a crash of this process between the
-        # two, at the price of a replica set and much slower posts.)
-        try:
-            self._messages.insert_many(documents)
-        except pymongo.errors.PyMongoError:
-            self._messages.delete_many({"_id": {"$in": [d["_id"] for d in documents]}})
-            raise
-        self._wakeups.wake(project, queue)
-        return [d["_id"] for d in documents]
+        # deleted again (and their dedup ids forgotten) before the error is reported, so a
+        # refused post leaves nothing. (Multi-document transactions would also cover a crash
+        # of this process between the two, at the price of a replica set and much slower
+        # posts.)
+        if fresh:
+            fresh_ids = [d["_id"] for d in fresh]
+            try:
+                self._messages.insert_many(fresh)
+            except pymongo.errors.PyMongoError:
+                self._messages.delete_many({"_id": {"$in": fresh_ids}})
+                self._dedup.forget(project, queue, fresh_ids)
+                raise
+            self._wakeups.wake(project, queue)
+        ids = [duplicate_of.get(i) or str(d["_id"]) for i, d in enumerate(documents)]
+        return Posted(ids, tuple(sorted(duplicate_of)))
+
+    def _remember_dedup_ids(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        documents: Sequence[Doc],
+        now_ms: int,
+    ) -> dict[int, str]:
+        """{position: id of the earlier message} for messages whose dedup id the queue
+        remembers (or an earlier message of this post carries); remembers the others'."""
+        first_position: dict[str, int] = {}
+        repeated: dict[int, int] = {}
+        for i, message in enumerate(messages):
+            if message.dedup_id:
+                repeated[i] = first_position.setdefault(message.dedup_id, i)
+        if not first_position:
+            return {}
+        candidates = [
+            (dedup_id, documents[i]["_id"], documents[i]["e"])
+            for dedup_id, i in first_position.items()
+        ]
+        remembered = self._dedup.remember(project, queue, candidates, now_ms)
+        duplicate_of: dict[int, str] = {}
+        for i, first in repeated.items():
+            earlier = remembered.get(messages[first].dedup_id)
+            if earlier is not None:
+                duplicate_of[i] = earlier
+            elif first != i:
+                duplicate_of[i] = documents[first]["_id"]
+        return duplicate_of
 
     @translate_errors
     def list_messages(
@@ -539,7 +580,7 @@ class MongoDriver(Driver):
         extended = expires_ms + grace_s * 1000
         self._messages.update_many(
             {**scope, "cid": claim_id, "e": {"$lt": expires_ms}},
-            {"$set": {"e": extended, "ex": _date(extended), "t": ttl_s + grace_s}},
+            {"$set": {"e": extended, "ex": as_date(extended), "t": ttl_s + grace_s}},
         )
 
     @translate_errors
@@ -579,7 +620,7 @@ class MongoDriver(Driver):
                 "g": grace_s,
                 "u": now_ms,
                 "e": expires_ms,
-                "ex": _date(expires_ms),
+                "ex": as_date(expires_ms),
             }
         )
         held = self._messages.find({**scope, "cid": claim_id}).sort([("d", 1), ("k", 1)])
@@ -610,7 +651,7 @@ class MongoDriver(Driver):
                         "k": first + i,
                         "t": ttl,
                         "e": expires,
-                        "ex": _date(expires),
+                        "ex": as_date(expires),
                         "d": now_ms,
                         "v": now_ms,
                         "cid": None,
@@ -662,7 +703,7 @@ class MongoDriver(Driver):
                     "g": grace_s,
                     "u": now_ms,
                     "e": expires_ms,
-                    "ex": _date(expires_ms),
+                    "ex": as_date(expires_ms),
                 }
             },
         )

@@ -9,12 +9,15 @@ claims:   {_id: claim id, p, q, t: ttl s, g: grace s, u: updated ms, e: expires 
 waiters:  {_id: wake channel, ex: date until which some server waits on the queue}
 wakeups:  {c: wake channel, ex: date}: inserted only while a waiter is announced; servers
           watch inserts with a change stream
+dedup:    {p, q, i: dedup id, m: message id, e: remembered until ms, ex: date} (dedup.py)
 
 Metadata and bodies are stored as JSON text: any JSON is accepted (keys with "$" or ".",
 integers beyond 64 bits) and nothing queries inside them.
 """
 
 from __future__ import annotations
+
+import datetime
 
 import pymongo
 
@@ -24,6 +27,7 @@ CLAIMS = "claims"
 # Waiting claims: which queues have waiters (until ex), and the wake-ups sent to them.
 WAITERS = "waiters"
 WAKEUPS = "wakeups"
+DEDUP = "dedup"
 
 ASC = pymongo.ASCENDING
 
@@ -55,7 +59,19 @@ INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] =
     WAKEUPS: {
         "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
     },
+    DEDUP: {
+        # Lookups by id, and the race between concurrent posts of one id.
+        "dedup_id": ([("p", ASC), ("q", ASC), ("i", ASC)], {"unique": True}),
+        # Withdrawal when a post fails.
+        "message": ([("p", ASC), ("q", ASC), ("m", ASC)], {}),
+        "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
+    },
 }
+
+
+def as_date(ms: int) -> datetime.datetime:
+    """Epoch milliseconds as the aware UTC datetime TTL indexes read."""
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
 
 
 def create_indexes(db: pymongo.database.Database) -> None:  # type: ignore[type-arg]

@@ -25,6 +25,7 @@ from zaqar_delay.models import (
     MessageRef,
     Metadata,
     NewMessage,
+    Posted,
     QueueInfo,
     QueueStats,
 )
@@ -205,7 +206,7 @@ class RedisDriver(Driver):
         messages: Sequence[NewMessage],
         client_id: str,
         now_ms: int,
-    ) -> list[str]:
+    ) -> Posted:
         return self._post(project, queue, messages, client_id, now_ms, ids=None)
 
     @translate_errors
@@ -216,7 +217,7 @@ class RedisDriver(Driver):
         build: Callable[[Metadata], Sequence[NewMessage]],
         client_id: str,
         now_ms: int,
-    ) -> list[str]:
+    ) -> Posted:
         """One script call per post: messages are built from the metadata this driver last
         saw, and post.lua stores them only if that is still the queue's metadata; otherwise
         it answers the current metadata and the post is rebuilt and sent again."""
@@ -229,12 +230,12 @@ class RedisDriver(Driver):
             if isinstance(reply, _KnownMetadata):
                 known = reply
                 continue
-            version, ids = reply
+            version, posted = reply
             assert known is not None  # a first attempt ("?") always comes back stale
             if len(self._known_metadata) >= METADATA_CACHE_SIZE:
                 self._known_metadata.clear()
             self._known_metadata[key] = _KnownMetadata(known.metadata, version)
-            return ids
+            return posted
         raise errors.StorageUnavailable(f"The metadata of queue {queue} kept changing")
 
     def _post(
@@ -245,7 +246,7 @@ class RedisDriver(Driver):
         client_id: str,
         now_ms: int,
         ids: Sequence[str] | None,
-    ) -> list[str]:
+    ) -> Posted:
         reply = self._post_checked(project, queue, messages, client_id, now_ms, "*", ids)
         assert not isinstance(reply, _KnownMetadata)  # "*" skips the check
         return reply[1]
@@ -259,7 +260,7 @@ class RedisDriver(Driver):
         now_ms: int,
         expected: str,
         ids: Sequence[str] | None = None,
-    ) -> _KnownMetadata | tuple[str, list[str]]:
+    ) -> _KnownMetadata | tuple[str, Posted]:
         """Run post.lua; the current metadata when ``expected`` is stale, else (version, ids)."""
         mode = "new" if ids is None else "keep"
         if ids is None:
@@ -267,7 +268,7 @@ class RedisDriver(Driver):
             ids = [random[i * 16 : i * 16 + 16] for i in range(len(messages))]
         fields: list[Any] = []
         for ref, message in zip(ids, messages, strict=True):
-            fields += (ref, message.ttl_s, message.delay_ms, message.body_json)
+            fields += (ref, message.ttl_s, message.delay_ms, message.body_json, message.dedup_id)
         packed = msgpack.packb(fields)
         created, *rest = self._run(
             "post", project, queue, now_ms, mode, client_id, expected, packed
@@ -276,8 +277,12 @@ class RedisDriver(Driver):
             return _KnownMetadata.from_raw(rest[0])
         if created:
             self._client.zadd(self._keys.project_queues(project), {queue: 0})
-        version, joined = rest
-        return version.decode(), joined.decode().split(",") if joined else []
+        version, joined, duplicates = rest
+        posted = Posted(
+            joined.decode().split(",") if joined else [],
+            tuple(int(i) for i in duplicates.split(b",")) if duplicates else (),
+        )
+        return version.decode(), posted
 
     @translate_errors
     def list_messages(

@@ -28,6 +28,8 @@ class QueueKeys:
     claim_expiry: str  # ZSET: claim id scored by expiry ms
     waiters: str  # STRING with an expiry: set while some server holds waiting claims here
     wake: str  # pub/sub channel: "a message may have become claimable" (only while waiters)
+    dedup: str  # HASH: dedup_id -> msgpack [message id, expires ms] (idempotent posting)
+    dedup_expiry: str  # ZSET: dedup_id scored by the ms at which the queue forgets it
 
     def as_list(self) -> list[str]:
         return [getattr(self, field.name) for field in dataclasses.fields(self)]
@@ -53,6 +55,8 @@ class KeySpace:
             claim_expiry=f"{base}:ce",
             waiters=f"{base}:w",
             wake=f"{base}:wake",
+            dedup=f"{base}:d",
+            dedup_expiry=f"{base}:de",
         )
 
     def wake_pattern(self) -> str:

@@ -1,9 +1,9 @@
 -- lib.lua: helpers shared by every queue script; scripts.py prepends it to each script.
 --
--- KEYS (every queue script): the eleven keys of one queue, in QueueKeys order (keys.py):
+-- KEYS (every queue script): the thirteen keys of one queue, in QueueKeys order (keys.py):
 --   1 queue   2 bodies   3 infos   4 fifo   5 ready   6 claimed   7 expiry   8 claims
 --   9 claim_expiry   10 waiters   11 wake (a pub/sub channel, passed with the keys so it
---   shares their cluster slot)
+--   shares their cluster slot)   12 dedup   13 dedup_expiry
 -- Times are epoch milliseconds handed in through ARGV; scripts never read the server clock,
 -- so a test clock drives them exactly like the real one.
 
@@ -11,6 +11,7 @@ local K_QUEUE, K_BODIES, K_INFOS, K_FIFO = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_READY, K_CLAIMED, K_EXPIRY = KEYS[5], KEYS[6], KEYS[7]
 local K_CLAIMS, K_CLAIM_EXPIRY = KEYS[8], KEYS[9]
 local K_WAITERS, K_WAKE = KEYS[10], KEYS[11]
+local K_DEDUP, K_DEDUP_EXPIRY = KEYS[12], KEYS[13]
 
 -- Positions in a message info array (msgpack).
 local I_CREATED, I_EXPIRES, I_TTL, I_DUE, I_CLIENT, I_SEQ = 1, 2, 3, 4, 5, 6
@@ -78,14 +79,21 @@ local function remove_expired(ids)
     end
 end
 
--- Delete messages and claim records whose time is over (at most GC_BUDGET of each).
+-- Delete `key` hash fields whose score in `expiry_key` is due (at most GC_BUDGET).
+local function forget_lapsed(key, expiry_key, now)
+    local names = redis.call('ZRANGEBYSCORE', expiry_key, '-inf', now, 'LIMIT', 0, GC_BUDGET)
+    if #names > 0 then
+        bulk('HDEL', key, names)
+        bulk('ZREM', expiry_key, names)
+    end
+end
+
+-- Delete messages, claim records and remembered dedup ids whose time is over (at most
+-- GC_BUDGET of each).
 local function collect_garbage(now)
     remove_expired(redis.call('ZRANGEBYSCORE', K_EXPIRY, '-inf', now, 'LIMIT', 0, GC_BUDGET))
-    local cids = redis.call('ZRANGEBYSCORE', K_CLAIM_EXPIRY, '-inf', now, 'LIMIT', 0, GC_BUDGET)
-    if #cids > 0 then
-        bulk('HDEL', K_CLAIMS, cids)
-        bulk('ZREM', K_CLAIM_EXPIRY, cids)
-    end
+    forget_lapsed(K_CLAIMS, K_CLAIM_EXPIRY, now)
+    forget_lapsed(K_DEDUP, K_DEDUP_EXPIRY, now)
 end
 
 -- The queue's metadata as a table (empty when missing or unreadable), read once per call.

@@ -1,9 +1,13 @@
 -- post.lua: store a batch of messages at the tail of the queue, creating the queue if needed.
 --
 -- KEYS: the queue keys (lib.lua).
--- ARGV: now_ms, mode, client_id, expected, messages: one msgpack array holding four values per
---   message, ref, ttl_s, delay_ms, body_json (one argument, so the client encodes one value
---   instead of four per message).
+-- ARGV: now_ms, mode, client_id, expected, messages: one msgpack array holding five values per
+--   message, ref, ttl_s, delay_ms, body_json, dedup_id (one argument, so the client encodes one
+--   value instead of five per message).
+--   dedup_id: "" for none. Otherwise, while the queue remembers it (until the expiry of the
+--             message first posted with it), the message is not stored and the first one's id
+--             is returned in its place; the first message is remembered from here on, even
+--             after it is deleted.
 --   expected: the SHA-1 of the metadata JSON the caller built the messages with, "" if it took
 --             the queue to be missing, "*" to skip the check (dead-letter moves). When it does
 --             not match, nothing is written and the script returns {-1, metadata_json or false}
@@ -12,7 +16,8 @@
 --                it, so ids of one millisecond sort in posting order.
 --   mode "keep": ref is the full id (dead-letter moves); an id already present is skipped, so a
 --                repeated move stores the message once.
--- Returns: {created (1 if the queue was created), metadata SHA-1, the ids in order joined by ","}.
+-- Returns: {created (1 if the queue was created), metadata SHA-1, the ids in order joined by ",",
+--   the 0-based positions of messages that matched a remembered dedup_id joined by ","}.
 
 local now, mode, client, expected = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local metadata = redis.call('HGET', K_QUEUE, 'm')
@@ -29,20 +34,35 @@ end
 collect_garbage(now)
 
 local fields = cmsgpack.unpack(ARGV[5])
-local count = #fields / 4
+local count = #fields / 5
 local last_seq = redis.call('HINCRBY', K_QUEUE, 'seq', count)
 local bodies, infos, fifo, ready, expiry = {}, {}, {}, {}, {}
-local ids = {}
+local ids, duplicates = {}, {}
 for j = 0, count - 1 do
-    local base = 1 + j * 4
+    local base = 1 + j * 5
     local seq = last_seq - count + 1 + j
     local id = fields[base]
     if mode == 'new' then
         id = string.format('%016x', seq) .. id
     end
-    if mode == 'new' or redis.call('HEXISTS', K_INFOS, id) == 0 then
-        local ttl, delay = fields[base + 1], fields[base + 2]
-        local due, expires = now + delay, now + ttl * 1000
+    local ttl, dedup = fields[base + 1], fields[base + 4]
+    local expires = now + ttl * 1000
+    local store = mode == 'new' or redis.call('HEXISTS', K_INFOS, id) == 0
+    if store and dedup ~= '' then
+        -- Garbage collection forgets lapsed ids only in batches, so check the expiry here.
+        local remembered = redis.call('HGET', K_DEDUP, dedup)
+        local first = remembered and cmsgpack.unpack(remembered)
+        if first and first[2] > now then
+            id = first[1]
+            duplicates[#duplicates + 1] = j
+            store = false
+        else
+            redis.call('HSET', K_DEDUP, dedup, cmsgpack.pack({id, expires}))
+            redis.call('ZADD', K_DEDUP_EXPIRY, expires, dedup)
+        end
+    end
+    if store then
+        local due = now + fields[base + 2]
         local info = {now, expires, ttl, due, client, seq, '', 0, 0}
         bodies[#bodies + 1] = id
         bodies[#bodies + 1] = fields[base + 3]
@@ -65,4 +85,4 @@ if #bodies > 0 then
     bulk('ZADD', K_EXPIRY, expiry)
     wake_waiters()
 end
-return {created, version, table.concat(ids, ',')}
+return {created, version, table.concat(ids, ','), table.concat(duplicates, ',')}
