@@ -185,11 +185,31 @@ signed_url_opts: list[cfg.Opt] = [
     ),
 ]
 
+journal_opts: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "path",
+        default="",
+        help=(
+            "Directory of the lifecycle journal: one JSON line per message event (posted, "
+            "claimed, deleted, released, rescheduled, dead_lettered), in files of each server "
+            "process (journal-<host>-<pid>-<start>-<n>.jsonl), read by zaqar-delay-pipeline "
+            "report. Empty (the default) turns the journal off. Old files are not removed."
+        ),
+    ),
+    cfg.IntOpt(
+        "max_file_size",
+        default=64,
+        min=1,
+        help="Size in MiB after which a journal file is closed and the next one begun.",
+    ),
+]
+
 GROUPS: dict[str, list[cfg.Opt]] = {
     "server": server_opts,
     "storage": storage_opts,
     "transport": transport_opts,
     "signed_url": signed_url_opts,
+    "journal": journal_opts,
 }
 
 
@@ -241,6 +261,8 @@ class Settings:
     signed_url_secret: str = ""
     auth_strategy: str = "noauth"
     config_files: tuple[str, ...] = ()
+    journal_path: str = ""
+    journal_max_bytes: int = 64 * 1024 * 1024
 
 
 def make_conf() -> cfg.ConfigOpts:
@@ -282,4 +304,6 @@ def load_settings(
         signed_url_secret=conf.signed_url.secret_key,
         auth_strategy=conf.server.auth_strategy,
         config_files=tuple(config_files),
+        journal_path=conf.journal.path,
+        journal_max_bytes=conf.journal.max_file_size * 1024 * 1024,
     )

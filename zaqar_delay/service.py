@@ -7,6 +7,7 @@ message posts, whose size limit depends on the queue and must be checked before 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
 from collections.abc import Mapping, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 from zaqar_delay import errors, jsondoc, metadata_patch, signed_urls, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
+from zaqar_delay.journal import NullJournal
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.models import (
     Claim,
@@ -40,17 +42,20 @@ class Service:
         clock: Clock,
         metrics: Metrics | None = None,
         signed_url_secret: str = "",
+        journal: NullJournal | None = None,
     ) -> None:
         self.driver = driver
         self.limits = limits
         self.clock = clock
         self.signed_url_secret = signed_url_secret
         self.metrics = metrics or Metrics(driver, clock)
+        self.journal = journal or NullJournal()
         self.wait_room = WaitRoom(driver.wakeups())
-        driver.dead_letter_observer = self._count_dead_lettered
+        driver.dead_letter_observer = self._observe_dead_lettered
 
-    def _count_dead_lettered(self, project: str, queue: str, count: int) -> None:
-        self.metrics.dead_lettered.labels(project, queue).inc(count)
+    def _observe_dead_lettered(self, project: str, queue: str, ids: list[str], target: str) -> None:
+        self.metrics.dead_lettered.labels(project, queue).inc(len(ids))
+        self.journal.dead_lettered(project, queue, ids, target, self.now_ms())
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -148,6 +153,7 @@ class Service:
         """
         now_ms = self.now_ms()
         parsed: list[Any] = []
+        built: list[list[NewMessage]] = []
 
         def build(metadata: Metadata) -> list[NewMessage]:
             self._check_post_size(metadata, len(payload))
@@ -155,10 +161,15 @@ class Service:
                 parsed.append(self._raw_messages(payload))
             default_ttl = metadata.get("_default_message_ttl") or self.limits.default_message_ttl
             queue_delay = metadata.get("_default_message_delay") or 0
-            return [self._new_message(m, default_ttl, queue_delay, now_ms) for m in parsed[0]]
+            built.append(
+                [self._new_message(m, default_ttl, queue_delay, now_ms) for m in parsed[0]]
+            )
+            return built[-1]
 
         posted = self.driver.post_built(project, queue, build, client_id, now_ms)
-        self.metrics.posted.labels(project, queue).inc(len(posted.ids) - len(posted.duplicates))
+        stored = posted.stored()
+        self.metrics.posted.labels(project, queue).inc(len(stored))
+        self.journal.posted(project, queue, posted.ids, built[-1], stored, now_ms)
         return posted
 
     @staticmethod
@@ -264,8 +275,10 @@ class Service:
     def delete_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None
     ) -> None:
-        self.driver.delete_message(project, queue, message_id, claim_id, self.now_ms())
+        now_ms = self.now_ms()
+        self.driver.delete_message(project, queue, message_id, claim_id, now_ms)
         self.metrics.deleted.labels(project, queue).inc()
+        self.journal.deleted(project, queue, [message_id], claim_id, now_ms)
 
     def reschedule_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None, document: Any
@@ -281,6 +294,7 @@ class Service:
         except (errors.MessageIsClaimed, errors.ClaimNotValid) as exc:
             exc.title = "Unable to reschedule"
             raise
+        self.journal.rescheduled(project, queue, message_id, claim_id, due_ms, now_ms)
 
     def delete_messages(
         self, project: str, queue: str, ids: list[str], claim_ids: list[str] | None
@@ -291,15 +305,20 @@ class Service:
                 'The request should have both "ids" and "claim_ids" parameter in the request when '
                 "message_delete_with_claim_id is True."
             )
-        self.driver.delete_messages(project, queue, ids, claim_ids or None, self.now_ms())
+        now_ms = self.now_ms()
+        self.driver.delete_messages(project, queue, ids, claim_ids or None, now_ms)
         self.metrics.deleted.labels(project, queue).inc(len(ids))
+        self.journal.deleted(project, queue, ids, None, now_ms)
 
     def pop_messages(self, project: str, queue: str, count: int) -> list[Message]:
         validation.pop_count(count, self.limits)
-        popped = self.driver.pop_messages(project, queue, count, self.now_ms())
+        now_ms = self.now_ms()
+        popped = self.driver.pop_messages(project, queue, count, now_ms)
         self.metrics.observe_claimed(project, queue, popped)
         if popped:
             self.metrics.deleted.labels(project, queue).inc(len(popped))
+            self.journal.claimed(project, queue, None, popped, now_ms)
+            self.journal.deleted(project, queue, [m.id for m in popped], None, now_ms)
         return popped
 
     # -- claims --------------------------------------------------------------------------------
@@ -327,11 +346,13 @@ class Service:
         validation.claim_wait(wait_s, self.limits)
 
         def attempt() -> Claim | None:
+            now_ms = self.now_ms()
             claim = self.driver.create_claim(
-                project, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=self.now_ms()
+                project, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=now_ms
             )
             if claim is not None:
                 self.metrics.observe_claimed(project, queue, claim.messages)
+                self.journal.claimed(project, queue, claim.id, claim.messages, now_ms)
             return claim
 
         if wait_s <= 0:
@@ -369,4 +390,10 @@ class Service:
         self.driver.renew_claim(project, queue, claim_id, ttl, grace, self.now_ms())
 
     def release_claim(self, project: str, queue: str, claim_id: str) -> None:
-        self.driver.release_claim(project, queue, claim_id, self.now_ms())
+        now_ms = self.now_ms()
+        held: tuple[Message, ...] = ()
+        if self.journal.enabled:  # which messages go back is worth a read only to the journal
+            with contextlib.suppress(errors.ClaimDoesNotExist):
+                held = self.driver.get_claim(project, queue, claim_id, now_ms).messages
+        self.driver.release_claim(project, queue, claim_id, now_ms)
+        self.journal.released(project, queue, claim_id, [m.id for m in held], now_ms)

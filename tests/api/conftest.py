@@ -69,15 +69,20 @@ def signed_headers(share: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def api_on(request: pytest.FixtureRequest, store: str, **settings: Any) -> Iterator[Api]:
+    """The API on a fresh namespace of a ``store`` (conftest.STORES), with extra settings."""
+    clock = FakeClock()
+    uri = store_url(request, store)
+    driver = open_test_driver(uri)
+    app = create_app(Settings(storage_uri=uri, **settings), driver=driver, clock=clock)
+    yield Api(falcon.testing.TestClient(app), clock, driver)
+    close_test_driver(driver)
+
+
 @pytest.fixture(params=["embedded", "mongodb"])
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
     """The API on each kind of driver (the contract suite covers every store)."""
-    clock = FakeClock()
-    uri = store_url(request, request.param)
-    driver = open_test_driver(uri)
-    app = create_app(Settings(storage_uri=uri), driver=driver, clock=clock)
-    yield Api(falcon.testing.TestClient(app), clock, driver)
-    close_test_driver(driver)
+    yield from api_on(request, request.param)
 
 
 def assert_error(

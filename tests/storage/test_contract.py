@@ -387,6 +387,17 @@ class TestPop:
             "delayed",
         ]
 
+    def test_a_pop_counts_as_a_delivery(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "claimed before", "never claimed")
+        held = claim(driver, clock, limit=1)
+        assert held is not None
+        driver.release_claim(P, Q, held.id, clock.now_ms())
+        popped = driver.pop_messages(P, Q, 10, clock.now_ms())
+        assert [(m.body, m.claim_count) for m in popped] == [
+            ("claimed before", 2),
+            ("never claimed", 1),
+        ]
+
 
 # -- claims ------------------------------------------------------------------------------------
 

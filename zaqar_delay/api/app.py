@@ -13,6 +13,7 @@ from zaqar_delay.api.middleware import RequestContext, RequestTimer
 from zaqar_delay.api.v2 import claims, health, messages, queues, versions
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings
+from zaqar_delay.journal import open_journal
 from zaqar_delay.service import Service
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.uri import open_driver
@@ -36,6 +37,7 @@ def create_app(
         settings.limits,
         clock or SystemClock(),
         signed_url_secret=settings.signed_url_secret,
+        journal=open_journal(settings.journal_path, settings.journal_max_bytes),
     )
     middleware: list[Any] = [RequestTimer(service.metrics), RequestContext(service)]
     app = falcon.App(middleware=middleware)

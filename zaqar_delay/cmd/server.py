@@ -32,6 +32,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, metavar="N", help="gunicorn worker processes")
     parser.add_argument("--data-dir", metavar="DIR", help="directory of the embedded Redis files")
     parser.add_argument(
+        "--journal-dir",
+        metavar="DIR",
+        help="write the lifecycle journal (JSON lines per message event) to DIR",
+    )
+    parser.add_argument(
         "--config-file",
         metavar="FILE",
         action="append",
@@ -52,6 +57,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         overrides["workers"] = args.workers
     if args.data_dir:
         overrides["data_dir"] = args.data_dir
+    if args.journal_dir:
+        overrides["journal_path"] = os.path.abspath(args.journal_dir)
     return dataclasses.replace(settings, **overrides)
 
 

@@ -49,12 +49,13 @@ class Wakeups(abc.ABC):
 class Driver(abc.ABC):
     """A message store scoped by (project, queue)."""
 
-    #: Told (project, queue, count) when a claim moves messages to a dead-letter queue.
-    dead_letter_observer: Callable[[str, str, int], None] | None = None
+    #: Told (project, queue, message ids, dead-letter queue) when a claim moves messages to
+    #: a dead-letter queue.
+    dead_letter_observer: Callable[[str, str, list[str], str], None] | None = None
 
-    def _dead_lettered(self, project: str, queue: str, count: int) -> None:
-        if self.dead_letter_observer is not None and count:
-            self.dead_letter_observer(project, queue, count)
+    def _dead_lettered(self, project: str, queue: str, ids: list[str], target: str) -> None:
+        if self.dead_letter_observer is not None and ids:
+            self.dead_letter_observer(project, queue, ids, target)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -245,7 +246,8 @@ class Driver(abc.ABC):
 
     @abc.abstractmethod
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
-        """Remove and return up to ``limit`` claimable messages, oldest due first."""
+        """Remove and return up to ``limit`` claimable messages, oldest due first; their
+        claim count includes the pop (a delivery, as a claim is)."""
 
     # -- claims --------------------------------------------------------------------------------
 

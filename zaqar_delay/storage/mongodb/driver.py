@@ -660,7 +660,7 @@ class MongoDriver(Driver):
                     }
                 },
             )
-        self._dead_lettered(project, queue, len(dead))
+        self._dead_lettered(project, queue, [str(d["_id"]) for d in dead], target)
         self._wakeups.wake(project, target)
 
     @translate_errors

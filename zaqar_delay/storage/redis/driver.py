@@ -452,7 +452,7 @@ class RedisDriver(Driver):
             copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in group]
             self._post(project, target, copies, client_id, now_ms, ids=[m.id for m in group])
         self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
-        self._dead_lettered(project, queue, len(messages))
+        self._dead_lettered(project, queue, [m.id for m in messages], target)
 
     @translate_errors
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:

@@ -1,0 +1,160 @@
+"""The lifecycle journal, written by the API on both drivers."""
+
+from __future__ import annotations
+
+import glob
+import json
+import multiprocessing
+import os
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import Api, api_on
+from zaqar_delay.journal import Journal, NullJournal, open_journal
+
+P = "project-1"
+
+
+@pytest.fixture(params=["embedded", "mongodb"])
+def journaled(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Api]:
+    yield from api_on(request, request.param, journal_path=str(tmp_path / "journal"))
+
+
+def events(directory: pathlib.Path) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = []
+    for path in sorted(glob.glob(str(directory / "*.jsonl"))):
+        with open(path, encoding="ascii") as handle:
+            lines += [json.loads(line) for line in handle]
+    return lines
+
+
+def claim_id_of(result: Any) -> str:
+    return str(result.headers["Location"].rsplit("/", 1)[1])
+
+
+def test_every_lifecycle_event_is_one_line(journaled: Api, tmp_path: pathlib.Path) -> None:
+    api = journaled
+    t0 = api.clock.now_ms()
+    [now, later] = api.post_messages(
+        "q", {"body": 1, "ttl": 120}, {"body": 2, "deliver_at": t0 + 5000, "dedup_id": "d"}
+    )
+    api.post_messages("q", {"body": 2, "dedup_id": "d"})  # a duplicate: no event
+    api.clock.advance(1)
+    first = api.post("/v2/queues/q/claims", params={"limit": 1})
+    claim = claim_id_of(first)
+    api.clock.advance(1)
+    api.delete(f"/v2/queues/q/claims/{claim}")  # releases `now`
+    api.clock.advance(1)
+    second = api.post("/v2/queues/q/claims", params={"limit": 1})
+    claim2 = claim_id_of(second)
+    api.delete(f"/v2/queues/q/messages/{now}", params={"claim_id": claim2})
+    api.patch(f"/v2/queues/q/messages/{later}", json={"delay": 60})
+    api.clock.advance(60)
+    popped = api.delete("/v2/queues/q/messages", params={"pop": 1})
+    assert [m["id"] for m in popped.json["messages"]] == [later]
+
+    base = {"project": P, "queue": "q"}
+    assert events(tmp_path / "journal") == [
+        {**base, "ts": t0, "event": "posted", "message_id": now, "due": t0, "ttl": 120},
+        {**base, "ts": t0, "event": "posted", "message_id": later, "due": t0 + 5000, "ttl": 3600},
+        {
+            **base,
+            "ts": t0 + 1000,
+            "event": "claimed",
+            "message_id": now,
+            "claim_id": claim,
+            "claim_count": 1,
+            "due": t0,
+        },
+        {**base, "ts": t0 + 2000, "event": "released", "message_id": now, "claim_id": claim},
+        {
+            **base,
+            "ts": t0 + 3000,
+            "event": "claimed",
+            "message_id": now,
+            "claim_id": claim2,
+            "claim_count": 2,
+            "due": t0,
+        },
+        {**base, "ts": t0 + 3000, "event": "deleted", "message_id": now, "claim_id": claim2},
+        {
+            **base,
+            "ts": t0 + 3000,
+            "event": "rescheduled",
+            "message_id": later,
+            "claim_id": None,
+            "due": t0 + 63000,
+        },
+        {
+            **base,
+            "ts": t0 + 63000,
+            "event": "claimed",
+            "message_id": later,
+            "claim_id": None,
+            "claim_count": 1,
+            "due": t0 + 63000,
+        },
+        {**base, "ts": t0 + 63000, "event": "deleted", "message_id": later, "claim_id": None},
+    ]
+
+
+def test_dead_lettering_and_bulk_deletes(journaled: Api, tmp_path: pathlib.Path) -> None:
+    api = journaled
+    api.put("/v2/queues/q", json={"_max_claim_count": 1, "_dead_letter_queue": "dead"})
+    [poison, other] = api.post_messages("q", {"body": "poison"}, {"body": "other"})
+    first = api.post("/v2/queues/q/claims", params={"limit": 1})
+    api.delete(f"/v2/queues/q/claims/{claim_id_of(first)}")
+    api.delete("/v2/queues/q/messages", params={"ids": other})
+    assert api.post("/v2/queues/q/claims").status_code == 204
+    kinds = [(e["event"], e["message_id"]) for e in events(tmp_path / "journal")]
+    assert kinds == [
+        ("posted", poison),
+        ("posted", other),
+        ("claimed", poison),
+        ("released", poison),
+        ("deleted", other),
+        ("dead_lettered", poison),
+    ]
+    assert events(tmp_path / "journal")[-1]["dead_letter_queue"] == "dead"
+
+
+def test_files_rotate_with_whole_lines(tmp_path: pathlib.Path) -> None:
+    journal = Journal(str(tmp_path), max_bytes=1000)
+    for i in range(100):
+        journal.write([{"ts": i, "event": "posted", "pad": "x" * 40}, {"ts": i, "event": "e"}])
+    journal.close()
+    paths = sorted(glob.glob(str(tmp_path / "*.jsonl")))
+    assert len(paths) > 5
+    assert all(os.path.getsize(p) < 1000 + 200 for p in paths)
+    assert [e["ts"] for e in events(tmp_path)] == [i for i in range(100) for _ in range(2)]
+
+
+def _write_in_child(directory: str, journal: Journal) -> None:
+    journal.write([{"ts": 2, "event": "child"}])
+    journal.close()
+
+
+def test_each_process_writes_its_own_files(tmp_path: pathlib.Path) -> None:
+    journal = Journal(str(tmp_path))
+    journal.write([{"ts": 1, "event": "parent"}])
+    child = multiprocessing.get_context("fork").Process(
+        target=_write_in_child, args=(str(tmp_path), journal)
+    )
+    child.start()
+    child.join()
+    journal.write([{"ts": 3, "event": "parent"}])
+    journal.close()
+    paths = sorted(glob.glob(str(tmp_path / "*.jsonl")))
+    pids = {pathlib.Path(p).name.split("-")[2] for p in paths}
+    assert len(paths) == 2 and pids == {str(os.getpid()), str(child.pid)}
+    assert sorted(e["ts"] for e in events(tmp_path)) == [1, 2, 3]
+
+
+def test_off_unless_configured(tmp_path: pathlib.Path) -> None:
+    assert type(open_journal("")) is NullJournal
+    assert not open_journal("").enabled
+    assert isinstance(open_journal(str(tmp_path / "j")), Journal)
+    assert os.path.isdir(tmp_path / "j")

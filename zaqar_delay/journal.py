@@ -1,0 +1,233 @@
+"""The lifecycle journal: one JSON line per message event, in rotating files.
+
+Each line is an object with ``ts`` (epoch ms of the event, the service's clock), ``event``,
+``project``, ``queue`` and ``message_id``, and, by event:
+
+- ``posted``: ``due`` (ms), ``ttl`` (s)
+- ``claimed``: ``claim_id`` (null for a pop), ``claim_count`` (which delivery this is: 1 for
+  the first), ``due`` (ms: when the message was due at that claim)
+- ``deleted``: ``claim_id`` when the delete named one (a delete of a message that was already
+  gone is journaled too: deletes are idempotent)
+- ``released``: ``claim_id`` (the claim was deleted before its messages were)
+- ``rescheduled``: ``due`` (the new due time, ms), ``claim_id`` when it left a claim
+- ``dead_lettered``: ``dead_letter_queue``
+
+Every process writes its own files, ``journal-<host>-<pid>-<start ms>-<n>.jsonl`` in the
+journal directory, so gunicorn workers never interleave partial lines; a file is closed and
+the next one begun when it exceeds ``max_bytes``. Events of one request are written with one
+``write`` call, at once: a killed worker loses at most the request in flight. Deleting old
+files is left to the operator (they are never reopened).
+
+The journal is off unless configured; then :class:`NullJournal` stands in and each hook
+costs one empty method call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from zaqar_delay.models import Message, NewMessage
+
+Event = dict[str, Any]
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+_encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+
+
+class NullJournal:
+    """The journal when it is off: every hook does nothing."""
+
+    enabled = False
+
+    def posted(
+        self,
+        project: str,
+        queue: str,
+        ids: Sequence[str],
+        messages: Sequence[NewMessage],
+        positions: Iterable[int],
+        now_ms: int,
+    ) -> None:
+        """Journal the messages at ``positions`` (those the post stored)."""
+
+    def claimed(
+        self,
+        project: str,
+        queue: str,
+        claim_id: str | None,
+        messages: Iterable[Message],
+        now_ms: int,
+    ) -> None:
+        """Journal deliveries: a claim's messages, or popped ones when ``claim_id`` is None
+        (their claim count includes this delivery either way)."""
+
+    def deleted(
+        self, project: str, queue: str, ids: Iterable[str], claim_id: str | None, now_ms: int
+    ) -> None:
+        """Journal deletes."""
+
+    def released(
+        self, project: str, queue: str, claim_id: str, ids: Iterable[str], now_ms: int
+    ) -> None:
+        """Journal messages a released claim gave back."""
+
+    def rescheduled(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        due_ms: int,
+        now_ms: int,
+    ) -> None:
+        """Journal a new due time."""
+
+    def dead_lettered(
+        self, project: str, queue: str, ids: Iterable[str], target: str, now_ms: int
+    ) -> None:
+        """Journal messages moved to the dead-letter queue ``target``."""
+
+
+class Journal(NullJournal):
+    """Writes events to rotating JSON-lines files in ``directory`` (created if missing)."""
+
+    enabled = True
+
+    def __init__(self, directory: str, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._fd = -1
+        self._pid = -1
+        self._size = 0
+        self._sequence = 0
+        self._started_ms = 0
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def write(self, events: Iterable[Event]) -> None:
+        """Append the events as lines, with one write; nothing when there are none."""
+        data = "".join(_encode(event) + "\n" for event in events).encode("ascii")
+        if not data:
+            return
+        with self._lock:
+            if self._pid != os.getpid() or self._size >= self.max_bytes:
+                self._open_next()
+            written = os.write(self._fd, data)
+            while written < len(data):  # regular files write everything; be exact anyway
+                written += os.write(self._fd, data[written:])
+            self._size += len(data)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0 and self._pid == os.getpid():
+                os.close(self._fd)
+            self._fd = -1
+
+    def _open_next(self) -> None:
+        """Begin the next file; a forked child (a gunicorn worker) begins its own series."""
+        if self._pid != os.getpid():
+            self._fd, self._pid, self._sequence = -1, os.getpid(), 0
+            self._started_ms = _epoch_ms()
+        elif self._fd >= 0:
+            os.close(self._fd)
+        self._sequence += 1
+        name = (
+            f"journal-{socket.gethostname()}-{self._pid}-{self._started_ms}-"
+            f"{self._sequence:05d}.jsonl"
+        )
+        path = os.path.join(self.directory, name)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+
+    # -- events --------------------------------------------------------------------------------
+
+    def posted(
+        self,
+        project: str,
+        queue: str,
+        ids: Sequence[str],
+        messages: Sequence[NewMessage],
+        positions: Iterable[int],
+        now_ms: int,
+    ) -> None:
+        base = _base(now_ms, "posted", project, queue)
+        self.write(
+            {
+                **base,
+                "message_id": ids[i],
+                "due": now_ms + messages[i].delay_ms,
+                "ttl": messages[i].ttl_s,
+            }
+            for i in positions
+        )
+
+    def claimed(
+        self,
+        project: str,
+        queue: str,
+        claim_id: str | None,
+        messages: Iterable[Message],
+        now_ms: int,
+    ) -> None:
+        base = _base(now_ms, "claimed", project, queue)
+        self.write(
+            {
+                **base,
+                "message_id": m.id,
+                "claim_id": claim_id,
+                "claim_count": m.claim_count,
+                "due": m.due_ms,
+            }
+            for m in messages
+        )
+
+    def deleted(
+        self, project: str, queue: str, ids: Iterable[str], claim_id: str | None, now_ms: int
+    ) -> None:
+        base = _base(now_ms, "deleted", project, queue)
+        self.write({**base, "message_id": i, "claim_id": claim_id} for i in ids)
+
+    def released(
+        self, project: str, queue: str, claim_id: str, ids: Iterable[str], now_ms: int
+    ) -> None:
+        base = _base(now_ms, "released", project, queue)
+        self.write({**base, "message_id": i, "claim_id": claim_id} for i in ids)
+
+    def rescheduled(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        due_ms: int,
+        now_ms: int,
+    ) -> None:
+        base = _base(now_ms, "rescheduled", project, queue)
+        self.write([{**base, "message_id": message_id, "claim_id": claim_id, "due": due_ms}])
+
+    def dead_lettered(
+        self, project: str, queue: str, ids: Iterable[str], target: str, now_ms: int
+    ) -> None:
+        base = _base(now_ms, "dead_lettered", project, queue)
+        self.write({**base, "message_id": i, "dead_letter_queue": target} for i in ids)
+
+
+def _base(now_ms: int, event: str, project: str, queue: str) -> Event:
+    return {"ts": now_ms, "event": event, "project": project, "queue": queue}
+
+
+def _epoch_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def open_journal(directory: str, max_bytes: int = DEFAULT_MAX_BYTES) -> NullJournal:
+    """The journal writing to ``directory``, or the null journal when it is empty."""
+    return Journal(directory, max_bytes) if directory else NullJournal()
