@@ -162,7 +162,10 @@ class Service:
             default_ttl = metadata.get("_default_message_ttl") or self.limits.default_message_ttl
             queue_delay = metadata.get("_default_message_delay") or 0
             built.append(
-                [self._new_message(m, default_ttl, queue_delay, now_ms) for m in parsed[0]]
+                [
+                    validation.new_message(m, default_ttl, queue_delay, now_ms, self.limits)
+                    for m in parsed[0]
+                ]
             )
             return built[-1]
 
@@ -196,22 +199,6 @@ class Service:
                 f"{configured}, max_messages_post_size_queue: {queue_max})."
             )
         raise errors.InvalidRequest(f"Message collection size is too large. Max size {configured}")
-
-    def _new_message(self, raw: Any, default_ttl: int, queue_delay: int, now_ms: int) -> NewMessage:
-        if not isinstance(raw, dict):
-            raise errors.InvalidBody("Document type not supported.")
-        ttl = validation.message_ttl(validation.integer_field(raw, "ttl", default_ttl), self.limits)
-        if "body" not in raw:
-            raise errors.InvalidBody('Missing "body" field.')
-        delay_ms = 0
-        if "deliver_at" in raw:
-            # An extension: honoured on every queue, since the caller asked for that time.
-            delay_ms = validation.due_offset(raw, now_ms, self.limits)
-        elif queue_delay:
-            # Zaqar's rule: delay counts only on a delayed queue and is ignored elsewhere.
-            delay = validation.integer_field(raw, "delay", queue_delay)
-            delay_ms = validation.message_delay(delay, self.limits) * 1000
-        return NewMessage(jsondoc.dumps(raw["body"]), ttl, delay_ms, validation.dedup_id(raw))
 
     def list_messages(
         self,

@@ -1,0 +1,101 @@
+"""The report job's DataFrame functions on a hand-written journal, on a local[1] session."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pathlib
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from zaqar_delay.pipeline import report
+
+T0 = 1_800_000_000_000  # 2027-01-15T08:00:00Z, a whole minute
+MINUTE0 = datetime.datetime(2027, 1, 15, 8, 0)
+
+
+def event(ts: int, kind: str, message: str, queue: str = "q1", **fields: Any) -> str:
+    return json.dumps(
+        {"ts": T0 + ts, "event": kind, "project": "p", "queue": queue, "message_id": message}
+        | {k: (T0 + v if k == "due" else v) for k, v in fields.items()}
+    )
+
+
+JOURNAL = [
+    event(0, "posted", "m1", due=1000, ttl=60),
+    event(0, "posted", "m2", due=2000, ttl=60),
+    event(10, "posted", "m3", due=10, ttl=60),
+    event(1010, "claimed", "m1", claim_id="c1", claim_count=1, due=1000),
+    event(2050, "claimed", "m2", claim_id="c2", claim_count=1, due=2000),
+    event(40, "claimed", "m3", claim_id="c3", claim_count=1, due=10),
+    event(100, "rescheduled", "m3", claim_id="c3", due=120_000),
+    event(1500, "deleted", "m1", claim_id="c1"),
+    event(3000, "released", "m2", claim_id="c2"),
+    event(61_000, "claimed", "m2", claim_id="c4", claim_count=2, due=2000),
+    event(62_000, "deleted", "m2", claim_id="c4"),
+    event(120_005, "claimed", "m3", claim_id="c5", claim_count=2, due=120_000),
+    event(130_000, "dead_lettered", "m3", dead_letter_queue="dead"),
+    event(0, "posted", "m4", queue="q2", due=1000, ttl=60),
+    event(500, "claimed", "m4", queue="q2", claim_id=None, claim_count=1, due=1000),
+    '{"ts": 1, "event": "posted", "proj',
+]
+# project, queue, posted, claimed, deleted, redelivered, released, rescheduled, dead_lettered,
+# delivered_before_due, first_deliveries, p50, p95, p99, max
+Q1_MINUTE0 = (3, 3, 1, 0, 1, 1, 0, 0, 3, 30.0, 48.0, 49.6, 50)
+
+
+@pytest.fixture
+def journal(spark: SparkSession, tmp_path: pathlib.Path) -> Any:
+    directory = tmp_path / "journal"
+    directory.mkdir()
+    (directory / "journal-a.jsonl").write_text("\n".join(JOURNAL[:8]) + "\n")
+    (directory / "journal-b.jsonl").write_text("\n".join(JOURNAL[8:]) + "\n")
+    return report.read_journal(spark, str(directory))
+
+
+def test_per_minute_counts_and_lateness(journal: Any) -> None:
+    rows = [tuple(r) for r in report.per_minute(journal).collect()]
+    minute = datetime.timedelta(minutes=1)
+    assert rows == [
+        ("p", "q1", MINUTE0, *Q1_MINUTE0),
+        ("p", "q1", MINUTE0 + minute, 0, 1, 1, 1, 0, 0, 0, 0, 0, None, None, None, None),
+        ("p", "q1", MINUTE0 + 2 * minute, 0, 1, 0, 1, 0, 0, 1, 0, 0, None, None, None, None),
+        ("p", "q2", MINUTE0, 1, 1, 0, 0, 0, 0, 0, 1, 1, -500.0, -500.0, -500.0, -500),
+    ]
+
+
+def test_per_queue_and_summary(journal: Any) -> None:
+    queues = report.per_queue(journal)
+    rows = [tuple(r) for r in queues.collect()]
+    assert rows == [
+        (
+            *("p", "q1", MINUTE0, MINUTE0 + datetime.timedelta(seconds=130)),
+            *(3, 5, 2, 2, 1, 1, 1, 0, 3, 30.0, 48.0, 49.6, 50),
+        ),
+        (
+            *("p", "q2", MINUTE0, MINUTE0 + datetime.timedelta(milliseconds=500)),
+            *(1, 1, 0, 0, 0, 0, 0, 1, 1, -500.0, -500.0, -500.0, -500),
+        ),
+    ]
+    result = report.summary(journal, queues)
+    assert result["events"] == 15
+    assert result["unreadable_lines"] == 1
+    assert result["deliveries_before_due"] == 1
+    assert result["totals"]["redelivered"] == 2
+    assert result["queues"][0]["first_event"] == "2027-01-15T08:00:00.000Z"
+    assert result["queues"][1]["lateness_p99_ms"] == -500.0
+
+
+def test_run_writes_tables_summary_and_chart(
+    spark: SparkSession, journal: Any, tmp_path: pathlib.Path
+) -> None:
+    out = tmp_path / "out"
+    result = report.run(spark, str(tmp_path / "journal"), str(out))
+    assert json.loads((out / "summary.json").read_text()) == result
+    minutes = spark.read.parquet(str(out / "per_minute"))
+    assert minutes.count() == 4
+    assert spark.read.parquet(str(out / "per_queue")).count() == 2
+    png = (out / "lateness.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000

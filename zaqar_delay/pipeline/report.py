@@ -1,0 +1,159 @@
+"""``report``: delivery analytics from the lifecycle journal (:mod:`zaqar_delay.journal`).
+
+:func:`read_journal` reads the JSON lines with an explicit schema; :func:`per_minute` and
+:func:`per_queue` are pure DataFrame functions; :func:`run` writes them as Parquet with a
+summary JSON and a lateness chart.
+
+Definitions: a *delivery* is a ``claimed`` event (a claim or a pop); it is *redelivered* when
+its claim count is above 1; *lateness* is a first delivery's time minus the due time the
+message had then, in milliseconds; a delivery *before due* has a negative lateness, on any
+delivery (there must be none). Per-minute rows bucket each event by its own minute (a
+lateness by the minute of the first delivery).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+JOURNAL_SCHEMA = T.StructType(
+    [
+        T.StructField("ts", T.LongType()),
+        T.StructField("event", T.StringType()),
+        T.StructField("project", T.StringType()),
+        T.StructField("queue", T.StringType()),
+        T.StructField("message_id", T.StringType()),
+        T.StructField("claim_id", T.StringType()),
+        T.StructField("claim_count", T.LongType()),
+        T.StructField("due", T.LongType()),
+        T.StructField("ttl", T.LongType()),
+        T.StructField("dead_letter_queue", T.StringType()),
+        T.StructField("_corrupt", T.StringType()),
+    ]
+)
+EVENTS = ("posted", "claimed", "deleted", "released", "rescheduled", "dead_lettered")
+PERCENTILES = (0.5, 0.95, 0.99)
+
+
+def read_journal(spark: SparkSession, path: str) -> DataFrame:
+    """Every journal line under ``path`` (a file or a directory of ``*.jsonl``); a line that
+    cannot be read keeps its text in ``_corrupt`` (a worker killed mid-write leaves one)."""
+    source = os.path.join(path, "*.jsonl") if os.path.isdir(path) else path
+    return (
+        spark.read.schema(JOURNAL_SCHEMA)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", "_corrupt")
+        .json(source)
+    )
+
+
+def _count(condition: Column) -> Column:
+    return F.count(F.when(condition, True))
+
+
+def _measures() -> list[Column]:
+    event = F.col("event")
+    claimed = event == "claimed"
+    lateness = F.when(claimed & (F.col("claim_count") == 1), F.col("ts") - F.col("due"))
+    quantiles = F.percentile(lateness, list(PERCENTILES))
+    return [
+        _count(event == "posted").alias("posted"),
+        _count(claimed).alias("claimed"),
+        _count(event == "deleted").alias("deleted"),
+        _count(claimed & (F.col("claim_count") > 1)).alias("redelivered"),
+        _count(event == "released").alias("released"),
+        _count(event == "rescheduled").alias("rescheduled"),
+        _count(event == "dead_lettered").alias("dead_lettered"),
+        _count(claimed & (F.col("ts") < F.col("due"))).alias("delivered_before_due"),
+        _count(lateness.isNotNull()).alias("first_deliveries"),
+        quantiles.alias("_quantiles"),
+        F.max(lateness).alias("lateness_max_ms"),
+    ]
+
+
+def _spread_quantiles(df: DataFrame) -> DataFrame:
+    named = [
+        F.col("_quantiles")[i].alias(f"lateness_p{round(q * 100)}_ms")
+        for i, q in enumerate(PERCENTILES)
+    ]
+    others = [c for c in df.columns if c not in ("_quantiles", "lateness_max_ms")]
+    return df.select(*others, *named, "lateness_max_ms")
+
+
+def readable(events: DataFrame) -> DataFrame:
+    return events.filter(F.col("_corrupt").isNull() & F.col("event").isNotNull())
+
+
+def per_minute(events: DataFrame) -> DataFrame:
+    """One row per (project, queue, minute) with events: counts and lateness in ms."""
+    minute = F.timestamp_millis(F.floor(F.col("ts") / 60000) * 60000).alias("minute")
+    grouped = readable(events).groupBy("project", "queue", minute).agg(*_measures())
+    return _spread_quantiles(grouped).orderBy("project", "queue", "minute")
+
+
+def per_queue(events: DataFrame) -> DataFrame:
+    """One row per (project, queue) over the whole journal, with its first and last event."""
+    grouped = (
+        readable(events)
+        .groupBy("project", "queue")
+        .agg(
+            F.timestamp_millis(F.min("ts")).alias("first_event"),
+            F.timestamp_millis(F.max("ts")).alias("last_event"),
+            *_measures(),
+        )
+    )
+    return _spread_quantiles(grouped).orderBy("project", "queue")
+
+
+def summary(events: DataFrame, queues: DataFrame) -> dict[str, Any]:
+    """Totals over every queue, the rows of ``per_queue`` (times in RFC 3339, UTC when the
+    session time zone is UTC, as the command sets it), and how many lines were unreadable."""
+    rfc3339 = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
+    as_text = [
+        F.date_format(c, rfc3339).alias(c) if c in ("first_event", "last_event") else F.col(c)
+        for c in queues.columns
+    ]
+    queue_rows = [r.asDict() for r in queues.select(*as_text).collect()]
+    totals = {
+        name: sum(int(q[name]) for q in queue_rows)
+        for name in (*EVENTS, "redelivered", "delivered_before_due", "first_deliveries")
+    }
+    unreadable = events.filter(F.col("_corrupt").isNotNull() | F.col("event").isNull()).count()
+    return {
+        "events": sum(totals[e] for e in EVENTS),
+        "unreadable_lines": unreadable,
+        "deliveries_before_due": totals["delivered_before_due"],
+        "totals": totals,
+        "queues": queue_rows,
+    }
+
+
+def run(spark: SparkSession, journal_path: str, out_dir: str) -> dict[str, Any]:
+    """Write ``per_minute/`` and ``per_queue/`` (Parquet), ``summary.json`` and
+    ``lateness.png`` under ``out_dir``; returns the summary."""
+    from zaqar_delay.pipeline import chart
+
+    os.makedirs(out_dir, exist_ok=True)
+    events = read_journal(spark, journal_path).cache()
+    try:
+        minutes = per_minute(events).cache()
+        queues = per_queue(events)
+        minutes.write.mode("overwrite").parquet(os.path.join(out_dir, "per_minute"))
+        queues.write.mode("overwrite").parquet(os.path.join(out_dir, "per_queue"))
+        result = summary(events, queues)
+        result["journal"] = journal_path
+        with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=2)
+            handle.write("\n")
+        chart.lateness_png(
+            [r.asDict() for r in minutes.collect()], os.path.join(out_dir, "lateness.png")
+        )
+        minutes.unpersist()
+        return result
+    finally:
+        events.unpersist()
