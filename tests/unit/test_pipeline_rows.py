@@ -95,14 +95,14 @@ def prepared(queue: str, size: int = 10) -> Prepared:
 
 def test_batches_hold_one_queue_within_count_and_size() -> None:
     rows = [prepared("a"), prepared("a"), prepared("a"), prepared("b"), prepared("a")]
-    assert [[r.queue for r in b] for b in batches(rows, 10_000, 2)] == [
+    assert [[r.queue for r in b] for b in batches(rows, 10_000, 2, lambda r: r)] == [
         ["a", "a"],
         ["a"],
         ["b"],
         ["a"],
     ]
     big = [prepared("a", 400) for _ in range(5)]
-    sized = list(batches(big, 1000, 100))
+    sized = list(batches(big, 1000, 100, lambda r: r))
     assert [len(b) for b in sized] == [2, 2, 1]
 
 

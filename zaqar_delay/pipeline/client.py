@@ -14,11 +14,13 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 
 from zaqar_delay.pipeline.rows import POST_ENVELOPE, Prepared
+
+T = TypeVar("T")
 
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
 # Answers that no row can fix: the whole job stops.
@@ -65,19 +67,23 @@ class Outcome:
 
 
 def batches(
-    rows: Iterable[Prepared], max_bytes: int, max_messages: int
-) -> Iterator[list[Prepared]]:
-    """Consecutive rows of one queue, at most ``max_messages`` and ``max_bytes`` per post
-    (a single row always fits: ``rows.prepare`` refused larger ones)."""
-    batch: list[Prepared] = []
+    items: Iterable[T], max_bytes: int, max_messages: int, row_of: Callable[[T], Prepared]
+) -> Iterator[list[T]]:
+    """Consecutive items of one queue, at most ``max_messages`` and ``max_bytes`` of rows
+    (``row_of(item)``) per post; a single row always fits (``rows.prepare`` refused larger
+    ones). Lazy: a partition is never held in memory whole."""
+    batch: list[T] = []
+    queue = ""
     size = POST_ENVELOPE
-    for row in rows:
+    for item in items:
+        row = row_of(item)
         row_size = len(row.message_json) + 32  # the deliver_at field and a separator
         full = len(batch) >= max_messages or size + row_size > max_bytes
-        if batch and (full or row.queue != batch[0].queue):
+        if batch and (full or row.queue != queue):
             yield batch
             batch, size = [], POST_ENVELOPE
-        batch.append(row)
+        batch.append(item)
+        queue = row.queue
         size += row_size
     if batch:
         yield batch

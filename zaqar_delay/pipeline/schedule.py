@@ -217,31 +217,24 @@ def post_rows(
     valid = checked.filter(F.col("reason").isNull())
     spread = valid.repartition(partitions, "dedup_id_used").sortWithinPartitions("queue")
 
+    def prepared(row: Any) -> rows.Prepared:
+        return rows.Prepared(
+            row["queue"],
+            row["message_json"],
+            row["delay_ms"],
+            row["deliver_at_ms"],
+            row["dedup_id_used"],
+        )
+
     def post(partition: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-        items = [
-            (
-                row,
-                rows.Prepared(
-                    row["queue"],
-                    row["message_json"],
-                    row["delay_ms"],
-                    row["deliver_at_ms"],
-                    row["dedup_id_used"],
-                ),
-            )
-            for row in partition
-        ]
         poster = Poster(target)
         try:
-            prepared = [p for _, p in items]
-            done = 0
-            for batch in batches(prepared, target.max_bytes, target.max_messages):
-                for offset, outcome in enumerate(poster.post(batch)):
-                    row = items[done + offset][0]
+            for batch in batches(partition, target.max_bytes, target.max_messages, prepared):
+                outcomes = poster.post([prepared(row) for row in batch])
+                for row, outcome in zip(batch, outcomes, strict=True):
                     head = [row[f.name] for f in RAW_SCHEMA.fields]
                     head[-1] = outcome.reason
                     yield (*head, row["dedup_id_used"], outcome.status, outcome.message_id)
-                done += len(batch)
         finally:
             if retries is not None:
                 retries.add(poster.retries)

@@ -1,0 +1,211 @@
+"""Rows per second of ``zaqar-delay-pipeline schedule`` and ``report`` in Spark local mode.
+
+``schedule``: writes a CSV of ``--rows`` rows (8 queues, delays up to 900 s, bodies of about
+100 bytes), starts a zaqar-delay-server on an embedded store, and times the whole job (read,
+check, post, rejects, counts) against it, then checks the server holds every row.
+
+``report``: writes ``--events`` journal events with Spark (posted, claimed, deleted for each
+message, and a released + second claim for one message in ten), then times the report job.
+
+    python benchmarks/pipeline.py schedule [--rows 1000000] [--master local[*]]
+    python benchmarks/pipeline.py report [--events 10000000] [--master local[*]]
+
+Both share the machine's cores with everything they start (the server, its store, Spark's
+Python workers), as a single-machine deployment would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import requests  # noqa: E402
+
+from tests.processes import ServiceProcess  # noqa: E402
+from zaqar_delay.pipeline import report, schedule  # noqa: E402
+from zaqar_delay.pipeline.cli import spark_session  # noqa: E402
+from zaqar_delay.pipeline.client import Target  # noqa: E402
+
+PROJECT = "pipeline-bench"
+
+
+def write_rows(path: Path, rows: int) -> None:
+    generator = random.Random(20261122)
+    with open(path, "w", encoding="ascii") as handle:
+        handle.write("queue,body,delay,ttl\n")
+        for i in range(rows):
+            body = f'"{{""order"": {i}, ""note"": ""{"x" * 60}""}}"'
+            handle.write(f"q{i % 8},{body},{generator.randrange(901)},3600\n")
+
+
+def bench_schedule(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    source = work / "rows.csv"
+    started = time.perf_counter()
+    write_rows(source, args.rows)
+    print(f"wrote {args.rows:,} rows in {time.perf_counter() - started:.1f} s", flush=True)
+    service = ServiceProcess(workers=args.workers, data_dir=str(work / "server")).start()
+    try:
+        spark = spark_session(args.master, "zaqar-delay-pipeline benchmark")
+        started = time.perf_counter()
+        summary = schedule.run(
+            spark,  # type: ignore[arg-type]
+            str(source),
+            Target(service.url, PROJECT, max_messages=args.batch_size),
+            str(work / "rejects"),
+            now_ms=time.time_ns() // 1_000_000,
+            partitions=args.partitions,
+        )
+        elapsed = time.perf_counter() - started
+        stored = sum(
+            requests.get(
+                f"{service.url}/v2/queues/q{q}/stats",
+                headers={
+                    "Client-ID": "5b0ff36c-2a4f-4a0c-9a52-6d3e1f0c7b21",
+                    "X-Project-ID": PROJECT,
+                },
+                timeout=30,
+            ).json()["messages"]["total"]
+            for q in range(8)
+        )
+    finally:
+        service.stop()
+    return {
+        "job": "schedule",
+        "rows": args.rows,
+        "seconds": round(elapsed, 2),
+        "rows_per_s": round(args.rows / elapsed),
+        "scheduled": summary.scheduled,
+        "rejected": summary.rejected,
+        "retried_posts": summary.retried_posts,
+        "stored_on_server": stored,
+    }
+
+
+def write_journal(spark: Any, path: Path, events: int) -> None:
+    """``events`` journal lines: 3 per message, 5 for one message in ten."""
+    from pyspark.sql import functions as F
+
+    messages = events * 10 // 32
+    base = 1_800_000_000_000
+    ids = spark.range(messages).select(
+        F.col("id"),
+        F.concat(F.lit("q"), (F.col("id") % 8).cast("string")).alias("queue"),
+        (F.lit(base) + F.col("id") * 20).alias("posted_ts"),
+        (F.lit(base) + F.col("id") * 20 + (F.col("id") % 900) * 1000).alias("due"),
+        (F.col("id") % 10 == 0).alias("released"),
+    )
+    common = [F.lit("p").alias("project"), F.col("queue"), F.hex(F.col("id")).alias("message_id")]
+    lateness = (F.col("id") * 7919 % 50).cast("long")
+    first = F.col("due") + lateness
+    rows = [
+        ids.select(
+            F.col("posted_ts").alias("ts"),
+            F.lit("posted").alias("event"),
+            *common,
+            F.lit(None).cast("string").alias("claim_id"),
+            F.lit(None).cast("long").alias("claim_count"),
+            F.col("due"),
+            F.lit(3600).cast("long").alias("ttl"),
+        ),
+        ids.select(
+            first.alias("ts"),
+            F.lit("claimed").alias("event"),
+            *common,
+            F.hex(F.col("id") * 3).alias("claim_id"),
+            F.lit(1).cast("long").alias("claim_count"),
+            F.col("due"),
+            F.lit(None).cast("long").alias("ttl"),
+        ),
+        ids.filter("released").select(
+            (first + 100).alias("ts"),
+            F.lit("released").alias("event"),
+            *common,
+            F.hex(F.col("id") * 3).alias("claim_id"),
+            F.lit(None).cast("long").alias("claim_count"),
+            F.lit(None).cast("long").alias("due"),
+            F.lit(None).cast("long").alias("ttl"),
+        ),
+        ids.filter("released").select(
+            (first + 200).alias("ts"),
+            F.lit("claimed").alias("event"),
+            *common,
+            F.hex(F.col("id") * 5).alias("claim_id"),
+            F.lit(2).cast("long").alias("claim_count"),
+            F.col("due"),
+            F.lit(None).cast("long").alias("ttl"),
+        ),
+        ids.select(
+            (first + 300).alias("ts"),
+            F.lit("deleted").alias("event"),
+            *common,
+            F.lit(None).cast("string").alias("claim_id"),
+            F.lit(None).cast("long").alias("claim_count"),
+            F.lit(None).cast("long").alias("due"),
+            F.lit(None).cast("long").alias("ttl"),
+        ),
+    ]
+    union = rows[0]
+    for more in rows[1:]:
+        union = union.unionByName(more)
+    union.write.mode("overwrite").option("ignoreNullFields", True).json(str(path))
+    for part in path.glob("part-*.json"):
+        part.rename(part.with_suffix(".jsonl"))
+
+
+def bench_report(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    spark = spark_session(args.master, "zaqar-delay-pipeline benchmark")
+    journal = work / "journal"
+    started = time.perf_counter()
+    write_journal(spark, journal, args.events)
+    print(f"wrote the journal in {time.perf_counter() - started:.1f} s", flush=True)
+    size = sum(p.stat().st_size for p in journal.glob("*.jsonl"))
+    started = time.perf_counter()
+    result = report.run(spark, str(journal), str(work / "report"))  # type: ignore[arg-type]
+    elapsed = time.perf_counter() - started
+    return {
+        "job": "report",
+        "events": result["events"],
+        "journal_bytes": size,
+        "seconds": round(elapsed, 2),
+        "events_per_s": round(result["events"] / elapsed),
+        "deliveries_before_due": result["deliveries_before_due"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("job", choices=["schedule", "report"])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--workers", type=int, default=2, help="server workers (schedule)")
+    parser.add_argument("--partitions", type=int, help="posting tasks (schedule)")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--keep", action="store_true", help="keep the generated files")
+    args = parser.parse_args()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    work = Path(tempfile.mkdtemp(prefix="zd-pipeline-bench-"))
+    try:
+        bench = bench_schedule if args.job == "schedule" else bench_report
+        outcome = bench(args, work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(outcome))
+    rate = outcome.get("rows_per_s") or outcome.get("events_per_s")
+    print(f"{args.job}: {rate:,} rows/s ({outcome['seconds']} s, master {args.master})")
+
+
+if __name__ == "__main__":
+    main()
