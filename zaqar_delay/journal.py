@@ -38,6 +38,7 @@ Event = dict[str, Any]
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 _encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+_encode_str = json.encoder.encode_basestring_ascii
 
 
 class NullJournal:
@@ -114,7 +115,10 @@ class Journal(NullJournal):
 
     def write(self, events: Iterable[Event]) -> None:
         """Append the events as lines, with one write; nothing when there are none."""
-        data = "".join(_encode(event) + "\n" for event in events).encode("ascii")
+        self._write_text("".join(_encode(event) + "\n" for event in events))
+
+    def _write_text(self, text: str) -> None:
+        data = text.encode("ascii")
         if not data:
             return
         with self._lock:
@@ -148,6 +152,9 @@ class Journal(NullJournal):
         self._size = os.fstat(self._fd).st_size
 
     # -- events --------------------------------------------------------------------------------
+    # Lines are formatted directly (the same JSON json.dumps would give, key order included):
+    # a third of the cost of encoding a dict per event. Every string is JSON-encoded: ids and
+    # claim ids may come from a request's path or query.
 
     def posted(
         self,
@@ -158,15 +165,13 @@ class Journal(NullJournal):
         positions: Iterable[int],
         now_ms: int,
     ) -> None:
-        base = _base(now_ms, "posted", project, queue)
-        self.write(
-            {
-                **base,
-                "message_id": ids[i],
-                "due": now_ms + messages[i].delay_ms,
-                "ttl": messages[i].ttl_s,
-            }
-            for i in positions
+        head = _head(now_ms, "posted", project, queue)
+        self._write_text(
+            "".join(
+                f'{head}{_str(ids[i])},"due":{now_ms + messages[i].delay_ms},'
+                f'"ttl":{messages[i].ttl_s}}}\n'
+                for i in positions
+            )
         )
 
     def claimed(
@@ -177,29 +182,38 @@ class Journal(NullJournal):
         messages: Iterable[Message],
         now_ms: int,
     ) -> None:
-        base = _base(now_ms, "claimed", project, queue)
-        self.write(
-            {
-                **base,
-                "message_id": m.id,
-                "claim_id": claim_id,
-                "claim_count": m.claim_count,
-                "due": m.due_ms,
-            }
-            for m in messages
+        head = _head(now_ms, "claimed", project, queue)
+        claim = _str(claim_id)
+        self._write_text(
+            "".join(
+                f'{head}{_str(m.id)},"claim_id":{claim},"claim_count":{m.claim_count},'
+                f'"due":{m.due_ms}}}\n'
+                for m in messages
+            )
         )
 
     def deleted(
         self, project: str, queue: str, ids: Iterable[str], claim_id: str | None, now_ms: int
     ) -> None:
-        base = _base(now_ms, "deleted", project, queue)
-        self.write({**base, "message_id": i, "claim_id": claim_id} for i in ids)
+        self._with_claim("deleted", project, queue, ids, claim_id, now_ms)
 
     def released(
         self, project: str, queue: str, claim_id: str, ids: Iterable[str], now_ms: int
     ) -> None:
-        base = _base(now_ms, "released", project, queue)
-        self.write({**base, "message_id": i, "claim_id": claim_id} for i in ids)
+        self._with_claim("released", project, queue, ids, claim_id, now_ms)
+
+    def _with_claim(
+        self,
+        event: str,
+        project: str,
+        queue: str,
+        ids: Iterable[str],
+        claim_id: str | None,
+        now_ms: int,
+    ) -> None:
+        head = _head(now_ms, event, project, queue)
+        claim = _str(claim_id)
+        self._write_text("".join(f'{head}{_str(i)},"claim_id":{claim}}}\n' for i in ids))
 
     def rescheduled(
         self,
@@ -210,18 +224,30 @@ class Journal(NullJournal):
         due_ms: int,
         now_ms: int,
     ) -> None:
-        base = _base(now_ms, "rescheduled", project, queue)
-        self.write([{**base, "message_id": message_id, "claim_id": claim_id, "due": due_ms}])
+        head = _head(now_ms, "rescheduled", project, queue)
+        line = f'{head}{_str(message_id)},"claim_id":{_str(claim_id)},"due":{due_ms}}}\n'
+        self._write_text(line)
 
     def dead_lettered(
         self, project: str, queue: str, ids: Iterable[str], target: str, now_ms: int
     ) -> None:
-        base = _base(now_ms, "dead_lettered", project, queue)
-        self.write({**base, "message_id": i, "dead_letter_queue": target} for i in ids)
+        head = _head(now_ms, "dead_lettered", project, queue)
+        target_json = _str(target)
+        self._write_text(
+            "".join(f'{head}{_str(i)},"dead_letter_queue":{target_json}}}\n' for i in ids)
+        )
 
 
-def _base(now_ms: int, event: str, project: str, queue: str) -> Event:
-    return {"ts": now_ms, "event": event, "project": project, "queue": queue}
+def _str(value: str | None) -> str:
+    return "null" if value is None else _encode_str(value)
+
+
+def _head(now_ms: int, event: str, project: str, queue: str) -> str:
+    """Every line's beginning, up to the message id's value."""
+    return (
+        f'{{"ts":{now_ms},"event":"{event}","project":{_encode_str(project)},'
+        f'"queue":{_encode_str(queue)},"message_id":'
+    )
 
 
 def _epoch_ms() -> int:

@@ -158,3 +158,17 @@ def test_off_unless_configured(tmp_path: pathlib.Path) -> None:
     assert not open_journal("").enabled
     assert isinstance(open_journal(str(tmp_path / "j")), Journal)
     assert os.path.isdir(tmp_path / "j")
+
+
+def test_lines_stay_json_whatever_the_ids(tmp_path: pathlib.Path) -> None:
+    journal = Journal(str(tmp_path))
+    hostile = 'a"b\\\nc\u2028\ud800é'
+    journal.deleted("p\n", "q", [hostile], hostile, 5)
+    journal.rescheduled("p", "q", hostile, None, 7, 6)
+    journal.close()
+    assert events(tmp_path) == [
+        {"ts": 5, "event": "deleted", "project": "p\n", "queue": "q", "message_id": hostile}
+        | {"claim_id": hostile},
+        {"ts": 6, "event": "rescheduled", "project": "p", "queue": "q", "message_id": hostile}
+        | {"claim_id": None, "due": 7},
+    ]

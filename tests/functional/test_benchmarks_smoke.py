@@ -50,3 +50,34 @@ def test_scenario_prints_one_json_document(scenario: str, embedded_service: Serv
         assert [s["claims_missing_the_due_message"] for s in report["sizes"]] == [0, 0]
     if scenario in ("produce", "produce-batch", "consume", "mixed"):
         assert report["messages_per_s"] > 0
+
+
+def run_benchmark(name: str, *args: str) -> dict[str, object]:
+    """Run benchmarks/<name> and return the JSON document on its next-to-last line or last."""
+    script = LOADGEN.parent / name
+    run = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    documents = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    result: dict[str, object] = json.loads(documents[-1])
+    return result
+
+
+def test_journal_benchmark_measures_both_servers() -> None:
+    result = run_benchmark(
+        "journal.py", "--seconds", "1", "--rounds", "1", "--prefill", "200", "--connections", "4"
+    )
+    summary = result["summary"]
+    assert isinstance(summary, dict)
+    rates = summary["messages_per_s"]
+    assert set(rates) == {"produce", "produce-batch", "consume"}
+    assert all(r["journal off"] > 0 and r["journal on"] > 0 for r in rates.values())
+    assert summary["journal_events"] > 0
+
+
+def test_pipeline_benchmarks_schedule_and_report() -> None:
+    scheduled = run_benchmark("pipeline.py", "schedule", "--rows", "300", "--master", "local[1]")
+    assert scheduled["scheduled"] == scheduled["stored_on_server"] == 300
+    reported = run_benchmark("pipeline.py", "report", "--events", "3200", "--master", "local[1]")
+    assert reported["events"] == 3200 and reported["deliveries_before_due"] == 0

@@ -248,6 +248,9 @@ def post_rows(
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Summary:
+    """What became of the rows of one run: ``rows_read`` = scheduled + duplicates skipped +
+    rejected."""
+
     rows_read: int
     scheduled: int
     duplicates_skipped: int
