@@ -54,6 +54,7 @@ def bench_schedule(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     write_rows(source, args.rows)
     print(f"wrote {args.rows:,} rows in {time.perf_counter() - started:.1f} s", flush=True)
+    (work / "server").mkdir()
     service = ServiceProcess(workers=args.workers, data_dir=str(work / "server")).start()
     try:
         spark = spark_session(args.master, "zaqar-delay-pipeline benchmark")

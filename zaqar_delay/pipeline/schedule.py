@@ -152,7 +152,7 @@ def parse_json_line(line: str) -> tuple[str | None, ...]:
 def read_jsonl(spark: SparkSession, path: str) -> DataFrame:
     lines = spark.read.text(path).filter(F.trim(F.col("value")) != "")
     parsed = lines.rdd.map(lambda row: parse_json_line(row[0]))
-    return spark.createDataFrame(parsed, RAW_SCHEMA)
+    return spark.createDataFrame(parsed, RAW_SCHEMA, verifySchema=False)
 
 
 def read_parquet(spark: SparkSession, path: str) -> DataFrame:
@@ -199,7 +199,9 @@ def check_rows(raw: DataFrame, project: str, limits: Limits, now_ms: int) -> Dat
                     prepared.dedup_id,
                 )
 
-    return raw.sparkSession.createDataFrame(raw.rdd.mapPartitions(check), CHECKED_SCHEMA)
+    return raw.sparkSession.createDataFrame(
+        raw.rdd.mapPartitions(check), CHECKED_SCHEMA, verifySchema=False
+    )
 
 
 # -- posting -----------------------------------------------------------------------------------
@@ -240,7 +242,9 @@ def post_rows(
                 retries.add(poster.retries)
             poster.close()
 
-    return checked.sparkSession.createDataFrame(spread.rdd.mapPartitions(post), RESULT_SCHEMA)
+    return checked.sparkSession.createDataFrame(
+        spread.rdd.mapPartitions(post), RESULT_SCHEMA, verifySchema=False
+    )
 
 
 # -- the job -----------------------------------------------------------------------------------
@@ -283,10 +287,12 @@ def run(
     (JSON lines, replaced if it exists) and count what became of the rows."""
     limits = limits or Limits()
     target = dataclasses.replace(target, max_bytes=limits.max_messages_post_size)
+    partitions = partitions or spark.sparkContext.defaultParallelism * 2
     raw = read_input(spark, input_path, input_format(input_path, fmt))
+    if raw.rdd.getNumPartitions() < partitions:
+        raw = raw.repartition(partitions)  # one large file is one split: check it on every core
     checked = check_rows(raw, target.project, limits, now_ms).persist()
     retries = spark.sparkContext.accumulator(0)
-    partitions = partitions or spark.sparkContext.defaultParallelism * 2
     results = post_rows(checked, target, partitions, retries).persist()
     try:
         statuses = {r["status"]: r["count"] for r in results.groupBy("status").count().collect()}
