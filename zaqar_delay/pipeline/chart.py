@@ -10,7 +10,10 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display is needed or wanted
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 
+# Plain numbers on the log axis ("40", not "4x10^1").
+PLAIN = FuncFormatter(lambda value, _: f"{value:g}")
 # Panels drawn at most; the queues with the most deliveries are shown.
 MAX_PANELS = 8
 
@@ -70,6 +73,9 @@ def _panel(axis: Any, key: tuple[str, str], rows: list[dict[str, Any]]) -> None:
             *zip(*early, strict=True), color="red", marker="v", label="before due", zorder=5
         )
     axis.set_yscale("log")
+    axis.yaxis.set_major_formatter(PLAIN)
+    axis.yaxis.set_minor_formatter(PLAIN)
+    axis.tick_params(axis="y", which="minor", labelsize=7)
     axis.set_ylabel("lateness (ms)")
     axis.grid(True, which="major", alpha=0.3)
-    axis.legend(loc="upper left", fontsize=8, ncol=4)
+    axis.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, ncol=4, frameon=False)
