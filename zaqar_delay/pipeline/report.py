@@ -43,13 +43,14 @@ PERCENTILES = (0.5, 0.95, 0.99)
 def read_journal(spark: SparkSession, path: str) -> DataFrame:
     """Every journal line under ``path`` (a file or a directory of ``*.jsonl``); a line that
     cannot be read keeps its text in ``_corrupt`` (a worker killed mid-write leaves one)."""
-    source = os.path.join(path, "*.jsonl") if os.path.isdir(path) else path
-    return (
+    reader = (
         spark.read.schema(JOURNAL_SCHEMA)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", "_corrupt")
-        .json(source)
     )
+    if os.path.isdir(path):
+        reader = reader.option("pathGlobFilter", "*.jsonl")
+    return reader.json(path)
 
 
 def _count(condition: Column) -> Column:
