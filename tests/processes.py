@@ -183,9 +183,15 @@ class SecantusServer:
     Test-only: it is GPL software and slow, and it proves correctness, never speed.
     """
 
-    def __init__(self, standalone: bool = False) -> None:
+    def __init__(
+        self, standalone: bool = False, storage_path: str | None = None, durable: bool = False
+    ) -> None:
+        """In memory unless ``storage_path`` (a WiredTiger home kept across restarts on the
+        same port); ``durable`` fsyncs the log at every commit, as mongod's ``j: true``."""
         self.port = free_port()
         self.standalone = standalone
+        self.storage_path = storage_path
+        self.durable = durable
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -206,10 +212,11 @@ class SecantusServer:
             "--port",
             str(self.port),
             "--storage-path",
-            ":memory:",
+            self.storage_path or ":memory:",
             "--log-level",
             "WARNING",
             *(["--standalone"] if self.standalone else []),
+            *(["--sync-on-commit"] if self.durable else []),
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         import pymongo
@@ -234,6 +241,13 @@ class SecantusServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+            self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no final checkpoint."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
             self.process = None
 
 

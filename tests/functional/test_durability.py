@@ -1,5 +1,6 @@
-"""What survives kill -9 of the server and of the store, on the embedded store and on a
-redis-server with the append-only file (fsync every second, the default, and always).
+"""What survives kill -9 of the server and of the store, on the embedded store, on a
+redis-server with the append-only file (fsync every second, the default, and always), and on
+MongoDB's wire protocol with journaled writes (secantusdb on WiredTiger, log fsynced at commit).
 
 Every message whose POST answered 201 is present after both processes are killed and
 restarted, with the due time it was given; a claim taken before the crash still holds its
@@ -9,6 +10,7 @@ messages; after the restart nothing is delivered before it is due.
 from __future__ import annotations
 
 import datetime
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.processes import RedisServer, ServiceProcess
+from tests.processes import RedisServer, SecantusServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "durable"}
@@ -29,15 +31,23 @@ class Deployment:
 
     def __init__(self, store: str) -> None:
         fsync = ["--appendfsync", "always"] if store == "redis-aof-always" else []
-        self.redis = RedisServer(aof=True, extra_args=fsync) if store != "embedded" else None
+        self.store: RedisServer | SecantusServer | None = None
+        self.uri = ""
+        if store.startswith("redis"):
+            redis = RedisServer(aof=True, extra_args=fsync)
+            self.store, self.uri = redis, redis.url
+        elif store == "mongodb":
+            path = tempfile.mkdtemp(prefix="zd-secantus-")
+            mongo = SecantusServer(storage_path=path, durable=True)
+            self.store, self.uri = mongo, mongo.database_url("zaqar_delay_durable")
         self.data_dir: str | None = None
         self.service: ServiceProcess | None = None
 
     def start(self) -> ServiceProcess:
         env = {}
-        if self.redis is not None:
-            self.redis.start()
-            env[STORAGE_URI_ENV] = self.redis.url
+        if self.store is not None:
+            self.store.start()
+            env[STORAGE_URI_ENV] = self.uri
         self.service = ServiceProcess(env=env, data_dir=self.data_dir).start()
         self.data_dir = self.service.data_dir
         return self.service
@@ -45,17 +55,17 @@ class Deployment:
     def kill(self) -> None:
         if self.service is not None:
             self.service.kill()
-        if self.redis is not None:
-            self.redis.kill()
+        if self.store is not None:
+            self.store.kill()
 
     def stop(self) -> None:
         if self.service is not None:
             self.service.stop()
-        if self.redis is not None:
-            self.redis.stop()
+        if self.store is not None:
+            self.store.stop()
 
 
-@pytest.fixture(params=["embedded", "redis-aof", "redis-aof-always"])
+@pytest.fixture(params=["embedded", "redis-aof", "redis-aof-always", "mongodb"])
 def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
     deployment = Deployment(request.param)
     yield deployment

@@ -1,4 +1,6 @@
-"""Faults under load: the store going away and coming back, the server killed and restarted.
+"""Faults under load: the store going away and coming back, the server killed and restarted,
+on a redis-server with the append-only file and on MongoDB's wire protocol with journaled
+writes (secantusdb on WiredTiger, log fsynced at commit).
 
 Clients see 503 JSON errors (never a 500, never a hang) while the store is away, or connection
 errors while the server is away; the service recovers by itself; no message whose POST was
@@ -7,6 +9,7 @@ answered 201 is lost and no post is half-written.
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 import pytest
 import requests
 
-from tests.processes import RedisServer, ServiceProcess, wait_until
+from tests.processes import RedisServer, SecantusServer, ServiceProcess, wait_until
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "faults"}
@@ -96,21 +99,43 @@ def total(url: str, queue: str) -> int:
     return int(response.json()["messages"]["total"])
 
 
-@pytest.fixture
-def store() -> Iterator[RedisServer]:
-    server = RedisServer(aof=True).start()
-    yield server
-    server.stop()
+@dataclass
+class Store:
+    """A durable store process that can be killed and started again on its data."""
+
+    server: RedisServer | SecantusServer
+    uri: str
+
+    def kill(self) -> None:
+        self.server.kill()
+
+    def start(self) -> None:
+        self.server.start()
 
 
-def test_store_outage_answers_503_then_recovers(store: RedisServer) -> None:
-    service = ServiceProcess(env={STORAGE_URI_ENV: store.url}).start()
+@pytest.fixture(params=["redis-aof", "mongodb"])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    if request.param == "redis-aof":
+        redis = RedisServer(aof=True).start()
+        yield Store(redis, redis.url)
+        redis.stop()
+        return
+    path = tempfile.mkdtemp(prefix="zd-secantus-")
+    mongo = SecantusServer(storage_path=path, durable=True).start()
+    yield Store(mongo, mongo.database_url("zaqar_delay_faults"))
+    mongo.stop()
+
+
+def test_store_outage_answers_503_then_recovers(store: Store) -> None:
+    service = ServiceProcess(env={STORAGE_URI_ENV: store.uri}).start()
     load = Load(base_url=lambda: service.url, queue="outage")
     try:
         threads = load.run()
         time.sleep(1.5)
-        store.kill()  # the process dies; what it acknowledged is in its append-only file
-        time.sleep(3)
+        store.kill()  # the process dies; what it acknowledged is in its log
+        # Longer than the storage timeout (5 s): MongoDB's driver waits that long for a
+        # server before a request fails, and retries writes once one is back.
+        time.sleep(8)
         with load.lock:
             outage_statuses = len(load.statuses)
         store.start()
@@ -136,8 +161,8 @@ def test_store_outage_answers_503_then_recovers(store: RedisServer) -> None:
         service.stop()
 
 
-def test_server_killed_under_load_loses_nothing(store: RedisServer) -> None:
-    first = ServiceProcess(env={STORAGE_URI_ENV: store.url}).start()
+def test_server_killed_under_load_loses_nothing(store: Store) -> None:
+    first = ServiceProcess(env={STORAGE_URI_ENV: store.uri}).start()
     current = {"service": first}
     load = Load(base_url=lambda: current["service"].url, queue="restart")
     second: ServiceProcess | None = None
@@ -145,7 +170,7 @@ def test_server_killed_under_load_loses_nothing(store: RedisServer) -> None:
         threads = load.run()
         time.sleep(1.5)
         first.kill()
-        second = ServiceProcess(env={STORAGE_URI_ENV: store.url}).start()
+        second = ServiceProcess(env={STORAGE_URI_ENV: store.uri}).start()
         current["service"] = second
         acked_before = len(load.acked)
         wait_until(lambda: len(load.acked) > acked_before + 50, 30, "posts to the new server")
