@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,19 +22,14 @@ sys.path.insert(0, str(HERE.parent))
 
 import redis  # noqa: E402
 
+from benchmarks.loadgen import run_in_child  # noqa: E402
 from tests.processes import RedisCluster, RedisServer, ServiceProcess  # noqa: E402
 from zaqar_delay.conf import STORAGE_URI_ENV  # noqa: E402
 
 
 def run_scenario(scenario: str, url: str, label: str, args: argparse.Namespace) -> dict[str, Any]:
-    command = [sys.executable, str(HERE / "loadgen.py"), scenario, "--url", url, "--label", label]
-    command += ["--seconds", str(args.seconds), "--queues", str(args.queues)]
-    command += ["--connections", str(args.connections)]
-    run = subprocess.run(command, capture_output=True, text=True, check=True, timeout=3600)
-    document, human = run.stdout.strip().splitlines()[-2:]
-    print(human, flush=True)
-    report: dict[str, Any] = json.loads(document)
-    return report
+    extra = ["--seconds", str(args.seconds), "--queues", str(args.queues)]
+    return run_in_child(scenario, url, label, [*extra, "--connections", str(args.connections)])
 
 
 def main() -> None:

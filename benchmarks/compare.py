@@ -33,6 +33,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from benchmarks.loadgen import run_in_child  # noqa: E402
 from benchmarks.procstat import cpu_seconds  # noqa: E402
 from tests.processes import (  # noqa: E402
     RedisServer,
@@ -156,21 +157,15 @@ def targets(args: argparse.Namespace) -> Iterator[tuple[Target, Target]]:
 
 
 def loadgen(scenario: str, target: Target, args: argparse.Namespace) -> dict[str, Any]:
-    command = [sys.executable, str(HERE / "loadgen.py"), scenario, "--url", target.url]
-    command += ["--label", target.name, "--seconds", str(args.seconds)]
+    extra = ["--seconds", str(args.seconds)]
     if scenario == "lateness":
-        command += ["--wait", "20"] if target.waits else ["--poll", str(args.poll)]
+        extra += ["--wait", "20"] if target.waits else ["--poll", str(args.poll)]
     if scenario == "backlog":
-        command += ["--sizes", args.backlog_sizes, "--samples", str(args.backlog_samples)]
-        command += ["--redis-url", target.redis.url, "--drop-after"]
+        extra += ["--sizes", args.backlog_sizes, "--samples", str(args.backlog_samples)]
+        extra += ["--redis-url", target.redis.url, "--drop-after"]
     before = cpu_seconds(target.pids)
-    run = subprocess.run(command, capture_output=True, text=True, timeout=7200)
-    if run.returncode != 0:
-        raise SystemExit(f"loadgen {scenario} on {target.name} failed:\n{run.stderr}")
-    document, human = run.stdout.strip().splitlines()[-2:]
-    report: dict[str, Any] = json.loads(document)
+    report = run_in_child(scenario, target.url, target.name, extra)
     report["server_cpu_seconds"] = round(cpu_seconds(target.pids) - before, 2)
-    print(human, flush=True)
     return report
 
 

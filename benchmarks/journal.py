@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import timeit
@@ -24,6 +23,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from benchmarks.loadgen import run_in_child  # noqa: E402
 from benchmarks.procstat import cpu_seconds  # noqa: E402
 from tests.processes import ServiceProcess  # noqa: E402
 from zaqar_delay.journal import Journal  # noqa: E402
@@ -34,17 +34,12 @@ def run_scenario(
     scenario: str, service: ServiceProcess, label: str, args: argparse.Namespace
 ) -> dict[str, Any]:
     """One loadgen run; adds the server's CPU microseconds per message handled."""
-    url = service.url
     assert service.process is not None
     before = cpu_seconds([service.process.pid])
-    command = [sys.executable, str(HERE / "loadgen.py"), scenario, "--url", url, "--label", label]
-    command += ["--seconds", str(args.seconds), "--connections", str(args.connections)]
+    extra = ["--seconds", str(args.seconds), "--connections", str(args.connections)]
     if scenario == "consume":
-        command += ["--prefill", str(args.prefill)]
-    run = subprocess.run(command, capture_output=True, text=True, check=True, timeout=3600)
-    document, human = run.stdout.strip().splitlines()[-2:]
-    print(human, flush=True)
-    report: dict[str, Any] = json.loads(document)
+        extra += ["--prefill", str(args.prefill)]
+    report = run_in_child(scenario, service.url, label, extra)
     used = cpu_seconds([service.process.pid]) - before
     handled = report["messages_per_s"] * report.get("seconds", args.seconds)
     if scenario == "consume":

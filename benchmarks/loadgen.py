@@ -26,6 +26,7 @@ import asyncio
 import json
 import random
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -465,6 +466,21 @@ async def waiting(args: argparse.Namespace) -> Report:
         "ping_status": response.status,
         "ping_ms_while_waiting": ping_ms,
     }
+
+
+def run_in_child(
+    scenario: str, url: str, label: str, extra: list[str], timeout: float = 7200
+) -> Report:
+    """Run this script for one scenario in a child process (its CPU is then its own, apart
+    from the caller's); print the run's human line and return its report."""
+    command = [sys.executable, __file__, scenario, "--url", url, "--label", label, *extra]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if run.returncode != 0:
+        raise SystemExit(f"loadgen {scenario} on {label} failed:\n{run.stderr}")
+    document, human = run.stdout.strip().splitlines()[-2:]
+    print(human, flush=True)
+    report: Report = json.loads(document)
+    return report
 
 
 def human_line(name: str, report: Report) -> str:

@@ -106,59 +106,32 @@ def write_journal(spark: Any, path: Path, events: int) -> None:
         (F.lit(base) + F.col("id") * 20 + (F.col("id") % 900) * 1000).alias("due"),
         (F.col("id") % 10 == 0).alias("released"),
     )
-    common = [F.lit("p").alias("project"), F.col("queue"), F.hex(F.col("id")).alias("message_id")]
     lateness = (F.col("id") * 7919 % 50).cast("long")
     first = F.col("due") + lateness
-    rows = [
-        ids.select(
-            F.col("posted_ts").alias("ts"),
-            F.lit("posted").alias("event"),
-            *common,
-            F.lit(None).cast("string").alias("claim_id"),
-            F.lit(None).cast("long").alias("claim_count"),
-            F.col("due"),
-            F.lit(3600).cast("long").alias("ttl"),
-        ),
-        ids.select(
-            first.alias("ts"),
-            F.lit("claimed").alias("event"),
-            *common,
-            F.hex(F.col("id") * 3).alias("claim_id"),
-            F.lit(1).cast("long").alias("claim_count"),
-            F.col("due"),
-            F.lit(None).cast("long").alias("ttl"),
-        ),
-        ids.filter("released").select(
-            (first + 100).alias("ts"),
-            F.lit("released").alias("event"),
-            *common,
-            F.hex(F.col("id") * 3).alias("claim_id"),
-            F.lit(None).cast("long").alias("claim_count"),
-            F.lit(None).cast("long").alias("due"),
-            F.lit(None).cast("long").alias("ttl"),
-        ),
-        ids.filter("released").select(
-            (first + 200).alias("ts"),
-            F.lit("claimed").alias("event"),
-            *common,
-            F.hex(F.col("id") * 5).alias("claim_id"),
-            F.lit(2).cast("long").alias("claim_count"),
-            F.col("due"),
-            F.lit(None).cast("long").alias("ttl"),
-        ),
-        ids.select(
-            (first + 300).alias("ts"),
-            F.lit("deleted").alias("event"),
-            *common,
-            F.lit(None).cast("string").alias("claim_id"),
-            F.lit(None).cast("long").alias("claim_count"),
-            F.lit(None).cast("long").alias("due"),
-            F.lit(None).cast("long").alias("ttl"),
-        ),
+    released = ids.filter("released")
+
+    def lines(frame: Any, ts: Any, event: str, **fields: Any) -> Any:
+        """One journal line per row of ``frame``; fields not named are absent."""
+        return frame.select(
+            ts.cast("long").alias("ts"),
+            F.lit(event).alias("event"),
+            F.lit("p").alias("project"),
+            F.col("queue"),
+            F.hex(F.col("id")).alias("message_id"),
+            *[F.lit(v).alias(k) if isinstance(v, int) else v.alias(k) for k, v in fields.items()],
+        )
+
+    due, first_claim, second_claim = F.col("due"), F.hex(F.col("id") * 3), F.hex(F.col("id") * 5)
+    parts = [
+        lines(ids, F.col("posted_ts"), "posted", due=due, ttl=3600),
+        lines(ids, first, "claimed", claim_id=first_claim, claim_count=1, due=due),
+        lines(released, first + 100, "released", claim_id=first_claim),
+        lines(released, first + 200, "claimed", claim_id=second_claim, claim_count=2, due=due),
+        lines(ids, first + 300, "deleted"),
     ]
-    union = rows[0]
-    for more in rows[1:]:
-        union = union.unionByName(more)
+    union = parts[0]
+    for more in parts[1:]:
+        union = union.unionByName(more, allowMissingColumns=True)
     union.write.mode("overwrite").option("ignoreNullFields", True).json(str(path))
     for part in path.glob("part-*.json"):
         part.rename(part.with_suffix(".jsonl"))

@@ -77,7 +77,7 @@ def batches(
     size = POST_ENVELOPE
     for item in items:
         row = row_of(item)
-        row_size = len(row.message_json) + 32  # the deliver_at field and a separator
+        row_size = row.sent_size() + 1  # and the comma between messages
         full = len(batch) >= max_messages or size + row_size > max_bytes
         if batch and (full or row.queue != queue):
             yield batch

@@ -141,9 +141,9 @@ def run(spark: SparkSession, journal_path: str, out_dir: str) -> dict[str, Any]:
 
     os.makedirs(out_dir, exist_ok=True)
     events = read_journal(spark, journal_path).cache()
+    minutes = per_minute(events).cache()
+    queues = per_queue(events).cache()  # written, then read again for the summary
     try:
-        minutes = per_minute(events).cache()
-        queues = per_queue(events)
         minutes.write.mode("overwrite").parquet(os.path.join(out_dir, "per_minute"))
         queues.write.mode("overwrite").parquet(os.path.join(out_dir, "per_queue"))
         result = summary(events, queues)
@@ -154,7 +154,7 @@ def run(spark: SparkSession, journal_path: str, out_dir: str) -> dict[str, Any]:
         chart.lateness_png(
             [r.asDict() for r in minutes.collect()], os.path.join(out_dir, "lateness.png")
         )
-        minutes.unpersist()
         return result
     finally:
-        events.unpersist()
+        for frame in (queues, minutes, events):
+            frame.unpersist()

@@ -25,6 +25,8 @@ REQUIRED_COLUMNS = ("queue", "body")
 INTEGER_TEXT = re.compile(r"-?[0-9]+")
 # Bytes of '{"messages":[' + ']}' around the messages of a post.
 POST_ENVELOPE = 15
+# Bytes Prepared.document adds to message_json at most: ',"deliver_at":' and 13 digits of ms.
+DUE_FIELD_BYTES = len(',"deliver_at":') + 13
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,6 +39,10 @@ class Prepared:
     delay_ms: int | None
     deliver_at_ms: int | None
     dedup_id: str
+
+    def sent_size(self) -> int:
+        """The most bytes :meth:`document` can be."""
+        return len(self.message_json) + DUE_FIELD_BYTES
 
     def document(self, now_ms: int) -> str:
         """The message as it is sent at ``now_ms``: always with ``deliver_at``, so a delay is
@@ -92,8 +98,7 @@ def _prepare(raw: Mapping[str, str | None], project: str, limits: Limits, now_ms
         document, limits.default_message_ttl, _integer(raw.get("delay")) or 0, now_ms, limits
     )
     message_json = jsondoc.dumps({"body": body, "ttl": message.ttl_s, "dedup_id": message.dedup_id})
-    size = len(message_json) + len(',"deliver_at":') + 13 + POST_ENVELOPE
-    if size > limits.max_messages_post_size:
+    if len(message_json) + DUE_FIELD_BYTES + POST_ENVELOPE > limits.max_messages_post_size:
         raise errors.InvalidRequest(
             f"Message collection size is too large. Max size {limits.max_messages_post_size}"
         )

@@ -24,8 +24,13 @@ from zaqar_delay.pipeline import rows
 from zaqar_delay.pipeline.client import Poster, Target, batches
 
 FORMATS = ("csv", "jsonl", "parquet")
-EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
-EXTENSIONS[".parquet"] = "parquet"
+EXTENSIONS = {
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+}
 
 # The input, whatever its format: every column as text; ``source`` keeps a line that could
 # not be read as a row, ``reason`` says why a row is refused (None while it is not).
@@ -135,18 +140,16 @@ def parse_json_line(line: str) -> tuple[str | None, ...]:
     unknown = sorted(set(document) - set(rows.RAW_COLUMNS))
     if unknown:
         return (*[None] * len(rows.RAW_COLUMNS), line, f"Unknown fields: {', '.join(unknown)}.")
-    values: list[str | None] = []
-    for column in rows.RAW_COLUMNS:
+
+    def text(column: str) -> str | None:
         value = document.get(column)
-        if value is None and column != "body":
-            values.append(None)
-        elif column == "body":
-            values.append(jsondoc.dumps(value) if column in document else None)
-        elif isinstance(value, str):
-            values.append(value)
-        else:
-            values.append(json.dumps(value))
-    return (*values, None, None)
+        if column == "body":  # any JSON value, null included
+            return jsondoc.dumps(value) if column in document else None
+        if value is None or isinstance(value, str):
+            return value
+        return json.dumps(value)
+
+    return (*map(text, rows.RAW_COLUMNS), None, None)
 
 
 def read_jsonl(spark: SparkSession, path: str) -> DataFrame:
@@ -300,12 +303,11 @@ def run(
         refused_by_server = results.filter(F.col("status") == "rejected").select(*REJECT_COLUMNS)
         rejects = refused.unionByName(refused_by_server)
         rejects.coalesce(1).write.mode("overwrite").json(rejects_path)
-        rejected = spark.read.schema(rejects.schema).json(rejects_path).count()
         return Summary(
             rows_read=checked.count(),
             scheduled=statuses.get("scheduled", 0),
             duplicates_skipped=statuses.get("duplicate", 0),
-            rejected=rejected,
+            rejected=refused.count() + statuses.get("rejected", 0),
             retried_posts=int(retries.value),
             rejects_path=rejects_path,
         )
