@@ -1,32 +1,53 @@
-"""The service's only source of time: UTC epoch milliseconds, injectable for tests."""
+"""The service's only source of time: UTC epoch nanoseconds, injectable for tests.
+
+Instants are compared in whole milliseconds (``now_ms``, floored); a due time computed from a
+post's arrival is rounded *up* to the millisecond (:func:`round_up_ms`), so that comparing a
+floored "now" with it never finds a message due before its post's arrival plus its delay.
+"""
 
 from __future__ import annotations
 
 import time
 from typing import Protocol
 
+NS_PER_MS = 1_000_000
+
 
 class Clock(Protocol):
-    """Anything that tells the current UTC time in epoch milliseconds."""
+    """Anything that tells the current UTC time in epoch nanoseconds."""
+
+    def now_ns(self) -> int: ...
 
     def now_ms(self) -> int: ...
+
+
+def round_up_ms(now_ns: int) -> int:
+    """1 when ``now_ns`` lies after the start of its millisecond, else 0: what a relative
+    delay counted from ``now_ns // NS_PER_MS`` must add to stay on or after arrival + delay."""
+    return 1 if now_ns % NS_PER_MS else 0
 
 
 class SystemClock:
     """The machine's wall clock."""
 
+    def now_ns(self) -> int:
+        return time.time_ns()
+
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        return time.time_ns() // NS_PER_MS
 
 
 class FakeClock:
     """A clock that only moves when told to; lets tests cross due times without sleeping."""
 
     def __init__(self, start_ms: int = 1_800_000_000_000) -> None:
-        self._now_ms = start_ms
+        self._now_ns = start_ms * NS_PER_MS
+
+    def now_ns(self) -> int:
+        return self._now_ns
 
     def now_ms(self) -> int:
-        return self._now_ms
+        return self._now_ns // NS_PER_MS
 
-    def advance(self, seconds: float = 0.0, ms: int = 0) -> None:
-        self._now_ms += int(seconds * 1000) + ms
+    def advance(self, seconds: float = 0.0, ms: int = 0, us: int = 0) -> None:
+        self._now_ns += int(seconds * 1000) * NS_PER_MS + ms * NS_PER_MS + us * 1000

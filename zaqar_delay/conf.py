@@ -33,6 +33,16 @@ server_opts = [
             "install zaqar-delay[keystone]) and takes project and roles from the token."
         ),
     ),
+    cfg.StrOpt(
+        "default_project",
+        default="",
+        help=(
+            "With auth_strategy = noauth only: the project of a request that names none "
+            "(no X-Project-ID header), for clients such as the openstack CLI with "
+            "--os-auth-type none, which send none. Empty (the default) answers such a request "
+            "400, as Zaqar does. Ignored with keystone."
+        ),
+    ),
 ]
 
 storage_opts = [
@@ -260,6 +270,7 @@ class Settings:
     limits: Limits = dataclasses.field(default_factory=Limits)
     signed_url_secret: str = ""
     auth_strategy: str = "noauth"
+    default_project: str = ""
     config_files: tuple[str, ...] = ()
     journal_path: str = ""
     journal_max_bytes: int = 64 * 1024 * 1024
@@ -303,6 +314,7 @@ def load_settings(
         limits=limits,
         signed_url_secret=conf.signed_url.secret_key,
         auth_strategy=conf.server.auth_strategy,
+        default_project=conf.server.default_project,
         config_files=tuple(config_files),
         journal_path=conf.journal.path,
         journal_max_bytes=conf.journal.max_file_size * 1024 * 1024,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_delay import errors, jsondoc, metadata_patch, signed_urls, validation
-from zaqar_delay.clock import Clock
+from zaqar_delay.clock import NS_PER_MS, Clock, round_up_ms
 from zaqar_delay.conf import Limits
 from zaqar_delay.journal import NullJournal
 from zaqar_delay.metrics import Metrics
@@ -151,7 +151,8 @@ class Service:
         The size limit is checked before the body is parsed; the queue's defaults and limits
         are those current when the messages are stored.
         """
-        now_ms = self.now_ms()
+        now_ns = self.clock.now_ns()
+        now_ms, round_up = now_ns // NS_PER_MS, round_up_ms(now_ns)
         parsed: list[Any] = []
         built: list[list[NewMessage]] = []
 
@@ -163,7 +164,9 @@ class Service:
             queue_delay = metadata.get("_default_message_delay") or 0
             built.append(
                 [
-                    validation.new_message(m, default_ttl, queue_delay, now_ms, self.limits)
+                    validation.new_message(
+                        m, default_ttl, queue_delay, now_ms, self.limits, round_up
+                    )
                     for m in parsed[0]
                 ]
             )
@@ -274,8 +277,9 @@ class Service:
         message needs its claim id and leaves the claim: a consumer's "retry later"."""
         if not isinstance(document, dict):
             raise errors.InvalidBody("Document type not supported.")
-        now_ms = self.now_ms()
-        due_ms = now_ms + validation.due_offset(document, now_ms, self.limits)
+        now_ns = self.clock.now_ns()
+        now_ms = now_ns // NS_PER_MS
+        due_ms = now_ms + validation.due_offset(document, now_ms, self.limits, round_up_ms(now_ns))
         try:
             self.driver.reschedule_message(project, queue, message_id, claim_id, due_ms, now_ms)
         except (errors.MessageIsClaimed, errors.ClaimNotValid) as exc:

@@ -195,14 +195,26 @@ def deliver_at(value: Any, now_ms: int, limits: Limits) -> int:
     return max(0, offset_ms)
 
 
-def due_offset(document: Mapping[str, Any], now_ms: int, limits: Limits) -> int:
-    """Milliseconds until due from exactly one of ``delay`` (seconds) or ``deliver_at``."""
+def delay_ms(delay_s: int, round_up: int) -> int:
+    """A relative delay in milliseconds from a floored ``now_ms``: ``round_up``
+    (:func:`~zaqar_delay.clock.round_up_ms`) keeps a nonzero delay from ending before the
+    request's arrival plus ``delay_s``. A zero delay needs none: nothing is seen before it
+    is posted."""
+    return delay_s * 1000 + round_up if delay_s else 0
+
+
+def due_offset(document: Mapping[str, Any], now_ms: int, limits: Limits, round_up: int = 0) -> int:
+    """Milliseconds until due from exactly one of ``delay`` (seconds) or ``deliver_at``.
+
+    A ``deliver_at`` is exact to the millisecond; a ``delay`` counts from arrival, with
+    ``round_up`` as in :func:`delay_ms`.
+    """
     if "delay" in document and "deliver_at" in document:
         raise errors.InvalidRequest("Give either delay or deliver_at, not both.")
     if "deliver_at" in document:
         return deliver_at(document["deliver_at"], now_ms, limits)
     if "delay" in document:
-        return message_delay(integer_field(document, "delay", 0), limits) * 1000
+        return delay_ms(message_delay(integer_field(document, "delay", 0), limits), round_up)
     raise errors.InvalidRequest("Give delay (seconds) or deliver_at (a time).")
 
 
@@ -221,24 +233,30 @@ def dedup_id(document: Mapping[str, Any]) -> str:
 
 
 def new_message(
-    raw: Any, default_ttl: int, queue_delay: int, now_ms: int, limits: Limits
+    raw: Any,
+    default_ttl: int,
+    queue_delay: int,
+    now_ms: int,
+    limits: Limits,
+    round_up: int = 0,
 ) -> NewMessage:
     """One message of a post (``{"body", "ttl", "delay", "deliver_at", "dedup_id"}``) as it
     will be stored at ``now_ms``, on a queue with these defaults (``queue_delay`` 0: a queue
-    without ``_default_message_delay``)."""
+    without ``_default_message_delay``); ``round_up`` as in :func:`delay_ms`."""
     if not isinstance(raw, dict):
         raise errors.InvalidBody("Document type not supported.")
     ttl = message_ttl(integer_field(raw, "ttl", default_ttl), limits)
     if "body" not in raw:
         raise errors.InvalidBody('Missing "body" field.')
-    delay_ms = 0
+    offset_ms = 0
     if "deliver_at" in raw:
         # An extension: honoured on every queue, since the caller asked for that time.
-        delay_ms = due_offset(raw, now_ms, limits)
+        offset_ms = due_offset(raw, now_ms, limits)
     elif queue_delay:
         # Zaqar's rule: delay counts only on a delayed queue and is ignored elsewhere.
-        delay_ms = message_delay(integer_field(raw, "delay", queue_delay), limits) * 1000
-    return NewMessage(jsondoc.dumps(raw["body"]), ttl, delay_ms, dedup_id(raw))
+        delay_s = message_delay(integer_field(raw, "delay", queue_delay), limits)
+        offset_ms = delay_ms(delay_s, round_up)
+    return NewMessage(jsondoc.dumps(raw["body"]), ttl, offset_ms, dedup_id(raw))
 
 
 def claim_wait(wait_s: float, limits: Limits) -> float:

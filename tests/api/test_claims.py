@@ -105,6 +105,19 @@ def test_get_renew_release(api: Api) -> None:
     assert len(api.post("/v2/queues/q/claims").json["messages"]) == 2
 
 
+@pytest.mark.parametrize("blank", ["  ", "\n", "\t \r\n"])
+def test_claim_with_a_blank_body_is_refused(api: Api, blank: str) -> None:
+    api.post_messages("q", {"body": 1})
+    assert_error(
+        api.post("/v2/queues/q/claims", body=blank),
+        400,
+        "Invalid request body",
+        "Request body could not be parsed.",
+    )
+    # Nothing was claimed: an empty body (no body at all) still claims with the defaults.
+    assert api.post("/v2/queues/q/claims", body="").status_code == 201
+
+
 def test_renew_errors(api: Api) -> None:
     api.post_messages("q", {"body": 1})
     claim_id = claim_id_of(api.post("/v2/queues/q/claims"))

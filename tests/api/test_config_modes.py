@@ -22,15 +22,19 @@ from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 def make_client(embedded_redis: EmbeddedRedis) -> Iterator[object]:
     drivers: list[RedisDriver] = []
 
-    def build(**limits: object) -> falcon.testing.TestClient:
+    def build(
+        settings: dict[str, object] | None = None, **limits: object
+    ) -> falcon.testing.TestClient:
         driver = RedisDriver(
             redis_client(embedded_redis.uri, 5.0), prefix=f"t{uuid.uuid4().hex[:12]}"
         )
         drivers.append(driver)
-        settings = Settings(
-            storage_uri=embedded_redis.uri, limits=dataclasses.replace(Limits(), **limits)
+        configured = Settings(
+            storage_uri=embedded_redis.uri,
+            limits=dataclasses.replace(Limits(), **limits),
+            **(settings or {}),  # type: ignore[arg-type]
         )
-        return falcon.testing.TestClient(create_app(settings, driver=driver, clock=FakeClock()))
+        return falcon.testing.TestClient(create_app(configured, driver=driver, clock=FakeClock()))
 
     yield build
     for driver in drivers:
@@ -79,8 +83,30 @@ def test_bulk_delete_requires_claim_ids_when_configured(make_client) -> None:  #
     assert client.simulate_get(f"/v2/queues/q/messages/{mid}", headers=headers).status_code == 404
 
 
-def test_marker_with_non_ascii_digits_is_refused(make_client) -> None:  # type: ignore[no-untyped-def]
+def test_marker_with_non_ascii_digits_lists_from_the_start(make_client) -> None:  # type: ignore[no-untyped-def]
     client = make_client()
     headers = {"Client-ID": str(uuid.uuid4()), "X-Project-ID": PROJECT}
-    result = client.simulate_get("/v2/queues/q/messages", params={"marker": "٣"}, headers=headers)
-    assert_error(result, 400, "Invalid parameter")
+    client.simulate_post("/v2/queues/q/messages", json={"messages": [{"body": 1}]}, headers=headers)
+    result = client.simulate_get(
+        "/v2/queues/q/messages", params={"marker": "٣", "echo": "true"}, headers=headers
+    )
+    assert result.status_code == 200
+    assert [m["body"] for m in result.json["messages"]] == [1]
+
+
+def test_default_project_for_requests_without_one(make_client) -> None:  # type: ignore[no-untyped-def]
+    headers = {"Client-ID": str(uuid.uuid4())}
+    # Zaqar's default: a request without a project is refused.
+    assert_error(
+        make_client().simulate_put("/v2/queues/q", headers=headers),
+        400,
+        "Project-Id Missing",
+        "The header X-PROJECT-ID was missing",
+    )
+    client = make_client(settings={"default_project": "cli"})
+    assert client.simulate_put("/v2/queues/q", headers=headers).status_code == 201
+    listed = client.simulate_get("/v2/queues", headers={**headers, "X-Project-ID": "cli"})
+    assert [q["name"] for q in listed.json["queues"]] == ["q"]
+    # A request that names its project keeps it.
+    other = client.simulate_get("/v2/queues", headers={**headers, "X-Project-ID": "other"})
+    assert other.json["queues"] == []

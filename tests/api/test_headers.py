@@ -113,7 +113,23 @@ def test_health_is_admin_only(api: Api) -> None:
     result = api.get("/v2/health", headers={"X-Roles": "member,admin"})
     assert result.status_code == 200
     assert result.json["storage_reachable"] is True
-    assert all(step["succeeded"] for step in result.json["operation_status"].values())
+    status = result.json["operation_status"]
+    # Zaqar's eight operations, in its order.
+    assert list(status) == [
+        "create_queue",
+        "post_messages",
+        "claim_messages",
+        "list_messages",
+        "delete_messages",
+        "delete_claim",
+        "bulk_delete_messages",
+        "delete_queue",
+    ]
+    assert all(step["succeeded"] for step in status.values())
+    # The throw-away queue is gone afterwards.
+    assert (
+        api.get("/v2/queues", headers={"X-Project-ID": "zaqar-delay-health"}).json["queues"] == []
+    )
 
 
 @pytest.mark.parametrize("value", ["true", "True", "TRUE", "1", "yes", "on"])

@@ -220,9 +220,21 @@ class TestMessages:
         assert [m.body for m in first.messages] == ["a"]
         assert listed(driver, clock, marker=first.next_marker) == ["b"]
 
-    def test_malformed_marker_is_refused(self, driver: Driver, clock: FakeClock) -> None:
-        with pytest.raises(errors.InvalidParameter):
-            listed(driver, clock, marker="not-a-marker")
+    def test_unknown_marker_lists_from_the_start(self, driver: Driver, clock: FakeClock) -> None:
+        post(driver, clock, "a", "b")
+        # As Zaqar: a marker that names nothing known is the first page, not an error.
+        for marker in ("not-a-marker", "invalid", "0" * 40, "ff" * 20):
+            assert listed(driver, clock, marker=marker) == ["a", "b"]
+
+    def test_message_id_marker_lists_after_that_message(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        ids = post(driver, clock, "a", "b", "c", "d")
+        assert listed(driver, clock, marker=ids[1]) == ["c", "d"]
+        assert listed(driver, clock, marker=ids[3]) == []
+        driver.delete_message(P, Q, ids[0], None, clock.now_ms())
+        # A deleted message names nothing any more: the first page.
+        assert listed(driver, clock, marker=ids[0]) == ["b", "c", "d"]
 
     def test_expired_messages_are_never_returned(self, driver: Driver, clock: FakeClock) -> None:
         [mid] = post(driver, clock, "short", ttl=60)

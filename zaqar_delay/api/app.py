@@ -39,7 +39,12 @@ def create_app(
         signed_url_secret=settings.signed_url_secret,
         journal=open_journal(settings.journal_path, settings.journal_max_bytes),
     )
-    middleware: list[Any] = [RequestTimer(service.metrics), RequestContext(service)]
+    # keystone replaces the project header with the token's; a default would bypass that.
+    default_project = settings.default_project if settings.auth_strategy == "noauth" else ""
+    middleware: list[Any] = [
+        RequestTimer(service.metrics),
+        RequestContext(service, default_project),
+    ]
     app = falcon.App(middleware=middleware)
     # Responses in the form bodies are stored in: compact, ASCII (a lone surrogate in a body
     # stays an escape; falcon's default would fail to encode it).

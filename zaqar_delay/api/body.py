@@ -29,8 +29,11 @@ def read(req: falcon.Request, limit: int, too_large: str) -> bytes:
 def read_json(
     req: falcon.Request, limit: int = DEFAULT_MAX_BODY, too_large: str | None = None
 ) -> Any:
-    """The decoded JSON body, or None when the body is empty."""
+    """The decoded JSON body, or None when there is no body at all.
+
+    A body of white space only is not "no body": as in Zaqar it cannot be parsed (400).
+    """
     payload = read(req, limit, too_large or f"Request body is too large. Max size: {limit}")
-    if not payload.strip():
+    if not payload:
         return None
     return jsondoc.loads(payload)

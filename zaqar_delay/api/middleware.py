@@ -22,9 +22,11 @@ REQUEST_ID_HEADER = "x-openstack-request-id"
 class RequestContext:
     """Stores ``request_id``, ``project``, ``client_id`` and ``roles`` in ``req.context``."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, default_project: str = "") -> None:
+        """``default_project`` (noauth only) stands in for a missing X-Project-ID header."""
         self._limits = service.limits
         self._service = service
+        self._default_project = default_project
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.request_id = f"req-{uuid.uuid4()}"
@@ -88,11 +90,12 @@ class RequestContext:
                 ) from exc
             raise falcon.HTTPBadRequest(title=exc.description, description=exc.description) from exc
 
-    @staticmethod
-    def _project(req: falcon.Request) -> str:
+    def _project(self, req: falcon.Request) -> str:
         project = req.get_header("X-Project-ID")
         if project is None:
             project = req.get_header("X-Tenant-ID") or req.get_header("X-Tenant")
+        if project is None and self._default_project:
+            project = self._default_project
         if project is None:
             raise falcon.HTTPBadRequest(
                 title="Project-Id Missing", description="The header X-PROJECT-ID was missing"

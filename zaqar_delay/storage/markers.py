@@ -15,13 +15,22 @@ def _is_digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def posting(marker: str | None) -> int | None:
-    """The sequence number a posting-order marker names."""
-    if marker is None:
+# Sequence numbers stay far below 10**15; message ids are longer (16 hex digits and a suffix).
+_MAX_SEQUENCE_DIGITS = 15
+
+
+def posting(marker: str | None) -> int | str | None:
+    """What a posting-order marker names: the sequence number of a "next" link (an int), or
+    else a message id to list after (a str), as Zaqar accepts; None for the first page.
+
+    Never refused: like Zaqar, a marker that names nothing known lists from the start, so the
+    driver looks a str up and falls back to the first page when no such message exists.
+    """
+    if not marker:
         return None
-    if not _is_digits(marker):
-        raise _invalid()
-    return int(marker)
+    if _is_digits(marker) and len(marker) <= _MAX_SEQUENCE_DIGITS:
+        return int(marker)
+    return marker
 
 
 def due(marker: str | None) -> tuple[int, str] | None:

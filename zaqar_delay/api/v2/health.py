@@ -43,8 +43,10 @@ class Health(Resource):
             ("create_queue", lambda: service.create_queue(HEALTH_PROJECT, queue, {})),
             (
                 "post_messages",
-                lambda: service.post_messages(
-                    HEALTH_PROJECT, queue, b'{"messages":[{"body":1},{"body":2}]}', client
+                lambda: state.update(
+                    posted=service.post_messages(
+                        HEALTH_PROJECT, queue, b'{"messages":[{"body":1},{"body":2}]}', client
+                    ).ids
                 ),
             ),
             (
@@ -65,10 +67,23 @@ class Health(Resource):
                 ),
             ),
             (
+                # As Zaqar's: delete the claimed message with its claim id.
+                "delete_messages",
+                lambda: service.delete_message(
+                    HEALTH_PROJECT,
+                    queue,
+                    state["claim"].messages[0].id,
+                    state["claim"].id,
+                ),
+            ),
+            (
                 "delete_claim",
                 lambda: service.release_claim(HEALTH_PROJECT, queue, state["claim"].id),
             ),
-            ("bulk_delete_messages", lambda: service.pop_messages(HEALTH_PROJECT, queue, 2)),
+            (
+                "bulk_delete_messages",
+                lambda: service.delete_messages(HEALTH_PROJECT, queue, state["posted"], None),
+            ),
             ("delete_queue", lambda: service.delete_queue(HEALTH_PROJECT, queue)),
         ]
         status: dict[str, Any] = {}

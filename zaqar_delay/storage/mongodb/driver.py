@@ -353,6 +353,9 @@ class MongoDriver(Driver):
     ) -> ListPage:
         after = markers.posting(marker)
         query: Doc = self._queue_filter(project, queue)
+        if isinstance(after, str):
+            found = self._messages.find_one({**query, "_id": after}, {"k": 1})
+            after = None if found is None else int(found["k"])
         if after is not None:
             query["k"] = {"$gt": after}
         scanned = list(

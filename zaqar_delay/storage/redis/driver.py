@@ -299,6 +299,8 @@ class RedisDriver(Driver):
         now_ms: int,
     ) -> ListPage:
         after = markers.posting(marker)
+        if isinstance(after, str):
+            after = self._sequence_of(project, queue, after)
         cursor, more, *flat = self._run(
             "list",
             project,
@@ -315,6 +317,11 @@ class RedisDriver(Driver):
         messages = tuple(_messages(flat, now_ms))
         next_marker = cursor.decode() if cursor and (messages or more) else None
         return ListPage(messages, next_marker)
+
+    def _sequence_of(self, project: str, queue: str, message_id: str) -> int | None:
+        """The posting sequence of a message named as a listing marker, None if unknown."""
+        score = self._client.zscore(self._keys.queue(project, queue).fifo, message_id)
+        return None if score is None else int(score)
 
     @translate_errors
     def list_messages_by_due(
