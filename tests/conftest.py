@@ -3,7 +3,9 @@ a real MongoDB when ZAQAR_DELAY_TEST_MONGODB_URL is set) and a fake clock."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -33,7 +35,10 @@ def embedded_redis() -> Iterator[EmbeddedRedis]:
     directory = tempfile.mkdtemp(prefix="zd-embedded-")
     server = EmbeddedRedis(os.path.join(directory, "test.db"))
     yield server
-    server.close()
+    pid = server.pid
+    server.close()  # leaves it up while test clients stay connected; none are needed now
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,42 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
+def is_gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie waiting to be reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def wait_gone(pids: list[int], timeout: float = 10) -> None:
+    """Wait until every one of ``pids`` has exited; fail the test if one has not."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not all(is_gone(p) for p in pids):
+        time.sleep(0.02)
+    alive = [p for p in pids if not is_gone(p)]
+    assert not alive, f"processes meant to be killed still run: {alive}"
+
+
+def embedded_store_pids(data_dir: str) -> list[int]:
+    """Live redis-servers serving the embedded store of ``data_dir`` (from /proc: Redis puts
+    its socket in its process title)."""
+    title = f"unixsocket:{os.path.join(os.path.abspath(data_dir), 'redis.sock')}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if title in cmdline and not is_gone(int(entry)):
+            found.append(int(entry))
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -120,10 +156,11 @@ class RedisServer:
             self.process = None
 
     def kill(self) -> None:
-        """SIGKILL: no shutdown save, no final fsync."""
+        """SIGKILL: no shutdown save, no final fsync. Fails the test unless the process died
+        of that signal."""
         if self.process is not None:
             self.process.kill()
-            self.process.wait(10)
+            assert self.process.wait(10) == -signal.SIGKILL, "redis-server was not killed"
             self.process = None
 
 
@@ -244,10 +281,11 @@ class SecantusServer:
             self.process = None
 
     def kill(self) -> None:
-        """SIGKILL: no shutdown, no final checkpoint."""
+        """SIGKILL: no shutdown, no final checkpoint. Fails the test unless the process died
+        of that signal."""
         if self.process is not None:
             self.process.kill()
-            self.process.wait(10)
+            assert self.process.wait(10) == -signal.SIGKILL, "secantusdb was not killed"
             self.process = None
 
 
@@ -267,7 +305,8 @@ class ServiceProcess:
         self.args = args or []
         self.workers = workers
         self.process: subprocess.Popen[bytes] | None = None
-        self.log_path = os.path.join(self.data_dir, "server.log")
+        # Beside the data directory, not in it: a test may fill the data directory's disk.
+        self.log_path = self.data_dir.rstrip("/") + ".server.log"
 
     @property
     def url(self) -> str:
@@ -309,12 +348,21 @@ class ServiceProcess:
                 self.process.wait()
             self.process = None
 
-    def kill(self) -> None:
-        """SIGKILL the server and every process under it (workers, the embedded Redis)."""
+    def store_pid(self) -> int:
+        """The pid of the embedded store's redis-server (from its pid file)."""
+        with open(os.path.join(self.data_dir, "redis.pid")) as f:
+            return int(f.read().strip())
+
+    def kill(self) -> list[int]:
+        """SIGKILL the server and every process under it (workers, the embedded Redis, which
+        is the server's child); returns their pids once every one is gone."""
         if self.process is None:
-            return
-        for pid in reversed(process_tree(self.process.pid)):
+            return []
+        tree = process_tree(self.process.pid)
+        for pid in reversed(tree):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.process.wait(10)
         self.process = None
+        wait_gone(tree)
+        return tree

@@ -179,6 +179,27 @@ transport_opts = [
         default=False,
         help="Bulk delete requires claim_ids that hold the messages.",
     ),
+    cfg.StrOpt(
+        "message_encryption_key",
+        default="",
+        secret=True,
+        help=(
+            "Passphrase of the AES-256-GCM key that encrypts the bodies of messages posted to "
+            "queues with _enable_encrypt_messages (the key is its SHA-256). Every server of a "
+            "deployment needs the same one. Empty: the embedded store uses a key it generates "
+            "in its data directory (message-encryption.key, mode 0600); with any other store, "
+            "queues cannot ask for encryption (400)."
+        ),
+    ),
+    cfg.ListOpt(
+        "message_encryption_old_keys",
+        default=[],
+        secret=True,
+        help=(
+            "Earlier values of message_encryption_key, still accepted for reading bodies "
+            "encrypted before a key rotation. New bodies always use message_encryption_key."
+        ),
+    ),
 ]
 
 signed_url_opts: list[cfg.Opt] = [
@@ -214,12 +235,28 @@ journal_opts: list[cfg.Opt] = [
     ),
 ]
 
+metrics_opts: list[cfg.Opt] = [
+    cfg.IntOpt(
+        "max_queue_series",
+        default=100,
+        min=0,
+        help=(
+            "Queues that get /metrics series of their own (messages posted, claimed, "
+            "deleted, dead-lettered; delayed and claimed counts), per server process: the "
+            'first ones it sees. Every later queue is counted under project="_other", '
+            'queue="_other", so a scrape stays small with any number of queues. 0 counts '
+            "every queue there. Service-wide series are always shown."
+        ),
+    ),
+]
+
 GROUPS: dict[str, list[cfg.Opt]] = {
     "server": server_opts,
     "storage": storage_opts,
     "transport": transport_opts,
     "signed_url": signed_url_opts,
     "journal": journal_opts,
+    "metrics": metrics_opts,
 }
 
 
@@ -274,6 +311,9 @@ class Settings:
     config_files: tuple[str, ...] = ()
     journal_path: str = ""
     journal_max_bytes: int = 64 * 1024 * 1024
+    metrics_max_queue_series: int = 100
+    message_encryption_key: str = ""
+    message_encryption_old_keys: tuple[str, ...] = ()
 
 
 def make_conf() -> cfg.ConfigOpts:
@@ -318,4 +358,7 @@ def load_settings(
         config_files=tuple(config_files),
         journal_path=conf.journal.path,
         journal_max_bytes=conf.journal.max_file_size * 1024 * 1024,
+        metrics_max_queue_series=conf.metrics.max_queue_series,
+        message_encryption_key=conf.transport.message_encryption_key,
+        message_encryption_old_keys=tuple(conf.transport.message_encryption_old_keys),
     )

@@ -5,6 +5,11 @@ when ``PROMETHEUS_MULTIPROC_DIR`` is set, which ``zaqar-delay-server`` does). Pe
 (delayed, claimed, expired) is not kept in the workers: it is read from the store when
 ``/metrics`` is scraped, for every queue that has seen a post or claim since the server
 started, so every worker's scrape shows the same, current values.
+
+Per-queue series are bounded: each process gives its own series to the first
+``max_queue_series`` queues it sees and counts every later one under the labels
+``project="_other", queue="_other"``, so a scrape stays small however many queues exist.
+The service-wide series (lateness, request duration) are always there.
 """
 
 from __future__ import annotations
@@ -25,14 +30,37 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_SCRAPED_QUEUES = 1000
 LATENESS_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 QUEUE_LABELS = ("project", "queue")
+# The labels of every queue past a process's max_queue_series.
+OTHER = "_other"
+DEFAULT_MAX_QUEUE_SERIES = 100
+
+
+class QueueSeries:
+    """Which queues have series of their own: the first ``limit`` a process sees."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._named: set[tuple[str, str]] = set()
+
+    def labels(self, project: str, queue: str) -> tuple[str, str]:
+        key = (project, queue)
+        if key in self._named:
+            return key
+        if len(self._named) < self._limit:
+            self._named.add(key)
+            return key
+        return OTHER, OTHER
 
 
 class Metrics:
     """Every metric of one worker process."""
 
-    def __init__(self, driver: Driver, clock: Clock) -> None:
+    def __init__(
+        self, driver: Driver, clock: Clock, max_queue_series: int = DEFAULT_MAX_QUEUE_SERIES
+    ) -> None:
         self._driver = driver
         self._clock = clock
+        self._series = QueueSeries(max_queue_series)
         self._multiprocess = bool(os.environ.get(PROMETHEUS_MULTIPROC_ENV))
         # In multiprocess mode values go to files and a fresh registry collects them per
         # scrape; otherwise (tests, plain WSGI) each app has a registry of its own.
@@ -72,6 +100,15 @@ class Metrics:
             registry=registry,
         )
 
+    def count_posted(self, project: str, queue: str, count: int) -> None:
+        self.posted.labels(*self._series.labels(project, queue)).inc(count)
+
+    def count_deleted(self, project: str, queue: str, count: int) -> None:
+        self.deleted.labels(*self._series.labels(project, queue)).inc(count)
+
+    def count_dead_lettered(self, project: str, queue: str, count: int) -> None:
+        self.dead_lettered.labels(*self._series.labels(project, queue)).inc(count)
+
     def observe_claimed(self, project: str, queue: str, messages: Iterable[Message]) -> None:
         now_ms = self._clock.now_ms()
         count = 0
@@ -79,7 +116,7 @@ class Metrics:
             self.lateness.observe(max(0, now_ms - message.due_ms) / 1000)
             count += 1
         if count:
-            self.claimed.labels(project, queue).inc(count)
+            self.claimed.labels(*self._series.labels(project, queue)).inc(count)
 
     # -- exposition ----------------------------------------------------------------------------
 
@@ -97,8 +134,9 @@ class Metrics:
         for family in families:
             if family.name in ("zaqar_delay_messages_posted", "zaqar_delay_messages_claimed"):
                 for sample in family.samples:
-                    if "project" in sample.labels and "queue" in sample.labels:
-                        queues.add((sample.labels["project"], sample.labels["queue"]))
+                    project, queue = sample.labels.get("project"), sample.labels.get("queue")
+                    if project is not None and queue is not None and queue != OTHER:
+                        queues.add((project, queue))
         delayed = GaugeMetricFamily(
             "zaqar_delay_queue_delayed_messages", "Messages not yet due.", labels=QUEUE_LABELS
         )

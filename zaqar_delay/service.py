@@ -8,6 +8,7 @@ message posts, whose size limit depends on the queue and must be checked before 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import time
 from collections.abc import Mapping, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 from zaqar_delay import errors, jsondoc, metadata_patch, signed_urls, validation
 from zaqar_delay.clock import NS_PER_MS, Clock, round_up_ms
 from zaqar_delay.conf import Limits
+from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import NullJournal
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.models import (
@@ -43,8 +45,12 @@ class Service:
         metrics: Metrics | None = None,
         signed_url_secret: str = "",
         journal: NullJournal | None = None,
+        cipher: MessageCipher | None = None,
     ) -> None:
+        """``cipher`` encrypts the bodies of queues with ``_enable_encrypt_messages``; without
+        one, such queues are refused."""
         self.driver = driver
+        self.cipher = cipher
         self.limits = limits
         self.clock = clock
         self.signed_url_secret = signed_url_secret
@@ -54,7 +60,7 @@ class Service:
         driver.dead_letter_observer = self._observe_dead_lettered
 
     def _observe_dead_lettered(self, project: str, queue: str, ids: list[str], target: str) -> None:
-        self.metrics.dead_lettered.labels(project, queue).inc(len(ids))
+        self.metrics.count_dead_lettered(project, queue, len(ids))
         self.journal.dead_lettered(project, queue, ids, target, self.now_ms())
 
     def now_ms(self) -> int:
@@ -84,6 +90,7 @@ class Service:
         if not isinstance(metadata, dict):
             raise errors.InvalidBody("Document type not supported.")
         validation.reserved_metadata(metadata, self.limits)
+        self._check_encryption(metadata)
         return self.driver.create_queue(project, queue, metadata, self.now_ms())
 
     def get_queue(self, project: str, queue: str) -> Metadata:
@@ -101,8 +108,21 @@ class Service:
             validation.reserved_metadata(updated, self.limits)
         except errors.InvalidRequest as exc:
             raise errors.InvalidBody(exc.description) from exc
+        self._check_encryption(updated)
         self.driver.set_metadata(project, queue, updated)
         return validation.with_reserved_defaults(updated, self.limits)
+
+    def _check_encryption(self, metadata: Metadata) -> MessageCipher | None:
+        """The cipher for a queue with this metadata: None if it does not ask for encryption;
+        InvalidRequest if it does and no key is configured."""
+        if not metadata.get("_enable_encrypt_messages"):
+            return None
+        if self.cipher is None:
+            raise errors.InvalidRequest(
+                "_enable_encrypt_messages needs a key: set [transport] message_encryption_key "
+                "in the server's configuration."
+            )
+        return self.cipher
 
     def delete_queue(self, project: str, queue: str) -> None:
         self.driver.delete_queue(project, queue)
@@ -170,11 +190,12 @@ class Service:
                     for m in parsed[0]
                 ]
             )
-            return built[-1]
+            cipher = self._check_encryption(metadata)
+            return built[-1] if cipher is None else cipher.seal(built[-1])
 
         posted = self.driver.post_built(project, queue, build, client_id, now_ms)
         stored = posted.stored()
-        self.metrics.posted.labels(project, queue).inc(len(stored))
+        self.metrics.count_posted(project, queue, len(stored))
         self.journal.posted(project, queue, posted.ids, built[-1], stored, now_ms)
         return posted
 
@@ -223,7 +244,7 @@ class Service:
                 raise errors.InvalidRequest(
                     "sort=due lists messages no claim holds; it cannot include claimed ones."
                 )
-            return self.driver.list_messages_by_due(
+            page = self.driver.list_messages_by_due(
                 project,
                 queue,
                 marker=marker,
@@ -233,17 +254,28 @@ class Service:
                 include_delayed=include_delayed,
                 now_ms=self.now_ms(),
             )
-        return self.driver.list_messages(
-            project,
-            queue,
-            marker=marker,
-            limit=limit,
-            client_id=client_id,
-            echo=echo,
-            include_claimed=include_claimed,
-            include_delayed=include_delayed,
-            now_ms=self.now_ms(),
-        )
+        else:
+            page = self.driver.list_messages(
+                project,
+                queue,
+                marker=marker,
+                limit=limit,
+                client_id=client_id,
+                echo=echo,
+                include_claimed=include_claimed,
+                include_delayed=include_delayed,
+                now_ms=self.now_ms(),
+            )
+        return ListPage(self._readable(page.messages), page.next_marker)
+
+    def _readable(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        """Messages as clients see them: bodies of encrypted queues decrypted."""
+        return tuple(messages) if self.cipher is None else self.cipher.open(messages)
+
+    def _readable_claim(self, claim: Claim) -> Claim:
+        if self.cipher is None:
+            return claim
+        return dataclasses.replace(claim, messages=self.cipher.open(claim.messages))
 
     def get_messages(self, project: str, queue: str, ids: Sequence[str]) -> list[Message]:
         """Bulk GET: NotFound when none of the ids exists."""
@@ -254,20 +286,20 @@ class Service:
                 f"No messages with IDs: {list(ids)!r} found in the queue {queue} for project "
                 f"{project}."
             )
-        return found
+        return list(self._readable(found))
 
     def get_message(self, project: str, queue: str, message_id: str) -> Message:
         found = self.driver.get_messages(project, queue, [message_id], self.now_ms())
         if not found:
             raise errors.MessageDoesNotExist(message_id, queue, project)
-        return found[0]
+        return self._readable(found)[0]
 
     def delete_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None
     ) -> None:
         now_ms = self.now_ms()
         self.driver.delete_message(project, queue, message_id, claim_id, now_ms)
-        self.metrics.deleted.labels(project, queue).inc()
+        self.metrics.count_deleted(project, queue, 1)
         self.journal.deleted(project, queue, [message_id], claim_id, now_ms)
 
     def reschedule_message(
@@ -298,7 +330,7 @@ class Service:
             )
         now_ms = self.now_ms()
         self.driver.delete_messages(project, queue, ids, claim_ids or None, now_ms)
-        self.metrics.deleted.labels(project, queue).inc(len(ids))
+        self.metrics.count_deleted(project, queue, len(ids))
         self.journal.deleted(project, queue, ids, None, now_ms)
 
     def pop_messages(self, project: str, queue: str, count: int) -> list[Message]:
@@ -307,10 +339,10 @@ class Service:
         popped = self.driver.pop_messages(project, queue, count, now_ms)
         self.metrics.observe_claimed(project, queue, popped)
         if popped:
-            self.metrics.deleted.labels(project, queue).inc(len(popped))
+            self.metrics.count_deleted(project, queue, len(popped))
             self.journal.claimed(project, queue, None, popped, now_ms)
             self.journal.deleted(project, queue, [m.id for m in popped], None, now_ms)
-        return popped
+        return list(self._readable(popped))
 
     # -- claims --------------------------------------------------------------------------------
 
@@ -344,7 +376,7 @@ class Service:
             if claim is not None:
                 self.metrics.observe_claimed(project, queue, claim.messages)
                 self.journal.claimed(project, queue, claim.id, claim.messages, now_ms)
-            return claim
+            return None if claim is None else self._readable_claim(claim)
 
         if wait_s <= 0:
             return attempt()
@@ -374,7 +406,7 @@ class Service:
         return sleep
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
-        return self.driver.get_claim(project, queue, claim_id, self.now_ms())
+        return self._readable_claim(self.driver.get_claim(project, queue, claim_id, self.now_ms()))
 
     def renew_claim(self, project: str, queue: str, claim_id: str, document: Any) -> None:
         ttl, grace = self._claim_times(document)

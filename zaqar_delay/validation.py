@@ -378,10 +378,6 @@ def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
     encrypt = metadata.get("_enable_encrypt_messages")
     if encrypt is not None and not isinstance(encrypt, bool):
         raise errors.InvalidRequest("_enable_encrypt_messages must be boolean.")
-    if encrypt:
-        raise errors.InvalidRequest(
-            "_enable_encrypt_messages is not supported by this server: messages are stored as sent."
-        )
     return metadata
 
 

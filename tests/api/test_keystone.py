@@ -86,6 +86,20 @@ def test_public_documents_need_no_token(keystone: Keystone) -> None:
     assert keystone.call("GET", "/openapi.json").status_code == 200
 
 
+def test_metrics_need_a_token_with_the_admin_role(keystone: Keystone) -> None:
+    tenant = keystone.token("tenant-secret")
+    keystone.call("POST", "/v2/queues/q/messages", token=tenant, json={"messages": [{"body": 1}]})
+    # Its labels name projects and queues: no token, no metrics.
+    assert keystone.call("GET", "/metrics", headers={"X-Roles": "admin"}).status_code == 401
+    member = keystone.token("p1", "member")
+    refused = keystone.call("GET", "/metrics", token=member, headers={"X-Roles": "admin"})
+    assert refused.status_code == 403
+    assert "tenant-secret" not in refused.text
+    allowed = keystone.call("GET", "/metrics", token=keystone.token("ops", "admin"))
+    assert allowed.status_code == 200
+    assert 'project="tenant-secret"' in allowed.text
+
+
 def test_the_project_comes_from_the_token_not_the_header(keystone: Keystone) -> None:
     alice, bob = keystone.token("alice"), keystone.token("bob")
     spoofed = {"X-Project-ID": "bob"}

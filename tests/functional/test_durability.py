@@ -2,7 +2,9 @@
 redis-server with the append-only file (fsync every second, the default, and always), and on
 MongoDB's wire protocol with journaled writes (secantusdb on WiredTiger, log fsynced at commit).
 
-Every message whose POST answered 201 is present after both processes are killed and
+Every process meant to be killed is checked to be gone (on the embedded store, the server's
+redis-server child too) before anything else is. Every message whose POST answered 201 is
+present after both processes are killed and
 restarted, with the due time it was given; a claim taken before the crash still holds its
 messages, which come back when its ttl runs out (waited for on the embedded store and on
 MongoDB); after the restart nothing is delivered before it is due.
@@ -19,7 +21,13 @@ from typing import Any
 import pytest
 import requests
 
-from tests.processes import RedisServer, SecantusServer, ServiceProcess
+from tests.processes import (
+    RedisServer,
+    SecantusServer,
+    ServiceProcess,
+    embedded_store_pids,
+    is_gone,
+)
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "durable"}
@@ -57,10 +65,17 @@ class Deployment:
         return self.service
 
     def kill(self) -> None:
-        if self.service is not None:
-            self.service.kill()
+        """SIGKILL the server's processes and the store's, and check that each one is gone."""
+        assert self.service is not None
+        embedded_store = self.service.store_pid() if self.store is None else None
+        killed = self.service.kill()  # returns once every process of the tree is gone
+        assert self.service.process is None and killed
+        if embedded_store is not None:
+            # The embedded redis-server is the server's child: it went with the tree.
+            assert embedded_store in killed and is_gone(embedded_store)
+            assert self.data_dir is not None and embedded_store_pids(self.data_dir) == []
         if self.store is not None:
-            self.store.kill()
+            self.store.kill()  # fails unless the store process died of SIGKILL
 
     def stop(self) -> None:
         if self.service is not None:

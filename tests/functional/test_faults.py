@@ -35,6 +35,7 @@ class Load:
     queue: str
     acked: list[str] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
+    answered_at: list[float] = field(default_factory=list)  # time.monotonic() of each status
     slowest_s: float = 0.0
     connection_errors: int = 0
     bad_errors: list[str] = field(default_factory=list)
@@ -70,6 +71,7 @@ class Load:
             with self.lock:
                 self.slowest_s = max(self.slowest_s, elapsed)
                 self.statuses.append(response.status_code)
+                self.answered_at.append(time.monotonic())
                 if response.status_code == 201:
                     self.acked += [h.rsplit("/", 1)[1] for h in response.json()["resources"]]
                 elif response.status_code == 503:
@@ -169,7 +171,7 @@ def test_server_killed_under_load_loses_nothing(store: Store) -> None:
     try:
         threads = load.run()
         time.sleep(1.5)
-        first.kill()
+        assert first.kill(), "the server was not killed"
         second = ServiceProcess(env={STORAGE_URI_ENV: store.uri}).start()
         current["service"] = second
         acked_before = len(load.acked)

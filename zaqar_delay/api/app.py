@@ -13,7 +13,9 @@ from zaqar_delay.api.middleware import RequestContext, RequestTimer
 from zaqar_delay.api.v2 import claims, health, messages, queues, versions
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings
+from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import open_journal
+from zaqar_delay.metrics import Metrics
 from zaqar_delay.service import Service
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.uri import open_driver
@@ -26,18 +28,28 @@ def create_wsgi_app(
     return protect(create_app(settings, driver, clock), settings)
 
 
+def message_cipher(settings: Settings) -> MessageCipher | None:
+    """The cipher of encrypted queues, if a key is configured (or the embedded store's)."""
+    if not settings.message_encryption_key:
+        return None
+    return MessageCipher(settings.message_encryption_key, settings.message_encryption_old_keys)
+
+
 def create_app(
     settings: Settings, driver: Driver | None = None, clock: Clock | None = None
 ) -> falcon.App[falcon.Request, falcon.Response]:
     """Build the v2 API on ``driver`` (opened from ``settings.storage_uri`` when omitted)."""
     if driver is None:
         driver = open_driver(settings.storage_uri, settings)
+    clock = clock or SystemClock()
     service = Service(
         driver,
         settings.limits,
-        clock or SystemClock(),
+        clock,
+        metrics=Metrics(driver, clock, settings.metrics_max_queue_series),
         signed_url_secret=settings.signed_url_secret,
         journal=open_journal(settings.journal_path, settings.journal_max_bytes),
+        cipher=message_cipher(settings),
     )
     # keystone replaces the project header with the token's; a default would bypass that.
     default_project = settings.default_project if settings.auth_strategy == "noauth" else ""
@@ -58,7 +70,8 @@ def create_app(
     app.add_route("/v2/", versions.Home(service))
     app.add_route("/v2/ping", health.Ping(service))
     app.add_route("/v2/health", health.Health(service))
-    app.add_route("/metrics", health.Metrics(service))
+    # Its labels name projects and queues: with keystone, for admin tokens only.
+    app.add_route("/metrics", health.Metrics(service, settings.auth_strategy == "keystone"))
     app.add_route("/openapi.json", versions.OpenAPIDocument(service))
     app.add_route("/v2/queues", queues.QueueCollection(service))
     app.add_route("/v2/queues/{queue_name}", queues.QueueItem(service))

@@ -4,8 +4,8 @@ With ``keystone``, keystonemiddleware's ``auth_token`` validates ``X-Auth-Token`
 the identity headers (``X-Project-ID``, ``X-Roles``, ...) with the token's, so a client cannot
 claim another project or a role it lacks. As in Zaqar, requests that carry ``URL-Signature``
 skip the token check (the API verifies the signature instead, and answers 404 when it does not
-hold) and lose any ``X-Roles`` they sent; so do the public documents (``/``, ``/openapi.json``,
-``/metrics``).
+hold) and lose any ``X-Roles`` they sent; so do the public documents (``/``,
+``/openapi.json``). ``/metrics`` needs a token with the admin role.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from typing import Any
 from zaqar_delay.conf import Settings, make_conf
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-PUBLIC_PATHS = frozenset({"/", "/openapi.json", "/metrics"})
+# /metrics is not among them: its labels name every project's queues, so it needs a token
+# (with the admin role, checked by the resource).
+PUBLIC_PATHS = frozenset({"/", "/openapi.json"})
 
 
 def protect(app: WSGIApp, settings: Settings) -> WSGIApp:

