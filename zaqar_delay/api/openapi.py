@@ -289,8 +289,8 @@ def document() -> Schema:
         },
         "/metrics": {
             "get": {
-                "summary": "Prometheus metrics",
-                "responses": {"200": {"description": "text exposition"}},
+                "summary": "Prometheus metrics (with keystone: a token with the admin role)",
+                "responses": {"200": {"description": "text exposition"}, **_errors("403")},
             }
         },
         "/openapi.json": {
