@@ -69,7 +69,9 @@ def test_queue_and_message_commands_without_a_project_header(
     listed = json.loads(ok(cli(noauth_server, "queue", "list", "-f", "json")))
     assert {"Name": "cli-q"} in listed
     ok(cli(noauth_server, "message", "post", "cli-q", '[{"body": {"n": 1}, "ttl": 300}]'))
-    messages = json.loads(ok(cli(noauth_server, "message", "list", "cli-q", "--echo", "-f", "json")))
+    messages = json.loads(
+        ok(cli(noauth_server, "message", "list", "cli-q", "--echo", "-f", "json"))
+    )
     assert [m["Body"] for m in messages] == [{"n": 1}]
     # They went to the configured project.
     seen = requests.get(
