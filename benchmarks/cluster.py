@@ -6,25 +6,20 @@ zaqar-delay-server with ``--workers`` workers on each, and runs ``loadgen.py`` s
 cluster shares the same cores, so this shows what the cluster costs and that the load spreads;
 the gain comes when the masters have machines of their own.
 
-    python benchmarks/cluster.py [--seconds 10] [--queues 12] [--scenarios produce,consume]
+    python -m benchmarks.cluster [--seconds 10] [--queues 12] [--scenarios produce,consume]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+import redis
 
-import redis  # noqa: E402
-
-from benchmarks.loadgen import run_in_child  # noqa: E402
-from tests.processes import RedisCluster, RedisServer, ServiceProcess  # noqa: E402
-from zaqar_delay.conf import STORAGE_URI_ENV  # noqa: E402
+from benchmarks.loadgen import run_in_child
+from tests.processes import RedisCluster, RedisServer, ServiceProcess
+from zaqar_delay.conf import STORAGE_URI_ENV
 
 
 def run_scenario(scenario: str, url: str, label: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -8,7 +8,7 @@ rounds), this machine's ceilings for context (redis-benchmark for the commands t
 a hello-world falcon app under zaqar-delay's gunicorn settings), and writes every raw JSON
 document to ``benchmarks/results/``.
 
-    python benchmarks/compare.py [--seconds 10] [--rounds 2] [--scenarios produce,consume]
+    python -m benchmarks.compare [--seconds 10] [--rounds 2] [--scenarios produce,consume]
 """
 
 from __future__ import annotations
@@ -30,19 +30,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
-from benchmarks.loadgen import run_in_child  # noqa: E402
-from benchmarks.procstat import cpu_seconds  # noqa: E402
-from tests.processes import (  # noqa: E402
+from benchmarks.loadgen import run_in_child
+from benchmarks.procstat import cpu_seconds
+from tests.processes import (
     RedisServer,
     ServiceProcess,
     free_port,
     redis_server_binary,
     wait_until,
 )
-from zaqar_delay.conf import STORAGE_URI_ENV  # noqa: E402
+from zaqar_delay.conf import STORAGE_URI_ENV
+
+HERE = Path(__file__).resolve().parent
 
 ZAQAR_VERSION = "23.0.1"
 SCENARIOS = ["produce", "produce-batch", "consume", "mixed", "lateness", "backlog", "waiting"]
@@ -286,7 +285,7 @@ def ceilings(args: argparse.Namespace) -> dict[str, Any]:
         {},
     )
     try:
-        command = [sys.executable, str(HERE / "loadgen.py"), "produce", "--url", hello.url]
+        command = [sys.executable, "-m", "benchmarks.loadgen", "produce", "--url", hello.url]
         command += ["--seconds", str(args.seconds), "--label", "hello-world falcon"]
         run = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
         found["hello_world_falcon"] = json.loads(run.stdout.splitlines()[0])

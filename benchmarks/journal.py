@@ -6,7 +6,7 @@ Prints medians of throughput and of the servers' CPU per message (workers and st
 /proc: steadier than throughput on a small shared machine), the ratios (on / off), the
 journal's bytes per event, and the in-process cost of writing one event.
 
-    python benchmarks/journal.py [--seconds 10] [--rounds 3] [--scenarios produce,consume]
+    python -m benchmarks.journal [--seconds 10] [--rounds 3] [--scenarios produce,consume]
 """
 
 from __future__ import annotations
@@ -14,20 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import timeit
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
-from benchmarks.loadgen import run_in_child  # noqa: E402
-from benchmarks.procstat import cpu_seconds  # noqa: E402
-from tests.processes import ServiceProcess  # noqa: E402
-from zaqar_delay.journal import Journal  # noqa: E402
-from zaqar_delay.models import Message, NewMessage  # noqa: E402
+from benchmarks.loadgen import run_in_child
+from benchmarks.procstat import cpu_seconds
+from tests.processes import ServiceProcess
+from zaqar_delay.journal import Journal
+from zaqar_delay.models import Message, NewMessage
 
 
 def run_scenario(

@@ -16,7 +16,7 @@ scenario prints one JSON document and a human line:
 ``waiting``        ``--waiters`` concurrent waiting claims, a ping while they wait, then as many
                    messages: how many claims got exactly one
 
-    python benchmarks/loadgen.py produce --url http://127.0.0.1:8888 --seconds 10
+    python -m benchmarks.loadgen produce --url http://127.0.0.1:8888 --seconds 10
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -33,14 +34,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-if __package__ in (None, ""):
-    import os
-
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from benchmarks.aio import TRANSPORT_ERRORS, Connection, epoch_ms, zaqar_headers
 
 Report = dict[str, Any]
+# Benchmarks run as modules from the repository's root (python -m benchmarks.NAME).
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS: dict[str, Callable[[argparse.Namespace], Awaitable[Report]]] = {}
 
 
@@ -473,8 +471,9 @@ def run_in_child(
 ) -> Report:
     """Run this script for one scenario in a child process (its CPU is then its own, apart
     from the caller's); print the run's human line and return its report."""
-    command = [sys.executable, __file__, scenario, "--url", url, "--label", label, *extra]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    command = [sys.executable, "-m", "benchmarks.loadgen", scenario, "--url", url]
+    command += ["--label", label, *extra]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     if run.returncode != 0:
         raise SystemExit(f"loadgen {scenario} on {label} failed:\n{run.stderr}")
     document, human = run.stdout.strip().splitlines()[-2:]

@@ -7,8 +7,8 @@ check, post, rejects, counts) against it, then checks the server holds every row
 ``report``: writes ``--events`` journal events with Spark (posted, claimed, deleted for each
 message, and a released + second claim for one message in ten), then times the report job.
 
-    python benchmarks/pipeline.py schedule [--rows 1000000] [--master local[*]]
-    python benchmarks/pipeline.py report [--events 10000000] [--master local[*]]
+    python -m benchmarks.pipeline schedule [--rows 1000000] [--master local[*]]
+    python -m benchmarks.pipeline report [--events 10000000] [--master local[*]]
 
 Both share the machine's cores with everything they start (the server, its store, Spark's
 Python workers), as a single-machine deployment would.
@@ -21,21 +21,17 @@ import json
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+import requests
 
-import requests  # noqa: E402
-
-from tests.processes import ServiceProcess  # noqa: E402
-from zaqar_delay.pipeline import report, schedule  # noqa: E402
-from zaqar_delay.pipeline.cli import spark_session  # noqa: E402
-from zaqar_delay.pipeline.client import Target  # noqa: E402
+from tests.processes import ServiceProcess
+from zaqar_delay.pipeline import report, schedule
+from zaqar_delay.pipeline.cli import spark_session
+from zaqar_delay.pipeline.client import Target
 
 PROJECT = "pipeline-bench"
 

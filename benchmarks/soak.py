@@ -9,7 +9,7 @@ to the last, error counts, lateness (claim answer minus the server's due time) a
 delivered twice (no claim expires during a soak, so there must be none). Memory of a healthy
 service stays flat once warmed up.
 
-    python benchmarks/soak.py --minutes 10 --rate 500
+    python -m benchmarks.soak --minutes 10 --rate 500
 """
 
 from __future__ import annotations
@@ -18,19 +18,14 @@ import argparse
 import asyncio
 import json
 import random
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
-from benchmarks.aio import TRANSPORT_ERRORS, Connection, epoch_ms, zaqar_headers  # noqa: E402
-from benchmarks.loadgen import latency_summary  # noqa: E402
-from benchmarks.procstat import rss_bytes, tree  # noqa: E402
-from tests.processes import RedisServer, ServiceProcess  # noqa: E402
-from zaqar_delay.conf import STORAGE_URI_ENV  # noqa: E402
+from benchmarks.aio import TRANSPORT_ERRORS, Connection, epoch_ms, zaqar_headers
+from benchmarks.loadgen import latency_summary
+from benchmarks.procstat import rss_bytes, tree
+from tests.processes import RedisServer, ServiceProcess
+from zaqar_delay.conf import STORAGE_URI_ENV
 
 
 class Counters:

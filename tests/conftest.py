@@ -30,6 +30,18 @@ if os.environ.get(REAL_MONGODB_ENV):
     STORES.append("mongodb-real")
 
 
+# Tests with one of these markers are slow legs: tox -e slow runs them, tox -e fast leaves them.
+SLOW_MARKERS = ("faults", "fuzz", "spark", "benchmark", "wallclock")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith("tests/pipeline/"):
+            item.add_marker(pytest.mark.spark)
+        if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def embedded_redis() -> Iterator[EmbeddedRedis]:
     directory = tempfile.mkdtemp(prefix="zd-embedded-")

@@ -63,6 +63,18 @@ storage_opts = [
         default="",
         help="Directory of the embedded Redis data files. Empty means the user's data directory.",
     ),
+    cfg.StrOpt(
+        "embedded_appendfsync",
+        default="always",
+        choices=["always", "everysec"],
+        help=(
+            "When the embedded Redis fsyncs its append-only file. always: before it answers, "
+            "so an acknowledged message survives a crash of the store process and of the "
+            "machine. everysec: once a second, about a quarter more single-message posts per "
+            "second, but Redis then delays writing while a slow fsync runs, so a crash of the "
+            "store process, not only of the machine, can lose the last two seconds."
+        ),
+    ),
     cfg.FloatOpt(
         "socket_timeout",
         default=5.0,
@@ -296,6 +308,7 @@ class Settings:
 
     storage_uri: str = ""
     data_dir: str = ""
+    embedded_appendfsync: str = "always"
     socket_timeout: float = 5.0
     key_prefix: str = "zd"
     max_connections: int = 64
@@ -343,6 +356,7 @@ def load_settings(
     return Settings(
         storage_uri=env.get(STORAGE_URI_ENV) or conf.storage.uri,
         data_dir=conf.storage.data_dir,
+        embedded_appendfsync=conf.storage.embedded_appendfsync,
         socket_timeout=conf.storage.socket_timeout,
         key_prefix=conf.storage.key_prefix,
         max_connections=conf.storage.max_connections,

@@ -15,7 +15,9 @@ import pytest
 
 from tests.processes import ServiceProcess
 
-LOADGEN = Path(__file__).resolve().parents[2] / "benchmarks" / "loadgen.py"
+pytestmark = [pytest.mark.functional, pytest.mark.benchmark]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SMALL = {
     "produce": ["--seconds", "1", "--connections", "4"],
@@ -31,7 +33,9 @@ SMALL = {
 @pytest.mark.parametrize("scenario", sorted(SMALL))
 def test_scenario_prints_one_json_document(scenario: str, embedded_service: ServiceProcess) -> None:
     run = subprocess.run(
-        [sys.executable, str(LOADGEN), scenario, "--url", embedded_service.url, *SMALL[scenario]],
+        [sys.executable, "-m", "benchmarks.loadgen", scenario, "--url", embedded_service.url]
+        + SMALL[scenario],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
@@ -53,10 +57,13 @@ def test_scenario_prints_one_json_document(scenario: str, embedded_service: Serv
 
 
 def run_benchmark(name: str, *args: str) -> dict[str, object]:
-    """Run benchmarks/<name> and return the JSON document on its next-to-last line or last."""
-    script = LOADGEN.parent / name
+    """Run ``python -m benchmarks.<name>`` and return the JSON document it printed last."""
     run = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", f"benchmarks.{name}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     documents = [line for line in run.stdout.splitlines() if line.startswith("{")]
@@ -66,7 +73,7 @@ def run_benchmark(name: str, *args: str) -> dict[str, object]:
 
 def test_journal_benchmark_measures_both_servers() -> None:
     result = run_benchmark(
-        "journal.py", "--seconds", "1", "--rounds", "1", "--prefill", "200", "--connections", "4"
+        "journal", "--seconds", "1", "--rounds", "1", "--prefill", "200", "--connections", "4"
     )
     summary = result["summary"]
     assert isinstance(summary, dict)
@@ -77,7 +84,7 @@ def test_journal_benchmark_measures_both_servers() -> None:
 
 
 def test_pipeline_benchmarks_schedule_and_report() -> None:
-    scheduled = run_benchmark("pipeline.py", "schedule", "--rows", "300", "--master", "local[1]")
+    scheduled = run_benchmark("pipeline", "schedule", "--rows", "300", "--master", "local[1]")
     assert scheduled["scheduled"] == scheduled["stored_on_server"] == 300
-    reported = run_benchmark("pipeline.py", "report", "--events", "3200", "--master", "local[1]")
+    reported = run_benchmark("pipeline", "report", "--events", "3200", "--master", "local[1]")
     assert reported["events"] == 3200 and reported["deliveries_before_due"] == 0

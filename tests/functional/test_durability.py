@@ -30,6 +30,8 @@ from tests.processes import (
 )
 from zaqar_delay.conf import STORAGE_URI_ENV
 
+pytestmark = [pytest.mark.functional, pytest.mark.faults, pytest.mark.wallclock]
+
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "durable"}
 POSTS = 120
 CLAIMED = 10
@@ -128,6 +130,10 @@ def test_acknowledged_messages_survive_kill_9_of_server_and_store(
     claimed = {m["id"] for m in claim.json()["messages"]}
     assert len(claimed) == CLAIMED
 
+    if deployment.kind == "redis-aof":
+        # everysec: Redis may hold answered writes in memory up to 2 s while a slow fsync runs
+        # (README, Durability); the claim under test is about what was written.
+        time.sleep(2.5)
     deployment.kill()
     service = deployment.start()
 

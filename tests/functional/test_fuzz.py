@@ -42,6 +42,7 @@ def test_the_served_description_is_the_one_in_the_repository(
     assert served.json() == openapi.document()
 
 
+@pytest.mark.fuzz
 def test_schemathesis_finds_no_server_error(fuzz_target: ServiceProcess) -> None:
     st = shutil.which("st", path=str(Path(sys.executable).parent)) or "st"
     report = Path(fuzz_target.data_dir) / "schemathesis.xml"

