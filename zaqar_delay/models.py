@@ -57,6 +57,15 @@ class Message:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ClaimTimes:
+    """A claim's lease (``ttl_s``) and the life it gives its messages beyond it (``grace_s``),
+    both already within the configured limits."""
+
+    ttl_s: int
+    grace_s: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Claim:
     """A live claim and the messages it still holds."""
 

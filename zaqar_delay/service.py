@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
-from zaqar_delay import errors, jsondoc, metadata_patch, signed_urls, validation
+from zaqar_delay import errors, jsondoc, metadata_patch, validation
 from zaqar_delay.clock import NS_PER_MS, Clock, round_up_ms
 from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import NullJournal
+from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.models import (
     Claim,
+    ClaimTimes,
     ListPage,
     Message,
     Metadata,
@@ -31,7 +31,7 @@ from zaqar_delay.models import (
     QueueStats,
 )
 from zaqar_delay.storage.base import Driver
-from zaqar_delay.waiting import Seat, WaitRoom
+from zaqar_delay.waiting import WaitRoom
 
 
 class Service:
@@ -43,7 +43,6 @@ class Service:
         limits: Limits,
         clock: Clock,
         metrics: Metrics | None = None,
-        signed_url_secret: str = "",
         journal: NullJournal | None = None,
         cipher: MessageCipher | None = None,
     ) -> None:
@@ -53,42 +52,21 @@ class Service:
         self.cipher = cipher
         self.limits = limits
         self.clock = clock
-        self.signed_url_secret = signed_url_secret
         self.metrics = metrics or Metrics(driver, clock)
-        self.journal = journal or NullJournal()
+        self.lifecycle = Lifecycle(self.metrics, journal or NullJournal())
         self.wait_room = WaitRoom(driver.wakeups())
         driver.dead_letter_observer = self._observe_dead_lettered
 
     def _observe_dead_lettered(self, project: str, queue: str, ids: list[str], target: str) -> None:
-        self.metrics.count_dead_lettered(project, queue, len(ids))
-        self.journal.dead_lettered(project, queue, ids, target, self.now_ms())
+        self.lifecycle.dead_lettered(project, queue, ids, target, self.now_ms())
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
-    def utcnow(self) -> datetime.datetime:
-        """The clock's time as a naive UTC datetime (the form pre-signed URLs use)."""
-        now = datetime.datetime.fromtimestamp(self.now_ms() / 1000, datetime.UTC)
-        return now.replace(tzinfo=None)
-
-    # -- pre-signed URLs -----------------------------------------------------------------------
-
-    def share_queue(self, project: str, queue: str, document: Any) -> dict[str, Any]:
-        """A pre-signed URL document for the queue (see :mod:`zaqar_delay.signed_urls`)."""
-        queue_path = f"/v2/queues/{queue}"
-        return signed_urls.create(
-            self.signed_url_secret, project, queue_path, document, self.utcnow()
-        )
-
-    def signed_request_allowed(self, method: str, path: str, headers: Mapping[str, str]) -> bool:
-        return signed_urls.verify(self.signed_url_secret, method, path, headers, self.utcnow())
-
     # -- queues --------------------------------------------------------------------------------
 
-    def create_queue(self, project: str, queue: str, metadata: Any) -> bool:
+    def create_queue(self, project: str, queue: str, metadata: Metadata) -> bool:
         """Create the queue; False if it existed (its metadata is then left as it was)."""
-        if not isinstance(metadata, dict):
-            raise errors.InvalidBody("Document type not supported.")
         validation.reserved_metadata(metadata, self.limits)
         self._check_encryption(metadata)
         return self.driver.create_queue(project, queue, metadata, self.now_ms())
@@ -145,20 +123,8 @@ class Service:
     def stats(self, project: str, queue: str) -> QueueStats:
         return self.driver.stats(project, queue, self.now_ms())
 
-    def purge(self, project: str, queue: str, document: Any) -> None:
-        """Purge messages; ``document`` is the optional ``{"resource_types": [...]}`` body."""
-        resource_types = ["messages", "subscriptions"]
-        if document is not None:
-            if not isinstance(document, dict) or "resource_types" not in document:
-                raise errors.InvalidRequest('Post body must contain key "resource_types".')
-            resource_types = document["resource_types"]
-            if not isinstance(resource_types, list) or not set(map(str, resource_types)) <= {
-                "messages",
-                "subscriptions",
-            }:
-                raise errors.InvalidRequest(
-                    "Resource types must be a sub set of {'messages', 'subscriptions'}."
-                )
+    def purge(self, project: str, queue: str, resource_types: Set[str]) -> None:
+        """Purge what ``resource_types`` names ("messages"; "subscriptions" has nothing)."""
         if "messages" in resource_types:
             self.driver.purge(project, queue)
 
@@ -194,9 +160,7 @@ class Service:
             return built[-1] if cipher is None else cipher.seal(built[-1])
 
         posted = self.driver.post_built(project, queue, build, client_id, now_ms)
-        stored = posted.stored()
-        self.metrics.count_posted(project, queue, len(stored))
-        self.journal.posted(project, queue, posted.ids, built[-1], stored, now_ms)
+        self.lifecycle.posted(project, queue, posted, built[-1], now_ms)
         return posted
 
     @staticmethod
@@ -299,16 +263,18 @@ class Service:
     ) -> None:
         now_ms = self.now_ms()
         self.driver.delete_message(project, queue, message_id, claim_id, now_ms)
-        self.metrics.count_deleted(project, queue, 1)
-        self.journal.deleted(project, queue, [message_id], claim_id, now_ms)
+        self.lifecycle.deleted(project, queue, [message_id], claim_id, now_ms)
 
     def reschedule_message(
-        self, project: str, queue: str, message_id: str, claim_id: str | None, document: Any
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        document: Mapping[str, Any],
     ) -> None:
         """Move a message's due time (``{"delay": S}`` or ``{"deliver_at": T}``); a claimed
         message needs its claim id and leaves the claim: a consumer's "retry later"."""
-        if not isinstance(document, dict):
-            raise errors.InvalidBody("Document type not supported.")
         now_ns = self.clock.now_ns()
         now_ms = now_ns // NS_PER_MS
         due_ms = now_ms + validation.due_offset(document, now_ms, self.limits, round_up_ms(now_ns))
@@ -317,7 +283,7 @@ class Service:
         except (errors.MessageIsClaimed, errors.ClaimNotValid) as exc:
             exc.title = "Unable to reschedule"
             raise
-        self.journal.rescheduled(project, queue, message_id, claim_id, due_ms, now_ms)
+        self.lifecycle.rescheduled(project, queue, message_id, claim_id, due_ms, now_ms)
 
     def delete_messages(
         self, project: str, queue: str, ids: list[str], claim_ids: list[str] | None
@@ -330,74 +296,52 @@ class Service:
             )
         now_ms = self.now_ms()
         self.driver.delete_messages(project, queue, ids, claim_ids or None, now_ms)
-        self.metrics.count_deleted(project, queue, len(ids))
-        self.journal.deleted(project, queue, ids, None, now_ms)
+        self.lifecycle.deleted(project, queue, ids, None, now_ms)
 
     def pop_messages(self, project: str, queue: str, count: int) -> list[Message]:
         validation.pop_count(count, self.limits)
         now_ms = self.now_ms()
         popped = self.driver.pop_messages(project, queue, count, now_ms)
-        self.metrics.observe_claimed(project, queue, popped)
-        if popped:
-            self.metrics.count_deleted(project, queue, len(popped))
-            self.journal.claimed(project, queue, None, popped, now_ms)
-            self.journal.deleted(project, queue, [m.id for m in popped], None, now_ms)
+        self.lifecycle.popped(project, queue, popped, now_ms)
         return list(self._readable(popped))
 
     # -- claims --------------------------------------------------------------------------------
 
-    def _claim_times(self, document: Any) -> tuple[int, int]:
-        if document is None:
-            document = {}
-        if not isinstance(document, dict):
-            raise errors.InvalidBody("Document type not supported.")
-        ttl = validation.integer_field(document, "ttl", self.limits.default_claim_ttl)
-        grace = validation.integer_field(document, "grace", self.limits.default_claim_grace)
-        return validation.claim_ttl(ttl, self.limits), validation.claim_grace(grace, self.limits)
-
     def create_claim(
-        self, project: str, queue: str, document: Any, limit: int, wait_s: float = 0.0
+        self, project: str, queue: str, times: ClaimTimes, limit: int, wait_s: float = 0.0
     ) -> Claim | None:
-        """Claim up to ``limit`` messages; ``document`` is the optional ``{ttl, grace}`` body.
+        """Claim up to ``limit`` messages for ``times``.
 
         With ``wait_s`` (an extension), wait up to that many seconds for a message to become
         claimable: woken by the store when one is posted, released or rescheduled, and by a
         timer at the next due time. Never claims a message before it is due.
         """
-        ttl, grace = self._claim_times(document)
         validation.claim_limit(limit, self.limits)
         validation.claim_wait(wait_s, self.limits)
 
         def attempt() -> Claim | None:
             now_ms = self.now_ms()
             claim = self.driver.create_claim(
-                project, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=now_ms
+                project,
+                queue,
+                ttl_s=times.ttl_s,
+                grace_s=times.grace_s,
+                limit=limit,
+                now_ms=now_ms,
             )
             if claim is not None:
-                self.metrics.observe_claimed(project, queue, claim.messages)
-                self.journal.claimed(project, queue, claim.id, claim.messages, now_ms)
+                self.lifecycle.claimed(project, queue, claim.id, claim.messages, now_ms)
             return None if claim is None else self._readable_claim(claim)
 
         if wait_s <= 0:
             return attempt()
-        deadline = time.monotonic() + wait_s
-        with self.wait_room.seat(project, queue) as seat:
-            while True:
-                self.wait_room.announce(project, queue)
-                claim = attempt()
-                if claim is not None:
-                    seat.pass_baton()
-                    return claim
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                seat.wait(min(remaining, self._head_sleep(project, queue, seat)))
+        return self.wait_room.wait_for(
+            project, queue, wait_s, attempt, lambda: self._until_claimable_s(project, queue)
+        )
 
-    def _head_sleep(self, project: str, queue: str, seat: Seat) -> float:
-        """How long a waiter may sleep: behind the head, until woken; at the head, until
-        the next due time or claim expiry (a millisecond past it), at most ``recheck_s``."""
-        if not seat.is_head():
-            return float("inf")
+    def _until_claimable_s(self, project: str, queue: str) -> float:
+        """How long the head of a line may sleep: until the next due time or claim expiry
+        (a millisecond past it), at most ``recheck_s``."""
         now_ms = self.now_ms()
         next_ms = self.driver.next_claimable_ms(project, queue, now_ms)
         sleep = self.wait_room.recheck_s
@@ -408,15 +352,14 @@ class Service:
     def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
         return self._readable_claim(self.driver.get_claim(project, queue, claim_id, self.now_ms()))
 
-    def renew_claim(self, project: str, queue: str, claim_id: str, document: Any) -> None:
-        ttl, grace = self._claim_times(document)
-        self.driver.renew_claim(project, queue, claim_id, ttl, grace, self.now_ms())
+    def renew_claim(self, project: str, queue: str, claim_id: str, times: ClaimTimes) -> None:
+        self.driver.renew_claim(project, queue, claim_id, times.ttl_s, times.grace_s, self.now_ms())
 
     def release_claim(self, project: str, queue: str, claim_id: str) -> None:
         now_ms = self.now_ms()
         held: tuple[Message, ...] = ()
-        if self.journal.enabled:  # which messages go back is worth a read only to the journal
+        if self.lifecycle.wants_released_ids:
             with contextlib.suppress(errors.ClaimDoesNotExist):
                 held = self.driver.get_claim(project, queue, claim_id, now_ms).messages
         self.driver.release_claim(project, queue, claim_id, now_ms)
-        self.journal.released(project, queue, claim_id, [m.id for m in held], now_ms)
+        self.lifecycle.released(project, queue, claim_id, [m.id for m in held], now_ms)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_delay import errors
+from zaqar_delay.clock import Clock
 
 EXPIRES_FORMAT = "%Y-%m-%dT%H:%M:%S"
 SHAREABLE = frozenset({"messages", "subscriptions", "claims"})
@@ -125,3 +126,24 @@ def verify(
         return False
     expected = signature(secret, paths, methods, project, expires)
     return hmac.compare_digest(expected, given)
+
+
+class Signer:
+    """Creates and checks the pre-signed URLs of one deployment: its secret, its clock."""
+
+    def __init__(self, secret: str, clock: Clock) -> None:
+        self._secret = secret
+        self._clock = clock
+
+    def _utcnow(self) -> datetime.datetime:
+        """The clock's time as a naive UTC datetime (the form pre-signed URLs use)."""
+        now = datetime.datetime.fromtimestamp(self._clock.now_ms() / 1000, datetime.UTC)
+        return now.replace(tzinfo=None)
+
+    def share(self, project: str, queue: str, document: Any) -> dict[str, Any]:
+        """A pre-signed URL document for the queue (see :func:`create`)."""
+        return create(self._secret, project, f"/v2/queues/{queue}", document, self._utcnow())
+
+    def allows(self, method: str, path: str, headers: Mapping[str, str]) -> bool:
+        """Whether the request's URL-* headers sign this method and path (see :func:`verify`)."""
+        return verify(self._secret, method, path, headers, self._utcnow())

@@ -14,12 +14,15 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.storage.base import Wakeups
 
 LOG = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Writers are asked to send wake-ups for this long, and asked again before it runs out.
 ANNOUNCE_TTL_MS = 10_000
@@ -91,6 +94,34 @@ class WaitRoom:
                     del self._lines[channel]
                 elif was_head:
                     line[0].wake()  # the new head takes over the timer
+
+    def wait_for(
+        self,
+        project: str,
+        queue: str,
+        wait_s: float,
+        attempt: Callable[[], T | None],
+        head_sleep_s: Callable[[], float],
+    ) -> T | None:
+        """Call ``attempt`` until it returns something or ``wait_s`` seconds pass (None).
+
+        Between attempts the caller sleeps in the queue's line: behind the head until woken,
+        at the head for ``head_sleep_s()`` at most (the time until something becomes
+        claimable) or until a wake-up from the store.
+        """
+        deadline = time.monotonic() + wait_s
+        with self.seat(project, queue) as seat:
+            while True:
+                self.announce(project, queue)
+                result = attempt()
+                if result is not None:
+                    seat.pass_baton()  # there may be more: the next in line tries too
+                    return result
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                sleep = head_sleep_s() if seat.is_head() else float("inf")
+                seat.wait(min(remaining, sleep))
 
     def announce(self, project: str, queue: str) -> None:
         """Make sure writers send wake-ups for this queue (throttled per process)."""

@@ -17,6 +17,7 @@ from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import open_journal
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.service import Service
+from zaqar_delay.signed_urls import Signer
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.uri import open_driver
 
@@ -47,15 +48,15 @@ def create_app(
         settings.limits,
         clock,
         metrics=Metrics(driver, clock, settings.metrics_max_queue_series),
-        signed_url_secret=settings.signed_url_secret,
         journal=open_journal(settings.journal_path, settings.journal_max_bytes),
         cipher=message_cipher(settings),
     )
+    signer = Signer(settings.signed_url_secret, clock)
     # keystone replaces the project header with the token's; a default would bypass that.
     default_project = settings.default_project if settings.auth_strategy == "noauth" else ""
     middleware: list[Any] = [
         RequestTimer(service.metrics),
-        RequestContext(service, default_project),
+        RequestContext(service, signer, default_project),
     ]
     app = falcon.App(middleware=middleware)
     # Responses in the form bodies are stored in: compact, ASCII (a lone surrogate in a body
@@ -77,7 +78,7 @@ def create_app(
     app.add_route("/v2/queues/{queue_name}", queues.QueueItem(service))
     app.add_route("/v2/queues/{queue_name}/stats", queues.QueueStats(service))
     app.add_route("/v2/queues/{queue_name}/purge", queues.QueuePurge(service))
-    app.add_route("/v2/queues/{queue_name}/share", queues.QueueShare(service))
+    app.add_route("/v2/queues/{queue_name}/share", queues.QueueShare(service, signer))
     app.add_route("/v2/queues/{queue_name}/messages", messages.MessageCollection(service))
     app.add_route("/v2/queues/{queue_name}/messages/{message_id}", messages.MessageItem(service))
     app.add_route("/v2/queues/{queue_name}/claims", claims.ClaimCollection(service))

@@ -15,6 +15,7 @@ import falcon
 from zaqar_delay import errors, validation
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.service import Service
+from zaqar_delay.signed_urls import Signer
 
 REQUEST_ID_HEADER = "x-openstack-request-id"
 
@@ -22,10 +23,11 @@ REQUEST_ID_HEADER = "x-openstack-request-id"
 class RequestContext:
     """Stores ``request_id``, ``project``, ``client_id`` and ``roles`` in ``req.context``."""
 
-    def __init__(self, service: Service, default_project: str = "") -> None:
-        """``default_project`` (noauth only) stands in for a missing X-Project-ID header."""
+    def __init__(self, service: Service, signer: Signer, default_project: str = "") -> None:
+        """``signer`` checks pre-signed requests; ``default_project`` (noauth only) stands in
+        for a missing X-Project-ID header."""
         self._limits = service.limits
-        self._service = service
+        self._signer = signer
         self._default_project = default_project
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -40,7 +42,7 @@ class RequestContext:
             return
         if getattr(resource, "public", False):
             return
-        if req.get_header("URL-Signature") is not None and not self._service.signed_request_allowed(
+        if req.get_header("URL-Signature") is not None and not self._signer.allows(
             req.method,
             req.path,
             req.headers,  # names upper-cased by falcon

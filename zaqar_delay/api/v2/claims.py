@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from zaqar_delay.api import body, params, views
+from zaqar_delay.api import body, documents, params, views
 from zaqar_delay.api.v2.base import Resource
 
 
@@ -13,8 +13,8 @@ class ClaimCollection(Resource):
         limit = params.integer(req, "limit", 10)
         assert limit is not None
         wait_s = params.number(req, "wait", 0.0)
-        document = body.read_json(req)
-        claim = self.service.create_claim(req.context.project, queue_name, document, limit, wait_s)
+        times = documents.claim_times(body.read_json(req), self.service.limits)
+        claim = self.service.create_claim(req.context.project, queue_name, times, limit, wait_s)
         if claim is None:
             resp.status = falcon.HTTP_204
             return
@@ -42,7 +42,8 @@ class ClaimItem(Resource):
             raise falcon.HTTPBadRequest(
                 title="Invalid request body", description="Request body could not be parsed."
             )
-        self.service.renew_claim(req.context.project, queue_name, claim_id, document)
+        times = documents.claim_times(document, self.service.limits)
+        self.service.renew_claim(req.context.project, queue_name, claim_id, times)
         resp.status = falcon.HTTP_204
 
     def on_delete(

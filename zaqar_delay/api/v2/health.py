@@ -10,9 +10,11 @@ import falcon
 
 from zaqar_delay import errors, metrics
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.models import ClaimTimes
 from zaqar_delay.service import Service
 
 HEALTH_PROJECT = "zaqar-delay-health"
+HEALTH_CLAIM = ClaimTimes(ttl_s=60, grace_s=60)
 
 
 class Ping(Resource):
@@ -52,7 +54,9 @@ class Health(Resource):
             ),
             (
                 "claim_messages",
-                lambda: state.update(claim=service.create_claim(HEALTH_PROJECT, queue, None, 1)),
+                lambda: state.update(
+                    claim=service.create_claim(HEALTH_PROJECT, queue, HEALTH_CLAIM, 1)
+                ),
             ),
             (
                 "list_messages",

@@ -7,7 +7,7 @@ import urllib.parse
 import falcon
 
 from zaqar_delay import errors
-from zaqar_delay.api import body, params, views
+from zaqar_delay.api import body, documents, params, views
 from zaqar_delay.api.v2.base import Resource
 
 
@@ -107,9 +107,9 @@ class MessageItem(Resource):
     ) -> None:
         """zaqar-delay extension: reschedule, or retry later when the message is claimed."""
         claim_id = params.text(req, "claim_id")
-        document = body.read_json(req)
+        change = documents.due_change(body.read_json(req))
         self.service.reschedule_message(
-            req.context.project, queue_name, message_id, claim_id, document
+            req.context.project, queue_name, message_id, claim_id, change
         )
         resp.status = falcon.HTTP_204
 

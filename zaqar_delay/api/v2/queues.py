@@ -7,8 +7,10 @@ import urllib.parse
 import falcon
 
 from zaqar_delay import jsondoc
-from zaqar_delay.api import body, params, views
+from zaqar_delay.api import body, documents, params, views
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.service import Service
+from zaqar_delay.signed_urls import Signer
 
 JSON_PATCH = "application/openstack-messaging-v2.0-json-patch"
 
@@ -46,7 +48,7 @@ class QueueItem(Resource):
         limit = self.service.limits.max_queue_metadata
         metadata = body.read_json(req, limit, _metadata_too_large(limit))
         created = self.service.create_queue(
-            req.context.project, queue_name, {} if metadata is None else metadata
+            req.context.project, queue_name, documents.queue_metadata(metadata)
         )
         resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
         resp.location = views.queue_href(queue_name)
@@ -84,11 +86,16 @@ class QueueStats(Resource):
 class QueueShare(Resource):
     """``POST /v2/queues/{queue}/share``: a pre-signed URL document (200)."""
 
+    def __init__(self, service: Service, signer: Signer) -> None:
+        super().__init__(service)
+        self.signer = signer
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
-        resp.media = self.service.share_queue(req.context.project, queue_name, body.read_json(req))
+        resp.media = self.signer.share(req.context.project, queue_name, body.read_json(req))
 
 
 class QueuePurge(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
-        self.service.purge(req.context.project, queue_name, body.read_json(req))
+        kinds = documents.purge_types(body.read_json(req))
+        self.service.purge(req.context.project, queue_name, kinds)
         resp.status = falcon.HTTP_204

@@ -1,0 +1,78 @@
+"""What the service reports of each message event: metrics and the lifecycle journal, behind
+one call per use case, so a use case's side effects read as one line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from zaqar_delay.journal import NullJournal
+from zaqar_delay.metrics import Metrics
+from zaqar_delay.models import Message, NewMessage, Posted
+
+
+class Lifecycle:
+    """Counts events in ``metrics`` and writes them to ``journal`` (a NullJournal when off)."""
+
+    def __init__(self, metrics: Metrics, journal: NullJournal) -> None:
+        self.metrics = metrics
+        self.journal = journal
+
+    @property
+    def wants_released_ids(self) -> bool:
+        """Whether :meth:`released` uses the ids (only the journal does; reading them costs a
+        store call)."""
+        return self.journal.enabled
+
+    def posted(
+        self,
+        project: str,
+        queue: str,
+        posted: Posted,
+        messages: Sequence[NewMessage],
+        now_ms: int,
+    ) -> None:
+        stored = posted.stored()
+        self.metrics.count_posted(project, queue, len(stored))
+        self.journal.posted(project, queue, posted.ids, messages, stored, now_ms)
+
+    def claimed(
+        self, project: str, queue: str, claim_id: str, messages: Sequence[Message], now_ms: int
+    ) -> None:
+        self.metrics.observe_claimed(project, queue, messages)
+        self.journal.claimed(project, queue, claim_id, messages, now_ms)
+
+    def popped(self, project: str, queue: str, messages: Sequence[Message], now_ms: int) -> None:
+        """A pop is a delivery and a delete at once."""
+        self.metrics.observe_claimed(project, queue, messages)
+        if messages:
+            self.metrics.count_deleted(project, queue, len(messages))
+            self.journal.claimed(project, queue, None, messages, now_ms)
+            self.journal.deleted(project, queue, [m.id for m in messages], None, now_ms)
+
+    def deleted(
+        self, project: str, queue: str, ids: Sequence[str], claim_id: str | None, now_ms: int
+    ) -> None:
+        self.metrics.count_deleted(project, queue, len(ids))
+        self.journal.deleted(project, queue, ids, claim_id, now_ms)
+
+    def released(
+        self, project: str, queue: str, claim_id: str, ids: Sequence[str], now_ms: int
+    ) -> None:
+        self.journal.released(project, queue, claim_id, ids, now_ms)
+
+    def rescheduled(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        due_ms: int,
+        now_ms: int,
+    ) -> None:
+        self.journal.rescheduled(project, queue, message_id, claim_id, due_ms, now_ms)
+
+    def dead_lettered(
+        self, project: str, queue: str, ids: Sequence[str], target: str, now_ms: int
+    ) -> None:
+        self.metrics.count_dead_lettered(project, queue, len(ids))
+        self.journal.dead_lettered(project, queue, ids, target, now_ms)
