@@ -81,6 +81,16 @@ class Claim:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ClaimOutcome:
+    """What one claim did: the claim (None when nothing was claimable) and the messages it
+    moved to the queue's dead-letter queue instead of returning them."""
+
+    claim: Claim | None
+    dead_lettered: tuple[str, ...] = ()
+    dead_letter_queue: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class MessageRef:
     """The id and creation time of a message, enough to describe it in stats."""
 

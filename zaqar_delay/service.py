@@ -55,10 +55,6 @@ class Service:
         self.metrics = metrics or Metrics(driver, clock)
         self.lifecycle = Lifecycle(self.metrics, journal or NullJournal())
         self.wait_room = WaitRoom(driver.wakeups())
-        driver.dead_letter_observer = self._observe_dead_lettered
-
-    def _observe_dead_lettered(self, project: str, queue: str, ids: list[str], target: str) -> None:
-        self.lifecycle.dead_lettered(project, queue, ids, target, self.now_ms())
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -321,7 +317,7 @@ class Service:
 
         def attempt() -> Claim | None:
             now_ms = self.now_ms()
-            claim = self.driver.create_claim(
+            outcome = self.driver.claim(
                 project,
                 queue,
                 ttl_s=times.ttl_s,
@@ -329,6 +325,10 @@ class Service:
                 limit=limit,
                 now_ms=now_ms,
             )
+            if outcome.dead_lettered:
+                target = outcome.dead_letter_queue
+                self.lifecycle.dead_lettered(project, queue, outcome.dead_lettered, target, now_ms)
+            claim = outcome.claim
             if claim is not None:
                 self.lifecycle.claimed(project, queue, claim.id, claim.messages, now_ms)
             return None if claim is None else self._readable_claim(claim)

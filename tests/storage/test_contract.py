@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import close_test_driver, namespace_of, open_test_driver
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ListPage, NewMessage, Posted
+from zaqar_delay.models import ClaimOutcome, ListPage, NewMessage, Posted
 from zaqar_delay.storage.base import Driver
 
 P = "project-a"
@@ -548,7 +548,9 @@ class TestClaims:
             assert bodies_of(held) == ["poison"]
             assert held is not None
             driver.release_claim(P, Q, held.id, clock.now_ms())
-        assert claim(driver, clock) is None
+        # The claim says what it moved, and claims nothing.
+        outcome = driver.claim(P, Q, ttl_s=300, grace_s=60, limit=10, now_ms=clock.now_ms())
+        assert outcome == ClaimOutcome(None, (mid,), "dlq")
         assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
         [moved] = driver.get_messages(P, "dlq", [mid], clock.now_ms())
         assert (moved.body, moved.ttl_s, moved.claim_id, moved.claim_count) == (

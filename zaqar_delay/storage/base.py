@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from zaqar_delay.models import (
     Claim,
+    ClaimOutcome,
     ListPage,
     Message,
     Metadata,
@@ -48,14 +49,6 @@ class Wakeups(abc.ABC):
 
 class Driver(abc.ABC):
     """A message store scoped by (project, queue)."""
-
-    #: Told (project, queue, message ids, dead-letter queue) when a claim moves messages to
-    #: a dead-letter queue.
-    dead_letter_observer: Callable[[str, str, list[str], str], None] | None = None
-
-    def _dead_lettered(self, project: str, queue: str, ids: list[str], target: str) -> None:
-        if self.dead_letter_observer is not None and ids:
-            self.dead_letter_observer(project, queue, ids, target)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -251,7 +244,6 @@ class Driver(abc.ABC):
 
     # -- claims --------------------------------------------------------------------------------
 
-    @abc.abstractmethod
     def create_claim(
         self,
         project: str,
@@ -262,7 +254,24 @@ class Driver(abc.ABC):
         limit: int,
         now_ms: int,
     ) -> Claim | None:
-        """Claim up to ``limit`` claimable messages, oldest due first; None if there are none.
+        """:meth:`claim`'s claim alone."""
+        return self.claim(
+            project, queue, ttl_s=ttl_s, grace_s=grace_s, limit=limit, now_ms=now_ms
+        ).claim
+
+    @abc.abstractmethod
+    def claim(
+        self,
+        project: str,
+        queue: str,
+        *,
+        ttl_s: int,
+        grace_s: int,
+        limit: int,
+        now_ms: int,
+    ) -> ClaimOutcome:
+        """Claim up to ``limit`` claimable messages, oldest due first (no claim if there are
+        none), and say which messages went to the dead-letter queue instead.
 
         Claimable: due, unexpired, and held by no live claim. Each claimed message's claim
         count goes up by one; a message that would expire before the claim lives until

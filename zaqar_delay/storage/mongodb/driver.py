@@ -8,6 +8,7 @@ index only reclaims space.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import threading
@@ -21,6 +22,7 @@ from pymongo.errors import DuplicateKeyError
 from zaqar_delay import errors, validation
 from zaqar_delay.models import (
     Claim,
+    ClaimOutcome,
     ListPage,
     Message,
     MessageRef,
@@ -587,7 +589,7 @@ class MongoDriver(Driver):
         )
 
     @translate_errors
-    def create_claim(
+    def claim(
         self,
         project: str,
         queue: str,
@@ -596,23 +598,25 @@ class MongoDriver(Driver):
         grace_s: int,
         limit: int,
         now_ms: int,
-    ) -> Claim | None:
+    ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
         expires_ms = now_ms + ttl_s * 1000
         metadata = self.get_metadata(project, queue) or {}
         taken = self._take(project, queue, claim_id, expires_ms, limit, metadata, now_ms)
         if not taken:
-            return None
+            return ClaimOutcome(None)
         max_claims, target = metadata.get("_max_claim_count"), metadata.get("_dead_letter_queue")
         dead: list[Doc] = []
         if isinstance(max_claims, int) and max_claims >= 1 and isinstance(target, str) and target:
             # The count was raised when taking: more than the maximum means it was already there.
             dead = [d for d in taken if d["cc"] > max_claims]
+        moved: tuple[str, ...] = ()
         if dead:
-            self._move_to_dead_letter(project, queue, dead, target, metadata, now_ms)  # type: ignore[arg-type]
+            moved = self._move_to_dead_letter(project, queue, dead, target, metadata, now_ms)  # type: ignore[arg-type]
+        outcome = ClaimOutcome(None, moved, target if moved else "")  # type: ignore[arg-type]
         kept = [d for d in taken if d not in dead]
         if not kept:
-            return None
+            return outcome
         scope = self._queue_filter(project, queue)
         self._extend_lifetimes(scope, claim_id, expires_ms, ttl_s, grace_s)
         self._claims.insert_one(
@@ -627,9 +631,9 @@ class MongoDriver(Driver):
             }
         )
         held = self._messages.find({**scope, "cid": claim_id}).sort([("d", 1), ("k", 1)])
-        return Claim(
-            claim_id, ttl_s, grace_s, now_ms, expires_ms, tuple(_message(d, now_ms) for d in held)
-        )
+        messages = tuple(_message(d, now_ms) for d in held)
+        claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
+        return dataclasses.replace(outcome, claim=claim)
 
     def _move_to_dead_letter(
         self,
@@ -639,8 +643,9 @@ class MongoDriver(Driver):
         target: str,
         metadata: Metadata,
         now_ms: int,
-    ) -> None:
-        """Move each message to the dead-letter queue in place (one atomic update each)."""
+    ) -> tuple[str, ...]:
+        """Move each message to the dead-letter queue in place (one atomic update each);
+        returns their ids."""
         ttl_override = metadata.get("_dead_letter_queue_messages_ttl")
         first = self._reserve_sequence(project, target, len(dead), now_ms)
         for i, doc in enumerate(dead):
@@ -663,8 +668,8 @@ class MongoDriver(Driver):
                     }
                 },
             )
-        self._dead_lettered(project, queue, [str(d["_id"]) for d in dead], target)
         self._wakeups.wake(project, target)
+        return tuple(str(d["_id"]) for d in dead)
 
     @translate_errors
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:

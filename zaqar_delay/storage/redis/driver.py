@@ -20,6 +20,7 @@ import redis
 from zaqar_delay import errors
 from zaqar_delay.models import (
     Claim,
+    ClaimOutcome,
     ListPage,
     Message,
     MessageRef,
@@ -411,7 +412,7 @@ class RedisDriver(Driver):
     # -- claims --------------------------------------------------------------------------------
 
     @translate_errors
-    def create_claim(
+    def claim(
         self,
         project: str,
         queue: str,
@@ -420,13 +421,14 @@ class RedisDriver(Driver):
         grace_s: int,
         limit: int,
         now_ms: int,
-    ) -> Claim | None:
+    ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
         claimed, dead, dead_letter_queue, dead_letter_ttl = self._run(
             "claim", project, queue, now_ms, claim_id, ttl_s, grace_s, limit
         )
+        moved: tuple[str, ...] = ()
         if dead:
-            self._move_to_dead_letter(
+            moved = self._move_to_dead_letter(
                 project,
                 queue,
                 _messages(dead, now_ms),
@@ -434,12 +436,12 @@ class RedisDriver(Driver):
                 int(dead_letter_ttl) or None,
                 now_ms,
             )
-        if not claimed:
-            return None
-        expires_ms = now_ms + ttl_s * 1000
-        return Claim(
-            claim_id, ttl_s, grace_s, now_ms, expires_ms, tuple(_messages(claimed, now_ms))
-        )
+        claim = None
+        if claimed:
+            expires_ms = now_ms + ttl_s * 1000
+            messages = tuple(_messages(claimed, now_ms))
+            claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
+        return ClaimOutcome(claim, moved, dead_letter_queue.decode() if moved else "")
 
     def _move_to_dead_letter(
         self,
@@ -449,9 +451,9 @@ class RedisDriver(Driver):
         target: str,
         ttl_s: int | None,
         now_ms: int,
-    ) -> None:
+    ) -> tuple[str, ...]:
         """Copy to the dead-letter queue first, then delete: a crash between repeats the move
-        (the copy is idempotent by id) instead of losing the message."""
+        (the copy is idempotent by id) instead of losing the message. Returns the ids."""
         by_client: dict[str, list[Message]] = {}
         for message in messages:
             by_client.setdefault(message.client_id, []).append(message)
@@ -459,7 +461,7 @@ class RedisDriver(Driver):
             copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in group]
             self._post(project, target, copies, client_id, now_ms, ids=[m.id for m in group])
         self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
-        self._dead_lettered(project, queue, [m.id for m in messages], target)
+        return tuple(m.id for m in messages)
 
     @translate_errors
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
