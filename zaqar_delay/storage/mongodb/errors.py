@@ -38,3 +38,14 @@ def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
             raise
 
     return wrapper
+
+
+C = TypeVar("C", bound=type)
+
+
+def translate_class_errors(cls: C) -> C:
+    """:func:`translate_errors` on every public method the class itself defines."""
+    for name, attribute in list(vars(cls).items()):
+        if not name.startswith("_") and callable(attribute):
+            setattr(cls, name, translate_errors(attribute))
+    return cls

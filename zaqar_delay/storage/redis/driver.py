@@ -19,8 +19,6 @@ import redis
 
 from zaqar_delay import errors
 from zaqar_delay.models import (
-    Claim,
-    ClaimOutcome,
     ListPage,
     Message,
     MessageRef,
@@ -31,9 +29,11 @@ from zaqar_delay.models import (
     QueueStats,
 )
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.base import Driver, Wakeups
-from zaqar_delay.storage.redis.errors import translate_errors
+from zaqar_delay.storage.base import Wakeups
+from zaqar_delay.storage.redis.claims import ClaimScripts
+from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
+from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
 
 # Entries one listing call may examine before it returns a short page.
 LIST_SCAN_BUDGET = 2000
@@ -57,42 +57,8 @@ class _KnownMetadata:
         return cls(dict(json.loads(raw)), hashlib.sha1(raw).hexdigest())
 
 
-def _message(id_: bytes, body: bytes, raw_info: bytes, now_ms: int) -> Message:
-    created, expires, ttl, due, client, _seq, claim, claim_expires, claim_count = msgpack.unpackb(
-        raw_info
-    )
-    live_claim = claim if claim and claim_expires > now_ms else None
-    return Message(
-        id=id_.decode(),
-        body=json.loads(body),
-        ttl_s=int(ttl),
-        created_ms=int(created),
-        expires_ms=int(expires),
-        due_ms=int(due),
-        claim_id=live_claim,
-        claim_count=int(claim_count),
-        client_id=client,
-    )
-
-
-def _messages(flat: Sequence[bytes], now_ms: int) -> list[Message]:
-    """Decode the ``id, body, info`` triples a script returns."""
-    return [_message(flat[i], flat[i + 1], flat[i + 2], now_ms) for i in range(0, len(flat), 3)]
-
-
-def _raise_claim_refusal(outcome: bytes) -> None:
-    """Raise what a script's claim_check refusal (lua/lib.lua) means; "ok" passes."""
-    if outcome == b"claimed":
-        raise errors.MessageIsClaimed()
-    if outcome == b"not_claimed":
-        raise errors.ClaimNotValid(
-            "A claim was specified, but the message is not currently claimed."
-        )
-    if outcome == b"bad_claim":
-        raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
-
-
-class RedisDriver(Driver):
+@translate_class_errors
+class RedisDriver(ClaimScripts):
     """Stores queues in Redis (standalone, embedded or cluster) through ``client``."""
 
     def __init__(
@@ -130,29 +96,24 @@ class RedisDriver(Driver):
 
     # -- queues --------------------------------------------------------------------------------
 
-    @translate_errors
     def create_queue(self, project: str, queue: str, metadata: Metadata, now_ms: int) -> bool:
         created = bool(self._run("queue", project, queue, "create", now_ms, json.dumps(metadata)))
         # Always (re)index: a crash between the two writes must not hide the queue forever.
         self._client.zadd(self._keys.project_queues(project), {queue: 0})
         return created
 
-    @translate_errors
     def get_metadata(self, project: str, queue: str) -> Metadata | None:
         raw = self._client.hget(self._keys.queue(project, queue).queue, "m")
         return None if raw is None else dict(json.loads(raw))
 
-    @translate_errors
     def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
         if not self._run("queue", project, queue, "set", 0, json.dumps(metadata)):
             raise errors.QueueDoesNotExist(queue, project)
 
-    @translate_errors
     def delete_queue(self, project: str, queue: str) -> None:
         self._client.zrem(self._keys.project_queues(project), queue)
         self._run("queue", project, queue, "delete", 0, "")
 
-    @translate_errors
     def list_queues(
         self, project: str, marker: str | None, limit: int, detailed: bool
     ) -> list[QueueInfo]:
@@ -174,11 +135,9 @@ class RedisDriver(Driver):
             for name, raw in zip(names, raws, strict=True)
         ]
 
-    @translate_errors
     def count_queues(self, project: str) -> int:
         return int(self._client.zcard(self._keys.project_queues(project)))
 
-    @translate_errors
     def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
         total, claimed, delayed, next_due, oldest, oldest_ms, newest, newest_ms, expired = (
             self._run("stats", project, queue, now_ms)
@@ -193,13 +152,11 @@ class RedisDriver(Driver):
             newest=MessageRef(newest.decode(), int(newest_ms)) if newest else None,
         )
 
-    @translate_errors
     def purge(self, project: str, queue: str) -> None:
         self._run("queue", project, queue, "purge", 0, "")
 
     # -- messages ------------------------------------------------------------------------------
 
-    @translate_errors
     def post_messages(
         self,
         project: str,
@@ -210,7 +167,6 @@ class RedisDriver(Driver):
     ) -> Posted:
         return self._post(project, queue, messages, client_id, now_ms, ids=None)
 
-    @translate_errors
     def post_built(
         self,
         project: str,
@@ -285,7 +241,6 @@ class RedisDriver(Driver):
         )
         return version.decode(), posted
 
-    @translate_errors
     def list_messages(
         self,
         project: str,
@@ -315,7 +270,7 @@ class RedisDriver(Driver):
             int(include_delayed),
             self._list_scan_budget,
         )
-        messages = tuple(_messages(flat, now_ms))
+        messages = tuple(messages_of(flat, now_ms))
         next_marker = cursor.decode() if cursor and (messages or more) else None
         return ListPage(messages, next_marker)
 
@@ -324,7 +279,6 @@ class RedisDriver(Driver):
         score = self._client.zscore(self._keys.queue(project, queue).fifo, message_id)
         return None if score is None else int(score)
 
-    @translate_errors
     def list_messages_by_due(
         self,
         project: str,
@@ -350,26 +304,23 @@ class RedisDriver(Driver):
             int(echo),
             int(include_delayed),
         )
-        messages = tuple(_messages(flat, now_ms))
+        messages = tuple(messages_of(flat, now_ms))
         last = messages[-1] if messages else None
         return ListPage(messages, None if last is None else markers.make_due(last.due_ms, last.id))
 
-    @translate_errors
     def get_messages(
         self, project: str, queue: str, ids: Sequence[str], now_ms: int
     ) -> list[Message]:
         if not ids:
             return []
-        return _messages(self._run("get", project, queue, now_ms, *ids), now_ms)
+        return messages_of(self._run("get", project, queue, now_ms, *ids), now_ms)
 
-    @translate_errors
     def delete_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
     ) -> None:
         outcome = self._run("delete", project, queue, now_ms, message_id, claim_id or "")
-        _raise_claim_refusal(outcome)
+        raise_claim_refusal(outcome)
 
-    @translate_errors
     def reschedule_message(
         self,
         project: str,
@@ -384,9 +335,8 @@ class RedisDriver(Driver):
         )
         if outcome == b"missing":
             raise errors.MessageDoesNotExist(message_id, queue, project)
-        _raise_claim_refusal(outcome)
+        raise_claim_refusal(outcome)
 
-    @translate_errors
     def delete_messages(
         self,
         project: str,
@@ -405,90 +355,5 @@ class RedisDriver(Driver):
         if outcome == b"claimed":
             raise errors.MessageIsClaimed()
 
-    @translate_errors
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
-        return _messages(self._run("pop", project, queue, now_ms, limit), now_ms)
-
-    # -- claims --------------------------------------------------------------------------------
-
-    @translate_errors
-    def claim(
-        self,
-        project: str,
-        queue: str,
-        *,
-        ttl_s: int,
-        grace_s: int,
-        limit: int,
-        now_ms: int,
-    ) -> ClaimOutcome:
-        claim_id = secrets.token_hex(16)
-        claimed, dead, dead_letter_queue, dead_letter_ttl = self._run(
-            "claim", project, queue, now_ms, claim_id, ttl_s, grace_s, limit
-        )
-        moved: tuple[str, ...] = ()
-        if dead:
-            moved = self._move_to_dead_letter(
-                project,
-                queue,
-                _messages(dead, now_ms),
-                dead_letter_queue.decode(),
-                int(dead_letter_ttl) or None,
-                now_ms,
-            )
-        claim = None
-        if claimed:
-            expires_ms = now_ms + ttl_s * 1000
-            messages = tuple(_messages(claimed, now_ms))
-            claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
-        return ClaimOutcome(claim, moved, dead_letter_queue.decode() if moved else "")
-
-    def _move_to_dead_letter(
-        self,
-        project: str,
-        queue: str,
-        messages: list[Message],
-        target: str,
-        ttl_s: int | None,
-        now_ms: int,
-    ) -> tuple[str, ...]:
-        """Copy to the dead-letter queue first, then delete: a crash between repeats the move
-        (the copy is idempotent by id) instead of losing the message. Returns the ids."""
-        by_client: dict[str, list[Message]] = {}
-        for message in messages:
-            by_client.setdefault(message.client_id, []).append(message)
-        for client_id, group in by_client.items():
-            copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in group]
-            self._post(project, target, copies, client_id, now_ms, ids=[m.id for m in group])
-        self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
-        return tuple(m.id for m in messages)
-
-    @translate_errors
-    def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
-        return int(self._run("next_claimable", project, queue, now_ms)) or None
-
-    @translate_errors
-    def get_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Claim:
-        found = self._run("get_claim", project, queue, now_ms, claim_id)
-        if not found:
-            raise errors.ClaimDoesNotExist(claim_id, queue, project)
-        ttl, grace, updated, expires, flat = found
-        return Claim(
-            claim_id,
-            int(ttl),
-            int(grace),
-            int(updated),
-            int(expires),
-            tuple(_messages(flat, now_ms)),
-        )
-
-    @translate_errors
-    def renew_claim(
-        self, project: str, queue: str, claim_id: str, ttl_s: int, grace_s: int, now_ms: int
-    ) -> None:
-        if not self._run("renew_claim", project, queue, now_ms, claim_id, ttl_s, grace_s):
-            raise errors.ClaimDoesNotExist(claim_id, queue, project)
-
-    @translate_errors
-    def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
-        self._run("release_claim", project, queue, now_ms, claim_id)
+        return messages_of(self._run("pop", project, queue, now_ms, limit), now_ms)

@@ -1,0 +1,236 @@
+"""Claims on MongoDB: taking messages by conditional updates, renewing, releasing, and the
+dead-letter moves of messages claimed too often."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+
+import pymongo
+
+from zaqar_delay import errors
+from zaqar_delay.models import (
+    Claim,
+    ClaimOutcome,
+    Message,
+    Metadata,
+)
+from zaqar_delay.storage.mongodb.common import (
+    CLAIM_ATTEMPTS,
+    Doc,
+    MongoBase,
+    claimable_filter,
+    message_of,
+    redelivery,
+)
+from zaqar_delay.storage.mongodb.errors import translate_class_errors
+from zaqar_delay.storage.mongodb.schema import as_date
+
+
+@translate_class_errors
+class ClaimOps(MongoBase):
+    """Claims: one conditional update per message taken, so no message is in two claims."""
+
+    def claim_candidates(self, scope: Doc, now_ms: int, limit: int) -> pymongo.cursor.Cursor[Doc]:
+        """Ids of up to ``limit`` claimable messages of ``scope``, oldest due first.
+
+        Served by the ``claimable`` index: equality on the scope, a range on ``v``, and the sort
+        in index order, so a claim reads ``limit`` index entries whatever the backlog.
+        """
+        return (
+            self._messages.find(claimable_filter(scope, now_ms), {"_id": 1})
+            .sort([("v", 1), ("k", 1)])
+            .limit(limit)
+            .hint("claimable")
+        )
+
+    def _take(
+        self,
+        project: str,
+        queue: str,
+        claim_id: str,
+        expires_ms: int,
+        limit: int,
+        metadata: Metadata,
+        now_ms: int,
+    ) -> list[Doc]:
+        """Put up to ``limit`` claimable messages under ``claim_id``; returns their documents
+        (claim count already raised), oldest due first."""
+        scope = self._queue_filter(project, queue)
+        self._return_lapsed_claims(scope, metadata, now_ms)
+        claimable = claimable_filter(scope, now_ms)
+        taken = 0
+        for _ in range(CLAIM_ATTEMPTS):
+            candidates = [d["_id"] for d in self.claim_candidates(scope, now_ms, limit - taken)]
+            if not candidates:
+                break
+            # The v <= now guard drops candidates a concurrent claimer took meanwhile.
+            taken += self._messages.update_many(
+                {**claimable, "_id": {"$in": candidates}},
+                {"$set": {"cid": claim_id, "ce": expires_ms, "v": expires_ms}, "$inc": {"cc": 1}},
+            ).modified_count
+            if taken >= limit:
+                break
+        if not taken:
+            return []
+        held = self._messages.find({**scope, "cid": claim_id}).sort([("d", 1), ("k", 1)])
+        return list(held)
+
+    def _extend_lifetimes(
+        self, scope: Doc, claim_id: str, expires_ms: int, ttl_s: int, grace_s: int
+    ) -> None:
+        extended = expires_ms + grace_s * 1000
+        self._messages.update_many(
+            {**scope, "cid": claim_id, "e": {"$lt": expires_ms}},
+            {"$set": {"e": extended, "ex": as_date(extended), "t": ttl_s + grace_s}},
+        )
+
+    def claim(
+        self,
+        project: str,
+        queue: str,
+        *,
+        ttl_s: int,
+        grace_s: int,
+        limit: int,
+        now_ms: int,
+    ) -> ClaimOutcome:
+        claim_id = secrets.token_hex(16)
+        expires_ms = now_ms + ttl_s * 1000
+        metadata = self.get_metadata(project, queue) or {}
+        taken = self._take(project, queue, claim_id, expires_ms, limit, metadata, now_ms)
+        if not taken:
+            return ClaimOutcome(None)
+        max_claims, target = metadata.get("_max_claim_count"), metadata.get("_dead_letter_queue")
+        dead: list[Doc] = []
+        if isinstance(max_claims, int) and max_claims >= 1 and isinstance(target, str) and target:
+            # The count was raised when taking: more than the maximum means it was already there.
+            dead = [d for d in taken if d["cc"] > max_claims]
+        moved: tuple[str, ...] = ()
+        if dead:
+            moved = self._move_to_dead_letter(project, queue, dead, target, metadata, now_ms)  # type: ignore[arg-type]
+        outcome = ClaimOutcome(None, moved, target if moved else "")  # type: ignore[arg-type]
+        kept = [d for d in taken if d not in dead]
+        if not kept:
+            return outcome
+        scope = self._queue_filter(project, queue)
+        self._extend_lifetimes(scope, claim_id, expires_ms, ttl_s, grace_s)
+        self._claims.insert_one(
+            {
+                **scope,
+                "_id": claim_id,
+                "t": ttl_s,
+                "g": grace_s,
+                "u": now_ms,
+                "e": expires_ms,
+                "ex": as_date(expires_ms),
+            }
+        )
+        held = self._messages.find({**scope, "cid": claim_id}).sort([("d", 1), ("k", 1)])
+        messages = tuple(message_of(d, now_ms) for d in held)
+        claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
+        return dataclasses.replace(outcome, claim=claim)
+
+    def _move_to_dead_letter(
+        self,
+        project: str,
+        queue: str,
+        dead: list[Doc],
+        target: str,
+        metadata: Metadata,
+        now_ms: int,
+    ) -> tuple[str, ...]:
+        """Move each message to the dead-letter queue in place (one atomic update each);
+        returns their ids."""
+        ttl_override = metadata.get("_dead_letter_queue_messages_ttl")
+        first = self._reserve_sequence(project, target, len(dead), now_ms)
+        for i, doc in enumerate(dead):
+            ttl = ttl_override if isinstance(ttl_override, int) and ttl_override else doc["t"]
+            expires = now_ms + int(ttl) * 1000
+            self._messages.update_one(
+                {"_id": doc["_id"], "p": project, "q": queue, "cid": doc["cid"]},
+                {
+                    "$set": {
+                        "q": target,
+                        "k": first + i,
+                        "t": ttl,
+                        "e": expires,
+                        "ex": as_date(expires),
+                        "d": now_ms,
+                        "v": now_ms,
+                        "cid": None,
+                        "ce": 0,
+                        "cc": 0,
+                    }
+                },
+            )
+        self._wakeups.wake(project, target)
+        return tuple(str(d["_id"]) for d in dead)
+
+    def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
+        # Unclaimed messages have v = due, claimed ones v = claim expiry: one index lookup.
+        scope = self._queue_filter(project, queue)
+        found = self._messages.find_one(
+            {**scope, "v": {"$gt": now_ms}}, {"v": 1}, sort=[("v", 1), ("k", 1)]
+        )
+        return None if found is None else int(found["v"])
+
+    def get_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Claim:
+        claim = self._live_claim(project, queue, claim_id, now_ms)
+        if claim is None:
+            raise errors.ClaimDoesNotExist(claim_id, queue, project)
+        held = self._messages.find(
+            {**self._queue_filter(project, queue), "cid": claim_id, "ce": {"$gt": now_ms}}
+        ).sort([("d", 1), ("k", 1)])
+        return Claim(
+            claim_id,
+            int(claim["t"]),
+            int(claim["g"]),
+            int(claim["u"]),
+            int(claim["e"]),
+            tuple(message_of(d, now_ms) for d in held),
+        )
+
+    def renew_claim(
+        self, project: str, queue: str, claim_id: str, ttl_s: int, grace_s: int, now_ms: int
+    ) -> None:
+        scope = self._queue_filter(project, queue)
+        expires_ms = now_ms + ttl_s * 1000
+        renewed = self._claims.update_one(
+            {**scope, "_id": claim_id, "e": {"$gt": now_ms}},
+            {
+                "$set": {
+                    "t": ttl_s,
+                    "g": grace_s,
+                    "u": now_ms,
+                    "e": expires_ms,
+                    "ex": as_date(expires_ms),
+                }
+            },
+        )
+        if renewed.matched_count == 0:
+            raise errors.ClaimDoesNotExist(claim_id, queue, project)
+        self._messages.update_many(
+            {**scope, "cid": claim_id, "ce": {"$gt": now_ms}},
+            {"$set": {"ce": expires_ms, "v": expires_ms}},
+        )
+        self._extend_lifetimes(scope, claim_id, expires_ms, ttl_s, grace_s)
+
+    def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
+        scope = self._queue_filter(project, queue)
+        if not self._claims.delete_one({**scope, "_id": claim_id}).deleted_count:
+            return
+        metadata = self.get_metadata(project, queue) or {}
+        released = self._messages.update_many(
+            {**scope, "cid": claim_id, "ce": {"$gt": now_ms}}, redelivery(metadata, now_ms)
+        )
+        if released.modified_count:
+            self._wakeups.wake(project, queue)
+
+    def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
+        holder = secrets.token_hex(16)
+        metadata = self.get_metadata(project, queue) or {}
+        taken = self._take(project, queue, holder, now_ms + 60_000, limit, metadata, now_ms)
+        if taken:
+            self._messages.delete_many({**self._queue_filter(project, queue), "cid": holder})
+        return [message_of(d, now_ms) for d in taken]

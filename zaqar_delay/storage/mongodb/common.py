@@ -1,0 +1,119 @@
+"""What the parts of the MongoDB driver share: document helpers, collections, constants.
+
+The driver is assembled from :class:`~zaqar_delay.storage.mongodb.queues.QueueOps`,
+:class:`~zaqar_delay.storage.mongodb.messages.MessageOps` and
+:class:`~zaqar_delay.storage.mongodb.claims.ClaimOps` on top of :class:`MongoBase`, which holds
+the collections they all use. Each part translates errors once, as a class
+(:func:`~zaqar_delay.storage.mongodb.errors.translate_class_errors`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pymongo
+from pymongo import ReturnDocument
+from pymongo.collection import Collection
+from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError
+
+from zaqar_delay import errors, validation
+from zaqar_delay.models import Message, Metadata
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.mongodb.dedup import DedupIds
+from zaqar_delay.storage.mongodb.wakeups import MongoWakeups
+
+Doc = dict[str, Any]
+
+# Documents one listing call may examine before it returns a short page (as on Redis).
+LIST_SCAN_BUDGET = 2000
+# Rounds a claim makes when concurrent claimers take its candidates first.
+CLAIM_ATTEMPTS = 5
+# Fields a listing scan reads before it fetches the bodies of the messages it keeps.
+SCAN_FIELDS = {"k": 1, "e": 1, "u": 1, "ce": 1, "d": 1}
+
+
+def claimable_filter(scope: Doc, now_ms: int) -> Doc:
+    """Due or whose claim ran out (``v <= now``), and unexpired."""
+    return {**scope, "v": {"$lte": now_ms}, "e": {"$gt": now_ms}}
+
+
+def redelivery(metadata: Metadata, base: int | str) -> list[Doc]:
+    """Update pipeline for messages leaving their claim at ``base`` (ms, or a field path).
+
+    They keep their original due time (and place in line) unless the queue has a
+    ``_retry_backoff`` policy: then they are due at base + min(max, initial * factor ^
+    (claim_count - 1)) seconds, exactly as the Redis driver computes it.
+    """
+    policy = validation.retry_backoff(metadata)
+    due: Any = "$d"
+    if policy is not None:
+        initial, factor, maximum = policy
+        exponent = {"$max": [{"$subtract": ["$cc", 1]}, 0]}
+        seconds = {"$min": [maximum, {"$multiply": [initial, {"$pow": [factor, exponent]}]}]}
+        due = {"$toLong": {"$add": [base, {"$multiply": [1000, seconds]}]}}
+    return [{"$set": {"d": due}}, {"$set": {"v": "$d", "cid": None, "ce": 0}}]
+
+
+def message_of(doc: Doc, now_ms: int) -> Message:
+    live = doc["cid"] is not None and doc["ce"] > now_ms
+    return Message(
+        id=doc["_id"],
+        body=json.loads(doc["b"]),
+        ttl_s=int(doc["t"]),
+        created_ms=int(doc["cr"]),
+        expires_ms=int(doc["e"]),
+        due_ms=int(doc["d"]),
+        claim_id=doc["cid"] if live else None,
+        claim_count=int(doc["cc"]),
+        client_id=doc["u"],
+    )
+
+
+class MongoBase(Driver):
+    """The collections and helpers every part of the driver uses."""
+
+    _client: pymongo.MongoClient[Doc]
+    _db: Database[Doc]
+    _queues: Collection[Doc]
+    _messages: Collection[Doc]
+    _claims: Collection[Doc]
+    _dedup: DedupIds
+    _closed: threading.Event
+    _wakeups: MongoWakeups
+    _unreliable: bool
+    _list_scan_budget: int
+
+    def _queue_filter(self, project: str, queue: str) -> Doc:
+        return {"p": project, "q": queue}
+
+    def _reserve_sequence(self, project: str, queue: str, count: int, now_ms: int) -> int:
+        """Take ``count`` sequence numbers (creating the queue if needed); returns the first."""
+        for _ in range(3):
+            try:
+                updated = self._queues.find_one_and_update(
+                    self._queue_filter(project, queue),
+                    {"$inc": {"seq": count}, "$setOnInsert": {"m": "{}", "cr": now_ms}},
+                    upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+            except DuplicateKeyError:
+                continue  # a concurrent post created the queue first; the retry updates it
+            # MongoDB returns the upserted document; secantusdb has answered None when a
+            # concurrent upsert created it first. Either way the retry updates it.
+            if updated is not None:
+                return int(updated["seq"]) - count + 1
+        raise errors.StorageUnavailable("The queue could not be created.")
+
+    def _return_lapsed_claims(self, scope: Doc, metadata: Metadata, now_ms: int) -> None:
+        """Messages whose claim ran out become claimable again (see ``redelivery``)."""
+        self._messages.update_many(
+            {**scope, "ce": {"$gt": 0, "$lte": now_ms}}, redelivery(metadata, "$ce")
+        )
+
+    def _live_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Doc | None:
+        return self._claims.find_one(
+            {**self._queue_filter(project, queue), "_id": claim_id, "e": {"$gt": now_ms}}
+        )

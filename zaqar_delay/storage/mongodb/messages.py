@@ -1,0 +1,292 @@
+"""Messages on MongoDB: posting, listing, reading, deleting, rescheduling and popping."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+
+import pymongo
+
+from zaqar_delay import errors
+from zaqar_delay.models import (
+    ListPage,
+    Message,
+    NewMessage,
+    Posted,
+)
+from zaqar_delay.storage import markers
+from zaqar_delay.storage.mongodb.common import (
+    CLAIM_ATTEMPTS,
+    SCAN_FIELDS,
+    Doc,
+    MongoBase,
+    message_of,
+)
+from zaqar_delay.storage.mongodb.errors import translate_class_errors
+from zaqar_delay.storage.mongodb.schema import as_date
+
+
+@translate_class_errors
+class MessageOps(MongoBase):
+    """Every operation on the ``messages`` collection that no claim makes."""
+
+    def _documents(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+    ) -> list[Doc]:
+        first = self._reserve_sequence(project, queue, len(messages), now_ms)
+        documents = []
+        for i, message in enumerate(messages):
+            due = now_ms + message.delay_ms
+            expires = now_ms + message.ttl_s * 1000
+            documents.append(
+                {
+                    "_id": secrets.token_hex(16),
+                    "p": project,
+                    "q": queue,
+                    "k": first + i,
+                    "b": message.body_json,
+                    "u": client_id,
+                    "t": message.ttl_s,
+                    "cr": now_ms,
+                    "e": expires,
+                    "ex": as_date(expires),
+                    "d": due,
+                    "v": due,
+                    "cid": None,
+                    "ce": 0,
+                    "cc": 0,
+                }
+            )
+        return documents
+
+    def post_messages(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+    ) -> Posted:
+        documents = self._documents(project, queue, messages, client_id, now_ms)
+        duplicate_of = self._remember_dedup_ids(project, queue, messages, documents, now_ms)
+        fresh = [d for i, d in enumerate(documents) if i not in duplicate_of]
+
+        # One ordered insert command; if it fails part-way, the documents it did write are
+        # deleted again (and their dedup ids forgotten) before the error is reported, so a
+        # refused post leaves nothing. (Multi-document transactions would also cover a crash
+        # of this process between the two, at the price of a replica set and much slower
+        # posts.)
+        if fresh:
+            fresh_ids = [d["_id"] for d in fresh]
+            try:
+                self._messages.insert_many(fresh)
+            except pymongo.errors.PyMongoError:
+                self._messages.delete_many({"_id": {"$in": fresh_ids}})
+                self._dedup.forget(project, queue, fresh_ids)
+                raise
+            self._wakeups.wake(project, queue)
+        ids = [duplicate_of.get(i) or str(d["_id"]) for i, d in enumerate(documents)]
+        return Posted(ids, tuple(sorted(duplicate_of)))
+
+    def _remember_dedup_ids(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        documents: Sequence[Doc],
+        now_ms: int,
+    ) -> dict[int, str]:
+        """{position: id of the earlier message} for messages whose dedup id the queue
+        remembers (or an earlier message of this post carries); remembers the others'."""
+        first_position: dict[str, int] = {}
+        repeated: dict[int, int] = {}
+        for i, message in enumerate(messages):
+            if message.dedup_id:
+                repeated[i] = first_position.setdefault(message.dedup_id, i)
+        if not first_position:
+            return {}
+        candidates = [
+            (dedup_id, documents[i]["_id"], documents[i]["e"])
+            for dedup_id, i in first_position.items()
+        ]
+        remembered = self._dedup.remember(project, queue, candidates, now_ms)
+        duplicate_of: dict[int, str] = {}
+        for i, first in repeated.items():
+            earlier = remembered.get(messages[first].dedup_id)
+            if earlier is not None:
+                duplicate_of[i] = earlier
+            elif first != i:
+                duplicate_of[i] = documents[first]["_id"]
+        return duplicate_of
+
+    def list_messages(
+        self,
+        project: str,
+        queue: str,
+        *,
+        marker: str | None,
+        limit: int,
+        client_id: str,
+        echo: bool,
+        include_claimed: bool,
+        include_delayed: bool,
+        now_ms: int,
+    ) -> ListPage:
+        after = markers.posting(marker)
+        query: Doc = self._queue_filter(project, queue)
+        if isinstance(after, str):
+            found = self._messages.find_one({**query, "_id": after}, {"k": 1})
+            after = None if found is None else int(found["k"])
+        if after is not None:
+            query["k"] = {"$gt": after}
+        scanned = list(
+            self._messages.find(query, SCAN_FIELDS).sort("k", 1).limit(self._list_scan_budget)
+        )
+        kept, cursor = [], None
+        for doc in scanned:
+            cursor = doc["k"]
+            if (
+                doc["e"] > now_ms
+                and (echo or doc["u"] != client_id)
+                and (include_claimed or doc["ce"] <= now_ms)
+                and (include_delayed or doc["d"] <= now_ms)
+            ):
+                kept.append(doc["_id"])
+                if len(kept) == limit:
+                    break
+        more = len(kept) < limit and len(scanned) == self._list_scan_budget
+        found = {d["_id"]: d for d in self._messages.find({**query, "_id": {"$in": kept}})}
+        messages = tuple(message_of(found[i], now_ms) for i in kept if i in found)
+        next_marker = str(cursor) if cursor is not None and (messages or more) else None
+        return ListPage(messages, next_marker)
+
+    def list_messages_by_due(
+        self,
+        project: str,
+        queue: str,
+        *,
+        marker: str | None,
+        limit: int,
+        client_id: str,
+        echo: bool,
+        include_delayed: bool,
+        now_ms: int,
+    ) -> ListPage:
+        after = markers.due(marker)
+        if after is not None and not after[1].isdigit():
+            raise errors.InvalidParameter('The "marker" parameter is invalid.')
+        scope = self._queue_filter(project, queue)
+        self._return_lapsed_claims(scope, self.get_metadata(project, queue) or {}, now_ms)
+        query: Doc = {**scope, "ce": 0, "e": {"$gt": now_ms}}
+        if not include_delayed:
+            query["v"] = {"$lte": now_ms}
+        if not echo:
+            query["u"] = {"$ne": client_id}
+        if after is not None:
+            due_ms, seq = after[0], int(after[1])
+            query["$or"] = [{"v": {"$gt": due_ms}}, {"v": due_ms, "k": {"$gt": seq}}]
+        docs = list(
+            self._messages.find(query).sort([("v", 1), ("k", 1)]).limit(limit).hint("claimable")
+        )
+        # Unclaimed documents have v == d, so the marker is (due, sequence).
+        next_marker = markers.make_due(docs[-1]["v"], docs[-1]["k"]) if docs else None
+        return ListPage(tuple(message_of(d, now_ms) for d in docs), next_marker)
+
+    def get_messages(
+        self, project: str, queue: str, ids: Sequence[str], now_ms: int
+    ) -> list[Message]:
+        if not ids:
+            return []
+        query = {
+            **self._queue_filter(project, queue),
+            "_id": {"$in": list(ids)},
+            "e": {"$gt": now_ms},
+        }
+        found = {d["_id"]: d for d in self._messages.find(query)}
+        return [message_of(found[i], now_ms) for i in ids if i in found]
+
+    def delete_message(
+        self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
+    ) -> None:
+        scope = {**self._queue_filter(project, queue), "_id": message_id}
+        for _ in range(CLAIM_ATTEMPTS):
+            doc = self._messages.find_one(scope, {"e": 1, "cid": 1, "ce": 1})
+            if doc is None:
+                return
+            if doc["e"] <= now_ms:
+                self._messages.delete_one(scope)
+                return
+            self._check_claim(project, queue, doc, claim_id, now_ms)
+            # Delete only if nothing changed since the read; otherwise decide again.
+            guard = {**scope, "cid": doc["cid"], "ce": doc["ce"]}
+            if self._messages.delete_one(guard).deleted_count:
+                return
+        raise errors.StorageUnavailable("The message could not be deleted.")
+
+    def _check_claim(
+        self, project: str, queue: str, doc: Doc, claim_id: str | None, now_ms: int
+    ) -> None:
+        """Refuse a change to a claimed message unless ``claim_id`` names its live claim."""
+        live = doc["cid"] is not None and doc["ce"] > now_ms
+        if claim_id is None:
+            if live:
+                raise errors.MessageIsClaimed()
+            return
+        if not live:
+            raise errors.ClaimNotValid(
+                "A claim was specified, but the message is not currently claimed."
+            )
+        if doc["cid"] != claim_id:
+            if self._live_claim(project, queue, claim_id, now_ms):
+                raise errors.MessageIsClaimed()
+            raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+
+    def reschedule_message(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        due_ms: int,
+        now_ms: int,
+    ) -> None:
+        scope = {**self._queue_filter(project, queue), "_id": message_id}
+        for _ in range(CLAIM_ATTEMPTS):
+            doc = self._messages.find_one({**scope, "e": {"$gt": now_ms}}, {"cid": 1, "ce": 1})
+            if doc is None:
+                raise errors.MessageDoesNotExist(message_id, queue, project)
+            self._check_claim(project, queue, doc, claim_id, now_ms)
+            moved = self._messages.update_one(
+                {**scope, "cid": doc["cid"], "ce": doc["ce"]},
+                {"$set": {"d": due_ms, "v": due_ms, "cid": None, "ce": 0}},
+            )
+            if moved.matched_count:
+                self._wakeups.wake(project, queue)
+                return
+        raise errors.StorageUnavailable("The message could not be rescheduled.")
+
+    def delete_messages(
+        self,
+        project: str,
+        queue: str,
+        ids: Sequence[str],
+        claim_ids: Sequence[str] | None,
+        now_ms: int,
+    ) -> None:
+        if not ids:
+            return
+        query = {**self._queue_filter(project, queue), "_id": {"$in": list(ids)}}
+        if claim_ids is not None:
+            held_elsewhere = {
+                **query,
+                "ce": {"$gt": now_ms},
+                "cid": {"$nin": list(claim_ids)},
+            }
+            if self._messages.find_one(held_elsewhere, {"_id": 1}) is not None:
+                raise errors.MessageIsClaimed()
+        self._messages.delete_many(query)

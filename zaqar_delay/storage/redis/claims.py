@@ -1,0 +1,111 @@
+"""Claims on Redis: one script call to claim, and the dead-letter moves of messages claimed
+too often."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from zaqar_delay import errors
+from zaqar_delay.models import Claim, ClaimOutcome, Message, NewMessage, Posted
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.redis.errors import translate_class_errors
+from zaqar_delay.storage.redis.replies import messages_of
+
+
+@translate_class_errors
+class ClaimScripts(Driver):
+    """The claim operations of :class:`~zaqar_delay.storage.redis.driver.RedisDriver`."""
+
+    if TYPE_CHECKING:
+
+        def _run(self, name: str, project: str, queue: str, *args: Any) -> Any: ...
+
+        def _post(
+            self,
+            project: str,
+            queue: str,
+            messages: Sequence[NewMessage],
+            client_id: str,
+            now_ms: int,
+            ids: Sequence[str] | None,
+        ) -> Posted: ...
+
+    def claim(
+        self,
+        project: str,
+        queue: str,
+        *,
+        ttl_s: int,
+        grace_s: int,
+        limit: int,
+        now_ms: int,
+    ) -> ClaimOutcome:
+        claim_id = secrets.token_hex(16)
+        claimed, dead, dead_letter_queue, dead_letter_ttl = self._run(
+            "claim", project, queue, now_ms, claim_id, ttl_s, grace_s, limit
+        )
+        moved: tuple[str, ...] = ()
+        if dead:
+            moved = self._move_to_dead_letter(
+                project,
+                queue,
+                messages_of(dead, now_ms),
+                dead_letter_queue.decode(),
+                int(dead_letter_ttl) or None,
+                now_ms,
+            )
+        claim = None
+        if claimed:
+            expires_ms = now_ms + ttl_s * 1000
+            messages = tuple(messages_of(claimed, now_ms))
+            claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
+        return ClaimOutcome(claim, moved, dead_letter_queue.decode() if moved else "")
+
+    def _move_to_dead_letter(
+        self,
+        project: str,
+        queue: str,
+        messages: list[Message],
+        target: str,
+        ttl_s: int | None,
+        now_ms: int,
+    ) -> tuple[str, ...]:
+        """Copy to the dead-letter queue first, then delete: a crash between repeats the move
+        (the copy is idempotent by id) instead of losing the message. Returns the ids."""
+        by_client: dict[str, list[Message]] = {}
+        for message in messages:
+            by_client.setdefault(message.client_id, []).append(message)
+        for client_id, group in by_client.items():
+            copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in group]
+            self._post(project, target, copies, client_id, now_ms, ids=[m.id for m in group])
+        self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
+        return tuple(m.id for m in messages)
+
+    def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
+        return int(self._run("next_claimable", project, queue, now_ms)) or None
+
+    def get_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Claim:
+        found = self._run("get_claim", project, queue, now_ms, claim_id)
+        if not found:
+            raise errors.ClaimDoesNotExist(claim_id, queue, project)
+        ttl, grace, updated, expires, flat = found
+        return Claim(
+            claim_id,
+            int(ttl),
+            int(grace),
+            int(updated),
+            int(expires),
+            tuple(messages_of(flat, now_ms)),
+        )
+
+    def renew_claim(
+        self, project: str, queue: str, claim_id: str, ttl_s: int, grace_s: int, now_ms: int
+    ) -> None:
+        if not self._run("renew_claim", project, queue, now_ms, claim_id, ttl_s, grace_s):
+            raise errors.ClaimDoesNotExist(claim_id, queue, project)
+
+    def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
+        self._run("release_claim", project, queue, now_ms, claim_id)
