@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from zaqar_delay.conf import STORAGE_URI_ENV, load_settings
+from zaqar_delay.conf import STORAGE_URI_ENV, Settings, load_settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -57,3 +57,8 @@ def test_invalid_value_is_refused(tmp_path: pathlib.Path) -> None:
     conf.write_text("[server]\nworkers = 0\n")
     with pytest.raises(Exception, match="workers"):
         load_settings([str(conf)], environ={})
+
+
+def test_dataclass_defaults_are_the_declared_option_defaults() -> None:
+    # Settings() is what tests and embedders build; load_settings what the server reads.
+    assert Settings() == load_settings([], environ={})

@@ -1,4 +1,4 @@
-"""The gunicorn settings the server runs with (mirrored in ``etc/gunicorn.conf.py``)."""
+"""The gunicorn settings the server runs with (``etc/gunicorn.conf.py`` applies them too)."""
 
 from __future__ import annotations
 

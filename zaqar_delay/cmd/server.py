@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import logging
 import os
 import shutil
@@ -16,51 +14,17 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 from oslo_config import cfg
 
-from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings, load_settings
+from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings, settings_from_command_line
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.resolve import redact, resolve_store
 
 LOG = logging.getLogger("zaqar_delay")
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="zaqar-delay-server",
-        description="Serve the Zaqar v2 API with delayed delivery. With no options: "
-        "127.0.0.1:8888, embedded Redis under the user's data directory.",
-    )
-    parser.add_argument("--bind", metavar="HOST:PORT", help="address to listen on")
-    parser.add_argument("--workers", type=int, metavar="N", help="gunicorn worker processes")
-    parser.add_argument("--data-dir", metavar="DIR", help="directory of the embedded Redis files")
-    parser.add_argument(
-        "--journal-dir",
-        metavar="DIR",
-        help="write the lifecycle journal (JSON lines per message event) to DIR",
-    )
-    parser.add_argument(
-        "--config-file",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="INI configuration file (may be repeated; later files win)",
-    )
-    return parser.parse_args(argv)
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    settings = load_settings(args.config_file)
-    overrides: dict[str, Any] = {}
-    if args.bind:
-        overrides["bind"] = args.bind
-    if args.workers is not None:
-        if args.workers < 1:
-            raise ValueError("--workers must be at least 1")
-        overrides["workers"] = args.workers
-    if args.data_dir:
-        overrides["data_dir"] = args.data_dir
-    if args.journal_dir:
-        overrides["journal_path"] = os.path.abspath(args.journal_dir)
-    return dataclasses.replace(settings, **overrides)
+DESCRIPTION = (
+    "Serve the Zaqar v2 API with delayed delivery. With no options: 127.0.0.1:8888, embedded "
+    "Redis under the user's data directory."
+)
 
 
 class SupervisingArbiter(Arbiter):  # type: ignore[misc]
@@ -115,7 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        settings = settings_from_args(parse_args(argv))
+        settings = settings_from_command_line(
+            sys.argv[1:] if argv is None else argv, "zaqar-delay-server", DESCRIPTION
+        )
         store = resolve_store(settings)
     except (StorageConfigError, ValueError, OSError) as exc:
         print(f"zaqar-delay-server: {getattr(exc, 'description', exc)}", file=sys.stderr)
