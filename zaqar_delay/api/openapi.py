@@ -12,6 +12,9 @@ import json
 import sys
 from typing import Any
 
+from zaqar_delay import validation
+from zaqar_delay.conf import Limits
+
 Schema = dict[str, Any]
 
 ERROR: Schema = {
@@ -19,7 +22,10 @@ ERROR: Schema = {
     "required": ["title", "description"],
     "properties": {"title": {"type": "string"}, "description": {"type": "string"}},
 }
-QUEUE_NAME: Schema = {"type": "string", "pattern": "^[a-zA-Z0-9_.-]{1,64}$"}
+QUEUE_NAME: Schema = {
+    "type": "string",
+    "pattern": f"^[a-zA-Z0-9_.-]{{1,{validation.QUEUE_NAME_MAX}}}$",
+}
 HEX_ID: Schema = {"type": "string", "pattern": "^[0-9a-f]{1,64}$"}
 JSON_VALUE: Schema = {}  # any JSON document
 FLAG: Schema = {"type": "boolean"}
@@ -45,7 +51,11 @@ def _path(name: str, schema: Schema) -> Schema:
 
 CONTEXT = [
     _header("Client-ID", {"type": "string", "format": "uuid"}, about="The client's UUID."),
-    _header("X-Project-ID", {"type": "string", "maxLength": 256}, about="The project (tenant)."),
+    _header(
+        "X-Project-ID",
+        {"type": "string", "maxLength": validation.PROJECT_ID_MAX},
+        about="The project (tenant).",
+    ),
 ]
 ADMIN = [*CONTEXT, _header("X-Roles", {"type": "string"}, required=False, about="admin")]
 
@@ -87,7 +97,7 @@ MESSAGE_IN: Schema = {
         "ttl": {"type": "integer"},
         "delay": {"type": "integer"},
         "deliver_at": {"oneOf": [{"type": "string", "format": "date-time"}, {"type": "integer"}]},
-        "dedup_id": {"type": "string", "minLength": 1, "maxLength": 256},
+        "dedup_id": {"type": "string", "minLength": 1, "maxLength": validation.DEDUP_ID_MAX},
     },
 }
 POSTED: Schema = {
@@ -139,8 +149,10 @@ M = _path("message_id", HEX_ID)
 C = _path("claim_id", HEX_ID)
 
 
-def document() -> Schema:
-    """The whole OpenAPI 3.0 document."""
+def document(limits: Limits | None = None) -> Schema:
+    """The whole OpenAPI 3.0 document, for a server with these limits (the defaults when
+    None: the form in ``etc/openapi.json``)."""
+    max_wait = (limits or Limits()).max_claim_wait
     paths: Schema = {
         "/": {"get": _operation("Versions", _ok("300", "versions"), context=[])},
         "/v2/": {"get": _operation("Home document", _ok("200", "JSON-home"))},
@@ -271,7 +283,7 @@ def document() -> Schema:
                 {**_ok("201", "claimed", MESSAGES_OUT), **_ok("204", "nothing to claim")},
                 [
                     _query("limit", {"type": "integer"}),
-                    _query("wait", {"type": "integer", "minimum": 0, "maximum": 20}),
+                    _query("wait", {"type": "integer", "minimum": 0, "maximum": max_wait}),
                     _query("with_schedule", FLAG),
                 ],
                 body=CLAIM_BODY,
@@ -312,8 +324,8 @@ def document() -> Schema:
     }
 
 
-def dumps() -> str:
-    return json.dumps(document(), indent=1, sort_keys=True) + "\n"
+def dumps(limits: Limits | None = None) -> str:
+    return json.dumps(document(limits), indent=1, sort_keys=True) + "\n"
 
 
 if __name__ == "__main__":

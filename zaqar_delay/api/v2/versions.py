@@ -8,6 +8,7 @@ import falcon
 
 from zaqar_delay.api import openapi
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.service import Service
 
 VERSIONS = {
     "versions": [
@@ -99,7 +100,6 @@ HOME = {
 }
 
 HOME_JSON = json.dumps(HOME, sort_keys=True)
-OPENAPI_JSON = openapi.dumps()
 
 
 class Versions(Resource):
@@ -122,6 +122,10 @@ class OpenAPIDocument(Resource):
 
     public = True
 
+    def __init__(self, service: Service) -> None:
+        super().__init__(service)
+        self._text = openapi.dumps(service.limits)  # limits the server enforces
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = falcon.MEDIA_JSON
-        resp.text = OPENAPI_JSON
+        resp.text = self._text
