@@ -48,7 +48,9 @@ def test_the_served_description_is_the_one_in_the_repository(
 
 
 @pytest.mark.fuzz
-def test_schemathesis_finds_no_server_error(fuzz_target: ServiceProcess) -> None:
+def test_schemathesis_finds_no_server_error_and_answers_as_described(
+    fuzz_target: ServiceProcess,
+) -> None:
     st = shutil.which("st", path=str(Path(sys.executable).parent)) or "st"
     report = Path(fuzz_target.data_dir) / "schemathesis.xml"
     run = subprocess.run(
@@ -56,8 +58,10 @@ def test_schemathesis_finds_no_server_error(fuzz_target: ServiceProcess) -> None
             st,
             "run",
             f"{fuzz_target.url}/openapi.json",
+            # No 5xx, and every answer as the description says: status, content type, body.
             "--checks",
-            "not_a_server_error",
+            "not_a_server_error,status_code_conformance,content_type_conformance,"
+            "response_schema_conformance",
             "--max-examples",
             "50",
             "--seed",

@@ -231,8 +231,8 @@ def document(limits: Limits | None = None) -> Schema:
                 },
             ),
             "get": _operation(
-                "List or bulk-get messages",
-                {**_ok("200", "messages", MESSAGES_OUT), **_ok("204", "none")},
+                "List or bulk-get messages (404: none of the ids exists)",
+                {**_ok("200", "messages", MESSAGES_OUT), **_ok("204", "none"), **_errors("404")},
                 [
                     _query("ids", {"type": "string"}),
                     _query("marker", {"type": "string"}),
