@@ -61,6 +61,10 @@ def other_project_calls(a: dict[str, Any]) -> list[tuple[str, str, dict[str, Any
         ("GET", f"/v2/queues/shared/claims/{cid}", {}, {404}),
         ("PATCH", f"/v2/queues/shared/claims/{cid}", {"json": {"ttl": 300}}, {404}),
         ("DELETE", f"/v2/queues/shared/claims/{cid}", {}, {204}),
+        ("POST", "/v2/queues/shared/share", {"json": {}}, {403}),  # no signing key here
+        # Last, since B then has a queue of that name: creating it and posting to it is B's.
+        ("PUT", "/v2/queues/shared", {"json": {"_default_message_ttl": 60}}, {201}),
+        ("POST", "/v2/queues/shared/messages", {"json": {"messages": [{"body": "b"}]}}, {201}),
         ("DELETE", "/v2/queues/shared", {}, {204}),
     ]  # fmt: skip
 
@@ -76,6 +80,8 @@ def test_another_project_sees_and_changes_nothing(api: Api) -> None:
             assert result.json["messages"] == [], (method, path)
         if path == "/v2/queues":
             assert result.json["queues"] == []
+        if method == "PUT":
+            assert api.get("/v2/queues/shared", headers=OTHER).json["_default_message_ttl"] == 60
         if method == "GET" and path == "/v2/queues/shared":
             assert result.json["_default_message_ttl"] != 300  # not A's metadata
         if path.endswith("/stats"):

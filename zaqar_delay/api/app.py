@@ -10,7 +10,9 @@ from zaqar_delay import jsondoc
 from zaqar_delay.api import errors as api_errors
 from zaqar_delay.api.auth import WSGIApp, protect
 from zaqar_delay.api.middleware import RequestContext, RequestTimer
-from zaqar_delay.api.v2 import claims, health, messages, queues, versions
+from zaqar_delay.api.routes import ROUTES
+from zaqar_delay.api.v2 import health, queues
+from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings
 from zaqar_delay.encryption import MessageCipher
@@ -67,20 +69,12 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = False
     api_errors.register(app)
 
-    app.add_route("/", versions.Versions(service))
-    app.add_route("/v2/", versions.Home(service))
-    app.add_route("/v2/ping", health.Ping(service))
-    app.add_route("/v2/health", health.Health(service))
-    # Its labels name projects and queues: with keystone, for admin tokens only.
-    app.add_route("/metrics", health.Metrics(service, settings.auth_strategy == "keystone"))
-    app.add_route("/openapi.json", versions.OpenAPIDocument(service))
-    app.add_route("/v2/queues", queues.QueueCollection(service))
-    app.add_route("/v2/queues/{queue_name}", queues.QueueItem(service))
-    app.add_route("/v2/queues/{queue_name}/stats", queues.QueueStats(service))
-    app.add_route("/v2/queues/{queue_name}/purge", queues.QueuePurge(service))
-    app.add_route("/v2/queues/{queue_name}/share", queues.QueueShare(service, signer))
-    app.add_route("/v2/queues/{queue_name}/messages", messages.MessageCollection(service))
-    app.add_route("/v2/queues/{queue_name}/messages/{message_id}", messages.MessageItem(service))
-    app.add_route("/v2/queues/{queue_name}/claims", claims.ClaimCollection(service))
-    app.add_route("/v2/queues/{queue_name}/claims/{claim_id}", claims.ClaimItem(service))
+    # The resources that need more than the service.
+    special: dict[type[Resource], Resource] = {
+        # Its labels name projects and queues: with keystone, for admin tokens only.
+        health.Metrics: health.Metrics(service, settings.auth_strategy == "keystone"),
+        queues.QueueShare: queues.QueueShare(service, signer),
+    }
+    for route in ROUTES:
+        app.add_route(route.template, special.get(route.resource) or route.resource(service))
     return app

@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from zaqar_delay.api.routes import TOKENLESS_PATHS
 from zaqar_delay.conf import Settings, make_conf
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 # /metrics is not among them: its labels name every project's queues, so it needs a token
 # (with the admin role, checked by the resource).
-PUBLIC_PATHS = frozenset({"/", "/openapi.json"})
+PUBLIC_PATHS = TOKENLESS_PATHS
 
 
 def protect(app: WSGIApp, settings: Settings) -> WSGIApp:
