@@ -56,6 +56,8 @@ SERVER_CONFIG = {
     "aof-load-truncated": "yes",
     "daemonize": "no",
 }
+# How long closing waits for other clients to leave before it leaves the store up for them.
+CLOSE_GRACE_S = 3.0
 # Restarts closer together than this count as one outage for the restart backoff.
 RESTART_MEMORY_S = 60.0
 # What redis-server logs when it loads an append-only file cut short (Redis 6 and 7).
@@ -301,8 +303,12 @@ class EmbeddedRedis:
             return
         client = self._client()
         try:
-            if len(client.client_list()) > 1:
-                return  # still in use: it stays up, and its users' supervisors watch it
+            # Connections of workers killed a moment ago take a moment to close.
+            deadline = time.monotonic() + CLOSE_GRACE_S
+            while len(client.client_list()) > 1:
+                if time.monotonic() > deadline:
+                    return  # still in use: it stays up, and its users' supervisors watch it
+                time.sleep(0.1)
             client.shutdown(nosave=True)  # still fsyncs the append-only file
         except redis.ConnectionError:
             pass  # down already, or shut down by the command above
