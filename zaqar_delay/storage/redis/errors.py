@@ -10,6 +10,7 @@ from typing import ParamSpec, TypeVar
 import redis
 
 from zaqar_delay.errors import StorageUnavailable
+from zaqar_delay.storage.translating import on_public_methods
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,12 +57,5 @@ def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-C = TypeVar("C", bound=type)
-
-
-def translate_class_errors(cls: C) -> C:
-    """:func:`translate_errors` on every public method the class itself defines."""
-    for name, attribute in list(vars(cls).items()):
-        if not name.startswith("_") and callable(attribute):
-            setattr(cls, name, translate_errors(attribute))
-    return cls
+#: The class decorator: :func:`translate_errors` on every public method the class defines.
+translate_class_errors = on_public_methods(translate_errors)
