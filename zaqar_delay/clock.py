@@ -1,7 +1,7 @@
 """The service's only source of time: UTC epoch nanoseconds, injectable for tests.
 
 Instants are compared in whole milliseconds (``now_ms``, floored); a due time computed from a
-post's arrival is rounded *up* to the millisecond (:func:`round_up_ms`), so that comparing a
+post's arrival is rounded *up* to the millisecond (:func:`arrival`), so that comparing a
 floored "now" with it never finds a message due before its post's arrival plus its delay.
 """
 
@@ -21,10 +21,12 @@ class Clock(Protocol):
     def now_ms(self) -> int: ...
 
 
-def round_up_ms(now_ns: int) -> int:
-    """1 when ``now_ns`` lies after the start of its millisecond, else 0: what a relative
-    delay counted from ``now_ns // NS_PER_MS`` must add to stay on or after arrival + delay."""
-    return 1 if now_ns % NS_PER_MS else 0
+def arrival(clock: Clock) -> tuple[int, int]:
+    """A request's arrival: ``now_ms`` (floored), and the round-up, 1 when the arrival lies
+    after the start of that millisecond, else 0: what a relative delay counted from ``now_ms``
+    must add to end on or after arrival + delay."""
+    now_ns = clock.now_ns()
+    return now_ns // NS_PER_MS, 1 if now_ns % NS_PER_MS else 0
 
 
 class SystemClock:

@@ -26,7 +26,8 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from zaqar_delay.models import Message, NewMessage
+from zaqar_delay import errors
+from zaqar_delay.models import Claim, Message, Metadata, NewMessage
 
 FIELD = "_zd_enc"
 VERSION = "v1"
@@ -91,6 +92,38 @@ class MessageCipher:
                 message, changed = dataclasses.replace(message, body=body), True
             opened.append(message)
         return tuple(opened) if changed else messages
+
+
+class QueueEncryption:
+    """Encryption as queues see it: which queues seal their bodies, and bodies opened for
+    clients. Without a cipher (no key configured) a queue cannot ask for encryption."""
+
+    def __init__(self, cipher: MessageCipher | None) -> None:
+        self.cipher = cipher
+
+    def for_queue(self, metadata: Metadata) -> MessageCipher | None:
+        """The cipher of a queue with this metadata: None if it does not ask for encryption;
+        InvalidRequest if it does and no key is configured."""
+        if not metadata.get("_enable_encrypt_messages"):
+            return None
+        if self.cipher is None:
+            raise errors.InvalidRequest(
+                "_enable_encrypt_messages needs a key: set [transport] message_encryption_key "
+                "in the server's configuration."
+            )
+        return self.cipher
+
+    def open(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        """Messages as clients see them: bodies of encrypted queues decrypted."""
+        messages = tuple(messages)  # the same tuple when it is one
+        return messages if self.cipher is None else self.cipher.open(messages)
+
+    def open_claim(self, claim: Claim) -> Claim:
+        """A claim as its client sees it (itself when no body was sealed)."""
+        messages = self.open(claim.messages)
+        if messages is claim.messages:
+            return claim
+        return dataclasses.replace(claim, messages=messages)
 
 
 def data_dir_key(directory: str) -> str:

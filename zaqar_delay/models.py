@@ -31,11 +31,29 @@ class Posted:
 
     ids: list[str]
     duplicates: tuple[int, ...] = ()
+    # The version of the queue's metadata the messages were stored under (a conditional
+    # post's answer; "" where the driver did not say).
+    metadata_version: str = ""
 
     def stored(self) -> list[int]:
         """Positions of the messages this post stored."""
         skipped = set(self.duplicates)
         return [i for i in range(len(self.ids)) if i not in skipped]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VersionedMetadata:
+    """A queue's metadata as one read saw it, and its version: what a conditional post
+    (``Driver.post_if_current``) checks. Version "" is a queue that does not exist (its
+    metadata then reads ``{}``); :data:`UNKNOWN_METADATA` matches no queue."""
+
+    metadata: Metadata
+    version: str
+
+
+# What a poster knows before it has read a queue: its version matches nothing, so the first
+# conditional post stores nothing and answers the queue's current metadata.
+UNKNOWN_METADATA = VersionedMetadata({}, "?")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -8,14 +8,14 @@ message posts, whose size limit depends on the queue and must be checked before 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-from collections.abc import Mapping, Sequence, Set
+import functools
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
-from zaqar_delay import errors, jsondoc, metadata_patch, validation
-from zaqar_delay.clock import NS_PER_MS, Clock, round_up_ms
+from zaqar_delay import errors, metadata_patch, validation
+from zaqar_delay.clock import Clock, arrival
 from zaqar_delay.conf import Limits
-from zaqar_delay.encryption import MessageCipher
+from zaqar_delay.encryption import MessageCipher, QueueEncryption
 from zaqar_delay.journal import NullJournal
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.metrics import Metrics
@@ -25,11 +25,11 @@ from zaqar_delay.models import (
     ListPage,
     Message,
     Metadata,
-    NewMessage,
     Posted,
     QueueInfo,
     QueueStats,
 )
+from zaqar_delay.posting import MessagePoster
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.waiting import WaitRoom
 
@@ -49,28 +49,23 @@ class Service:
         """``cipher`` encrypts the bodies of queues with ``_enable_encrypt_messages``; without
         one, such queues are refused."""
         self.driver = driver
-        self.cipher = cipher
+        self.encryption = QueueEncryption(cipher)
         self.limits = limits
         self.clock = clock
         self.metrics = metrics or Metrics(driver, clock)
         self.lifecycle = Lifecycle(self.metrics, journal or NullJournal())
-        self.wait_room = WaitRoom(driver.wakeups())
+        self.wait_room = WaitRoom(driver.wakeups(), clock)
+        self.poster = MessagePoster(driver, limits, self.encryption)
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
-
-    def _arrival(self) -> tuple[int, int]:
-        """A request's arrival: the floored ``now_ms``, and what a relative delay counted from
-        it must add to end no earlier than arrival + delay (``clock.round_up_ms``)."""
-        now_ns = self.clock.now_ns()
-        return now_ns // NS_PER_MS, round_up_ms(now_ns)
 
     # -- queues --------------------------------------------------------------------------------
 
     def create_queue(self, project: str, queue: str, metadata: Metadata) -> bool:
         """Create the queue; False if it existed (its metadata is then left as it was)."""
         validation.reserved_metadata(metadata, self.limits)
-        self._check_encryption(metadata)
+        self.encryption.for_queue(metadata)
         return self.driver.create_queue(project, queue, metadata, self.now_ms())
 
     def get_queue(self, project: str, queue: str) -> Metadata:
@@ -88,21 +83,9 @@ class Service:
             validation.reserved_metadata(updated, self.limits)
         except errors.InvalidRequest as exc:
             raise errors.InvalidBody(exc.description) from exc
-        self._check_encryption(updated)
+        self.encryption.for_queue(updated)
         self.driver.set_metadata(project, queue, updated)
         return validation.with_reserved_defaults(updated, self.limits)
-
-    def _check_encryption(self, metadata: Metadata) -> MessageCipher | None:
-        """The cipher for a queue with this metadata: None if it does not ask for encryption;
-        InvalidRequest if it does and no key is configured."""
-        if not metadata.get("_enable_encrypt_messages"):
-            return None
-        if self.cipher is None:
-            raise errors.InvalidRequest(
-                "_enable_encrypt_messages needs a key: set [transport] message_encryption_key "
-                "in the server's configuration."
-            )
-        return self.cipher
 
     def delete_queue(self, project: str, queue: str) -> None:
         self.driver.delete_queue(project, queue)
@@ -135,59 +118,11 @@ class Service:
     def post_messages(self, project: str, queue: str, payload: bytes, client_id: str) -> Posted:
         """Validate and store a ``{"messages": [...]}`` post, all or nothing; returns the ids
         and which messages matched a remembered ``dedup_id`` (see ``Driver.post_messages``).
-
-        The size limit is checked before the body is parsed; the queue's defaults and limits
-        are those current when the messages are stored.
-        """
-        now_ms, round_up = self._arrival()
-        parsed: list[Any] = []
-        built: list[list[NewMessage]] = []
-
-        def build(metadata: Metadata) -> list[NewMessage]:
-            self._check_post_size(metadata, len(payload))
-            if not parsed:
-                parsed.append(self._raw_messages(payload))
-            default_ttl = metadata.get("_default_message_ttl") or self.limits.default_message_ttl
-            queue_delay = metadata.get("_default_message_delay") or 0
-            built.append(
-                [
-                    validation.new_message(
-                        m, default_ttl, queue_delay, now_ms, self.limits, round_up
-                    )
-                    for m in parsed[0]
-                ]
-            )
-            cipher = self._check_encryption(metadata)
-            return built[-1] if cipher is None else cipher.seal(built[-1])
-
-        posted = self.driver.post_built(project, queue, build, client_id, now_ms)
-        self.lifecycle.posted(project, queue, posted, built[-1], now_ms)
+        Defaults and limits are the queue's when the messages are stored (``posting``)."""
+        now_ms, round_up = arrival(self.clock)
+        posted, messages = self.poster.post(project, queue, payload, client_id, now_ms, round_up)
+        self.lifecycle.posted(project, queue, posted, messages, now_ms)
         return posted
-
-    @staticmethod
-    def _raw_messages(payload: bytes) -> list[Any]:
-        document = jsondoc.loads(payload)
-        if not isinstance(document, dict) or "messages" not in document:
-            raise errors.InvalidRequest("No messages were found in the request body.")
-        raw_messages = document["messages"]
-        if not isinstance(raw_messages, list):
-            raise errors.InvalidBody("Document type not supported.")
-        if not raw_messages:
-            raise errors.InvalidRequest("No messages to enqueu.")
-        return raw_messages
-
-    def _check_post_size(self, metadata: Metadata, size: int) -> None:
-        configured = self.limits.max_messages_post_size
-        queue_max = metadata.get("_max_messages_post_size") or configured
-        if size <= min(configured, queue_max):
-            return
-        if queue_max < configured:
-            raise errors.InvalidRequest(
-                "Message collection size is too large. The max size for current queue is "
-                f"{queue_max}. It is calculated by max size = min(max_messages_post_size_config: "
-                f"{configured}, max_messages_post_size_queue: {queue_max})."
-            )
-        raise errors.InvalidRequest(f"Message collection size is too large. Max size {configured}")
 
     def list_messages(
         self,
@@ -204,45 +139,26 @@ class Service:
     ) -> ListPage:
         """Posting order (Zaqar's), or due order (an extension: unclaimed messages only)."""
         validation.message_limit(limit, self.limits)
+        filters: dict[str, Any] = {"include_claimed": include_claimed}
+        list_page: Callable[..., ListPage] = self.driver.list_messages
         if sort_by_due:
             if include_claimed:
                 raise errors.InvalidRequest(
                     "sort=due lists messages no claim holds; it cannot include claimed ones."
                 )
-            page = self.driver.list_messages_by_due(
-                project,
-                queue,
-                marker=marker,
-                limit=limit,
-                client_id=client_id,
-                echo=echo,
-                include_delayed=include_delayed,
-                now_ms=self.now_ms(),
-            )
-        else:
-            page = self.driver.list_messages(
-                project,
-                queue,
-                marker=marker,
-                limit=limit,
-                client_id=client_id,
-                echo=echo,
-                include_claimed=include_claimed,
-                include_delayed=include_delayed,
-                now_ms=self.now_ms(),
-            )
-        return ListPage(self._readable(page.messages), page.next_marker)
-
-    def _readable(self, messages: Sequence[Message]) -> tuple[Message, ...]:
-        """Messages as clients see them: bodies of encrypted queues decrypted."""
-        messages = tuple(messages)  # the same tuple when it is one
-        return messages if self.cipher is None else self.cipher.open(messages)
-
-    def _readable_claim(self, claim: Claim) -> Claim:
-        messages = self._readable(claim.messages)
-        return (
-            claim if messages is claim.messages else dataclasses.replace(claim, messages=messages)
+            filters, list_page = {}, self.driver.list_messages_by_due
+        page = list_page(
+            project,
+            queue,
+            marker=marker,
+            limit=limit,
+            client_id=client_id,
+            echo=echo,
+            include_delayed=include_delayed,
+            now_ms=self.now_ms(),
+            **filters,
         )
+        return ListPage(self.encryption.open(page.messages), page.next_marker)
 
     def get_messages(self, project: str, queue: str, ids: Sequence[str]) -> list[Message]:
         """Bulk GET: NotFound when none of the ids exists."""
@@ -253,13 +169,13 @@ class Service:
                 f"No messages with IDs: {list(ids)!r} found in the queue {queue} for project "
                 f"{project}."
             )
-        return list(self._readable(found))
+        return list(self.encryption.open(found))
 
     def get_message(self, project: str, queue: str, message_id: str) -> Message:
         found = self.driver.get_messages(project, queue, [message_id], self.now_ms())
         if not found:
             raise errors.MessageDoesNotExist(message_id, queue, project)
-        return self._readable(found)[0]
+        return self.encryption.open(found)[0]
 
     def delete_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None
@@ -278,7 +194,7 @@ class Service:
     ) -> None:
         """Move a message's due time (``{"delay": S}`` or ``{"deliver_at": T}``); a claimed
         message needs its claim id and leaves the claim: a consumer's "retry later"."""
-        now_ms, round_up = self._arrival()
+        now_ms, round_up = arrival(self.clock)
         due_ms = now_ms + validation.due_offset(document, now_ms, self.limits, round_up)
         try:
             self.driver.reschedule_message(project, queue, message_id, claim_id, due_ms, now_ms)
@@ -305,7 +221,7 @@ class Service:
         now_ms = self.now_ms()
         popped = self.driver.pop_messages(project, queue, count, now_ms)
         self.lifecycle.popped(project, queue, popped, now_ms)
-        return list(self._readable(popped))
+        return list(self.encryption.open(popped))
 
     # -- claims --------------------------------------------------------------------------------
 
@@ -337,26 +253,17 @@ class Service:
             claim = outcome.claim
             if claim is not None:
                 self.lifecycle.claimed(project, queue, claim.id, claim.messages, now_ms)
-            return None if claim is None else self._readable_claim(claim)
+            return None if claim is None else self.encryption.open_claim(claim)
 
         if wait_s <= 0:
             return attempt()
-        return self.wait_room.wait_for(
-            project, queue, wait_s, attempt, lambda: self._until_claimable_s(project, queue)
-        )
-
-    def _until_claimable_s(self, project: str, queue: str) -> float:
-        """How long the head of a line may sleep: until the next due time or claim expiry
-        (a millisecond past it), at most ``recheck_s``."""
-        now_ms = self.now_ms()
-        next_ms = self.driver.next_claimable_ms(project, queue, now_ms)
-        sleep = self.wait_room.recheck_s
-        if next_ms is not None:
-            sleep = min(sleep, (next_ms - now_ms + 1) / 1000)
-        return sleep
+        next_claimable = functools.partial(self.driver.next_claimable_ms, project, queue)
+        return self.wait_room.wait_for(project, queue, wait_s, attempt, next_claimable)
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
-        return self._readable_claim(self.driver.get_claim(project, queue, claim_id, self.now_ms()))
+        return self.encryption.open_claim(
+            self.driver.get_claim(project, queue, claim_id, self.now_ms())
+        )
 
     def renew_claim(self, project: str, queue: str, claim_id: str, times: ClaimTimes) -> None:
         self.driver.renew_claim(project, queue, claim_id, times.ttl_s, times.grace_s, self.now_ms())

@@ -197,7 +197,7 @@ def deliver_at(value: Any, now_ms: int, limits: Limits) -> int:
 
 def delay_ms(delay_s: int, round_up: int) -> int:
     """A relative delay in milliseconds from a floored ``now_ms``: ``round_up``
-    (:func:`~zaqar_delay.clock.round_up_ms`) keeps a nonzero delay from ending before the
+    (:func:`~zaqar_delay.clock.arrival`) keeps a nonzero delay from ending before the
     request's arrival plus ``delay_s``. A zero delay needs none: nothing is seen before it
     is posted."""
     return delay_s * 1000 + round_up if delay_s else 0

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+from zaqar_delay.clock import Clock
 from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.storage.base import Wakeups
 
@@ -60,8 +61,9 @@ class Seat:
 class WaitRoom:
     """Every waiting claim of this process, keyed by the store's wake channel."""
 
-    def __init__(self, wakeups: Wakeups | None) -> None:
+    def __init__(self, wakeups: Wakeups | None, clock: Clock) -> None:
         self._wakeups = wakeups
+        self._clock = clock
         self._lock = threading.Lock()
         self._lines: dict[str, collections.deque[Seat]] = {}
         self._announced: dict[str, float] = {}
@@ -101,13 +103,14 @@ class WaitRoom:
         queue: str,
         wait_s: float,
         attempt: Callable[[], T | None],
-        head_sleep_s: Callable[[], float],
+        next_claimable_ms: Callable[[int], int | None],
     ) -> T | None:
         """Call ``attempt`` until it returns something or ``wait_s`` seconds pass (None).
 
         Between attempts the caller sleeps in the queue's line: behind the head until woken,
-        at the head for ``head_sleep_s()`` at most (the time until something becomes
-        claimable) or until a wake-up from the store.
+        at the head until a wake-up from the store, or until a millisecond past the time
+        ``next_claimable_ms(now_ms)`` names (a due time or claim expiry; None for none), and
+        at most :attr:`recheck_s`.
         """
         deadline = time.monotonic() + wait_s
         with self.seat(project, queue) as seat:
@@ -120,8 +123,15 @@ class WaitRoom:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
-                sleep = head_sleep_s() if seat.is_head() else float("inf")
+                sleep = self._head_sleep_s(next_claimable_ms) if seat.is_head() else remaining
                 seat.wait(min(remaining, sleep))
+
+    def _head_sleep_s(self, next_claimable_ms: Callable[[int], int | None]) -> float:
+        now_ms = self._clock.now_ms()
+        next_ms = next_claimable_ms(now_ms)
+        if next_ms is None:
+            return self.recheck_s
+        return min(self.recheck_s, (next_ms - now_ms + 1) / 1000)
 
     def announce(self, project: str, queue: str) -> None:
         """Make sure writers send wake-ups for this queue (throttled per process)."""

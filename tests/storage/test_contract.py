@@ -14,8 +14,18 @@ import pytest
 
 from tests.conftest import close_test_driver, namespace_of, open_test_driver
 from zaqar_delay import errors
-from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ClaimOutcome, ListPage, NewMessage, Posted
+from zaqar_delay.clock import FakeClock, arrival
+from zaqar_delay.conf import Limits
+from zaqar_delay.encryption import QueueEncryption
+from zaqar_delay.models import (
+    UNKNOWN_METADATA,
+    ClaimOutcome,
+    ListPage,
+    NewMessage,
+    Posted,
+    VersionedMetadata,
+)
+from zaqar_delay.posting import MessagePoster
 from zaqar_delay.storage.base import Driver
 
 P = "project-a"
@@ -277,39 +287,72 @@ def test_listing_behind_many_hidden_messages_continues_past_the_scan_budget(stor
 # -- deleting ----------------------------------------------------------------------------------
 
 
-def ttl_from_metadata(seen: list[Any]) -> Any:
-    """A post builder that uses the queue's ``_default_message_ttl`` (60 when unset)."""
-
-    def build(metadata: Any) -> list[NewMessage]:
-        seen.append(dict(metadata))
-        return [NewMessage('"m"', metadata.get("_default_message_ttl", 60), 0)]
-
-    return build
+def stored_ttl(driver: Driver, clock: FakeClock, posted: Any) -> int:
+    assert isinstance(posted, Posted), posted
+    return driver.get_messages(P, Q, posted.ids, clock.now_ms())[0].ttl_s
 
 
-class TestPostBuilt:
-    """Posts whose messages depend on the queue's metadata never use stale metadata."""
+class TestConditionalPost:
+    """A post stored only under the metadata its messages were built from (post_if_current),
+    and the poster that builds them again when another server changed it."""
 
-    def test_missing_queue_is_built_from_empty_metadata_and_created(
+    def test_unknown_metadata_stores_nothing_and_answers_the_queue_s(
         self, driver: Driver, clock: FakeClock
     ) -> None:
-        seen: list[Any] = []
-        [mid] = driver.post_built(P, Q, ttl_from_metadata(seen), ALICE, clock.now_ms()).ids
-        assert seen[-1] == {}
-        assert driver.get_metadata(P, Q) == {}
-        assert driver.get_messages(P, Q, [mid], clock.now_ms())[0].ttl_s == 60
+        answer = driver.post_if_current(
+            P, Q, [NewMessage('"m"', 60, 0)], ALICE, clock.now_ms(), UNKNOWN_METADATA.version
+        )
+        assert answer == VersionedMetadata({}, "")
+        assert driver.get_metadata(P, Q) is None
+        driver.create_queue(P, Q, {"_default_message_ttl": 100}, clock.now_ms())
+        answer = driver.post_if_current(P, Q, [], ALICE, clock.now_ms(), "")
+        assert isinstance(answer, VersionedMetadata)
+        assert answer.metadata == {"_default_message_ttl": 100} and answer.version
+        assert driver.stats(P, Q, clock.now_ms()).total == 0
 
-    def test_metadata_changed_by_another_server_is_used_at_once(
+    def test_a_missing_queue_is_created_under_the_version_it_answers(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        posted = driver.post_if_current(P, Q, [NewMessage('"m"', 60, 0)], ALICE, clock.now_ms(), "")
+        assert isinstance(posted, Posted) and posted.metadata_version
+        assert driver.get_metadata(P, Q) == {}
+        again = driver.post_if_current(
+            P, Q, [NewMessage('"m"', 70, 0)], ALICE, clock.now_ms(), posted.metadata_version
+        )
+        assert stored_ttl(driver, clock, again) == 70
+
+    def test_a_stale_version_stores_nothing(
         self, driver: Driver, clock: FakeClock, store_uri: str
     ) -> None:
         other = open_test_driver(store_uri, namespace=namespace_of(driver))
         try:
             driver.create_queue(P, Q, {"_default_message_ttl": 100}, clock.now_ms())
-            build = ttl_from_metadata([])
+            first = driver.post_if_current(P, Q, [], ALICE, clock.now_ms(), "")
+            assert isinstance(first, VersionedMetadata)
+            other.set_metadata(P, Q, {"_default_message_ttl": 200})
+            answer = driver.post_if_current(
+                P, Q, [NewMessage('"m"', 100, 0)], ALICE, clock.now_ms(), first.version
+            )
+            assert isinstance(answer, VersionedMetadata)
+            assert answer.metadata == {"_default_message_ttl": 200}
+            assert answer.version != first.version
+            assert driver.stats(P, Q, clock.now_ms()).total == 0
+        finally:
+            other.close()
+
+    def test_the_poster_uses_metadata_another_server_changed_at_once(
+        self, driver: Driver, clock: FakeClock, store_uri: str
+    ) -> None:
+        other = open_test_driver(store_uri, namespace=namespace_of(driver))
+        poster = MessagePoster(driver, Limits(default_message_ttl=60), QueueEncryption(None))
+        try:
+            driver.create_queue(P, Q, {"_default_message_ttl": 100}, clock.now_ms())
 
             def posted_ttl() -> int:
-                ids = driver.post_built(P, Q, build, ALICE, clock.now_ms()).ids
-                return driver.get_messages(P, Q, ids, clock.now_ms())[0].ttl_s
+                posted, _ = poster.post(
+                    P, Q, b'{"messages": [{"body": 1}]}', ALICE, *arrival(clock)
+                )
+                return stored_ttl(driver, clock, posted)
 
             assert posted_ttl() == 100
             other.set_metadata(P, Q, {"_default_message_ttl": 200})
@@ -322,12 +365,10 @@ class TestPostBuilt:
         finally:
             other.close()
 
-    def test_a_refusing_builder_stores_nothing(self, driver: Driver, clock: FakeClock) -> None:
-        def refuse(metadata: Any) -> list[NewMessage]:
-            raise errors.InvalidRequest("too large")
-
-        with pytest.raises(errors.InvalidRequest):
-            driver.post_built(P, Q, refuse, ALICE, clock.now_ms())
+    def test_a_refused_post_stores_nothing(self, driver: Driver, clock: FakeClock) -> None:
+        poster = MessagePoster(driver, Limits(max_messages_post_size=10), QueueEncryption(None))
+        with pytest.raises(errors.InvalidRequest, match="too large"):
+            poster.post(P, Q, b'{"messages": [{"body": "long"}]}', ALICE, *arrival(clock))
         assert driver.get_metadata(P, Q) is None
 
 

@@ -8,6 +8,9 @@ suite in ``tests/storage`` is the executable form of these docstrings.
 from __future__ import annotations
 
 import abc
+import dataclasses
+import hashlib
+import json
 import threading
 from collections.abc import Callable, Sequence
 
@@ -21,7 +24,15 @@ from zaqar_delay.models import (
     Posted,
     QueueInfo,
     QueueStats,
+    VersionedMetadata,
 )
+
+
+def metadata_version_of(metadata: Metadata | None) -> str:
+    """The version :meth:`Driver.post_if_current` gives stored metadata ("" for none)."""
+    if metadata is None:
+        return ""
+    return hashlib.sha1(json.dumps(metadata, sort_keys=True).encode()).hexdigest()
 
 
 class Wakeups(abc.ABC):
@@ -131,24 +142,29 @@ class Driver(abc.ABC):
         concurrent posts with one id exactly one stores it. Purge and delete forget every id.
         """
 
-    def post_built(
+    def post_if_current(
         self,
         project: str,
         queue: str,
-        build: Callable[[Metadata], Sequence[NewMessage]],
+        messages: Sequence[NewMessage],
         client_id: str,
         now_ms: int,
-    ) -> Posted:
-        """Store the messages ``build`` makes from the queue's metadata (``{}`` for a queue
-        that does not exist yet), as :meth:`post_messages` does.
+        metadata_version: str,
+    ) -> Posted | VersionedMetadata:
+        """Store ``messages`` as :meth:`post_messages` does, only if the queue's metadata is
+        still at ``metadata_version`` (messages built from stale defaults are never stored).
 
-        ``build`` may run more than once, always with the metadata current when the messages
-        are stored: defaults (ttl, delay) and limits it applies are never stale. Errors it
-        raises propagate and nothing is stored. This implementation reads the metadata first;
-        a driver may save that round trip.
+        Otherwise store nothing and return the queue's current metadata and version, to build
+        the messages again. The answer's ``Posted.metadata_version`` is the version they were
+        stored under (posting creates a missing queue). This implementation reads the metadata
+        first and is not atomic with the write; a driver may check in the write itself.
         """
-        messages = build(self.get_metadata(project, queue) or {})
-        return self.post_messages(project, queue, messages, client_id, now_ms)
+        stored = self.get_metadata(project, queue)
+        current = VersionedMetadata(stored or {}, metadata_version_of(stored))
+        if current.version != metadata_version:
+            return current
+        posted = self.post_messages(project, queue, messages, client_id, now_ms)
+        return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or {}))
 
     @abc.abstractmethod
     def list_messages(

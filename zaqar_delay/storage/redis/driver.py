@@ -6,12 +6,11 @@ also touch the project's queue index, which lives in another cluster slot.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -27,6 +26,7 @@ from zaqar_delay.models import (
     Posted,
     QueueInfo,
     QueueStats,
+    VersionedMetadata,
 )
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import Wakeups
@@ -37,24 +37,6 @@ from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
 
 # Entries one listing call may examine before it returns a short page.
 LIST_SCAN_BUDGET = 2000
-# Queues whose metadata one driver remembers for posting (cleared when full).
-METADATA_CACHE_SIZE = 10_000
-# Posts retried when the metadata changes under them before the attempt that must succeed.
-POST_ATTEMPTS = 4
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _KnownMetadata:
-    """Metadata as a post last saw it, and the version (SHA-1) post.lua checks it against."""
-
-    metadata: Metadata
-    version: str
-
-    @classmethod
-    def from_raw(cls, raw: bytes | None) -> _KnownMetadata:
-        if raw is None:
-            return cls({}, "")
-        return cls(dict(json.loads(raw)), hashlib.sha1(raw).hexdigest())
 
 
 @translate_class_errors
@@ -71,7 +53,6 @@ class RedisDriver(ClaimScripts):
         self._list_scan_budget = list_scan_budget
         self._keys = KeySpace(prefix)
         self._scripts = register_scripts(client)
-        self._known_metadata: dict[tuple[str, str], _KnownMetadata] = {}
 
     def _run(self, name: str, project: str, queue: str, *args: Any) -> Any:
         keys = self._keys.queue(project, queue).as_list()
@@ -167,33 +148,18 @@ class RedisDriver(ClaimScripts):
     ) -> Posted:
         return self._post(project, queue, messages, client_id, now_ms, ids=None)
 
-    def post_built(
+    def post_if_current(
         self,
         project: str,
         queue: str,
-        build: Callable[[Metadata], Sequence[NewMessage]],
+        messages: Sequence[NewMessage],
         client_id: str,
         now_ms: int,
-    ) -> Posted:
-        """One script call per post: messages are built from the metadata this driver last
-        saw, and post.lua stores them only if that is still the queue's metadata; otherwise
-        it answers the current metadata and the post is rebuilt and sent again."""
-        key = (project, queue)
-        known = self._known_metadata.get(key)
-        for _ in range(POST_ATTEMPTS):
-            messages = build(known.metadata) if known else []
-            expected = known.version if known else "?"  # "?" matches nothing: fetch first
-            reply = self._post_checked(project, queue, messages, client_id, now_ms, expected)
-            if isinstance(reply, _KnownMetadata):
-                known = reply
-                continue
-            version, posted = reply
-            assert known is not None  # a first attempt ("?") always comes back stale
-            if len(self._known_metadata) >= METADATA_CACHE_SIZE:
-                self._known_metadata.clear()
-            self._known_metadata[key] = _KnownMetadata(known.metadata, version)
-            return posted
-        raise errors.StorageUnavailable(f"The metadata of queue {queue} kept changing")
+        metadata_version: str,
+    ) -> Posted | VersionedMetadata:
+        """One script call: post.lua checks the version (the SHA-1 of the stored metadata
+        JSON) and stores the messages, or answers the current metadata."""
+        return self._post_checked(project, queue, messages, client_id, now_ms, metadata_version)
 
     def _post(
         self,
@@ -205,8 +171,8 @@ class RedisDriver(ClaimScripts):
         ids: Sequence[str] | None,
     ) -> Posted:
         reply = self._post_checked(project, queue, messages, client_id, now_ms, "*", ids)
-        assert not isinstance(reply, _KnownMetadata)  # "*" skips the check
-        return reply[1]
+        assert isinstance(reply, Posted)  # "*" skips the check
+        return reply
 
     def _post_checked(
         self,
@@ -217,8 +183,8 @@ class RedisDriver(ClaimScripts):
         now_ms: int,
         expected: str,
         ids: Sequence[str] | None = None,
-    ) -> _KnownMetadata | tuple[str, Posted]:
-        """Run post.lua; the current metadata when ``expected`` is stale, else (version, ids)."""
+    ) -> Posted | VersionedMetadata:
+        """Run post.lua; the current metadata when ``expected`` is stale."""
         mode = "new" if ids is None else "keep"
         if ids is None:
             random = secrets.token_hex(8 * len(messages))  # one draw for the whole post
@@ -231,15 +197,18 @@ class RedisDriver(ClaimScripts):
             "post", project, queue, now_ms, mode, client_id, expected, packed
         )
         if created == -1:
-            return _KnownMetadata.from_raw(rest[0])
+            raw = rest[0]
+            if raw is None:
+                return VersionedMetadata({}, "")
+            return VersionedMetadata(dict(json.loads(raw)), hashlib.sha1(raw).hexdigest())
         if created:
             self._client.zadd(self._keys.project_queues(project), {queue: 0})
         version, joined, duplicates = rest
-        posted = Posted(
+        return Posted(
             joined.decode().split(",") if joined else [],
             tuple(int(i) for i in duplicates.split(b",")) if duplicates else (),
+            version.decode(),
         )
-        return version.decode(), posted
 
     def list_messages(
         self,

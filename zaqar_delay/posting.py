@@ -1,0 +1,107 @@
+"""Message posts: a raw ``{"messages": [...]}`` body turned into stored messages, built from the
+queue's metadata as it is when they are stored.
+
+A post's defaults (ttl, delay), limits (post size) and encryption come from the queue's
+metadata, which another server may change at any moment. The poster remembers the metadata
+and version each queue last had, builds the messages from it and stores them with
+``Driver.post_if_current``; when the store answers that the metadata changed, it builds them
+again from what the store returned. On Redis a post is then one round trip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zaqar_delay import errors, jsondoc, validation
+from zaqar_delay.conf import Limits
+from zaqar_delay.encryption import QueueEncryption
+from zaqar_delay.models import UNKNOWN_METADATA, Metadata, NewMessage, Posted, VersionedMetadata
+from zaqar_delay.storage.base import Driver
+
+# Conditional posts tried before giving up on a queue whose metadata keeps changing.
+POST_ATTEMPTS = 4
+# Queues whose metadata one poster remembers (forgotten all at once when full).
+METADATA_CACHE_SIZE = 10_000
+
+
+class MessagePoster:
+    """Validates and stores message posts on ``driver``, all or nothing."""
+
+    def __init__(self, driver: Driver, limits: Limits, encryption: QueueEncryption) -> None:
+        self.driver = driver
+        self.limits = limits
+        self.encryption = encryption
+        self._known: dict[tuple[str, str], VersionedMetadata] = {}
+
+    def post(
+        self,
+        project: str,
+        queue: str,
+        payload: bytes,
+        client_id: str,
+        now_ms: int,
+        round_up: int,
+    ) -> tuple[Posted, list[NewMessage]]:
+        """Store the post's messages; returns the outcome and the messages as built (bodies
+        as posted). ``now_ms`` and ``round_up`` are the post's arrival (``clock.arrival``).
+
+        The size limit is checked before the body is parsed, and the body is parsed once.
+        """
+        key = (project, queue)
+        known = self._known.get(key, UNKNOWN_METADATA)
+        raw_messages: list[Any] | None = None
+        for _ in range(POST_ATTEMPTS):
+            built: list[NewMessage] = []
+            stored: list[NewMessage] = []
+            if known is not UNKNOWN_METADATA:
+                self._check_size(known.metadata, len(payload))
+                raw_messages = raw_messages or self._raw_messages(payload)
+                built = self._build(raw_messages, known.metadata, now_ms, round_up)
+                cipher = self.encryption.for_queue(known.metadata)
+                stored = built if cipher is None else cipher.seal(built)
+            outcome = self.driver.post_if_current(
+                project, queue, stored, client_id, now_ms, known.version
+            )
+            if isinstance(outcome, VersionedMetadata):
+                known = outcome
+                continue
+            if len(self._known) >= METADATA_CACHE_SIZE:
+                self._known.clear()
+            self._known[key] = VersionedMetadata(known.metadata, outcome.metadata_version)
+            return outcome, built
+        raise errors.StorageUnavailable(f"The metadata of queue {queue} kept changing")
+
+    def _build(
+        self, raw_messages: list[Any], metadata: Metadata, now_ms: int, round_up: int
+    ) -> list[NewMessage]:
+        default_ttl = metadata.get("_default_message_ttl") or self.limits.default_message_ttl
+        queue_delay = metadata.get("_default_message_delay") or 0
+        return [
+            validation.new_message(m, default_ttl, queue_delay, now_ms, self.limits, round_up)
+            for m in raw_messages
+        ]
+
+    @staticmethod
+    def _raw_messages(payload: bytes) -> list[Any]:
+        document = jsondoc.loads(payload)
+        if not isinstance(document, dict) or "messages" not in document:
+            raise errors.InvalidRequest("No messages were found in the request body.")
+        raw_messages = document["messages"]
+        if not isinstance(raw_messages, list):
+            raise errors.InvalidBody("Document type not supported.")
+        if not raw_messages:
+            raise errors.InvalidRequest("No messages to enqueu.")
+        return raw_messages
+
+    def _check_size(self, metadata: Metadata, size: int) -> None:
+        configured = self.limits.max_messages_post_size
+        queue_max = metadata.get("_max_messages_post_size") or configured
+        if size <= min(configured, queue_max):
+            return
+        if queue_max < configured:
+            raise errors.InvalidRequest(
+                "Message collection size is too large. The max size for current queue is "
+                f"{queue_max}. It is calculated by max size = min(max_messages_post_size_config: "
+                f"{configured}, max_messages_post_size_queue: {queue_max})."
+            )
+        raise errors.InvalidRequest(f"Message collection size is too large. Max size {configured}")
