@@ -8,10 +8,11 @@ import falcon
 
 from zaqar_delay import jsondoc
 from zaqar_delay.api import errors as api_errors
+from zaqar_delay.api import home, openapi
 from zaqar_delay.api.auth import WSGIApp, protect
 from zaqar_delay.api.middleware import RequestContext, RequestTimer
 from zaqar_delay.api.routes import ROUTES
-from zaqar_delay.api.v2 import health, queues
+from zaqar_delay.api.v2 import health, queues, versions
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings
@@ -74,6 +75,9 @@ def create_app(
         # Its labels name projects and queues: with keystone, for admin tokens only.
         health.Metrics: health.Metrics(service, settings.auth_strategy == "keystone"),
         queues.QueueShare: queues.QueueShare(service, signer),
+        # Documents made from the route table, which names these resources too.
+        versions.Home: versions.Home(service, home.dumps()),
+        versions.OpenAPIDocument: versions.OpenAPIDocument(service, openapi.dumps(settings.limits)),
     }
     for route in ROUTES:
         app.add_route(route.template, special.get(route.resource) or route.resource(service))

@@ -13,6 +13,7 @@ from typing import Any
 import falcon
 
 from zaqar_delay import errors, validation
+from zaqar_delay.api.routes import ADMIN_TEMPLATES, PUBLIC_TEMPLATES
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
@@ -40,7 +41,7 @@ class RequestContext:
         # Checks run only for routes that exist and methods they answer: 404 and 405 come first.
         if resource is None or not hasattr(resource, f"on_{req.method.lower()}"):
             return
-        if getattr(resource, "public", False):
+        if req.uri_template in PUBLIC_TEMPLATES:
             return
         if req.get_header("URL-Signature") is not None and not self._signer.allows(
             req.method,
@@ -74,7 +75,7 @@ class RequestContext:
                 raise falcon.HTTPBadRequest(
                     title="Invalid queue identification", description=exc.description
                 ) from exc
-        if getattr(resource, "admin_only", False) and "admin" not in req.context.roles:
+        if req.uri_template in ADMIN_TEMPLATES and "admin" not in req.context.roles:
             raise errors.Forbidden()
 
     def _client_id(self, req: falcon.Request) -> str:

@@ -1,14 +1,19 @@
 """The API's one table of routes: each path template, the resource class that answers it, and
-whether it is served without a token under Keystone (as Zaqar's ``public_endpoints``).
+who may call it: without a token under Keystone (as Zaqar's ``public_endpoints``), without the
+API's headers, or with the admin role only.
 
-The router (``app.py``) and the token-free paths (``auth.py``) are made from it; the OpenAPI
-description, the JSON-home document, the API reference and the isolation test are checked
-against it (``tests/unit/test_routes.py``). A resource's methods are its ``on_*`` responders.
+The router (``app.py``), the token-free paths (``auth.py``), the header and role checks
+(``middleware.py``), the OpenAPI description (``openapi.py``) and the JSON-home document
+(``home.py``) are made from it and from the ``@operation`` each responder declares (a
+resource's methods are its ``on_*`` responders). The API reference and the isolation test are
+checked against it (``tests/unit/test_routes.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from zaqar_delay.api.v2 import claims, health, messages, queues, versions
 from zaqar_delay.api.v2.base import Resource
@@ -19,19 +24,31 @@ class Route:
     template: str
     resource: type[Resource]
     tokenless: bool = False  # no X-Auth-Token needed with auth_strategy = keystone
+    public: bool = False  # no Client-ID or X-Project-ID needed (documents for tools)
+    admin: bool = False  # the admin role needed
+
+    def responders(self) -> list[tuple[str, Callable[..., Any]]]:
+        """``(HTTP method, responder)`` for each ``on_<method>`` of the resource, in the order
+        the class declares them."""
+        return [
+            (name[3:].upper(), responder)
+            for name, responder in vars(self.resource).items()
+            if name.startswith("on_") and callable(responder)
+        ]
 
     def methods(self) -> frozenset[str]:
-        """The HTTP methods the route answers: its resource's ``on_<method>`` responders."""
-        return frozenset(name[3:].upper() for name in dir(self.resource) if name.startswith("on_"))
+        """The HTTP methods the route answers."""
+        return frozenset(method for method, _ in self.responders())
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("/", versions.Versions, tokenless=True),
-    Route("/openapi.json", versions.OpenAPIDocument, tokenless=True),
+    Route("/", versions.Versions, tokenless=True, public=True),
+    Route("/openapi.json", versions.OpenAPIDocument, tokenless=True, public=True),
     Route("/v2/", versions.Home),
     Route("/v2/ping", health.Ping),
-    Route("/v2/health", health.Health),
-    Route("/metrics", health.Metrics),
+    Route("/v2/health", health.Health, admin=True),
+    # Scrapers send no headers; its own check asks keystone tokens for the admin role.
+    Route("/metrics", health.Metrics, public=True),
     Route("/v2/queues", queues.QueueCollection),
     Route("/v2/queues/{queue_name}", queues.QueueItem),
     Route("/v2/queues/{queue_name}/stats", queues.QueueStats),
@@ -44,3 +61,5 @@ ROUTES: tuple[Route, ...] = (
 )
 
 TOKENLESS_PATHS = frozenset(route.template for route in ROUTES if route.tokenless)
+PUBLIC_TEMPLATES = frozenset(route.template for route in ROUTES if route.public)
+ADMIN_TEMPLATES = frozenset(route.template for route in ROUTES if route.admin)

@@ -6,11 +6,7 @@ from zaqar_delay.service import Service
 
 
 class Resource:
-    """A falcon resource bound to the service. ``public`` skips header checks; ``admin_only``
-    requires the admin role."""
-
-    public = False
-    admin_only = False
+    """A falcon resource bound to the service (who may call it: ``routes.ROUTES``)."""
 
     def __init__(self, service: Service) -> None:
         self.service = service

@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import falcon
 
-from zaqar_delay.api import body, documents, params, views
+from zaqar_delay.api import body, documents, params, schemas, views
+from zaqar_delay.api.operations import HomeLink, operation
+from zaqar_delay.api.schemas import FLAG, LimitOf, ok, query
 from zaqar_delay.api.v2.base import Resource
 
 
 class ClaimCollection(Resource):
+    @operation(
+        "Claim messages",
+        {**ok("201", "claimed", schemas.MESSAGES_OUT), **ok("204", "nothing to claim")},
+        query=[
+            query("limit", {"type": "integer"}),
+            query("wait", {"type": "integer", "minimum": 0, "maximum": LimitOf("max_claim_wait")}),
+            query("with_schedule", FLAG),
+        ],
+        body=schemas.CLAIM_BODY,
+        home=HomeLink("rel/post_claim", (("limit", "claim_limit"),), accept_post=True),
+    )
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         limit = params.integer(req, "limit", 10)
         assert limit is not None
@@ -28,12 +41,23 @@ class ClaimCollection(Resource):
 
 
 class ClaimItem(Resource):
+    @operation(
+        "Get a claim",
+        {**ok("200", "claim", {"type": "object"}), **schemas.errors("404")},
+        home=HomeLink("rel/claim"),
+    )
     def on_get(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str
     ) -> None:
         claim = self.service.get_claim(req.context.project, queue_name, claim_id)
         resp.media = views.claim(queue_name, claim, self.service.now_ms(), params.schedule(req))
 
+    @operation(
+        "Renew a claim",
+        {**ok("204", "renewed"), **schemas.errors("404")},
+        body=schemas.CLAIM_BODY,
+        home=HomeLink("rel/patch_claim"),
+    )
     def on_patch(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str
     ) -> None:
@@ -46,6 +70,7 @@ class ClaimItem(Resource):
         self.service.renew_claim(req.context.project, queue_name, claim_id, times)
         resp.status = falcon.HTTP_204
 
+    @operation("Release a claim", ok("204", "released"), home=HomeLink("rel/delete_claim"))
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str
     ) -> None:

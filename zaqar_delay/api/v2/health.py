@@ -9,6 +9,9 @@ from typing import Any
 import falcon
 
 from zaqar_delay import errors, metrics
+from zaqar_delay.api import schemas
+from zaqar_delay.api.operations import HomeLink, operation
+from zaqar_delay.api.schemas import ADMIN, ok
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.models import ClaimTimes
 from zaqar_delay.service import Service
@@ -18,9 +21,11 @@ HEALTH_CLAIM = ClaimTimes(ttl_s=60, grace_s=60)
 
 
 class Ping(Resource):
+    @operation("Liveness", ok("204", "alive"), home=HomeLink("rel/ping"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.status = falcon.HTTP_204 if self.service.driver.ping() else falcon.HTTP_503
 
+    @operation("Liveness", ok("204", "alive"), home=HomeLink("rel/ping"))
     def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.status = falcon.HTTP_204
 
@@ -28,8 +33,12 @@ class Ping(Resource):
 class Health(Resource):
     """Exercises every storage operation on a throw-away queue and reports each one."""
 
-    admin_only = True
-
+    @operation(
+        "Health (admin role)",
+        {**ok("200", "report"), **schemas.errors("403")},
+        context=ADMIN,
+        home=HomeLink("rel/health"),
+    )
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         reachable = self.service.driver.ping()
         report: dict[str, Any] = {"storage_reachable": reachable}
@@ -112,12 +121,15 @@ class Metrics(Resource):
     ``admin_token`` (keystone) only a token with the admin role may read it, since its labels
     name projects and queues. In noauth mode keep it on a trusted network."""
 
-    public = True
-
     def __init__(self, service: Service, admin_token: bool = False) -> None:
         super().__init__(service)
         self.admin_token = admin_token
 
+    @operation(
+        "Prometheus metrics (with keystone: a token with the admin role)",
+        {"200": {"description": "text exposition"}, **schemas.errors("403")},
+        plain=True,
+    )
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         if self.admin_token:
             # keystonemiddleware has replaced X-Roles with the token's roles (auth.py).

@@ -7,11 +7,23 @@ import urllib.parse
 import falcon
 
 from zaqar_delay import errors
-from zaqar_delay.api import body, documents, params, views
+from zaqar_delay.api import body, documents, params, schemas, views
+from zaqar_delay.api.operations import HomeLink, operation
+from zaqar_delay.api.schemas import FLAG, ok, query
 from zaqar_delay.api.v2.base import Resource
 
 
 class MessageCollection(Resource):
+    @operation(
+        "Post messages",
+        ok("201", "the message hrefs, and which were duplicates", schemas.POSTED),
+        body={
+            "type": "object",
+            "required": ["messages"],
+            "properties": {"messages": {"type": "array", "items": schemas.MESSAGE_IN}},
+        },
+        home=HomeLink("rel/post_messages", accept_post=True),
+    )
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         limit = self.service.limits.max_messages_post_size
         payload = body.read(req, limit, f"Message collection size is too large. Max size {limit}")
@@ -24,6 +36,34 @@ class MessageCollection(Resource):
         # "duplicates" (an extension): the hrefs of messages a remembered dedup_id matched.
         resp.media = {"resources": hrefs, "duplicates": [hrefs[i] for i in posted.duplicates]}
 
+    @operation(
+        "List or bulk-get messages (404: none of the ids exists)",
+        {
+            **ok("200", "messages", schemas.MESSAGES_OUT),
+            **ok("204", "none"),
+            **schemas.errors("404"),
+        },
+        query=[
+            query("ids", {"type": "string"}),
+            query("marker", {"type": "string"}),
+            query("limit", {"type": "integer"}),
+            query("echo", FLAG),
+            query("include_claimed", FLAG),
+            query("include_delayed", FLAG),
+            query("sort", {"type": "string", "enum": ["posted", "due"]}),
+            query("with_schedule", FLAG),
+        ],
+        home=HomeLink(
+            "rel/messages",
+            (
+                ("marker", "marker"),
+                ("limit", "size"),
+                ("echo", "echo"),
+                ("include_claimed", "include_claimed"),
+                ("include_delayed", "include_delayed"),
+            ),
+        ),
+    )
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         ids = params.id_list(req, "ids")
         if ids is not None:
@@ -72,6 +112,20 @@ class MessageCollection(Resource):
         schedule = params.schedule(req)
         resp.media = {"messages": [views.message(queue_name, m, now_ms, schedule) for m in found]}
 
+    @operation(
+        "Bulk delete or pop",
+        {
+            **ok("200", "popped", schemas.MESSAGES_OUT),
+            **ok("204", "deleted"),
+            **schemas.errors("403"),
+        },
+        query=[
+            query("ids", {"type": "string"}),
+            query("claim_ids", {"type": "string"}),
+            query("pop", {"type": "integer"}),
+        ],
+        home=HomeLink("rel/messages_delete", (("ids", "ids"), ("pop", "pop"))),
+    )
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         ids = params.id_list(req, "ids")
         pop = params.integer(req, "pop")
@@ -95,6 +149,12 @@ class MessageCollection(Resource):
 
 
 class MessageItem(Resource):
+    @operation(
+        "Get a message",
+        {**ok("200", "message", schemas.MESSAGE_OUT), **schemas.errors("404")},
+        query=[query("with_schedule", FLAG)],
+        home=HomeLink("rel/message_get"),
+    )
     def on_get(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, message_id: str
     ) -> None:
@@ -102,6 +162,15 @@ class MessageItem(Resource):
         now_ms = self.service.now_ms()
         resp.media = views.message(queue_name, message, now_ms, params.schedule(req))
 
+    @operation(
+        "Reschedule (extension)",
+        {**ok("204", "rescheduled"), **schemas.errors("403", "404")},
+        query=[query("claim_id", schemas.HEX_ID)],
+        body={
+            "type": "object",
+            "properties": {"delay": {"type": "integer"}, "deliver_at": schemas.JSON_VALUE},
+        },
+    )
     def on_patch(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, message_id: str
     ) -> None:
@@ -113,6 +182,12 @@ class MessageItem(Resource):
         )
         resp.status = falcon.HTTP_204
 
+    @operation(
+        "Delete a message",
+        {**ok("204", "deleted"), **schemas.errors("403")},
+        query=[query("claim_id", schemas.HEX_ID)],
+        home=HomeLink("rel/message_delete", (("claim", "claim_id"),)),
+    )
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, message_id: str
     ) -> None:

@@ -7,7 +7,9 @@ import urllib.parse
 import falcon
 
 from zaqar_delay import jsondoc
-from zaqar_delay.api import body, documents, params, views
+from zaqar_delay.api import body, documents, params, schemas, views
+from zaqar_delay.api.operations import HomeLink, operation
+from zaqar_delay.api.schemas import FLAG, METADATA, errors, ok, query
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
@@ -20,6 +22,25 @@ def _metadata_too_large(limit: int) -> str:
 
 
 class QueueCollection(Resource):
+    @operation(
+        "List queues",
+        ok("200", "queues", {"type": "object"}),
+        query=[
+            query("limit", {"type": "integer"}),
+            query("marker", {"type": "string"}),
+            query("detailed", FLAG),
+            query("with_count", FLAG),
+        ],
+        home=HomeLink(
+            "rel/queues",
+            (
+                ("marker", "marker"),
+                ("limit", "size"),
+                ("detailed", "detailed"),
+                ("with_count", "with_count"),
+            ),
+        ),
+    )
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         limit = params.integer(req, "limit", 10)
         assert limit is not None
@@ -44,6 +65,12 @@ class QueueCollection(Resource):
 
 
 class QueueItem(Resource):
+    @operation(
+        "Create a queue",
+        {**ok("201", "created"), **ok("204", "existed")},
+        body=METADATA,
+        home=HomeLink("rel/queue"),
+    )
     def on_put(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         limit = self.service.limits.max_queue_metadata
         metadata = body.read_json(req, limit, _metadata_too_large(limit))
@@ -53,9 +80,16 @@ class QueueItem(Resource):
         resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
         resp.location = views.queue_href(queue_name)
 
+    @operation("Queue metadata", ok("200", "metadata", METADATA), home=HomeLink("rel/queue"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         resp.media = self.service.get_queue(req.context.project, queue_name)
 
+    @operation(
+        "Update metadata (JSON patch)",
+        {**ok("200", "metadata", METADATA), **errors("404", "409", "415")},
+        body=schemas.JSON_PATCH,
+        home=HomeLink("rel/queue"),
+    )
     def on_patch(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         if (req.content_type or "").split(";")[0].strip() != JSON_PATCH:
             raise falcon.HTTPUnsupportedMediaType(
@@ -72,12 +106,18 @@ class QueueItem(Resource):
             req.context.project, queue_name, jsondoc.loads(payload)
         )
 
+    @operation("Delete a queue", ok("204", "deleted"), home=HomeLink("rel/queue"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         self.service.delete_queue(req.context.project, queue_name)
         resp.status = falcon.HTTP_204
 
 
 class QueueStats(Resource):
+    @operation(
+        "Queue statistics",
+        ok("200", "stats", {"type": "object"}),
+        home=HomeLink("rel/queue_stats"),
+    )
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         stats = self.service.stats(req.context.project, queue_name)
         resp.media = views.stats(queue_name, stats, self.service.now_ms())
@@ -90,11 +130,29 @@ class QueueShare(Resource):
         super().__init__(service)
         self.signer = signer
 
+    @operation(
+        "Create a pre-signed URL",
+        {**ok("200", "signed URL document", {"type": "object"}), **errors("403")},
+        body={
+            "type": "object",
+            "properties": {
+                "paths": {"type": "array", "items": {"type": "string"}},
+                "methods": {"type": "array", "items": {"type": "string"}},
+                "expires": {"type": "string", "format": "date-time"},
+            },
+        },
+    )
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         resp.media = self.signer.share(req.context.project, queue_name, body.read_json(req))
 
 
 class QueuePurge(Resource):
+    @operation(
+        "Purge",
+        {**ok("204", "purged"), **errors("404")},
+        body={"type": "object", "properties": {"resource_types": {"type": "array"}}},
+        home=HomeLink("rel/queue_purge"),
+    )
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         kinds = documents.purge_types(body.read_json(req))
         self.service.purge(req.context.project, queue_name, kinds)

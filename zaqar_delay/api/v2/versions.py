@@ -1,12 +1,11 @@
-"""GET / (the versions document) and GET /v2/ (the JSON-home document)."""
+"""GET / (the versions document), GET /v2/ (the JSON-home document) and GET /openapi.json."""
 
 from __future__ import annotations
 
-import json
-
 import falcon
 
-from zaqar_delay.api import openapi
+from zaqar_delay.api.operations import operation
+from zaqar_delay.api.schemas import json_content, ok
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.service import Service
 
@@ -25,107 +24,41 @@ VERSIONS = {
 }
 
 
-def _resource(
-    template: str, variables: dict[str, str], allow: list[str], **hints: object
-) -> dict[str, object]:
-    entry: dict[str, object] = {
-        "href-template": template,
-        "href-vars": {name: f"param/{kind}" for name, kind in variables.items()},
-        "hints": {"allow": allow, "formats": {"application/json": {}}, **hints},
-    }
-    return entry
-
-
-_Q = {"queue_name": "queue_name"}
-_QM = {"queue_name": "queue_name", "message_id": "message_id"}
-_QC = {"queue_name": "queue_name", "claim_id": "claim_id"}
-_LIST = "{?marker,limit,echo,include_claimed,include_delayed}"
-
-HOME = {
-    "resources": {
-        "rel/queues": _resource(
-            "/v2/queues{?marker,limit,detailed,with_count}",
-            {
-                "marker": "marker",
-                "limit": "size",
-                "detailed": "detailed",
-                "with_count": "with_count",
-            },
-            ["GET"],
-        ),
-        "rel/queue": _resource("/v2/queues/{queue_name}", _Q, ["PUT", "GET", "PATCH", "DELETE"]),
-        "rel/queue_stats": _resource("/v2/queues/{queue_name}/stats", _Q, ["GET"]),
-        "rel/queue_purge": _resource("/v2/queues/{queue_name}/purge", _Q, ["POST"]),
-        "rel/messages": _resource(
-            "/v2/queues/{queue_name}/messages" + _LIST,
-            {
-                **_Q,
-                "marker": "marker",
-                "limit": "size",
-                "echo": "echo",
-                "include_claimed": "include_claimed",
-                "include_delayed": "include_delayed",
-            },
-            ["GET"],
-        ),
-        "rel/post_messages": _resource(
-            "/v2/queues/{queue_name}/messages",
-            _Q,
-            ["POST"],
-            **{"accept-post": ["application/json"]},
-        ),
-        "rel/messages_delete": _resource(
-            "/v2/queues/{queue_name}/messages{?ids,pop}",
-            {**_Q, "ids": "ids", "pop": "pop"},
-            ["DELETE"],
-        ),
-        "rel/message_get": _resource("/v2/queues/{queue_name}/messages/{message_id}", _QM, ["GET"]),
-        "rel/message_delete": _resource(
-            "/v2/queues/{queue_name}/messages/{message_id}{?claim}",
-            {**_QM, "claim": "claim_id"},
-            ["DELETE"],
-        ),
-        "rel/post_claim": _resource(
-            "/v2/queues/{queue_name}/claims{?limit}",
-            {**_Q, "limit": "claim_limit"},
-            ["POST"],
-            **{"accept-post": ["application/json"]},
-        ),
-        "rel/claim": _resource("/v2/queues/{queue_name}/claims/{claim_id}", _QC, ["GET"]),
-        "rel/patch_claim": _resource("/v2/queues/{queue_name}/claims/{claim_id}", _QC, ["PATCH"]),
-        "rel/delete_claim": _resource("/v2/queues/{queue_name}/claims/{claim_id}", _QC, ["DELETE"]),
-        "rel/ping": _resource("/v2/ping", {}, ["GET", "HEAD"]),
-        "rel/health": _resource("/v2/health", {}, ["GET"]),
-    }
-}
-
-HOME_JSON = json.dumps(HOME, sort_keys=True)
-
-
 class Versions(Resource):
-    public = True
-
+    @operation("Versions", ok("300", "versions"), context=())
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.status = falcon.HTTP_300
         resp.media = VERSIONS
 
 
 class Home(Resource):
+    """``GET /v2/``: the JSON-home document (``zaqar_delay.api.home``)."""
+
+    def __init__(self, service: Service, text: str) -> None:
+        """``text``: the document (``home.dumps()``), made by the app from the route table."""
+        super().__init__(service)
+        self._text = text
+
+    @operation("Home document", ok("200", "JSON-home"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = "application/json-home"
         resp.cache_control = ["max-age=86400"]
-        resp.text = HOME_JSON
+        resp.text = self._text
 
 
 class OpenAPIDocument(Resource):
     """``GET /openapi.json``: the OpenAPI 3 description (``zaqar_delay.api.openapi``)."""
 
-    public = True
-
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, text: str) -> None:
+        """``text``: the description (``openapi.dumps(limits)``) with the server's limits."""
         super().__init__(service)
-        self._text = openapi.dumps(service.limits)  # limits the server enforces
+        self._text = text
 
+    @operation(
+        "This document",
+        {"200": {"description": "OpenAPI 3", "content": json_content({})}},
+        plain=True,
+    )
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = falcon.MEDIA_JSON
         resp.text = self._text
