@@ -27,7 +27,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from zaqar_delay import errors
-from zaqar_delay.models import Claim, Message, Metadata, NewMessage
+from zaqar_delay.models import Claim, Message, NewMessage
+from zaqar_delay.policy import QueuePolicy
 
 FIELD = "_zd_enc"
 VERSION = "v1"
@@ -101,10 +102,10 @@ class QueueEncryption:
     def __init__(self, cipher: MessageCipher | None) -> None:
         self.cipher = cipher
 
-    def for_queue(self, metadata: Metadata) -> MessageCipher | None:
-        """The cipher of a queue with this metadata: None if it does not ask for encryption;
+    def for_queue(self, policy: QueuePolicy) -> MessageCipher | None:
+        """The cipher of a queue with this policy: None if it does not ask for encryption;
         InvalidRequest if it does and no key is configured."""
-        if not metadata.get("_enable_encrypt_messages"):
+        if not policy.encrypt_messages:
             return None
         if self.cipher is None:
             raise errors.InvalidRequest(

@@ -15,7 +15,8 @@ from typing import Any
 from zaqar_delay import errors, jsondoc, validation
 from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import QueueEncryption
-from zaqar_delay.models import UNKNOWN_METADATA, Metadata, NewMessage, Posted, VersionedMetadata
+from zaqar_delay.models import UNKNOWN_METADATA, NewMessage, Posted, VersionedMetadata
+from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import Driver
 
 # Conditional posts tried before giving up on a queue whose metadata keeps changing.
@@ -54,10 +55,11 @@ class MessagePoster:
             built: list[NewMessage] = []
             stored: list[NewMessage] = []
             if known is not UNKNOWN_METADATA:
-                self._check_size(known.metadata, len(payload))
+                policy = QueuePolicy.of(known.metadata)
+                self._check_size(policy, len(payload))
                 raw_messages = raw_messages or self._raw_messages(payload)
-                built = self._build(raw_messages, known.metadata, now_ms, round_up)
-                cipher = self.encryption.for_queue(known.metadata)
+                built = self._build(raw_messages, policy, now_ms, round_up)
+                cipher = self.encryption.for_queue(policy)
                 stored = built if cipher is None else cipher.seal(built)
             outcome = self.driver.post_if_current(
                 project, queue, stored, client_id, now_ms, known.version
@@ -72,10 +74,10 @@ class MessagePoster:
         raise errors.StorageUnavailable(f"The metadata of queue {queue} kept changing")
 
     def _build(
-        self, raw_messages: list[Any], metadata: Metadata, now_ms: int, round_up: int
+        self, raw_messages: list[Any], policy: QueuePolicy, now_ms: int, round_up: int
     ) -> list[NewMessage]:
-        default_ttl = metadata.get("_default_message_ttl") or self.limits.default_message_ttl
-        queue_delay = metadata.get("_default_message_delay") or 0
+        default_ttl = policy.default_message_ttl or self.limits.default_message_ttl
+        queue_delay = policy.default_message_delay
         return [
             validation.new_message(m, default_ttl, queue_delay, now_ms, self.limits, round_up)
             for m in raw_messages
@@ -93,9 +95,9 @@ class MessagePoster:
             raise errors.InvalidRequest("No messages to enqueu.")
         return raw_messages
 
-    def _check_size(self, metadata: Metadata, size: int) -> None:
+    def _check_size(self, policy: QueuePolicy, size: int) -> None:
         configured = self.limits.max_messages_post_size
-        queue_max = metadata.get("_max_messages_post_size") or configured
+        queue_max = policy.max_messages_post_size or configured
         if size <= min(configured, queue_max):
             return
         if queue_max < configured:

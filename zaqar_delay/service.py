@@ -29,6 +29,7 @@ from zaqar_delay.models import (
     QueueInfo,
     QueueStats,
 )
+from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.waiting import WaitRoom
@@ -65,7 +66,7 @@ class Service:
     def create_queue(self, project: str, queue: str, metadata: Metadata) -> bool:
         """Create the queue; False if it existed (its metadata is then left as it was)."""
         validation.reserved_metadata(metadata, self.limits)
-        self.encryption.for_queue(metadata)
+        self.encryption.for_queue(QueuePolicy.of(metadata))
         return self.driver.create_queue(project, queue, metadata, self.now_ms())
 
     def get_queue(self, project: str, queue: str) -> Metadata:
@@ -83,7 +84,7 @@ class Service:
             validation.reserved_metadata(updated, self.limits)
         except errors.InvalidRequest as exc:
             raise errors.InvalidBody(exc.description) from exc
-        self.encryption.for_queue(updated)
+        self.encryption.for_queue(QueuePolicy.of(updated))
         self.driver.set_metadata(project, queue, updated)
         return validation.with_reserved_defaults(updated, self.limits)
 

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from zaqar_delay import errors, jsondoc
+from zaqar_delay import errors, jsondoc, policy
 from zaqar_delay.conf import Limits
 from zaqar_delay.models import Metadata, NewMessage
 
@@ -27,16 +27,6 @@ MIN_CLAIM_TTL = 60
 MIN_CLAIM_GRACE = 60
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-
-RESERVED_DEFAULTS_KEYS = (
-    "_max_messages_post_size",
-    "_default_message_ttl",
-    "_default_message_delay",
-    "_dead_letter_queue",
-    "_dead_letter_queue_messages_ttl",
-    "_max_claim_count",
-    "_enable_encrypt_messages",
-)
 
 
 def is_int(value: Any) -> bool:
@@ -318,19 +308,11 @@ def _retry_backoff(policy: Any, limits: Limits) -> None:
         raise errors.InvalidRequest("_retry_backoff factor must be at least 1 and at most 1000.")
 
 
-def retry_backoff(metadata: Metadata) -> tuple[float, float, float] | None:
-    """The queue's (initial, factor, max) redelivery backoff in seconds, if it has one."""
-    policy = metadata.get("_retry_backoff")
-    if not isinstance(policy, dict):
-        return None
-    return float(policy["initial"]), float(policy["factor"]), float(policy["max"])
-
-
 def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
     """Check the reserved ``_`` keys of queue metadata; null means "use the default"."""
     _reserved_int(
         metadata,
-        "_default_message_ttl",
+        policy.DEFAULT_MESSAGE_TTL,
         MIN_MESSAGE_TTL,
         limits.max_message_ttl,
         f"_default_message_ttl can not exceed {limits.max_message_ttl} seconds, and must be at "
@@ -338,7 +320,7 @@ def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
     )
     _reserved_int(
         metadata,
-        "_max_messages_post_size",
+        policy.MAX_MESSAGES_POST_SIZE,
         1,
         limits.max_messages_post_size,
         f"_max_messages_post_size can not exceed {limits.max_messages_post_size},  and must be "
@@ -346,7 +328,7 @@ def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
     )
     _reserved_int(
         metadata,
-        "_default_message_delay",
+        policy.DEFAULT_MESSAGE_DELAY,
         0,
         limits.max_message_delay,
         f"The TTL can not exceed {limits.max_message_delay} seconds, and must be at least 0 "
@@ -354,28 +336,28 @@ def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
     )
     _reserved_int(
         metadata,
-        "_max_claim_count",
+        policy.MAX_CLAIM_COUNT,
         0,
         INT64_MAX,
         "_max_claim_count must be at least 0.",
     )
     _reserved_int(
         metadata,
-        "_dead_letter_queue_messages_ttl",
+        policy.DEAD_LETTER_QUEUE_MESSAGES_TTL,
         MIN_MESSAGE_TTL,
         limits.max_message_ttl,
         f"The TTL for a message may not exceed {limits.max_message_ttl} seconds, and must be at "
         f"least {MIN_MESSAGE_TTL} seconds long.",
     )
-    _retry_backoff(metadata.get("_retry_backoff"), limits)
-    dead_letter = metadata.get("_dead_letter_queue")
+    _retry_backoff(metadata.get(policy.RETRY_BACKOFF), limits)
+    dead_letter = metadata.get(policy.DEAD_LETTER_QUEUE)
     if dead_letter is not None and (
         not isinstance(dead_letter, str)
         or len(dead_letter) > QUEUE_NAME_MAX
         or not QUEUE_NAME_RE.match(dead_letter)
     ):
         raise errors.InvalidRequest("_dead_letter_queue must be the name of a queue.")
-    encrypt = metadata.get("_enable_encrypt_messages")
+    encrypt = metadata.get(policy.ENABLE_ENCRYPT_MESSAGES)
     if encrypt is not None and not isinstance(encrypt, bool):
         raise errors.InvalidRequest("_enable_encrypt_messages must be boolean.")
     return metadata
@@ -384,16 +366,16 @@ def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
 def with_reserved_defaults(metadata: Metadata, limits: Limits) -> Metadata:
     """Metadata as GET shows it: every reserved key present, falsy ones filled with defaults."""
     defaults: Metadata = {
-        "_max_messages_post_size": limits.max_messages_post_size,
-        "_default_message_ttl": limits.default_message_ttl,
-        "_default_message_delay": limits.default_message_delay,
-        "_dead_letter_queue": None,
-        "_dead_letter_queue_messages_ttl": None,
-        "_max_claim_count": None,
-        "_enable_encrypt_messages": False,
+        policy.MAX_MESSAGES_POST_SIZE: limits.max_messages_post_size,
+        policy.DEFAULT_MESSAGE_TTL: limits.default_message_ttl,
+        policy.DEFAULT_MESSAGE_DELAY: limits.default_message_delay,
+        policy.DEAD_LETTER_QUEUE: None,
+        policy.DEAD_LETTER_QUEUE_MESSAGES_TTL: None,
+        policy.MAX_CLAIM_COUNT: None,
+        policy.ENABLE_ENCRYPT_MESSAGES: False,
     }
     shown = dict(metadata)
-    for key in RESERVED_DEFAULTS_KEYS:
+    for key in policy.ZAQAR_KEYS:
         if not shown.get(key):
             shown[key] = defaults[key]
     return shown

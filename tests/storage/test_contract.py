@@ -25,6 +25,7 @@ from zaqar_delay.models import (
     Posted,
     VersionedMetadata,
 )
+from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
 from zaqar_delay.storage.base import Driver
 
@@ -891,12 +892,17 @@ class TestRetryBackoff:
         first = claim(driver, clock)
         assert first is not None
         driver.release_claim(P, Q, first.id, clock.now_ms())
-        second = self._claimable_after(driver, clock, 2_000)  # 2 * 3^0 s after release
+        # The store's formula is the policy's: 2 * 3^(n-1) s after the claim ends, 10 s at most.
+        backoff = QueuePolicy.of(BACKOFF).retry_backoff
+        assert backoff is not None
+        after_ms = [int(backoff.delay_s(count) * 1000) for count in (1, 2, 3)]
+        assert after_ms == [2_000, 6_000, 10_000]
+        second = self._claimable_after(driver, clock, after_ms[0])  # after release
         assert second.messages[0].claim_count == 2
         clock.advance(ms=second.expires_ms - clock.now_ms())  # let it run out
-        third = self._claimable_after(driver, clock, 6_000)  # 2 * 3^1 s after expiry
+        third = self._claimable_after(driver, clock, after_ms[1])  # after expiry
         driver.release_claim(P, Q, third.id, clock.now_ms())
-        self._claimable_after(driver, clock, 10_000)  # min(10, 2 * 3^2) s
+        self._claimable_after(driver, clock, after_ms[2])
 
     def test_backoff_shows_as_delayed(self, driver: Driver, clock: FakeClock) -> None:
         driver.create_queue(P, Q, BACKOFF, clock.now_ms())

@@ -13,8 +13,8 @@ from zaqar_delay.models import (
     Claim,
     ClaimOutcome,
     Message,
-    Metadata,
 )
+from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.mongodb.common import (
     CLAIM_ATTEMPTS,
     Doc,
@@ -51,13 +51,13 @@ class ClaimOps(MongoBase):
         claim_id: str,
         expires_ms: int,
         limit: int,
-        metadata: Metadata,
+        policy: QueuePolicy,
         now_ms: int,
     ) -> list[Doc]:
         """Put up to ``limit`` claimable messages under ``claim_id``; returns their documents
         (claim count already raised), oldest due first."""
         scope = self._queue_filter(project, queue)
-        self._return_lapsed_claims(scope, metadata, now_ms)
+        self._return_lapsed_claims(scope, policy, now_ms)
         claimable = claimable_filter(scope, now_ms)
         taken = 0
         for _ in range(CLAIM_ATTEMPTS):
@@ -97,19 +97,19 @@ class ClaimOps(MongoBase):
     ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
         expires_ms = now_ms + ttl_s * 1000
-        metadata = self.get_metadata(project, queue) or {}
-        taken = self._take(project, queue, claim_id, expires_ms, limit, metadata, now_ms)
+        policy = self._policy(project, queue)
+        taken = self._take(project, queue, claim_id, expires_ms, limit, policy, now_ms)
         if not taken:
             return ClaimOutcome(None)
-        max_claims, target = metadata.get("_max_claim_count"), metadata.get("_dead_letter_queue")
         dead: list[Doc] = []
-        if isinstance(max_claims, int) and max_claims >= 1 and isinstance(target, str) and target:
+        if policy.dead_letters:
             # The count was raised when taking: more than the maximum means it was already there.
-            dead = [d for d in taken if d["cc"] > max_claims]
+            dead = [d for d in taken if d["cc"] > (policy.max_claim_count or 0)]
         moved: tuple[str, ...] = ()
+        target = policy.dead_letter_queue or ""
         if dead:
-            moved = self._move_to_dead_letter(project, queue, dead, target, metadata, now_ms)  # type: ignore[arg-type]
-        outcome = ClaimOutcome(None, moved, target if moved else "")  # type: ignore[arg-type]
+            moved = self._move_to_dead_letter(project, queue, dead, policy, now_ms)
+        outcome = ClaimOutcome(None, moved, target if moved else "")
         kept = [d for d in taken if d not in dead]
         if not kept:
             return outcome
@@ -136,16 +136,15 @@ class ClaimOps(MongoBase):
         project: str,
         queue: str,
         dead: list[Doc],
-        target: str,
-        metadata: Metadata,
+        policy: QueuePolicy,
         now_ms: int,
     ) -> tuple[str, ...]:
         """Move each message to the dead-letter queue in place (one atomic update each);
         returns their ids."""
-        ttl_override = metadata.get("_dead_letter_queue_messages_ttl")
+        target, ttl_override = policy.dead_letter_queue or "", policy.dead_letter_ttl_s
         first = self._reserve_sequence(project, target, len(dead), now_ms)
         for i, doc in enumerate(dead):
-            ttl = ttl_override if isinstance(ttl_override, int) and ttl_override else doc["t"]
+            ttl = ttl_override or doc["t"]
             expires = now_ms + int(ttl) * 1000
             self._messages.update_one(
                 {"_id": doc["_id"], "p": project, "q": queue, "cid": doc["cid"]},
@@ -220,17 +219,17 @@ class ClaimOps(MongoBase):
         scope = self._queue_filter(project, queue)
         if not self._claims.delete_one({**scope, "_id": claim_id}).deleted_count:
             return
-        metadata = self.get_metadata(project, queue) or {}
         released = self._messages.update_many(
-            {**scope, "cid": claim_id, "ce": {"$gt": now_ms}}, redelivery(metadata, now_ms)
+            {**scope, "cid": claim_id, "ce": {"$gt": now_ms}},
+            redelivery(self._policy(project, queue), now_ms),
         )
         if released.modified_count:
             self._wakeups.wake(project, queue)
 
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
         holder = secrets.token_hex(16)
-        metadata = self.get_metadata(project, queue) or {}
-        taken = self._take(project, queue, holder, now_ms + 60_000, limit, metadata, now_ms)
+        policy = self._policy(project, queue)
+        taken = self._take(project, queue, holder, now_ms + 60_000, limit, policy, now_ms)
         if taken:
             self._messages.delete_many({**self._queue_filter(project, queue), "cid": holder})
         return [message_of(d, now_ms) for d in taken]

@@ -19,8 +19,9 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
-from zaqar_delay import errors, validation
-from zaqar_delay.models import Message, Metadata
+from zaqar_delay import errors
+from zaqar_delay.models import Message
+from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.mongodb.dedup import DedupIds
 from zaqar_delay.storage.mongodb.wakeups import MongoWakeups
@@ -40,17 +41,17 @@ def claimable_filter(scope: Doc, now_ms: int) -> Doc:
     return {**scope, "v": {"$lte": now_ms}, "e": {"$gt": now_ms}}
 
 
-def redelivery(metadata: Metadata, base: int | str) -> list[Doc]:
+def redelivery(policy: QueuePolicy, base: int | str) -> list[Doc]:
     """Update pipeline for messages leaving their claim at ``base`` (ms, or a field path).
 
     They keep their original due time (and place in line) unless the queue has a
     ``_retry_backoff`` policy: then they are due at base + min(max, initial * factor ^
     (claim_count - 1)) seconds, exactly as the Redis driver computes it.
     """
-    policy = validation.retry_backoff(metadata)
+    backoff = policy.retry_backoff
     due: Any = "$d"
-    if policy is not None:
-        initial, factor, maximum = policy
+    if backoff is not None:
+        initial, factor, maximum = backoff.initial_s, backoff.factor, backoff.max_s
         exponent = {"$max": [{"$subtract": ["$cc", 1]}, 0]}
         seconds = {"$min": [maximum, {"$multiply": [initial, {"$pow": [factor, exponent]}]}]}
         due = {"$toLong": {"$add": [base, {"$multiply": [1000, seconds]}]}}
@@ -107,10 +108,13 @@ class MongoBase(Driver):
                 return int(updated["seq"]) - count + 1
         raise errors.StorageUnavailable("The queue could not be created.")
 
-    def _return_lapsed_claims(self, scope: Doc, metadata: Metadata, now_ms: int) -> None:
+    def _policy(self, project: str, queue: str) -> QueuePolicy:
+        return QueuePolicy.of(self.get_metadata(project, queue) or {})
+
+    def _return_lapsed_claims(self, scope: Doc, policy: QueuePolicy, now_ms: int) -> None:
         """Messages whose claim ran out become claimable again (see ``redelivery``)."""
         self._messages.update_many(
-            {**scope, "ce": {"$gt": 0, "$lte": now_ms}}, redelivery(metadata, "$ce")
+            {**scope, "ce": {"$gt": 0, "$lte": now_ms}}, redelivery(policy, "$ce")
         )
 
     def _live_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Doc | None:

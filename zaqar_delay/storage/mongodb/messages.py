@@ -181,7 +181,7 @@ class MessageOps(MongoBase):
         if after is not None and not after[1].isdigit():
             raise errors.InvalidParameter('The "marker" parameter is invalid.')
         scope = self._queue_filter(project, queue)
-        self._return_lapsed_claims(scope, self.get_metadata(project, queue) or {}, now_ms)
+        self._return_lapsed_claims(scope, self._policy(project, queue), now_ms)
         query: Doc = {**scope, "ce": 0, "e": {"$gt": now_ms}}
         if not include_delayed:
             query["v"] = {"$lte": now_ms}

@@ -1,0 +1,96 @@
+"""A queue's policy: what the reserved keys of its metadata mean, read in one place.
+
+Validation checks these keys (``validation.reserved_metadata``); the poster, the service and
+the MongoDB driver read them through :class:`QueuePolicy`. The Redis scripts read the same
+keys from the stored metadata inside the script (a claim stays one round trip);
+``tests/unit/test_policy.py`` fails when the names they use or their backoff formula drift
+from this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from zaqar_delay.models import Metadata
+
+MAX_MESSAGES_POST_SIZE = "_max_messages_post_size"
+DEFAULT_MESSAGE_TTL = "_default_message_ttl"
+DEFAULT_MESSAGE_DELAY = "_default_message_delay"
+DEAD_LETTER_QUEUE = "_dead_letter_queue"
+DEAD_LETTER_QUEUE_MESSAGES_TTL = "_dead_letter_queue_messages_ttl"
+MAX_CLAIM_COUNT = "_max_claim_count"
+ENABLE_ENCRYPT_MESSAGES = "_enable_encrypt_messages"
+RETRY_BACKOFF = "_retry_backoff"
+
+# Zaqar's reserved keys, which GET shows with their defaults; then zaqar-delay's own.
+ZAQAR_KEYS = (
+    MAX_MESSAGES_POST_SIZE,
+    DEFAULT_MESSAGE_TTL,
+    DEFAULT_MESSAGE_DELAY,
+    DEAD_LETTER_QUEUE,
+    DEAD_LETTER_QUEUE_MESSAGES_TTL,
+    MAX_CLAIM_COUNT,
+    ENABLE_ENCRYPT_MESSAGES,
+)
+KEYS = (*ZAQAR_KEYS, RETRY_BACKOFF)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RetryBackoff:
+    """Redelivery after a released or expired claim, delayed exponentially (seconds)."""
+
+    initial_s: float
+    factor: float
+    max_s: float
+
+    def delay_s(self, claim_count: int) -> float:
+        """How long after the claim ends a message claimed ``claim_count`` times is due."""
+        return min(self.max_s, self.initial_s * self.factor ** max(claim_count - 1, 0))
+
+
+def _positive_int(value: Any) -> int | None:
+    """A set integer option: null, 0 and anything else mean "not set" (Zaqar's reading)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    """The reserved keys of checked metadata; ``None`` is "not set" (the server's default)."""
+
+    max_messages_post_size: int | None = None
+    default_message_ttl: int | None = None
+    default_message_delay: int = 0
+    dead_letter_queue: str | None = None
+    dead_letter_ttl_s: int | None = None
+    max_claim_count: int | None = None
+    encrypt_messages: bool = False
+    retry_backoff: RetryBackoff | None = None
+
+    @classmethod
+    def of(cls, metadata: Metadata) -> QueuePolicy:
+        """The policy of metadata that passed ``validation.reserved_metadata``."""
+        backoff = metadata.get(RETRY_BACKOFF)
+        target = metadata.get(DEAD_LETTER_QUEUE)
+        return cls(
+            max_messages_post_size=_positive_int(metadata.get(MAX_MESSAGES_POST_SIZE)),
+            default_message_ttl=_positive_int(metadata.get(DEFAULT_MESSAGE_TTL)),
+            default_message_delay=_positive_int(metadata.get(DEFAULT_MESSAGE_DELAY)) or 0,
+            dead_letter_queue=target if isinstance(target, str) and target else None,
+            dead_letter_ttl_s=_positive_int(metadata.get(DEAD_LETTER_QUEUE_MESSAGES_TTL)),
+            max_claim_count=_positive_int(metadata.get(MAX_CLAIM_COUNT)),
+            encrypt_messages=metadata.get(ENABLE_ENCRYPT_MESSAGES) is True,
+            retry_backoff=(
+                RetryBackoff(
+                    float(backoff["initial"]), float(backoff["factor"]), float(backoff["max"])
+                )
+                if isinstance(backoff, dict)
+                else None
+            ),
+        )
+
+    @property
+    def dead_letters(self) -> bool:
+        """Whether messages claimed ``max_claim_count`` times move to ``dead_letter_queue``
+        (both must be set, as in Zaqar)."""
+        return self.max_claim_count is not None and self.dead_letter_queue is not None
