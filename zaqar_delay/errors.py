@@ -51,6 +51,13 @@ class ClaimDoesNotExist(NotFound):
         super().__init__(f"Claim {claim_id} does not exist in queue {queue} for project {project}")
 
 
+class SubscriptionDoesNotExist(NotFound):
+    def __init__(self, subscription_id: str, queue: str, project: str) -> None:
+        super().__init__(
+            f"Subscription {subscription_id} does not exist in queue {queue} for project {project}"
+        )
+
+
 class MessageDoesNotExist(NotFound):
     def __init__(self, message_id: str, queue: str, project: str) -> None:
         super().__init__(

@@ -147,3 +147,33 @@ class ListPage:
 
     messages: tuple[Message, ...]
     next_marker: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Subscription:
+    """A queue's subscription as read at some ``now``: who is pushed the queue's messages
+    (``subscriber``, an http(s) or mailto URI) until ``expires_ms``. ``started_ms`` is when its
+    ttl last began (creation, or a ttl change), from which Zaqar counts its age. ``secret``
+    keys the signature of its deliveries."""
+
+    id: str
+    queue: str
+    subscriber: str
+    ttl_s: int
+    options: Metadata
+    started_ms: int
+    expires_ms: int
+    confirmed: bool
+    secret: str
+
+    def age_s(self, now_ms: int) -> int:
+        return max(0, (now_ms - self.started_ms) // 1000)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SubscriptionChange:
+    """A PATCH of a subscription: the fields to replace (None: keep)."""
+
+    subscriber: str | None = None
+    ttl_s: int | None = None
+    options: Metadata | None = None

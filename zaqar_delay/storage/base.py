@@ -26,6 +26,7 @@ from zaqar_delay.models import (
     QueueStats,
     VersionedMetadata,
 )
+from zaqar_delay.storage.subscriptions import SubscriptionStore
 
 
 def metadata_version_of(metadata: Metadata | None) -> str:
@@ -58,8 +59,8 @@ class Wakeups(abc.ABC):
         itself after a store outage and then call ``on_reconnect`` (wake-ups may be lost)."""
 
 
-class Driver(abc.ABC):
-    """A message store scoped by (project, queue)."""
+class Driver(SubscriptionStore):
+    """A message store scoped by (project, queue), with the queues' subscriptions."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -100,7 +101,8 @@ class Driver(abc.ABC):
 
     @abc.abstractmethod
     def delete_queue(self, project: str, queue: str) -> None:
-        """Delete the queue, its messages and claims; a missing queue is not an error."""
+        """Delete the queue, its messages, claims and subscriptions; a missing queue is not an
+        error."""
 
     @abc.abstractmethod
     def list_queues(

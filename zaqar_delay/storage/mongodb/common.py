@@ -81,6 +81,7 @@ class MongoBase(Driver):
     _queues: Collection[Doc]
     _messages: Collection[Doc]
     _claims: Collection[Doc]
+    _subscriptions: Collection[Doc]
     _dedup: DedupIds
     _closed: threading.Event
     _wakeups: MongoWakeups

@@ -21,10 +21,11 @@ from zaqar_delay.storage.mongodb.dedup import DedupIds
 from zaqar_delay.storage.mongodb.errors import translate_errors
 from zaqar_delay.storage.mongodb.messages import MessageOps
 from zaqar_delay.storage.mongodb.queues import QueueOps
+from zaqar_delay.storage.mongodb.subscriptions import SubscriptionOps
 from zaqar_delay.storage.mongodb.wakeups import MongoWakeups
 
 
-class MongoDriver(QueueOps, MessageOps, ClaimOps):
+class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps):
     """Stores queues in one MongoDB database (``client[database]``)."""
 
     def __init__(
@@ -42,6 +43,7 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps):
         self._queues = db[schema.QUEUES]
         self._messages = db[schema.MESSAGES]
         self._claims = db[schema.CLAIMS]
+        self._subscriptions = db[schema.SUBSCRIPTIONS]
         self._dedup = DedupIds(db[schema.DEDUP])
         self._closed = threading.Event()
         self._wakeups = MongoWakeups(db, self._closed)

@@ -10,6 +10,8 @@ waiters:  {_id: wake channel, ex: date until which some server waits on the queu
 wakeups:  {c: wake channel, ex: date}: inserted only while a waiter is announced; servers
           watch inserts with a change stream
 dedup:    {p, q, i: dedup id, m: message id, e: remembered until ms, ex: date} (dedup.py)
+subscriptions: {_id: id, p, q, u: subscriber, t: ttl s, o: options JSON text, st: ms its ttl
+          started, e: expires ms, ex: date, c: confirmed, sk: signing secret}
 
 Metadata and bodies are stored as JSON text: any JSON is accepted (keys with "$" or ".",
 integers beyond 64 bits) and nothing queries inside them.
@@ -28,6 +30,7 @@ CLAIMS = "claims"
 WAITERS = "waiters"
 WAKEUPS = "wakeups"
 DEDUP = "dedup"
+SUBSCRIPTIONS = "subscriptions"
 
 ASC = pymongo.ASCENDING
 
@@ -64,6 +67,12 @@ INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] =
         "dedup_id": ([("p", ASC), ("q", ASC), ("i", ASC)], {"unique": True}),
         # Withdrawal when a post fails.
         "message": ([("p", ASC), ("q", ASC), ("m", ASC)], {}),
+        "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
+    },
+    SUBSCRIPTIONS: {
+        # Unique by subscriber; listing is by _id within the queue.
+        "subscriber": ([("p", ASC), ("q", ASC), ("u", ASC)], {"unique": True}),
+        "listing": ([("p", ASC), ("q", ASC), ("_id", ASC)], {}),
         "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
     },
 }

@@ -34,13 +34,14 @@ from zaqar_delay.storage.redis.claims import ClaimScripts
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
+from zaqar_delay.storage.redis.subscriptions import SubscriptionScripts
 
 # Entries one listing call may examine before it returns a short page.
 LIST_SCAN_BUDGET = 2000
 
 
 @translate_class_errors
-class RedisDriver(ClaimScripts):
+class RedisDriver(ClaimScripts, SubscriptionScripts):
     """Stores queues in Redis (standalone, embedded or cluster) through ``client``."""
 
     def __init__(
@@ -80,8 +81,12 @@ class RedisDriver(ClaimScripts):
     def create_queue(self, project: str, queue: str, metadata: Metadata, now_ms: int) -> bool:
         created = bool(self._run("queue", project, queue, "create", now_ms, json.dumps(metadata)))
         # Always (re)index: a crash between the two writes must not hide the queue forever.
-        self._client.zadd(self._keys.project_queues(project), {queue: 0})
+        self._index_queue(project, queue)
         return created
+
+    def _index_queue(self, project: str, queue: str) -> None:
+        """List the queue in its project's index (another cluster slot than its own keys)."""
+        self._client.zadd(self._keys.project_queues(project), {queue: 0})
 
     def get_metadata(self, project: str, queue: str) -> Metadata | None:
         raw = self._client.hget(self._keys.queue(project, queue).queue, "m")
@@ -202,7 +207,7 @@ class RedisDriver(ClaimScripts):
                 return VersionedMetadata({}, "")
             return VersionedMetadata(dict(json.loads(raw)), hashlib.sha1(raw).hexdigest())
         if created:
-            self._client.zadd(self._keys.project_queues(project), {queue: 0})
+            self._index_queue(project, queue)
         version, joined, duplicates = rest
         return Posted(
             joined.decode().split(",") if joined else [],

@@ -30,6 +30,10 @@ class QueueKeys:
     wake: str  # pub/sub channel: "a message may have become claimable" (only while waiters)
     dedup: str  # HASH: dedup_id -> msgpack [message id, expires ms] (idempotent posting)
     dedup_expiry: str  # ZSET: dedup_id scored by the ms at which the queue forgets it
+    # HASH: subscription id -> msgpack [subscriber, ttl, started, expires, confirmed, options
+    # JSON, secret] (the S_* positions in lua/lib.lua)
+    subscriptions: str
+    subscription_ids: str  # ZSET: subscription id, score 0 (listed in id order)
 
     def as_list(self) -> list[str]:
         return [getattr(self, field.name) for field in dataclasses.fields(self)]
@@ -57,6 +61,8 @@ class KeySpace:
             wake=f"{base}:wake",
             dedup=f"{base}:d",
             dedup_expiry=f"{base}:de",
+            subscriptions=f"{base}:s",
+            subscription_ids=f"{base}:si",
         )
 
     def wake_pattern(self) -> str:

@@ -23,6 +23,7 @@ SCRIPT_NAMES = (
     "stats",
     "queue",
     "next_claimable",
+    "subscription",
 )
 
 

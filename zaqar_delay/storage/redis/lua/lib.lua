@@ -1,9 +1,10 @@
 -- lib.lua: helpers shared by every queue script; scripts.py prepends it to each script.
 --
--- KEYS (every queue script): the thirteen keys of one queue, in QueueKeys order (keys.py):
+-- KEYS (every queue script): the fifteen keys of one queue, in QueueKeys order (keys.py):
 --   1 queue   2 bodies   3 infos   4 fifo   5 ready   6 claimed   7 expiry   8 claims
 --   9 claim_expiry   10 waiters   11 wake (a pub/sub channel, passed with the keys so it
---   shares their cluster slot)   12 dedup   13 dedup_expiry
+--   shares their cluster slot)   12 dedup   13 dedup_expiry   14 subscriptions
+--   15 subscription_ids
 -- Times are epoch milliseconds handed in through ARGV; scripts never read the server clock,
 -- so a test clock drives them exactly like the real one.
 
@@ -12,6 +13,7 @@ local K_READY, K_CLAIMED, K_EXPIRY = KEYS[5], KEYS[6], KEYS[7]
 local K_CLAIMS, K_CLAIM_EXPIRY = KEYS[8], KEYS[9]
 local K_WAITERS, K_WAKE = KEYS[10], KEYS[11]
 local K_DEDUP, K_DEDUP_EXPIRY = KEYS[12], KEYS[13]
+local K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS = KEYS[14], KEYS[15]
 
 -- Positions in a message info array (msgpack).
 local I_CREATED, I_EXPIRES, I_TTL, I_DUE, I_CLIENT, I_SEQ = 1, 2, 3, 4, 5, 6
@@ -19,6 +21,10 @@ local I_CLAIM, I_CLAIM_EXPIRES, I_CLAIM_COUNT = 7, 8, 9
 
 -- Positions in a claim record (msgpack); message ids follow from C_FIRST_ID on.
 local C_TTL, C_GRACE, C_UPDATED, C_EXPIRES, C_FIRST_ID = 1, 2, 3, 4, 5
+
+-- Positions in a subscription record (msgpack).
+local S_SUBSCRIBER, S_TTL, S_STARTED, S_EXPIRES, S_CONFIRMED = 1, 2, 3, 4, 5
+local S_OPTIONS, S_SECRET = 6, 7
 
 -- How much garbage one call may collect, so no call blocks Redis for long.
 local GC_BUDGET = 100

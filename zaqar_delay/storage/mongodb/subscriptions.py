@@ -1,0 +1,147 @@
+"""Subscriptions on MongoDB: the ``subscriptions`` collection, one document each, unique by
+project, queue and subscriber (a unique index settles concurrent creations)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+from pymongo.errors import DuplicateKeyError
+
+from zaqar_delay import errors
+from zaqar_delay.models import Metadata, Subscription, SubscriptionChange
+from zaqar_delay.storage.mongodb.common import Doc, MongoBase
+from zaqar_delay.storage.mongodb.errors import translate_class_errors
+from zaqar_delay.storage.mongodb.schema import as_date
+
+TAKEN = (
+    "Such subscription already exists. Subscriptions are unique by project + queue + "
+    "subscriber URI."
+)
+
+
+def subscription_of(doc: Doc) -> Subscription:
+    return Subscription(
+        id=doc["_id"],
+        queue=doc["q"],
+        subscriber=doc["u"],
+        ttl_s=int(doc["t"]),
+        options=dict(json.loads(doc["o"])),
+        started_ms=int(doc["st"]),
+        expires_ms=int(doc["e"]),
+        confirmed=bool(doc["c"]),
+        secret=doc["sk"],
+    )
+
+
+@translate_class_errors
+class SubscriptionOps(MongoBase):
+    """Create, list, read, change, confirm and delete subscriptions."""
+
+    def _live(self, project: str, queue: str, now_ms: int) -> Doc:
+        return {**self._queue_filter(project, queue), "e": {"$gt": now_ms}}
+
+    def _forget_lapsed(self, project: str, queue: str, subscriber: str, now_ms: int) -> None:
+        """An expired subscription the TTL monitor has not removed yet must not hold its
+        subscriber in the unique index."""
+        self._subscriptions.delete_many(
+            {**self._queue_filter(project, queue), "u": subscriber, "e": {"$lte": now_ms}}
+        )
+
+    def create_subscription(
+        self,
+        project: str,
+        queue: str,
+        subscriber: str,
+        ttl_s: int,
+        options: Metadata,
+        secret: str,
+        now_ms: int,
+    ) -> tuple[str, bool]:
+        self.create_queue(project, queue, {}, now_ms)  # no-op when it exists
+        self._forget_lapsed(project, queue, subscriber, now_ms)
+        expires_ms = now_ms + ttl_s * 1000
+        subscription_id = secrets.token_hex(12)
+        try:
+            self._subscriptions.insert_one(
+                {
+                    **self._queue_filter(project, queue),
+                    "_id": subscription_id,
+                    "u": subscriber,
+                    "t": ttl_s,
+                    "o": json.dumps(options),
+                    "st": now_ms,
+                    "e": expires_ms,
+                    "ex": as_date(expires_ms),
+                    "c": False,
+                    "sk": secret,
+                }
+            )
+        except DuplicateKeyError:
+            existing = self._subscriptions.find_one(
+                {**self._live(project, queue, now_ms), "u": subscriber}, {"_id": 1}
+            )
+            if existing is None:  # it expired meanwhile
+                raise errors.StorageUnavailable("The subscription kept changing") from None
+            return str(existing["_id"]), False
+        return subscription_id, True
+
+    def list_subscriptions(
+        self, project: str, queue: str, marker: str | None, limit: int, now_ms: int
+    ) -> list[Subscription]:
+        query = self._live(project, queue, now_ms)
+        if marker:
+            query["_id"] = {"$gt": marker}
+        found = self._subscriptions.find(query).sort("_id", 1).limit(limit)
+        return [subscription_of(doc) for doc in found]
+
+    def get_subscription(
+        self, project: str, queue: str, subscription_id: str, now_ms: int
+    ) -> Subscription | None:
+        doc = self._subscriptions.find_one(
+            {**self._live(project, queue, now_ms), "_id": subscription_id}
+        )
+        return None if doc is None else subscription_of(doc)
+
+    def update_subscription(
+        self,
+        project: str,
+        queue: str,
+        subscription_id: str,
+        change: SubscriptionChange,
+        now_ms: int,
+    ) -> None:
+        fields: Doc = {}
+        if change.subscriber is not None:
+            fields["u"] = change.subscriber
+            self._forget_lapsed(project, queue, change.subscriber, now_ms)
+        if change.ttl_s is not None:
+            expires_ms = now_ms + change.ttl_s * 1000
+            fields.update(t=change.ttl_s, st=now_ms, e=expires_ms, ex=as_date(expires_ms))
+        if change.options is not None:
+            fields["o"] = json.dumps(change.options)
+        self._set(project, queue, subscription_id, fields, now_ms)
+
+    def confirm_subscription(
+        self, project: str, queue: str, subscription_id: str, confirmed: bool, now_ms: int
+    ) -> None:
+        self._set(project, queue, subscription_id, {"c": confirmed}, now_ms)
+
+    def _set(
+        self, project: str, queue: str, subscription_id: str, fields: Doc, now_ms: int
+    ) -> None:
+        query = {**self._live(project, queue, now_ms), "_id": subscription_id}
+        try:
+            matched = self._subscriptions.update_one(query, {"$set": fields}).matched_count
+        except DuplicateKeyError:
+            raise errors.Conflict(TAKEN) from None
+        if not matched:
+            raise errors.SubscriptionDoesNotExist(subscription_id, queue, project)
+
+    def delete_subscription(self, project: str, queue: str, subscription_id: str) -> None:
+        self._subscriptions.delete_one(
+            {**self._queue_filter(project, queue), "_id": subscription_id}
+        )
+
+    def purge_subscriptions(self, project: str, queue: str) -> None:
+        self._subscriptions.delete_many(self._queue_filter(project, queue))

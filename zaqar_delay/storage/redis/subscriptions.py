@@ -1,0 +1,141 @@
+"""Subscriptions on Redis: one script call per operation (``lua/subscription.lua``), in the
+queue's own cluster slot."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from zaqar_delay import errors
+from zaqar_delay.models import Metadata, Subscription, SubscriptionChange
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.redis.errors import translate_class_errors
+from zaqar_delay.storage.redis.keys import KeySpace
+
+NOT_LIVE, SUBSCRIBER_TAKEN = -1, -2
+
+
+def subscription_of(subscription_id: str, queue: str, raw: bytes) -> Subscription:
+    """A subscription from its stored record (the S_* positions in ``lua/lib.lua``)."""
+    subscriber, ttl, started, expires, confirmed, options, secret = msgpack.unpackb(raw)
+    return Subscription(
+        id=subscription_id,
+        queue=queue,
+        subscriber=subscriber.decode() if isinstance(subscriber, bytes) else subscriber,
+        ttl_s=int(ttl),
+        options=dict(json.loads(options)),
+        started_ms=int(started),
+        expires_ms=int(expires),
+        confirmed=bool(confirmed),
+        secret=secret.decode() if isinstance(secret, bytes) else secret,
+    )
+
+
+@translate_class_errors
+class SubscriptionScripts(Driver):
+    """The subscription operations of :class:`~zaqar_delay.storage.redis.driver.RedisDriver`."""
+
+    if TYPE_CHECKING:
+        _client: Any
+        _keys: KeySpace
+
+        def _run(self, name: str, project: str, queue: str, *args: Any) -> Any: ...
+
+        def _index_queue(self, project: str, queue: str) -> None: ...
+
+    def create_subscription(
+        self,
+        project: str,
+        queue: str,
+        subscriber: str,
+        ttl_s: int,
+        options: Metadata,
+        secret: str,
+        now_ms: int,
+    ) -> tuple[str, bool]:
+        new_id = secrets.token_hex(12)
+        created, subscription_id, queue_created = self._run(
+            "subscription",
+            project,
+            queue,
+            "create",
+            now_ms,
+            new_id,
+            subscriber,
+            ttl_s,
+            json.dumps(options),
+            secret,
+        )
+        if queue_created:
+            self._index_queue(project, queue)
+        return subscription_id.decode(), bool(created)
+
+    def list_subscriptions(
+        self, project: str, queue: str, marker: str | None, limit: int, now_ms: int
+    ) -> list[Subscription]:
+        flat = self._run("subscription", project, queue, "list", now_ms, marker or "", limit)
+        return [
+            subscription_of(flat[i].decode(), queue, flat[i + 1]) for i in range(0, len(flat), 2)
+        ]
+
+    def get_subscription(
+        self, project: str, queue: str, subscription_id: str, now_ms: int
+    ) -> Subscription | None:
+        raw = self._client.hget(self._keys.queue(project, queue).subscriptions, subscription_id)
+        if raw is None:
+            return None
+        found = subscription_of(subscription_id, queue, raw)
+        return found if found.expires_ms > now_ms else None
+
+    def update_subscription(
+        self,
+        project: str,
+        queue: str,
+        subscription_id: str,
+        change: SubscriptionChange,
+        now_ms: int,
+    ) -> None:
+        options = "" if change.options is None else json.dumps(change.options)
+        self._check(
+            self._run(
+                "subscription",
+                project,
+                queue,
+                "update",
+                now_ms,
+                subscription_id,
+                change.subscriber or "",
+                change.ttl_s or 0,
+                options,
+            ),
+            project,
+            queue,
+            subscription_id,
+        )
+
+    def confirm_subscription(
+        self, project: str, queue: str, subscription_id: str, confirmed: bool, now_ms: int
+    ) -> None:
+        reply = self._run(
+            "subscription", project, queue, "confirm", now_ms, subscription_id, int(confirmed)
+        )
+        self._check(reply, project, queue, subscription_id)
+
+    def delete_subscription(self, project: str, queue: str, subscription_id: str) -> None:
+        self._run("subscription", project, queue, "delete", 0, subscription_id)
+
+    def purge_subscriptions(self, project: str, queue: str) -> None:
+        self._run("subscription", project, queue, "purge", 0)
+
+    @staticmethod
+    def _check(reply: int, project: str, queue: str, subscription_id: str) -> None:
+        if reply == NOT_LIVE:
+            raise errors.SubscriptionDoesNotExist(subscription_id, queue, project)
+        if reply == SUBSCRIBER_TAKEN:
+            raise errors.Conflict(
+                "Such subscription already exists. Subscriptions are unique by project + queue "
+                "+ subscriber URI."
+            )
