@@ -53,6 +53,9 @@ class Limits:
     max_claim_wait: int = _TRANSPORT["max_claim_wait"]
     max_claim_ttl: int = _TRANSPORT["max_claim_ttl"]
     max_claim_grace: int = _TRANSPORT["max_claim_grace"]
+    default_subscription_ttl: int = _TRANSPORT["default_subscription_ttl"]
+    max_subscriptions_per_page: int = _TRANSPORT["max_subscriptions_per_page"]
+    subscriber_types: tuple[str, ...] = tuple(_TRANSPORT["subscriber_types"])
     client_id_uuid_safe: str = _TRANSPORT["client_id_uuid_safe"]
     min_length_client_id: int = _TRANSPORT["min_length_client_id"]
     max_length_client_id: int = _TRANSPORT["max_length_client_id"]
@@ -161,6 +164,7 @@ def settings_from_command_line(argv: Sequence[str], prog: str, description: str)
 
 def _settings(conf: cfg.ConfigOpts, config_files: tuple[str, ...], env: Any) -> Settings:
     limits = Limits(**{f.name: getattr(conf.transport, f.name) for f in dataclasses.fields(Limits)})
+    limits = dataclasses.replace(limits, subscriber_types=tuple(limits.subscriber_types))
     return Settings(
         storage_uri=env.get(STORAGE_URI_ENV) or conf.storage.uri,
         data_dir=conf.storage.data_dir,

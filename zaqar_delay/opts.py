@@ -5,7 +5,7 @@ oslo.config, so that ``oslo-config-generator`` writes the sample in ``etc/`` and
 
 from __future__ import annotations
 
-from oslo_config import cfg
+from oslo_config import cfg, types
 
 STORAGE_URI_ENV = "ZAQAR_DELAY_STORAGE_URI"
 
@@ -160,6 +160,27 @@ transport_opts = [
     ),
     cfg.IntOpt("max_claim_ttl", default=43200, min=60, help="Largest claim ttl, in seconds."),
     cfg.IntOpt("max_claim_grace", default=43200, min=60, help="Largest claim grace, in seconds."),
+    cfg.IntOpt(
+        "default_subscription_ttl",
+        default=3600,
+        min=60,
+        help="Subscription ttl, in seconds, when the request omits it.",
+    ),
+    cfg.IntOpt(
+        "max_subscriptions_per_page",
+        default=20,
+        min=1,
+        help="Largest limit for listing subscriptions.",
+    ),
+    cfg.ListOpt(
+        "subscriber_types",
+        default=["http", "https", "mailto"],
+        item_type=types.String(choices=["http", "https", "mailto"]),
+        help=(
+            "URI schemes a subscriber may have. Zaqar's trust+http and trust+https (Keystone "
+            "trusts) are not supported."
+        ),
+    ),
     cfg.StrOpt(
         "client_id_uuid_safe",
         default="strict",

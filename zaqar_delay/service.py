@@ -47,8 +47,7 @@ class Service:
         journal: NullJournal | None = None,
         cipher: MessageCipher | None = None,
     ) -> None:
-        """``cipher`` encrypts the bodies of queues with ``_enable_encrypt_messages``; without
-        one, such queues are refused."""
+        """``cipher`` seals bodies of queues with ``_enable_encrypt_messages`` (none: refused)."""
         self.driver = driver
         self.encryption = QueueEncryption(cipher)
         self.limits = limits
@@ -110,9 +109,11 @@ class Service:
         return self.driver.stats(project, queue, self.now_ms())
 
     def purge(self, project: str, queue: str, resource_types: Set[str]) -> None:
-        """Purge what ``resource_types`` names ("messages"; "subscriptions" has nothing)."""
+        """Purge what ``resource_types`` names ("messages", "subscriptions")."""
         if "messages" in resource_types:
             self.driver.purge(project, queue)
+        if "subscriptions" in resource_types:
+            self.driver.purge_subscriptions(project, queue)
 
     # -- messages ------------------------------------------------------------------------------
 

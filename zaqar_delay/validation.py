@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from zaqar_delay import errors, jsondoc, policy
+from zaqar_delay import errors, jsondoc, policy, retry_policy
 from zaqar_delay.conf import Limits
 from zaqar_delay.models import Metadata, NewMessage
 
@@ -350,6 +350,7 @@ def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
         f"least {MIN_MESSAGE_TTL} seconds long.",
     )
     _retry_backoff(metadata.get(policy.RETRY_BACKOFF), limits)
+    retry_policy.check(metadata)
     dead_letter = metadata.get(policy.DEAD_LETTER_QUEUE)
     if dead_letter is not None and (
         not isinstance(dead_letter, str)

@@ -95,8 +95,8 @@ def test_accept_must_allow_json(api: Api) -> None:
 
 
 def test_unknown_route_and_method(api: Api) -> None:
-    assert api.get("/v2/queues/q/subscriptions").status_code == 404
     assert api.get("/v2/pools").status_code == 404
+    assert api.get("/v2/flavors").status_code == 404
     assert api.get("/v2/topics").status_code == 404
     result = api.post("/v2/queues/q")
     assert result.status_code == 405

@@ -1,6 +1,7 @@
-"""A project never sees or changes another project's queues, messages, claims or stats.
+"""A project never sees or changes another project's queues, messages, claims, subscriptions
+or stats.
 
-Project A owns a queue with messages and a live claim. Project B, using the same queue name,
+Project A owns a queue with messages, a live claim and a subscription. Project B, using the same queue name,
 message ids and claim id, tries every route; afterwards A's state is exactly as it was.
 """
 
@@ -15,6 +16,7 @@ from tests.api.conftest import Api
 
 OTHER = {"X-Project-ID": "project-b"}
 PATCH_TYPE = "application/openstack-messaging-v2.0-json-patch"
+HOOK = "http://127.0.0.1:9/hook"
 PATCH_TTL = json.dumps([{"op": "replace", "path": "/metadata/_default_message_ttl", "value": 60}])
 
 
@@ -24,7 +26,14 @@ def setup_project_a(api: Api) -> dict[str, Any]:
     claim = api.post("/v2/queues/shared/claims?limit=2", json={"ttl": 60, "grace": 60})
     assert claim.status_code == 201
     claim_id = claim.headers["location"].rsplit("/", 1)[1]
-    return {"ids": ids, "claim_id": claim_id, "claimed": [m["id"] for m in claim.json["messages"]]}
+    subscribed = api.post("/v2/queues/shared/subscriptions", json={"subscriber": HOOK})
+    assert subscribed.status_code == 201
+    return {
+        "ids": ids,
+        "claim_id": claim_id,
+        "claimed": [m["id"] for m in claim.json["messages"]],
+        "subscription_id": subscribed.json["subscription_id"],
+    }
 
 
 def snapshot(api: Api, a: dict[str, Any]) -> dict[str, Any]:
@@ -36,12 +45,15 @@ def snapshot(api: Api, a: dict[str, Any]) -> dict[str, Any]:
         "stats": api.get("/v2/queues/shared/stats").json["messages"]["total"],
         "messages": api.get(f"/v2/queues/shared/messages?ids={ids}").json,
         "claim": api.get(f"/v2/queues/shared/claims/{a['claim_id']}").json,
+        "subscriptions": api.get("/v2/queues/shared/subscriptions").json["subscriptions"],
     }
 
 
 # Every route, as project B, aimed at project A's names and ids. Expected: what B sees.
 def other_project_calls(a: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], set[int]]]:
     mid, cid, claimed = a["ids"][2], a["claim_id"], a["claimed"][0]
+    sid = a["subscription_id"]
+    confirm = {"json": {"confirmed": True}}
     ids = ",".join(a["ids"])
     return [
         ("GET", "/v2/queues", {}, {200}),
@@ -62,9 +74,16 @@ def other_project_calls(a: dict[str, Any]) -> list[tuple[str, str, dict[str, Any
         ("PATCH", f"/v2/queues/shared/claims/{cid}", {"json": {"ttl": 300}}, {404}),
         ("DELETE", f"/v2/queues/shared/claims/{cid}", {}, {204}),
         ("POST", "/v2/queues/shared/share", {"json": {}}, {403}),  # no signing key here
+        ("GET", "/v2/queues/shared/subscriptions", {}, {200}),
+        ("GET", f"/v2/queues/shared/subscriptions/{sid}", {}, {404}),
+        ("PATCH", f"/v2/queues/shared/subscriptions/{sid}", {"json": {"ttl": 120}}, {404}),
+        ("PUT", f"/v2/queues/shared/subscriptions/{sid}/confirm", confirm, {404}),
+        ("DELETE", f"/v2/queues/shared/subscriptions/{sid}", {}, {204}),
+        ("POST", "/v2/queues/shared/purge", {"json": {"resource_types": ["subscriptions"]}}, {204}),
         # Last, since B then has a queue of that name: creating it and posting to it is B's.
         ("PUT", "/v2/queues/shared", {"json": {"_default_message_ttl": 60}}, {201}),
         ("POST", "/v2/queues/shared/messages", {"json": {"messages": [{"body": "b"}]}}, {201}),
+        ("POST", "/v2/queues/shared/subscriptions", {"json": {"subscriber": HOOK}}, {201}),
         ("DELETE", "/v2/queues/shared", {}, {204}),
     ]  # fmt: skip
 
@@ -78,9 +97,11 @@ def test_another_project_sees_and_changes_nothing(api: Api) -> None:
         assert result.status_code in expected, (method, path, result.status_code, result.text)
         if result.status_code == 200 and method == "GET" and "messages" in path:
             assert result.json["messages"] == [], (method, path)
+        if path.endswith("/subscriptions") and method == "GET":
+            assert result.json["subscriptions"] == []
         if path == "/v2/queues":
             assert result.json["queues"] == []
-        if method == "PUT":
+        if method == "PUT" and path == "/v2/queues/shared":
             assert api.get("/v2/queues/shared", headers=OTHER).json["_default_message_ttl"] == 60
         if method == "GET" and path == "/v2/queues/shared":
             assert result.json["_default_message_ttl"] != 300  # not A's metadata

@@ -91,3 +91,24 @@ def test_without_default_project_the_cli_is_refused_as_by_zaqar() -> None:
         assert "X-PROJECT-ID" in result.stderr or "Project-Id" in result.stderr
     finally:
         service.stop()
+
+
+def test_subscription_commands(noauth_server: ServiceProcess) -> None:
+    hook = "http://127.0.0.1:9/cli-hook"
+    created = json.loads(
+        ok(cli(noauth_server, "subscription", "create", "cli-s", hook, "600", "-f", "json"))
+    )
+    sid = created["ID"]
+    assert (created["Subscriber"], created["TTL"]) == (hook, 600)
+    listed = json.loads(ok(cli(noauth_server, "subscription", "list", "cli-s", "-f", "json")))
+    assert [s["ID"] for s in listed] == [sid]
+    ok(cli(noauth_server, "subscription", "update", "cli-s", sid, "--ttl", "900"))
+    shown = json.loads(ok(cli(noauth_server, "subscription", "show", "cli-s", sid, "-f", "json")))
+    assert (shown["ID"], shown["Subscriber"], shown["TTL"]) == (sid, hook, 900)
+    ok(cli(noauth_server, "subscription", "delete", "cli-s", sid))
+    gone = requests.get(
+        f"{noauth_server.url}/v2/queues/cli-s/subscriptions",
+        headers={"Client-ID": CLIENT_ID, "X-Project-ID": "demo"},
+        timeout=10,
+    ).json()["subscriptions"]
+    assert gone == []

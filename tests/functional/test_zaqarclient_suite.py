@@ -1,4 +1,5 @@
-"""python-zaqarclient's own functional tests for queues and claims, run against our server.
+"""python-zaqarclient's own functional tests for queues, claims and subscriptions, run against
+our server.
 
 They ship only in the client's source distribution, which is downloaded once into a cache.
 Every test must pass except those listed in EXPECTED_FAILURES, each with its reason.
@@ -22,7 +23,11 @@ from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
 
-SUITES = ["tests/functional/queues/v2/test_queues.py", "tests/functional/queues/v2/test_claims.py"]
+SUITES = [
+    "tests/functional/queues/v2/test_queues.py",
+    "tests/functional/queues/v2/test_claims.py",
+    "tests/functional/queues/v2/test_subscription.py",
+]
 
 EXPECTED_FAILURES = {
     # Stale expectations that upstream Zaqar fails as well (reference section 4.4): the client
@@ -32,8 +37,6 @@ EXPECTED_FAILURES = {
     # upstream servers (and we) include in GET queue.
     "test_queue_metadata_functional": "stale: expects no _enable_encrypt_messages default",
     "test_queue_metadata_reload_functional": "stale: expects no _enable_encrypt_messages default",
-    # Creates a subscription; subscriptions are answered with 404 until they are implemented.
-    "test_queue_subscriptions": "subscriptions are not implemented (404)",
 }
 
 
@@ -123,4 +126,4 @@ def test_upstream_client_functional_suite(
         f"(expected failures: {sorted(EXPECTED_FAILURES)})"
     )
     assert failed == set(EXPECTED_FAILURES), run.stdout[-5000:]
-    assert len(passed) >= 14, run.stdout[-5000:]
+    assert len(passed) >= 21, run.stdout[-5000:]  # the 7 subscription tests among them

@@ -58,7 +58,8 @@ def test_the_json_home_document_names_only_routes_and_methods_they_answer() -> N
         "rel/queues", "rel/queue", "rel/queue_stats", "rel/queue_purge", "rel/messages",
         "rel/post_messages", "rel/messages_delete", "rel/message_get", "rel/message_delete",
         "rel/post_claim", "rel/claim", "rel/patch_claim", "rel/delete_claim", "rel/ping",
-        "rel/health",
+        "rel/health", "rel/subscriptions_get", "rel/subscriptions_post", "rel/subscription",
+        "rel/subscription_patch",
     }  # fmt: skip
     assert resources["rel/queue"]["hints"]["allow"] == ["PUT", "GET", "PATCH", "DELETE"]
     for rel, resource in resources.items():
@@ -83,7 +84,7 @@ def test_token_free_paths_come_from_the_table() -> None:
 
 @pytest.mark.parametrize("route", [r for r in ROUTES if r.template.startswith("/v2/queues/")])
 def test_the_isolation_test_tries_every_queue_route(route: Route) -> None:
-    ids = {"ids": ["m1", "m2", "m3"], "claim_id": "c1", "claimed": ["m1"]}
+    ids = {"ids": ["m1", "m2", "m3"], "claim_id": "c1", "claimed": ["m1"], "subscription_id": "s1"}
     tried = {(method, template_of(path)) for method, path, _, _ in other_project_calls(ids)}
     router = falcon.routing.CompiledRouter()
     router.add_route(route.template, object())

@@ -12,7 +12,7 @@ from zaqar_delay.api import home, openapi
 from zaqar_delay.api.auth import WSGIApp, protect
 from zaqar_delay.api.middleware import RequestContext, RequestTimer
 from zaqar_delay.api.routes import ROUTES
-from zaqar_delay.api.v2 import health, queues, versions
+from zaqar_delay.api.v2 import health, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings
@@ -23,6 +23,7 @@ from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.uri import open_driver
+from zaqar_delay.subscriptions import Subscriptions
 
 
 def create_wsgi_app(
@@ -70,8 +71,17 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = False
     api_errors.register(app)
 
+    subscribing = Subscriptions(driver, settings.limits, clock)
     # The resources that need more than the service.
     special: dict[type[Resource], Resource] = {
+        **{
+            kind: kind(service, subscribing)
+            for kind in (
+                subscriptions.SubscriptionCollection,
+                subscriptions.SubscriptionItem,
+                subscriptions.SubscriptionConfirm,
+            )
+        },
         # Its labels name projects and queues: with keystone, for admin tokens only.
         health.Metrics: health.Metrics(service, settings.auth_strategy == "keystone"),
         queues.QueueShare: queues.QueueShare(service, signer),

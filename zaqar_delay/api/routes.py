@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from zaqar_delay.api.v2 import claims, health, messages, queues, versions
+from zaqar_delay.api.v2 import claims, health, messages, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
 
 
@@ -58,6 +58,15 @@ ROUTES: tuple[Route, ...] = (
     Route("/v2/queues/{queue_name}/messages/{message_id}", messages.MessageItem),
     Route("/v2/queues/{queue_name}/claims", claims.ClaimCollection),
     Route("/v2/queues/{queue_name}/claims/{claim_id}", claims.ClaimItem),
+    Route("/v2/queues/{queue_name}/subscriptions", subscriptions.SubscriptionCollection),
+    Route(
+        "/v2/queues/{queue_name}/subscriptions/{subscription_id}",
+        subscriptions.SubscriptionItem,
+    ),
+    Route(
+        "/v2/queues/{queue_name}/subscriptions/{subscription_id}/confirm",
+        subscriptions.SubscriptionConfirm,
+    ),
 )
 
 TOKENLESS_PATHS = frozenset(route.template for route in ROUTES if route.tokenless)

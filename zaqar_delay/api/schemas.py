@@ -124,10 +124,38 @@ JSON_PATCH: Schema = {
     },
 }
 
+SUBSCRIPTION_IN: Schema = {
+    "type": "object",
+    "properties": {
+        "subscriber": {"type": "string"},
+        "ttl": {"type": "integer"},
+        "options": {"type": "object"},
+    },
+}
+SUBSCRIPTION_ID: Schema = {
+    "type": "object",
+    "required": ["subscription_id"],
+    "properties": {"subscription_id": {"type": "string"}},
+}
+SUBSCRIPTION_OUT: Schema = {
+    "type": "object",
+    "required": ["id", "source", "subscriber", "ttl", "age", "options", "confirmed"],
+    "properties": {
+        "id": {"type": "string"},
+        "source": {"type": "string"},
+        "subscriber": {"type": "string"},
+        "ttl": {"type": "integer"},
+        "age": {"type": "integer"},
+        "options": {"type": "object"},
+        "confirmed": {"type": "boolean"},
+    },
+}
+
 PATH_PARAMETERS: dict[str, Schema] = {
     "queue_name": path("queue_name", QUEUE_NAME),
     "message_id": path("message_id", HEX_ID),
     "claim_id": path("claim_id", HEX_ID),
+    "subscription_id": path("subscription_id", {"type": "string"}),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from zaqar_delay.models import Claim, Message, QueueInfo, QueueStats
+from zaqar_delay.models import Claim, Message, QueueInfo, QueueStats, Subscription
 
 
 def queue_href(queue: str) -> str:
@@ -89,6 +89,19 @@ def stats(queue: str, s: QueueStats, now_ms: int) -> dict[str, Any]:
                 "href": message_href(queue, ref.id),
             }
     return {"messages": counts}
+
+
+def subscription(s: Subscription, now_ms: int) -> dict[str, Any]:
+    """A subscription as Zaqar shows it (its signing secret is never shown)."""
+    return {
+        "id": s.id,
+        "source": s.queue,
+        "subscriber": s.subscriber,
+        "ttl": s.ttl_s,
+        "age": s.age_s(now_ms),
+        "options": s.options,
+        "confirmed": s.confirmed,
+    }
 
 
 def queue_entry(q: QueueInfo) -> dict[str, Any]:

@@ -1,0 +1,132 @@
+"""The subscription use cases of the v2 API (Zaqar's rules and wording), independent of HTTP.
+
+A subscription names who is pushed a queue's messages: an ``http(s)://`` endpoint or a
+``mailto:`` address, for ``ttl`` seconds, with ``options`` (Zaqar's ``post_data``,
+``post_headers`` and ``_retry_policy``). Subscriptions are unique by project, queue and
+subscriber.
+"""
+
+from __future__ import annotations
+
+import secrets
+import urllib.parse
+from typing import Any
+
+from zaqar_delay import errors, retry_policy, validation
+from zaqar_delay.clock import Clock
+from zaqar_delay.conf import Limits
+from zaqar_delay.models import Subscription, SubscriptionChange
+from zaqar_delay.storage.base import Driver
+
+MIN_SUBSCRIPTION_TTL = 60
+DUPLICATE = (
+    "Such subscription already exists.Subscriptions are unique by project + queue + subscriber URI."
+)
+
+
+def _subscriber(value: Any, limits: Limits) -> str:
+    types = list(limits.subscriber_types)
+    if not isinstance(value, str):
+        raise errors.InvalidRequest(
+            f"The subscriber type of subscription must be supported in the list {types}."
+        )
+    parsed = urllib.parse.urlsplit(value)
+    if parsed.scheme not in types:
+        raise errors.InvalidRequest(
+            f"The subscriber type of subscription must be supported in the list {types}."
+        )
+    if parsed.scheme == "mailto" and "@" not in parsed.path:
+        raise errors.InvalidRequest("A mailto: subscriber needs an e-mail address.")
+    if parsed.scheme != "mailto" and not parsed.hostname:
+        raise errors.InvalidRequest(f"The subscriber {value} names no host.")
+    return value
+
+
+def subscription_change(document: Any, limits: Limits) -> SubscriptionChange:
+    """A POST or PATCH body (Zaqar's ``subscription_patching``) as typed fields."""
+    if not document:
+        raise errors.InvalidRequest("No subscription to create.")
+    if not isinstance(document, dict):
+        raise errors.InvalidRequest("Subscriptions must be a dict.")
+    subscriber = document.get("subscriber")
+    options = document.get("options")
+    if options and not isinstance(options, dict):
+        raise errors.InvalidRequest("Options must be a dict.")
+    retry_policy.check(options)
+    ttl = document.get("ttl")
+    if ttl:
+        if not validation.is_int(ttl):
+            raise errors.InvalidRequest("TTL must be an integer.")
+        if ttl < MIN_SUBSCRIPTION_TTL:
+            raise errors.InvalidRequest(
+                f"The TTL for a subscription must be at least {MIN_SUBSCRIPTION_TTL} seconds long."
+            )
+        if ttl > validation.INT64_MAX // 1000:
+            raise errors.InvalidRequest("The TTL for a subscription is too large.")
+    return SubscriptionChange(
+        subscriber=_subscriber(subscriber, limits) if subscriber else None,
+        ttl_s=int(ttl) if ttl else None,
+        options=dict(options) if isinstance(options, dict) else None,
+    )
+
+
+class Subscriptions:
+    """Create, list, read, change, confirm and delete the subscriptions of every project."""
+
+    def __init__(self, driver: Driver, limits: Limits, clock: Clock) -> None:
+        self.driver = driver
+        self.limits = limits
+        self.clock = clock
+
+    def create(self, project: str, queue: str, document: Any) -> tuple[str, bool]:
+        """Subscribe; ``(id, created)``. A live subscription with the same subscriber is a
+        Conflict once it is confirmed; before that it is answered again (``(its id, False)``):
+        Zaqar's rule, so that subscribing again re-sends the confirmation request."""
+        if isinstance(document, dict) and "subscriber" not in document:
+            raise errors.InvalidRequest("Missing parameter subscriber in body.")
+        change = subscription_change(document, self.limits)
+        assert change.subscriber is not None  # "subscriber" is present and checked
+        now_ms = self.clock.now_ms()
+        subscription_id, created = self.driver.create_subscription(
+            project,
+            queue,
+            change.subscriber,
+            change.ttl_s or self.limits.default_subscription_ttl,
+            change.options or {},
+            secrets.token_urlsafe(32),
+            now_ms,
+        )
+        if not created:
+            existing = self.driver.get_subscription(project, queue, subscription_id, now_ms)
+            if existing is None or existing.confirmed:
+                raise errors.Conflict(DUPLICATE)
+        return subscription_id, created
+
+    def list(self, project: str, queue: str, marker: str | None, limit: int) -> list[Subscription]:
+        if not 1 <= limit <= self.limits.max_subscriptions_per_page:
+            raise errors.InvalidRequest(
+                "Limit must be at least 1 and may not be greater than "
+                f"{self.limits.max_subscriptions_per_page}."
+            )
+        return self.driver.list_subscriptions(project, queue, marker, limit, self.clock.now_ms())
+
+    def get(self, project: str, queue: str, subscription_id: str) -> Subscription:
+        found = self.driver.get_subscription(project, queue, subscription_id, self.clock.now_ms())
+        if found is None:
+            raise errors.SubscriptionDoesNotExist(subscription_id, queue, project)
+        return found
+
+    def update(self, project: str, queue: str, subscription_id: str, document: Any) -> None:
+        change = subscription_change(document, self.limits)
+        now_ms = self.clock.now_ms()
+        self.driver.update_subscription(project, queue, subscription_id, change, now_ms)
+
+    def confirm(self, project: str, queue: str, subscription_id: str, document: Any) -> None:
+        confirmed = document.get("confirmed") if isinstance(document, dict) else None
+        if not isinstance(confirmed, bool):
+            raise errors.InvalidRequest("The 'confirmed' should be boolean.")
+        now_ms = self.clock.now_ms()
+        self.driver.confirm_subscription(project, queue, subscription_id, confirmed, now_ms)
+
+    def delete(self, project: str, queue: str, subscription_id: str) -> None:
+        self.driver.delete_subscription(project, queue, subscription_id)
