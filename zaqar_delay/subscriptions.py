@@ -85,12 +85,13 @@ class Subscriptions:
         if isinstance(document, dict) and "subscriber" not in document:
             raise errors.InvalidRequest("Missing parameter subscriber in body.")
         change = subscription_change(document, self.limits)
-        assert change.subscriber is not None  # "subscriber" is present and checked
+        # Checked even when empty (a PATCH takes an empty subscriber as "keep it").
+        subscriber = _subscriber(document["subscriber"], self.limits)
         now_ms = self.clock.now_ms()
         subscription_id, created = self.driver.create_subscription(
             project,
             queue,
-            change.subscriber,
+            subscriber,
             change.ttl_s or self.limits.default_subscription_ttl,
             change.options or {},
             secrets.token_urlsafe(32),

@@ -117,6 +117,11 @@ def test_purge_subscriptions_keeps_messages(api: Api) -> None:
             "['http', 'https', 'mailto'].",
         ),
         ({"subscriber": "http:///nohost"}, "The subscriber http:///nohost names no host."),
+        (
+            {"subscriber": "", "ttl": 0, "options": {}},
+            "The subscriber type of subscription must be supported in the list "
+            "['http', 'https', 'mailto'].",
+        ),
         ({"subscriber": "mailto:nobody"}, "A mailto: subscriber needs an e-mail address."),
         ({"subscriber": HOOK, "ttl": "60"}, "TTL must be an integer."),
         (
