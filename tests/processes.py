@@ -289,6 +289,10 @@ class SecantusServer:
             self.process = None
 
 
+# Read first by every server the tests start (later config files override what they set).
+LOOPBACK_ONLY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loopback-only.conf")
+
+
 class ServiceProcess:
     """``zaqar-delay-server`` under gunicorn on a free loopback port."""
 
@@ -323,6 +327,8 @@ class ServiceProcess:
             str(self.workers),
             "--data-dir",
             self.data_dir,
+            "--config-file",
+            LOOPBACK_ONLY,
             *self.args,
         ]
         log = open(self.log_path, "wb")  # noqa: SIM115 - kept open for the server's lifetime

@@ -30,6 +30,7 @@ def _defaults(group: str) -> dict[str, Any]:
 
 _SERVER, _STORAGE, _TRANSPORT = _defaults("server"), _defaults("storage"), _defaults("transport")
 _JOURNAL, _METRICS = _defaults("journal"), _defaults("metrics")
+_NOTIFICATION = _defaults("notification")
 MIB = 1024 * 1024
 
 
@@ -88,6 +89,11 @@ class Settings:
     metrics_max_queue_series: int = _METRICS["max_queue_series"]
     message_encryption_key: str = _TRANSPORT["message_encryption_key"]
     message_encryption_old_keys: tuple[str, ...] = tuple(_TRANSPORT["message_encryption_old_keys"])
+    push: bool = _NOTIFICATION["push"]
+    push_timeout: float = _NOTIFICATION["push_timeout"]
+    push_concurrency: int = _NOTIFICATION["push_concurrency"]
+    denied_networks: tuple[str, ...] = tuple(_NOTIFICATION["denied_networks"])
+    allowed_networks: tuple[str, ...] = tuple(_NOTIFICATION["allowed_networks"])
 
 
 def make_conf() -> cfg.ConfigOpts:
@@ -187,4 +193,9 @@ def _settings(conf: cfg.ConfigOpts, config_files: tuple[str, ...], env: Any) -> 
         metrics_max_queue_series=conf.metrics.max_queue_series,
         message_encryption_key=conf.transport.message_encryption_key,
         message_encryption_old_keys=tuple(conf.transport.message_encryption_old_keys),
+        push=conf.notification.push,
+        push_timeout=conf.notification.push_timeout,
+        push_concurrency=conf.notification.push_concurrency,
+        denied_networks=tuple(conf.notification.denied_networks),
+        allowed_networks=tuple(conf.notification.allowed_networks),
     )

@@ -3,7 +3,7 @@ one call per use case, so a use case's side effects read as one line."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from zaqar_delay.journal import NullJournal
 from zaqar_delay.metrics import Metrics
@@ -16,6 +16,8 @@ class Lifecycle:
     def __init__(self, metrics: Metrics, journal: NullJournal) -> None:
         self.metrics = metrics
         self.journal = journal
+        # Told when a post owes pushes (the push dispatcher of this process, when it runs).
+        self.pushes_owed: Callable[[int], None] = lambda due_ms: None
 
     @property
     def wants_released_ids(self) -> bool:
@@ -32,6 +34,7 @@ class Lifecycle:
         now_ms: int,
     ) -> None:
         stored = posted.stored()
+        self.pushes_owed(posted.push_due_ms)
         self.metrics.count_posted(project, queue, len(stored))
         self.journal.posted(project, queue, posted.ids, messages, stored, now_ms)
 

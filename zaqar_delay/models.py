@@ -34,6 +34,8 @@ class Posted:
     # The version of the queue's metadata the messages were stored under (a conditional
     # post's answer; "" where the driver did not say).
     metadata_version: str = ""
+    # The earliest due time of the pushes to subscribers the post added (0: none).
+    push_due_ms: int = 0
 
     def stored(self) -> list[int]:
         """Positions of the messages this post stored."""
@@ -177,3 +179,21 @@ class SubscriptionChange:
     subscriber: str | None = None
     ttl_s: int | None = None
     options: Metadata | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Delivery:
+    """A message owed to a subscription, leased to one dispatcher for one attempt.
+
+    ``id`` (``<subscription id>:<message id>``) is stable across attempts: receivers use it
+    to drop duplicates. ``attempts`` counts the attempts made before this one; ``lease``
+    identifies this lease when the outcome is recorded.
+    """
+
+    id: str
+    project: str
+    queue: str
+    subscription: Subscription
+    message: Message
+    attempts: int
+    lease: str

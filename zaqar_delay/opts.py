@@ -275,6 +275,38 @@ metrics_opts: list[cfg.Opt] = [
     ),
 ]
 
+notification_opts: list[cfg.Opt] = [
+    cfg.BoolOpt(
+        "push",
+        default=True,
+        help=(
+            "Whether this server process sends the pushes owed to subscribers. Any server on "
+            "the store can send any push; turn it off on servers that should only answer API "
+            "requests."
+        ),
+    ),
+    cfg.FloatOpt("push_timeout", default=10.0, min=0.1, help="Seconds one push request may take."),
+    cfg.IntOpt(
+        "push_concurrency",
+        default=32,
+        min=1,
+        help="Push requests in flight at most, per server process.",
+    ),
+    cfg.ListOpt(
+        "denied_networks",
+        default=["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"],
+        help=(
+            "Networks pushes may not reach: link-local and cloud metadata addresses by "
+            "default. Checked when subscribing and on every connection."
+        ),
+    ),
+    cfg.ListOpt(
+        "allowed_networks",
+        default=[],
+        help="Networks pushes may reach even when denied_networks names them.",
+    ),
+]
+
 GROUPS: dict[str, list[cfg.Opt]] = {
     "server": server_opts,
     "storage": storage_opts,
@@ -282,6 +314,7 @@ GROUPS: dict[str, list[cfg.Opt]] = {
     "signed_url": signed_url_opts,
     "journal": journal_opts,
     "metrics": metrics_opts,
+    "notification": notification_opts,
 }
 
 

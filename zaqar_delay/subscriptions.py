@@ -16,6 +16,7 @@ from zaqar_delay import errors, retry_policy, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.models import Subscription, SubscriptionChange
+from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 from zaqar_delay.storage.base import Driver
 
 MIN_SUBSCRIPTION_TTL = 60
@@ -24,7 +25,7 @@ DUPLICATE = (
 )
 
 
-def _subscriber(value: Any, limits: Limits) -> str:
+def _subscriber(value: Any, limits: Limits, guard: AddressGuard | None = None) -> str:
     types = list(limits.subscriber_types)
     if not isinstance(value, str):
         raise errors.InvalidRequest(
@@ -39,10 +40,17 @@ def _subscriber(value: Any, limits: Limits) -> str:
         raise errors.InvalidRequest("A mailto: subscriber needs an e-mail address.")
     if parsed.scheme != "mailto" and not parsed.hostname:
         raise errors.InvalidRequest(f"The subscriber {value} names no host.")
+    if guard is not None and parsed.hostname:
+        try:
+            guard.check_host(parsed.hostname)
+        except DeniedAddress as exc:
+            raise errors.InvalidRequest(f"The subscriber is refused: {exc}.") from exc
     return value
 
 
-def subscription_change(document: Any, limits: Limits) -> SubscriptionChange:
+def subscription_change(
+    document: Any, limits: Limits, guard: AddressGuard | None = None
+) -> SubscriptionChange:
     """A POST or PATCH body (Zaqar's ``subscription_patching``) as typed fields."""
     if not document:
         raise errors.InvalidRequest("No subscription to create.")
@@ -64,7 +72,7 @@ def subscription_change(document: Any, limits: Limits) -> SubscriptionChange:
         if ttl > validation.INT64_MAX // 1000:
             raise errors.InvalidRequest("The TTL for a subscription is too large.")
     return SubscriptionChange(
-        subscriber=_subscriber(subscriber, limits) if subscriber else None,
+        subscriber=_subscriber(subscriber, limits, guard) if subscriber else None,
         ttl_s=int(ttl) if ttl else None,
         options=dict(options) if isinstance(options, dict) else None,
     )
@@ -73,35 +81,42 @@ def subscription_change(document: Any, limits: Limits) -> SubscriptionChange:
 class Subscriptions:
     """Create, list, read, change, confirm and delete the subscriptions of every project."""
 
-    def __init__(self, driver: Driver, limits: Limits, clock: Clock) -> None:
+    def __init__(
+        self, driver: Driver, limits: Limits, clock: Clock, guard: AddressGuard | None = None
+    ) -> None:
+        """``guard`` refuses subscribers whose address pushes may not reach."""
         self.driver = driver
         self.limits = limits
         self.clock = clock
+        self.guard = guard
 
-    def create(self, project: str, queue: str, document: Any) -> tuple[str, bool]:
-        """Subscribe; ``(id, created)``. A live subscription with the same subscriber is a
-        Conflict once it is confirmed; before that it is answered again (``(its id, False)``):
-        Zaqar's rule, so that subscribing again re-sends the confirmation request."""
+    def create(self, project: str, queue: str, document: Any) -> tuple[str, str | None]:
+        """Subscribe; ``(id, signing secret)``, the secret only when the subscription is new.
+
+        A live subscription with the same subscriber is a Conflict once it is confirmed;
+        before that it is answered again (``(its id, None)``): Zaqar's rule, so that
+        subscribing again re-sends the confirmation request."""
         if isinstance(document, dict) and "subscriber" not in document:
             raise errors.InvalidRequest("Missing parameter subscriber in body.")
-        change = subscription_change(document, self.limits)
+        change = subscription_change(document, self.limits, self.guard)
         # Checked even when empty (a PATCH takes an empty subscriber as "keep it").
-        subscriber = _subscriber(document["subscriber"], self.limits)
+        subscriber = _subscriber(document["subscriber"], self.limits, self.guard)
         now_ms = self.clock.now_ms()
+        secret = secrets.token_urlsafe(32)
         subscription_id, created = self.driver.create_subscription(
             project,
             queue,
             subscriber,
             change.ttl_s or self.limits.default_subscription_ttl,
             change.options or {},
-            secrets.token_urlsafe(32),
+            secret,
             now_ms,
         )
         if not created:
             existing = self.driver.get_subscription(project, queue, subscription_id, now_ms)
             if existing is None or existing.confirmed:
                 raise errors.Conflict(DUPLICATE)
-        return subscription_id, created
+        return subscription_id, secret if created else None
 
     def list(self, project: str, queue: str, marker: str | None, limit: int) -> list[Subscription]:
         if not 1 <= limit <= self.limits.max_subscriptions_per_page:
@@ -118,7 +133,7 @@ class Subscriptions:
         return found
 
     def update(self, project: str, queue: str, subscription_id: str, document: Any) -> None:
-        change = subscription_change(document, self.limits)
+        change = subscription_change(document, self.limits, self.guard)
         now_ms = self.clock.now_ms()
         self.driver.update_subscription(project, queue, subscription_id, change, now_ms)
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.api.conftest import Api, assert_error
+from tests.api.conftest import Api, api_on, assert_error
 
 SUBS = "/v2/queues/q/subscriptions"
 HOOK = "http://127.0.0.1:9/hook"
@@ -60,7 +61,9 @@ def test_subscribing_again_answers_the_unconfirmed_one_and_conflicts_once_confir
     api: Api,
 ) -> None:
     sid = subscribe(api, ttl=600)
-    assert subscribe(api, ttl=900) == sid  # Zaqar's rule, python-zaqarclient tests it
+    again = api.post(SUBS, json={"subscriber": HOOK, "ttl": 900})
+    assert again.status_code == 201  # Zaqar's rule, python-zaqarclient tests it
+    assert again.json == {"subscription_id": sid}  # the signing secret is shown once only
     assert api.get(f"{SUBS}/{sid}").json["ttl"] == 600  # unchanged
     confirm = {"confirmed": True}
     assert api.request("PUT", f"{SUBS}/{sid}/confirm", json=confirm).status_code == 204
@@ -166,3 +169,24 @@ def test_queue_retry_policy_is_checked(api: Api) -> None:
         refused, 400, "Invalid API request", "ignore_subscription_override must be a boolean."
     )
     assert api.put("/v2/queues/q", json={"_retry_policy": {"minimum_delay": 5}}).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "subscriber",
+    ["http://169.254.169.254/latest/meta-data", "https://[fe80::1]/x", "http://100.100.100.200/"],
+)
+def test_link_local_and_metadata_addresses_are_refused(api: Api, subscriber: str) -> None:
+    refused = api.post(SUBS, json={"subscriber": subscriber})
+    assert_error(refused, 400, "Invalid API request")
+    assert "pushes may not reach" in refused.json["description"]
+
+
+@pytest.fixture
+def allowing(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from api_on(request, "embedded", allowed_networks=("169.254.169.0/24",))
+
+
+def test_allowed_networks_win_over_denied_ones(allowing: Api) -> None:
+    created = allowing.post(SUBS, json={"subscriber": "http://169.254.169.254/hook"})
+    assert created.status_code == 201
+    assert allowing.post(SUBS, json={"subscriber": "http://169.254.0.1/"}).status_code == 400

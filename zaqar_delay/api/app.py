@@ -19,6 +19,9 @@ from zaqar_delay.conf import Settings
 from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import open_journal
 from zaqar_delay.metrics import Metrics
+from zaqar_delay.push.dispatcher import Dispatcher
+from zaqar_delay.push.guard import AddressGuard
+from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
 from zaqar_delay.storage.base import Driver
@@ -29,8 +32,22 @@ from zaqar_delay.subscriptions import Subscriptions
 def create_wsgi_app(
     settings: Settings, driver: Driver | None = None, clock: Clock | None = None
 ) -> WSGIApp:
-    """:func:`create_app` behind the configured authentication (what servers run)."""
-    return protect(create_app(settings, driver, clock), settings)
+    """:func:`create_app` behind the configured authentication (what servers run), and, with
+    ``[notification] push``, this process's push dispatcher."""
+    app, service = build(settings, driver, clock)
+    if settings.push:
+        start_dispatcher(service, settings)
+    return protect(app, settings)
+
+
+def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
+    """Run a dispatcher on the service's store, woken by the posts this process serves."""
+    guard = AddressGuard(settings.denied_networks, settings.allowed_networks)
+    sender = WebhookSender(guard, settings.push_timeout, settings.push_concurrency)
+    dispatcher = Dispatcher(service.driver, service.clock, sender, settings.push_concurrency)
+    service.lifecycle.pushes_owed = dispatcher.notify
+    dispatcher.start()
+    return dispatcher
 
 
 def message_cipher(settings: Settings) -> MessageCipher | None:
@@ -44,6 +61,13 @@ def create_app(
     settings: Settings, driver: Driver | None = None, clock: Clock | None = None
 ) -> falcon.App[falcon.Request, falcon.Response]:
     """Build the v2 API on ``driver`` (opened from ``settings.storage_uri`` when omitted)."""
+    return build(settings, driver, clock)[0]
+
+
+def build(
+    settings: Settings, driver: Driver | None = None, clock: Clock | None = None
+) -> tuple[falcon.App[falcon.Request, falcon.Response], Service]:
+    """:func:`create_app`, and the service it serves."""
     if driver is None:
         driver = open_driver(settings.storage_uri, settings)
     clock = clock or SystemClock()
@@ -71,7 +95,8 @@ def create_app(
     app.req_options.strip_url_path_trailing_slash = False
     api_errors.register(app)
 
-    subscribing = Subscriptions(driver, settings.limits, clock)
+    guard = AddressGuard(settings.denied_networks, settings.allowed_networks)
+    subscribing = Subscriptions(driver, settings.limits, clock, guard)
     # The resources that need more than the service.
     special: dict[type[Resource], Resource] = {
         **{
@@ -91,4 +116,4 @@ def create_app(
     }
     for route in ROUTES:
         app.add_route(route.template, special.get(route.resource) or route.resource(service))
-    return app
+    return app, service

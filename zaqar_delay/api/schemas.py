@@ -135,7 +135,7 @@ SUBSCRIPTION_IN: Schema = {
 SUBSCRIPTION_ID: Schema = {
     "type": "object",
     "required": ["subscription_id"],
-    "properties": {"subscription_id": {"type": "string"}},
+    "properties": {"subscription_id": {"type": "string"}, "signing_secret": {"type": "string"}},
 }
 SUBSCRIPTION_OUT: Schema = {
     "type": "object",

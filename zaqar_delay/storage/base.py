@@ -26,6 +26,7 @@ from zaqar_delay.models import (
     QueueStats,
     VersionedMetadata,
 )
+from zaqar_delay.storage.deliveries import DeliveryStore
 from zaqar_delay.storage.subscriptions import SubscriptionStore
 
 
@@ -59,8 +60,9 @@ class Wakeups(abc.ABC):
         itself after a store outage and then call ``on_reconnect`` (wake-ups may be lost)."""
 
 
-class Driver(SubscriptionStore):
-    """A message store scoped by (project, queue), with the queues' subscriptions."""
+class Driver(SubscriptionStore, DeliveryStore):
+    """A message store scoped by (project, queue), with the queues' subscriptions and the
+    pushes owed to them."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 

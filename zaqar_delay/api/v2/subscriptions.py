@@ -54,12 +54,14 @@ class SubscriptionCollection(SubscriptionResource):
     )
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         document = body.read_json(req)
-        subscription_id, _ = self.subscriptions.create(
+        subscription_id, secret = self.subscriptions.create(
             req.context.project, queue_name, {} if document is None else document
         )
         resp.status = falcon.HTTP_201
         resp.location = req.path
         resp.media = {"subscription_id": subscription_id}
+        if secret is not None:  # shown this once: it keys the signatures of its pushes
+            resp.media["signing_secret"] = secret
 
 
 class SubscriptionItem(SubscriptionResource):

@@ -82,6 +82,7 @@ class MongoBase(Driver):
     _messages: Collection[Doc]
     _claims: Collection[Doc]
     _subscriptions: Collection[Doc]
+    _pushes: Collection[Doc]
     _dedup: DedupIds
     _closed: threading.Event
     _wakeups: MongoWakeups
@@ -93,6 +94,11 @@ class MongoBase(Driver):
 
     def _reserve_sequence(self, project: str, queue: str, count: int, now_ms: int) -> int:
         """Take ``count`` sequence numbers (creating the queue if needed); returns the first."""
+        return self._reserve(project, queue, count, now_ms)[0]
+
+    def _reserve(self, project: str, queue: str, count: int, now_ms: int) -> tuple[int, bool]:
+        """:meth:`_reserve_sequence`, and whether the queue ever had a subscription (``hs``,
+        so that posts to other queues look for none)."""
         for _ in range(3):
             try:
                 updated = self._queues.find_one_and_update(
@@ -106,7 +112,7 @@ class MongoBase(Driver):
             # MongoDB returns the upserted document; secantusdb has answered None when a
             # concurrent upsert created it first. Either way the retry updates it.
             if updated is not None:
-                return int(updated["seq"]) - count + 1
+                return int(updated["seq"]) - count + 1, bool(updated.get("hs"))
         raise errors.StorageUnavailable("The queue could not be created.")
 
     def _policy(self, project: str, queue: str) -> QueuePolicy:

@@ -20,12 +20,13 @@ from zaqar_delay.storage.mongodb.common import LIST_SCAN_BUDGET, Doc
 from zaqar_delay.storage.mongodb.dedup import DedupIds
 from zaqar_delay.storage.mongodb.errors import translate_errors
 from zaqar_delay.storage.mongodb.messages import MessageOps
+from zaqar_delay.storage.mongodb.pushes import PushOps
 from zaqar_delay.storage.mongodb.queues import QueueOps
 from zaqar_delay.storage.mongodb.subscriptions import SubscriptionOps
 from zaqar_delay.storage.mongodb.wakeups import MongoWakeups
 
 
-class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps):
+class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
     """Stores queues in one MongoDB database (``client[database]``)."""
 
     def __init__(
@@ -44,6 +45,7 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps):
         self._messages = db[schema.MESSAGES]
         self._claims = db[schema.CLAIMS]
         self._subscriptions = db[schema.SUBSCRIPTIONS]
+        self._pushes = db[schema.PUSHES]
         self._dedup = DedupIds(db[schema.DEDUP])
         self._closed = threading.Event()
         self._wakeups = MongoWakeups(db, self._closed)

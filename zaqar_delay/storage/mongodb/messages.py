@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pymongo
 
@@ -30,6 +31,12 @@ from zaqar_delay.storage.mongodb.schema import as_date
 class MessageOps(MongoBase):
     """Every operation on the ``messages`` collection that no claim makes."""
 
+    if TYPE_CHECKING:
+
+        def _owe_pushes(
+            self, project: str, queue: str, stored: Sequence[Doc], now_ms: int
+        ) -> int: ...
+
     def _documents(
         self,
         project: str,
@@ -37,8 +44,8 @@ class MessageOps(MongoBase):
         messages: Sequence[NewMessage],
         client_id: str,
         now_ms: int,
-    ) -> list[Doc]:
-        first = self._reserve_sequence(project, queue, len(messages), now_ms)
+    ) -> tuple[list[Doc], bool]:
+        first, subscribed = self._reserve(project, queue, len(messages), now_ms)
         documents = []
         for i, message in enumerate(messages):
             due = now_ms + message.delay_ms
@@ -62,7 +69,7 @@ class MessageOps(MongoBase):
                     "cc": 0,
                 }
             )
-        return documents
+        return documents, subscribed
 
     def post_messages(
         self,
@@ -72,7 +79,7 @@ class MessageOps(MongoBase):
         client_id: str,
         now_ms: int,
     ) -> Posted:
-        documents = self._documents(project, queue, messages, client_id, now_ms)
+        documents, subscribed = self._documents(project, queue, messages, client_id, now_ms)
         duplicate_of = self._remember_dedup_ids(project, queue, messages, documents, now_ms)
         fresh = [d for i, d in enumerate(documents) if i not in duplicate_of]
 
@@ -90,8 +97,9 @@ class MessageOps(MongoBase):
                 self._dedup.forget(project, queue, fresh_ids)
                 raise
             self._wakeups.wake(project, queue)
+        push_due = self._owe_pushes(project, queue, fresh, now_ms) if subscribed else 0
         ids = [duplicate_of.get(i) or str(d["_id"]) for i, d in enumerate(documents)]
-        return Posted(ids, tuple(sorted(duplicate_of)))
+        return Posted(ids, tuple(sorted(duplicate_of)), push_due_ms=push_due)
 
     def _remember_dedup_ids(
         self,

@@ -12,6 +12,8 @@ wakeups:  {c: wake channel, ex: date}: inserted only while a waiter is announced
 dedup:    {p, q, i: dedup id, m: message id, e: remembered until ms, ex: date} (dedup.py)
 subscriptions: {_id: id, p, q, u: subscriber, t: ttl s, o: options JSON text, st: ms its ttl
           started, e: expires ms, ex: date, c: confirmed, sk: signing secret}
+pushes:   {_id: "<subscription id>:<message id>", p, q, n: next attempt ms (while leased: the
+          lease's end), a: attempts made, l: lease token or None} (pushes.py)
 
 Metadata and bodies are stored as JSON text: any JSON is accepted (keys with "$" or ".",
 integers beyond 64 bits) and nothing queries inside them.
@@ -31,6 +33,7 @@ WAITERS = "waiters"
 WAKEUPS = "wakeups"
 DEDUP = "dedup"
 SUBSCRIPTIONS = "subscriptions"
+PUSHES = "pushes"
 
 ASC = pymongo.ASCENDING
 
@@ -74,6 +77,13 @@ INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] =
         "subscriber": ([("p", ASC), ("q", ASC), ("u", ASC)], {"unique": True}),
         "listing": ([("p", ASC), ("q", ASC), ("_id", ASC)], {}),
         "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
+    },
+    PUSHES: {
+        # Due pushes anywhere (dispatchers), and of one queue (leases), by next attempt.
+        "due": ([("n", ASC)], {}),
+        "queue_due": ([("p", ASC), ("q", ASC), ("n", ASC)], {}),
+        # The pushes of one lease.
+        "lease": ([("p", ASC), ("q", ASC), ("l", ASC)], {}),
     },
 }
 

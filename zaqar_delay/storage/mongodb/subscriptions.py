@@ -59,6 +59,8 @@ class SubscriptionOps(MongoBase):
         now_ms: int,
     ) -> tuple[str, bool]:
         self.create_queue(project, queue, {}, now_ms)  # no-op when it exists
+        # Posts to this queue look for subscriptions from now on (see MongoBase._reserve).
+        self._queues.update_one(self._queue_filter(project, queue), {"$set": {"hs": True}})
         self._forget_lapsed(project, queue, subscriber, now_ms)
         expires_ms = now_ms + ttl_s * 1000
         subscription_id = secrets.token_hex(12)

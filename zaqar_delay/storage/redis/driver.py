@@ -33,6 +33,7 @@ from zaqar_delay.storage.base import Wakeups
 from zaqar_delay.storage.redis.claims import ClaimScripts
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
+from zaqar_delay.storage.redis.pushes import PushScripts
 from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
 from zaqar_delay.storage.redis.subscriptions import SubscriptionScripts
 
@@ -41,7 +42,7 @@ LIST_SCAN_BUDGET = 2000
 
 
 @translate_class_errors
-class RedisDriver(ClaimScripts, SubscriptionScripts):
+class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
     """Stores queues in Redis (standalone, embedded or cluster) through ``client``."""
 
     def __init__(
@@ -99,6 +100,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts):
     def delete_queue(self, project: str, queue: str) -> None:
         self._client.zrem(self._keys.project_queues(project), queue)
         self._run("queue", project, queue, "delete", 0, "")
+        self._forget_push_index(project, queue)
 
     def list_queues(
         self, project: str, marker: str | None, limit: int, detailed: bool
@@ -208,11 +210,14 @@ class RedisDriver(ClaimScripts, SubscriptionScripts):
             return VersionedMetadata(dict(json.loads(raw)), hashlib.sha1(raw).hexdigest())
         if created:
             self._index_queue(project, queue)
-        version, joined, duplicates = rest
+        version, joined, duplicates, push_due = rest
+        if push_due:
+            self._lower_push_index(project, queue, int(push_due))
         return Posted(
             joined.decode().split(",") if joined else [],
             tuple(int(i) for i in duplicates.split(b",")) if duplicates else (),
             version.decode(),
+            int(push_due),
         )
 
     def list_messages(

@@ -34,6 +34,10 @@ class QueueKeys:
     # JSON, secret] (the S_* positions in lua/lib.lua)
     subscriptions: str
     subscription_ids: str  # ZSET: subscription id, score 0 (listed in id order)
+    # ZSET: "<subscription id>:<message id>" owed a push, scored by the ms of its next attempt
+    # (while leased: the lease's end)
+    deliveries: str
+    delivery_info: str  # HASH: delivery -> msgpack [attempts made, lease token or ""]
 
     def as_list(self) -> list[str]:
         return [getattr(self, field.name) for field in dataclasses.fields(self)]
@@ -63,11 +67,19 @@ class KeySpace:
             dedup_expiry=f"{base}:de",
             subscriptions=f"{base}:s",
             subscription_ids=f"{base}:si",
+            deliveries=f"{base}:p",
+            delivery_info=f"{base}:pi",
         )
 
     def wake_pattern(self) -> str:
         """Pattern matching the wake channel of every queue."""
         return f"{self.prefix}:*:wake"
+
+    def pushes(self) -> str:
+        """ZSET of every queue with pushes owed (member ``queue_member``), scored by the ms of
+        its earliest one: how dispatchers find due pushes in one call, whatever the number of
+        queues (its own cluster slot)."""
+        return f"{self.prefix}:{{pushes}}"
 
     def project_queues(self, project: str) -> str:
         """ZSET of the project's queue names (score 0, listed lexicographically)."""

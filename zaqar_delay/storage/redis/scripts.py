@@ -24,6 +24,7 @@ SCRIPT_NAMES = (
     "queue",
     "next_claimable",
     "subscription",
+    "push",
 )
 
 

@@ -4,7 +4,7 @@
 --   1 queue   2 bodies   3 infos   4 fifo   5 ready   6 claimed   7 expiry   8 claims
 --   9 claim_expiry   10 waiters   11 wake (a pub/sub channel, passed with the keys so it
 --   shares their cluster slot)   12 dedup   13 dedup_expiry   14 subscriptions
---   15 subscription_ids
+--   15 subscription_ids   16 deliveries   17 delivery_info
 -- Times are epoch milliseconds handed in through ARGV; scripts never read the server clock,
 -- so a test clock drives them exactly like the real one.
 
@@ -14,6 +14,7 @@ local K_CLAIMS, K_CLAIM_EXPIRY = KEYS[8], KEYS[9]
 local K_WAITERS, K_WAKE = KEYS[10], KEYS[11]
 local K_DEDUP, K_DEDUP_EXPIRY = KEYS[12], KEYS[13]
 local K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS = KEYS[14], KEYS[15]
+local K_DELIVERIES, K_DELIVERY_INFO = KEYS[16], KEYS[17]
 
 -- Positions in a message info array (msgpack).
 local I_CREATED, I_EXPIRES, I_TTL, I_DUE, I_CLIENT, I_SEQ = 1, 2, 3, 4, 5, 6
@@ -253,4 +254,22 @@ local function emit(out, id, info)
     out[#out + 1] = id
     out[#out + 1] = redis.call('HGET', K_BODIES, id)
     out[#out + 1] = cmsgpack.pack(info)
+end
+
+-- The ids of the queue's live subscriptions (a queue has few).
+local function live_subscription_ids(now)
+    local flat = redis.call('HGETALL', K_SUBSCRIPTIONS)
+    local ids = {}
+    for i = 1, #flat, 2 do
+        if cmsgpack.unpack(flat[i + 1])[S_EXPIRES] > now then
+            ids[#ids + 1] = flat[i]
+        end
+    end
+    return ids
+end
+
+-- The ms of the queue's earliest owed push (a due time or a lease's end), or 0 for none.
+local function earliest_push()
+    local first = redis.call('ZRANGE', K_DELIVERIES, 0, 0, 'WITHSCORES')
+    return first[2] and tonumber(first[2]) or 0
 end

@@ -16,8 +16,11 @@
 --                it, so ids of one millisecond sort in posting order.
 --   mode "keep": ref is the full id (dead-letter moves); an id already present is skipped, so a
 --                repeated move stores the message once.
+-- Every message a "new" post stores is owed a push to each live subscription of the queue, at
+-- its due time (deliveries).
 -- Returns: {created (1 if the queue was created), metadata SHA-1, the ids in order joined by ",",
---   the 0-based positions of messages that matched a remembered dedup_id joined by ","}.
+--   the 0-based positions of messages that matched a remembered dedup_id joined by ",",
+--   the earliest due time of the pushes it added (0 for none)}.
 
 local now, mode, client, expected = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local metadata = redis.call('HGET', K_QUEUE, 'm')
@@ -85,4 +88,18 @@ if #bodies > 0 then
     bulk('ZADD', K_EXPIRY, expiry)
     wake_waiters()
 end
-return {created, version, table.concat(ids, ','), table.concat(duplicates, ',')}
+local first_push = 0
+if #ready > 0 and mode == 'new' and redis.call('EXISTS', K_SUBSCRIPTIONS) == 1 then
+    local pushes = {}
+    for _, sid in ipairs(live_subscription_ids(now)) do
+        for i = 1, #ready, 2 do
+            pushes[#pushes + 1] = ready[i]
+            pushes[#pushes + 1] = sid .. ':' .. ready[i + 1]
+            if first_push == 0 or ready[i] < first_push then
+                first_push = ready[i]
+            end
+        end
+    end
+    bulk('ZADD', K_DELIVERIES, pushes)
+end
+return {created, version, table.concat(ids, ','), table.concat(duplicates, ','), first_push}

@@ -5,7 +5,8 @@
 --   "create":  store the queue with metadata_json unless it exists; returns 1 if created.
 --   "set":     replace the metadata of an existing queue; returns 0 if the queue is missing.
 --   "purge":   drop every message, claim and remembered dedup id, keep the queue; returns 1.
---   "delete":  drop the queue with its messages, claims, dedup ids and subscriptions; returns 1.
+--   "delete":  drop the queue with its messages, claims, dedup ids, subscriptions and owed
+--              pushes; returns 1.
 
 local action = ARGV[1]
 if action == 'create' then
@@ -24,6 +25,6 @@ end
 redis.call('UNLINK', K_BODIES, K_INFOS, K_FIFO, K_READY, K_CLAIMED, K_EXPIRY, K_CLAIMS, K_CLAIM_EXPIRY,
     K_DEDUP, K_DEDUP_EXPIRY)
 if action == 'delete' then
-    redis.call('UNLINK', K_QUEUE, K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS)
+    redis.call('UNLINK', K_QUEUE, K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS, K_DELIVERIES, K_DELIVERY_INFO)
 end
 return 1

@@ -1,0 +1,160 @@
+"""The push dispatcher against a real store and a real HTTP receiver, on the fake clock:
+pushes at the due time and never before, Zaqar's retry schedule, permanent failures and
+dead-lettering, signatures and stable delivery ids."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterator
+
+import pytest
+
+from tests.api.conftest import Api
+from tests.receiver import Receiver, receiver
+from zaqar_delay.push.dispatcher import Dispatcher
+from zaqar_delay.push.guard import AddressGuard
+from zaqar_delay.push.webhook import WebhookSender
+
+
+@pytest.fixture
+def dispatcher(api: Api) -> Iterator[Dispatcher]:
+    sender = WebhookSender(AddressGuard(), timeout_s=5)
+    dispatcher = Dispatcher(api.driver, api.clock, sender, concurrency=4)
+    yield dispatcher
+    dispatcher.stop()
+
+
+def subscribe(api: Api, hook: Receiver, queue: str = "q", **options: object) -> str:
+    created = api.post(
+        f"/v2/queues/{queue}/subscriptions", json={"subscriber": hook.url, "options": options}
+    )
+    assert created.status_code == 201, created.text
+    return str(created.json["subscription_id"])
+
+
+def test_pushed_when_due_never_before(api: Api, dispatcher: Dispatcher) -> None:
+    with receiver() as hook:
+        sid = subscribe(api, hook)
+        due_ms = api.clock.now_ms() + 30_000
+        [mid] = api.post_messages("q", {"body": {"n": 1}, "deliver_at": due_ms, "ttl": 600})
+        api.clock.advance(ms=29_999)
+        assert dispatcher.run_once() == 0
+        assert hook.received == []
+        api.clock.advance(ms=1)
+        assert dispatcher.run_once() == 1
+        [push] = hook.wait_for(1)
+        document = push.json()
+        assert document == {
+            "id": mid,
+            "href": f"/v2/queues/q/messages/{mid}",
+            "ttl": 600,
+            "age": 30,
+            "body": {"n": 1},
+            "queue_name": "q",
+        }
+        assert push.headers["X-Zaqar-Delay-Delivery-Id"] == f"{sid}:{mid}"
+        assert push.headers["X-Zaqar-Delay-Attempt"] == "1"
+        assert dispatcher.run_once() == 0  # delivered once
+        # Pushing does not consume: pull consumers still see it.
+        assert api.get(f"/v2/queues/q/messages/{mid}").status_code == 200
+
+
+def test_the_signature_verifies_with_the_subscription_secret(
+    api: Api, dispatcher: Dispatcher
+) -> None:
+    with receiver() as hook:
+        created = api.post("/v2/queues/q/subscriptions", json={"subscriber": hook.url})
+        secret = created.json["signing_secret"]
+        assert len(secret) >= 32
+        api.post_messages("q", {"body": "signed"})
+        dispatcher.run_once()
+        [push] = hook.wait_for(1)
+        fields = dict(
+            part.split("=", 1) for part in push.headers["X-Zaqar-Delay-Signature"].split(",")
+        )
+        expected = hmac.new(
+            secret.encode(), f"{fields['t']}.".encode() + push.body, hashlib.sha256
+        ).hexdigest()
+        assert hmac.compare_digest(fields["v1"], expected)
+
+
+def test_failures_are_retried_on_zaqar_s_schedule(api: Api, dispatcher: Dispatcher) -> None:
+    policy = {"retries_with_no_delay": 1, "minimum_delay_retries": 1, "minimum_delay": 5,
+              "maximum_delay": 10, "maximum_delay_retries": 1}  # fmt: skip
+    with receiver(statuses=[503, 500, 429, 502]) as hook:
+        subscribe(api, hook, _retry_policy=policy)
+        api.post_messages("q", {"body": "flaky"})
+        start = api.clock.now_ms()
+        dispatcher.run_once()  # 503
+        dispatcher.run_once()  # at once: 500
+        assert len(hook.wait_for(2)) == 2
+        api.clock.advance(ms=4_999)
+        assert dispatcher.run_once() == 0  # never before the retry is due
+        api.clock.advance(ms=1)
+        dispatcher.run_once()  # after minimum_delay: 429
+        api.clock.advance(seconds=5)
+        dispatcher.run_once()  # linear 5: 502
+        api.clock.advance(seconds=10)
+        dispatcher.run_once()  # maximum_delay: 200
+        pushes = hook.wait_for(5)
+        assert [p.headers["X-Zaqar-Delay-Attempt"] for p in pushes] == ["1", "2", "3", "4", "5"]
+        assert len({p.headers["X-Zaqar-Delay-Delivery-Id"] for p in pushes}) == 1
+        assert api.clock.now_ms() - start == 20_000
+        api.clock.advance(seconds=60)
+        assert dispatcher.run_once() == 0
+
+
+def test_exhausted_retries_and_permanent_failures_go_to_the_dead_letter_queue(
+    api: Api, dispatcher: Dispatcher
+) -> None:
+    policy = {"retries_with_no_delay": 1, "minimum_delay_retries": 0, "minimum_delay": 5,
+              "maximum_delay": 5, "maximum_delay_retries": 0}  # fmt: skip
+    assert api.put("/v2/queues/q", json={"_dead_letter_queue": "dead"}).status_code == 201
+    with receiver(statuses=[500, 500, 404]) as hook:
+        sid = subscribe(api, hook, _retry_policy=policy)
+        [exhausted] = api.post_messages("q", {"body": "a"})
+        dispatcher.run_once()
+        dispatcher.run_once()  # the one retry: given up
+        [permanent] = api.post_messages("q", {"body": "b"})
+        dispatcher.run_once()  # 404: no retry
+        assert len(hook.wait_for(3)) == 3
+        dead = api.get("/v2/queues/dead/messages?echo=true").json["messages"]
+        by_id = {d["body"]["message"]["id"]: d["body"] for d in dead}
+        assert set(by_id) == {exhausted, permanent}
+        assert by_id[exhausted]["attempts"] == 2 and by_id[exhausted]["last_error"] == "HTTP 500"
+        assert by_id[permanent]["attempts"] == 1 and by_id[permanent]["last_error"] == "HTTP 404"
+        assert by_id[permanent]["subscription_id"] == sid
+        api.clock.advance(seconds=60)
+        assert dispatcher.run_once() == 0
+
+
+def test_post_data_template_and_headers(api: Api, dispatcher: Dispatcher) -> None:
+    with receiver() as hook:
+        subscribe(
+            api,
+            hook,
+            post_data='{"event": "due", "message": "$zaqar_message$"}',
+            post_headers={"X-Team": "billing"},
+        )
+        api.post_messages("q", {"body": 7})
+        dispatcher.run_once()
+        [push] = hook.wait_for(1)
+        assert push.json()["event"] == "due" and push.json()["message"]["body"] == 7
+        assert push.headers["X-Team"] == "billing"
+
+
+def test_a_denied_address_is_never_connected_to(api: Api) -> None:
+    sender = WebhookSender(AddressGuard(deny=["127.0.0.0/8"]), timeout_s=5)
+    dispatcher = Dispatcher(api.driver, api.clock, sender, concurrency=1)
+    try:
+        assert api.put("/v2/queues/q", json={"_dead_letter_queue": "dead"}).status_code == 201
+        with receiver() as hook:
+            subscribe(api, hook)
+            api.post_messages("q", {"body": "x"})
+            assert dispatcher.run_once() == 1
+            assert hook.received == []
+            [dead] = api.get("/v2/queues/dead/messages?echo=true").json["messages"]
+            assert "pushes may not reach" in dead["body"]["last_error"]
+    finally:
+        dispatcher.stop()

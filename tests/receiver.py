@@ -1,0 +1,75 @@
+"""A webhook receiver on a loopback port for push tests: records every request (arrival time,
+headers, body) and answers with the statuses it is told to, in order, then 200."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Received:
+    at_ns: int  # time.time_ns() on arrival
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Receiver:
+    url: str
+    statuses: list[int] = field(default_factory=list)  # answered first, in order
+    delay_s: float = 0.0  # how long each answer takes
+    received: list[Received] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait_for(self, count: int, timeout_s: float = 30.0) -> list[Received]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.received) >= count:
+                    return list(self.received)
+            time.sleep(0.01)
+        raise AssertionError(f"{len(self.received)} of {count} pushes arrived")
+
+
+@contextmanager
+def receiver(statuses: list[int] | None = None, delay_s: float = 0.0) -> Iterator[Receiver]:
+    state = Receiver(url="", statuses=list(statuses or []), delay_s=delay_s)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            arrived = time.time_ns()
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            with state.lock:
+                state.received.append(Received(arrived, dict(self.headers), body))
+                status = state.statuses.pop(0) if state.statuses else 200
+            if state.delay_s:
+                time.sleep(state.delay_s)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,166 @@
+"""The push part of the storage contract, on every store (zaqar_delay.storage.deliveries):
+what a post owes each subscription, found across queues in one call, leased, settled, and
+due again when a lease runs out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import namespace_of, open_test_driver
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.models import NewMessage
+from zaqar_delay.storage.base import Driver
+
+P, Q = "project-a", "alerts"
+ALICE = "a" * 32
+LEASE_MS = 30_000
+
+
+def subscribe(
+    driver: Driver, clock: FakeClock, name: str = "a", queue: str = Q, ttl: int = 3600
+) -> str:
+    sid, _ = driver.create_subscription(
+        P, queue, f"http://127.0.0.1:9/{name}", ttl, {}, "s", clock.now_ms()
+    )
+    return sid
+
+
+def post(
+    driver: Driver,
+    clock: FakeClock,
+    *bodies: Any,
+    delay_ms: int = 0,
+    queue: str = Q,
+    dedup: str = "",
+) -> list[str]:
+    messages = [NewMessage(f'"{b}"', 3600, delay_ms, dedup) for b in bodies]
+    return driver.post_messages(P, queue, messages, ALICE, clock.now_ms()).ids
+
+
+def lease(driver: Driver, clock: FakeClock, queue: str = Q, limit: int = 10) -> list[Any]:
+    return driver.lease_pushes(P, queue, clock.now_ms(), LEASE_MS, limit)
+
+
+def test_a_queue_without_subscriptions_owes_nothing(driver: Driver, clock: FakeClock) -> None:
+    posted = driver.post_messages(P, Q, [NewMessage('"x"', 3600, 0)], ALICE, clock.now_ms())
+    assert posted.push_due_ms == 0
+    assert driver.due_push_queues(clock.now_ms(), 10) == []
+    assert driver.next_push_ms() is None
+    assert lease(driver, clock) == []
+
+
+def test_a_push_is_due_with_its_message_never_before(driver: Driver, clock: FakeClock) -> None:
+    sid = subscribe(driver, clock)
+    posted = driver.post_messages(
+        P, Q, [NewMessage('"later"', 3600, 10_000)], ALICE, clock.now_ms()
+    )
+    due = clock.now_ms() + 10_000
+    assert posted.push_due_ms == due
+    assert driver.next_push_ms() == due
+    clock.advance(ms=9_999)
+    assert driver.due_push_queues(clock.now_ms(), 10) == []
+    assert lease(driver, clock) == []
+    clock.advance(ms=1)
+    assert driver.due_push_queues(clock.now_ms(), 10) == [(P, Q)]
+    [delivery] = lease(driver, clock)
+    assert delivery.id == f"{sid}:{posted.ids[0]}"
+    assert (delivery.project, delivery.queue, delivery.attempts) == (P, Q, 0)
+    assert delivery.subscription.id == sid and delivery.message.body == "later"
+    # Leased: nobody else takes it until the lease ends.
+    assert driver.due_push_queues(clock.now_ms(), 10) == []
+    assert lease(driver, clock) == []
+    assert driver.next_push_ms() == clock.now_ms() + LEASE_MS
+    driver.settle_pushes(P, Q, [(delivery, None)], clock.now_ms())
+    assert driver.next_push_ms() is None
+    clock.advance(seconds=60)
+    assert lease(driver, clock) == []
+
+
+def test_each_subscription_is_owed_each_message(driver: Driver, clock: FakeClock) -> None:
+    first, second = subscribe(driver, clock, "a"), subscribe(driver, clock, "b")
+    ids = post(driver, clock, 1, 2)
+    leased = lease(driver, clock)
+    assert {d.id for d in leased} == {f"{s}:{m}" for s in (first, second) for m in ids}
+
+
+def test_a_retry_is_due_at_its_time_with_one_attempt_more(driver: Driver, clock: FakeClock) -> None:
+    subscribe(driver, clock)
+    post(driver, clock, "x")
+    [delivery] = lease(driver, clock)
+    retry_at = clock.now_ms() + 5_000
+    driver.settle_pushes(P, Q, [(delivery, retry_at)], clock.now_ms())
+    assert driver.next_push_ms() == retry_at
+    clock.advance(ms=4_999)
+    assert lease(driver, clock) == []
+    clock.advance(ms=1)
+    [again] = lease(driver, clock)
+    assert again.id == delivery.id and again.attempts == 1 and again.lease != delivery.lease
+
+
+def test_a_lease_that_runs_out_is_due_again_and_its_settle_is_ignored(
+    driver: Driver, clock: FakeClock
+) -> None:
+    subscribe(driver, clock)
+    post(driver, clock, "x")
+    [first] = lease(driver, clock)  # this dispatcher dies
+    clock.advance(ms=LEASE_MS)
+    assert driver.due_push_queues(clock.now_ms(), 10) == [(P, Q)]
+    [second] = lease(driver, clock)
+    assert second.id == first.id and second.attempts == 0
+    driver.settle_pushes(P, Q, [(first, None)], clock.now_ms())  # late: ignored
+    assert driver.next_push_ms() == clock.now_ms() + LEASE_MS
+    driver.settle_pushes(P, Q, [(second, None)], clock.now_ms())
+    assert driver.next_push_ms() is None
+
+
+def test_pushes_of_gone_messages_and_subscriptions_are_dropped(
+    driver: Driver, clock: FakeClock
+) -> None:
+    kept, dropped = subscribe(driver, clock, "a"), subscribe(driver, clock, "b")
+    deleted, alive = post(driver, clock, "deleted", "alive")
+    driver.delete_message(P, Q, deleted, None, clock.now_ms())
+    driver.delete_subscription(P, Q, dropped)
+    assert [d.id for d in lease(driver, clock)] == [f"{kept}:{alive}"]
+
+
+def test_only_stored_messages_and_live_subscriptions_are_owed(
+    driver: Driver, clock: FakeClock
+) -> None:
+    subscribe(driver, clock, "short", ttl=60)
+    clock.advance(seconds=61)
+    live = subscribe(driver, clock, "live")
+    [first] = post(driver, clock, "x", dedup="d1")
+    post(driver, clock, "x", dedup="d1")  # a duplicate: nothing new owed
+    assert [d.id for d in lease(driver, clock)] == [f"{live}:{first}"]
+
+
+def test_due_queues_are_found_across_queues_in_due_order(driver: Driver, clock: FakeClock) -> None:
+    for queue, delay in (("q1", 3_000), ("q2", 1_000), ("q3", 60_000)):
+        subscribe(driver, clock, queue=queue)
+        post(driver, clock, "x", delay_ms=delay, queue=queue)
+    clock.advance(seconds=5)
+    assert driver.due_push_queues(clock.now_ms(), 10) == [(P, "q2"), (P, "q1")]
+    assert driver.due_push_queues(clock.now_ms(), 1) == [(P, "q2")]
+
+
+def test_deleting_the_queue_drops_its_pushes(driver: Driver, clock: FakeClock) -> None:
+    subscribe(driver, clock)
+    post(driver, clock, "x")
+    driver.delete_queue(P, Q)
+    assert driver.due_push_queues(clock.now_ms(), 10) == []
+    assert driver.next_push_ms() is None
+
+
+def test_two_dispatchers_never_lease_one_push(
+    driver: Driver, clock: FakeClock, store_uri: str
+) -> None:
+    other = open_test_driver(store_uri, namespace=namespace_of(driver))
+    try:
+        subscribe(driver, clock)
+        post(driver, clock, *range(6))
+        mine = driver.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 3)
+        theirs = other.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 10)
+        assert len(mine) == 3 and len(theirs) == 3
+        assert not {d.id for d in mine} & {d.id for d in theirs}
+    finally:
+        other.close()

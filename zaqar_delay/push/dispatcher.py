@@ -1,0 +1,163 @@
+"""The dispatcher: finds due pushes in the store, sends them and records each outcome.
+
+Every server process runs one. Leases in the store keep two dispatchers from sending one push
+at once, and make a push due again when its dispatcher dies mid-send, so delivery is at least
+once and survives ``kill -9`` of any process. A failed attempt is retried by the
+``_retry_policy`` schedule (``retry_policy``); a push that fails for good, or runs out of
+retries, moves its message to the queue's ``_dead_letter_queue`` when it has one.
+
+The dispatcher sleeps until the earliest owed push, at most ``recheck_s``; a post in this
+process that owes an earlier push wakes it at once (``notify``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Sequence
+
+from zaqar_delay import jsondoc, retry_policy
+from zaqar_delay.clock import Clock
+from zaqar_delay.errors import StorageUnavailable
+from zaqar_delay.models import Delivery, NewMessage
+from zaqar_delay.policy import QueuePolicy
+from zaqar_delay.push.webhook import Outcome, WebhookSender, message_document
+from zaqar_delay.storage.base import Driver
+
+LOG = logging.getLogger(__name__)
+
+BATCH = 64
+QUEUES_PER_ROUND = 32
+RECHECK_S = 1.0
+
+
+class Dispatcher:
+    """Sends the pushes the store owes, with ``concurrency`` requests in flight at most."""
+
+    def __init__(
+        self,
+        driver: Driver,
+        clock: Clock,
+        sender: WebhookSender,
+        concurrency: int = 32,
+        recheck_s: float = RECHECK_S,
+    ) -> None:
+        """A lease lasts three push timeouts: a batch is sent in at most two waves."""
+        self.driver = driver
+        self.lease_ms = int(sender.timeout_s * 3000)
+        self.clock = clock
+        self.sender = sender
+        self.recheck_s = recheck_s
+        self._pool = concurrent.futures.ThreadPoolExecutor(concurrency, "zaqar-delay-push")
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- running -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name="zaqar-delay-dispatcher", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        self._pool.shutdown(wait=False)
+        self.sender.close()
+
+    def notify(self, due_ms: int) -> None:
+        """A post owes pushes due at ``due_ms``: look again now (cheap when it is later)."""
+        if due_ms:
+            self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.run_once():
+                    continue
+                self._sleep()
+            except StorageUnavailable as exc:
+                LOG.warning("push delivery waits for the store: %s", exc.description)
+                self._stop.wait(self.recheck_s)
+            except Exception:
+                LOG.exception("push delivery round failed")
+                self._stop.wait(self.recheck_s)
+
+    def _sleep(self) -> None:
+        now_ms = self.clock.now_ms()
+        next_ms = self.driver.next_push_ms()
+        sleep_s = self.recheck_s
+        if next_ms is not None:
+            sleep_s = min(sleep_s, max(0.0, (next_ms - now_ms + 1) / 1000))
+        if sleep_s > 0 and self._wake.wait(sleep_s):
+            self._wake.clear()
+
+    # -- one round -----------------------------------------------------------------------------
+
+    def run_once(self) -> int:
+        """Send the pushes due now (a batch per queue); returns how many were attempted."""
+        now_ms = self.clock.now_ms()
+        attempted = 0
+        for project, queue in self.driver.due_push_queues(now_ms, QUEUES_PER_ROUND):
+            leased = self.driver.lease_pushes(project, queue, now_ms, self.lease_ms, BATCH)
+            if leased:
+                self._deliver(project, queue, leased)
+                attempted += len(leased)
+        return attempted
+
+    def _deliver(self, project: str, queue: str, leased: Sequence[Delivery]) -> None:
+        sent = list(self._pool.map(lambda d: self.sender.send(d, self.clock.now_ms()), leased))
+        metadata = self.driver.get_metadata(project, queue) or {}
+        policy = QueuePolicy.of(metadata)
+        now_ms = self.clock.now_ms()
+        outcomes: list[tuple[Delivery, int | None]] = []
+        for delivery, outcome in zip(leased, sent, strict=True):
+            retry_at = self._retry_at(delivery, outcome, metadata, now_ms)
+            if retry_at is None and outcome.kind != "delivered":
+                LOG.warning(
+                    "push %s to %s failed for good after %d attempts: %s",
+                    delivery.id,
+                    delivery.subscription.subscriber,
+                    delivery.attempts + 1,
+                    outcome.error,
+                )
+                if policy.dead_letter_queue:
+                    self._dead_letter(delivery, outcome, policy.dead_letter_queue, now_ms)
+            outcomes.append((delivery, retry_at))
+        self.driver.settle_pushes(project, queue, outcomes, now_ms)
+
+    @staticmethod
+    def _retry_at(
+        delivery: Delivery, outcome: Outcome, metadata: dict[str, object], now_ms: int
+    ) -> int | None:
+        if outcome.kind != "retry":
+            return None
+        delays = retry_policy.retry_delays_s(
+            retry_policy.effective(delivery.subscription.options, metadata)
+        )
+        if delivery.attempts >= len(delays):
+            return None
+        wait_s = max(delays[delivery.attempts], outcome.retry_after_s)
+        return now_ms + int(wait_s * 1000)
+
+    def _dead_letter(self, delivery: Delivery, outcome: Outcome, target: str, now_ms: int) -> None:
+        """The message, with the subscription, attempts and last error, in ``target`` (once,
+        also when a crash makes this dispatcher or another repeat it: the delivery id is the
+        dead-letter message's dedup id)."""
+        document = {
+            "message": message_document(delivery, now_ms),
+            "subscription_id": delivery.subscription.id,
+            "subscriber": delivery.subscription.subscriber,
+            "attempts": delivery.attempts + 1,
+            "last_error": outcome.error,
+        }
+        message = NewMessage(
+            jsondoc.dumps(document), delivery.message.ttl_s, 0, f"push:{delivery.id}"
+        )
+        client = "zaqar-delay-push"
+        self.driver.post_messages(delivery.project, target, [message], client, now_ms)

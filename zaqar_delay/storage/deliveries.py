@@ -1,0 +1,49 @@
+"""The storage contract of push delivery: which messages are owed to which subscription, and
+when each is next attempted.
+
+A message posted to a queue is owed to each live subscription of the queue, due at the
+message's due time. Dispatchers (in any server process) find the queues with due pushes in one
+store call, lease a batch for one attempt, and record each outcome; a lease that is never
+settled (the dispatcher died) ends by itself and its pushes are due again. Pushes whose
+message or subscription is gone are dropped when leased. The contract suite's
+``TestPushes`` is the executable form.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from zaqar_delay.models import Delivery
+
+
+class DeliveryStore(abc.ABC):
+    """The owed pushes of every queue of a store."""
+
+    @abc.abstractmethod
+    def due_push_queues(self, now_ms: int, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` (project, queue) pairs with a push due at ``now_ms``, whatever the
+        number of queues: one store call."""
+
+    @abc.abstractmethod
+    def next_push_ms(self) -> int | None:
+        """The earliest time any push is owed (a due time or a lease's end); None for none."""
+
+    @abc.abstractmethod
+    def lease_pushes(
+        self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int
+    ) -> list[Delivery]:
+        """Lease up to ``limit`` pushes of the queue due at ``now_ms``, oldest first, for
+        ``lease_ms``: no other lease takes them meanwhile."""
+
+    @abc.abstractmethod
+    def settle_pushes(
+        self,
+        project: str,
+        queue: str,
+        outcomes: Sequence[tuple[Delivery, int | None]],
+        now_ms: int,
+    ) -> None:
+        """Record attempts made under their lease: ``None`` ends a push (delivered or given
+        up), a time makes it due again then with one attempt more. An outcome whose lease
+        ran out and was taken again is ignored."""

@@ -1,0 +1,118 @@
+"""Owed pushes on MongoDB: the ``pushes`` collection, one document per (subscription,
+message), indexed by the time of its next attempt across every queue, so one query finds what
+is due anywhere.
+
+Leases work as claims do: an update whose filter still sees the push due (``n <= now``) takes
+it and moves ``n`` to the lease's end, so a concurrent dispatcher's update no longer matches.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+
+from zaqar_delay.models import Delivery
+from zaqar_delay.storage.mongodb.common import Doc, MongoBase, message_of
+from zaqar_delay.storage.mongodb.errors import translate_class_errors
+from zaqar_delay.storage.mongodb.subscriptions import subscription_of
+
+
+@translate_class_errors
+class PushOps(MongoBase):
+    """Owe, find, lease and settle pushes."""
+
+    def _owe_pushes(self, project: str, queue: str, stored: Sequence[Doc], now_ms: int) -> int:
+        """Owe each stored message to each live subscription of the queue at its due time;
+        returns the earliest of those times (0: none owed)."""
+        if not stored:
+            return 0
+        subscriptions = self._subscriptions.find(
+            {**self._queue_filter(project, queue), "e": {"$gt": now_ms}}, {"_id": 1}
+        )
+        pushes = [
+            {"_id": f"{s['_id']}:{m['_id']}", "p": project, "q": queue, "n": m["d"], "a": 0}
+            for s in subscriptions
+            for m in stored
+        ]
+        if not pushes:
+            return 0
+        self._pushes.insert_many(pushes, ordered=False)
+        return min(int(m["d"]) for m in stored)
+
+    def due_push_queues(self, now_ms: int, limit: int) -> list[tuple[str, str]]:
+        found = self._pushes.find({"n": {"$lte": now_ms}}, {"p": 1, "q": 1}).sort("n", 1)
+        queues: dict[tuple[str, str], None] = {}
+        for doc in found.limit(limit * 16):
+            queues.setdefault((doc["p"], doc["q"]), None)
+            if len(queues) == limit:
+                break
+        return list(queues)
+
+    def next_push_ms(self) -> int | None:
+        first = self._pushes.find_one({}, {"n": 1}, sort=[("n", 1)])
+        return None if first is None else int(first["n"])
+
+    def lease_pushes(
+        self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int
+    ) -> list[Delivery]:
+        scope = self._queue_filter(project, queue)
+        due = {**scope, "n": {"$lte": now_ms}}
+        ids = [d["_id"] for d in self._pushes.find(due, {"_id": 1}).sort("n", 1).limit(limit)]
+        if not ids:
+            return []
+        token = secrets.token_hex(8)
+        self._pushes.update_many(
+            {**due, "_id": {"$in": ids}}, {"$set": {"n": now_ms + lease_ms, "l": token}}
+        )
+        leased = list(self._pushes.find({**scope, "l": token}))
+        subscription_ids = {p["_id"].split(":", 1)[0] for p in leased}
+        message_ids = {p["_id"].split(":", 1)[1] for p in leased}
+        live = {"e": {"$gt": now_ms}}
+        subscriptions = {
+            s["_id"]: subscription_of(s)
+            for s in self._subscriptions.find(
+                {**scope, **live, "_id": {"$in": list(subscription_ids)}}
+            )
+        }
+        messages = {
+            m["_id"]: message_of(m, now_ms)
+            for m in self._messages.find({**scope, **live, "_id": {"$in": list(message_ids)}})
+        }
+        deliveries, gone = [], []
+        for push in leased:
+            subscription_id, message_id = push["_id"].split(":", 1)
+            if subscription_id not in subscriptions or message_id not in messages:
+                gone.append(push["_id"])
+                continue
+            deliveries.append(
+                Delivery(
+                    id=push["_id"],
+                    project=project,
+                    queue=queue,
+                    subscription=subscriptions[subscription_id],
+                    message=messages[message_id],
+                    attempts=int(push["a"]),
+                    lease=token,
+                )
+            )
+        if gone:
+            self._pushes.delete_many({"_id": {"$in": gone}, "l": token})
+        return deliveries
+
+    def settle_pushes(
+        self,
+        project: str,
+        queue: str,
+        outcomes: Sequence[tuple[Delivery, int | None]],
+        now_ms: int,
+    ) -> None:
+        done = [d.id for d, retry_at in outcomes if retry_at is None]
+        if done:
+            # One lease token per batch: settle only what this lease still holds.
+            self._pushes.delete_many({"_id": {"$in": done}, "l": outcomes[0][0].lease})
+        for delivery, retry_at in outcomes:
+            if retry_at is not None:
+                self._pushes.update_one(
+                    {"_id": delivery.id, "l": delivery.lease},
+                    {"$set": {"n": retry_at, "l": None}, "$inc": {"a": 1}},
+                )

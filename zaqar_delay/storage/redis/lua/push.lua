@@ -1,0 +1,64 @@
+-- push.lua: lease owed pushes of a queue to a dispatcher, and record their outcome.
+--
+-- KEYS: the queue keys (lib.lua).
+-- ARGV: action, now_ms, then per action:
+--   "lease", now, lease_ms, limit, token: take up to limit pushes due at now (oldest first)
+--       for lease_ms: until then no other dispatcher takes them; if the dispatcher dies, they
+--       are due again when the lease ends. Pushes whose message or subscription is gone (deleted,
+--       expired, purged) are dropped. Returns {earliest, delivery, attempts, subscription
+--       record, body, message info, delivery, ...}, earliest being the queue's earliest owed
+--       push after the lease (0 for none).
+--   "settle", now, delivery, token, retry_at: the outcome of the attempt leased under token.
+--       retry_at 0: done (delivered, or given up); else due again at retry_at, one attempt more.
+--       A lease that ran out and was taken again is left to its new holder. Returns {earliest}.
+
+local action, now = ARGV[1], tonumber(ARGV[2])
+
+local function forget(delivery)
+    redis.call('ZREM', K_DELIVERIES, delivery)
+    redis.call('HDEL', K_DELIVERY_INFO, delivery)
+end
+
+if action == 'lease' then
+    local lease_ms, limit, token = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+    local out = {0}
+    local due = redis.call('ZRANGEBYSCORE', K_DELIVERIES, '-inf', now, 'LIMIT', 0, limit)
+    for _, delivery in ipairs(due) do
+        local split = string.find(delivery, ':', 1, true)
+        local sid, mid = string.sub(delivery, 1, split - 1), string.sub(delivery, split + 1)
+        local subscription = redis.call('HGET', K_SUBSCRIPTIONS, sid)
+        local info = load_info(mid)
+        if not subscription or cmsgpack.unpack(subscription)[S_EXPIRES] <= now
+            or not info or info[I_EXPIRES] <= now then
+            forget(delivery)
+        else
+            local state = redis.call('HGET', K_DELIVERY_INFO, delivery)
+            local attempts = state and cmsgpack.unpack(state)[1] or 0
+            redis.call('HSET', K_DELIVERY_INFO, delivery, cmsgpack.pack({attempts, token}))
+            redis.call('ZADD', K_DELIVERIES, now + lease_ms, delivery)
+            out[#out + 1] = delivery
+            out[#out + 1] = attempts
+            out[#out + 1] = subscription
+            out[#out + 1] = redis.call('HGET', K_BODIES, mid)
+            out[#out + 1] = redis.call('HGET', K_INFOS, mid)
+        end
+    end
+    out[1] = earliest_push()
+    return out
+elseif action == 'settle' then
+    local delivery, token, retry_at = ARGV[3], ARGV[4], tonumber(ARGV[5])
+    local state = redis.call('HGET', K_DELIVERY_INFO, delivery)
+    if state then
+        local attempts, holder = unpack(cmsgpack.unpack(state))
+        if holder == token then
+            if retry_at == 0 then
+                forget(delivery)
+            else
+                redis.call('HSET', K_DELIVERY_INFO, delivery, cmsgpack.pack({attempts + 1, ''}))
+                redis.call('ZADD', K_DELIVERIES, retry_at, delivery)
+            end
+        end
+    end
+    return {earliest_push()}
+end
+return redis.error_reply('unknown action ' .. action)

@@ -1,0 +1,108 @@
+"""Owed pushes on Redis: per queue, a sorted set of deliveries by next attempt (in the queue's
+slot, written by post.lua and ``lua/push.lua``), and one sorted set of queues by their earliest
+owed push (``KeySpace.pushes``, its own slot), through which dispatchers find due pushes in one
+call.
+
+The queue index cannot be written in the same script as the queue's keys on Redis Cluster, so
+its score is kept from above: a post lowers it (``LT``); after a lease or settle, the
+dispatcher raises it to what the script saw (``GT``), then reads the queue's earliest push
+again and lowers it to that (``LT``). A post that lowered it between the two is so never
+hidden.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from zaqar_delay.models import Delivery
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.redis.errors import translate_class_errors
+from zaqar_delay.storage.redis.keys import KeySpace
+from zaqar_delay.storage.redis.replies import message_of
+from zaqar_delay.storage.redis.subscriptions import subscription_of
+
+# The index score of a queue that owes nothing now (kept rather than removed: see above).
+NOTHING_OWED = 2**52
+
+
+def queue_member(project: str, queue: str) -> str:
+    return json.dumps([project, queue], separators=(",", ":"))
+
+
+@translate_class_errors
+class PushScripts(Driver):
+    """The push operations of :class:`~zaqar_delay.storage.redis.driver.RedisDriver`."""
+
+    if TYPE_CHECKING:
+        _client: Any
+        _keys: KeySpace
+
+        def _run(self, name: str, project: str, queue: str, *args: Any) -> Any: ...
+
+    def _lower_push_index(self, project: str, queue: str, due_ms: int) -> None:
+        """After a post added pushes due at ``due_ms``."""
+        self._client.zadd(self._keys.pushes(), {queue_member(project, queue): due_ms}, lt=True)
+
+    def _reindex_pushes(self, project: str, queue: str, earliest_ms: int) -> None:
+        member = queue_member(project, queue)
+        pushes = self._keys.pushes()
+        self._client.zadd(pushes, {member: earliest_ms or NOTHING_OWED}, gt=True)
+        first = self._client.zrange(
+            self._keys.queue(project, queue).deliveries, 0, 0, withscores=True
+        )
+        if first:
+            self._client.zadd(pushes, {member: first[0][1]}, lt=True)
+
+    def _forget_push_index(self, project: str, queue: str) -> None:
+        self._client.zrem(self._keys.pushes(), queue_member(project, queue))
+
+    def due_push_queues(self, now_ms: int, limit: int) -> list[tuple[str, str]]:
+        members = self._client.zrangebyscore(self._keys.pushes(), "-inf", now_ms, 0, limit)
+        return [(project, queue) for project, queue in map(json.loads, members)]
+
+    def next_push_ms(self) -> int | None:
+        first = self._client.zrange(self._keys.pushes(), 0, 0, withscores=True)
+        if not first or first[0][1] >= NOTHING_OWED:
+            return None
+        return int(first[0][1])
+
+    def lease_pushes(
+        self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int
+    ) -> list[Delivery]:
+        token = secrets.token_hex(8)
+        earliest, *flat = self._run("push", project, queue, "lease", now_ms, lease_ms, limit, token)
+        self._reindex_pushes(project, queue, int(earliest))
+        leased = []
+        for i in range(0, len(flat), 5):
+            delivery_id, attempts, raw_subscription, body, info = flat[i : i + 5]
+            subscription_id, message_id = delivery_id.decode().split(":", 1)
+            leased.append(
+                Delivery(
+                    id=delivery_id.decode(),
+                    project=project,
+                    queue=queue,
+                    subscription=subscription_of(subscription_id, queue, raw_subscription),
+                    message=message_of(message_id.encode(), body, info, now_ms),
+                    attempts=int(attempts),
+                    lease=token,
+                )
+            )
+        return leased
+
+    def settle_pushes(
+        self,
+        project: str,
+        queue: str,
+        outcomes: Sequence[tuple[Delivery, int | None]],
+        now_ms: int,
+    ) -> None:
+        earliest = 0
+        for delivery, retry_at in outcomes:
+            [earliest] = self._run(
+                "push", project, queue, "settle", now_ms, delivery.id, delivery.lease, retry_at or 0
+            )
+        if outcomes:
+            self._reindex_pushes(project, queue, int(earliest))
