@@ -94,6 +94,20 @@ class NullJournal:
     ) -> None:
         """Journal messages moved to the dead-letter queue ``target``."""
 
+    def pushed(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        subscription_id: str,
+        attempt: int,
+        outcome: str,
+        due_ms: int,
+        error: str,
+        now_ms: int,
+    ) -> None:
+        """Journal one push attempt (``attempt`` 1 is the first; ``outcome`` as in metrics)."""
+
 
 class Journal(NullJournal):
     """Writes events to rotating JSON-lines files in ``directory`` (created if missing)."""
@@ -235,6 +249,25 @@ class Journal(NullJournal):
         target_json = _str(target)
         self._write_text(
             "".join(f'{head}{_str(i)},"dead_letter_queue":{target_json}}}\n' for i in ids)
+        )
+
+    def pushed(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        subscription_id: str,
+        attempt: int,
+        outcome: str,
+        due_ms: int,
+        error: str,
+        now_ms: int,
+    ) -> None:
+        head = _head(now_ms, "pushed", project, queue)
+        self._write_text(
+            f'{head}{_str(message_id)},"subscription_id":{_str(subscription_id)},'
+            f'"attempt":{attempt},"outcome":"{outcome}","due":{due_ms},'
+            f'"error":{_str(error or None)}}}\n'
         )
 
 

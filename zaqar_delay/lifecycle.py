@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from zaqar_delay.journal import NullJournal
 from zaqar_delay.metrics import Metrics
-from zaqar_delay.models import Message, NewMessage, Posted
+from zaqar_delay.models import Delivery, Message, NewMessage, Posted
 
 
 class Lifecycle:
@@ -73,6 +73,31 @@ class Lifecycle:
         now_ms: int,
     ) -> None:
         self.journal.rescheduled(project, queue, message_id, claim_id, due_ms, now_ms)
+
+    def pushed(
+        self, delivery: Delivery, outcome: str, error: str, dead_letter_queue: str, now_ms: int
+    ) -> None:
+        """A push attempt: ``outcome`` delivered, retry or failed (for good; moved to
+        ``dead_letter_queue`` when it is not empty)."""
+        message = delivery.message
+        first_late = now_ms - message.due_ms if delivery.attempts == 0 else None
+        self.metrics.observe_push(outcome, first_late)
+        self.journal.pushed(
+            delivery.project,
+            delivery.queue,
+            message.id,
+            delivery.subscription.id,
+            delivery.attempts + 1,
+            outcome,
+            message.due_ms,
+            error,
+            now_ms,
+        )
+        if dead_letter_queue:
+            self.metrics.push_dead_lettered.inc()
+            self.journal.dead_lettered(
+                delivery.project, delivery.queue, [message.id], dead_letter_queue, now_ms
+            )
 
     def dead_lettered(
         self, project: str, queue: str, ids: Sequence[str], target: str, now_ms: int

@@ -93,6 +93,24 @@ class Metrics:
             buckets=LATENESS_BUCKETS,
             registry=registry,
         )
+        self.push_attempts = Counter(
+            "zaqar_delay_push_attempts",
+            "Pushes to subscribers, by outcome: delivered, retry (failed, tried again later), "
+            "failed (permanent or out of retries).",
+            ("outcome",),
+            registry=registry,
+        )
+        self.push_dead_lettered = Counter(
+            "zaqar_delay_pushes_dead_lettered",
+            "Pushes that failed for good and went to a dead-letter queue.",
+            registry=registry,
+        )
+        self.push_lateness = Histogram(
+            "zaqar_delay_push_lateness_seconds",
+            "Send time minus due time of each first push attempt.",
+            buckets=LATENESS_BUCKETS,
+            registry=registry,
+        )
         self.request_duration = Histogram(
             "zaqar_delay_request_duration_seconds",
             "Time to answer a request, by route.",
@@ -108,6 +126,12 @@ class Metrics:
 
     def count_dead_lettered(self, project: str, queue: str, count: int) -> None:
         self.dead_lettered.labels(*self._series.labels(project, queue)).inc(count)
+
+    def observe_push(self, outcome: str, first_attempt_late_ms: int | None) -> None:
+        """One push attempt; the lateness of first attempts (send time minus due time)."""
+        self.push_attempts.labels(outcome).inc()
+        if first_attempt_late_ms is not None:
+            self.push_lateness.observe(max(0, first_attempt_late_ms) / 1000)
 
     def observe_claimed(self, project: str, queue: str, messages: Iterable[Message]) -> None:
         now_ms = self._clock.now_ms()

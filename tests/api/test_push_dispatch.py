@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.api.conftest import Api
 from tests.receiver import Receiver, receiver
+from zaqar_delay.journal import Journal
+from zaqar_delay.lifecycle import Lifecycle
+from zaqar_delay.metrics import Metrics
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 from zaqar_delay.push.webhook import WebhookSender
@@ -156,5 +161,50 @@ def test_a_denied_address_is_never_connected_to(api: Api) -> None:
             assert hook.received == []
             [dead] = api.get("/v2/queues/dead/messages?echo=true").json["messages"]
             assert "pushes may not reach" in dead["body"]["last_error"]
+    finally:
+        dispatcher.stop()
+
+
+def test_every_attempt_is_counted_and_journaled(api: Api, tmp_path: Path) -> None:
+    metrics = Metrics(api.driver, api.clock)
+    lifecycle = Lifecycle(metrics, Journal(str(tmp_path)))
+    sender = WebhookSender(AddressGuard(), timeout_s=5)
+    dispatcher = Dispatcher(api.driver, api.clock, sender, concurrency=2, lifecycle=lifecycle)
+    policy = {"retries_with_no_delay": 1, "minimum_delay_retries": 0, "minimum_delay": 5,
+              "maximum_delay": 5, "maximum_delay_retries": 0}  # fmt: skip
+    try:
+        assert api.put("/v2/queues/q", json={"_dead_letter_queue": "dead"}).status_code == 201
+        with receiver(statuses=[503, 200, 500, 500]) as hook:
+            subscribe(api, hook, _retry_policy=policy)
+            [ok] = api.post_messages("q", {"body": "ok"})
+            api.clock.advance(ms=40)
+            dispatcher.run_once()  # 503: retry
+            dispatcher.run_once()  # 200
+            [lost] = api.post_messages("q", {"body": "lost"})
+            dispatcher.run_once()  # 500: retry
+            dispatcher.run_once()  # 500: out of retries, dead-lettered
+            hook.wait_for(4)
+        text = metrics.render().decode()
+        for outcome, count in (("delivered", 1), ("retry", 2), ("failed", 1)):
+            assert f'zaqar_delay_push_attempts_total{{outcome="{outcome}"}} {count}.0' in text
+        assert "zaqar_delay_pushes_dead_lettered_total 1.0" in text
+        assert "zaqar_delay_push_lateness_seconds_count 2.0" in text  # first attempts only
+        lines = [
+            json.loads(line)
+            for f in sorted(tmp_path.iterdir())
+            for line in f.read_text().splitlines()
+        ]
+        pushed = [
+            (e["message_id"], e["attempt"], e["outcome"]) for e in lines if e["event"] == "pushed"
+        ]
+        assert pushed == [
+            (ok, 1, "retry"),
+            (ok, 2, "delivered"),
+            (lost, 1, "retry"),
+            (lost, 2, "failed"),
+        ]
+        assert [e["message_id"] for e in lines if e["event"] == "dead_lettered"] == [lost]
+        first = next(e for e in lines if e["event"] == "pushed")
+        assert first["ts"] - first["due"] == 40 and first["error"] == "HTTP 503"
     finally:
         dispatcher.stop()

@@ -44,7 +44,13 @@ def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
     """Run a dispatcher on the service's store, woken by the posts this process serves."""
     guard = AddressGuard(settings.denied_networks, settings.allowed_networks)
     sender = WebhookSender(guard, settings.push_timeout, settings.push_concurrency)
-    dispatcher = Dispatcher(service.driver, service.clock, sender, settings.push_concurrency)
+    dispatcher = Dispatcher(
+        service.driver,
+        service.clock,
+        sender,
+        settings.push_concurrency,
+        lifecycle=service.lifecycle,
+    )
     service.lifecycle.pushes_owed = dispatcher.notify
     dispatcher.start()
     return dispatcher

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from zaqar_delay import jsondoc, retry_policy
 from zaqar_delay.clock import Clock
 from zaqar_delay.errors import StorageUnavailable
+from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Delivery, NewMessage
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.push.webhook import Outcome, WebhookSender, message_document
@@ -42,9 +43,12 @@ class Dispatcher:
         sender: WebhookSender,
         concurrency: int = 32,
         recheck_s: float = RECHECK_S,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
-        """A lease lasts three push timeouts: a batch is sent in at most two waves."""
+        """A lease lasts three push timeouts: a batch is sent in at most two waves. Every
+        attempt is reported to ``lifecycle`` (metrics and journal)."""
         self.driver = driver
+        self.lifecycle = lifecycle
         self.lease_ms = int(sender.timeout_s * 3000)
         self.clock = clock
         self.sender = sender
@@ -111,13 +115,14 @@ class Dispatcher:
         return attempted
 
     def _deliver(self, project: str, queue: str, leased: Sequence[Delivery]) -> None:
-        sent = list(self._pool.map(lambda d: self.sender.send(d, self.clock.now_ms()), leased))
+        sent = list(self._pool.map(self._send, leased))
         metadata = self.driver.get_metadata(project, queue) or {}
         policy = QueuePolicy.of(metadata)
         now_ms = self.clock.now_ms()
         outcomes: list[tuple[Delivery, int | None]] = []
-        for delivery, outcome in zip(leased, sent, strict=True):
+        for delivery, (outcome, sent_ms) in zip(leased, sent, strict=True):
             retry_at = self._retry_at(delivery, outcome, metadata, now_ms)
+            dead_letter_queue = ""
             if retry_at is None and outcome.kind != "delivered":
                 LOG.warning(
                     "push %s to %s failed for good after %d attempts: %s",
@@ -127,9 +132,18 @@ class Dispatcher:
                     outcome.error,
                 )
                 if policy.dead_letter_queue:
-                    self._dead_letter(delivery, outcome, policy.dead_letter_queue, now_ms)
+                    dead_letter_queue = policy.dead_letter_queue
+                    self._dead_letter(delivery, outcome, dead_letter_queue, now_ms)
+            if self.lifecycle is not None:
+                kind = "delivered" if outcome.kind == "delivered" else "failed"
+                kind = "retry" if retry_at is not None else kind
+                self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, sent_ms)
             outcomes.append((delivery, retry_at))
         self.driver.settle_pushes(project, queue, outcomes, now_ms)
+
+    def _send(self, delivery: Delivery) -> tuple[Outcome, int]:
+        sent_ms = self.clock.now_ms()
+        return self.sender.send(delivery, sent_ms), sent_ms
 
     @staticmethod
     def _retry_at(
