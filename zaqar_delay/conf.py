@@ -94,6 +94,12 @@ class Settings:
     push_concurrency: int = _NOTIFICATION["push_concurrency"]
     denied_networks: tuple[str, ...] = tuple(_NOTIFICATION["denied_networks"])
     allowed_networks: tuple[str, ...] = tuple(_NOTIFICATION["allowed_networks"])
+    smtp_host: str = _NOTIFICATION["smtp_host"]
+    smtp_port: int = _NOTIFICATION["smtp_port"]
+    smtp_starttls: bool = _NOTIFICATION["smtp_starttls"]
+    smtp_username: str = _NOTIFICATION["smtp_username"]
+    smtp_password: str = _NOTIFICATION["smtp_password"]
+    smtp_sender: str = _NOTIFICATION["smtp_sender"]
 
 
 def make_conf() -> cfg.ConfigOpts:
@@ -198,4 +204,10 @@ def _settings(conf: cfg.ConfigOpts, config_files: tuple[str, ...], env: Any) -> 
         push_concurrency=conf.notification.push_concurrency,
         denied_networks=tuple(conf.notification.denied_networks),
         allowed_networks=tuple(conf.notification.allowed_networks),
+        smtp_host=conf.notification.smtp_host,
+        smtp_port=conf.notification.smtp_port,
+        smtp_starttls=conf.notification.smtp_starttls,
+        smtp_username=conf.notification.smtp_username,
+        smtp_password=conf.notification.smtp_password,
+        smtp_sender=conf.notification.smtp_sender,
     )

@@ -305,6 +305,20 @@ notification_opts: list[cfg.Opt] = [
         default=[],
         help="Networks pushes may reach even when denied_networks names them.",
     ),
+    cfg.StrOpt(
+        "smtp_host",
+        default="",
+        help="SMTP server of pushes to mailto: subscribers. Empty: such pushes fail.",
+    ),
+    cfg.PortOpt("smtp_port", default=25, help="Port of the SMTP server."),
+    cfg.BoolOpt("smtp_starttls", default=False, help="Use STARTTLS with the SMTP server."),
+    cfg.StrOpt("smtp_username", default="", help="SMTP login (empty: none)."),
+    cfg.StrOpt("smtp_password", default="", secret=True, help="SMTP password."),
+    cfg.StrOpt(
+        "smtp_sender",
+        default="zaqar-delay@localhost",
+        help="From address of push mails whose subscription sets no options.from.",
+    ),
 ]
 
 GROUPS: dict[str, list[cfg.Opt]] = {

@@ -4,6 +4,8 @@ dead-lettering, signatures and stable delivery ids."""
 
 from __future__ import annotations
 
+import email
+import email.policy
 import hashlib
 import hmac
 import json
@@ -11,20 +13,31 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import Envelope
 
 from tests.api.conftest import Api
+from tests.processes import free_port
 from tests.receiver import Receiver, receiver
 from zaqar_delay.journal import Journal
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
+from zaqar_delay.push.mail import MailSender
+from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import WebhookSender
+
+
+def senders(guard: AddressGuard | None = None, smtp_port: int = 0) -> Senders:
+    """Webhooks through ``guard``; mail through an SMTP server on ``smtp_port`` (0: none)."""
+    mail = MailSender("127.0.0.1" if smtp_port else "", smtp_port, "zd@example.com", 5)
+    return Senders(WebhookSender(guard or AddressGuard(), timeout_s=5), mail)
 
 
 @pytest.fixture
 def dispatcher(api: Api) -> Iterator[Dispatcher]:
-    sender = WebhookSender(AddressGuard(), timeout_s=5)
+    sender = senders()
     dispatcher = Dispatcher(api.driver, api.clock, sender, concurrency=4)
     yield dispatcher
     dispatcher.stop()
@@ -150,7 +163,7 @@ def test_post_data_template_and_headers(api: Api, dispatcher: Dispatcher) -> Non
 
 
 def test_a_denied_address_is_never_connected_to(api: Api) -> None:
-    sender = WebhookSender(AddressGuard(deny=["127.0.0.0/8"]), timeout_s=5)
+    sender = senders(AddressGuard(deny=["127.0.0.0/8"]))
     dispatcher = Dispatcher(api.driver, api.clock, sender, concurrency=1)
     try:
         assert api.put("/v2/queues/q", json={"_dead_letter_queue": "dead"}).status_code == 201
@@ -168,7 +181,7 @@ def test_a_denied_address_is_never_connected_to(api: Api) -> None:
 def test_every_attempt_is_counted_and_journaled(api: Api, tmp_path: Path) -> None:
     metrics = Metrics(api.driver, api.clock)
     lifecycle = Lifecycle(metrics, Journal(str(tmp_path)))
-    sender = WebhookSender(AddressGuard(), timeout_s=5)
+    sender = senders()
     dispatcher = Dispatcher(api.driver, api.clock, sender, concurrency=2, lifecycle=lifecycle)
     policy = {"retries_with_no_delay": 1, "minimum_delay_retries": 0, "minimum_delay": 5,
               "maximum_delay": 5, "maximum_delay_retries": 0}  # fmt: skip
@@ -208,3 +221,55 @@ def test_every_attempt_is_counted_and_journaled(api: Api, tmp_path: Path) -> Non
         assert first["ts"] - first["due"] == 40 and first["error"] == "HTTP 503"
     finally:
         dispatcher.stop()
+
+
+def test_mailto_subscribers_get_a_mail_through_the_smtp_server(api: Api) -> None:
+    received: list[Envelope] = []
+
+    class Inbox:
+        async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:
+            received.append(envelope)
+            return "250 OK"
+
+    port = free_port()
+    smtp = Controller(Inbox(), hostname="127.0.0.1", port=port)
+    smtp.start()
+    dispatcher = Dispatcher(api.driver, api.clock, senders(smtp_port=port))
+    try:
+        created = api.post(
+            "/v2/queues/q/subscriptions",
+            json={
+                "subscriber": "mailto:ops@example.com?subject=Due",
+                "options": {"from": "q@example.com"},
+            },
+        )
+        assert created.status_code == 201, created.text
+        [mid] = api.post_messages("q", {"body": {"job": 3}})
+        assert dispatcher.run_once() == 1
+        [envelope] = received
+        assert envelope.rcpt_tos == ["ops@example.com"]
+        mail = email.message_from_bytes(envelope.content, policy=email.policy.default)  # type: ignore[arg-type]
+        assert mail["Subject"] == "Due" and mail["From"] == "q@example.com"
+        assert mail["X-Zaqar-Delay-Delivery-Id"].endswith(f":{mid}")
+        document = json.loads(mail.get_content())  # type: ignore[attr-defined]
+        assert document["body"] == {"job": 3} and document["queue_name"] == "q"
+        assert dispatcher.run_once() == 0
+    finally:
+        dispatcher.stop()
+        smtp.stop()
+
+
+def test_without_an_smtp_server_a_mailto_push_fails_for_good(
+    api: Api, dispatcher: Dispatcher
+) -> None:
+    assert api.put("/v2/queues/q", json={"_dead_letter_queue": "dead"}).status_code == 201
+    assert (
+        api.post(
+            "/v2/queues/q/subscriptions", json={"subscriber": "mailto:a@example.com"}
+        ).status_code
+        == 201
+    )
+    api.post_messages("q", {"body": 1})
+    assert dispatcher.run_once() == 1
+    [dead] = api.get("/v2/queues/dead/messages?echo=true").json["messages"]
+    assert "no SMTP server" in dead["body"]["last_error"]

@@ -21,6 +21,8 @@ from zaqar_delay.journal import open_journal
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
+from zaqar_delay.push.mail import MailSender
+from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
@@ -43,7 +45,18 @@ def create_wsgi_app(
 def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
     """Run a dispatcher on the service's store, woken by the posts this process serves."""
     guard = AddressGuard(settings.denied_networks, settings.allowed_networks)
-    sender = WebhookSender(guard, settings.push_timeout, settings.push_concurrency)
+    sender = Senders(
+        WebhookSender(guard, settings.push_timeout, settings.push_concurrency),
+        MailSender(
+            settings.smtp_host,
+            settings.smtp_port,
+            settings.smtp_sender,
+            settings.push_timeout,
+            settings.smtp_starttls,
+            settings.smtp_username,
+            settings.smtp_password,
+        ),
+    )
     dispatcher = Dispatcher(
         service.driver,
         service.clock,

@@ -23,7 +23,8 @@ from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Delivery, NewMessage
 from zaqar_delay.policy import QueuePolicy
-from zaqar_delay.push.webhook import Outcome, WebhookSender, message_document
+from zaqar_delay.push.senders import Senders
+from zaqar_delay.push.webhook import Outcome, message_document
 from zaqar_delay.storage.base import Driver
 
 LOG = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class Dispatcher:
         self,
         driver: Driver,
         clock: Clock,
-        sender: WebhookSender,
+        sender: Senders,
         concurrency: int = 32,
         recheck_s: float = RECHECK_S,
         lifecycle: Lifecycle | None = None,
