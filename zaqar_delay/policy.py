@@ -22,6 +22,7 @@ DEAD_LETTER_QUEUE_MESSAGES_TTL = "_dead_letter_queue_messages_ttl"
 MAX_CLAIM_COUNT = "_max_claim_count"
 ENABLE_ENCRYPT_MESSAGES = "_enable_encrypt_messages"
 RETRY_BACKOFF = "_retry_backoff"
+DELETE_AFTER_PUSH = "_delete_after_push"
 
 # Zaqar's reserved keys, which GET shows with their defaults; then zaqar-delay's own.
 ZAQAR_KEYS = (
@@ -33,7 +34,7 @@ ZAQAR_KEYS = (
     MAX_CLAIM_COUNT,
     ENABLE_ENCRYPT_MESSAGES,
 )
-KEYS = (*ZAQAR_KEYS, RETRY_BACKOFF)
+KEYS = (*ZAQAR_KEYS, RETRY_BACKOFF, DELETE_AFTER_PUSH)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -66,6 +67,8 @@ class QueuePolicy:
     max_claim_count: int | None = None
     encrypt_messages: bool = False
     retry_backoff: RetryBackoff | None = None
+    # A message is deleted once every subscription it is owed to has it (push-only queues).
+    delete_after_push: bool = False
 
     @classmethod
     def of(cls, metadata: Metadata) -> QueuePolicy:
@@ -87,6 +90,7 @@ class QueuePolicy:
                 if isinstance(backoff, dict)
                 else None
             ),
+            delete_after_push=metadata.get(DELETE_AFTER_PUSH) is True,
         )
 
     @property

@@ -358,9 +358,10 @@ def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
         or not QUEUE_NAME_RE.match(dead_letter)
     ):
         raise errors.InvalidRequest("_dead_letter_queue must be the name of a queue.")
-    encrypt = metadata.get(policy.ENABLE_ENCRYPT_MESSAGES)
-    if encrypt is not None and not isinstance(encrypt, bool):
-        raise errors.InvalidRequest("_enable_encrypt_messages must be boolean.")
+    for flag in (policy.ENABLE_ENCRYPT_MESSAGES, policy.DELETE_AFTER_PUSH):
+        value = metadata.get(flag)
+        if value is not None and not isinstance(value, bool):
+            raise errors.InvalidRequest(f"{flag} must be boolean.")
     return metadata
 
 

@@ -273,3 +273,16 @@ def test_without_an_smtp_server_a_mailto_push_fails_for_good(
     assert dispatcher.run_once() == 1
     [dead] = api.get("/v2/queues/dead/messages?echo=true").json["messages"]
     assert "no SMTP server" in dead["body"]["last_error"]
+
+
+def test_delete_after_push_makes_a_push_only_queue(api: Api, dispatcher: Dispatcher) -> None:
+    assert api.put("/v2/queues/q", json={"_delete_after_push": True}).status_code == 201
+    assert api.put("/v2/queues/p", json={"_delete_after_push": "yes"}).status_code == 400
+    with receiver(statuses=[503]) as hook:
+        subscribe(api, hook)
+        [mid] = api.post_messages("q", {"body": 1})
+        dispatcher.run_once()  # failed: kept
+        assert api.get(f"/v2/queues/q/messages/{mid}").status_code == 200
+        dispatcher.run_once()  # delivered: deleted
+        hook.wait_for(2)
+        assert api.get(f"/v2/queues/q/messages/{mid}").status_code == 404

@@ -164,3 +164,16 @@ def test_two_dispatchers_never_lease_one_push(
         assert not {d.id for d in mine} & {d.id for d in theirs}
     finally:
         other.close()
+
+
+def test_consumed_messages_are_deleted_once_no_push_is_owed(
+    driver: Driver, clock: FakeClock
+) -> None:
+    subscribe(driver, clock, "a")
+    subscribe(driver, clock, "b")
+    [mid] = post(driver, clock, "x")
+    first, second = lease(driver, clock)
+    driver.settle_pushes(P, Q, [(first, None)], clock.now_ms(), consume=[first.id])
+    assert driver.get_messages(P, Q, [mid], clock.now_ms())  # the other is still owed it
+    driver.settle_pushes(P, Q, [(second, None)], clock.now_ms(), consume=[second.id])
+    assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []

@@ -121,6 +121,7 @@ class Dispatcher:
         policy = QueuePolicy.of(metadata)
         now_ms = self.clock.now_ms()
         outcomes: list[tuple[Delivery, int | None]] = []
+        consume: list[str] = []
         for delivery, (outcome, sent_ms) in zip(leased, sent, strict=True):
             retry_at = self._retry_at(delivery, outcome, metadata, now_ms)
             dead_letter_queue = ""
@@ -139,8 +140,10 @@ class Dispatcher:
                 kind = "delivered" if outcome.kind == "delivered" else "failed"
                 kind = "retry" if retry_at is not None else kind
                 self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, sent_ms)
+            if outcome.kind == "delivered" and policy.delete_after_push:
+                consume.append(delivery.id)
             outcomes.append((delivery, retry_at))
-        self.driver.settle_pushes(project, queue, outcomes, now_ms)
+        self.driver.settle_pushes(project, queue, outcomes, now_ms, consume)
 
     def _send(self, delivery: Delivery) -> tuple[Outcome, int]:
         sent_ms = self.clock.now_ms()

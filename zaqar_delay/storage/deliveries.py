@@ -43,7 +43,9 @@ class DeliveryStore(abc.ABC):
         queue: str,
         outcomes: Sequence[tuple[Delivery, int | None]],
         now_ms: int,
+        consume: Sequence[str] = (),
     ) -> None:
         """Record attempts made under their lease: ``None`` ends a push (delivered or given
         up), a time makes it due again then with one attempt more. An outcome whose lease
-        ran out and was taken again is ignored."""
+        ran out and was taken again is ignored. The messages of the ``consume`` deliveries
+        (ended, delivered) are deleted once no push of theirs is owed any more."""

@@ -30,7 +30,14 @@ class PushOps(MongoBase):
             {**self._queue_filter(project, queue), "e": {"$gt": now_ms}}, {"_id": 1}
         )
         pushes = [
-            {"_id": f"{s['_id']}:{m['_id']}", "p": project, "q": queue, "n": m["d"], "a": 0}
+            {
+                "_id": f"{s['_id']}:{m['_id']}",
+                "p": project,
+                "q": queue,
+                "m": m["_id"],
+                "n": m["d"],
+                "a": 0,
+            }
             for s in subscriptions
             for m in stored
         ]
@@ -105,6 +112,7 @@ class PushOps(MongoBase):
         queue: str,
         outcomes: Sequence[tuple[Delivery, int | None]],
         now_ms: int,
+        consume: Sequence[str] = (),
     ) -> None:
         done = [d.id for d, retry_at in outcomes if retry_at is None]
         if done:
@@ -116,3 +124,8 @@ class PushOps(MongoBase):
                     {"_id": delivery.id, "l": delivery.lease},
                     {"$set": {"n": retry_at, "l": None}, "$inc": {"a": 1}},
                 )
+        scope = self._queue_filter(project, queue)
+        for delivery in (d for d, retry_at in outcomes if retry_at is None and d.id in consume):
+            message_id = delivery.message.id
+            if self._pushes.find_one({**scope, "m": message_id}, {"_id": 1}) is None:
+                self._messages.delete_one({**scope, "_id": message_id})

@@ -12,8 +12,8 @@ wakeups:  {c: wake channel, ex: date}: inserted only while a waiter is announced
 dedup:    {p, q, i: dedup id, m: message id, e: remembered until ms, ex: date} (dedup.py)
 subscriptions: {_id: id, p, q, u: subscriber, t: ttl s, o: options JSON text, st: ms its ttl
           started, e: expires ms, ex: date, c: confirmed, sk: signing secret}
-pushes:   {_id: "<subscription id>:<message id>", p, q, n: next attempt ms (while leased: the
-          lease's end), a: attempts made, l: lease token or None} (pushes.py)
+pushes:   {_id: "<subscription id>:<message id>", p, q, m: message id, n: next attempt ms
+          (while leased: the lease's end), a: attempts made, l: lease token or None}
 
 Metadata and bodies are stored as JSON text: any JSON is accepted (keys with "$" or ".",
 integers beyond 64 bits) and nothing queries inside them.
@@ -82,8 +82,9 @@ INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] =
         # Due pushes anywhere (dispatchers), and of one queue (leases), by next attempt.
         "due": ([("n", ASC)], {}),
         "queue_due": ([("p", ASC), ("q", ASC), ("n", ASC)], {}),
-        # The pushes of one lease.
+        # The pushes of one lease; those still owed for one message.
         "lease": ([("p", ASC), ("q", ASC), ("l", ASC)], {}),
+        "message": ([("p", ASC), ("q", ASC), ("m", ASC)], {}),
     },
 }
 

@@ -98,11 +98,20 @@ class PushScripts(Driver):
         queue: str,
         outcomes: Sequence[tuple[Delivery, int | None]],
         now_ms: int,
+        consume: Sequence[str] = (),
     ) -> None:
-        earliest = 0
+        earliest, consumed = 0, set(consume)
         for delivery, retry_at in outcomes:
             [earliest] = self._run(
-                "push", project, queue, "settle", now_ms, delivery.id, delivery.lease, retry_at or 0
+                "push",
+                project,
+                queue,
+                "settle",
+                now_ms,
+                delivery.id,
+                delivery.lease,
+                retry_at or 0,
+                int(delivery.id in consumed),
             )
         if outcomes:
             self._reindex_pushes(project, queue, int(earliest))

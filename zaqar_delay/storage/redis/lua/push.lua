@@ -8,9 +8,11 @@
 --       expired, purged) are dropped. Returns {earliest, delivery, attempts, subscription
 --       record, body, message info, delivery, ...}, earliest being the queue's earliest owed
 --       push after the lease (0 for none).
---   "settle", now, delivery, token, retry_at: the outcome of the attempt leased under token.
---       retry_at 0: done (delivered, or given up); else due again at retry_at, one attempt more.
---       A lease that ran out and was taken again is left to its new holder. Returns {earliest}.
+--   "settle", now, delivery, token, retry_at, consume: the outcome of the attempt leased under
+--       token. retry_at 0: done (delivered, or given up); else due again at retry_at, one
+--       attempt more. consume 1 (a delivered push of a queue with _delete_after_push): the
+--       message is deleted when no other subscription is owed it. A lease that ran out and
+--       was taken again is left to its new holder. Returns {earliest}.
 
 local action, now = ARGV[1], tonumber(ARGV[2])
 
@@ -53,6 +55,16 @@ elseif action == 'settle' then
         if holder == token then
             if retry_at == 0 then
                 forget(delivery)
+                if ARGV[6] == '1' then
+                    local mid = string.sub(delivery, string.find(delivery, ':', 1, true) + 1)
+                    local owed = false
+                    for _, sid in ipairs(redis.call('HKEYS', K_SUBSCRIPTIONS)) do
+                        owed = owed or redis.call('ZSCORE', K_DELIVERIES, sid .. ':' .. mid) ~= false
+                    end
+                    if not owed then
+                        remove_messages({mid})
+                    end
+                end
             else
                 redis.call('HSET', K_DELIVERY_INFO, delivery, cmsgpack.pack({attempts + 1, ''}))
                 redis.call('ZADD', K_DELIVERIES, retry_at, delivery)
