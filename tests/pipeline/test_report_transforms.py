@@ -44,6 +44,8 @@ JOURNAL = [
 # project, queue, posted, claimed, deleted, redelivered, released, rescheduled, dead_lettered,
 # delivered_before_due, first_deliveries, p50, p95, p99, max
 Q1_MINUTE0 = (3, 3, 1, 0, 1, 1, 0, 0, 3, 30.0, 48.0, 49.6, 50)
+# pushed, delivered, retries, failures, before due, push lateness p50, p95, p99, max
+NO_PUSHES = (0, 0, 0, 0, 0, None, None, None, None)
 
 
 @pytest.fixture
@@ -59,10 +61,46 @@ def test_per_minute_counts_and_lateness(journal: Any) -> None:
     rows = [tuple(r) for r in report.per_minute(journal).collect()]
     minute = datetime.timedelta(minutes=1)
     assert rows == [
-        ("p", "q1", MINUTE0, *Q1_MINUTE0),
-        ("p", "q1", MINUTE0 + minute, 0, 1, 1, 1, 0, 0, 0, 0, 0, None, None, None, None),
-        ("p", "q1", MINUTE0 + 2 * minute, 0, 1, 0, 1, 0, 0, 1, 0, 0, None, None, None, None),
-        ("p", "q2", MINUTE0, 1, 1, 0, 0, 0, 0, 0, 1, 1, -500.0, -500.0, -500.0, -500),
+        ("p", "q1", MINUTE0, *Q1_MINUTE0, *NO_PUSHES),
+        (
+            "p",
+            "q1",
+            MINUTE0 + minute,
+            0,
+            1,
+            1,
+            1,
+            0,
+            0,
+            0,
+            0,
+            0,
+            None,
+            None,
+            None,
+            None,
+            *NO_PUSHES,
+        ),
+        (
+            "p",
+            "q1",
+            MINUTE0 + 2 * minute,
+            0,
+            1,
+            0,
+            1,
+            0,
+            0,
+            1,
+            0,
+            0,
+            None,
+            None,
+            None,
+            None,
+            *NO_PUSHES,
+        ),
+        ("p", "q2", MINUTE0, 1, 1, 0, 0, 0, 0, 0, 1, 1, -500.0, -500.0, -500.0, -500, *NO_PUSHES),
     ]
 
 
@@ -73,10 +111,12 @@ def test_per_queue_and_summary(journal: Any) -> None:
         (
             *("p", "q1", MINUTE0, MINUTE0 + datetime.timedelta(seconds=130)),
             *(3, 5, 2, 2, 1, 1, 1, 0, 3, 30.0, 48.0, 49.6, 50),
+            *NO_PUSHES,
         ),
         (
             *("p", "q2", MINUTE0, MINUTE0 + datetime.timedelta(milliseconds=500)),
             *(1, 1, 0, 0, 0, 0, 0, 1, 1, -500.0, -500.0, -500.0, -500),
+            *NO_PUSHES,
         ),
     ]
     result = report.summary(journal, queues)
@@ -99,3 +139,47 @@ def test_run_writes_tables_summary_and_chart(
     assert spark.read.parquet(str(out / "per_queue")).count() == 2
     png = (out / "lateness.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+
+def test_pushes_are_counted_by_outcome_with_their_lateness(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    path = tmp_path / "pushes.jsonl"
+    pushed = "pushed"
+    path.write_text(
+        "\n".join(
+            [
+                event(0, "posted", "m1", due=1000, ttl=60),
+                event(0, "posted", "m2", due=0, ttl=60),
+                event(
+                    1020, pushed, "m1", subscription_id="s", attempt=1, outcome="retry", due=1000
+                ),
+                event(
+                    1030,
+                    pushed,
+                    "m1",
+                    subscription_id="s",
+                    attempt=2,
+                    outcome="delivered",
+                    due=1000,
+                ),
+                event(
+                    10,
+                    pushed,
+                    "m2",
+                    subscription_id="s",
+                    attempt=1,
+                    outcome="failed",
+                    due=0,
+                    error="HTTP 404",
+                ),
+            ]
+        )
+        + "\n"
+    )
+    events = report.read_journal(spark, str(path))
+    [row] = report.per_queue(events).collect()
+    assert tuple(row)[-9:] == (3, 1, 1, 1, 0, 15.0, 19.5, 19.9, 20)
+    result = report.summary(events, report.per_queue(events))
+    assert result["events"] == 5 and result["pushes_before_due"] == 0
+    assert result["totals"]["push_failures"] == 1

@@ -9,6 +9,10 @@ its claim count is above 1; *lateness* is a first delivery's time minus the due 
 message had then, in milliseconds; a delivery *before due* has a negative lateness, on any
 delivery (there must be none). Per-minute rows bucket each event by its own minute (a
 lateness by the minute of the first delivery).
+
+Pushes to subscribers (``pushed`` events, one per attempt) are counted by outcome; *push
+lateness* is a first attempt's time minus the message's due time, and a push *before due*
+has a negative one (there must be none either).
 """
 
 from __future__ import annotations
@@ -33,10 +37,15 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("due", T.LongType()),
         T.StructField("ttl", T.LongType()),
         T.StructField("dead_letter_queue", T.StringType()),
+        T.StructField("subscription_id", T.StringType()),
+        T.StructField("attempt", T.LongType()),
+        T.StructField("outcome", T.StringType()),
+        T.StructField("error", T.StringType()),
         T.StructField("_corrupt", T.StringType()),
     ]
 )
-EVENTS = ("posted", "claimed", "deleted", "released", "rescheduled", "dead_lettered")
+EVENTS = ("posted", "claimed", "deleted", "released", "rescheduled", "dead_lettered", "pushed")
+PUSH_TOTALS = ("pushes_delivered", "push_retries", "push_failures", "pushed_before_due")
 PERCENTILES = (0.5, 0.95, 0.99)
 
 
@@ -62,6 +71,8 @@ def _measures() -> list[Column]:
     claimed = event == "claimed"
     lateness = F.when(claimed & (F.col("claim_count") == 1), F.col("ts") - F.col("due"))
     quantiles = F.percentile(lateness, list(PERCENTILES))
+    pushed = event == "pushed"
+    push_lateness = F.when(pushed & (F.col("attempt") == 1), F.col("ts") - F.col("due"))
     return [
         _count(event == "posted").alias("posted"),
         _count(claimed).alias("claimed"),
@@ -74,16 +85,36 @@ def _measures() -> list[Column]:
         _count(lateness.isNotNull()).alias("first_deliveries"),
         quantiles.alias("_quantiles"),
         F.max(lateness).alias("lateness_max_ms"),
+        _count(pushed).alias("pushed"),
+        _count(pushed & (F.col("outcome") == "delivered")).alias("pushes_delivered"),
+        _count(pushed & (F.col("outcome") == "retry")).alias("push_retries"),
+        _count(pushed & (F.col("outcome") == "failed")).alias("push_failures"),
+        _count(pushed & (F.col("ts") < F.col("due"))).alias("pushed_before_due"),
+        F.percentile(push_lateness, list(PERCENTILES)).alias("_push_quantiles"),
+        F.max(push_lateness).alias("push_lateness_max_ms"),
     ]
 
 
 def _spread_quantiles(df: DataFrame) -> DataFrame:
-    named = [
-        F.col("_quantiles")[i].alias(f"lateness_p{round(q * 100)}_ms")
-        for i, q in enumerate(PERCENTILES)
-    ]
-    others = [c for c in df.columns if c not in ("_quantiles", "lateness_max_ms")]
-    return df.select(*others, *named, "lateness_max_ms")
+    """The claim measures, claim lateness, the push counts, then push lateness."""
+
+    def spread(prefix: str) -> list[Column]:
+        return [
+            F.col(f"_{prefix}quantiles")[i].alias(f"{prefix}lateness_p{round(q * 100)}_ms")
+            for i, q in enumerate(PERCENTILES)
+        ]
+
+    push_counts = ["pushed", *PUSH_TOTALS]
+    latenesses = ("_quantiles", "lateness_max_ms", "_push_quantiles", "push_lateness_max_ms")
+    others = [c for c in df.columns if c not in (*latenesses, *push_counts)]
+    return df.select(
+        *others,
+        *spread(""),
+        "lateness_max_ms",
+        *push_counts,
+        *spread("push_"),
+        "push_lateness_max_ms",
+    )
 
 
 def readable(events: DataFrame) -> DataFrame:
@@ -122,13 +153,20 @@ def summary(events: DataFrame, queues: DataFrame) -> dict[str, Any]:
     queue_rows = [r.asDict() for r in queues.select(*as_text).collect()]
     totals = {
         name: sum(int(q[name]) for q in queue_rows)
-        for name in (*EVENTS, "redelivered", "delivered_before_due", "first_deliveries")
+        for name in (
+            *EVENTS,
+            *PUSH_TOTALS,
+            "redelivered",
+            "delivered_before_due",
+            "first_deliveries",
+        )
     }
     unreadable = events.filter(F.col("_corrupt").isNotNull() | F.col("event").isNull()).count()
     return {
         "events": sum(totals[e] for e in EVENTS),
         "unreadable_lines": unreadable,
         "deliveries_before_due": totals["delivered_before_due"],
+        "pushes_before_due": totals["pushed_before_due"],
         "totals": totals,
         "queues": queue_rows,
     }
