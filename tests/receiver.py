@@ -28,6 +28,8 @@ class Receiver:
     url: str
     statuses: list[int] = field(default_factory=list)  # answered first, in order
     delay_s: float = 0.0  # how long each answer takes
+    # Answers wait until this is set (a receiver that hangs, until the test lets it go).
+    answering: threading.Event = field(default_factory=threading.Event)
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -42,8 +44,13 @@ class Receiver:
 
 
 @contextmanager
-def receiver(statuses: list[int] | None = None, delay_s: float = 0.0) -> Iterator[Receiver]:
+def receiver(
+    statuses: list[int] | None = None, delay_s: float = 0.0, hold: bool = False
+) -> Iterator[Receiver]:
+    """A receiver on a loopback port; ``hold``: it answers nothing until ``answering`` is set."""
     state = Receiver(url="", statuses=list(statuses or []), delay_s=delay_s)
+    if not hold:
+        state.answering.set()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -56,6 +63,7 @@ def receiver(statuses: list[int] | None = None, delay_s: float = 0.0) -> Iterato
                 status = state.statuses.pop(0) if state.statuses else 200
             if state.delay_s:
                 time.sleep(state.delay_s)
+            state.answering.wait(30)
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -71,5 +79,6 @@ def receiver(statuses: list[int] | None = None, delay_s: float = 0.0) -> Iterato
     try:
         yield state
     finally:
+        state.answering.set()
         server.shutdown()
         server.server_close()

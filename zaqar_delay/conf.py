@@ -91,6 +91,7 @@ class Settings:
     message_encryption_old_keys: tuple[str, ...] = tuple(_TRANSPORT["message_encryption_old_keys"])
     push: bool = _NOTIFICATION["push"]
     push_timeout: float = _NOTIFICATION["push_timeout"]
+    require_confirmation: bool = _NOTIFICATION["require_confirmation"]
     push_concurrency: int = _NOTIFICATION["push_concurrency"]
     denied_networks: tuple[str, ...] = tuple(_NOTIFICATION["denied_networks"])
     allowed_networks: tuple[str, ...] = tuple(_NOTIFICATION["allowed_networks"])
@@ -175,6 +176,9 @@ def settings_from_command_line(argv: Sequence[str], prog: str, description: str)
 
 
 def _settings(conf: cfg.ConfigOpts, config_files: tuple[str, ...], env: Any) -> Settings:
+    if conf.notification.require_confirmation and not conf.signed_url.secret_key:
+        # The confirmation request is a pre-signed URL: without a secret none can be made.
+        raise ValueError("[notification] require_confirmation needs [signed_url] secret_key")
     limits = Limits(**{f.name: getattr(conf.transport, f.name) for f in dataclasses.fields(Limits)})
     limits = dataclasses.replace(limits, subscriber_types=tuple(limits.subscriber_types))
     return Settings(
@@ -201,6 +205,7 @@ def _settings(conf: cfg.ConfigOpts, config_files: tuple[str, ...], env: Any) -> 
         message_encryption_old_keys=tuple(conf.transport.message_encryption_old_keys),
         push=conf.notification.push,
         push_timeout=conf.notification.push_timeout,
+        require_confirmation=conf.notification.require_confirmation,
         push_concurrency=conf.notification.push_concurrency,
         denied_networks=tuple(conf.notification.denied_networks),
         allowed_networks=tuple(conf.notification.allowed_networks),

@@ -285,6 +285,15 @@ notification_opts: list[cfg.Opt] = [
             "requests."
         ),
     ),
+    cfg.BoolOpt(
+        "require_confirmation",
+        default=False,
+        help=(
+            "Zaqar's confirmation flow: a new subscription is sent a pre-signed URL to confirm "
+            "itself with (needs [signed_url] secret_key), and is pushed nothing until it is "
+            "confirmed."
+        ),
+    ),
     cfg.FloatOpt("push_timeout", default=10.0, min=0.1, help="Seconds one push request may take."),
     cfg.IntOpt(
         "push_concurrency",

@@ -144,6 +144,20 @@ class Signer:
         """A pre-signed URL document for the queue (see :func:`create`)."""
         return create(self._secret, project, f"/v2/queues/{queue}", document, self._utcnow())
 
+    def sign(self, project: str, paths: Sequence[str], methods: Sequence[str]) -> dict[str, Any]:
+        """A signature of exactly ``paths`` and ``methods`` for a day, or {} when pre-signed
+        URLs are disabled (no secret)."""
+        if not self._secret:
+            return {}
+        expires = (self._utcnow() + DEFAULT_LIFETIME).strftime(EXPIRES_FORMAT)
+        return {
+            "project": project,
+            "paths": sorted(paths),
+            "methods": sorted(methods),
+            "expires": expires,
+            "signature": signature(self._secret, paths, methods, project, expires),
+        }
+
     def allows(self, method: str, path: str, headers: Mapping[str, str]) -> bool:
         """Whether the request's URL-* headers sign this method and path (see :func:`verify`)."""
         return verify(self._secret, method, path, headers, self._utcnow())

@@ -16,6 +16,7 @@ from zaqar_delay import errors, retry_policy, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.models import Subscription, SubscriptionChange
+from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 from zaqar_delay.storage.base import Driver
 
@@ -82,13 +83,21 @@ class Subscriptions:
     """Create, list, read, change, confirm and delete the subscriptions of every project."""
 
     def __init__(
-        self, driver: Driver, limits: Limits, clock: Clock, guard: AddressGuard | None = None
+        self,
+        driver: Driver,
+        limits: Limits,
+        clock: Clock,
+        guard: AddressGuard | None = None,
+        confirmations: Confirmations | None = None,
     ) -> None:
-        """``guard`` refuses subscribers whose address pushes may not reach."""
+        """``guard`` refuses subscribers whose address pushes may not reach; with
+        ``confirmations`` (``require_confirmation``), unconfirmed subscriptions are sent a
+        confirmation request when subscribed."""
         self.driver = driver
         self.limits = limits
         self.clock = clock
         self.guard = guard
+        self.confirmations = confirmations
 
     def create(self, project: str, queue: str, document: Any) -> tuple[str, str | None]:
         """Subscribe; ``(id, signing secret)``, the secret only when the subscription is new.
@@ -112,10 +121,12 @@ class Subscriptions:
             secret,
             now_ms,
         )
-        if not created:
+        if not created or self.confirmations is not None:
             existing = self.driver.get_subscription(project, queue, subscription_id, now_ms)
-            if existing is None or existing.confirmed:
+            if existing is None or (existing.confirmed and not created):
                 raise errors.Conflict(DUPLICATE)
+            if self.confirmations is not None and not existing.confirmed:
+                self.confirmations.request(project, queue, existing)
         return subscription_id, secret if created else None
 
     def list(self, project: str, queue: str, marker: str | None, limit: int) -> list[Subscription]:

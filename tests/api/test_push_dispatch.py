@@ -9,6 +9,7 @@ import email.policy
 import hashlib
 import hmac
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +17,10 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import Envelope
 
-from tests.api.conftest import Api
+from tests.api.conftest import PROJECT, Api, api_on, signed_headers
 from tests.processes import free_port
 from tests.receiver import Receiver, receiver
+from zaqar_delay.conf import load_settings
 from zaqar_delay.journal import Journal
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.metrics import Metrics
@@ -76,6 +78,44 @@ def test_pushed_when_due_never_before(api: Api, dispatcher: Dispatcher) -> None:
         assert dispatcher.run_once() == 0  # delivered once
         # Pushing does not consume: pull consumers still see it.
         assert api.get(f"/v2/queues/q/messages/{mid}").status_code == 200
+
+
+@pytest.fixture
+def running(api: Api) -> Iterator[Dispatcher]:
+    """A dispatcher running in the background with 4 request slots."""
+    dispatcher = Dispatcher(api.driver, api.clock, senders(), concurrency=4, recheck_s=0.02)
+    dispatcher.start()
+    yield dispatcher
+    dispatcher.stop()
+
+
+def test_a_receiver_that_hangs_holds_only_the_slots_of_its_requests(
+    api: Api, running: Dispatcher
+) -> None:
+    with receiver(hold=True) as hanging, receiver() as answering:
+        subscribe(api, hanging, "hangs")
+        subscribe(api, answering, "answers")
+        api.post_messages("hangs", {"body": 1}, {"body": 2})
+        hanging.wait_for(2)
+        # Two requests hang; the other queue's push is sent meanwhile, not after them.
+        api.post_messages("answers", {"body": 3})
+        [push] = answering.wait_for(1)
+        assert push.json()["body"] == 3
+        assert len(hanging.received) == 2
+        hanging.answering.set()
+
+
+def test_only_requests_in_flight_are_leased(api: Api, running: Dispatcher) -> None:
+    """So a crash repeats at most the requests that were in flight."""
+    with receiver(hold=True) as hanging:
+        subscribe(api, hanging)
+        api.post_messages("q", *({"body": n} for n in range(10)))
+        hanging.wait_for(4)
+        # Four in flight (the slots); the six others are still owed to any dispatcher.
+        others = api.driver.lease_pushes(PROJECT, "q", api.clock.now_ms(), 60_000, 100)
+        assert len(others) == 6
+        assert len(hanging.received) == 4
+        hanging.answering.set()
 
 
 def test_the_signature_verifies_with_the_subscription_secret(
@@ -286,3 +326,106 @@ def test_delete_after_push_makes_a_push_only_queue(api: Api, dispatcher: Dispatc
         dispatcher.run_once()  # delivered: deleted
         hook.wait_for(2)
         assert api.get(f"/v2/queues/q/messages/{mid}").status_code == 404
+
+
+@pytest.fixture(params=["embedded", "mongodb"])
+def confirming(request: pytest.FixtureRequest) -> Iterator[Api]:
+    """The API with Zaqar's require_confirmation on."""
+    yield from api_on(request, request.param, require_confirmation=True, signed_url_secret="s" * 32)
+
+
+def test_require_confirmation_sends_a_signed_url_and_pushes_only_once_confirmed(
+    confirming: Api,
+) -> None:
+    api = confirming
+    dispatcher = Dispatcher(api.driver, api.clock, senders(), require_confirmation=True)
+    try:
+        with receiver() as hook:
+            sid = subscribe(api, hook)
+            [request] = hook.wait_for(1)
+            document = request.json()
+            assert document["Message_Type"] == "SubscriptionConfirmation"
+            assert document["Message"] == "You have chosen to subscribe to the queue: q"
+            assert document["URL-Paths"] == [f"/v2/queues/q/subscriptions/{sid}/confirm"]
+            assert document["URL-Methods"] == ["PUT"]
+            assert (document["SubscribeBody"], document["UnsubscribeBody"]) == (
+                {"confirmed": True},
+                {"confirmed": False},
+            )
+            # Unconfirmed: what falls due is dropped, not pushed.
+            api.post_messages("q", {"body": "before"})
+            assert dispatcher.run_once() == 1
+            assert len(hook.received) == 1
+            assert api.get(f"/v2/queues/q/subscriptions/{sid}").json["confirmed"] is False
+            # The subscriber confirms with the pre-signed URL alone.
+            share = {
+                "signature": document["URL-Signature"],
+                "expires": document["URL-Expires"],
+                "methods": document["URL-Methods"],
+                "paths": document["URL-Paths"],
+                "project": document["X-Project-ID"],
+            }
+            confirmed = api.put(
+                document["URL-Paths"][0],
+                json=document["SubscribeBody"],
+                headers={**signed_headers(share), "X-Project-ID": PROJECT},
+            )
+            assert confirmed.status_code == 204, confirmed.text
+            # The signature covers that path only.
+            other = api.put(
+                "/v2/queues/q/subscriptions/other/confirm",
+                json={"confirmed": True},
+                headers={**signed_headers(share), "X-Project-ID": PROJECT},
+            )
+            assert other.status_code == 404
+            api.post_messages("q", {"body": "after"})
+            assert dispatcher.run_once() == 1
+            pushes = hook.wait_for(2)
+            assert pushes[1].json()["body"] == "after"
+            # Subscribing again once confirmed is the duplicate it is.
+            again = api.post("/v2/queues/q/subscriptions", json={"subscriber": hook.url})
+            assert again.status_code == 409
+    finally:
+        dispatcher.stop()
+
+
+def test_require_confirmation_needs_a_signing_secret(tmp_path: Path) -> None:
+    conf = tmp_path / "confirming.conf"
+    conf.write_text("[notification]\nrequire_confirmation = true\n")
+    with pytest.raises(ValueError, match=r"require_confirmation needs \[signed_url\] secret_key"):
+        load_settings([str(conf)], environ={})
+
+
+def test_require_confirmation_mails_mailto_subscribers_the_signed_url(
+    request: pytest.FixtureRequest,
+) -> None:
+    received: list[Envelope] = []
+
+    class Inbox:
+        async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:
+            received.append(envelope)
+            return "250 OK"
+
+    port = free_port()
+    smtp = Controller(Inbox(), hostname="127.0.0.1", port=port)
+    smtp.start()
+    try:
+        settings = {"smtp_host": "127.0.0.1", "smtp_port": port, "signed_url_secret": "s" * 32}
+        for api in api_on(request, "embedded", require_confirmation=True, **settings):
+            created = api.post(
+                "/v2/queues/q/subscriptions", json={"subscriber": "mailto:ops@example.com"}
+            )
+            assert created.status_code == 201, created.text
+            sid = created.json["subscription_id"]
+            for _ in range(500):
+                if received:
+                    break
+                time.sleep(0.01)
+            [envelope] = received
+            assert envelope.rcpt_tos == ["ops@example.com"]
+            mail = email.message_from_bytes(envelope.content, policy=email.policy.default)  # type: ignore[arg-type]
+            assert mail["Subject"] == "Confirm your subscription to the queue q"
+            document = json.loads(mail.get_content())  # type: ignore[attr-defined]
+            assert document["URL-Paths"] == [f"/v2/queues/q/subscriptions/{sid}/confirm"]
+    finally:
+        smtp.stop()

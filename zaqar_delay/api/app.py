@@ -19,6 +19,7 @@ from zaqar_delay.conf import Settings
 from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import open_journal
 from zaqar_delay.metrics import Metrics
+from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 from zaqar_delay.push.mail import MailSender
@@ -45,28 +46,33 @@ def create_wsgi_app(
 def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
     """Run a dispatcher on the service's store, woken by the posts this process serves."""
     guard = AddressGuard(settings.denied_networks, settings.allowed_networks)
-    sender = Senders(
-        WebhookSender(guard, settings.push_timeout, settings.push_concurrency),
-        MailSender(
-            settings.smtp_host,
-            settings.smtp_port,
-            settings.smtp_sender,
-            settings.push_timeout,
-            settings.smtp_starttls,
-            settings.smtp_username,
-            settings.smtp_password,
-        ),
-    )
+    sender = Senders(*push_senders(settings, guard))
     dispatcher = Dispatcher(
         service.driver,
         service.clock,
         sender,
         settings.push_concurrency,
         lifecycle=service.lifecycle,
+        require_confirmation=settings.require_confirmation,
     )
     service.lifecycle.pushes_owed = dispatcher.notify
     dispatcher.start()
     return dispatcher
+
+
+def push_senders(settings: Settings, guard: AddressGuard) -> tuple[WebhookSender, MailSender]:
+    """The webhook and mail senders of ``[notification]``."""
+    webhook = WebhookSender(guard, settings.push_timeout, settings.push_concurrency)
+    mail = MailSender(
+        settings.smtp_host,
+        settings.smtp_port,
+        settings.smtp_sender,
+        settings.push_timeout,
+        settings.smtp_starttls,
+        settings.smtp_username,
+        settings.smtp_password,
+    )
+    return webhook, mail
 
 
 def message_cipher(settings: Settings) -> MessageCipher | None:
@@ -115,7 +121,11 @@ def build(
     api_errors.register(app)
 
     guard = AddressGuard(settings.denied_networks, settings.allowed_networks)
-    subscribing = Subscriptions(driver, settings.limits, clock, guard)
+    confirmations = None
+    if settings.require_confirmation:
+        webhook, mail = push_senders(settings, guard)
+        confirmations = Confirmations(signer, clock, webhook, mail)
+    subscribing = Subscriptions(driver, settings.limits, clock, guard, confirmations)
     # The resources that need more than the service.
     special: dict[type[Resource], Resource] = {
         **{

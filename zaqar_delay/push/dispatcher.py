@@ -6,8 +6,13 @@ once and survives ``kill -9`` of any process. A failed attempt is retried by the
 ``_retry_policy`` schedule (``retry_policy``); a push that fails for good, or runs out of
 retries, moves its message to the queue's ``_dead_letter_queue`` when it has one.
 
+Pushes flow: the dispatcher leases only as many pushes as it has free request slots
+(``concurrency``), and each push is settled in the store as soon as its own request ends. So
+a slow receiver holds only its own slots, not the other queues' pushes, and a crash repeats at
+most the requests that were in flight.
+
 The dispatcher sleeps until the earliest owed push, at most ``recheck_s``; a post in this
-process that owes an earlier push wakes it at once (``notify``).
+process that owes an earlier push wakes it at once (``notify``), as does a freed slot.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Sequence
 
 from zaqar_delay import jsondoc, retry_policy
 from zaqar_delay.clock import Clock
@@ -29,7 +33,6 @@ from zaqar_delay.storage.base import Driver
 
 LOG = logging.getLogger(__name__)
 
-BATCH = 64
 QUEUES_PER_ROUND = 32
 RECHECK_S = 1.0
 
@@ -45,16 +48,23 @@ class Dispatcher:
         concurrency: int = 32,
         recheck_s: float = RECHECK_S,
         lifecycle: Lifecycle | None = None,
+        require_confirmation: bool = False,
     ) -> None:
-        """A lease lasts three push timeouts: a batch is sent in at most two waves. Every
-        attempt is reported to ``lifecycle`` (metrics and journal)."""
+        """A lease lasts three push timeouts: the request, then its settling, with room to
+        spare. Every attempt is reported to ``lifecycle`` (metrics and journal). With
+        ``require_confirmation``, a push that falls due while its subscription is unconfirmed
+        is dropped unsent."""
+        self.require_confirmation = require_confirmation
         self.driver = driver
         self.lifecycle = lifecycle
         self.lease_ms = int(sender.timeout_s * 3000)
         self.clock = clock
         self.sender = sender
         self.recheck_s = recheck_s
+        self.concurrency = concurrency
         self._pool = concurrent.futures.ThreadPoolExecutor(concurrency, "zaqar-delay-push")
+        self._in_flight = 0
+        self._in_flight_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -83,9 +93,12 @@ class Dispatcher:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                if self.run_once():
-                    continue
-                self._sleep()
+                if self._free_slots() == 0:
+                    # Every slot busy: the next freed one wakes this loop.
+                    self._wake.wait(self.recheck_s)
+                    self._wake.clear()
+                elif not self._lease_round():
+                    self._sleep()
             except StorageUnavailable as exc:
                 LOG.warning("push delivery waits for the store: %s", exc.description)
                 self._stop.wait(self.recheck_s)
@@ -102,52 +115,85 @@ class Dispatcher:
         if sleep_s > 0 and self._wake.wait(sleep_s):
             self._wake.clear()
 
-    # -- one round -----------------------------------------------------------------------------
+    # -- leasing -------------------------------------------------------------------------------
 
     def run_once(self) -> int:
-        """Send the pushes due now (a batch per queue); returns how many were attempted."""
-        now_ms = self.clock.now_ms()
-        attempted = 0
-        for project, queue in self.driver.due_push_queues(now_ms, QUEUES_PER_ROUND):
-            leased = self.driver.lease_pushes(project, queue, now_ms, self.lease_ms, BATCH)
-            if leased:
-                self._deliver(project, queue, leased)
-                attempted += len(leased)
-        return attempted
+        """Send the pushes due now, up to the free slots, and wait for their outcomes to be
+        recorded; returns how many were attempted."""
+        attempts = self._lease_round()
+        concurrent.futures.wait(attempts)
+        for attempt in attempts:
+            attempt.result()
+        return len(attempts)
 
-    def _deliver(self, project: str, queue: str, leased: Sequence[Delivery]) -> None:
-        sent = list(self._pool.map(self._send, leased))
+    def _free_slots(self) -> int:
+        with self._in_flight_lock:
+            return self.concurrency - self._in_flight
+
+    def _take_slots(self, n: int) -> None:
+        with self._in_flight_lock:
+            self._in_flight += n
+
+    def _lease_round(self) -> list[concurrent.futures.Future[None]]:
+        """Lease due pushes (oldest queues first) into the free slots and start each."""
+        now_ms = self.clock.now_ms()
+        started: list[concurrent.futures.Future[None]] = []
+        for project, queue in self.driver.due_push_queues(now_ms, QUEUES_PER_ROUND):
+            free = self._free_slots()
+            if free == 0:
+                break
+            leased = self.driver.lease_pushes(project, queue, now_ms, self.lease_ms, free)
+            self._take_slots(len(leased))
+            started += [self._pool.submit(self._attempt, delivery) for delivery in leased]
+        return started
+
+    # -- one push ------------------------------------------------------------------------------
+
+    def _attempt(self, delivery: Delivery) -> None:
+        """Send one push and record its outcome; the slot is freed whatever happens (a push
+        not settled is due again when its lease ends)."""
+        try:
+            if self.require_confirmation and not delivery.subscription.confirmed:
+                now_ms = self.clock.now_ms()
+                self.driver.settle_pushes(
+                    delivery.project, delivery.queue, [(delivery, None)], now_ms
+                )
+                return
+            sent_ms = self.clock.now_ms()
+            outcome = self.sender.send(delivery, sent_ms)
+            self._settle(delivery, outcome, sent_ms)
+        except StorageUnavailable as exc:
+            LOG.warning("push %s not recorded, sent again later: %s", delivery.id, exc)
+        except Exception:
+            LOG.exception("push %s failed unexpectedly; sent again later", delivery.id)
+        finally:
+            self._take_slots(-1)
+            self._wake.set()
+
+    def _settle(self, delivery: Delivery, outcome: Outcome, sent_ms: int) -> None:
+        project, queue = delivery.project, delivery.queue
         metadata = self.driver.get_metadata(project, queue) or {}
         policy = QueuePolicy.of(metadata)
         now_ms = self.clock.now_ms()
-        outcomes: list[tuple[Delivery, int | None]] = []
-        consume: list[str] = []
-        for delivery, (outcome, sent_ms) in zip(leased, sent, strict=True):
-            retry_at = self._retry_at(delivery, outcome, metadata, now_ms)
-            dead_letter_queue = ""
-            if retry_at is None and outcome.kind != "delivered":
-                LOG.warning(
-                    "push %s to %s failed for good after %d attempts: %s",
-                    delivery.id,
-                    delivery.subscription.subscriber,
-                    delivery.attempts + 1,
-                    outcome.error,
-                )
-                if policy.dead_letter_queue:
-                    dead_letter_queue = policy.dead_letter_queue
-                    self._dead_letter(delivery, outcome, dead_letter_queue, now_ms)
-            if self.lifecycle is not None:
-                kind = "delivered" if outcome.kind == "delivered" else "failed"
-                kind = "retry" if retry_at is not None else kind
-                self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, sent_ms)
-            if outcome.kind == "delivered" and policy.delete_after_push:
-                consume.append(delivery.id)
-            outcomes.append((delivery, retry_at))
-        self.driver.settle_pushes(project, queue, outcomes, now_ms, consume)
-
-    def _send(self, delivery: Delivery) -> tuple[Outcome, int]:
-        sent_ms = self.clock.now_ms()
-        return self.sender.send(delivery, sent_ms), sent_ms
+        retry_at = self._retry_at(delivery, outcome, metadata, now_ms)
+        dead_letter_queue = ""
+        if retry_at is None and outcome.kind != "delivered":
+            LOG.warning(
+                "push %s to %s failed for good after %d attempts: %s",
+                delivery.id,
+                delivery.subscription.subscriber,
+                delivery.attempts + 1,
+                outcome.error,
+            )
+            if policy.dead_letter_queue:
+                dead_letter_queue = policy.dead_letter_queue
+                self._dead_letter(delivery, outcome, dead_letter_queue, now_ms)
+        if self.lifecycle is not None:
+            kind = "delivered" if outcome.kind == "delivered" else "failed"
+            kind = "retry" if retry_at is not None else kind
+            self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, sent_ms)
+        consume = [delivery.id] if outcome.kind == "delivered" and policy.delete_after_push else []
+        self.driver.settle_pushes(project, queue, [(delivery, retry_at)], now_ms, consume)
 
     @staticmethod
     def _retry_at(

@@ -62,9 +62,12 @@ class MailSender:
         return mail
 
     def send(self, delivery: Delivery, now_ms: int) -> Outcome:
+        return self.deliver(self.mail(delivery, now_ms))
+
+    def deliver(self, mail: email.message.EmailMessage) -> Outcome:
+        """Hand ``mail`` to the SMTP server once."""
         if not self.host:
             return Outcome("permanent", "no SMTP server is configured ([notification] smtp_host)")
-        mail = self.mail(delivery, now_ms)
         try:
             with smtplib.SMTP(self.host, self.port, timeout=self.timeout_s) as smtp:
                 if self.starttls:

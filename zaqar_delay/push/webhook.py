@@ -116,13 +116,13 @@ class WebhookSender:
         headers[DELIVERY_ID_HEADER] = delivery.id
         headers[ATTEMPT_HEADER] = str(delivery.attempts + 1)
         headers[SIGNATURE_HEADER] = signature(delivery.subscription.secret, now_ms, body)
+        return self.post(delivery.subscription.subscriber, body, headers)
+
+    def post(self, url: str, body: bytes, headers: dict[str, str]) -> Outcome:
+        """POST ``body`` to ``url`` once, through the guard, without following redirects."""
         try:
             response = self.session.post(
-                delivery.subscription.subscriber,
-                data=body,
-                headers=headers,
-                timeout=self.timeout_s,
-                allow_redirects=False,
+                url, data=body, headers=headers, timeout=self.timeout_s, allow_redirects=False
             )
         except DeniedAddress as exc:
             return Outcome("permanent", str(exc))

@@ -27,7 +27,9 @@ class DeliveryStore(abc.ABC):
 
     @abc.abstractmethod
     def next_push_ms(self) -> int | None:
-        """The earliest time any push is owed (a due time or a lease's end); None for none."""
+        """The earliest time any push is owed (a due time or a lease's end); None for none.
+        It may be earlier than that, never later: after a push ends, a store may wake a
+        dispatcher once for nothing (when its lease would have ended)."""
 
     @abc.abstractmethod
     def lease_pushes(

@@ -4,10 +4,11 @@ owed push (``KeySpace.pushes``, its own slot), through which dispatchers find du
 call.
 
 The queue index cannot be written in the same script as the queue's keys on Redis Cluster, so
-its score is kept from above: a post lowers it (``LT``); after a lease or settle, the
-dispatcher raises it to what the script saw (``GT``), then reads the queue's earliest push
-again and lowers it to that (``LT``). A post that lowered it between the two is so never
-hidden.
+its score is kept at or before the queue's earliest owed push: a post, and a settled retry,
+lower it (``LT``); after a lease, the dispatcher raises it to what the script saw (``GT``),
+then reads the queue's earliest push again and lowers it to that (``LT``). A post that
+lowered it between the two is so never hidden. A push that ends leaves the score at most
+too early, which costs one empty lease.
 """
 
 from __future__ import annotations
@@ -100,9 +101,9 @@ class PushScripts(Driver):
         now_ms: int,
         consume: Sequence[str] = (),
     ) -> None:
-        earliest, consumed = 0, set(consume)
+        consumed = set(consume)
         for delivery, retry_at in outcomes:
-            [earliest] = self._run(
+            self._run(
                 "push",
                 project,
                 queue,
@@ -113,5 +114,8 @@ class PushScripts(Driver):
                 retry_at or 0,
                 int(delivery.id in consumed),
             )
-        if outcomes:
-            self._reindex_pushes(project, queue, int(earliest))
+        retries = [retry_at for _, retry_at in outcomes if retry_at is not None]
+        if retries:
+            # The index may be later than a retry (the lease's end): lower it. A push that
+            # ended leaves the index at most too early, which the next lease corrects.
+            self._lower_push_index(project, queue, min(retries))

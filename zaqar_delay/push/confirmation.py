@@ -1,0 +1,94 @@
+"""Zaqar's subscription confirmation (``[notification] require_confirmation``).
+
+With it on, a new subscription (or one subscribed again while unconfirmed) is sent Zaqar's
+``SubscriptionConfirmation`` document: a pre-signed URL (``URL-Signature``, ``URL-Paths``,
+``URL-Methods``, ``URL-Expires``, ``X-Project-ID``) for ``PUT .../subscriptions/{id}/confirm``,
+valid for a day, and the bodies to send there (``SubscribeBody``, ``UnsubscribeBody``). Webhooks
+get it as a POST (signed like pushes, without a delivery id); ``mailto:`` subscribers as a
+mail. Until the subscription is confirmed, the pushes that fall due for it are dropped.
+
+The request is sent once, in the background, by the process that answered the subscribe; a
+subscriber who missed it subscribes again to be sent another.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import email.message
+import logging
+import urllib.parse
+from typing import Any
+
+from zaqar_delay import jsondoc
+from zaqar_delay.clock import Clock
+from zaqar_delay.models import Subscription
+from zaqar_delay.push.mail import MailSender
+from zaqar_delay.push.webhook import SIGNATURE_HEADER, Outcome, WebhookSender, signature
+from zaqar_delay.signed_urls import Signer
+
+LOG = logging.getLogger(__name__)
+
+
+def confirmation_document(
+    signer: Signer, project: str, queue: str, subscription_id: str
+) -> dict[str, Any]:
+    """Zaqar's ``SubscriptionConfirmation`` document for one subscription."""
+    path = f"/v2/queues/{queue}/subscriptions/{subscription_id}/confirm"
+    signed = signer.sign(project, [path], ["PUT"])
+    return {
+        "Message_Type": "SubscriptionConfirmation",
+        "Message": f"You have chosen to subscribe to the queue: {queue}",
+        "URL-Signature": signed["signature"],
+        "URL-Methods": signed["methods"],
+        "URL-Paths": signed["paths"],
+        "URL-Expires": signed["expires"],
+        "X-Project-ID": project,
+        "SubscribeBody": {"confirmed": True},
+        "UnsubscribeBody": {"confirmed": False},
+        "queue_name": queue,
+    }
+
+
+class Confirmations:
+    """Sends confirmation requests in the background, one attempt each."""
+
+    def __init__(
+        self, signer: Signer, clock: Clock, webhook: WebhookSender, mail: MailSender
+    ) -> None:
+        self.signer = signer
+        self.clock = clock
+        self.webhook = webhook
+        self.mail = mail
+        self._pool = concurrent.futures.ThreadPoolExecutor(2, "zaqar-delay-confirm")
+
+    def request(
+        self, project: str, queue: str, subscription: Subscription
+    ) -> concurrent.futures.Future[Outcome]:
+        """Send ``subscription`` its confirmation request; the future tells how it went."""
+        return self._pool.submit(self._send, project, queue, subscription)
+
+    def _send(self, project: str, queue: str, subscription: Subscription) -> Outcome:
+        document = confirmation_document(self.signer, project, queue, subscription.id)
+        body = jsondoc.dumps(document)
+        stamp = signature(subscription.secret, self.clock.now_ms(), body.encode())
+        if subscription.subscriber.startswith("mailto:"):
+            mail = email.message.EmailMessage()
+            mail["To"] = urllib.parse.unquote(urllib.parse.urlsplit(subscription.subscriber).path)
+            mail["From"] = str(subscription.options.get("from") or self.mail.sender)
+            mail["Subject"] = f"Confirm your subscription to the queue {queue}"
+            mail[SIGNATURE_HEADER] = stamp
+            mail.set_content(body)
+            outcome = self.mail.deliver(mail)
+        else:
+            headers = {"Content-Type": "application/json", SIGNATURE_HEADER: stamp}
+            outcome = self.webhook.post(subscription.subscriber, body.encode(), headers)
+        if outcome.kind != "delivered":
+            LOG.warning(
+                "confirmation request to %s failed: %s (subscribing again sends another)",
+                subscription.subscriber,
+                outcome.error,
+            )
+        return outcome
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
