@@ -187,7 +187,10 @@ class Delivery:
 
     ``id`` (``<subscription id>:<message id>``) is stable across attempts: receivers use it
     to drop duplicates. ``attempts`` counts the attempts made before this one; ``lease``
-    identifies this lease when the outcome is recorded.
+    identifies this lease when the outcome is recorded. ``owed_ms``: when this attempt is owed
+    (the message's due time, or the retry's), never sent before. ``queue_metadata`` is the queue's
+    metadata at the lease: its retry policy, dead-letter queue and ``_delete_after_push`` decide
+    what the attempt's outcome does.
     """
 
     id: str
@@ -197,3 +200,5 @@ class Delivery:
     message: Message
     attempts: int
     lease: str
+    owed_ms: int
+    queue_metadata: Metadata

@@ -118,6 +118,35 @@ def test_only_requests_in_flight_are_leased(api: Api, running: Dispatcher) -> No
         hanging.answering.set()
 
 
+def test_a_push_leased_ahead_is_sent_at_its_time_never_before(api: Api) -> None:
+    sender = senders()
+    dispatcher = Dispatcher(
+        api.driver, api.clock, sender, concurrency=4, recheck_s=0.02, lease_ahead_ms=10_000
+    )
+    dispatcher.start()
+    try:
+        with receiver() as hook:
+            subscribe(api, hook)
+            due_ms = api.clock.now_ms() + 5_000
+            [mid] = api.post_messages("q", {"body": 1, "deliver_at": due_ms})
+            # Within the lease-ahead time: the running dispatcher holds it at once...
+            deadline = time.monotonic() + 10
+            while api.driver.next_push_ms() == due_ms:
+                assert time.monotonic() < deadline, "never leased ahead"
+                time.sleep(0.01)
+            assert api.driver.lease_pushes(PROJECT, "q", due_ms, 60_000, 10) == []
+            # ...and sends it when its time comes on the clock, not before.
+            api.clock.advance(ms=4_999)
+            time.sleep(0.2)
+            assert hook.received == []
+            api.clock.advance(ms=1)
+            [push] = hook.wait_for(1)
+            assert push.json()["id"] == mid
+            assert push.headers["X-Zaqar-Delay-Attempt"] == "1"
+    finally:
+        dispatcher.stop()
+
+
 def test_the_signature_verifies_with_the_subscription_secret(
     api: Api, dispatcher: Dispatcher
 ) -> None:

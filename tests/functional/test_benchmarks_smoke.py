@@ -88,3 +88,14 @@ def test_pipeline_benchmarks_schedule_and_report() -> None:
     assert scheduled["scheduled"] == scheduled["stored_on_server"] == 300
     reported = run_benchmark("pipeline", "report", "--events", "3200", "--master", "local[1]")
     assert reported["events"] == 3200 and reported["deliveries_before_due"] == 0
+
+
+def test_push_benchmark_delivers_every_message_on_time() -> None:
+    result = run_benchmark(
+        "push", "--rate", "100", "--seconds", "2", "--max-delay", "1", "--drain", "40"
+    )
+    rate, drain = result["rate"], result["drain"]
+    assert isinstance(rate, dict) and isinstance(drain, dict)
+    assert rate["posted"] == rate["pushed"] > 0
+    assert (rate["early"], rate["never_pushed"], rate["duplicates"]) == (0, 0, 0)
+    assert drain["pushed"] == drain["messages"] == 40 and drain["early"] == 0

@@ -87,6 +87,42 @@ def test_a_push_is_due_with_its_message_never_before(driver: Driver, clock: Fake
     assert lease(driver, clock) == []
 
 
+def test_pushes_owed_soon_are_leased_ahead_with_their_time(
+    driver: Driver, clock: FakeClock
+) -> None:
+    subscribe(driver, clock)
+    [soon] = post(driver, clock, "soon", delay_ms=100)
+    post(driver, clock, "later", delay_ms=500)
+    now = clock.now_ms()
+    assert driver.lease_pushes(P, Q, now, LEASE_MS, 10, now + 99) == []
+    assert driver.due_push_queues(now + 100, 10) == [(P, Q)]
+    [ahead] = driver.lease_pushes(P, Q, now, LEASE_MS, 10, now + 200)
+    assert ahead.message.id == soon and ahead.owed_ms == now + 100 and ahead.attempts == 0
+    # Held for the lease time past the time leased up to; the later push is next.
+    assert driver.next_push_ms() == now + 500
+    clock.advance(ms=500)
+    [later] = lease(driver, clock)
+    assert later.message.body == "later" and later.owed_ms == now + 500
+    clock.advance(ms=200 - 500 + LEASE_MS - 1)
+    assert lease(driver, clock) == []
+    clock.advance(ms=1)
+    [again] = lease(driver, clock)
+    assert again.id == ahead.id and again.owed_ms == now + 200 + LEASE_MS
+
+
+def test_one_call_settles_many_attempts(driver: Driver, clock: FakeClock) -> None:
+    subscribe(driver, clock)
+    post(driver, clock, 1, 2, 3)
+    delivered, retried, failed = lease(driver, clock)
+    retry_at = clock.now_ms() + 1_000
+    driver.settle_pushes(
+        P, Q, [(delivered, None), (retried, retry_at), (failed, None)], clock.now_ms()
+    )
+    clock.advance(ms=1_000)
+    [again] = lease(driver, clock)
+    assert again.id == retried.id and again.attempts == 1 and again.owed_ms == retry_at
+
+
 def test_each_subscription_is_owed_each_message(driver: Driver, clock: FakeClock) -> None:
     first, second = subscribe(driver, clock, "a"), subscribe(driver, clock, "b")
     ids = post(driver, clock, 1, 2)

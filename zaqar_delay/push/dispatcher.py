@@ -1,4 +1,5 @@
-"""The dispatcher: finds due pushes in the store, sends them and records each outcome.
+"""The dispatcher: finds owed pushes in the store, sends each at its time and records each
+outcome.
 
 Every server process runs one. Leases in the store keep two dispatchers from sending one push
 at once, and make a push due again when its dispatcher dies mid-send, so delivery is at least
@@ -7,17 +8,23 @@ once and survives ``kill -9`` of any process. A failed attempt is retried by the
 retries, moves its message to the queue's ``_dead_letter_queue`` when it has one.
 
 Pushes flow: the dispatcher leases only as many pushes as it has free request slots
-(``concurrency``), and each push is settled in the store as soon as its own request ends. So
-a slow receiver holds only its own slots, not the other queues' pushes, and a crash repeats at
-most the requests that were in flight.
+(``concurrency``), the pushes owed within the next ``lease_ahead_ms`` included, and each is
+sent at its owed time, never before: the store is asked once per batch, not once per push,
+and the send does not wait for a store round trip. Outcomes are settled in batches, one store
+call per queue, at most ``settle_every_s`` after their requests end; only then are their
+slots free again. So a slow receiver holds only its own slots, not the other queues'
+pushes, and a crash repeats at most ``concurrency`` pushes.
 
-The dispatcher sleeps until the earliest owed push, at most ``recheck_s``; a post in this
-process that owes an earlier push wakes it at once (``notify``), as does a freed slot.
+While nothing is in flight the dispatcher sleeps until the earliest owed push (less
+``lease_ahead_ms``), at most ``recheck_s``; a post in this process that owes an earlier push
+wakes it at once (``notify``).
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import dataclasses
 import logging
 import threading
 
@@ -35,6 +42,18 @@ LOG = logging.getLogger(__name__)
 
 QUEUES_PER_ROUND = 32
 RECHECK_S = 1.0
+LEASE_AHEAD_MS = 50
+SETTLE_EVERY_S = 0.005
+WAIT_SLICE_S = 0.05
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Attempt:
+    """A request that ended: its push, what came of it, and when it was sent."""
+
+    delivery: Delivery
+    outcome: Outcome
+    sent_ms: int
 
 
 class Dispatcher:
@@ -49,15 +68,19 @@ class Dispatcher:
         recheck_s: float = RECHECK_S,
         lifecycle: Lifecycle | None = None,
         require_confirmation: bool = False,
+        lease_ahead_ms: int = LEASE_AHEAD_MS,
+        settle_every_s: float = SETTLE_EVERY_S,
     ) -> None:
-        """A lease lasts three push timeouts: the request, then its settling, with room to
-        spare. Every attempt is reported to ``lifecycle`` (metrics and journal). With
-        ``require_confirmation``, a push that falls due while its subscription is unconfirmed
-        is dropped unsent."""
+        """A lease lasts three push timeouts past the push's time: the request, then its
+        settling, with room to spare. Every attempt is reported to ``lifecycle`` (metrics and
+        journal). With ``require_confirmation``, a push that falls due while its
+        subscription is unconfirmed is dropped unsent."""
         self.require_confirmation = require_confirmation
         self.driver = driver
         self.lifecycle = lifecycle
         self.lease_ms = int(sender.timeout_s * 3000)
+        self.lease_ahead_ms = lease_ahead_ms
+        self.settle_every_s = settle_every_s
         self.clock = clock
         self.sender = sender
         self.recheck_s = recheck_s
@@ -65,6 +88,9 @@ class Dispatcher:
         self._pool = concurrent.futures.ThreadPoolExecutor(concurrency, "zaqar-delay-push")
         self._in_flight = 0
         self._in_flight_lock = threading.Lock()
+        self._ended: list[Attempt] = []
+        # While the loop sleeps: when it leases next (ms); None while it is awake.
+        self._sleeping_until: int | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -86,18 +112,22 @@ class Dispatcher:
         self.sender.close()
 
     def notify(self, due_ms: int) -> None:
-        """A post owes pushes due at ``due_ms``: look again now (cheap when it is later)."""
-        if due_ms:
+        """A post owes pushes due at ``due_ms``: look again now, unless the loop sleeps and
+        leases by then anyway (most posts: it saves the loop two store calls each)."""
+        sleeping_until = self._sleeping_until
+        if due_ms and (sleeping_until is None or due_ms < sleeping_until):
             self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                if self._free_slots() == 0:
-                    # Every slot busy: the next freed one wakes this loop.
-                    self._wake.wait(self.recheck_s)
-                    self._wake.clear()
-                elif not self._lease_round():
+                self._settle_ended()
+                if self._free_slots() and self._lease_round(ahead=True):
+                    continue
+                if self._free_slots() < self.concurrency:
+                    # Requests in flight: settle what ends, and lease into freed slots, soon.
+                    self._sleep_until(self.clock.now_ms(), self.settle_every_s)
+                else:
                     self._sleep()
             except StorageUnavailable as exc:
                 LOG.warning("push delivery waits for the store: %s", exc.description)
@@ -107,23 +137,36 @@ class Dispatcher:
                 self._stop.wait(self.recheck_s)
 
     def _sleep(self) -> None:
+        """Until the earliest owed push less the lease-ahead time, at most ``recheck_s``."""
         now_ms = self.clock.now_ms()
         next_ms = self.driver.next_push_ms()
         sleep_s = self.recheck_s
         if next_ms is not None:
-            sleep_s = min(sleep_s, max(0.0, (next_ms - now_ms + 1) / 1000))
-        if sleep_s > 0 and self._wake.wait(sleep_s):
-            self._wake.clear()
+            sleep_s = min(sleep_s, max(0.0, (next_ms - self.lease_ahead_ms - now_ms) / 1000))
+        self._sleep_until(now_ms, sleep_s)
+
+    def _sleep_until(self, now_ms: int, sleep_s: float) -> None:
+        if sleep_s <= 0:
+            return
+        # Set before the wait, after the store was read: a post that lowered the index since
+        # then compares its due time with this and wakes the loop when it is earlier.
+        self._sleeping_until = now_ms + int(sleep_s * 1000)
+        try:
+            if self._wake.wait(sleep_s):
+                self._wake.clear()
+        finally:
+            self._sleeping_until = None
 
     # -- leasing -------------------------------------------------------------------------------
 
     def run_once(self) -> int:
-        """Send the pushes due now, up to the free slots, and wait for their outcomes to be
-        recorded; returns how many were attempted."""
-        attempts = self._lease_round()
+        """Send the pushes due now (none ahead), up to the free slots, and wait for their
+        outcomes to be recorded; returns how many were attempted."""
+        attempts = self._lease_round(ahead=False)
         concurrent.futures.wait(attempts)
         for attempt in attempts:
             attempt.result()
+        self._settle_ended()
         return len(attempts)
 
     def _free_slots(self) -> int:
@@ -134,15 +177,17 @@ class Dispatcher:
         with self._in_flight_lock:
             self._in_flight += n
 
-    def _lease_round(self) -> list[concurrent.futures.Future[None]]:
-        """Lease due pushes (oldest queues first) into the free slots and start each."""
+    def _lease_round(self, ahead: bool) -> list[concurrent.futures.Future[None]]:
+        """Lease owed pushes (oldest queues first) into the free slots and start each; with
+        ``ahead``, those owed within the lease-ahead time too."""
         now_ms = self.clock.now_ms()
+        until_ms = now_ms + (self.lease_ahead_ms if ahead else 0)
         started: list[concurrent.futures.Future[None]] = []
-        for project, queue in self.driver.due_push_queues(now_ms, QUEUES_PER_ROUND):
+        for project, queue in self.driver.due_push_queues(until_ms, QUEUES_PER_ROUND):
             free = self._free_slots()
             if free == 0:
                 break
-            leased = self.driver.lease_pushes(project, queue, now_ms, self.lease_ms, free)
+            leased = self.driver.lease_pushes(project, queue, now_ms, self.lease_ms, free, until_ms)
             self._take_slots(len(leased))
             started += [self._pool.submit(self._attempt, delivery) for delivery in leased]
         return started
@@ -150,32 +195,76 @@ class Dispatcher:
     # -- one push ------------------------------------------------------------------------------
 
     def _attempt(self, delivery: Delivery) -> None:
-        """Send one push and record its outcome; the slot is freed whatever happens (a push
-        not settled is due again when its lease ends)."""
+        """Send one push at its time and queue its outcome for settling. A push not settled
+        (this process died or stopped, or the store failed) is due again when its lease
+        ends."""
         try:
-            if self.require_confirmation and not delivery.subscription.confirmed:
-                now_ms = self.clock.now_ms()
-                self.driver.settle_pushes(
-                    delivery.project, delivery.queue, [(delivery, None)], now_ms
-                )
+            if not self._wait_for(delivery.owed_ms):
+                self._take_slots(-1)
                 return
             sent_ms = self.clock.now_ms()
-            outcome = self.sender.send(delivery, sent_ms)
-            self._settle(delivery, outcome, sent_ms)
-        except StorageUnavailable as exc:
-            LOG.warning("push %s not recorded, sent again later: %s", delivery.id, exc)
+            if self.require_confirmation and not delivery.subscription.confirmed:
+                outcome = Outcome("unconfirmed")
+            else:
+                outcome = self.sender.send(delivery, sent_ms)
         except Exception:
             LOG.exception("push %s failed unexpectedly; sent again later", delivery.id)
-        finally:
             self._take_slots(-1)
-            self._wake.set()
+        else:
+            with self._in_flight_lock:
+                self._ended.append(Attempt(delivery, outcome, sent_ms))
 
-    def _settle(self, delivery: Delivery, outcome: Outcome, sent_ms: int) -> None:
-        project, queue = delivery.project, delivery.queue
-        metadata = self.driver.get_metadata(project, queue) or {}
-        policy = QueuePolicy.of(metadata)
+    def _wait_for(self, owed_ms: int) -> bool:
+        """Sleep until ``owed_ms`` has come on the clock (False: the dispatcher stopped first).
+        The clock is read again at least every ``WAIT_SLICE_S``: a clock set while this waits
+        (a step of the system clock, the tests' fake one) is followed."""
+        while True:
+            left_ms = owed_ms - self.clock.now_ms()
+            if left_ms <= 0:
+                return True
+            if self._stop.wait(min(left_ms / 1000, WAIT_SLICE_S)):
+                return False
+
+    def _settle_ended(self) -> None:
+        """Record the outcomes of the requests that ended, one store call per queue, and free
+        their slots (also when the store fails: those pushes are sent again later)."""
+        with self._in_flight_lock:
+            ended, self._ended = self._ended, []
+        by_queue: dict[tuple[str, str], list[Attempt]] = collections.defaultdict(list)
+        for attempt in ended:
+            by_queue[attempt.delivery.project, attempt.delivery.queue].append(attempt)
+        try:
+            for (project, queue), attempts in by_queue.items():
+                self._settle(project, queue, attempts)
+        except StorageUnavailable as exc:
+            LOG.warning("%d pushes not recorded, sent again later: %s", len(ended), exc)
+        finally:
+            self._take_slots(-len(ended))
+
+    def _settle(self, project: str, queue: str, attempts: list[Attempt]) -> None:
         now_ms = self.clock.now_ms()
-        retry_at = self._retry_at(delivery, outcome, metadata, now_ms)
+        outcomes: list[tuple[Delivery, int | None]] = []
+        consume = []
+        for attempt in attempts:
+            delivery, outcome = attempt.delivery, attempt.outcome
+            if outcome.kind == "unconfirmed":
+                # Dropped unsent: not an attempt, nothing to report.
+                outcomes.append((delivery, None))
+                continue
+            retry_at = self._retry_at(delivery, outcome, now_ms)
+            outcomes.append((delivery, retry_at))
+            policy = QueuePolicy.of(delivery.queue_metadata)
+            if outcome.kind == "delivered" and policy.delete_after_push:
+                consume.append(delivery.id)
+            self._report(attempt, retry_at, policy, now_ms)
+        self.driver.settle_pushes(project, queue, outcomes, now_ms, consume)
+
+    def _report(
+        self, attempt: Attempt, retry_at: int | None, policy: QueuePolicy, now_ms: int
+    ) -> None:
+        """Metrics and journal of one attempt; a push failed for good goes to the queue's
+        dead-letter queue, if it has one."""
+        delivery, outcome = attempt.delivery, attempt.outcome
         dead_letter_queue = ""
         if retry_at is None and outcome.kind != "delivered":
             LOG.warning(
@@ -191,18 +280,14 @@ class Dispatcher:
         if self.lifecycle is not None:
             kind = "delivered" if outcome.kind == "delivered" else "failed"
             kind = "retry" if retry_at is not None else kind
-            self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, sent_ms)
-        consume = [delivery.id] if outcome.kind == "delivered" and policy.delete_after_push else []
-        self.driver.settle_pushes(project, queue, [(delivery, retry_at)], now_ms, consume)
+            self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, attempt.sent_ms)
 
     @staticmethod
-    def _retry_at(
-        delivery: Delivery, outcome: Outcome, metadata: dict[str, object], now_ms: int
-    ) -> int | None:
+    def _retry_at(delivery: Delivery, outcome: Outcome, now_ms: int) -> int | None:
         if outcome.kind != "retry":
             return None
         delays = retry_policy.retry_delays_s(
-            retry_policy.effective(delivery.subscription.options, metadata)
+            retry_policy.effective(delivery.subscription.options, delivery.queue_metadata)
         )
         if delivery.attempts >= len(delays):
             return None

@@ -17,30 +17,29 @@ import dataclasses
 import email.utils
 import hashlib
 import hmac
+import http.client
 import json
 import time
 from typing import Any
 
-import requests
-import urllib3
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-
+import zaqar_delay
 from zaqar_delay import jsondoc
 from zaqar_delay.models import Delivery
+from zaqar_delay.push.connections import ConnectionPool
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 
 DELIVERY_ID_HEADER = "X-Zaqar-Delay-Delivery-Id"
 SIGNATURE_HEADER = "X-Zaqar-Delay-Signature"
 ATTEMPT_HEADER = "X-Zaqar-Delay-Attempt"
 TEMPLATE = '"$zaqar_message$"'
+USER_AGENT = f"zaqar-delay/{zaqar_delay.__version__}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Outcome:
     """What an attempt came to: ``delivered``, ``retry`` (with the receiver's ``Retry-After``
-    in seconds, if it gave one) or ``permanent``; ``error`` says why it failed."""
+    in seconds, if it gave one) or ``permanent``; ``error`` says why it failed. (The
+    dispatcher's ``unconfirmed``: not sent, the subscription is not confirmed.)"""
 
     kind: str
     error: str = ""
@@ -96,15 +95,13 @@ def outcome_of(status: int, retry_after: str | None) -> Outcome:
 
 
 class WebhookSender:
-    """Sends pushes over pooled connections that only reach addresses ``guard`` permits."""
+    """Sends pushes over keep-alive connections that only reach addresses ``guard`` permits."""
 
-    def __init__(self, guard: AddressGuard, timeout_s: float, pool_size: int = 64) -> None:
+    def __init__(self, guard: AddressGuard, timeout_s: float, pool_size: int = 32) -> None:
+        """``pool_size``: idle connections kept per receiver (the dispatcher's concurrency)."""
         self.guard = guard
         self.timeout_s = timeout_s
-        self.session = requests.Session()
-        adapter = _GuardedAdapter(guard, pool_maxsize=pool_size, max_retries=0)
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
+        self.connections = ConnectionPool(guard, timeout_s, pool_size)
 
     def send(self, delivery: Delivery, now_ms: int) -> Outcome:
         body = request_body(delivery, now_ms)
@@ -120,57 +117,18 @@ class WebhookSender:
 
     def post(self, url: str, body: bytes, headers: dict[str, str]) -> Outcome:
         """POST ``body`` to ``url`` once, through the guard, without following redirects."""
+        headers = {"User-Agent": USER_AGENT, **headers}
         try:
-            response = self.session.post(
-                url, data=body, headers=headers, timeout=self.timeout_s, allow_redirects=False
-            )
+            answer = self.connections.post(url, body, headers)
         except DeniedAddress as exc:
+            return Outcome("permanent", f"refused address: {exc}")
+        except ValueError as exc:
             return Outcome("permanent", str(exc))
-        except requests.exceptions.ConnectionError as exc:
-            if isinstance(exc.__context__, DeniedAddress) or "pushes may not reach" in str(exc):
-                return Outcome("permanent", f"refused address: {exc}")
-            return Outcome("retry", f"connection failed: {exc}")
-        except requests.RequestException as exc:
-            return Outcome("retry", f"{type(exc).__name__}: {exc}")
-        response.close()
-        return outcome_of(response.status_code, response.headers.get("Retry-After"))
+        except TimeoutError as exc:
+            return Outcome("retry", f"timed out: {exc}")
+        except (OSError, http.client.HTTPException) as exc:
+            return Outcome("retry", f"connection failed: {type(exc).__name__}: {exc}")
+        return outcome_of(answer.status, answer.retry_after)
 
     def close(self) -> None:
-        self.session.close()
-
-
-def _guarded(connection: type[HTTPConnection], guard: AddressGuard) -> type[HTTPConnection]:
-    """``connection`` checking the address it connected to before anything is sent."""
-
-    class Guarded(connection):  # type: ignore[valid-type,misc]
-        def _new_conn(self) -> Any:
-            sock = super()._new_conn()
-            address = sock.getpeername()[0]
-            if not guard.permits(address):
-                sock.close()
-                raise DeniedAddress(f"{self.host} is {address}, which pushes may not reach")
-            return sock
-
-    return Guarded
-
-
-class _GuardedAdapter(HTTPAdapter):
-    def __init__(self, guard: AddressGuard, **kwargs: Any) -> None:
-        self._guard = guard
-        super().__init__(**kwargs)
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        http = type(
-            "GuardedHTTPPool",
-            (HTTPConnectionPool,),
-            {"ConnectionCls": _guarded(HTTPConnection, self._guard)},
-        )
-        https = type(
-            "GuardedHTTPSPool",
-            (HTTPSConnectionPool,),
-            {"ConnectionCls": _guarded(HTTPSConnection, self._guard)},
-        )
-        manager: urllib3.PoolManager = self.poolmanager
-        manager.pool_classes_by_scheme = {"http": http, "https": https}
-        manager.key_fn_by_scheme = manager.key_fn_by_scheme.copy()
+        self.connections.close()

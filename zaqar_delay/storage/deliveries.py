@@ -33,10 +33,17 @@ class DeliveryStore(abc.ABC):
 
     @abc.abstractmethod
     def lease_pushes(
-        self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int
+        self,
+        project: str,
+        queue: str,
+        now_ms: int,
+        lease_ms: int,
+        limit: int,
+        until_ms: int | None = None,
     ) -> list[Delivery]:
-        """Lease up to ``limit`` pushes of the queue due at ``now_ms``, oldest first, for
-        ``lease_ms``: no other lease takes them meanwhile."""
+        """Lease up to ``limit`` pushes of the queue owed by ``until_ms`` (default: due at
+        ``now_ms``), oldest first, until ``lease_ms`` after ``until_ms``: no other lease takes
+        them meanwhile. A push leased ahead is sent at its ``owed_ms``, never before."""
 
     @abc.abstractmethod
     def settle_pushes(

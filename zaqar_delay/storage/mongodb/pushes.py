@@ -60,18 +60,29 @@ class PushOps(MongoBase):
         return None if first is None else int(first["n"])
 
     def lease_pushes(
-        self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int
+        self,
+        project: str,
+        queue: str,
+        now_ms: int,
+        lease_ms: int,
+        limit: int,
+        until_ms: int | None = None,
     ) -> list[Delivery]:
+        until = now_ms if until_ms is None else until_ms
         scope = self._queue_filter(project, queue)
-        due = {**scope, "n": {"$lte": now_ms}}
-        ids = [d["_id"] for d in self._pushes.find(due, {"_id": 1}).sort("n", 1).limit(limit)]
-        if not ids:
+        due = {**scope, "n": {"$lte": until}}
+        owed = {
+            d["_id"]: int(d["n"])
+            for d in self._pushes.find(due, {"_id": 1, "n": 1}).sort("n", 1).limit(limit)
+        }
+        if not owed:
             return []
         token = secrets.token_hex(8)
         self._pushes.update_many(
-            {**due, "_id": {"$in": ids}}, {"$set": {"n": now_ms + lease_ms, "l": token}}
+            {**due, "_id": {"$in": list(owed)}}, {"$set": {"n": until + lease_ms, "l": token}}
         )
         leased = list(self._pushes.find({**scope, "l": token}))
+        queue_metadata = self.get_metadata(project, queue) or {}
         subscription_ids = {p["_id"].split(":", 1)[0] for p in leased}
         message_ids = {p["_id"].split(":", 1)[1] for p in leased}
         live = {"e": {"$gt": now_ms}}
@@ -100,6 +111,8 @@ class PushOps(MongoBase):
                     message=messages[message_id],
                     attempts=int(push["a"]),
                     lease=token,
+                    owed_ms=owed.get(push["_id"], now_ms),
+                    queue_metadata=queue_metadata,
                 )
             )
         if gone:

@@ -18,6 +18,8 @@ import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import redis.cluster
+
 from zaqar_delay.models import Delivery
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
@@ -50,11 +52,19 @@ class PushScripts(Driver):
     def _reindex_pushes(self, project: str, queue: str, earliest_ms: int) -> None:
         member = queue_member(project, queue)
         pushes = self._keys.pushes()
-        self._client.zadd(pushes, {member: earliest_ms or NOTHING_OWED}, gt=True)
-        first = self._client.zrange(
-            self._keys.queue(project, queue).deliveries, 0, 0, withscores=True
-        )
-        if first:
+        deliveries = self._keys.queue(project, queue).deliveries
+        first: Any  # [(member, score)] or []
+        if isinstance(self._client, redis.cluster.RedisCluster):
+            # Two nodes: a pipeline would not keep the raise before the read.
+            self._client.zadd(pushes, {member: earliest_ms or NOTHING_OWED}, gt=True)
+            first = self._client.zrange(deliveries, 0, 0, withscores=True)
+        else:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zadd(pushes, {member: earliest_ms or NOTHING_OWED}, gt=True)
+            pipe.zrange(deliveries, 0, 0, withscores=True)
+            _, first = pipe.execute()
+        # A post between the lease and the raise lowered the index first: lower it again.
+        if first and (not earliest_ms or first[0][1] < earliest_ms):
             self._client.zadd(pushes, {member: first[0][1]}, lt=True)
 
     def _forget_push_index(self, project: str, queue: str) -> None:
@@ -71,14 +81,24 @@ class PushScripts(Driver):
         return int(first[0][1])
 
     def lease_pushes(
-        self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int
+        self,
+        project: str,
+        queue: str,
+        now_ms: int,
+        lease_ms: int,
+        limit: int,
+        until_ms: int | None = None,
     ) -> list[Delivery]:
         token = secrets.token_hex(8)
-        earliest, *flat = self._run("push", project, queue, "lease", now_ms, lease_ms, limit, token)
+        until = now_ms if until_ms is None else until_ms
+        earliest, metadata, *flat = self._run(
+            "push", project, queue, "lease", now_ms, lease_ms, limit, token, until
+        )
         self._reindex_pushes(project, queue, int(earliest))
+        queue_metadata = json.loads(metadata) if metadata else {}
         leased = []
-        for i in range(0, len(flat), 5):
-            delivery_id, attempts, raw_subscription, body, info = flat[i : i + 5]
+        for i in range(0, len(flat), 6):
+            delivery_id, attempts, owed, raw_subscription, body, info = flat[i : i + 6]
             subscription_id, message_id = delivery_id.decode().split(":", 1)
             leased.append(
                 Delivery(
@@ -89,6 +109,8 @@ class PushScripts(Driver):
                     message=message_of(message_id.encode(), body, info, now_ms),
                     attempts=int(attempts),
                     lease=token,
+                    owed_ms=int(owed),
+                    queue_metadata=queue_metadata,
                 )
             )
         return leased
@@ -101,19 +123,13 @@ class PushScripts(Driver):
         now_ms: int,
         consume: Sequence[str] = (),
     ) -> None:
+        if not outcomes:
+            return
         consumed = set(consume)
+        attempts: list[Any] = []
         for delivery, retry_at in outcomes:
-            self._run(
-                "push",
-                project,
-                queue,
-                "settle",
-                now_ms,
-                delivery.id,
-                delivery.lease,
-                retry_at or 0,
-                int(delivery.id in consumed),
-            )
+            attempts += [delivery.id, delivery.lease, retry_at or 0, int(delivery.id in consumed)]
+        self._run("push", project, queue, "settle", now_ms, *attempts)
         retries = [retry_at for _, retry_at in outcomes if retry_at is not None]
         if retries:
             # The index may be later than a retry (the lease's end): lower it. A push that
