@@ -154,6 +154,11 @@ class Subscriptions:
             raise errors.InvalidRequest("The 'confirmed' should be boolean.")
         now_ms = self.clock.now_ms()
         self.driver.confirm_subscription(project, queue, subscription_id, confirmed, now_ms)
+        if self.confirmations is not None and not confirmed:
+            # Zaqar tells the subscriber, with the URL that confirms it again.
+            subscription = self.driver.get_subscription(project, queue, subscription_id, now_ms)
+            if subscription is not None:
+                self.confirmations.request(project, queue, subscription, unsubscribed=True)
 
     def delete(self, project: str, queue: str, subscription_id: str) -> None:
         self.driver.delete_subscription(project, queue, subscription_id)

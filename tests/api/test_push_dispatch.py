@@ -414,6 +414,22 @@ def test_require_confirmation_sends_a_signed_url_and_pushes_only_once_confirmed(
             # Subscribing again once confirmed is the duplicate it is.
             again = api.post("/v2/queues/q/subscriptions", json={"subscriber": hook.url})
             assert again.status_code == 409
+            # Unconfirming it tells the subscriber, with the URL to confirm it again.
+            unconfirmed = api.put(
+                document["URL-Paths"][0],
+                json=document["UnsubscribeBody"],
+                headers={**signed_headers(share), "X-Project-ID": PROJECT},
+            )
+            assert unconfirmed.status_code == 204, unconfirmed.text
+            notice = hook.wait_for(3)[2].json()
+            assert notice["Message_Type"] == "UnsubscribeConfirmation"
+            assert notice["Message"] == (
+                "You have unsubscribed successfully to the queue: q, you can resubscribe it "
+                "by using confirmed=True."
+            )
+            assert notice["URL-Paths"] == document["URL-Paths"]
+            assert notice["SubscribeBody"] == {"confirmed": True}
+            assert api.get(f"/v2/queues/q/subscriptions/{sid}").json["confirmed"] is False
     finally:
         dispatcher.stop()
 

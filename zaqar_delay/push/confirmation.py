@@ -5,7 +5,9 @@ With it on, a new subscription (or one subscribed again while unconfirmed) is se
 ``URL-Methods``, ``URL-Expires``, ``X-Project-ID``) for ``PUT .../subscriptions/{id}/confirm``,
 valid for a day, and the bodies to send there (``SubscribeBody``, ``UnsubscribeBody``). Webhooks
 get it as a POST (signed like pushes, without a delivery id); ``mailto:`` subscribers as a
-mail. Until the subscription is confirmed, the pushes that fall due for it are dropped.
+mail. Until the subscription is confirmed, the pushes that fall due for it are dropped. A
+subscription set to ``{"confirmed": false}`` is sent Zaqar's ``UnsubscribeConfirmation``, with
+the same pre-signed URL to confirm it again.
 
 The request is sent once, in the background, by the process that answered the subscribe; a
 subscriber who missed it subscribes again to be sent another.
@@ -30,14 +32,26 @@ LOG = logging.getLogger(__name__)
 
 
 def confirmation_document(
-    signer: Signer, project: str, queue: str, subscription_id: str
+    signer: Signer, project: str, queue: str, subscription_id: str, unsubscribed: bool = False
 ) -> dict[str, Any]:
-    """Zaqar's ``SubscriptionConfirmation`` document for one subscription."""
+    """Zaqar's ``SubscriptionConfirmation`` document for one subscription, or with
+    ``unsubscribed`` its ``UnsubscribeConfirmation``."""
     path = f"/v2/queues/{queue}/subscriptions/{subscription_id}/confirm"
     signed = signer.sign(project, [path], ["PUT"])
+    if unsubscribed:
+        kind = "UnsubscribeConfirmation"
+        message = (
+            f"You have unsubscribed successfully to the queue: {queue}, you can resubscribe "
+            "it by using confirmed=True."
+        )
+    else:
+        kind, message = (
+            "SubscriptionConfirmation",
+            f"You have chosen to subscribe to the queue: {queue}",
+        )
     return {
-        "Message_Type": "SubscriptionConfirmation",
-        "Message": f"You have chosen to subscribe to the queue: {queue}",
+        "Message_Type": kind,
+        "Message": message,
         "URL-Signature": signed["signature"],
         "URL-Methods": signed["methods"],
         "URL-Paths": signed["paths"],
@@ -62,20 +76,27 @@ class Confirmations:
         self._pool = concurrent.futures.ThreadPoolExecutor(2, "zaqar-delay-confirm")
 
     def request(
-        self, project: str, queue: str, subscription: Subscription
+        self, project: str, queue: str, subscription: Subscription, unsubscribed: bool = False
     ) -> concurrent.futures.Future[Outcome]:
-        """Send ``subscription`` its confirmation request; the future tells how it went."""
-        return self._pool.submit(self._send, project, queue, subscription)
+        """Send ``subscription`` its confirmation request (``unsubscribed``: the notice that
+        it was unconfirmed); the future tells how it went."""
+        return self._pool.submit(self._send, project, queue, subscription, unsubscribed)
 
-    def _send(self, project: str, queue: str, subscription: Subscription) -> Outcome:
-        document = confirmation_document(self.signer, project, queue, subscription.id)
+    def _send(
+        self, project: str, queue: str, subscription: Subscription, unsubscribed: bool
+    ) -> Outcome:
+        document = confirmation_document(self.signer, project, queue, subscription.id, unsubscribed)
         body = jsondoc.dumps(document)
         stamp = signature(subscription.secret, self.clock.now_ms(), body.encode())
         if subscription.subscriber.startswith("mailto:"):
             mail = email.message.EmailMessage()
             mail["To"] = urllib.parse.unquote(urllib.parse.urlsplit(subscription.subscriber).path)
             mail["From"] = str(subscription.options.get("from") or self.mail.sender)
-            mail["Subject"] = f"Confirm your subscription to the queue {queue}"
+            mail["Subject"] = (
+                f"You unsubscribed from the queue {queue}"
+                if unsubscribed
+                else f"Confirm your subscription to the queue {queue}"
+            )
             mail[SIGNATURE_HEADER] = stamp
             mail.set_content(body)
             outcome = self.mail.deliver(mail)
