@@ -1,6 +1,7 @@
 """Push delivery through the real server (gunicorn, two workers) to a receiver on loopback:
-every message pushed once it is due and never before, and no push lost when every server
-process is killed with SIGKILL in the middle of sending, on Redis and MongoDB."""
+every message pushed once it is due and never before (embedded store, Redis Cluster, MongoDB),
+and no push lost when every server process is killed with SIGKILL in the middle of sending,
+on Redis and MongoDB."""
 
 from __future__ import annotations
 
@@ -54,9 +55,17 @@ def message_ids(pushes: list[Received]) -> list[str]:
     return [p.json()["id"] for p in pushes]
 
 
-@pytest.fixture
-def server() -> Iterator[ServiceProcess]:
-    service = ServiceProcess(args=["--config-file", config(5.0)]).start()
+@pytest.fixture(params=["embedded", "redis-cluster", "mongodb"])
+def server(request: pytest.FixtureRequest) -> Iterator[ServiceProcess]:
+    """A server on each kind of store; on Redis Cluster the push index and the queue's keys
+    live in different slots."""
+    env = {}
+    if request.param == "redis-cluster":
+        env[STORAGE_URI_ENV] = request.getfixturevalue("redis_cluster").url
+    elif request.param == "mongodb":
+        secantus = request.getfixturevalue("secantus_server")
+        env[STORAGE_URI_ENV] = secantus.database_url("zaqar_delay_push")
+    service = ServiceProcess(env=env, args=["--config-file", config(5.0)]).start()
     yield service
     service.stop()
 
