@@ -36,28 +36,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from benchmarks.aio import TRANSPORT_ERRORS, Connection, zaqar_headers
+from benchmarks.compare import ZAQAR_CONF, Gunicorn, peer_venv
 from benchmarks.loadgen import latency_summary
 from benchmarks.procstat import cpu_seconds
 from tests.processes import RedisServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 # Upstream Zaqar with its notifier (subscriptions are pushed by the message pipeline).
-ZAQAR_PUSH_CONF = """\
-[DEFAULT]
-auth_strategy =
-unreliable = true
-log_file = {log}
-[drivers]
-transport = wsgi
-message_store = redis
-management_store = redis
-[drivers:message_store:redis]
-uri = {redis}
-[drivers:management_store:redis]
-uri = {redis}
-[storage]
-message_pipeline = zaqar.notification.notifier
-"""
+ZAQAR_PUSH_CONF = ZAQAR_CONF + "[storage]\nmessage_pipeline = zaqar.notification.notifier\n"
 
 
 class Hook:
@@ -288,7 +274,6 @@ def ours(workers: int) -> Iterator[Server]:
 
 @contextlib.contextmanager
 def zaqar(workers: int) -> Iterator[Server]:
-    from benchmarks.compare import Gunicorn, peer_venv
 
     venv = peer_venv()
     redis = RedisServer().start()

@@ -45,6 +45,23 @@ def dispatcher(api: Api) -> Iterator[Dispatcher]:
     dispatcher.stop()
 
 
+@pytest.fixture
+def smtp_inbox() -> Iterator[tuple[int, list[Envelope]]]:
+    """An SMTP server on a loopback port: its port, and the mails it received."""
+    received: list[Envelope] = []
+
+    class Inbox:
+        async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:
+            received.append(envelope)
+            return "250 OK"
+
+    port = free_port()
+    smtp = Controller(Inbox(), hostname="127.0.0.1", port=port)
+    smtp.start()
+    yield port, received
+    smtp.stop()
+
+
 def subscribe(api: Api, hook: Receiver, queue: str = "q", **options: object) -> str:
     created = api.post(
         f"/v2/queues/{queue}/subscriptions", json={"subscriber": hook.url, "options": options}
@@ -292,17 +309,10 @@ def test_every_attempt_is_counted_and_journaled(api: Api, tmp_path: Path) -> Non
         dispatcher.stop()
 
 
-def test_mailto_subscribers_get_a_mail_through_the_smtp_server(api: Api) -> None:
-    received: list[Envelope] = []
-
-    class Inbox:
-        async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:
-            received.append(envelope)
-            return "250 OK"
-
-    port = free_port()
-    smtp = Controller(Inbox(), hostname="127.0.0.1", port=port)
-    smtp.start()
+def test_mailto_subscribers_get_a_mail_through_the_smtp_server(
+    api: Api, smtp_inbox: tuple[int, list[Envelope]]
+) -> None:
+    port, received = smtp_inbox
     dispatcher = Dispatcher(api.driver, api.clock, senders(smtp_port=port))
     try:
         created = api.post(
@@ -325,7 +335,6 @@ def test_mailto_subscribers_get_a_mail_through_the_smtp_server(api: Api) -> None
         assert dispatcher.run_once() == 0
     finally:
         dispatcher.stop()
-        smtp.stop()
 
 
 def test_without_an_smtp_server_a_mailto_push_fails_for_good(
@@ -442,35 +451,23 @@ def test_require_confirmation_needs_a_signing_secret(tmp_path: Path) -> None:
 
 
 def test_require_confirmation_mails_mailto_subscribers_the_signed_url(
-    request: pytest.FixtureRequest,
+    request: pytest.FixtureRequest, smtp_inbox: tuple[int, list[Envelope]]
 ) -> None:
-    received: list[Envelope] = []
-
-    class Inbox:
-        async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:
-            received.append(envelope)
-            return "250 OK"
-
-    port = free_port()
-    smtp = Controller(Inbox(), hostname="127.0.0.1", port=port)
-    smtp.start()
-    try:
-        settings = {"smtp_host": "127.0.0.1", "smtp_port": port, "signed_url_secret": "s" * 32}
-        for api in api_on(request, "embedded", require_confirmation=True, **settings):
-            created = api.post(
-                "/v2/queues/q/subscriptions", json={"subscriber": "mailto:ops@example.com"}
-            )
-            assert created.status_code == 201, created.text
-            sid = created.json["subscription_id"]
-            for _ in range(500):
-                if received:
-                    break
-                time.sleep(0.01)
-            [envelope] = received
-            assert envelope.rcpt_tos == ["ops@example.com"]
-            mail = email.message_from_bytes(envelope.content, policy=email.policy.default)  # type: ignore[arg-type]
-            assert mail["Subject"] == "Confirm your subscription to the queue q"
-            document = json.loads(mail.get_content())  # type: ignore[attr-defined]
-            assert document["URL-Paths"] == [f"/v2/queues/q/subscriptions/{sid}/confirm"]
-    finally:
-        smtp.stop()
+    port, received = smtp_inbox
+    settings = {"smtp_host": "127.0.0.1", "smtp_port": port, "signed_url_secret": "s" * 32}
+    for api in api_on(request, "embedded", require_confirmation=True, **settings):
+        created = api.post(
+            "/v2/queues/q/subscriptions", json={"subscriber": "mailto:ops@example.com"}
+        )
+        assert created.status_code == 201, created.text
+        sid = created.json["subscription_id"]
+        for _ in range(500):
+            if received:
+                break
+            time.sleep(0.01)
+        [envelope] = received
+        assert envelope.rcpt_tos == ["ops@example.com"]
+        mail = email.message_from_bytes(envelope.content, policy=email.policy.default)  # type: ignore[arg-type]
+        assert mail["Subject"] == "Confirm your subscription to the queue q"
+        document = json.loads(mail.get_content())  # type: ignore[attr-defined]
+        assert document["URL-Paths"] == [f"/v2/queues/q/subscriptions/{sid}/confirm"]
