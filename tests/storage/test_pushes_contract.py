@@ -110,6 +110,18 @@ def test_pushes_owed_soon_are_leased_ahead_with_their_time(
     assert again.id == ahead.id and again.owed_ms == now + 200 + LEASE_MS
 
 
+def test_one_call_settles_the_attempts_of_several_leases(
+    driver: Driver, clock: FakeClock
+) -> None:
+    subscribe(driver, clock)
+    post(driver, clock, 1, 2)
+    [first] = lease(driver, clock, limit=1)
+    [second] = lease(driver, clock, limit=1)
+    assert first.lease != second.lease
+    driver.settle_pushes(P, Q, [(first, None), (second, None)], clock.now_ms())
+    assert_nothing_owed(driver, clock)
+
+
 def test_one_call_settles_many_attempts(driver: Driver, clock: FakeClock) -> None:
     subscribe(driver, clock)
     post(driver, clock, 1, 2, 3)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
+from pymongo import DeleteMany, UpdateOne
+
 from zaqar_delay.models import Delivery
 from zaqar_delay.storage.mongodb.common import Doc, MongoBase, message_of
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
@@ -127,16 +129,22 @@ class PushOps(MongoBase):
         now_ms: int,
         consume: Sequence[str] = (),
     ) -> None:
-        done = [d.id for d, retry_at in outcomes if retry_at is None]
-        if done:
-            # One lease token per batch: settle only what this lease still holds.
-            self._pushes.delete_many({"_id": {"$in": done}, "l": outcomes[0][0].lease})
+        # Each attempt only while its own lease still holds the push; one bulk write.
+        done: dict[str, list[str]] = {}
+        writes: list[DeleteMany | UpdateOne] = []
         for delivery, retry_at in outcomes:
-            if retry_at is not None:
-                self._pushes.update_one(
-                    {"_id": delivery.id, "l": delivery.lease},
-                    {"$set": {"n": retry_at, "l": None}, "$inc": {"a": 1}},
+            if retry_at is None:
+                done.setdefault(delivery.lease, []).append(delivery.id)
+            else:
+                writes.append(
+                    UpdateOne(
+                        {"_id": delivery.id, "l": delivery.lease},
+                        {"$set": {"n": retry_at, "l": None}, "$inc": {"a": 1}},
+                    )
                 )
+        writes += [DeleteMany({"_id": {"$in": ids}, "l": token}) for token, ids in done.items()]
+        if writes:
+            self._pushes.bulk_write(writes, ordered=False)
         scope = self._queue_filter(project, queue)
         for delivery in (d for d, retry_at in outcomes if retry_at is None and d.id in consume):
             message_id = delivery.message.id
