@@ -2,8 +2,8 @@
 
 A subscription names who is pushed a queue's messages: an ``http(s)://`` endpoint or a
 ``mailto:`` address, for ``ttl`` seconds, with ``options`` (Zaqar's ``post_data``,
-``post_headers`` and ``_retry_policy``). Subscriptions are unique by project, queue and
-subscriber.
+``post_headers`` and ``_retry_policy``; zaqar-delay's dispatch limits, ``push.limits``).
+Subscriptions are unique by project, queue and subscriber.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from zaqar_delay.conf import Limits
 from zaqar_delay.models import Subscription, SubscriptionChange
 from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
+from zaqar_delay.push.limits import check as limits_check
 from zaqar_delay.storage.base import Driver
 
 MIN_SUBSCRIPTION_TTL = 60
@@ -62,6 +63,7 @@ def subscription_change(
     if options and not isinstance(options, dict):
         raise errors.InvalidRequest("Options must be a dict.")
     retry_policy.check(options)
+    limits_check(options)
     ttl = document.get("ttl")
     if ttl:
         if not validation.is_int(ttl):

@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.conftest import namespace_of, open_test_driver
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import NewMessage
+from zaqar_delay.models import NewMessage, SubscriptionChange
 from zaqar_delay.storage.base import Driver
 
 P, Q = "project-a", "alerts"
@@ -17,10 +17,15 @@ LEASE_MS = 30_000
 
 
 def subscribe(
-    driver: Driver, clock: FakeClock, name: str = "a", queue: str = Q, ttl: int = 3600
+    driver: Driver,
+    clock: FakeClock,
+    name: str = "a",
+    queue: str = Q,
+    ttl: int = 3600,
+    **options: Any,
 ) -> str:
     sid, _ = driver.create_subscription(
-        P, queue, f"http://127.0.0.1:9/{name}", ttl, {}, "s", clock.now_ms()
+        P, queue, f"http://127.0.0.1:9/{name}", ttl, options, "s", clock.now_ms()
     )
     return sid
 
@@ -110,9 +115,7 @@ def test_pushes_owed_soon_are_leased_ahead_with_their_time(
     assert again.id == ahead.id and again.owed_ms == now + 200 + LEASE_MS
 
 
-def test_one_call_settles_the_attempts_of_several_leases(
-    driver: Driver, clock: FakeClock
-) -> None:
+def test_one_call_settles_the_attempts_of_several_leases(driver: Driver, clock: FakeClock) -> None:
     subscribe(driver, clock)
     post(driver, clock, 1, 2)
     [first] = lease(driver, clock, limit=1)
@@ -236,3 +239,91 @@ def test_consumed_messages_are_deleted_once_no_push_is_owed(
     assert driver.get_messages(P, Q, [mid], clock.now_ms())  # the other is still owed it
     driver.settle_pushes(P, Q, [(second, None)], clock.now_ms(), consume=[second.id])
     assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
+
+
+class TestDispatchLimits:
+    """A subscription's ``_max_concurrent_dispatches`` and ``_max_dispatches_per_second`` hold
+    across every dispatcher on the store (here: two leases of one store and of a second
+    connection to it), without holding back the other subscriptions."""
+
+    def test_no_more_requests_in_flight_than_the_limit(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        subscribe(driver, clock, _max_concurrent_dispatches=2)
+        post(driver, clock, 1, 2, 3, 4)
+        first = lease(driver, clock)
+        assert [d.message.body for d in first] == ["1", "2"]
+        # Parked, not owed: no dispatcher is woken for them.
+        assert lease(driver, clock) == []
+        assert_nothing_due(driver, clock)
+        # A request that ends frees its place for the next push, owed as before.
+        driver.settle_pushes(P, Q, [(first[0], None)], clock.now_ms())
+        assert driver.due_push_queues(clock.now_ms(), 10) == [(P, Q)]
+        [third] = lease(driver, clock)
+        assert third.message.body == "3" and third.owed_ms == first[0].owed_ms
+        # So does a retry, and a lease that runs out (its dispatcher died).
+        driver.settle_pushes(P, Q, [(first[1], clock.now_ms() + 1_000)], clock.now_ms())
+        [fourth] = lease(driver, clock)
+        assert fourth.message.body == "4"
+        assert lease(driver, clock) == []
+        clock.advance(ms=LEASE_MS)
+        again = lease(driver, clock)
+        assert sorted(d.message.body for d in again) == ["2", "3"]
+
+    def test_a_subscription_at_its_limit_does_not_hold_back_the_others(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        # The limited subscription's pushes come first in due order.
+        limited = subscribe(driver, clock, "limited", _max_concurrent_dispatches=1)
+        post(driver, clock, *range(30))
+        clock.advance(ms=1)
+        free = subscribe(driver, clock, "free")
+        post(driver, clock, *range(30, 39))
+        leased = lease(driver, clock, limit=10)
+        by_subscription = [d.subscription.id for d in leased]
+        assert by_subscription.count(limited) == 1
+        assert by_subscription.count(free) == 9
+
+    def test_pushes_are_spaced_by_the_rate(self, driver: Driver, clock: FakeClock) -> None:
+        subscribe(driver, clock, _max_dispatches_per_second=4)
+        post(driver, clock, 1, 2, 3)
+        start = clock.now_ms()
+        [first] = lease(driver, clock)
+        assert first.owed_ms == start
+        # The next two are owed again at the times the rate reserves for them.
+        assert lease(driver, clock) == []
+        assert driver.next_push_ms() == start + 250
+        clock.advance(ms=249)
+        assert lease(driver, clock) == []
+        clock.advance(ms=1)
+        [second] = lease(driver, clock)
+        assert second.message.body == "2" and second.owed_ms == start + 250
+        # Leased ahead, a push is handed over with the time the rate gives it.
+        [third] = driver.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 10, start + 500)
+        assert third.message.body == "3" and third.owed_ms == start + 500
+
+    def test_changing_the_limits_frees_what_they_held_back(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        sid = subscribe(driver, clock, _max_concurrent_dispatches=1)
+        post(driver, clock, 1, 2, 3)
+        assert len(lease(driver, clock)) == 1
+        driver.update_subscription(P, Q, sid, SubscriptionChange(options={}), clock.now_ms())
+        assert driver.due_push_queues(clock.now_ms(), 10) == [(P, Q)]
+        assert sorted(d.message.body for d in lease(driver, clock)) == ["2", "3"]
+
+    def test_a_deleted_subscription_leaves_nothing_parked(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        sid = subscribe(driver, clock, _max_concurrent_dispatches=1)
+        post(driver, clock, 1, 2, 3)
+        [held] = lease(driver, clock)
+        driver.delete_subscription(P, Q, sid)
+        driver.settle_pushes(P, Q, [(held, None)], clock.now_ms())
+        assert_nothing_owed(driver, clock)
+
+
+def assert_nothing_due(driver: Driver, clock: FakeClock) -> None:
+    """No dispatcher is owed a push before the leases it holds run out."""
+    next_ms = driver.next_push_ms()
+    assert next_ms is None or next_ms >= clock.now_ms() + LEASE_MS - 1

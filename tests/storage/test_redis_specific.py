@@ -9,4 +9,4 @@ def test_every_key_of_a_queue_shares_one_hash_tag() -> None:
     keys = KeySpace("zd").queue("project/with}odd{chars", "jobs").as_list()
     tags = {key[key.index("{") + 1 : key.index("}")] for key in keys}
     assert len(tags) == 1
-    assert len(set(keys)) == len(keys) == 17
+    assert len(set(keys)) == len(keys) == 19

@@ -1,6 +1,7 @@
 """The queue policy is read in one place (zaqar_delay.policy); the Redis scripts, which read
 the metadata themselves, use the same key names (the backoff formula is checked on every store
-by the contract suite's TestRetryBackoff)."""
+by the contract suite's TestRetryBackoff), as they do for subscriptions' dispatch limits
+(zaqar_delay.push.limits)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from zaqar_delay import policy
 from zaqar_delay.policy import QueuePolicy, RetryBackoff
+from zaqar_delay.push import limits
 
 LUA = Path(policy.__file__).parent / "storage" / "redis" / "lua"
 
@@ -24,8 +26,9 @@ def test_the_scripts_read_only_keys_the_policy_declares() -> None:
         policy.MAX_CLAIM_COUNT,
         policy.DEAD_LETTER_QUEUE,
         policy.DEAD_LETTER_QUEUE_MESSAGES_TTL,
+        *limits.OPTIONS,
     }
-    assert read <= set(policy.KEYS)
+    assert read - set(limits.OPTIONS) <= set(policy.KEYS)
 
 
 def test_unset_null_and_zero_mean_the_default() -> None:

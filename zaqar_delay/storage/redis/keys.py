@@ -37,7 +37,15 @@ class QueueKeys:
     # ZSET: "<subscription id>:<message id>" owed a push, scored by the ms of its next attempt
     # (while leased: the lease's end)
     deliveries: str
-    delivery_info: str  # HASH: delivery -> msgpack [attempts made, lease token or ""]
+    # HASH: delivery -> msgpack [attempts made, lease token or "", the ms a rate limit
+    # reserved for it (0: none)]
+    delivery_info: str
+    # HASH: subscription id -> msgpack {t = next free ms of its rate limit, f = {delivery ->
+    # lease end} of its pushes in flight} (only for subscriptions with dispatch limits)
+    push_limits: str
+    # ZSET, all scores 0: "<subscription id>|<owed ms, 16 hex digits>|<message id>" of the
+    # pushes parked while their subscription had its most requests in flight, in owed order
+    parked: str
 
     def as_list(self) -> list[str]:
         return [getattr(self, field.name) for field in dataclasses.fields(self)]
@@ -69,6 +77,8 @@ class KeySpace:
             subscription_ids=f"{base}:si",
             deliveries=f"{base}:p",
             delivery_info=f"{base}:pi",
+            push_limits=f"{base}:pl",
+            parked=f"{base}:pk",
         )
 
     def wake_pattern(self) -> str:

@@ -129,9 +129,11 @@ class PushScripts(Driver):
         attempts: list[Any] = []
         for delivery, retry_at in outcomes:
             attempts += [delivery.id, delivery.lease, retry_at or 0, int(delivery.id in consumed)]
-        self._run("push", project, queue, "settle", now_ms, *attempts)
-        retries = [retry_at for _, retry_at in outcomes if retry_at is not None]
-        if retries:
-            # The index may be later than a retry (the lease's end): lower it. A push that
-            # ended leaves the index at most too early, which the next lease corrects.
-            self._lower_push_index(project, queue, min(retries))
+        _, unparked = self._run("push", project, queue, "settle", now_ms, *attempts)
+        owed_again = [retry_at for _, retry_at in outcomes if retry_at is not None]
+        owed_again += [int(unparked)] if unparked else []
+        if owed_again:
+            # The index may be later than a retry (the lease's end) or an unparked push (none
+            # owed): lower it. A push that ended leaves the index at most too early, which the
+            # next lease corrects.
+            self._lower_push_index(project, queue, min(owed_again))

@@ -46,6 +46,8 @@ class SubscriptionScripts(Driver):
 
         def _index_queue(self, project: str, queue: str) -> None: ...
 
+        def _lower_push_index(self, project: str, queue: str, due_ms: int) -> None: ...
+
     def create_subscription(
         self,
         project: str,
@@ -115,6 +117,9 @@ class SubscriptionScripts(Driver):
             queue,
             subscription_id,
         )
+        if change.options is not None:
+            # Pushes its old dispatch limits held back are owed now (subscription.lua).
+            self._lower_push_index(project, queue, now_ms)
 
     def confirm_subscription(
         self, project: str, queue: str, subscription_id: str, confirmed: bool, now_ms: int

@@ -1,10 +1,10 @@
 -- lib.lua: helpers shared by every queue script; scripts.py prepends it to each script.
 --
--- KEYS (every queue script): the fifteen keys of one queue, in QueueKeys order (keys.py):
+-- KEYS (every queue script): the nineteen keys of one queue, in QueueKeys order (keys.py):
 --   1 queue   2 bodies   3 infos   4 fifo   5 ready   6 claimed   7 expiry   8 claims
 --   9 claim_expiry   10 waiters   11 wake (a pub/sub channel, passed with the keys so it
 --   shares their cluster slot)   12 dedup   13 dedup_expiry   14 subscriptions
---   15 subscription_ids   16 deliveries   17 delivery_info
+--   15 subscription_ids   16 deliveries   17 delivery_info   18 push_limits   19 parked
 -- Times are epoch milliseconds handed in through ARGV; scripts never read the server clock,
 -- so a test clock drives them exactly like the real one.
 
@@ -15,6 +15,7 @@ local K_WAITERS, K_WAKE = KEYS[10], KEYS[11]
 local K_DEDUP, K_DEDUP_EXPIRY = KEYS[12], KEYS[13]
 local K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS = KEYS[14], KEYS[15]
 local K_DELIVERIES, K_DELIVERY_INFO = KEYS[16], KEYS[17]
+local K_PUSH_LIMITS, K_PARKED = KEYS[18], KEYS[19]
 
 -- Positions in a message info array (msgpack).
 local I_CREATED, I_EXPIRES, I_TTL, I_DUE, I_CLIENT, I_SEQ = 1, 2, 3, 4, 5, 6
@@ -269,7 +270,48 @@ local function live_subscription_ids(now)
 end
 
 -- The ms of the queue's earliest owed push (a due time or a lease's end), or 0 for none.
+-- A push parked by its subscription's concurrency limit stays in K_DELIVERIES (it is still
+-- owed: _delete_after_push sees it) at PARKED + its owed time, which is never due.
+local PARKED = 2 ^ 51
+
+-- The earliest owed push that is not parked (0 for none).
 local function earliest_push()
     local first = redis.call('ZRANGE', K_DELIVERIES, 0, 0, 'WITHSCORES')
-    return first[2] and tonumber(first[2]) or 0
+    local score = first[2] and tonumber(first[2]) or 0
+    return score < PARKED and score or 0
+end
+
+-- The range of K_PARKED entries of one subscription ('|' < '}').
+local function parked_range(sid)
+    return '[' .. sid .. '|', '(' .. sid .. '}'
+end
+
+-- Put back up to n parked pushes of subscription sid, oldest first, owed as before; returns
+-- the earliest owed time put back (0 for none).
+local function unpark(sid, n)
+    local low, high = parked_range(sid)
+    local entries = redis.call('ZRANGEBYLEX', K_PARKED, low, high, 'LIMIT', 0, n)
+    local earliest = 0
+    for _, entry in ipairs(entries) do
+        local owed = tonumber(string.sub(entry, #sid + 2, #sid + 17), 16)
+        local delivery = sid .. ':' .. string.sub(entry, #sid + 19)
+        redis.call('ZREM', K_PARKED, entry)
+        if redis.call('ZADD', K_DELIVERIES, 'XX', 'CH', owed, delivery) == 1 then
+            earliest = (earliest == 0 or owed < earliest) and owed or earliest
+        end
+    end
+    return earliest
+end
+
+-- Forget subscription sid's dispatch limits and drop its parked pushes (it is gone).
+local function drop_parked(sid)
+    local low, high = parked_range(sid)
+    local entries = redis.call('ZRANGEBYLEX', K_PARKED, low, high)
+    for _, entry in ipairs(entries) do
+        local delivery = sid .. ':' .. string.sub(entry, #sid + 19)
+        redis.call('ZREM', K_DELIVERIES, delivery)
+        redis.call('HDEL', K_DELIVERY_INFO, delivery)
+    end
+    redis.call('ZREMRANGEBYLEX', K_PARKED, low, high)
+    redis.call('HDEL', K_PUSH_LIMITS, sid)
 end

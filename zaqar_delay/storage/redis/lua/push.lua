@@ -4,85 +4,203 @@
 -- ARGV: action, now_ms, then per action:
 --   "lease", now, lease_ms, limit, token, owed_by: take up to limit pushes owed by owed_by
 --       (oldest first) for lease_ms after owed_by: until then no other dispatcher takes them;
---       if the dispatcher dies, they are due again when the lease ends. Pushes whose message or subscription is gone (deleted,
---       expired, purged) are dropped. Returns {earliest, metadata JSON (false: no queue),
---       delivery, attempts, owed at, subscription record, body, message info, delivery, ...},
---       earliest being the queue's earliest owed push after the lease (0 for none).
+--       if the dispatcher dies, they are due again when the lease ends. Pushes whose message
+--       or subscription is gone (deleted, expired, purged) are dropped. A subscription's
+--       dispatch limits (options _max_dispatches_per_second, _max_concurrent_dispatches) hold
+--       back what they must: past its rate, a push is owed again at the next free time the
+--       limit reserves for it; at its most requests in flight, it is parked until one of them
+--       ends. Returns {earliest, metadata JSON (false: no queue), delivery, attempts, send at,
+--       subscription record, body, message info, delivery, ...}, earliest being the queue's
+--       earliest owed push after the lease (0 for none), send at the time the push is owed
+--       (or the one its rate limit reserved), never sent before.
 --   "settle", now, then four values per attempt: delivery, token, retry_at, consume: the
 --       outcome of the attempt leased under token. retry_at 0: done (delivered, or given up);
 --       else due again at retry_at, one attempt more. consume 1 (a delivered push of a queue
 --       with _delete_after_push): the message is deleted when no other subscription is owed
---       it. A lease that ran out and was taken again is left to its new holder.
---       Returns {earliest}.
+--       it. A lease that ran out and was taken again is left to its new holder. Each request
+--       that ended frees a place for one parked push of its subscription.
+--       Returns {earliest, the earliest owed time of the pushes it put back (0 for none)}.
 
 local action, now = ARGV[1], tonumber(ARGV[2])
+-- Due pushes looked at per lease beyond its limit, so a subscription at its limits does not
+-- hide the pushes of the others behind it.
+local SCAN_EXTRA = 100
 
 local function forget(delivery)
     redis.call('ZREM', K_DELIVERIES, delivery)
     redis.call('HDEL', K_DELIVERY_INFO, delivery)
 end
 
--- The outcome of one attempt (see "settle" above).
+-- The dispatch limits of a subscription record: {interval ms or nil, concurrency or nil}.
+local function limits_of(record)
+    local ok, options = pcall(cjson.decode, record[S_OPTIONS])
+    if not ok or type(options) ~= 'table' then
+        return {}
+    end
+    local rate = tonumber(options['_max_dispatches_per_second'])
+    local concurrency = tonumber(options['_max_concurrent_dispatches'])
+    return {rate and rate > 0 and 1000 / rate or nil, concurrency}
+end
+
+-- The limit state of a subscription: {t = next free ms, f = {delivery -> lease end}}.
+local function load_limits(sid)
+    local raw = redis.call('HGET', K_PUSH_LIMITS, sid)
+    local state = raw and cmsgpack.unpack(raw) or {}
+    state.t = state.t or 0
+    state.f = state.f or {}
+    return state
+end
+
+local function store_limits(sid, state)
+    if next(state.f) == nil and state.t <= now then
+        redis.call('HDEL', K_PUSH_LIMITS, sid)
+    else
+        redis.call('HSET', K_PUSH_LIMITS, sid, cmsgpack.pack(state))
+    end
+end
+
+-- Requests in flight, forgetting those whose lease ran out (their dispatcher died).
+local function in_flight(state)
+    local count = 0
+    for delivery, lease_end in pairs(state.f) do
+        if lease_end <= now then
+            state.f[delivery] = nil
+        else
+            count = count + 1
+        end
+    end
+    return count
+end
+
+local function park(sid, delivery, owed)
+    local mid = string.sub(delivery, #sid + 2)
+    redis.call('ZADD', K_PARKED, 0, sid .. '|' .. string.format('%016x', owed) .. '|' .. mid)
+    redis.call('ZADD', K_DELIVERIES, PARKED + owed, delivery)
+end
+
+-- The outcome of one attempt (see "settle" above); returns the earliest owed time of what it
+-- unparked (0 for none).
 local function settle(delivery, token, retry_at, consume)
     local state = redis.call('HGET', K_DELIVERY_INFO, delivery)
     if not state then
-        return
+        return 0
     end
     local attempts, holder = unpack(cmsgpack.unpack(state))
     if holder ~= token then
-        return
+        return 0
+    end
+    local sid = string.sub(delivery, 1, string.find(delivery, ':', 1, true) - 1)
+    local unparked = 0
+    local raw_limits = redis.call('HGET', K_PUSH_LIMITS, sid)
+    if raw_limits then
+        local limits = cmsgpack.unpack(raw_limits)
+        if limits.f and limits.f[delivery] then
+            limits.f[delivery] = nil
+            store_limits(sid, {t = limits.t or 0, f = limits.f})
+            unparked = unpark(sid, 1)
+        end
     end
     if retry_at ~= 0 then
         redis.call('HSET', K_DELIVERY_INFO, delivery, cmsgpack.pack({attempts + 1, ''}))
         redis.call('ZADD', K_DELIVERIES, retry_at, delivery)
-        return
+        return unparked
     end
     forget(delivery)
     if consume then
-        local mid = string.sub(delivery, string.find(delivery, ':', 1, true) + 1)
-        for _, sid in ipairs(redis.call('HKEYS', K_SUBSCRIPTIONS)) do
-            if redis.call('ZSCORE', K_DELIVERIES, sid .. ':' .. mid) then
-                return
+        local mid = string.sub(delivery, #sid + 2)
+        for _, other in ipairs(redis.call('HKEYS', K_SUBSCRIPTIONS)) do
+            if redis.call('ZSCORE', K_DELIVERIES, other .. ':' .. mid) then
+                return unparked
             end
         end
         remove_messages({mid})
     end
+    return unparked
 end
 
 if action == 'lease' then
     local lease_ms, limit, token = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
     local owed_by = tonumber(ARGV[6])
+    local lease_end = owed_by + lease_ms
     local out = {0, redis.call('HGET', K_QUEUE, 'm')}
     local due = redis.call(
-        'ZRANGEBYSCORE', K_DELIVERIES, '-inf', owed_by, 'WITHSCORES', 'LIMIT', 0, limit)
+        'ZRANGEBYSCORE', K_DELIVERIES, '-inf', owed_by, 'WITHSCORES', 'LIMIT', 0,
+        limit + SCAN_EXTRA)
+    local limited = {}  -- sid -> {interval, concurrency, state} of the subscriptions seen
+    local leased = 0
     for i = 1, #due, 2 do
-        local delivery, owed = due[i], due[i + 1]
+        if leased == limit then
+            break
+        end
+        local delivery, owed = due[i], tonumber(due[i + 1])
         local split = string.find(delivery, ':', 1, true)
         local sid, mid = string.sub(delivery, 1, split - 1), string.sub(delivery, split + 1)
         local subscription = redis.call('HGET', K_SUBSCRIPTIONS, sid)
+        local record = subscription and cmsgpack.unpack(subscription)
         local info = load_info(mid)
-        if not subscription or cmsgpack.unpack(subscription)[S_EXPIRES] <= now
-            or not info or info[I_EXPIRES] <= now then
+        if not record or record[S_EXPIRES] <= now then
+            forget(delivery)
+            drop_parked(sid)
+        elseif not info or info[I_EXPIRES] <= now then
             forget(delivery)
         else
-            local state = redis.call('HGET', K_DELIVERY_INFO, delivery)
-            local attempts = state and cmsgpack.unpack(state)[1] or 0
-            redis.call('HSET', K_DELIVERY_INFO, delivery, cmsgpack.pack({attempts, token}))
-            redis.call('ZADD', K_DELIVERIES, owed_by + lease_ms, delivery)
-            out[#out + 1] = delivery
-            out[#out + 1] = attempts
-            out[#out + 1] = owed
-            out[#out + 1] = subscription
-            out[#out + 1] = redis.call('HGET', K_BODIES, mid)
-            out[#out + 1] = redis.call('HGET', K_INFOS, mid)
+            local raw_state = redis.call('HGET', K_DELIVERY_INFO, delivery)
+            local state = raw_state and cmsgpack.unpack(raw_state) or {0, '', 0}
+            local attempts, reserved = state[1], state[3] or 0
+            local limits = limited[sid]
+            if not limits then
+                local interval, concurrency = unpack(limits_of(record))
+                limits = {interval, concurrency, (interval or concurrency) and load_limits(sid)}
+                limited[sid] = limits
+            end
+            local interval, concurrency, held = limits[1], limits[2], limits[3]
+            local send_at = owed
+            local take = true
+            if concurrency and in_flight(held) >= concurrency then
+                park(sid, delivery, owed)
+                take = false
+            elseif interval and reserved ~= owed then
+                -- The limit's next free time is this push's: it is sent then.
+                send_at = math.ceil(math.max(owed, held.t))
+                held.t = send_at + interval
+                if send_at > owed_by then
+                    redis.call('ZADD', K_DELIVERIES, send_at, delivery)
+                    redis.call('HSET', K_DELIVERY_INFO, delivery,
+                        cmsgpack.pack({attempts, '', send_at}))
+                    take = false
+                end
+            end
+            if take then
+                if held then
+                    held.f[delivery] = lease_end
+                end
+                redis.call('HSET', K_DELIVERY_INFO, delivery, cmsgpack.pack({attempts, token}))
+                redis.call('ZADD', K_DELIVERIES, lease_end, delivery)
+                leased = leased + 1
+                out[#out + 1] = delivery
+                out[#out + 1] = attempts
+                out[#out + 1] = send_at
+                out[#out + 1] = subscription
+                out[#out + 1] = redis.call('HGET', K_BODIES, mid)
+                out[#out + 1] = redis.call('HGET', K_INFOS, mid)
+            end
+        end
+    end
+    for sid, limits in pairs(limited) do
+        if limits[3] then
+            store_limits(sid, limits[3])
         end
     end
     out[1] = earliest_push()
     return out
 elseif action == 'settle' then
+    local unparked = 0
     for i = 3, #ARGV, 4 do
-        settle(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3] == '1')
+        local earliest = settle(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3] == '1')
+        if earliest > 0 and (unparked == 0 or earliest < unparked) then
+            unparked = earliest
+        end
     end
-    return {earliest_push()}
+    return {earliest_push(), unparked}
 end
 return redis.error_reply('unknown action ' .. action)

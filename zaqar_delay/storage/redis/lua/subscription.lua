@@ -32,6 +32,7 @@ end
 local function remove_subscription(id)
     redis.call('HDEL', K_SUBSCRIPTIONS, id)
     redis.call('ZREM', K_SUBSCRIPTION_IDS, id)
+    drop_parked(id)
 end
 
 -- The id of the live subscription with this subscriber, other than except_id; removes the
@@ -86,6 +87,9 @@ elseif action == 'update' or action == 'confirm' then
         end
         if options ~= '' then
             record[S_OPTIONS] = options
+            -- Its limits may have changed: what they held back is owed again now.
+            redis.call('HDEL', K_PUSH_LIMITS, id)
+            unpark(id, redis.call('ZLEXCOUNT', K_PARKED, parked_range(id)))
         end
     end
     redis.call('HSET', K_SUBSCRIPTIONS, id, cmsgpack.pack(record))
@@ -114,7 +118,8 @@ elseif action == 'delete' then
     remove_subscription(ARGV[3])
     return 1
 elseif action == 'purge' then
-    redis.call('UNLINK', K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS)
+    redis.call('UNLINK', K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS, K_PUSH_LIMITS, K_PARKED)
+    redis.call('ZREMRANGEBYSCORE', K_DELIVERIES, PARKED, '+inf')
     return 1
 end
 return redis.error_reply('unknown action ' .. action)
