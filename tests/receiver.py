@@ -32,6 +32,8 @@ class Receiver:
     answering: threading.Event = field(default_factory=threading.Event)
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: int = 0  # requests read and not answered yet
+    most_in_flight: int = 0
 
     def wait_for(self, count: int, timeout_s: float = 30.0) -> list[Received]:
         deadline = time.monotonic() + timeout_s
@@ -61,9 +63,13 @@ def receiver(
             with state.lock:
                 state.received.append(Received(arrived, dict(self.headers), body))
                 status = state.statuses.pop(0) if state.statuses else 200
+                state.in_flight += 1
+                state.most_in_flight = max(state.most_in_flight, state.in_flight)
             if state.delay_s:
                 time.sleep(state.delay_s)
             state.answering.wait(30)
+            with state.lock:
+                state.in_flight -= 1
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()

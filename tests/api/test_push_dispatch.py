@@ -164,6 +164,47 @@ def test_a_push_leased_ahead_is_sent_at_its_time_never_before(api: Api) -> None:
         dispatcher.stop()
 
 
+def test_dispatch_limits_hold_across_dispatchers(api: Api) -> None:
+    """Two dispatchers with free slots, one subscription allowed one request at a time."""
+    dispatchers = [
+        Dispatcher(api.driver, api.clock, senders(), concurrency=4, recheck_s=0.02)
+        for _ in range(2)
+    ]
+    for dispatcher in dispatchers:
+        dispatcher.start()
+    try:
+        with receiver(delay_s=0.05) as hook:
+            subscribe(api, hook, _max_concurrent_dispatches=1)
+            api.post_messages("q", *({"body": n} for n in range(6)))
+            pushes = hook.wait_for(6)
+            assert sorted(p.json()["body"] for p in pushes) == list(range(6))
+            assert hook.most_in_flight == 1
+    finally:
+        for dispatcher in dispatchers:
+            dispatcher.stop()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"_max_dispatches_per_second": 0},
+        {"_max_dispatches_per_second": "10"},
+        {"_max_dispatches_per_second": True},
+        {"_max_concurrent_dispatches": 0},
+        {"_max_concurrent_dispatches": 1.5},
+        {"_max_concurrent_dispatches": 1001},
+    ],
+)
+def test_dispatch_limits_out_of_range_are_refused(api: Api, options: dict[str, object]) -> None:
+    answer = api.post(
+        "/v2/queues/q/subscriptions",
+        json={"subscriber": "http://127.0.0.1:9/hook", "options": options},
+    )
+    assert answer.status_code == 400
+    assert next(iter(options)) in answer.json["description"]
+    assert api.get("/v2/queues/q/subscriptions").json["subscriptions"] == []
+
+
 def test_the_signature_verifies_with_the_subscription_secret(
     api: Api, dispatcher: Dispatcher
 ) -> None:

@@ -270,6 +270,18 @@ class TestDispatchLimits:
         again = lease(driver, clock)
         assert sorted(d.message.body for d in again) == ["2", "3"]
 
+    def test_a_lease_that_runs_out_frees_its_place_even_when_its_message_is_gone(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        subscribe(driver, clock, _max_concurrent_dispatches=1)
+        first_id, _ = post(driver, clock, 1, 2)
+        [first] = lease(driver, clock)  # its dispatcher dies
+        assert first.message.id == first_id
+        driver.delete_message(P, Q, first_id, None, clock.now_ms())
+        clock.advance(ms=LEASE_MS)
+        leased = lease(driver, clock) or lease(driver, clock)
+        assert [d.message.body for d in leased] == ["2"]
+
     def test_a_subscription_at_its_limit_does_not_hold_back_the_others(
         self, driver: Driver, clock: FakeClock
     ) -> None:

@@ -15,6 +15,7 @@ too; ``tests/unit/test_policy.py`` fails when the two drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from zaqar_delay import errors, validation
@@ -44,4 +45,25 @@ def check(options: Any) -> None:
     ):
         raise errors.InvalidRequest(
             f"{MAX_CONCURRENT_DISPATCHES} must be an integer from 1 to {MAX_CONCURRENCY}."
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DispatchLimits:
+    """The limits a subscription's options set: milliseconds between two pushes, requests in
+    flight (None: no limit)."""
+
+    interval_ms: float | None = None
+    concurrency: int | None = None
+
+    @classmethod
+    def of(cls, options: Any) -> DispatchLimits:
+        """The limits of stored (checked) options."""
+        if not isinstance(options, dict):
+            return cls()
+        rate = options.get(MAX_DISPATCHES_PER_SECOND)
+        concurrency = options.get(MAX_CONCURRENT_DISPATCHES)
+        return cls(
+            1000 / rate if isinstance(rate, int | float) and rate > 0 else None,
+            concurrency if validation.is_int(concurrency) else None,
         )

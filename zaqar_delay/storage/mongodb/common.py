@@ -83,6 +83,7 @@ class MongoBase(Driver):
     _claims: Collection[Doc]
     _subscriptions: Collection[Doc]
     _pushes: Collection[Doc]
+    _push_limits: Collection[Doc]
     _dedup: DedupIds
     _closed: threading.Event
     _wakeups: MongoWakeups

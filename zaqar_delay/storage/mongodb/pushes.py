@@ -14,13 +14,19 @@ from collections.abc import Sequence
 from pymongo import DeleteMany, UpdateOne
 
 from zaqar_delay.models import Delivery
-from zaqar_delay.storage.mongodb.common import Doc, MongoBase, message_of
+from zaqar_delay.push.limits import DispatchLimits
+from zaqar_delay.storage.mongodb.common import Doc, message_of
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
+from zaqar_delay.storage.mongodb.push_limits import PARKED, PushLimitOps
 from zaqar_delay.storage.mongodb.subscriptions import subscription_of
+
+# Due pushes looked at per lease beyond its limit, so a subscription at its limits does not
+# hide the pushes of the others behind it.
+SCAN_EXTRA = 100
 
 
 @translate_class_errors
-class PushOps(MongoBase):
+class PushOps(PushLimitOps):
     """Owe, find, lease and settle pushes."""
 
     def _owe_pushes(self, project: str, queue: str, stored: Sequence[Doc], now_ms: int) -> int:
@@ -36,6 +42,7 @@ class PushOps(MongoBase):
                 "_id": f"{s['_id']}:{m['_id']}",
                 "p": project,
                 "q": queue,
+                "s": s["_id"],
                 "m": m["_id"],
                 "n": m["d"],
                 "a": 0,
@@ -59,7 +66,7 @@ class PushOps(MongoBase):
 
     def next_push_ms(self) -> int | None:
         first = self._pushes.find_one({}, {"n": 1}, sort=[("n", 1)])
-        return None if first is None else int(first["n"])
+        return None if first is None or first["n"] >= PARKED else int(first["n"])
 
     def lease_pushes(
         self,
@@ -71,22 +78,18 @@ class PushOps(MongoBase):
         until_ms: int | None = None,
     ) -> list[Delivery]:
         until = now_ms if until_ms is None else until_ms
+        lease_end = until + lease_ms
         scope = self._queue_filter(project, queue)
         due = {**scope, "n": {"$lte": until}}
-        owed = {
-            d["_id"]: int(d["n"])
-            for d in self._pushes.find(due, {"_id": 1, "n": 1}).sort("n", 1).limit(limit)
-        }
-        if not owed:
+        candidates = list(
+            self._pushes.find(due, {"_id": 1, "n": 1, "r": 1})
+            .sort("n", 1)
+            .limit(limit + SCAN_EXTRA)
+        )
+        if not candidates:
             return []
         token = secrets.token_hex(8)
-        self._pushes.update_many(
-            {**due, "_id": {"$in": list(owed)}}, {"$set": {"n": until + lease_ms, "l": token}}
-        )
-        leased = list(self._pushes.find({**scope, "l": token}))
-        queue_metadata = self.get_metadata(project, queue) or {}
-        subscription_ids = {p["_id"].split(":", 1)[0] for p in leased}
-        message_ids = {p["_id"].split(":", 1)[1] for p in leased}
+        subscription_ids = {c["_id"].split(":", 1)[0] for c in candidates}
         live = {"e": {"$gt": now_ms}}
         subscriptions = {
             s["_id"]: subscription_of(s)
@@ -94,6 +97,56 @@ class PushOps(MongoBase):
                 {**scope, **live, "_id": {"$in": list(subscription_ids)}}
             )
         }
+        owed: dict[str, int] = {}  # push id -> the time it is sent at
+        places: dict[str, str] = {}  # push id -> subscription, for the places taken
+        for candidate in candidates:
+            if len(owed) == limit:
+                break
+            push_id, owed_ms = candidate["_id"], int(candidate["n"])
+            sid = push_id.split(":", 1)[0]
+            subscription = subscriptions.get(sid)
+            rules = DispatchLimits.of(subscription.options if subscription else None)
+            holder = f"{push_id}@{token}"
+            if rules.concurrency:
+                if not self._take_place(
+                    project, queue, sid, rules.concurrency, holder, lease_end, now_ms
+                ):
+                    self._park(push_id, owed_ms)
+                    # A place freed since: its unpark may have run before this park.
+                    if self._take_place(
+                        project, queue, sid, rules.concurrency, holder, lease_end, now_ms
+                    ):
+                        self._give_back(sid, holder)
+                    continue
+                places[push_id] = sid
+            send_ms = owed_ms
+            if rules.interval_ms and candidate.get("r") != owed_ms:
+                reserved = self._take_rate(project, queue, sid, owed_ms, rules.interval_ms)
+                if reserved is None or reserved > until:
+                    if reserved is not None:
+                        # Owed again at the time reserved for it.
+                        self._pushes.update_one(
+                            {"_id": push_id, "n": owed_ms}, {"$set": {"n": reserved, "r": reserved}}
+                        )
+                    if places.pop(push_id, None):
+                        self._give_back(sid, holder)
+                    continue
+                send_ms = reserved
+            owed[push_id] = send_ms
+        if owed:
+            self._pushes.update_many(
+                {**due, "_id": {"$in": list(owed)}},
+                {"$set": {"n": lease_end, "l": token}, "$unset": {"r": ""}},
+            )
+        leased = list(self._pushes.find({**scope, "l": token}))
+        taken = {p["_id"] for p in leased}
+        for push_id, sid in places.items():
+            if push_id not in taken:  # another dispatcher leased or parked it first
+                self._give_back(sid, f"{push_id}@{token}")
+        for sid in subscription_ids - set(subscriptions):
+            self._drop_parked(sid)
+        queue_metadata = self.get_metadata(project, queue) or {}
+        message_ids = {p["_id"].split(":", 1)[1] for p in leased}
         messages = {
             m["_id"]: message_of(m, now_ms)
             for m in self._messages.find({**scope, **live, "_id": {"$in": list(message_ids)}})
@@ -119,6 +172,9 @@ class PushOps(MongoBase):
             )
         if gone:
             self._pushes.delete_many({"_id": {"$in": gone}, "l": token})
+            for push_id in gone:
+                if push_id in places:
+                    self._give_back(places[push_id], f"{push_id}@{token}")
         return deliveries
 
     def settle_pushes(
@@ -145,6 +201,10 @@ class PushOps(MongoBase):
         writes += [DeleteMany({"_id": {"$in": ids}, "l": token}) for token, ids in done.items()]
         if writes:
             self._pushes.bulk_write(writes, ordered=False)
+        for delivery, _ in outcomes:
+            if DispatchLimits.of(delivery.subscription.options).concurrency:
+                sid = delivery.subscription.id
+                self._give_back(sid, f"{delivery.id}@{delivery.lease}")
         scope = self._queue_filter(project, queue)
         for delivery in (d for d, retry_at in outcomes if retry_at is None and d.id in consume):
             message_id = delivery.message.id

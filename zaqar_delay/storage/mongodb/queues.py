@@ -53,6 +53,7 @@ class QueueOps(MongoBase):
         self._dedup.forget_queue(project, queue)
         self._subscriptions.delete_many(scope)
         self._pushes.delete_many(scope)
+        self._push_limits.delete_many(scope)
         self._queues.delete_one(scope)
 
     def list_queues(

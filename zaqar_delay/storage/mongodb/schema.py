@@ -12,8 +12,10 @@ wakeups:  {c: wake channel, ex: date}: inserted only while a waiter is announced
 dedup:    {p, q, i: dedup id, m: message id, e: remembered until ms, ex: date} (dedup.py)
 subscriptions: {_id: id, p, q, u: subscriber, t: ttl s, o: options JSON text, st: ms its ttl
           started, e: expires ms, ex: date, c: confirmed, sk: signing secret}
-pushes:   {_id: "<subscription id>:<message id>", p, q, m: message id, n: next attempt ms
-          (while leased: the lease's end), a: attempts made, l: lease token or None}
+pushes:   {_id: "<subscription id>:<message id>", p, q, s: subscription id, m: message id,
+          n: next attempt ms (while leased: the lease's end; while parked: PARKED + owed ms),
+          a: attempts made, l: lease token or None, r: ms a rate limit reserved for it}
+push_limits: subscriptions' dispatch limit state (push_limits.py)
 
 Metadata and bodies are stored as JSON text: any JSON is accepted (keys with "$" or ".",
 integers beyond 64 bits) and nothing queries inside them.
@@ -34,6 +36,7 @@ WAKEUPS = "wakeups"
 DEDUP = "dedup"
 SUBSCRIPTIONS = "subscriptions"
 PUSHES = "pushes"
+PUSH_LIMITS = "push_limits"
 
 ASC = pymongo.ASCENDING
 
@@ -85,6 +88,14 @@ INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] =
         # The pushes of one lease; those still owed for one message.
         "lease": ([("p", ASC), ("q", ASC), ("l", ASC)], {}),
         "message": ([("p", ASC), ("q", ASC), ("m", ASC)], {}),
+        # A subscription's parked pushes, oldest first; all of them, to drop.
+        "subscription": ([("s", ASC), ("n", ASC)], {}),
+    },
+    PUSH_LIMITS: {
+        # Free request places of a subscription; the one a lease holds; a queue's, to drop.
+        "places": ([("s", ASC), ("e", ASC)], {}),
+        "holder": ([("s", ASC), ("h", ASC)], {}),
+        "queue": ([("p", ASC), ("q", ASC)], {}),
     },
 }
 

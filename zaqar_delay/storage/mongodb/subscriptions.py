@@ -10,8 +10,9 @@ from pymongo.errors import DuplicateKeyError
 
 from zaqar_delay import errors
 from zaqar_delay.models import Metadata, Subscription, SubscriptionChange
-from zaqar_delay.storage.mongodb.common import Doc, MongoBase
+from zaqar_delay.storage.mongodb.common import Doc
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
+from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
 from zaqar_delay.storage.mongodb.schema import as_date
 
 TAKEN = (
@@ -35,7 +36,7 @@ def subscription_of(doc: Doc) -> Subscription:
 
 
 @translate_class_errors
-class SubscriptionOps(MongoBase):
+class SubscriptionOps(PushLimitOps):
     """Create, list, read, change, confirm and delete subscriptions."""
 
     def _live(self, project: str, queue: str, now_ms: int) -> Doc:
@@ -123,6 +124,8 @@ class SubscriptionOps(MongoBase):
         if change.options is not None:
             fields["o"] = json.dumps(change.options)
         self._set(project, queue, subscription_id, fields, now_ms)
+        if change.options is not None:
+            self._unpark_all(subscription_id)
 
     def confirm_subscription(
         self, project: str, queue: str, subscription_id: str, confirmed: bool, now_ms: int
@@ -144,6 +147,8 @@ class SubscriptionOps(MongoBase):
         self._subscriptions.delete_one(
             {**self._queue_filter(project, queue), "_id": subscription_id}
         )
+        self._drop_parked(subscription_id)
 
     def purge_subscriptions(self, project: str, queue: str) -> None:
         self._subscriptions.delete_many(self._queue_filter(project, queue))
+        self._drop_queue_limits(self._queue_filter(project, queue))

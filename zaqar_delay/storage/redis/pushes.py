@@ -4,11 +4,11 @@ owed push (``KeySpace.pushes``, its own slot), through which dispatchers find du
 call.
 
 The queue index cannot be written in the same script as the queue's keys on Redis Cluster, so
-its score is kept at or before the queue's earliest owed push: a post, and a settled retry,
-lower it (``LT``); after a lease, the dispatcher raises it to what the script saw (``GT``),
-then reads the queue's earliest push again and lowers it to that (``LT``). A post that
+its score is kept at or before the queue's earliest owed push: a post, a settled retry and
+an unparked push lower it (``LT``); after a lease, the dispatcher sets it to what the script
+saw, then reads the queue's earliest push again and lowers it to that (``LT``). A post that
 lowered it between the two is so never hidden. A push that ends leaves the score at most
-too early, which costs one empty lease.
+too early, which costs one empty lease. Parked pushes (``lua/lib.lua``) are never owed.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from zaqar_delay.storage.redis.subscriptions import subscription_of
 
 # The index score of a queue that owes nothing now (kept rather than removed: see above).
 NOTHING_OWED = 2**52
+# Scores of parked pushes start here (lua/lib.lua's PARKED): not owed until unparked.
+PARKED = 2**51
 
 
 def queue_member(project: str, queue: str) -> str:
@@ -55,16 +57,16 @@ class PushScripts(Driver):
         deliveries = self._keys.queue(project, queue).deliveries
         first: Any  # [(member, score)] or []
         if isinstance(self._client, redis.cluster.RedisCluster):
-            # Two nodes: a pipeline would not keep the raise before the read.
-            self._client.zadd(pushes, {member: earliest_ms or NOTHING_OWED}, gt=True)
+            # Two nodes: a pipeline would not keep the write before the read.
+            self._client.zadd(pushes, {member: earliest_ms or NOTHING_OWED})
             first = self._client.zrange(deliveries, 0, 0, withscores=True)
         else:
             pipe = self._client.pipeline(transaction=False)
-            pipe.zadd(pushes, {member: earliest_ms or NOTHING_OWED}, gt=True)
+            pipe.zadd(pushes, {member: earliest_ms or NOTHING_OWED})
             pipe.zrange(deliveries, 0, 0, withscores=True)
             _, first = pipe.execute()
-        # A post between the lease and the raise lowered the index first: lower it again.
-        if first and (not earliest_ms or first[0][1] < earliest_ms):
+        # A post between the lease and the write lowered the index first: lower it again.
+        if first and first[0][1] < PARKED and (not earliest_ms or first[0][1] < earliest_ms):
             self._client.zadd(pushes, {member: first[0][1]}, lt=True)
 
     def _forget_push_index(self, project: str, queue: str) -> None:
@@ -76,7 +78,7 @@ class PushScripts(Driver):
 
     def next_push_ms(self) -> int | None:
         first = self._client.zrange(self._keys.pushes(), 0, 0, withscores=True)
-        if not first or first[0][1] >= NOTHING_OWED:
+        if not first or first[0][1] >= PARKED:
             return None
         return int(first[0][1])
 

@@ -138,21 +138,25 @@ if action == 'lease' then
         local subscription = redis.call('HGET', K_SUBSCRIPTIONS, sid)
         local record = subscription and cmsgpack.unpack(subscription)
         local info = load_info(mid)
+        local limits = record and limited[sid]
+        if record and not limits then
+            local interval, concurrency = unpack(limits_of(record))
+            limits = {interval, concurrency, (interval or concurrency) and load_limits(sid)}
+            limited[sid] = limits
+        end
         if not record or record[S_EXPIRES] <= now then
             forget(delivery)
             drop_parked(sid)
+            limited[sid] = nil
         elseif not info or info[I_EXPIRES] <= now then
             forget(delivery)
+            if limits[3] then
+                limits[3].f[delivery] = nil
+            end
         else
             local raw_state = redis.call('HGET', K_DELIVERY_INFO, delivery)
             local state = raw_state and cmsgpack.unpack(raw_state) or {0, '', 0}
             local attempts, reserved = state[1], state[3] or 0
-            local limits = limited[sid]
-            if not limits then
-                local interval, concurrency = unpack(limits_of(record))
-                limits = {interval, concurrency, (interval or concurrency) and load_limits(sid)}
-                limited[sid] = limits
-            end
             local interval, concurrency, held = limits[1], limits[2], limits[3]
             local send_at = owed
             local take = true
@@ -187,8 +191,14 @@ if action == 'lease' then
         end
     end
     for sid, limits in pairs(limited) do
-        if limits[3] then
-            store_limits(sid, limits[3])
+        local held = limits[3]
+        if held then
+            -- Places freed by leases that ran out: what waits for them is owed again.
+            local free = limits[2] and limits[2] - in_flight(held) or 0
+            if free > 0 then
+                unpark(sid, free)
+            end
+            store_limits(sid, held)
         end
     end
     out[1] = earliest_push()

@@ -1,0 +1,135 @@
+"""Dispatch limits of subscriptions on MongoDB (``zaqar_delay.push.limits``), kept in the
+``push_limits`` collection so that every server process shares them:
+
+- ``{_id: "<sid>/rate", s, p, q, t}``: the next free time (ms) of the subscription's rate; a
+  push takes it, and moves it one interval on, with a compare-and-set.
+- ``{_id: "<sid>/<i>", s, p, q, i, e, h}``: request place ``i`` of the subscription's
+  concurrency, held by ``h`` (``"<push id>@<lease token>"``) until ``e``, the lease's end; a
+  place whose lease ran out is free again. Places are made the first time they are needed.
+
+A push held back by the rate is owed again at the time reserved for it (``r`` on the push
+remembers the reservation, so it is not taken twice); one held back by concurrency is parked:
+its ``n`` becomes ``PARKED`` + its owed time (never due) until a request of its subscription
+ends.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from zaqar_delay.storage.mongodb.common import Doc, MongoBase
+
+# Next-attempt times from here on belong to parked pushes.
+PARKED = 2**51
+# Compare-and-set attempts at a rate's next free time before a push waits for the next lease.
+RATE_ATTEMPTS = 8
+
+
+class PushLimitOps(MongoBase):
+    """Take, give back and reset what subscriptions' dispatch limits allow."""
+
+    def _take_rate(
+        self, project: str, queue: str, sid: str, owed_ms: int, interval_ms: float
+    ) -> int | None:
+        """The time the rate gives a push owed at ``owed_ms`` (reserved for it); None when
+        other dispatchers kept changing it."""
+        key = f"{sid}/rate"
+        for _ in range(RATE_ATTEMPTS):
+            current = self._push_limits.find_one({"_id": key}, {"t": 1})
+            free_ms = float(current["t"]) if current else 0.0
+            send_ms = math.ceil(max(owed_ms, free_ms))
+            if current is None:
+                try:
+                    self._push_limits.insert_one(
+                        {"_id": key, "s": sid, "p": project, "q": queue, "t": send_ms + interval_ms}
+                    )
+                except DuplicateKeyError:
+                    continue
+                return send_ms
+            taken = self._push_limits.update_one(
+                {"_id": key, "t": current["t"]}, {"$set": {"t": send_ms + interval_ms}}
+            )
+            if taken.modified_count:
+                return send_ms
+        return None
+
+    def _take_place(
+        self,
+        project: str,
+        queue: str,
+        sid: str,
+        concurrency: int,
+        holder: str,
+        until_ms: int,
+        now_ms: int,
+    ) -> bool:
+        """Hold one of the subscription's ``concurrency`` request places until ``until_ms``."""
+        for made in (False, True):
+            taken = self._push_limits.find_one_and_update(
+                {"s": sid, "i": {"$lt": concurrency}, "e": {"$lte": now_ms}},
+                {"$set": {"e": until_ms, "h": holder}},
+            )
+            if taken is not None:
+                return True
+            if not made:
+                self._make_places(project, queue, sid, concurrency)
+        return False
+
+    def _make_places(self, project: str, queue: str, sid: str, concurrency: int) -> None:
+        existing = {d["i"] for d in self._push_limits.find({"s": sid, "i": {"$exists": True}})}
+        missing = [
+            {"_id": f"{sid}/{i}", "s": sid, "p": project, "q": queue, "i": i, "e": 0, "h": ""}
+            for i in range(concurrency)
+            if i not in existing
+        ]
+        if missing:
+            try:
+                self._push_limits.insert_many(missing, ordered=False)
+            except BulkWriteError as exc:
+                # Places another dispatcher made first are fine; nothing else is.
+                if any(e.get("code") != 11000 for e in exc.details.get("writeErrors", [])):
+                    raise
+
+    def _give_back_place(self, sid: str, holder: str) -> bool:
+        """Free the place ``holder`` holds; False if it holds none (its lease ran out and the
+        place was taken again)."""
+        freed = self._push_limits.update_one({"s": sid, "h": holder}, {"$set": {"e": 0, "h": ""}})
+        return freed.modified_count > 0
+
+    def _give_back(self, sid: str, holder: str) -> None:
+        """Free ``holder``'s place and owe again the oldest push parked for want of one."""
+        if self._give_back_place(sid, holder):
+            self._unpark(sid, 1)
+
+    def _park(self, push_id: str, owed_ms: int) -> None:
+        self._pushes.update_one({"_id": push_id, "n": owed_ms}, {"$set": {"n": PARKED + owed_ms}})
+
+    def _unpark(self, sid: str, count: int) -> None:
+        """Owe again, as before, up to ``count`` parked pushes of ``sid``, oldest first."""
+        parked = self._pushes.find({"s": sid, "n": {"$gte": PARKED}}, {"n": 1})
+        for push in parked.sort("n", 1).limit(count):
+            self._pushes.update_one(
+                {"_id": push["_id"], "n": push["n"]}, {"$set": {"n": push["n"] - PARKED}}
+            )
+
+    def _unpark_all(self, sid: str) -> None:
+        """Owe again every parked push of ``sid`` and forget its limit state (its limits
+        changed)."""
+        self._push_limits.delete_many({"s": sid})
+        parked = self._pushes.find({"s": sid, "n": {"$gte": PARKED}}, {"n": 1})
+        for push in parked:
+            self._pushes.update_one(
+                {"_id": push["_id"], "n": push["n"]}, {"$set": {"n": push["n"] - PARKED}}
+            )
+
+    def _drop_parked(self, sid: str) -> None:
+        """Drop the parked pushes and the limit state of ``sid`` (it is gone)."""
+        self._pushes.delete_many({"s": sid, "n": {"$gte": PARKED}})
+        self._push_limits.delete_many({"s": sid})
+
+    def _drop_queue_limits(self, scope: Doc) -> None:
+        """Drop every parked push and limit state of a queue's subscriptions."""
+        self._pushes.delete_many({**scope, "n": {"$gte": PARKED}})
+        self._push_limits.delete_many(scope)
