@@ -29,10 +29,10 @@ def config(push_timeout_s: float) -> str:
     return path
 
 
-def subscribe(url: str, queue: str, hook: Receiver) -> None:
+def subscribe(url: str, queue: str, hook: Receiver, **options: object) -> None:
     created = requests.post(
         f"{url}/v2/queues/{queue}/subscriptions",
-        json={"subscriber": hook.url, "ttl": 3600},
+        json={"subscriber": hook.url, "ttl": 3600, "options": options},
         headers=HEADERS,
         timeout=10,
     )
@@ -123,3 +123,25 @@ def test_kill_9_of_every_server_process_mid_delivery_loses_no_push(
             assert duplicates <= before_restart + 32
         finally:
             service.stop()
+
+
+def sent_ms(push: Received) -> int:
+    """When the dispatcher sent a push (the signature's timestamp)."""
+    fields = dict(p.split("=", 1) for p in push.headers["X-Zaqar-Delay-Signature"].split(","))
+    return int(fields["t"])
+
+
+def test_dispatch_limits_hold_across_the_server_processes(server: ServiceProcess) -> None:
+    """Two workers, each with free request slots, share each subscription's limits."""
+    with receiver(delay_s=0.05) as one_at_a_time, receiver() as twenty_per_second:
+        subscribe(server.url, "serial", one_at_a_time, _max_concurrent_dispatches=1)
+        subscribe(server.url, "paced", twenty_per_second, _max_dispatches_per_second=20)
+        posted_ms = time.time_ns() // 1_000_000
+        post(server.url, "serial", [posted_ms] * 12)
+        post(server.url, "paced", [posted_ms] * 12)
+        one_at_a_time.wait_for(12)
+        paced = twenty_per_second.wait_for(12)
+        assert one_at_a_time.most_in_flight == 1
+        # The k-th push goes out no sooner than k twentieths of a second after the first could.
+        for k, sent in enumerate(sorted(sent_ms(p) for p in paced)):
+            assert sent >= posted_ms + 50 * k
