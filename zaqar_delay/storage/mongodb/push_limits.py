@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from zaqar_delay.storage.mongodb.common import Doc, MongoBase
@@ -106,23 +107,24 @@ class PushLimitOps(MongoBase):
     def _park(self, push_id: str, owed_ms: int) -> None:
         self._pushes.update_one({"_id": push_id, "n": owed_ms}, {"$set": {"n": PARKED + owed_ms}})
 
-    def _unpark(self, sid: str, count: int) -> None:
-        """Owe again, as before, up to ``count`` parked pushes of ``sid``, oldest first."""
-        parked = self._pushes.find({"s": sid, "n": {"$gte": PARKED}}, {"n": 1})
-        for push in parked.sort("n", 1).limit(count):
-            self._pushes.update_one(
-                {"_id": push["_id"], "n": push["n"]}, {"$set": {"n": push["n"] - PARKED}}
-            )
+    def _unpark(self, sid: str, count: int | None) -> None:
+        """Owe again, as before, up to ``count`` (None: all) parked pushes of ``sid``, oldest
+        first, in one bulk write."""
+        parked = self._pushes.find({"s": sid, "n": {"$gte": PARKED}}, {"n": 1}).sort("n", 1)
+        if count is not None:
+            parked = parked.limit(count)
+        writes = [
+            UpdateOne({"_id": push["_id"], "n": push["n"]}, {"$set": {"n": push["n"] - PARKED}})
+            for push in parked
+        ]
+        if writes:
+            self._pushes.bulk_write(writes, ordered=False)
 
     def _unpark_all(self, sid: str) -> None:
         """Owe again every parked push of ``sid`` and forget its limit state (its limits
         changed)."""
         self._push_limits.delete_many({"s": sid})
-        parked = self._pushes.find({"s": sid, "n": {"$gte": PARKED}}, {"n": 1})
-        for push in parked:
-            self._pushes.update_one(
-                {"_id": push["_id"], "n": push["n"]}, {"$set": {"n": push["n"] - PARKED}}
-            )
+        self._unpark(sid, None)
 
     def _drop_parked(self, sid: str) -> None:
         """Drop the parked pushes and the limit state of ``sid`` (it is gone)."""
