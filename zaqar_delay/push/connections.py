@@ -19,6 +19,7 @@ twice, as with any at-least-once delivery).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import http.client
 import socket
@@ -38,14 +39,12 @@ REAP_EVERY_S = 0.1
 Origin = tuple[str, str, int]  # scheme, host, port
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class Answer:
     """A receiver's answer: its status and its ``Retry-After`` header (None: none)."""
 
-    __slots__ = ("retry_after", "status")
-
-    def __init__(self, status: int, retry_after: str | None) -> None:
-        self.status = status
-        self.retry_after = retry_after
+    status: int
+    retry_after: str | None
 
 
 @functools.lru_cache(maxsize=4096)

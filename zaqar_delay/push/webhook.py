@@ -99,7 +99,6 @@ class WebhookSender:
 
     def __init__(self, guard: AddressGuard, timeout_s: float, pool_size: int = 32) -> None:
         """``pool_size``: idle connections kept per receiver (the dispatcher's concurrency)."""
-        self.guard = guard
         self.timeout_s = timeout_s
         self.connections = ConnectionPool(guard, timeout_s, pool_size)
 
