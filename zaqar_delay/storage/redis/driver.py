@@ -39,6 +39,10 @@ from zaqar_delay.storage.redis.subscriptions import SubscriptionScripts
 
 # Entries one listing call may examine before it returns a short page.
 LIST_SCAN_BUDGET = 2000
+# The message layout the scripts read and write (lua/lib.lua's buckets), and how many messages
+# one upgrade call moves out of the layout before it.
+LAYOUT = b"2"
+UPGRADE_BATCH = 5000
 
 
 @translate_class_errors
@@ -67,6 +71,25 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             return bool(self._client.ping())
         except redis.RedisError:
             return False
+
+    def prepare(self) -> list[str]:
+        """Move every queue still in the layout before buckets into them (``lua/upgrade.lua``),
+        a batch per call, then record the layout so later starts skip the scan."""
+        layout = self._keys.layout()
+        if self._client.get(layout) == LAYOUT:
+            return []
+        upgraded = 0
+        for key in self._client.scan_iter(match=self._keys.legacy_fifo_pattern(), count=1000):
+            project, queue = self._keys.queue_of_key(key.decode())
+            keys = self._keys.queue(project, queue).as_list()
+            keys += self._keys.legacy_queue(project, queue)
+            while self._scripts["upgrade"](keys=keys, args=[UPGRADE_BATCH]):
+                pass
+            upgraded += 1
+        self._client.set(layout, LAYOUT)
+        if upgraded:
+            return [f"moved the messages of {upgraded} queue(s) into the bucket layout"]
+        return []
 
     def close(self) -> None:
         self._closed.set()  # wake-up listeners stop with the driver
@@ -234,14 +257,13 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         now_ms: int,
     ) -> ListPage:
         after = markers.posting(marker)
-        if isinstance(after, str):
-            after = self._sequence_of(project, queue, after)
         cursor, more, *flat = self._run(
             "list",
             project,
             queue,
             now_ms,
-            "" if after is None else after,
+            after if isinstance(after, int) else "",
+            after if isinstance(after, str) else "",
             limit,
             client_id,
             int(echo),
@@ -252,11 +274,6 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         messages = tuple(messages_of(flat, now_ms))
         next_marker = cursor.decode() if cursor and (messages or more) else None
         return ListPage(messages, next_marker)
-
-    def _sequence_of(self, project: str, queue: str, message_id: str) -> int | None:
-        """The posting sequence of a message named as a listing marker, None if unknown."""
-        score = self._client.zscore(self._keys.queue(project, queue).fifo, message_id)
-        return None if score is None else int(score)
 
     def list_messages_by_due(
         self,
@@ -271,7 +288,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         now_ms: int,
     ) -> ListPage:
         after = markers.due(marker)
-        flat = self._run(
+        cursor, *flat = self._run(
             "list_due",
             project,
             queue,
@@ -285,7 +302,9 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         )
         messages = tuple(messages_of(flat, now_ms))
         last = messages[-1] if messages else None
-        return ListPage(messages, None if last is None else markers.make_due(last.due_ms, last.id))
+        return ListPage(
+            messages, None if last is None else markers.make_due(last.due_ms, cursor.decode())
+        )
 
     def get_messages(
         self, project: str, queue: str, ids: Sequence[str], now_ms: int

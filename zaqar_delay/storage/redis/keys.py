@@ -15,16 +15,22 @@ import dataclasses
 class QueueKeys:
     """The keys of one queue."""
 
-    queue: str  # HASH: m = metadata JSON, cr = created ms, seq = last message sequence
-    bodies: str  # HASH: message id -> body JSON
-    # HASH: message id -> msgpack [created, expires, ttl, due, client, seq, claim,
-    # claim_expires, claim_count] (the I_* positions in lua/lib.lua)
-    infos: str
-    fifo: str  # ZSET: message id scored by sequence (posting order, listing)
-    ready: str  # ZSET: unclaimed message id scored by due ms
-    claimed: str  # ZSET: claimed message id scored by claim expiry ms
-    expiry: str  # ZSET: message id scored by expiry ms
-    claims: str  # HASH: claim id -> msgpack [ttl, grace, updated, expires, message ids...]
+    # HASH: m = metadata JSON, cr = created ms, seq = last message sequence, n = messages stored,
+    # expired = messages deleted on expiry so far
+    queue: str
+    # Key prefixes of the message buckets (see lua/lib.lua): "<bodies>:<n>" is a HASH of
+    # sequence number -> body JSON and "<records>:<n>" one of sequence number -> record, for
+    # the sequence numbers n * 128 to n * 128 + 127, so each stays a compact listpack
+    bodies: str
+    records: str
+    buckets: str  # ZSET: the number of every bucket holding messages, scored by itself
+    ready: str  # ZSET: unclaimed message (lib.lua's member_of its sequence) scored by due ms
+    claimed: str  # ZSET: claimed message (member_of) scored by its claim's expiry ms
+    # ZSET: bucket number scored at or before the earliest expiry ms of its messages
+    expiry: str
+    holders: str  # HASH: sequence number of a claimed message -> "<claim id>|<expiry ms>"
+    aliases: str  # HASH: id of a message moved in from another queue -> its sequence number
+    claims: str  # HASH: claim id -> msgpack [ttl, grace, updated, expires, sequences...]
     claim_expiry: str  # ZSET: claim id scored by expiry ms
     waiters: str  # STRING with an expiry: set while some server holds waiting claims here
     wake: str  # pub/sub channel: "a message may have become claimable" (only while waiters)
@@ -61,12 +67,14 @@ class KeySpace:
         base = f"{self.prefix}:{{{project}/{queue}}}"
         return QueueKeys(
             queue=f"{base}:q",
-            bodies=f"{base}:b",
-            infos=f"{base}:i",
-            fifo=f"{base}:f",
-            ready=f"{base}:r",
-            claimed=f"{base}:c",
-            expiry=f"{base}:e",
+            bodies=f"{base}:mb",
+            records=f"{base}:mr",
+            buckets=f"{base}:mn",
+            ready=f"{base}:rd",
+            claimed=f"{base}:cd",
+            expiry=f"{base}:xb",
+            holders=f"{base}:h",
+            aliases=f"{base}:al",
             claims=f"{base}:cl",
             claim_expiry=f"{base}:ce",
             waiters=f"{base}:w",
@@ -80,6 +88,26 @@ class KeySpace:
             push_limits=f"{base}:pl",
             parked=f"{base}:pk",
         )
+
+    def legacy_queue(self, project: str, queue: str) -> list[str]:
+        """The message keys of a queue in the layout before buckets (``lua/upgrade.lua``):
+        bodies, infos, fifo, ready, claimed and expiry."""
+        base = f"{self.prefix}:{{{project}/{queue}}}"
+        return [f"{base}:{suffix}" for suffix in ("b", "i", "f", "r", "c", "e")]
+
+    def legacy_fifo_pattern(self) -> str:
+        """Pattern matching the posting-order key of every queue in the layout before buckets."""
+        return f"{self.prefix}:{{*}}:f"
+
+    def queue_of_key(self, key: str) -> tuple[str, str]:
+        """The (project, queue) whose hash tag a key carries."""
+        tag = key[len(self.prefix) + 2 : key.rindex("}")]
+        project, _, queue = tag.rpartition("/")
+        return project, queue
+
+    def layout(self) -> str:
+        """STRING: the version of the message layout the data is in (absent: none yet)."""
+        return f"{self.prefix}:layout"
 
     def wake_pattern(self) -> str:
         """Pattern matching the wake channel of every queue."""

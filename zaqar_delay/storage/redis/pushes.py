@@ -100,7 +100,7 @@ class PushScripts(Driver):
         queue_metadata = json.loads(metadata) if metadata else {}
         leased = []
         for i in range(0, len(flat), 6):
-            delivery_id, attempts, owed, raw_subscription, body, info = flat[i : i + 6]
+            delivery_id, attempts, owed, raw_subscription, body, record = flat[i : i + 6]
             subscription_id, message_id = delivery_id.decode().split(":", 1)
             leased.append(
                 Delivery(
@@ -108,7 +108,7 @@ class PushScripts(Driver):
                     project=project,
                     queue=queue,
                     subscription=subscription_of(subscription_id, queue, raw_subscription),
-                    message=message_of(message_id.encode(), body, info, now_ms),
+                    message=message_of(message_id.encode(), body, record, b"", 0, now_ms),
                     attempts=int(attempts),
                     lease=token,
                     owed_ms=int(owed),

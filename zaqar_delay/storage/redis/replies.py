@@ -3,35 +3,54 @@
 from __future__ import annotations
 
 import json
+import struct
+import uuid
 from collections.abc import Sequence
-
-import msgpack
+from typing import Any
 
 from zaqar_delay import errors
 from zaqar_delay.models import Message
 
+# A message record (lua/lib.lua): created ms, expires ms, due ms, ttl s, claim count, kind;
+# then the id part and the client id.
+_RECORD_HEAD = struct.Struct(">QQQIHB")
+_KIND_CLIENT_PACKED, _KIND_ID_KEPT, _KIND_CLIENT_DASHED = 1, 2, 4
+_ID_RANDOM_BYTES = 8
 
-def message_of(id_: bytes, body: bytes, raw_info: bytes, now_ms: int) -> Message:
-    created, expires, ttl, due, client, _seq, claim, claim_expires, claim_count = msgpack.unpackb(
-        raw_info
-    )
-    live_claim = claim if claim and claim_expires > now_ms else None
+
+def message_of(
+    id_: bytes, body: bytes, record: bytes, claim: bytes, claim_expires: int, now_ms: int
+) -> Message:
+    """Decode one message: what lua/lib.lua's ``emit`` returns for it."""
+    created, expires, due, ttl, claim_count, kind = _RECORD_HEAD.unpack_from(record)
+    at = _RECORD_HEAD.size
+    at += 1 + record[at] if kind & _KIND_ID_KEPT else _ID_RANDOM_BYTES
+    if kind & _KIND_CLIENT_PACKED:
+        client = record[at:].hex()
+    elif kind & _KIND_CLIENT_DASHED:
+        client = str(uuid.UUID(bytes=record[at:]))
+    else:
+        client = record[at:].decode()
+    live_claim = claim.decode() if claim and int(claim_expires) > now_ms else None
     return Message(
         id=id_.decode(),
         body=json.loads(body),
-        ttl_s=int(ttl),
-        created_ms=int(created),
-        expires_ms=int(expires),
-        due_ms=int(due),
+        ttl_s=ttl,
+        created_ms=created,
+        expires_ms=expires,
+        due_ms=due,
         claim_id=live_claim,
-        claim_count=int(claim_count),
+        claim_count=claim_count,
         client_id=client,
     )
 
 
-def messages_of(flat: Sequence[bytes], now_ms: int) -> list[Message]:
-    """Decode the ``id, body, info`` triples a script returns."""
-    return [message_of(flat[i], flat[i + 1], flat[i + 2], now_ms) for i in range(0, len(flat), 3)]
+def messages_of(flat: Sequence[Any], now_ms: int) -> list[Message]:
+    """Decode the messages a script returns, five values each (lua/lib.lua's ``emit``)."""
+    return [
+        message_of(flat[i], flat[i + 1], flat[i + 2], flat[i + 3], flat[i + 4], now_ms)
+        for i in range(0, len(flat), 5)
+    ]
 
 
 def raise_claim_refusal(outcome: bytes) -> None:

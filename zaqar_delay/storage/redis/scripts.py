@@ -25,6 +25,7 @@ SCRIPT_NAMES = (
     "next_claimable",
     "subscription",
     "push",
+    "upgrade",
 )
 
 

@@ -3,7 +3,7 @@
 -- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, claim_id, ttl_s, grace_s, limit.
 -- Returns: {claimed, dead, dead_letter_queue, dead_letter_ttl_s} where claimed is
---   {id, body, info, ...} of the messages returned to the caller and dead is the same for
+--   {id, body, record, claim, claim expiry, ...} (lib.lua's emit) of the messages returned to the caller and dead is the same for
 --   messages already claimed _max_claim_count times: this claim holds them (so nobody else
 --   takes them) for the caller to move to dead_letter_queue. The policy comes from the queue
 --   metadata (_max_claim_count >= 1 and _dead_letter_queue both set), read here so a claim
@@ -25,24 +25,21 @@ if type(count) == 'number' and count >= 1 and type(target) == 'string' and targe
 end
 local expires = now + ttl * 1000
 
-local claimed, dead, ids = {}, {}, {}
-take_claimable(now, limit, function(id, info)
-    info[I_CLAIM] = cid
-    info[I_CLAIM_EXPIRES] = expires
-    if max_claims > 0 and info[I_CLAIM_COUNT] >= max_claims then
-        store_info(id, info)
-        emit(dead, id, info)
+local claimed, dead, seqs = {}, {}, {}
+take_claimable(now, limit, function(info)
+    hold(info, cid, expires)
+    if max_claims > 0 and info.count >= max_claims then
+        emit(dead, info)
     else
-        info[I_CLAIM_COUNT] = info[I_CLAIM_COUNT] + 1
-        extend_lifetime(id, info, expires, ttl, grace)
-        store_info(id, info)
-        emit(claimed, id, info)
-        ids[#ids + 1] = id
+        info.count = info.count + 1
+        extend_lifetime(info, expires, ttl, grace)
+        store_info(info)
+        emit(claimed, info)
+        seqs[#seqs + 1] = info.seq
     end
-    redis.call('ZADD', K_CLAIMED, expires, id)
 end)
-if #ids > 0 then
-    redis.call('HSET', K_CLAIMS, cid, cmsgpack.pack({ttl, grace, now, expires, unpack(ids)}))
+if #seqs > 0 then
+    redis.call('HSET', K_CLAIMS, cid, cmsgpack.pack({ttl, grace, now, expires, unpack(seqs)}))
     redis.call('ZADD', K_CLAIM_EXPIRY, expires, cid)
 end
 return {claimed, dead, dead_letter_queue, dead_letter_ttl}

@@ -6,9 +6,9 @@
 
 local now, id, cid = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local info = load_info(id)
-if not info or info[I_EXPIRES] <= now then
+if not info or info.expires <= now then
     if info then
-        remove_messages({id})
+        remove_messages({info})
     end
     return 'ok'
 end
@@ -16,5 +16,5 @@ local refusal = claim_check(info, cid, now)
 if refusal ~= '' then
     return refusal
 end
-remove_messages({id})
+remove_messages({info})
 return 'ok'

@@ -10,17 +10,16 @@ local allowed = {}
 for i = 4, 3 + n do
     allowed[ARGV[i]] = true
 end
-local ids = {}
+local infos = {}
 for i = 4 + n, #ARGV do
-    ids[#ids + 1] = ARGV[i]
+    infos[#infos + 1] = load_info(ARGV[i])
 end
 if check then
-    for _, id in ipairs(ids) do
-        local info = load_info(id)
-        if info and is_live_claim(info, now) and not allowed[info[I_CLAIM]] then
+    for _, info in ipairs(infos) do
+        if is_live_claim(info, now) and not allowed[info.claim] then
             return 'claimed'
         end
     end
 end
-remove_messages(ids)
+remove_messages(infos)
 return 'ok'

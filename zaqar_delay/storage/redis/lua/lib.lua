@@ -1,28 +1,28 @@
 -- lib.lua: helpers shared by every queue script; scripts.py prepends it to each script.
 --
--- KEYS (every queue script): the nineteen keys of one queue, in QueueKeys order (keys.py):
---   1 queue   2 bodies   3 infos   4 fifo   5 ready   6 claimed   7 expiry   8 claims
---   9 claim_expiry   10 waiters   11 wake (a pub/sub channel, passed with the keys so it
---   shares their cluster slot)   12 dedup   13 dedup_expiry   14 subscriptions
---   15 subscription_ids   16 deliveries   17 delivery_info   18 push_limits   19 parked
+-- KEYS (every queue script): the twenty-one keys of one queue, in QueueKeys order (keys.py):
+--   1 queue   2 bodies   3 records   4 buckets   5 ready   6 claimed   7 expiry   8 holders
+--   9 aliases   10 claims   11 claim_expiry   12 waiters   13 wake (a pub/sub channel, passed
+--   with the keys so it shares their cluster slot)   14 dedup   15 dedup_expiry
+--   16 subscriptions   17 subscription_ids   18 deliveries   19 delivery_info   20 push_limits
+--   21 parked
+-- bodies and records are key prefixes: bucket n of a queue is the pair of hashes
+-- "<bodies>:<n>" and "<records>:<n>" (same hash tag, so the same cluster slot).
 -- Times are epoch milliseconds handed in through ARGV; scripts never read the server clock,
 -- so a test clock drives them exactly like the real one.
 
-local K_QUEUE, K_BODIES, K_INFOS, K_FIFO = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_READY, K_CLAIMED, K_EXPIRY = KEYS[5], KEYS[6], KEYS[7]
-local K_CLAIMS, K_CLAIM_EXPIRY = KEYS[8], KEYS[9]
-local K_WAITERS, K_WAKE = KEYS[10], KEYS[11]
-local K_DEDUP, K_DEDUP_EXPIRY = KEYS[12], KEYS[13]
-local K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS = KEYS[14], KEYS[15]
-local K_DELIVERIES, K_DELIVERY_INFO = KEYS[16], KEYS[17]
-local K_PUSH_LIMITS, K_PARKED = KEYS[18], KEYS[19]
+local K_QUEUE, K_BODIES, K_RECORDS, K_BUCKETS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_READY, K_CLAIMED, K_EXPIRY, K_HOLDERS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_ALIASES = KEYS[9]
+local K_CLAIMS, K_CLAIM_EXPIRY = KEYS[10], KEYS[11]
+local K_WAITERS, K_WAKE = KEYS[12], KEYS[13]
+local K_DEDUP, K_DEDUP_EXPIRY = KEYS[14], KEYS[15]
+local K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS = KEYS[16], KEYS[17]
+local K_DELIVERIES, K_DELIVERY_INFO = KEYS[18], KEYS[19]
+local K_PUSH_LIMITS, K_PARKED = KEYS[20], KEYS[21]
 
--- Positions in a message info array (msgpack).
-local I_CREATED, I_EXPIRES, I_TTL, I_DUE, I_CLIENT, I_SEQ = 1, 2, 3, 4, 5, 6
-local I_CLAIM, I_CLAIM_EXPIRES, I_CLAIM_COUNT = 7, 8, 9
-
--- Positions in a claim record (msgpack); message ids follow from C_FIRST_ID on.
-local C_TTL, C_GRACE, C_UPDATED, C_EXPIRES, C_FIRST_ID = 1, 2, 3, 4, 5
+-- Positions in a claim record (msgpack); message sequence numbers follow from C_FIRST_SEQ on.
+local C_TTL, C_GRACE, C_UPDATED, C_EXPIRES, C_FIRST_SEQ = 1, 2, 3, 4, 5
 
 -- Positions in a subscription record (msgpack).
 local S_SUBSCRIBER, S_TTL, S_STARTED, S_EXPIRES, S_CONFIRMED = 1, 2, 3, 4, 5
@@ -30,32 +30,174 @@ local S_OPTIONS, S_SECRET = 6, 7
 
 -- How much garbage one call may collect, so no call blocks Redis for long.
 local GC_BUDGET = 100
+local GC_BUCKETS = 1
 local LAPSED_BUDGET = 1000
 -- Lua's unpack() has a small stack; bulk commands are sent in chunks of this many arguments.
 local CHUNK = 2000
 
--- Tell waiting claims that a message may have become claimable, or that the earliest due
--- time moved. Costs one EXISTS when no server is waiting on this queue.
-local function wake_waiters()
-    if redis.call('EXISTS', K_WAITERS) == 1 then
-        redis.call('PUBLISH', K_WAKE, '')
-    end
+-- Messages are stored by their sequence number (their posting order), BUCKET_SIZE to a
+-- bucket: what Redis keeps as a compact listpack (hash-max-listpack-entries, 128 by default)
+-- rather than a hash table, which costs about three times as much per entry.
+local BUCKET_SIZE = 128
+
+-- A message record (the value of its sequence number in its bucket's records hash) is
+-- RECORD_HEAD (created ms, expires ms, due ms, ttl s, claim count, kind) followed by the
+-- message's id part and its client id. Kind bits:
+--   KIND_CLIENT_PACKED: the client id, 32 lowercase hex digits, is stored as its 16 bytes;
+--   KIND_CLIENT_DASHED: the client id, a lowercase UUID with its dashes, is stored as its 16
+--                       bytes (else, with neither bit, as given, to the end of the record);
+--   KIND_ID_KEPT:       the message came from another queue with its id (dead-letter moves):
+--                       a length byte and the id follow the head (else the id is the 16 hex
+--                       digits of the sequence number and the hex of the 8 bytes that follow).
+-- Small enough to stay under hash-max-listpack-value (64 by default) for the usual client.
+local RECORD_HEAD = '>I8I8I8I4I2B'
+local KIND_CLIENT_PACKED, KIND_ID_KEPT, KIND_CLIENT_DASHED = 1, 2, 4
+local DASHED_UUID = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$'
+local MAX_CLAIM_COUNT = 65535
+
+local function to_hex(raw)
+    return (string.gsub(raw, '.', function(c) return string.format('%02x', string.byte(c)) end))
 end
 
+local function from_hex(hex)
+    return (string.gsub(hex, '..', function(cc) return string.char(tonumber(cc, 16)) end))
+end
+
+-- A client id as records store it: {bytes, kind bit}.
+local function encode_client(client)
+    if #client == 32 and not string.find(client, '[^0-9a-f]') then
+        return {from_hex(client), KIND_CLIENT_PACKED}
+    end
+    if #client == 36 and string.find(client, DASHED_UUID) and not string.find(client, '[A-F]') then
+        return {from_hex((string.gsub(client, '-', ''))), KIND_CLIENT_DASHED}
+    end
+    return {client, 0}
+end
+
+local function decimal(n)
+    return string.format('%d', n)
+end
+
+-- The member of a message in the ready and claimed sets: the number of digits of its sequence
+-- number (one hex digit) and the digits, so members of one score sort in posting order.
+local function member_of(seq)
+    local digits = decimal(seq)
+    return string.format('%x', #digits) .. digits
+end
+
+local function seq_of_member(member)
+    return tonumber(string.sub(member, 2))
+end
+
+local function bucket_of(seq)
+    return math.floor(seq / BUCKET_SIZE)
+end
+
+local function records_key(bucket)
+    return K_RECORDS .. ':' .. decimal(bucket)
+end
+
+local function bodies_key(bucket)
+    return K_BODIES .. ':' .. decimal(bucket)
+end
+
+-- A message as a table: seq, created, expires, due, ttl, count (claims so far), kind, ref
+-- (the id's 8 random bytes, or the kept id), client (as stored), and once asked for, id,
+-- claim and claim_expires (claim_of).
+local function decode_record(seq, raw)
+    local created, expires, due, ttl, count, kind, at = struct.unpack(RECORD_HEAD, raw)
+    local info = {seq = seq, created = created, expires = expires, due = due, ttl = ttl,
+        count = count, kind = kind}
+    if bit.band(kind, KIND_ID_KEPT) ~= 0 then
+        local length = string.byte(raw, at)
+        info.ref = string.sub(raw, at + 1, at + length)
+        info.id = info.ref
+        at = at + 1 + length
+    else
+        info.ref = string.sub(raw, at, at + 7)
+        at = at + 8
+    end
+    info.client = string.sub(raw, at)
+    return info
+end
+
+local function encode_record(info)
+    local ref = info.ref
+    if bit.band(info.kind, KIND_ID_KEPT) ~= 0 then
+        ref = string.char(#ref) .. ref
+    end
+    return struct.pack(RECORD_HEAD, info.created, info.expires, info.due, info.ttl,
+        math.min(info.count, MAX_CLAIM_COUNT), info.kind) .. ref .. info.client
+end
+
+local function message_id(info)
+    if not info.id then
+        info.id = string.format('%016x', info.seq) .. to_hex(info.ref)
+    end
+    return info.id
+end
+
+local function load_seq(seq)
+    local raw = redis.call('HGET', records_key(bucket_of(seq)), decimal(seq))
+    return raw and decode_record(seq, raw) or nil
+end
+
+-- The message with this id, or nil.
 local function load_info(id)
-    local raw = redis.call('HGET', K_INFOS, id)
-    if not raw then
-        return nil
+    if #id == 32 then
+        local seq = tonumber(string.sub(id, 1, 16), 16)
+        if seq and seq < 2 ^ 53 then
+            local info = load_seq(seq)
+            if info and message_id(info) == id then
+                return info
+            end
+        end
     end
-    return cmsgpack.unpack(raw)
+    local seq = redis.call('HGET', K_ALIASES, id)
+    return seq and load_seq(tonumber(seq)) or nil
 end
 
-local function store_info(id, info)
-    redis.call('HSET', K_INFOS, id, cmsgpack.pack(info))
+local function store_info(info)
+    redis.call('HSET', records_key(bucket_of(info.seq)), decimal(info.seq), encode_record(info))
+end
+
+local function body_of(info)
+    return redis.call('HGET', bodies_key(bucket_of(info.seq)), decimal(info.seq))
+end
+
+-- Whether any message is claimed (holders exist), asked once per call.
+local holders_exist = nil
+
+-- The claim holding a message ("" for none) and that claim's expiry (0 for none). Holders
+-- (sequence number -> "<claim id>|<claim expiry>") exist only for claimed messages, so
+-- records keep one size for their whole life.
+local function claim_of(info)
+    if info.claim == nil then
+        info.claim, info.claim_expires = '', 0
+        if holders_exist == nil then
+            holders_exist = redis.call('EXISTS', K_HOLDERS) == 1
+        end
+        local raw = holders_exist and redis.call('HGET', K_HOLDERS, decimal(info.seq))
+        if raw then
+            local split = string.find(raw, '|', 1, true)
+            info.claim = string.sub(raw, 1, split - 1)
+            info.claim_expires = tonumber(string.sub(raw, split + 1))
+        end
+    end
+    return info.claim, info.claim_expires
 end
 
 local function is_live_claim(info, now)
-    return info[I_CLAIM] ~= '' and info[I_CLAIM_EXPIRES] > now
+    local cid, expires = claim_of(info)
+    return cid ~= '' and expires > now
+end
+
+-- Claim id `cid` holds the message until `expires`.
+local function hold(info, cid, expires)
+    info.claim, info.claim_expires = cid, expires
+    holders_exist = true
+    redis.call('HSET', K_HOLDERS, decimal(info.seq), cid .. '|' .. decimal(expires))
+    redis.call('ZADD', K_CLAIMED, expires, member_of(info.seq))
 end
 
 -- Send cmd key a1 a2 ... in chunks (args is a flat list).
@@ -65,26 +207,96 @@ local function bulk(cmd, key, args)
     end
 end
 
-local function remove_messages(ids)
-    if #ids == 0 then
-        return
+-- Tell waiting claims that a message may have become claimable, or that the earliest due
+-- time moved. Costs one EXISTS when no server is waiting on this queue.
+local function wake_waiters()
+    if redis.call('EXISTS', K_WAITERS) == 1 then
+        redis.call('PUBLISH', K_WAKE, '')
     end
-    bulk('HDEL', K_BODIES, ids)
-    bulk('HDEL', K_INFOS, ids)
-    bulk('ZREM', K_FIFO, ids)
-    bulk('ZREM', K_READY, ids)
-    bulk('ZREM', K_CLAIMED, ids)
-    bulk('ZREM', K_EXPIRY, ids)
+end
+
+-- Delete messages (tables from load_info, load_seq or decode_record); returns how many
+-- existed. A bucket left empty leaves the bucket and expiry indexes.
+local function remove_messages(infos)
+    if #infos == 0 then
+        return 0
+    end
+    local by_bucket, members, seqs, kept = {}, {}, {}, {}
+    for _, info in ipairs(infos) do
+        local bucket = bucket_of(info.seq)
+        local fields = by_bucket[bucket] or {}
+        by_bucket[bucket] = fields
+        fields[#fields + 1] = decimal(info.seq)
+        members[#members + 1] = member_of(info.seq)
+        seqs[#seqs + 1] = decimal(info.seq)
+        if bit.band(info.kind, KIND_ID_KEPT) ~= 0 then
+            kept[#kept + 1] = info.ref
+        end
+    end
+    local removed = 0
+    for bucket, fields in pairs(by_bucket) do
+        local key = records_key(bucket)
+        for i = 1, #fields, CHUNK do
+            removed = removed + redis.call('HDEL', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+        end
+        bulk('HDEL', bodies_key(bucket), fields)
+        if redis.call('EXISTS', key) == 0 then
+            redis.call('ZREM', K_BUCKETS, bucket)
+            redis.call('ZREM', K_EXPIRY, bucket)
+        end
+    end
+    bulk('ZREM', K_READY, members)
+    if holders_exist ~= false and redis.call('EXISTS', K_HOLDERS) == 1 then
+        bulk('ZREM', K_CLAIMED, members)
+        bulk('HDEL', K_HOLDERS, seqs)
+    end
+    if #kept > 0 then
+        bulk('HDEL', K_ALIASES, kept)
+    end
+    if removed > 0 then
+        redis.call('HINCRBY', K_QUEUE, 'n', -removed)
+    end
+    return removed
 end
 
 -- Delete messages that expired, counting them in the queue's "expired" tally (for metrics).
-local function remove_expired(ids)
-    if #ids > 0 then
-        remove_messages(ids)
-        if redis.call('EXISTS', K_QUEUE) == 1 then
-            redis.call('HINCRBY', K_QUEUE, 'expired', #ids)
+local function remove_expired(infos)
+    local removed = remove_messages(infos)
+    if removed > 0 then
+        redis.call('HINCRBY', K_QUEUE, 'expired', removed)
+    end
+end
+
+-- Delete the expired messages of one bucket and re-score the bucket in the expiry index with
+-- the earliest expiry of what stays. A bucket's score is at or before the earliest expiry of
+-- its messages (a claim may extend a message's life; the bucket is then looked at early).
+local function collect_bucket(bucket, now)
+    local flat = redis.call('HGETALL', records_key(bucket))
+    local expired, earliest = {}, nil
+    for i = 1, #flat, 2 do
+        local info = decode_record(tonumber(flat[i]), flat[i + 1])
+        if info.expires <= now then
+            expired[#expired + 1] = info
+        elseif earliest == nil or info.expires < earliest then
+            earliest = info.expires
         end
     end
+    remove_expired(expired)
+    if earliest then
+        redis.call('ZADD', K_EXPIRY, earliest, bucket)
+    else
+        redis.call('ZREM', K_EXPIRY, bucket)
+        redis.call('ZREM', K_BUCKETS, bucket)
+    end
+end
+
+-- Collect up to `buckets` buckets holding expired messages.
+local function collect_expired(now, buckets)
+    local due = redis.call('ZRANGEBYSCORE', K_EXPIRY, '-inf', now, 'LIMIT', 0, buckets)
+    for _, bucket in ipairs(due) do
+        collect_bucket(tonumber(bucket), now)
+    end
+    return #due
 end
 
 -- Delete `key` hash fields whose score in `expiry_key` is due (at most GC_BUDGET).
@@ -96,10 +308,10 @@ local function forget_lapsed(key, expiry_key, now)
     end
 end
 
--- Delete messages, claim records and remembered dedup ids whose time is over (at most
--- GC_BUDGET of each).
+-- Delete expired messages (a bucket's worth), claim records and remembered dedup ids whose
+-- time is over (at most GC_BUDGET of each).
 local function collect_garbage(now)
-    remove_expired(redis.call('ZRANGEBYSCORE', K_EXPIRY, '-inf', now, 'LIMIT', 0, GC_BUDGET))
+    collect_expired(now, GC_BUCKETS)
     forget_lapsed(K_CLAIMS, K_CLAIM_EXPIRY, now)
     forget_lapsed(K_DEDUP, K_DEDUP_EXPIRY, now)
 end
@@ -127,69 +339,74 @@ local function redelivery_due(info, base)
     local policy = queue_metadata()['_retry_backoff']
     if type(policy) ~= 'table' or type(policy['initial']) ~= 'number'
         or type(policy['factor']) ~= 'number' or type(policy['max']) ~= 'number' then
-        return info[I_DUE]
+        return info.due
     end
-    local exponent = math.max(info[I_CLAIM_COUNT] - 1, 0)
+    local exponent = math.max(info.count - 1, 0)
     local seconds = math.min(policy['max'], policy['initial'] * policy['factor'] ^ exponent)
     return base + math.floor(seconds * 1000)
 end
 
--- Make a message that left its claim unclaimed again, due at `due`.
-local function unclaim(id, info, due)
-    info[I_DUE] = due
-    info[I_CLAIM] = ''
-    info[I_CLAIM_EXPIRES] = 0
-    store_info(id, info)
-    redis.call('ZREM', K_CLAIMED, id)
-    redis.call('ZADD', K_READY, due, id)
+-- Make a message that left its claim (or none) unclaimed, due at `due`.
+local function unclaim(info, due)
+    local member = member_of(info.seq)
+    info.due = due
+    if info.claim ~= '' then
+        info.claim, info.claim_expires = '', 0
+        redis.call('HDEL', K_HOLDERS, decimal(info.seq))
+        redis.call('ZREM', K_CLAIMED, member)
+    end
+    store_info(info)
+    redis.call('ZADD', K_READY, due, member)
 end
 
 -- Return messages whose claim ran out to the ready set (see redelivery_due).
 local function return_lapsed_claims(now)
-    local ids = redis.call('ZRANGEBYSCORE', K_CLAIMED, '-inf', now, 'LIMIT', 0, LAPSED_BUDGET)
-    for _, id in ipairs(ids) do
-        local info = load_info(id)
+    local entries = redis.call('ZRANGEBYSCORE', K_CLAIMED, '-inf', now, 'WITHSCORES', 'LIMIT', 0, LAPSED_BUDGET)
+    for i = 1, #entries, 2 do
+        local seq = seq_of_member(entries[i])
+        local info = load_seq(seq)
         if info then
-            unclaim(id, info, redelivery_due(info, info[I_CLAIM_EXPIRES]))
+            claim_of(info)
+            unclaim(info, redelivery_due(info, tonumber(entries[i + 1])))
         else
-            redis.call('ZREM', K_CLAIMED, id)
+            redis.call('ZREM', K_CLAIMED, entries[i])
+            redis.call('HDEL', K_HOLDERS, decimal(seq))
         end
     end
 end
 
 -- Visit up to `limit` claimable messages (due, unexpired, no live claim), oldest due first.
--- Each visited id has already left the ready set; visit(id, info) decides what becomes of it.
+-- Each visited message has already left the ready set; visit(info) decides what becomes of it.
 -- Expired or vanished entries met on the way are deleted and do not count.
 local function take_claimable(now, limit, visit)
     collect_garbage(now)
     return_lapsed_claims(now)
     local taken = 0
     while taken < limit do
-        local ids = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, limit - taken)
-        if #ids == 0 then
+        local members = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, limit - taken)
+        if #members == 0 then
             break
         end
-        for _, id in ipairs(ids) do
-            redis.call('ZREM', K_READY, id)
-            local info = load_info(id)
-            if info and info[I_EXPIRES] > now then
-                visit(id, info)
+        bulk('ZREM', K_READY, members)
+        for _, member in ipairs(members) do
+            local info = load_seq(seq_of_member(member))
+            if info and info.expires > now then
+                info.claim, info.claim_expires = '', 0
+                visit(info)
                 taken = taken + 1
             elseif info then
-                remove_expired({id})
-            else
-                remove_messages({id})
+                remove_expired({info})
             end
         end
     end
 end
 
 -- A claimed message that would expire before its claim lives until claim expiry + grace.
-local function extend_lifetime(id, info, claim_expires, ttl, grace)
-    if info[I_EXPIRES] < claim_expires then
-        info[I_EXPIRES] = claim_expires + grace * 1000
-        info[I_TTL] = ttl + grace
-        redis.call('ZADD', K_EXPIRY, info[I_EXPIRES], id)
+-- (The bucket's expiry score stays earlier: collect_bucket re-scores it when it comes due.)
+local function extend_lifetime(info, claim_expires, ttl, grace)
+    if info.expires < claim_expires then
+        info.expires = claim_expires + grace * 1000
+        info.ttl = ttl + grace
     end
 end
 
@@ -221,7 +438,7 @@ local function claim_check(info, cid, now)
     if not live then
         return 'not_claimed'
     end
-    if info[I_CLAIM] ~= cid then
+    if info.claim ~= cid then
         if load_live_claim(cid, now) then
             return 'claimed'
         end
@@ -230,31 +447,32 @@ local function claim_check(info, cid, now)
     return ''
 end
 
--- Ids of the claim's messages that the claim still holds, with their infos.
+-- The messages the claim still holds.
 local function held_messages(cid, claim, now)
-    local ids, infos = {}, {}
-    for i = C_FIRST_ID, #claim do
-        local id = claim[i]
-        local info = load_info(id)
-        if info and info[I_CLAIM] == cid and is_live_claim(info, now) then
-            ids[#ids + 1] = id
+    local infos = {}
+    for i = C_FIRST_SEQ, #claim do
+        local info = load_seq(claim[i])
+        if info and is_live_claim(info, now) and info.claim == cid then
             infos[#infos + 1] = info
         end
     end
-    return ids, infos
+    return infos
 end
 
--- Whether a listing shows this message to `client`: it exists, has not expired, and was
--- posted by another client unless `echo`.
+-- Whether a listing shows this message to the client whose stored form is `client`: it exists,
+-- has not expired, and was posted by another client unless `echo`.
 local function listable(info, now, client, echo)
-    return info and info[I_EXPIRES] > now and (echo or info[I_CLIENT] ~= client)
+    return info and info.expires > now and (echo or info.client ~= client)
 end
 
--- Append id, body, info triples of messages to `out`.
-local function emit(out, id, info)
-    out[#out + 1] = id
-    out[#out + 1] = redis.call('HGET', K_BODIES, id)
-    out[#out + 1] = cmsgpack.pack(info)
+-- Append the id, body, record, claim id ("" for none) and claim expiry of a message to `out`.
+local function emit(out, info)
+    local cid, claim_expires = claim_of(info)
+    out[#out + 1] = message_id(info)
+    out[#out + 1] = body_of(info)
+    out[#out + 1] = encode_record(info)
+    out[#out + 1] = cid
+    out[#out + 1] = claim_expires
 end
 
 -- The ids of the queue's live subscriptions (a queue has few).

@@ -2,15 +2,15 @@
 --
 -- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, limit.
--- Returns: {id, body, info, ...} of the removed messages, their claim count raised by the pop
+-- Returns: {id, body, record, claim, claim expiry, ...} (lib.lua's emit) of the removed messages, their claim count raised by the pop
 --   (a pop is a delivery, as a claim is).
 
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-local out, ids = {}, {}
-take_claimable(now, limit, function(id, info)
-    info[I_CLAIM_COUNT] = info[I_CLAIM_COUNT] + 1
-    emit(out, id, info)
-    ids[#ids + 1] = id
+local out, infos = {}, {}
+take_claimable(now, limit, function(info)
+    info.count = info.count + 1
+    emit(out, info)
+    infos[#infos + 1] = info
 end)
-remove_messages(ids)
+remove_messages(infos)
 return out

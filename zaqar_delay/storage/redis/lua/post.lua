@@ -39,18 +39,25 @@ collect_garbage(now)
 local fields = cmsgpack.unpack(ARGV[5])
 local count = #fields / 5
 local last_seq = redis.call('HINCRBY', K_QUEUE, 'seq', count)
-local bodies, infos, fifo, ready, expiry = {}, {}, {}, {}, {}
-local ids, duplicates = {}, {}
+local stored_client = encode_client(client)
+local records, bodies, earliest_expiry = {}, {}, {}  -- by bucket
+local ready, owed, ids, duplicates = {}, {}, {}, {}
+local stored, kept = 0, {}
 for j = 0, count - 1 do
     local base = 1 + j * 5
     local seq = last_seq - count + 1 + j
-    local id = fields[base]
+    local ref, ttl, dedup = fields[base], fields[base + 1], fields[base + 4]
+    local info = {seq = seq, created = now, expires = now + ttl * 1000, ttl = ttl,
+        due = now + fields[base + 2], count = 0, client = stored_client[1]}
+    local id
     if mode == 'new' then
-        id = string.format('%016x', seq) .. id
+        info.kind, info.ref = stored_client[2], from_hex(ref)
+        id = message_id(info)
+    else
+        info.kind, info.ref, info.id = stored_client[2] + KIND_ID_KEPT, ref, ref
+        id = ref
     end
-    local ttl, dedup = fields[base + 1], fields[base + 4]
-    local expires = now + ttl * 1000
-    local store = mode == 'new' or redis.call('HEXISTS', K_INFOS, id) == 0
+    local store = mode == 'new' or load_info(id) == nil
     if store and dedup ~= '' then
         -- Garbage collection forgets lapsed ids only in batches, so check the expiry here.
         local remembered = redis.call('HGET', K_DEDUP, dedup)
@@ -60,43 +67,59 @@ for j = 0, count - 1 do
             duplicates[#duplicates + 1] = j
             store = false
         else
-            redis.call('HSET', K_DEDUP, dedup, cmsgpack.pack({id, expires}))
-            redis.call('ZADD', K_DEDUP_EXPIRY, expires, dedup)
+            redis.call('HSET', K_DEDUP, dedup, cmsgpack.pack({id, info.expires}))
+            redis.call('ZADD', K_DEDUP_EXPIRY, info.expires, dedup)
         end
     end
     if store then
-        local due = now + fields[base + 2]
-        local info = {now, expires, ttl, due, client, seq, '', 0, 0}
-        bodies[#bodies + 1] = id
-        bodies[#bodies + 1] = fields[base + 3]
-        infos[#infos + 1] = id
-        infos[#infos + 1] = cmsgpack.pack(info)
-        fifo[#fifo + 1] = seq
-        fifo[#fifo + 1] = id
-        ready[#ready + 1] = due
-        ready[#ready + 1] = id
-        expiry[#expiry + 1] = expires
-        expiry[#expiry + 1] = id
+        local bucket = bucket_of(seq)
+        if not records[bucket] then
+            records[bucket], bodies[bucket] = {}, {}
+        end
+        local field = decimal(seq)
+        local in_records, in_bodies = records[bucket], bodies[bucket]
+        in_records[#in_records + 1] = field
+        in_records[#in_records + 1] = encode_record(info)
+        in_bodies[#in_bodies + 1] = field
+        in_bodies[#in_bodies + 1] = fields[base + 3]
+        if earliest_expiry[bucket] == nil or info.expires < earliest_expiry[bucket] then
+            earliest_expiry[bucket] = info.expires
+        end
+        ready[#ready + 1] = info.due
+        ready[#ready + 1] = member_of(seq)
+        owed[#owed + 1] = info.due
+        owed[#owed + 1] = id
+        if mode ~= 'new' then
+            kept[#kept + 1] = id
+            kept[#kept + 1] = field
+        end
+        stored = stored + 1
     end
     ids[#ids + 1] = id
 end
-if #bodies > 0 then
-    bulk('HSET', K_BODIES, bodies)
-    bulk('HSET', K_INFOS, infos)
-    bulk('ZADD', K_FIFO, fifo)
+if stored > 0 then
+    for bucket, pairs_ in pairs(records) do
+        bulk('HSET', records_key(bucket), pairs_)
+        bulk('HSET', bodies_key(bucket), bodies[bucket])
+        redis.call('ZADD', K_BUCKETS, bucket, bucket)
+        redis.call('ZADD', K_EXPIRY, 'LT', earliest_expiry[bucket], bucket)
+    end
+    if #kept > 0 then
+        bulk('HSET', K_ALIASES, kept)
+    end
     bulk('ZADD', K_READY, ready)
-    bulk('ZADD', K_EXPIRY, expiry)
+    redis.call('HINCRBY', K_QUEUE, 'n', stored)
     wake_waiters()
 end
 local first_push = 0
-if #ready > 0 and mode == 'new' and redis.call('EXISTS', K_SUBSCRIPTIONS) == 1 then
+if #owed > 0 and mode == 'new' and redis.call('EXISTS', K_SUBSCRIPTIONS) == 1 then
     local pushes = {}
     for _, sid in ipairs(live_subscription_ids(now)) do
-        for i = 1, #ready, 2 do
-            pushes[#pushes + 1] = ready[i]
-            pushes[#pushes + 1] = sid .. ':' .. ready[i + 1]
-            if first_push == 0 or ready[i] < first_push then
-                first_push = ready[i]
+        for i = 1, #owed, 2 do
+            pushes[#pushes + 1] = owed[i]
+            pushes[#pushes + 1] = sid .. ':' .. owed[i + 1]
+            if first_push == 0 or owed[i] < first_push then
+                first_push = owed[i]
             end
         end
     end

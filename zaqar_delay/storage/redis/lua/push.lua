@@ -10,7 +10,7 @@
 --       back what they must: past its rate, a push is owed again at the next free time the
 --       limit reserves for it; at its most requests in flight, it is parked until one of them
 --       ends. Returns {earliest, metadata JSON (false: no queue), delivery, attempts, send at,
---       subscription record, body, message info, delivery, ...}, earliest being the queue's
+--       subscription record, body, message record, delivery, ...}, earliest being the queue's
 --       earliest owed push after the lease (0 for none), send at the time the push is owed
 --       (or the one its rate limit reserved), never sent before.
 --   "settle", now, then four values per attempt: delivery, token, retry_at, consume: the
@@ -113,7 +113,10 @@ local function settle(delivery, token, retry_at, consume)
                 return unparked
             end
         end
-        remove_messages({mid})
+        local info = load_info(mid)
+        if info then
+            remove_messages({info})
+        end
     end
     return unparked
 end
@@ -148,7 +151,7 @@ if action == 'lease' then
             forget(delivery)
             drop_parked(sid)
             limited[sid] = nil
-        elseif not info or info[I_EXPIRES] <= now then
+        elseif not info or info.expires <= now then
             forget(delivery)
             if limits[3] then
                 limits[3].f[delivery] = nil
@@ -185,8 +188,8 @@ if action == 'lease' then
                 out[#out + 1] = attempts
                 out[#out + 1] = send_at
                 out[#out + 1] = subscription
-                out[#out + 1] = redis.call('HGET', K_BODIES, mid)
-                out[#out + 1] = redis.call('HGET', K_INFOS, mid)
+                out[#out + 1] = body_of(info)
+                out[#out + 1] = encode_record(info)
             end
         end
     end

@@ -22,8 +22,18 @@ elseif action == 'set' then
     redis.call('HSET', K_QUEUE, 'm', ARGV[3])
     return 1
 end
-redis.call('UNLINK', K_BODIES, K_INFOS, K_FIFO, K_READY, K_CLAIMED, K_EXPIRY, K_CLAIMS, K_CLAIM_EXPIRY,
-    K_DEDUP, K_DEDUP_EXPIRY)
+local buckets = redis.call('ZRANGE', K_BUCKETS, 0, -1)
+local bucket_keys = {}
+for _, bucket in ipairs(buckets) do
+    bucket_keys[#bucket_keys + 1] = records_key(tonumber(bucket))
+    bucket_keys[#bucket_keys + 1] = bodies_key(tonumber(bucket))
+end
+bulk('UNLINK', K_READY, bucket_keys)
+redis.call('UNLINK', K_BUCKETS, K_READY, K_CLAIMED, K_EXPIRY, K_HOLDERS, K_ALIASES, K_CLAIMS,
+    K_CLAIM_EXPIRY, K_DEDUP, K_DEDUP_EXPIRY)
+if redis.call('EXISTS', K_QUEUE) == 1 then
+    redis.call('HSET', K_QUEUE, 'n', 0)
+end
 if action == 'delete' then
     redis.call('UNLINK', K_QUEUE, K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS, K_DELIVERIES, K_DELIVERY_INFO,
         K_PUSH_LIMITS, K_PARKED)

@@ -13,11 +13,11 @@ redis.call('ZREM', K_CLAIM_EXPIRY, cid)
 if not claim then
     return 0
 end
-local ids, infos = held_messages(cid, claim, now)
-for i, id in ipairs(ids) do
-    unclaim(id, infos[i], redelivery_due(infos[i], now))
+local infos = held_messages(cid, claim, now)
+for _, info in ipairs(infos) do
+    unclaim(info, redelivery_due(info, now))
 end
-if #ids > 0 then
+if #infos > 0 then
     wake_waiters()
 end
-return #ids
+return #infos

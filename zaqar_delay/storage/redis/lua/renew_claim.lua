@@ -12,14 +12,13 @@ if not claim then
     return 0
 end
 local expires = now + ttl * 1000
-local ids, infos = held_messages(cid, claim, now)
-for i, id in ipairs(ids) do
-    local info = infos[i]
-    info[I_CLAIM_EXPIRES] = expires
-    extend_lifetime(id, info, expires, ttl, grace)
-    store_info(id, info)
-    redis.call('ZADD', K_CLAIMED, expires, id)
+local seqs = {}
+for _, info in ipairs(held_messages(cid, claim, now)) do
+    hold(info, cid, expires)
+    extend_lifetime(info, expires, ttl, grace)
+    store_info(info)
+    seqs[#seqs + 1] = info.seq
 end
-redis.call('HSET', K_CLAIMS, cid, cmsgpack.pack({ttl, grace, now, expires, unpack(ids)}))
+redis.call('HSET', K_CLAIMS, cid, cmsgpack.pack({ttl, grace, now, expires, unpack(seqs)}))
 redis.call('ZADD', K_CLAIM_EXPIRY, expires, cid)
 return 1

@@ -7,13 +7,13 @@
 
 local now, id, cid, due = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
 local info = load_info(id)
-if not info or info[I_EXPIRES] <= now then
+if not info or info.expires <= now then
     return 'missing'
 end
 local refusal = claim_check(info, cid, now)
 if refusal ~= '' then
     return refusal
 end
-unclaim(id, info, due)
+unclaim(info, due)
 wake_waiters()
 return 'ok'

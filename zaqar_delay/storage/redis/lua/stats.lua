@@ -6,11 +6,16 @@
 --   newest_created, expired} (ids "" when the queue holds no message; next_due 0 when nothing
 --   is delayed; expired: messages deleted on expiry so far). Delayed messages count in total,
 --   as Zaqar's do.
+-- The total is the count of stored messages once the expired ones are collected; at most
+-- STATS_GC_BUCKETS buckets are collected here, so a queue where more than that many buckets
+-- hold expired messages counts some of them until later calls collect them.
 
+local STATS_GC_BUCKETS = 256
 local now = tonumber(ARGV[1])
 collect_garbage(now)
+collect_expired(now, STATS_GC_BUCKETS)
 local window = '(' .. now
-local total = redis.call('ZCOUNT', K_EXPIRY, window, '+inf')
+local total = tonumber(redis.call('HGET', K_QUEUE, 'n') or '0')
 local claimed = redis.call('ZCOUNT', K_CLAIMED, window, '+inf')
 local delayed = redis.call('ZCOUNT', K_READY, window, '+inf')
 
@@ -18,22 +23,28 @@ local delayed = redis.call('ZCOUNT', K_READY, window, '+inf')
 local function first_alive(from_tail)
     local offset = 0
     while true do
-        local ids
+        local buckets
         if from_tail then
-            ids = redis.call('ZREVRANGE', K_FIFO, offset, offset + 99)
+            buckets = redis.call('ZREVRANGE', K_BUCKETS, offset, offset)
         else
-            ids = redis.call('ZRANGE', K_FIFO, offset, offset + 99)
+            buckets = redis.call('ZRANGE', K_BUCKETS, offset, offset)
         end
-        if #ids == 0 then
+        if #buckets == 0 then
             return '', 0
         end
-        for _, id in ipairs(ids) do
-            local info = load_info(id)
-            if info and info[I_EXPIRES] > now then
-                return id, info[I_CREATED]
+        local flat = redis.call('HGETALL', records_key(tonumber(buckets[1])))
+        local best = nil
+        for i = 1, #flat, 2 do
+            local info = decode_record(tonumber(flat[i]), flat[i + 1])
+            if info.expires > now and (best == nil
+                or (from_tail and info.seq > best.seq) or (not from_tail and info.seq < best.seq)) then
+                best = info
             end
         end
-        offset = offset + 100
+        if best then
+            return message_id(best), best.created
+        end
+        offset = offset + 1
     end
 end
 
@@ -46,8 +57,8 @@ local function next_due()
             return 0
         end
         for i = 1, #entries, 2 do
-            local info = load_info(entries[i])
-            if info and info[I_EXPIRES] > now then
+            local info = load_seq(seq_of_member(entries[i]))
+            if info and info.expires > now then
                 return tonumber(entries[i + 1])
             end
         end
