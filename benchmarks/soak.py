@@ -23,7 +23,7 @@ from typing import Any
 
 from benchmarks.aio import TRANSPORT_ERRORS, Connection, epoch_ms, zaqar_headers
 from benchmarks.loadgen import latency_summary
-from benchmarks.procstat import rss_bytes, tree
+from benchmarks.procstat import cpu_seconds, rss_bytes, tree
 from tests.processes import RedisServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
@@ -116,6 +116,9 @@ async def soak(
 ) -> dict[str, Any]:
     counters = Counters()
     queues = [f"soak-{i}" for i in range(args.queues)]
+    assert service.process is not None and redis.process is not None
+    server_pids, redis_pids = [service.process.pid], [redis.process.pid]
+    server_cpu, redis_cpu = cpu_seconds(server_pids), cpu_seconds(redis_pids)
     started, cpu_started = time.monotonic(), time.process_time()
     end = started + args.minutes * 60
     per_producer = args.rate / args.producers
@@ -152,9 +155,14 @@ async def soak(
         name: {"first_minute_mib": mean_rss(first, name), "last_minute_mib": mean_rss(last, name)}
         for name in samples[-1]["rss_mib"]
     }
-    client_cpu = 100 * (time.process_time() - cpu_started) / (time.monotonic() - started)
+    elapsed = time.monotonic() - started
+    client_cpu = 100 * (time.process_time() - cpu_started) / elapsed
+    server_cpu = 100 * (cpu_seconds(server_pids) - server_cpu) / elapsed
+    redis_cpu = 100 * (cpu_seconds(redis_pids) - redis_cpu) / elapsed
     return {
         "client_cpu_percent": round(client_cpu, 1),
+        "server_cpu_percent": round(server_cpu, 1),
+        "redis_cpu_percent": round(redis_cpu, 1),
         "minutes": args.minutes,
         "rate": args.rate,
         "posted": counters.posted,
@@ -197,7 +205,8 @@ def main() -> None:
         f"{report['delivered']}, errors {sum(report['errors'].values())}, early {report['early']}, "
         f"duplicates {report['duplicates']}, "
         f"lateness p50 {late['p50']} p99 {late['p99']} max {late['max']} ms; memory {growth}; "
-        f"client CPU {report['client_cpu_percent']}%"
+        f"CPU: client {report['client_cpu_percent']}%, server {report['server_cpu_percent']}%, "
+        f"Redis {report['redis_cpu_percent']}%"
     )
 
 

@@ -99,3 +99,12 @@ def test_push_benchmark_delivers_every_message_on_time() -> None:
     assert rate["posted"] == rate["pushed"] > 0
     assert (rate["early"], rate["never_pushed"], rate["duplicates"]) == (0, 0, 0)
     assert drain["pushed"] == drain["messages"] == 40 and drain["early"] == 0
+
+
+def test_memory_benchmark_reports_bytes_per_message_on_each_store() -> None:
+    result = run_benchmark("memory", "--messages", "400", "--mongodb-messages", "0", "--no-record")
+    # The last document is MongoDB's: the 400 messages are there, with their index entries.
+    assert result["messages"] == 400 and isinstance(result["documents"], int)
+    assert result["documents"] >= 400
+    assert isinstance(result["index_bytes_per_message"], float)
+    assert result["index_bytes_per_message"] > 0

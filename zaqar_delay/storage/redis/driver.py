@@ -42,7 +42,7 @@ LIST_SCAN_BUDGET = 2000
 # The message layout the scripts read and write (lua/lib.lua's buckets), and how many messages
 # one upgrade call moves out of the layout before it.
 LAYOUT = b"2"
-UPGRADE_BATCH = 5000
+UPGRADE_BATCH = 500
 
 
 @translate_class_errors
