@@ -42,12 +42,16 @@ def test_parked_pushes_start_at_one_score_in_the_scripts_and_both_drivers() -> N
 CLIENT = uuid.uuid4().hex
 
 
-@pytest.fixture(params=["embedded", "redis-server"])
-def redis_driver(request: pytest.FixtureRequest) -> Iterator[RedisDriver]:
+def opened_redis_driver(request: pytest.FixtureRequest) -> Iterator[RedisDriver]:
     driver = open_test_driver(store_url(request, request.param))
     assert isinstance(driver, RedisDriver)
     yield driver
     driver.close()
+
+
+@pytest.fixture(params=["embedded", "redis-server"])
+def redis_driver(request: pytest.FixtureRequest) -> Iterator[RedisDriver]:
+    yield from opened_redis_driver(request)
 
 
 def post_many(driver: RedisDriver, clock: FakeClock, count: int, ttl: int = 3600) -> list[str]:
@@ -159,10 +163,7 @@ def write_legacy_message(
 
 @pytest.fixture(params=["embedded", "redis-cluster"])
 def any_redis_driver(request: pytest.FixtureRequest) -> Iterator[RedisDriver]:
-    driver = open_test_driver(store_url(request, request.param))
-    assert isinstance(driver, RedisDriver)
-    yield driver
-    driver.close()
+    yield from opened_redis_driver(request)
 
 
 def test_a_store_in_the_layout_before_buckets_is_moved_into_them_on_start(
