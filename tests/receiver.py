@@ -59,7 +59,13 @@ def receiver(
 
         def do_POST(self) -> None:
             arrived = time.time_ns()
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            if len(body) < length:
+                # The sender died mid-request (a kill -9 in a fault test): no push was
+                # delivered, as any HTTP server would treat a request cut short.
+                self.close_connection = True
+                return
             with state.lock:
                 state.received.append(Received(arrived, dict(self.headers), body))
                 status = state.statuses.pop(0) if state.statuses else 200
