@@ -188,7 +188,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     redis = RedisServer().start()
-    service = ServiceProcess(env={STORAGE_URI_ENV: redis.url}, workers=args.workers).start()
+    service = ServiceProcess(env={STORAGE_URI_ENV: redis.url}, workers=args.workers)
+    service.start().wait_for_workers()
     try:
         report = asyncio.run(soak(args, service, redis))
     finally:

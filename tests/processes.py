@@ -344,6 +344,14 @@ class ServiceProcess:
         with open(self.log_path, errors="replace") as f:
             return f.read()
 
+    def wait_for_workers(self, timeout: float = 30) -> ServiceProcess:
+        """Wait until every worker serves: ``start`` returns once one answers, and connections
+        opened before the others load the app all stay with that one."""
+        wait_until(
+            lambda: self.log().count("Worker serving") >= self.workers, timeout, "every worker"
+        )
+        return self
+
     def stop(self) -> None:
         if self.process is not None:
             self.process.terminate()

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 
 import pytest
 import requests
 
-from tests.processes import ServiceProcess, free_port
+from tests.processes import ServiceProcess, free_port, process_tree
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -108,3 +110,77 @@ def test_sockets_are_patched_before_any_storage_client_is_imported(
     # such a worker may block on unpatched sockets.
     assert requests.get(service.url + "/v2/ping", headers=HEADERS, timeout=5).status_code == 204
     assert "MonkeyPatchWarning" not in service.log()
+
+
+def established_by_pid(pids: list[int], port: int) -> dict[int, int]:
+    """How many established connections to ``port`` each of ``pids`` holds (Linux /proc)."""
+    inodes = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].split(":")[1], 16)
+            if local_port == port and fields[3] == "01":  # 01: ESTABLISHED
+                inodes.add(fields[9])
+    held = {}
+    for pid in pids:
+        links = (os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd"))
+        held[pid] = sum(1 for link in links if link[len("socket:[") : -1] in inodes)
+    return held
+
+
+def test_keep_alive_connections_are_shared_by_the_workers() -> None:
+    # Opened one after another, as a client pool opens them: the worker that took the last
+    # one is the one awake, and without balancing it wins nearly every accept.
+    service = ServiceProcess(workers=2).start().wait_for_workers()
+    connections = []
+    try:
+        for _ in range(16):
+            connection = socket.create_connection(("127.0.0.1", service.port))
+            connection.sendall(b"GET / HTTP/1.1\r\nHost: q\r\n\r\n")
+            assert connection.recv(4096).startswith(b"HTTP/1.1 300")
+            connections.append(connection)
+        assert service.process is not None
+        workers = [pid for pid in process_tree(service.process.pid)[1:] if is_worker(pid)]
+        assert len(workers) == 2
+        held = established_by_pid(workers, service.port)
+        assert sum(held.values()) == 16
+        assert max(held.values()) - min(held.values()) <= 2, held
+    finally:
+        for connection in connections:
+            connection.close()
+        service.stop()
+
+
+def is_worker(pid: int) -> bool:
+    """A gunicorn worker (not the embedded store, which is also the master's child)."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return b"zaqar_delay.cmd.server" in f.read()
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"X-Project-ID p\r\n",  # no colon
+        b"X-Project-ID : p\r\n",  # space before the colon
+        b" folded: first\r\n",
+        b"X-Long: " + b"a" * 70_000 + b"\r\n",
+    ],
+)
+def test_malformed_request_headers_get_400(embedded_service: ServiceProcess, head: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", embedded_service.port)) as connection:
+        connection.sendall(b"GET /v2/health HTTP/1.1\r\nHost: q\r\n" + head + b"\r\n")
+        assert connection.recv(4096).startswith(b"HTTP/1.1 400")
+
+
+def test_chunked_bodies_are_read(embedded_service: ServiceProcess) -> None:
+    server_url = embedded_service.url
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"messages": [{"ttl": 300, '
+        yield b'"body": {"chunked": true}}]}'
+
+    headers = {**HEADERS, "X-Project-ID": "chunked"}
+    answer = requests.post(f"{server_url}/v2/queues/q/messages", data=chunks(), headers=headers)
+    assert answer.status_code == 201, answer.text
+    listed = requests.get(f"{server_url}/v2/queues/q/messages?echo=true", headers=headers)
+    assert [m["body"] for m in listed.json()["messages"]] == [{"chunked": True}]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from zaqar_delay.cmd import balance
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings
 
 # Concurrent connections each worker serves. Waiting claims (?wait=S) hold theirs for up to
@@ -31,11 +32,18 @@ def options(settings: Settings) -> dict[str, Any]:
         "loglevel": "info",
         # One control socket per user would clash between servers on one machine.
         "control_socket_disable": True,
-        "child_exit": forget_worker_metrics,
+        "pre_fork": balance.assign_slot,
+        "child_exit": worker_exited,
     }
 
 
-def forget_worker_metrics(server: Any, worker: Any) -> None:
+def worker_exited(server: Any, worker: Any) -> None:
+    """gunicorn ``child_exit`` (in the master): free what the dead worker held."""
+    balance.release_slot(worker)
+    forget_worker_metrics(worker)
+
+
+def forget_worker_metrics(worker: Any) -> None:
     """Drop a dead worker's live gauges from the shared metrics directory."""
     if not os.environ.get(PROMETHEUS_MULTIPROC_ENV):
         return  # each worker keeps its own metrics: nothing shared to clean

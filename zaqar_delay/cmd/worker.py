@@ -2,21 +2,82 @@
 
 gevent's WSGI server parses and answers requests with less CPU than gunicorn's ``gevent``
 worker. As gunicorn runs it, though, a worker that wakes for a new connection accepts up to
-100 waiting ones at once; clients that open their keep-alive connections together (a pool at
-start-up, a load balancer) then all land on one worker while the others idle. Accepting one
-connection per wake-up, as gunicorn's own gevent worker does, lets every worker take its share.
+100 waiting ones at once, and even one at a time the worker already on a CPU wins every
+race: clients that open their keep-alive connections together (a pool at start-up, a load
+balancer) all land on one worker while the others idle. Here a worker accepts one connection
+per wake-up and leaves it to a less loaded worker when there is one (cmd/balance.py).
 """
 
 from __future__ import annotations
 
+import functools
+import time
+from typing import Any
+
 from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIServer
+
+from zaqar_delay.cmd.balance import DEFER_S, Share, share_of
+from zaqar_delay.cmd.headers import Handler
 
 
 class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
     max_accept = 1
+
+    def __init__(self, *args: Any, share: Share | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._share = share
+        if share is not None:
+            share.serving()
+        # Until then, after a deferral, this worker accepts without asking (monotonic s).
+        self._unconditional_until = 0.0
+
+    def _do_read(self) -> None:
+        if (
+            self._share is not None
+            and time.monotonic() >= self._unconditional_until
+            and self._share.should_defer()
+        ):
+            # gevent's own way to pause accepting (it uses it after accept errors).
+            self.stop_accepting()
+            self._timer = self.loop.timer(DEFER_S)
+            self._timer.start(self._resume)
+            return
+        super()._do_read()
+
+    def _resume(self) -> None:
+        """After a deferral: a connection still waiting is this worker's, whatever the
+        counts say now (the less loaded worker may be hung)."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.close()
+        if self.started:
+            self._unconditional_until = time.monotonic() + DEFER_S
+            self.start_accepting()
+
+    def do_handle(self, *args: Any) -> None:
+        if self._share is not None:
+            self._share.opened()
+        super().do_handle(*args)
+
+    def do_close(self, *args: Any) -> None:
+        if self._share is not None:
+            self._share.closed()
+        super().do_close(*args)
 
 
 class Worker(GeventPyWSGIWorker):  # type: ignore[misc]
     """``worker_class = "zaqar_delay.cmd.worker.Worker"``."""
 
     server_class = FairPyWSGIServer
+    wsgi_handler = Handler
+
+    def run(self) -> None:
+        # After the app loaded: from here on the worker accepts connections.
+        self.log.info("Worker serving (pid: %s)", self.pid)
+        super().run()
+
+    def init_process(self) -> None:
+        self.server_class = functools.partial(  # type: ignore[assignment]
+            FairPyWSGIServer, share=share_of(self)
+        )
+        super().init_process()

@@ -18,6 +18,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.commands.core import Script
 
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.redis.readiness import check_readiness_without_the_hub
 
 
 class _NoTimeoutRetryCluster(RedisCluster):
@@ -74,6 +75,7 @@ class LazyClusterClient:
         )
         self._client: RedisCluster | None = None
         self._lock = threading.Lock()
+        check_readiness_without_the_hub()
 
     def _cluster(self) -> RedisCluster:
         with self._lock:

@@ -9,6 +9,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.redis.readiness import check_readiness_without_the_hub
 
 
 def _retry_policy() -> Retry:
@@ -31,6 +32,7 @@ def redis_client(uri: str, socket_timeout: float, max_connections: int = 64) -> 
     made lazily and re-made after a failure, so a store that comes back is used again without
     a restart.
     """
+    check_readiness_without_the_hub()
     try:
         pool = redis.BlockingConnectionPool.from_url(
             uri,
