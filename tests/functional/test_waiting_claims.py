@@ -88,3 +88,22 @@ def test_many_waiting_claims_each_get_one_message(service: ServiceProcess) -> No
     assert [r.status_code for r in responses] == [201] * count
     claimed = [m["id"] for r in responses for m in r.json()["messages"]]
     assert sorted(claimed) == sorted(posted)
+
+
+def test_a_message_due_before_the_next_one_wakes_the_waiting_claim(
+    service: ServiceProcess,
+) -> None:
+    # The waiter sleeps until the queue's next due time; a message due sooner must wake it.
+    queue = f"sooner-{uuid.uuid4().hex[:8]}"
+    later_ms = time.time_ns() // 1_000_000 + 8000
+    post(service, queue, {"body": "later", "deliver_at": later_ms})
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(claim, service, queue, 15)
+        time.sleep(0.5)
+        sooner_ms = time.time_ns() // 1_000_000 + 1000
+        [sooner] = post(service, queue, {"body": "sooner", "deliver_at": sooner_ms})
+        response = waiting.result()
+    answered_ms = time.time_ns() // 1_000_000
+    assert response.status_code == 201
+    assert [m["id"] for m in response.json()["messages"]] == [sooner]
+    assert sooner_ms <= answered_ms < later_ms, "the waiter slept until the later one was due"

@@ -200,3 +200,33 @@ def test_a_store_in_the_layout_before_buckets_is_moved_into_them_on_start(
     outcome = driver.create_claim("p", "q", ttl_s=60, grace_s=60, limit=10, now_ms=now)
     assert outcome is not None and [m.id for m in outcome.messages] == [moved_in]
     assert driver.prepare() == []  # recorded: later starts do not scan
+
+
+def test_a_post_wakes_waiters_only_when_it_moves_the_next_due_time(
+    redis_driver: RedisDriver, clock: FakeClock
+) -> None:
+    keys = redis_driver._keys.queue("p", "q")
+    redis_driver._client.set(keys.waiters, 1, px=60_000)  # a server holds waiting claims here
+    pubsub = redis_driver._client.pubsub()
+    pubsub.subscribe(keys.wake)
+    assert pubsub.get_message(timeout=1) is not None  # the subscription's confirmation
+
+    def wake_ups_after_posting(delay_ms: int) -> int:
+        message = NewMessage(json.dumps({"delay": delay_ms}), 3600, delay_ms)
+        redis_driver.post_messages("p", "q", [message], CLIENT, clock.now_ms())
+        count = 0
+        while pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2) is not None:
+            count += 1
+        return count
+
+    try:
+        assert wake_ups_after_posting(5000) == 1  # nothing else is due: waiters must look
+        assert wake_ups_after_posting(9000) == 0  # they wake for the first one before this
+        assert wake_ups_after_posting(5000) == 0  # and claim both then
+        assert wake_ups_after_posting(2000) == 1  # due sooner than they would wake
+        assert wake_ups_after_posting(0) == 1  # claimable now
+        assert wake_ups_after_posting(0) == 1  # each one claimable now
+        redis_driver._client.delete(keys.waiters)
+        assert wake_ups_after_posting(0) == 0  # nobody waits
+    finally:
+        pubsub.close()

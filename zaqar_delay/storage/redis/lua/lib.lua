@@ -215,6 +215,25 @@ local function wake_waiters()
     end
 end
 
+-- Wake waiting claims for messages about to join the ready set, due at `earliest_due` at the
+-- soonest (call it before adding them). Waiters sleep until the queue's next due time after
+-- now (next_claimable.lua), so only a message claimable now, or due before that time, needs
+-- them awake: a queue of delayed messages posted in no particular order publishes for few of
+-- them, where every one woke a claim attempt in every server process.
+local function wake_waiters_before_adding(earliest_due, now)
+    if redis.call('EXISTS', K_WAITERS) == 0 then
+        return
+    end
+    if earliest_due > now then
+        local after = redis.call('ZRANGEBYSCORE', K_READY, '(' .. now, '+inf', 'WITHSCORES',
+            'LIMIT', 0, 1)
+        if #after > 0 and tonumber(after[2]) <= earliest_due then
+            return  -- the waiters wake for that one first, and look again then
+        end
+    end
+    redis.call('PUBLISH', K_WAKE, '')
+end
+
 -- Delete messages (tables from load_info, load_seq or decode_record); returns how many
 -- existed. A bucket left empty leaves the bucket and expiry indexes.
 local function remove_messages(infos)

@@ -42,7 +42,7 @@ local last_seq = redis.call('HINCRBY', K_QUEUE, 'seq', count)
 local stored_client = encode_client(client)
 local records, bodies, earliest_expiry = {}, {}, {}  -- by bucket
 local ready, owed, ids, duplicates = {}, {}, {}, {}
-local stored, kept = 0, {}
+local stored, kept, earliest_due = 0, {}, nil
 for j = 0, count - 1 do
     local base = 1 + j * 5
     local seq = last_seq - count + 1 + j
@@ -86,6 +86,9 @@ for j = 0, count - 1 do
             earliest_expiry[bucket] = info.expires
         end
         ready[#ready + 1] = info.due
+        if earliest_due == nil or info.due < earliest_due then
+            earliest_due = info.due
+        end
         ready[#ready + 1] = member_of(seq)
         owed[#owed + 1] = info.due
         owed[#owed + 1] = id
@@ -107,9 +110,9 @@ if stored > 0 then
     if #kept > 0 then
         bulk('HSET', K_ALIASES, kept)
     end
+    wake_waiters_before_adding(earliest_due, now)
     bulk('ZADD', K_READY, ready)
     redis.call('HINCRBY', K_QUEUE, 'n', stored)
-    wake_waiters()
 end
 local first_push = 0
 if #owed > 0 and mode == 'new' and redis.call('EXISTS', K_SUBSCRIPTIONS) == 1 then
