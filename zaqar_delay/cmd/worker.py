@@ -11,7 +11,6 @@ per wake-up and leaves it to a less loaded worker when there is one (cmd/balance
 from __future__ import annotations
 
 import functools
-import gc
 import time
 from typing import Any
 
@@ -73,10 +72,7 @@ class Worker(GeventPyWSGIWorker):  # type: ignore[misc]
     wsgi_handler = Handler
 
     def run(self) -> None:
-        # After the app loaded: from here on the worker accepts connections. What exists now
-        # (modules, the app) lives as long as the worker, so the collector stops scanning it:
-        # a full collection then walks only what requests made, and stalls them less.
-        gc.freeze()
+        # After the app loaded: from here on the worker accepts connections.
         self.log.info("Worker serving (pid: %s)", self.pid)
         super().run()
 
