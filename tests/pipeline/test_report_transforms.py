@@ -128,6 +128,13 @@ def test_per_queue_and_summary(journal: Any) -> None:
     assert result["queues"][1]["lateness_p99_ms"] == -500.0
 
 
+def test_lateness_distribution_bins_first_deliveries(journal: Any) -> None:
+    rows = [tuple(r) for r in report.lateness_distribution(journal).collect()]
+    # q1's first deliveries were 10, 50 and 30 ms late (bins up to 10 and up to 50 ms), q2's
+    # one was early (the first bin); redeliveries are not counted.
+    assert rows == [("p", "q1", 3, 1), ("p", "q1", 5, 2), ("p", "q2", 0, 1)]
+
+
 def test_run_writes_tables_summary_and_chart(
     spark: SparkSession, journal: Any, tmp_path: pathlib.Path
 ) -> None:

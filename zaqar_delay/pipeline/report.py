@@ -142,6 +142,25 @@ def per_queue(events: DataFrame) -> DataFrame:
     return _spread_quantiles(grouped).orderBy("project", "queue")
 
 
+def lateness_distribution(events: DataFrame) -> DataFrame:
+    """First deliveries per (project, queue, lateness bin): bin ``i`` holds lateness up to
+    ``chart.LATENESS_BINS_MS[i]`` ms and above the edge before it (bin 0 from nothing up, so
+    early deliveries too), the last bin everything above the last edge."""
+    from zaqar_delay.pipeline.chart import LATENESS_BINS_MS
+
+    first = readable(events).filter((F.col("event") == "claimed") & (F.col("claim_count") == 1))
+    lateness = F.col("ts") - F.col("due")
+    bin_index = sum(
+        (F.when(lateness > edge, 1).otherwise(0) for edge in LATENESS_BINS_MS), F.lit(0)
+    )
+    return (
+        first.filter(F.col("due").isNotNull())
+        .groupBy("project", "queue", bin_index.alias("bin"))
+        .agg(F.count(F.lit(1)).alias("deliveries"))
+        .orderBy("project", "queue", "bin")
+    )
+
+
 def summary(events: DataFrame, queues: DataFrame) -> dict[str, Any]:
     """Totals over every queue, the rows of ``per_queue`` (times in RFC 3339, UTC when the
     session time zone is UTC, as the command sets it), and how many lines were unreadable."""
@@ -190,7 +209,9 @@ def run(spark: SparkSession, journal_path: str, out_dir: str) -> dict[str, Any]:
             json.dump(result, handle, indent=2)
             handle.write("\n")
         chart.lateness_png(
-            [r.asDict() for r in minutes.collect()], os.path.join(out_dir, "lateness.png")
+            [r.asDict() for r in minutes.collect()],
+            os.path.join(out_dir, "lateness.png"),
+            [r.asDict() for r in lateness_distribution(events).collect()],
         )
         return result
     finally:
