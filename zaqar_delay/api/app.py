@@ -30,17 +30,19 @@ from zaqar_delay.signed_urls import Signer
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.uri import open_driver
 from zaqar_delay.subscriptions import Subscriptions
+from zaqar_delay.dashboard import with_dashboard
 
 
 def create_wsgi_app(
     settings: Settings, driver: Driver | None = None, clock: Clock | None = None
 ) -> WSGIApp:
-    """:func:`create_app` behind the configured authentication (what servers run), and, with
-    ``[notification] push``, this process's push dispatcher."""
+    """:func:`create_app` behind the configured authentication, with the dashboard's static
+    page beside it (what servers run), and, with ``[notification] push``, this process's
+    push dispatcher."""
     app, service = build(settings, driver, clock)
     if settings.push:
         start_dispatcher(service, settings)
-    return protect(app, settings)
+    return with_dashboard(protect(app, settings))
 
 
 def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:

@@ -1,0 +1,263 @@
+"""The dashboard in a real browser (Debian's chromium, headless, through chromedriver)
+against a real server on the embedded store. Screenshots go to ``test-artifacts/``."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from tests.processes import ServiceProcess
+
+pytestmark = pytest.mark.functional
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+if not (CHROMIUM and CHROMEDRIVER):
+    pytest.skip(
+        "chromium and chromedriver are needed (Debian: apt-get install chromium chromium-driver)",
+        allow_module_level=True,
+    )
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402 - after the skip
+
+ARTIFACTS = pathlib.Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    # Delays up to a week, so the schedule's windows all hold messages.
+    conf = tmp_path_factory.mktemp("dashboard") / "zaqar-delay.conf"
+    conf.write_text("[transport]\nmax_message_delay = 604800\n")
+    service = ServiceProcess(args=["--config-file", str(conf)]).start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def api(server: ServiceProcess, project: str) -> Callable[..., requests.Response]:
+    headers = {"Client-ID": str(uuid.uuid4()), "X-Project-ID": project}
+
+    def call(method: str, path: str, **kwargs: Any) -> requests.Response:
+        return requests.request(method, server.url + path, headers=headers, timeout=10, **kwargs)
+
+    return call
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 10) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            found = check()
+        except Exception:  # noqa: BLE001 - the page is still drawing
+            found = None
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"the page never showed {what}")
+
+
+def screenshot(browser: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / f"dashboard-{name}.png"))
+
+
+def text_of(browser: Any, selector: str) -> str:
+    return str(browser.find_element(By.CSS_SELECTOR, selector).text)
+
+
+def test_the_queue_list_shows_each_queue_with_its_counts(
+    server: ServiceProcess, browser: Any
+) -> None:
+    project = f"list-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    assert call("PUT", "/v2/queues/dead", json={}).status_code == 201
+    meta = {"_default_message_delay": 3600, "_dead_letter_queue": "dead"}
+    assert call("PUT", "/v2/queues/reminders", json=meta).status_code == 201
+    messages = [{"body": {"n": n}, "ttl": 86400} for n in range(5)]
+    assert call("POST", "/v2/queues/reminders/messages", json={"messages": messages}).ok
+    browser.get(f"{server.url}/dashboard/?project={project}")
+    row = wait_for(
+        lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="reminders"]'), "the row"
+    )
+    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+    screenshot(browser, "queues")
+    assert cells[0] == "reminders"
+    assert cells[1:4] == ["5", "0", "5"]  # free (unclaimed, as Zaqar counts), claimed, delayed
+    assert "in " in cells[4]  # next due, an hour ahead
+    assert cells[5] == "dead"
+    assert browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="dead"]')
+
+
+def test_a_queue_shows_its_schedule_and_cancels_and_reschedules(
+    server: ServiceProcess, browser: Any
+) -> None:
+    project = f"one-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    now_ms = int(time.time() * 1000)
+    dues = [now_ms + minutes * 60_000 for minutes in (5, 10, 90, 330, 630)]
+    posted = call(
+        "POST",
+        "/v2/queues/jobs/messages",
+        json={"messages": [{"body": {"job": i}, "deliver_at": d} for i, d in enumerate(dues)]},
+    )
+    first = posted.json()["resources"][0].rsplit("/", 1)[1]
+    second = posted.json()["resources"][1].rsplit("/", 1)[1]
+    browser.get(f"{server.url}/dashboard/?project={project}#/queue/jobs/day")
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "tr[data-message]"), "messages")
+    counts = [
+        int(bar.get_attribute("data-count"))
+        for bar in browser.find_elements(By.CSS_SELECTOR, "#histogram .bar")
+    ]
+    assert len(counts) == 24 and sum(counts) == 5
+    heights = [b.size["height"] for b in browser.find_elements(By.CSS_SELECTOR, "#histogram .bar")]
+    assert max(heights) > 100 and heights[1] == pytest.approx(max(heights) / 2, abs=2)
+    # Bins of an hour: 5 and 10 min in the first, 90 min in the second, 5.5 h, 10.5 h.
+    assert [counts[i] for i in (0, 1, 5, 10)] == [2, 1, 1, 1]
+    rows = [
+        r.get_attribute("data-message")
+        for r in browser.find_elements(By.CSS_SELECTOR, "tr[data-message]")
+    ]
+    assert rows[:2] == [first, second]  # due order
+    screenshot(browser, "queue")
+
+    # Cancel the first one: confirmed, then gone from the page and from the store.
+    browser.find_element(By.CSS_SELECTOR, f'tr[data-message="{first}"] button.cancel').click()
+    browser.switch_to.alert.accept()
+    wait_for(
+        lambda: not browser.find_elements(By.CSS_SELECTOR, f'tr[data-message="{first}"]'),
+        "the cancelled message gone",
+    )
+    assert call("GET", f"/v2/queues/jobs/messages/{first}").status_code == 404
+
+    # Reschedule the second one to 2 hours from now.
+    browser.find_element(By.CSS_SELECTOR, f'tr[data-message="{second}"] button.reschedule').click()
+    prompt = browser.switch_to.alert
+    prompt.send_keys("7200")
+    prompt.accept()
+    browser.switch_to.alert.accept()  # the confirmation
+
+    def moved() -> bool:
+        due = call("GET", f"/v2/queues/jobs/messages/{second}?with_schedule=true").json()["due"]
+        return abs(_epoch_ms(due) - (time.time() * 1000 + 7_200_000)) < 60_000
+
+    wait_for(moved, "the message rescheduled")
+
+
+def _epoch_ms(rfc3339: str) -> float:
+    import datetime
+
+    return datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp() * 1000
+
+
+def test_bad_input_shows_the_api_error_text(server: ServiceProcess, browser: Any) -> None:
+    project = f"bad-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    [mid] = [
+        h.rsplit("/", 1)[1]
+        for h in call(
+            "POST",
+            "/v2/queues/jobs/messages",
+            json={"messages": [{"body": 1, "deliver_at": int(time.time() * 1000) + 600_000}]},
+        ).json()["resources"]
+    ]
+    browser.get(f"{server.url}/dashboard/?project={project}#/queue/jobs/hour")
+    button = wait_for(
+        lambda: browser.find_element(
+            By.CSS_SELECTOR, f'tr[data-message="{mid}"] button.reschedule'
+        ),
+        "the message",
+    )
+    button.click()
+    prompt = browser.switch_to.alert
+    prompt.send_keys("not a time")
+    prompt.accept()
+    browser.switch_to.alert.accept()
+    error = wait_for(lambda: browser.find_element(By.ID, "error").text, "an error")
+    screenshot(browser, "error")
+    assert error.startswith("Invalid") or "deliver_at" in error, error
+    assert browser.find_element(By.CSS_SELECTOR, f'tr[data-message="{mid}"]')  # still there
+
+
+def test_purge_empties_the_queue(server: ServiceProcess, browser: Any) -> None:
+    project = f"purge-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    assert call("POST", "/v2/queues/jobs/messages", json={"messages": [{"body": 1}] * 3}).ok
+    browser.get(f"{server.url}/dashboard/?project={project}#/queue/jobs/hour")
+    wait_for(
+        lambda: browser.find_element(By.CSS_SELECTOR, 'div[data-stat="total"] b').text == "3", "3"
+    )
+    browser.find_element(By.CSS_SELECTOR, "button.purge").click()
+    browser.switch_to.alert.accept()
+    wait_for(
+        lambda: browser.find_element(By.CSS_SELECTOR, 'div[data-stat="total"] b').text == "0", "0"
+    )
+    assert call("GET", "/v2/queues/jobs/stats").json()["messages"]["total"] == 0
+
+
+def test_the_service_view_draws_the_metrics_histograms(
+    server: ServiceProcess, browser: Any
+) -> None:
+    call = api(server, "svc")
+    assert call("POST", "/v2/queues/jobs/messages", json={"messages": [{"body": 1}]}).ok
+    assert call("POST", "/v2/queues/jobs/claims", json={"ttl": 60}).status_code == 201
+    browser.get(f"{server.url}/dashboard/?project=svc#/service")
+    bars = wait_for(
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#claim-lateness .bar"), "lateness bars"
+    )
+    assert sum(int(b.get_attribute("data-count")) for b in bars) >= 1
+    first = text_of(browser, "#updated")
+    wait_for(lambda: text_of(browser, "#updated") != first, "a refresh", timeout=12)
+    screenshot(browser, "service")
+
+
+def test_the_page_is_served_without_credentials_and_may_not_be_framed(
+    server: ServiceProcess,
+) -> None:
+    page = requests.get(f"{server.url}/dashboard/", timeout=10)
+    assert page.status_code == 200 and "dashboard.js" in page.text
+    assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+    assert requests.get(f"{server.url}/dashboard/nothing", timeout=10).status_code == 404
+    assert requests.post(f"{server.url}/dashboard/", timeout=10).status_code == 405
+    moved = requests.get(f"{server.url}/dashboard", timeout=10, allow_redirects=False)
+    assert moved.status_code == 301 and moved.headers["Location"] == "/dashboard/"
+
+
+def test_in_keystone_mode_nothing_is_shown_without_a_token(
+    browser: Any, tmp_path: pathlib.Path
+) -> None:
+    conf = tmp_path / "keystone.conf"
+    conf.write_text(
+        "[server]\nauth_strategy = keystone\n"
+        "[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n"
+        "delay_auth_decision = false\n"
+    )
+    service = ServiceProcess(args=["--config-file", str(conf)]).start()
+    try:
+        headers = {"Client-ID": str(uuid.uuid4()), "X-Project-ID": "p"}
+        refused = requests.get(f"{service.url}/v2/queues", headers=headers, timeout=10)
+        assert refused.status_code == 401  # the server does ask for a token
+        browser.get(f"{service.url}/dashboard/?project=p")
+        asked = wait_for(lambda: browser.find_element(By.ID, "need-token"), "the token prompt")
+        screenshot(browser, "keystone-no-token")
+        assert "Keystone token" in asked.text
+        assert browser.find_element(By.ID, "token-field").is_displayed()
+        assert not browser.find_elements(By.CSS_SELECTOR, "table, tr[data-queue]")
+    finally:
+        service.stop()

@@ -1,0 +1,304 @@
+// zaqar-delay dashboard: a page over the public v2 API. Every request carries the headers
+// any client sends; nothing is kept but the project or token in this tab's sessionStorage.
+'use strict';
+
+const SCAN_LIMIT = 1000; // messages read at most to draw a queue's schedule
+const PAGE = 20;
+const WINDOWS = { hour: 3600e3, day: 86400e3, week: 604800e3 };
+const BINS = 24;
+
+const session = {
+  clientId: uuid(),
+  project: new URLSearchParams(location.search).get('project')
+    || sessionStorage.getItem('zd.project') || '',
+  token: sessionStorage.getItem('zd.token') || '',
+};
+let refresh = null; // the live view's timer
+
+function uuid() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40; b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+class ApiError extends Error {
+  constructor(status, title, description) {
+    super(`${title}: ${description}`);
+    this.status = status; this.title = title; this.description = description;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { 'Client-ID': session.clientId, Accept: 'application/json' };
+  if (session.token) headers['X-Auth-Token'] = session.token;
+  if (session.project) headers['X-Project-ID'] = session.project;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(path, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  let document = null;
+  try { document = text ? JSON.parse(text) : null; } catch (e) { document = null; }
+  if (!response.ok) {
+    const title = (document && document.title) || `HTTP ${response.status}`;
+    const description = (document && document.description) || text.slice(0, 200);
+    throw new ApiError(response.status, title, description);
+  }
+  if (path === '/metrics') return text;
+  return document;
+}
+
+// -- page furniture ---------------------------------------------------------------------
+
+const $ = (selector) => document.querySelector(selector);
+
+function element(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (key === 'onclick') node.addEventListener('click', value);
+    // Through the CSSOM: the page's Content-Security-Policy refuses style attributes.
+    else if (key === 'style') node.style.cssText = value;
+    else if (value !== undefined && value !== null) node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child ?? '')));
+  }
+  return node;
+}
+
+function showError(error) {
+  const box = $('#error');
+  box.textContent = error instanceof ApiError ? `${error.title}: ${error.description}`
+    : `Error: ${error.message || error}`;
+  box.hidden = false;
+}
+
+function clearError() { $('#error').hidden = true; }
+
+function show(...nodes) {
+  const view = $('#view');
+  view.replaceChildren(...nodes);
+}
+
+function table(headings, rows) {
+  const head = element('tr', {}, headings.map(([label, cls]) => element('th', { class: cls }, label)));
+  return element('table', {}, element('thead', {}, head), element('tbody', {}, rows));
+}
+
+function age(seconds) {
+  if (seconds === undefined || seconds === null) return '—';
+  if (seconds < 120) return `${seconds} s`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
+  return `${(seconds / 3600).toFixed(1)} h`;
+}
+
+function when(iso) {
+  if (!iso) return '—';
+  const ms = Date.parse(iso) - Date.now();
+  const text = new Date(iso).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  if (ms <= 0) return `${text} (due)`;
+  return `${text} (in ${age(Math.ceil(ms / 1000))})`;
+}
+
+function preview(body) {
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  return text.length > 80 ? `${text.slice(0, 77)}…` : text;
+}
+
+const q = encodeURIComponent;
+
+// -- views ------------------------------------------------------------------------------
+
+async function queuesView() {
+  const names = [];
+  let path = `/v2/queues?detailed=true&limit=${PAGE}`;
+  for (let page = 0; page < 50 && path; page += 1) {
+    const listed = await api('GET', path);
+    if (!listed || !listed.queues.length) break;
+    names.push(...listed.queues);
+    const next = (listed.links || []).find((link) => link.rel === 'next');
+    path = next && listed.queues.length === PAGE ? next.href : null;
+  }
+  const rows = await Promise.all(names.map(async (queue) => {
+    const { messages: s } = await api('GET', `/v2/queues/${q(queue.name)}/stats`);
+    const dead = (queue.metadata || {})._dead_letter_queue;
+    return element('tr', { 'data-queue': queue.name },
+      element('td', {}, element('a', { href: `#/queue/${q(queue.name)}` }, queue.name)),
+      element('td', { class: 'num' }, s.free), element('td', { class: 'num' }, s.claimed),
+      element('td', { class: 'num' }, s.delayed ?? 0), element('td', {}, when(s.next_due)),
+      element('td', {}, dead ? element('a', { href: `#/queue/${q(dead)}` }, dead) : '—'),
+      element('td', { class: 'num' }, age(s.oldest && s.oldest.age)));
+  }));
+  show(element('h1', {}, `Queues of ${session.project || 'your project'}`),
+    rows.length ? table([['queue'], ['free', 'num'], ['claimed', 'num'], ['delayed', 'num'],
+      ['next due'], ['dead-letter queue'], ['oldest', 'num']], rows)
+      : element('p', { class: 'muted' }, 'No queues.'));
+}
+
+async function scheduled(name, horizonMs) {
+  // Due order, delayed ones included, until past the horizon or SCAN_LIMIT messages.
+  const found = [];
+  let path = `/v2/queues/${q(name)}/messages?include_delayed=true&sort=due&with_schedule=true&echo=true&limit=${PAGE}`;
+  while (path && found.length < SCAN_LIMIT) {
+    const listed = await api('GET', path);
+    if (!listed || !listed.messages.length) break;
+    found.push(...listed.messages);
+    if (Date.parse(listed.messages[listed.messages.length - 1].due) > horizonMs) break;
+    const next = (listed.links || []).find((link) => link.rel === 'next');
+    path = next && listed.messages.length === PAGE ? next.href : null;
+  }
+  return found;
+}
+
+function histogram(messages, now, span) {
+  const counts = new Array(BINS).fill(0);
+  for (const message of messages) {
+    const offset = Date.parse(message.due) - now;
+    if (offset >= 0 && offset < span) counts[Math.floor((offset / span) * BINS)] += 1;
+  }
+  const top = Math.max(1, ...counts);
+  const bars = counts.map((count, i) => element('div', {
+    class: count ? 'bar' : 'bar empty', title: `${count} due in bin ${i + 1}`,
+    'data-count': count, style: `height: ${(100 * count) / top}%`,
+  }));
+  return [element('div', { class: 'histogram', id: 'histogram' }, bars),
+    element('div', { class: 'axis' }, element('span', {}, 'now'),
+      element('span', {}, `+${age(Math.round(span / 2000))}`), element('span', {}, `+${age(span / 1000)}`))];
+}
+
+async function act(description, action) {
+  if (!window.confirm(description)) return;
+  try {
+    clearError();
+    await action();
+    await render();
+  } catch (error) { showError(error); }
+}
+
+function rescheduleButton(name, message) {
+  return element('button', {
+    class: 'reschedule',
+    onclick: () => {
+      const answer = window.prompt('New delay in seconds, or a time (2030-01-01T10:00:00Z):', '60');
+      if (answer === null) return;
+      const change = /^\d+$/.test(answer.trim()) ? { delay: Number(answer) } : { deliver_at: answer.trim() };
+      act(`Reschedule ${message.id}?`, () => api('PATCH', `/v2/queues/${q(name)}/messages/${message.id}`, change));
+    },
+  }, 'Reschedule');
+}
+
+async function queueView(name, windowName) {
+  const span = WINDOWS[windowName] || WINDOWS.day;
+  const now = Date.now();
+  const [{ messages: s }, messages] = await Promise.all([
+    api('GET', `/v2/queues/${q(name)}/stats`),
+    scheduled(name, now + span),
+  ]);
+  const upcoming = messages.filter((m) => Date.parse(m.due) > now).slice(0, PAGE);
+  const claimed = messages.filter((m) => m.claim_id);
+  const cards = element('div', { class: 'cards' },
+    [['free', s.free], ['claimed', s.claimed], ['delayed', s.delayed ?? 0], ['total', s.total],
+      ['next due', when(s.next_due)], ['oldest', age(s.oldest && s.oldest.age)]]
+      .map(([label, value]) => element('div', { class: 'card', 'data-stat': label }, element('b', {}, value), label)));
+  const windows = element('div', { class: 'toolbar' }, 'Scheduled over the next',
+    Object.keys(WINDOWS).map((w) => element('a', { href: `#/queue/${q(name)}/${w}`, class: w === windowName ? 'current' : '' }, w)));
+  const rows = upcoming.map((m) => element('tr', { 'data-message': m.id },
+    element('td', {}, element('code', {}, m.id)), element('td', {}, when(m.due)),
+    element('td', {}, preview(m.body)),
+    element('td', { class: 'actions' }, rescheduleButton(name, m),
+      element('button', {
+        class: 'danger cancel',
+        onclick: () => act(`Cancel message ${m.id}? It will be deleted.`,
+          () => api('DELETE', `/v2/queues/${q(name)}/messages/${m.id}`)),
+      }, 'Cancel'))));
+  const claimRows = claimed.map((m) => element('tr', { 'data-claimed': m.id },
+    element('td', {}, element('code', {}, m.id)), element('td', { class: 'num' }, m.claim_count ?? '—'),
+    element('td', {}, age(m.age)), element('td', {}, preview(m.body))));
+  show(element('h1', {}, `Queue ${name}`), cards,
+    element('h2', {}, 'Due times'), windows, ...histogram(messages, now, span),
+    messages.length >= SCAN_LIMIT ? element('p', { class: 'muted' }, `The first ${SCAN_LIMIT} messages in due order are drawn.`) : '',
+    element('h2', {}, 'Next scheduled'),
+    rows.length ? table([['id'], ['due'], ['body'], ['']], rows) : element('p', { class: 'muted' }, 'Nothing scheduled.'),
+    element('h2', {}, 'Claimed'),
+    claimRows.length ? table([['id'], ['claims', 'num'], ['age'], ['body']], claimRows) : element('p', { class: 'muted' }, 'Nothing claimed.'),
+    element('h2', {}, 'Queue'),
+    element('button', {
+      class: 'danger purge',
+      onclick: () => act(`Purge every message of ${name}?`,
+        () => api('POST', `/v2/queues/${q(name)}/purge`, { resource_types: ['messages'] })),
+    }, 'Purge messages'));
+}
+
+function parseHistogram(text, metric) {
+  // Sum a Prometheus histogram's buckets over every label set: le -> cumulative count.
+  const buckets = new Map();
+  const pattern = new RegExp(`^${metric}_bucket\\{([^}]*)\\} ([0-9.eE+-]+)$`);
+  for (const line of text.split('\n')) {
+    const match = pattern.exec(line);
+    if (!match) continue;
+    const le = /le="([^"]+)"/.exec(match[1]);
+    if (!le) continue;
+    buckets.set(le[1], (buckets.get(le[1]) || 0) + Number(match[2]));
+  }
+  const ordered = [...buckets.entries()].sort((a, b) => Number(a[0]) - Number(b[0]));
+  return ordered.map(([le, cumulative], i) => [le, cumulative - (i ? ordered[i - 1][1] : 0)]);
+}
+
+function metricBars(id, title, buckets) {
+  const top = Math.max(1, ...buckets.map(([, n]) => n));
+  return [element('h2', {}, title),
+    element('div', { class: 'histogram', id }, buckets.map(([le, n]) => element('div', {
+      class: n ? 'bar' : 'bar empty', title: `≤ ${le} s: ${n}`, 'data-le': le, 'data-count': n,
+      style: `height: ${(100 * n) / top}%`,
+    }))),
+    element('div', { class: 'axis' }, buckets.length ? [element('span', {}, `≤ ${buckets[0][0]} s`),
+      element('span', {}, `≤ ${buckets[buckets.length - 1][0]} s`)] : [])];
+}
+
+async function serviceView() {
+  const text = await api('GET', '/metrics');
+  show(element('h1', {}, 'Service'),
+    element('p', { class: 'muted', id: 'updated' }, `Updated ${new Date().toISOString()}; refreshes every 5 s.`),
+    ...metricBars('claim-lateness', 'Claim lateness', parseHistogram(text, 'zaqar_delay_claim_lateness_seconds')),
+    ...metricBars('request-latency', 'Request latency', parseHistogram(text, 'zaqar_delay_request_duration_seconds')));
+  refresh = setTimeout(() => render().catch(showError), 5000);
+}
+
+async function render() {
+  if (refresh) { clearTimeout(refresh); refresh = null; }
+  const [, kind, name, windowName] = location.hash.split('/');
+  if (kind === 'service') return serviceView();
+  if (kind === 'queue' && name) return queueView(decodeURIComponent(name), windowName || 'day');
+  return queuesView();
+}
+
+function start() {
+  $('#project').value = session.project;
+  $('#token').value = session.token;
+  $('#identity').addEventListener('submit', (event) => {
+    event.preventDefault();
+    session.project = $('#project').value.trim();
+    session.token = $('#token').value.trim();
+    sessionStorage.setItem('zd.project', session.project);
+    sessionStorage.setItem('zd.token', session.token);
+    clearError();
+    render().catch(failed);
+  });
+  window.addEventListener('hashchange', () => { clearError(); render().catch(failed); });
+  render().catch(failed);
+}
+
+function failed(error) {
+  if (error instanceof ApiError && error.status === 401) {
+    // Keystone mode without a (valid) token: ask for one, show nothing else.
+    $('#token-field').hidden = false;
+    show(element('p', { id: 'need-token' }, 'This server needs a Keystone token: enter one above.'));
+  } else {
+    show(element('p', { class: 'muted' }, 'Nothing to show.'));
+  }
+  showError(error);
+}
+
+document.addEventListener('DOMContentLoaded', start);
