@@ -261,3 +261,25 @@ def test_in_keystone_mode_nothing_is_shown_without_a_token(
         assert not browser.find_elements(By.CSS_SELECTOR, "table, tr[data-queue]")
     finally:
         service.stop()
+
+
+def test_a_queue_shows_its_claimed_and_dead_lettered_messages(
+    server: ServiceProcess, browser: Any
+) -> None:
+    project = f"held-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    assert call("PUT", "/v2/queues/work", json={"_dead_letter_queue": "work-dead"}).ok
+    assert call("POST", "/v2/queues/work/messages", json={"messages": [{"body": 1}] * 3}).ok
+    claimed = call("POST", "/v2/queues/work/claims?limit=2", json={"ttl": 300, "grace": 60})
+    held = sorted(m["href"].split("/")[-1].split("?")[0] for m in claimed.json()["messages"])
+    dead = call("POST", "/v2/queues/work-dead/messages", json={"messages": [{"body": "gave up"}]})
+    dead_id = dead.json()["resources"][0].rsplit("/", 1)[1]
+    browser.get(f"{server.url}/dashboard/?project={project}#/queue/work/hour")
+    rows = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "tr[data-claimed]"), "claims")
+    screenshot(browser, "claimed")
+    assert sorted(r.get_attribute("data-claimed") for r in rows) == held
+    for row in rows:
+        assert row.find_element(By.CSS_SELECTOR, ".claim-count").text == "1"
+        assert row.find_element(By.CSS_SELECTOR, ".claim-age").text.endswith(" s")
+    [dead_row] = browser.find_elements(By.CSS_SELECTOR, "tr[data-dead]")
+    assert dead_row.get_attribute("data-dead") == dead_id

@@ -4,6 +4,7 @@
 
 const SCAN_LIMIT = 1000; // messages read at most to draw a queue's schedule
 const PAGE = 20;
+const CLAIM_SCAN = 200; // messages read at most, in posting order, to find claimed ones
 const WINDOWS = { hour: 3600e3, day: 86400e3, week: 604800e3 };
 const BINS = 24;
 
@@ -189,15 +190,57 @@ function rescheduleButton(name, message) {
   }, 'Reschedule');
 }
 
+function claimOf(message) {
+  return new URL(message.href, location.origin).searchParams.get('claim_id');
+}
+
+async function claimedRows(name) {
+  // Claimed messages among the first CLAIM_SCAN in posting order (a due-order listing holds
+  // only unclaimed ones), each with its claim's age: one read per claim.
+  const messages = [];
+  let path = `/v2/queues/${q(name)}/messages?include_claimed=true&with_schedule=true&echo=true&limit=${PAGE}`;
+  while (path && messages.length < CLAIM_SCAN) {
+    const listed = await api('GET', path);
+    if (!listed || !listed.messages.length) break;
+    messages.push(...listed.messages);
+    const next = (listed.links || []).find((link) => link.rel === 'next');
+    path = next && listed.messages.length === PAGE ? next.href : null;
+  }
+  const claimed = messages.filter(claimOf).slice(0, PAGE);
+  const claims = new Map();
+  await Promise.all([...new Set(claimed.map(claimOf))].map(async (id) => {
+    try { claims.set(id, await api('GET', `/v2/queues/${q(name)}/claims/${id}`)); } catch (e) { claims.set(id, null); }
+  }));
+  return claimed.map((m) => {
+    const claim = claims.get(claimOf(m));
+    return element('tr', { 'data-claimed': m.id },
+      element('td', {}, element('code', {}, m.id)), element('td', {}, element('code', {}, claimOf(m).slice(0, 8))),
+      element('td', { class: 'num claim-age' }, claim ? age(claim.age) : 'ended'),
+      element('td', { class: 'num claim-count' }, m.claim_count ?? '—'), element('td', {}, preview(m.body)));
+  });
+}
+
+async function deadLetterSection(dead) {
+  if (!dead) return [];
+  const listed = await api('GET', `/v2/queues/${q(dead)}/messages?include_delayed=true&include_claimed=true&echo=true&limit=${PAGE}`);
+  const rows = ((listed && listed.messages) || []).map((m) => element('tr', { 'data-dead': m.id },
+    element('td', {}, element('code', {}, m.id)), element('td', {}, age(m.age)), element('td', {}, preview(m.body))));
+  return [element('h2', {}, 'Dead-letter queue ', element('a', { href: `#/queue/${q(dead)}` }, dead)),
+    rows.length ? table([['id'], ['age'], ['body']], rows) : element('p', { class: 'muted' }, 'No dead-lettered messages.')];
+}
+
 async function queueView(name, windowName) {
   const span = WINDOWS[windowName] || WINDOWS.day;
   const now = Date.now();
-  const [{ messages: s }, messages] = await Promise.all([
+  const [{ messages: s }, messages, queue] = await Promise.all([
     api('GET', `/v2/queues/${q(name)}/stats`),
     scheduled(name, now + span),
+    api('GET', `/v2/queues/${q(name)}`).catch(() => ({})),
   ]);
   const upcoming = messages.filter((m) => Date.parse(m.due) > now).slice(0, PAGE);
-  const claimed = messages.filter((m) => m.claim_id);
+  const [claimRows, dead] = await Promise.all([
+    claimedRows(name), deadLetterSection((queue || {})._dead_letter_queue),
+  ]);
   const cards = element('div', { class: 'cards' },
     [['free', s.free], ['claimed', s.claimed], ['delayed', s.delayed ?? 0], ['total', s.total],
       ['next due', when(s.next_due)], ['oldest', age(s.oldest && s.oldest.age)]]
@@ -213,16 +256,15 @@ async function queueView(name, windowName) {
         onclick: () => act(`Cancel message ${m.id}? It will be deleted.`,
           () => api('DELETE', `/v2/queues/${q(name)}/messages/${m.id}`)),
       }, 'Cancel'))));
-  const claimRows = claimed.map((m) => element('tr', { 'data-claimed': m.id },
-    element('td', {}, element('code', {}, m.id)), element('td', { class: 'num' }, m.claim_count ?? '—'),
-    element('td', {}, age(m.age)), element('td', {}, preview(m.body))));
   show(element('h1', {}, `Queue ${name}`), cards,
     element('h2', {}, 'Due times'), windows, ...histogram(messages, now, span),
     messages.length >= SCAN_LIMIT ? element('p', { class: 'muted' }, `The first ${SCAN_LIMIT} messages in due order are drawn.`) : '',
     element('h2', {}, 'Next scheduled'),
     rows.length ? table([['id'], ['due'], ['body'], ['']], rows) : element('p', { class: 'muted' }, 'Nothing scheduled.'),
     element('h2', {}, 'Claimed'),
-    claimRows.length ? table([['id'], ['claims', 'num'], ['age'], ['body']], claimRows) : element('p', { class: 'muted' }, 'Nothing claimed.'),
+    claimRows.length ? table([['id'], ['claim'], ['claim age', 'num'], ['claims', 'num'], ['body']], claimRows)
+      : element('p', { class: 'muted' }, 'Nothing claimed.'),
+    ...dead,
     element('h2', {}, 'Queue'),
     element('button', {
       class: 'danger purge',
