@@ -283,3 +283,35 @@ def test_a_queue_shows_its_claimed_and_dead_lettered_messages(
         assert row.find_element(By.CSS_SELECTOR, ".claim-age").text.endswith(" s")
     [dead_row] = browser.find_elements(By.CSS_SELECTOR, "tr[data-dead]")
     assert dead_row.get_attribute("data-dead") == dead_id
+
+
+def test_dead_lettered_messages_move_back_to_their_queue(
+    server: ServiceProcess, browser: Any
+) -> None:
+    project = f"back-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    assert call("PUT", "/v2/queues/orders", json={"_dead_letter_queue": "orders-dead"}).ok
+    bodies = [{"order": n} for n in range(3)]
+    posted = call(
+        "POST", "/v2/queues/orders-dead/messages", json={"messages": [{"body": b} for b in bodies]}
+    )
+    first = posted.json()["resources"][0].rsplit("/", 1)[1]
+    browser.get(f"{server.url}/dashboard/?project={project}#/queue/orders/hour")
+    button = wait_for(
+        lambda: browser.find_element(By.CSS_SELECTOR, f'tr[data-dead="{first}"] .move-back'),
+        "the dead letter",
+    )
+    button.click()
+    browser.switch_to.alert.accept()
+    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "tr[data-dead]")) == 2, "one moved")
+    browser.find_element(By.CSS_SELECTOR, ".move-all-back").click()
+    browser.switch_to.alert.accept()
+    wait_for(lambda: not browser.find_elements(By.CSS_SELECTOR, "tr[data-dead]"), "all moved")
+    screenshot(browser, "moved-back")
+
+    def bodies_in(queue: str) -> list[Any]:
+        listed = call("GET", f"/v2/queues/{queue}/messages?echo=true&include_claimed=true")
+        return [] if listed.status_code == 204 else [m["body"] for m in listed.json()["messages"]]
+
+    assert sorted(b["order"] for b in bodies_in("orders")) == [0, 1, 2]  # each once
+    assert bodies_in("orders-dead") == []

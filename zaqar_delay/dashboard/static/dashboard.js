@@ -220,13 +220,35 @@ async function claimedRows(name) {
   });
 }
 
-async function deadLetterSection(dead) {
+async function moveBack(dead, source, message) {
+  // Post a copy to the source queue, then delete the dead-lettered one. The copy carries a
+  // dedup_id made from the dead letter's id, so a move repeated after a failure between the
+  // two requests stores it once (the idempotent-posting extension).
+  await api('POST', `/v2/queues/${q(source)}/messages`, {
+    messages: [{ body: message.body, ttl: message.ttl, dedup_id: `redrive-${dead}-${message.id}` }],
+  });
+  await api('DELETE', `/v2/queues/${q(dead)}/messages/${message.id}`);
+}
+
+async function deadLetterSection(dead, source) {
   if (!dead) return [];
-  const listed = await api('GET', `/v2/queues/${q(dead)}/messages?include_delayed=true&include_claimed=true&echo=true&limit=${PAGE}`);
-  const rows = ((listed && listed.messages) || []).map((m) => element('tr', { 'data-dead': m.id },
-    element('td', {}, element('code', {}, m.id)), element('td', {}, age(m.age)), element('td', {}, preview(m.body))));
-  return [element('h2', {}, 'Dead-letter queue ', element('a', { href: `#/queue/${q(dead)}` }, dead)),
-    rows.length ? table([['id'], ['age'], ['body']], rows) : element('p', { class: 'muted' }, 'No dead-lettered messages.')];
+  const listed = await api('GET', `/v2/queues/${q(dead)}/messages?include_delayed=true&echo=true&limit=${PAGE}`);
+  const messages = (listed && listed.messages) || [];
+  const rows = messages.map((m) => element('tr', { 'data-dead': m.id },
+    element('td', {}, element('code', {}, m.id)), element('td', {}, age(m.age)), element('td', {}, preview(m.body)),
+    element('td', { class: 'actions' }, element('button', {
+      class: 'move-back',
+      onclick: () => act(`Move ${m.id} back to ${source}?`, () => moveBack(dead, source, m)),
+    }, `Move back to ${source}`))));
+  const all = messages.length ? element('button', {
+    class: 'move-all-back',
+    onclick: () => act(`Move these ${messages.length} messages back to ${source}?`, async () => {
+      for (const m of messages) await moveBack(dead, source, m);
+    }),
+  }, `Move these ${messages.length} back`) : '';
+  const heading = element('h2', {}, 'Dead-letter queue ', element('a', { href: `#/queue/${q(dead)}` }, dead));
+  if (!rows.length) return [heading, element('p', { class: 'muted' }, 'No dead-lettered messages.')];
+  return [heading, table([['id'], ['age'], ['body'], ['']], rows), element('div', { class: 'toolbar' }, all)];
 }
 
 async function queueView(name, windowName) {
@@ -239,7 +261,7 @@ async function queueView(name, windowName) {
   ]);
   const upcoming = messages.filter((m) => Date.parse(m.due) > now).slice(0, PAGE);
   const [claimRows, dead] = await Promise.all([
-    claimedRows(name), deadLetterSection((queue || {})._dead_letter_queue),
+    claimedRows(name), deadLetterSection((queue || {})._dead_letter_queue, name),
   ]);
   const cards = element('div', { class: 'cards' },
     [['free', s.free], ['claimed', s.claimed], ['delayed', s.delayed ?? 0], ['total', s.total],
