@@ -315,3 +315,77 @@ def test_dead_lettered_messages_move_back_to_their_queue(
 
     assert sorted(b["order"] for b in bodies_in("orders")) == [0, 1, 2]  # each once
     assert bodies_in("orders-dead") == []
+
+
+@pytest.fixture
+def keystone_server(tmp_path: pathlib.Path, embedded_redis: Any) -> Iterator[tuple[str, Any]]:
+    """The app in keystone mode on a loopback port, served in this process so that
+    keystonemiddleware's AuthTokenFixture answers for the tokens a test registers."""
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from keystonemiddleware.fixture import AuthTokenFixture
+
+    from tests.conftest import close_test_driver, open_test_driver
+    from zaqar_delay.api.app import create_wsgi_app
+    from zaqar_delay.conf import load_settings
+
+    conf = tmp_path / "keystone.conf"
+    conf.write_text(
+        "[server]\nauth_strategy = keystone\n"
+        "[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n"
+        "delay_auth_decision = false\n"
+    )
+    driver = open_test_driver(str(embedded_redis.uri))
+    tokens = AuthTokenFixture()
+    tokens.setUp()
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = make_server(
+        "127.0.0.1",
+        0,
+        create_wsgi_app(load_settings([str(conf)]), driver=driver),
+        handler_class=Quiet,
+    )
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}", tokens
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        tokens.cleanUp()
+        close_test_driver(driver)
+
+
+def test_in_keystone_mode_a_token_shows_its_own_projects_queues(
+    browser: Any, keystone_server: tuple[str, Any]
+) -> None:
+    url, tokens = keystone_server
+    tokens_by_project = {}
+    for project in ("alice", "bob"):
+        tokens_by_project[project] = uuid.uuid4().hex
+        tokens.add_token_data(
+            token_id=tokens_by_project[project],
+            project_id=project,
+            user_id=f"u-{project}",
+            role_list=["member"],
+        )
+        headers = {"Client-ID": str(uuid.uuid4()), "X-Auth-Token": tokens_by_project[project]}
+        created = requests.put(f"{url}/v2/queues/{project}-q", json={}, headers=headers, timeout=10)
+        assert created.status_code == 201
+    browser.get(f"{url}/dashboard/?project=bob")  # the header it sends loses to the token
+    wait_for(lambda: browser.find_element(By.ID, "need-token"), "the token prompt")
+    browser.find_element(By.ID, "token").send_keys(tokens_by_project["alice"])
+    browser.find_element(By.CSS_SELECTOR, "#identity button").click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "tr[data-queue]"), "the queues")
+    screenshot(browser, "keystone-token")
+    shown = [
+        r.get_attribute("data-queue")
+        for r in browser.find_elements(By.CSS_SELECTOR, "tr[data-queue]")
+    ]
+    assert shown == ["alice-q"]
+    browser.execute_script("sessionStorage.clear()")
