@@ -283,6 +283,23 @@ def test_a_queue_shows_its_claimed_and_dead_lettered_messages(
         assert row.find_element(By.CSS_SELECTOR, ".claim-age").text.endswith(" s")
     [dead_row] = browser.find_elements(By.CSS_SELECTOR, "tr[data-dead]")
     assert dead_row.get_attribute("data-dead") == dead_id
+    assert not browser.find_elements(By.CSS_SELECTOR, "tr[data-subscription]")
+
+
+def test_a_queue_shows_its_push_subscriptions(server: ServiceProcess, browser: Any) -> None:
+    project = f"subs-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    subscriber = "http://127.0.0.1:9/hook"
+    made = call(
+        "POST", "/v2/queues/jobs/subscriptions", json={"subscriber": subscriber, "ttl": 3600}
+    )
+    assert made.status_code == 201, made.text
+    browser.get(f"{server.url}/dashboard/?project={project}#/queue/jobs/hour")
+    [row] = wait_for(
+        lambda: browser.find_elements(By.CSS_SELECTOR, "tr[data-subscription]"), "the subscription"
+    )
+    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[0] == subscriber and cells[3] == "60 min"
 
 
 def test_dead_lettered_messages_move_back_to_their_queue(

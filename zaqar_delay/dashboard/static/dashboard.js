@@ -251,6 +251,16 @@ async function deadLetterSection(dead, source) {
   return [heading, table([['id'], ['age'], ['body'], ['']], rows), element('div', { class: 'toolbar' }, all)];
 }
 
+async function subscriptionSection(name) {
+  const listed = await api('GET', `/v2/queues/${q(name)}/subscriptions?limit=${PAGE}`);
+  const rows = ((listed && listed.subscriptions) || []).map((sub) => element('tr', { 'data-subscription': sub.id },
+    element('td', {}, sub.subscriber), element('td', {}, sub.confirmed ? 'yes' : 'no'),
+    element('td', { class: 'num' }, age(sub.age)), element('td', { class: 'num' }, age(sub.ttl))));
+  return [element('h2', {}, 'Push subscriptions'),
+    rows.length ? table([['subscriber'], ['confirmed'], ['age', 'num'], ['ttl', 'num']], rows)
+      : element('p', { class: 'muted' }, 'No subscriptions.')];
+}
+
 async function queueView(name, windowName) {
   const span = WINDOWS[windowName] || WINDOWS.day;
   const now = Date.now();
@@ -260,8 +270,9 @@ async function queueView(name, windowName) {
     api('GET', `/v2/queues/${q(name)}`).catch(() => ({})),
   ]);
   const upcoming = messages.filter((m) => Date.parse(m.due) > now).slice(0, PAGE);
-  const [claimRows, dead] = await Promise.all([
+  const [claimRows, dead, subscriptions] = await Promise.all([
     claimedRows(name), deadLetterSection((queue || {})._dead_letter_queue, name),
+    subscriptionSection(name),
   ]);
   const cards = element('div', { class: 'cards' },
     [['free', s.free], ['claimed', s.claimed], ['delayed', s.delayed ?? 0], ['total', s.total],
@@ -287,6 +298,7 @@ async function queueView(name, windowName) {
     claimRows.length ? table([['id'], ['claim'], ['claim age', 'num'], ['claims', 'num'], ['body']], claimRows)
       : element('p', { class: 'muted' }, 'Nothing claimed.'),
     ...dead,
+    ...subscriptions,
     element('h2', {}, 'Queue'),
     element('button', {
       class: 'danger purge',
