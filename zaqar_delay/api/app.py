@@ -16,6 +16,7 @@ from zaqar_delay.api.v2 import health, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings
+from zaqar_delay.dashboard import with_dashboard
 from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import open_journal
 from zaqar_delay.metrics import Metrics
@@ -30,7 +31,6 @@ from zaqar_delay.signed_urls import Signer
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.uri import open_driver
 from zaqar_delay.subscriptions import Subscriptions
-from zaqar_delay.dashboard import with_dashboard
 
 
 def create_wsgi_app(
