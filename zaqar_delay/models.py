@@ -152,6 +152,16 @@ class ListPage:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class PushResult:
+    """A subscription's last push attempt: when it was sent (ms), what came of it
+    (``delivered``, ``retry`` or ``permanent``) and, when it failed, why."""
+
+    at_ms: int
+    outcome: str
+    detail: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Subscription:
     """A queue's subscription as read at some ``now``: who is pushed the queue's messages
     (``subscriber``, an http(s) or mailto URI) until ``expires_ms``. ``started_ms`` is when its
@@ -167,6 +177,7 @@ class Subscription:
     expires_ms: int
     confirmed: bool
     secret: str
+    last_delivery: PushResult | None = None  # the last attempt recorded, if any
 
     def age_s(self, now_ms: int) -> int:
         return max(0, (now_ms - self.started_ms) // 1000)

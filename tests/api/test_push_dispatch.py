@@ -20,6 +20,7 @@ from aiosmtpd.smtp import Envelope
 from tests.api.conftest import PROJECT, Api, api_on, signed_headers
 from tests.processes import free_port
 from tests.receiver import Receiver, receiver
+from zaqar_delay.api import views
 from zaqar_delay.conf import load_settings
 from zaqar_delay.journal import Journal
 from zaqar_delay.lifecycle import Lifecycle
@@ -512,3 +513,25 @@ def test_require_confirmation_mails_mailto_subscribers_the_signed_url(
         assert mail["Subject"] == "Confirm your subscription to the queue q"
         document = json.loads(mail.get_content())  # type: ignore[attr-defined]
         assert document["URL-Paths"] == [f"/v2/queues/q/subscriptions/{sid}/confirm"]
+
+
+def test_a_subscription_shows_its_last_push_attempt(api: Api, dispatcher: Dispatcher) -> None:
+    with receiver(statuses=[503]) as hook:
+        sid = subscribe(api, hook)
+        before = api.get(f"/v2/queues/q/subscriptions/{sid}").json
+        assert "last_delivery" not in before  # nothing attempted: as Zaqar shows it
+        api.post_messages("q", {"body": "flaky"})
+        dispatcher.run_once()  # 503
+        hook.wait_for(1)
+        failed = api.get(f"/v2/queues/q/subscriptions/{sid}").json["last_delivery"]
+        assert failed["outcome"] == "retry" and "503" in failed["detail"]
+        assert failed["at"] == views.timestamp_ms(api.clock.now_ms())
+        api.clock.advance(seconds=2)
+        dispatcher.run_once()  # retried at once: 200
+        hook.wait_for(2)
+        listed = api.get("/v2/queues/q/subscriptions").json["subscriptions"]
+        assert listed[0]["last_delivery"] == {
+            "at": views.timestamp_ms(api.clock.now_ms()),
+            "outcome": "delivered",
+            "detail": "",
+        }

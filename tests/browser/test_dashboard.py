@@ -14,6 +14,7 @@ import pytest
 import requests
 
 from tests.processes import ServiceProcess
+from tests.receiver import receiver
 
 pytestmark = pytest.mark.functional
 
@@ -289,17 +290,29 @@ def test_a_queue_shows_its_claimed_and_dead_lettered_messages(
 def test_a_queue_shows_its_push_subscriptions(server: ServiceProcess, browser: Any) -> None:
     project = f"subs-{uuid.uuid4().hex[:6]}"
     call = api(server, project)
-    subscriber = "http://127.0.0.1:9/hook"
-    made = call(
-        "POST", "/v2/queues/jobs/subscriptions", json={"subscriber": subscriber, "ttl": 3600}
-    )
-    assert made.status_code == 201, made.text
-    browser.get(f"{server.url}/dashboard/?project={project}#/queue/jobs/hour")
-    [row] = wait_for(
-        lambda: browser.find_elements(By.CSS_SELECTOR, "tr[data-subscription]"), "the subscription"
-    )
-    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
-    assert cells[0] == subscriber and cells[3] == "60 min"
+    with receiver(statuses=[503]) as hook:
+        subscription = {"subscriber": hook.url, "ttl": 3600}
+        made = call("POST", "/v2/queues/jobs/subscriptions", json=subscription)
+        assert made.status_code == 201, made.text
+        sid = made.json()["subscription_id"]
+        assert call("POST", "/v2/queues/jobs/messages", json={"messages": [{"body": 1}]}).ok
+        hook.wait_for(1)
+
+        def recorded() -> Any:
+            shown = call("GET", f"/v2/queues/jobs/subscriptions/{sid}").json()
+            return shown.get("last_delivery")
+
+        wait_for(recorded, "the attempt recorded")
+        browser.get(f"{server.url}/dashboard/?project={project}#/queue/jobs/hour")
+        [row] = wait_for(
+            lambda: browser.find_elements(By.CSS_SELECTOR, "tr[data-subscription]"),
+            "the subscription",
+        )
+        cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+        screenshot(browser, "subscriptions")
+        assert cells[0] == hook.url and cells[3] == "60 min"
+        # The 503, or, if the retry went out already, its 200.
+        assert cells[4].startswith(("retry (HTTP 503)", "delivered")), cells[4]
 
 
 def test_dead_lettered_messages_move_back_to_their_queue(

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import namespace_of, open_test_driver
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import SubscriptionChange
+from zaqar_delay.models import PushResult, SubscriptionChange
 from zaqar_delay.storage.base import Driver
 
 P, Q = "project-a", "alerts"
@@ -178,3 +178,25 @@ def test_concurrent_creations_of_one_subscriber_make_one(
     assert sum(created for _, created in results) == 1
     assert len({sid for sid, _ in results}) == 1
     assert len(driver.list_subscriptions(P, Q, None, 10, clock.now_ms())) == 1
+
+
+def test_the_last_push_result_is_kept_and_survives_updates(
+    driver: Driver, clock: FakeClock
+) -> None:
+    sid, _ = subscribe(driver, clock)
+    other, _ = subscribe(driver, clock, subscriber="http://127.0.0.1:9/other")
+    found = driver.get_subscription(P, Q, sid, clock.now_ms())
+    assert found is not None and found.last_delivery is None
+    failed = PushResult(clock.now_ms(), "retry", "HTTP 503")
+    driver.record_push_results(P, Q, [(sid, failed), ("gone", failed)])  # unknown: skipped
+    found = driver.get_subscription(P, Q, sid, clock.now_ms())
+    assert found is not None and found.last_delivery == failed
+    later = PushResult(clock.now_ms() + 1000, "delivered", "")
+    driver.record_push_results(P, Q, [(sid, later), (other, failed)])
+    driver.update_subscription(P, Q, sid, SubscriptionChange(ttl_s=60), clock.now_ms())
+    driver.confirm_subscription(P, Q, sid, True, clock.now_ms())
+    listed = {
+        s.id: s.last_delivery for s in driver.list_subscriptions(P, Q, None, 10, clock.now_ms())
+    }
+    assert listed == {sid: later, other: failed}
+    assert driver.get_subscription(P, "elsewhere", sid, clock.now_ms()) is None

@@ -148,6 +148,15 @@ SUBSCRIPTION_OUT: Schema = {
         "age": {"type": "integer"},
         "options": {"type": "object"},
         "confirmed": {"type": "boolean"},
+        "last_delivery": {
+            "type": "object",
+            "required": ["at", "outcome", "detail"],
+            "properties": {
+                "at": {"type": "string"},
+                "outcome": {"type": "string", "enum": ["delivered", "retry", "permanent"]},
+                "detail": {"type": "string"},
+            },
+        },
     },
 }
 

@@ -92,8 +92,10 @@ def stats(queue: str, s: QueueStats, now_ms: int) -> dict[str, Any]:
 
 
 def subscription(s: Subscription, now_ms: int) -> dict[str, Any]:
-    """A subscription as Zaqar shows it (its signing secret is never shown)."""
-    return {
+    """A subscription as Zaqar shows it (its signing secret is never shown), and, once a push
+    was attempted, ``last_delivery`` (a zaqar-delay extension): when the last attempt was
+    sent, its outcome (``delivered``, ``retry`` or ``permanent``) and why it failed."""
+    shown: dict[str, Any] = {
         "id": s.id,
         "source": s.queue,
         "subscriber": s.subscriber,
@@ -102,6 +104,13 @@ def subscription(s: Subscription, now_ms: int) -> dict[str, Any]:
         "options": s.options,
         "confirmed": s.confirmed,
     }
+    if s.last_delivery is not None:
+        shown["last_delivery"] = {
+            "at": timestamp_ms(s.last_delivery.at_ms),
+            "outcome": s.last_delivery.outcome,
+            "detail": s.last_delivery.detail,
+        }
+    return shown
 
 
 def queue_entry(q: QueueInfo) -> dict[str, Any]:

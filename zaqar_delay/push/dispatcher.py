@@ -32,13 +32,15 @@ from zaqar_delay import jsondoc, retry_policy
 from zaqar_delay.clock import Clock
 from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.lifecycle import Lifecycle
-from zaqar_delay.models import Delivery, NewMessage
+from zaqar_delay.models import Delivery, NewMessage, PushResult
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import Outcome, message_document
 from zaqar_delay.storage.base import Driver
 
 LOG = logging.getLogger(__name__)
+# Characters of an error kept as a subscription's last push result.
+MAX_RESULT_DETAIL = 200
 
 QUEUES_PER_ROUND = 32
 RECHECK_S = 1.0
@@ -258,6 +260,24 @@ class Dispatcher:
                 consume.append(delivery.id)
             self._report(attempt, retry_at, policy, now_ms)
         self.driver.settle_pushes(project, queue, outcomes, now_ms, consume)
+        self._record_last(project, queue, attempts)
+
+    def _record_last(self, project: str, queue: str, attempts: list[Attempt]) -> None:
+        """Keep each subscription's last attempt of the batch for its readers (the API, the
+        dashboard). Only informative: a store failure here is logged, and the pushes, already
+        settled, are not sent again."""
+        last: dict[str, PushResult] = {}
+        for attempt in sorted(attempts, key=lambda a: a.sent_ms):
+            outcome = attempt.outcome
+            if outcome.kind != "unconfirmed":
+                detail = outcome.error[:MAX_RESULT_DETAIL]
+                last[attempt.delivery.subscription.id] = PushResult(
+                    attempt.sent_ms, outcome.kind, detail
+                )
+        try:
+            self.driver.record_push_results(project, queue, list(last.items()))
+        except StorageUnavailable as exc:
+            LOG.warning("last push results of %s/%s not recorded: %s", project, queue, exc)
 
     def _report(
         self, attempt: Attempt, retry_at: int | None, policy: QueuePolicy, now_ms: int

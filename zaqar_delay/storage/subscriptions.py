@@ -8,8 +8,9 @@ it is deleted. The contract suite's ``TestSubscriptions`` is the executable form
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 
-from zaqar_delay.models import Metadata, Subscription, SubscriptionChange
+from zaqar_delay.models import Metadata, PushResult, Subscription, SubscriptionChange
 
 
 class SubscriptionStore(abc.ABC):
@@ -66,6 +67,13 @@ class SubscriptionStore(abc.ABC):
     @abc.abstractmethod
     def delete_subscription(self, project: str, queue: str, subscription_id: str) -> None:
         """Remove it; unknown ids are a no-op."""
+
+    @abc.abstractmethod
+    def record_push_results(
+        self, project: str, queue: str, results: Sequence[tuple[str, PushResult]]
+    ) -> None:
+        """Keep each (subscription id, result) as that subscription's ``last_delivery``, in
+        one store call; ids of subscriptions that are gone are skipped."""
 
     @abc.abstractmethod
     def purge_subscriptions(self, project: str, queue: str) -> None:

@@ -251,13 +251,20 @@ async function deadLetterSection(dead, source) {
   return [heading, table([['id'], ['age'], ['body'], ['']], rows), element('div', { class: 'toolbar' }, all)];
 }
 
+function lastDelivery(last) {
+  if (!last) return '—';
+  const ago = age(Math.max(0, Math.round((Date.now() - Date.parse(last.at)) / 1000)));
+  return `${last.outcome}${last.detail ? ` (${last.detail})` : ''}, ${ago} ago`;
+}
+
 async function subscriptionSection(name) {
   const listed = await api('GET', `/v2/queues/${q(name)}/subscriptions?limit=${PAGE}`);
   const rows = ((listed && listed.subscriptions) || []).map((sub) => element('tr', { 'data-subscription': sub.id },
     element('td', {}, sub.subscriber), element('td', {}, sub.confirmed ? 'yes' : 'no'),
-    element('td', { class: 'num' }, age(sub.age)), element('td', { class: 'num' }, age(sub.ttl))));
+    element('td', { class: 'num' }, age(sub.age)), element('td', { class: 'num' }, age(sub.ttl)),
+    element('td', { class: 'last-delivery' }, lastDelivery(sub.last_delivery))));
   return [element('h2', {}, 'Push subscriptions'),
-    rows.length ? table([['subscriber'], ['confirmed'], ['age', 'num'], ['ttl', 'num']], rows)
+    rows.length ? table([['subscriber'], ['confirmed'], ['age', 'num'], ['ttl', 'num'], ['last delivery']], rows)
       : element('p', { class: 'muted' }, 'No subscriptions.')];
 }
 

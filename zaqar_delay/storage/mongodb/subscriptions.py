@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Sequence
 
+from pymongo import UpdateOne
 from pymongo.errors import DuplicateKeyError
 
 from zaqar_delay import errors
-from zaqar_delay.models import Metadata, Subscription, SubscriptionChange
+from zaqar_delay.models import Metadata, PushResult, Subscription, SubscriptionChange
 from zaqar_delay.storage.mongodb.common import Doc
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
 from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
@@ -32,7 +34,15 @@ def subscription_of(doc: Doc) -> Subscription:
         expires_ms=int(doc["e"]),
         confirmed=bool(doc["c"]),
         secret=doc["sk"],
+        last_delivery=_result_of(doc.get("ld")),
     )
+
+
+def _result_of(stored: Doc | None) -> PushResult | None:
+    """``ld``: the last push attempt, {"at": sent ms, "o": outcome, "d": detail}."""
+    if not stored:
+        return None
+    return PushResult(int(stored["at"]), stored["o"], stored.get("d", ""))
 
 
 @translate_class_errors
@@ -142,6 +152,23 @@ class SubscriptionOps(PushLimitOps):
             raise errors.Conflict(TAKEN) from None
         if not matched:
             raise errors.SubscriptionDoesNotExist(subscription_id, queue, project)
+
+    def record_push_results(
+        self, project: str, queue: str, results: Sequence[tuple[str, PushResult]]
+    ) -> None:
+        if not results:
+            return
+        where = self._queue_filter(project, queue)
+        self._subscriptions.bulk_write(
+            [
+                UpdateOne(
+                    {**where, "_id": subscription_id},
+                    {"$set": {"ld": {"at": r.at_ms, "o": r.outcome, "d": r.detail}}},
+                )
+                for subscription_id, r in results
+            ],
+            ordered=False,
+        )
 
     def delete_subscription(self, project: str, queue: str, subscription_id: str) -> None:
         self._subscriptions.delete_one(

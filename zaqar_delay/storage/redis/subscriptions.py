@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgpack
 
 from zaqar_delay import errors
-from zaqar_delay.models import Metadata, Subscription, SubscriptionChange
+from zaqar_delay.models import Metadata, PushResult, Subscription, SubscriptionChange
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
@@ -20,7 +21,12 @@ NOT_LIVE, SUBSCRIBER_TAKEN = -1, -2
 
 def subscription_of(subscription_id: str, queue: str, raw: bytes) -> Subscription:
     """A subscription from its stored record (the S_* positions in ``lua/lib.lua``)."""
-    subscriber, ttl, started, expires, confirmed, options, secret = msgpack.unpackb(raw)
+    fields = msgpack.unpackb(raw)
+    subscriber, ttl, started, expires, confirmed, options, secret = fields[:7]
+    last = None
+    if len(fields) > 7:  # S_LAST: the last push attempt, once there was one
+        at_ms, outcome, detail = fields[7]
+        last = PushResult(int(at_ms), _text(outcome), _text(detail))
     return Subscription(
         id=subscription_id,
         queue=queue,
@@ -31,7 +37,12 @@ def subscription_of(subscription_id: str, queue: str, raw: bytes) -> Subscriptio
         expires_ms=int(expires),
         confirmed=bool(confirmed),
         secret=secret.decode() if isinstance(secret, bytes) else secret,
+        last_delivery=last,
     )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 @translate_class_errors
@@ -134,6 +145,16 @@ class SubscriptionScripts(Driver):
 
     def purge_subscriptions(self, project: str, queue: str) -> None:
         self._run("subscription", project, queue, "purge", 0)
+
+    def record_push_results(
+        self, project: str, queue: str, results: Sequence[tuple[str, PushResult]]
+    ) -> None:
+        if not results:
+            return
+        flat: list[Any] = []
+        for subscription_id, result in results:
+            flat += [subscription_id, result.at_ms, result.outcome, result.detail]
+        self._run("subscription", project, queue, "results", 0, *flat)
 
     @staticmethod
     def _check(reply: int, project: str, queue: str, subscription_id: str) -> None:

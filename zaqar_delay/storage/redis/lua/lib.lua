@@ -27,6 +27,8 @@ local C_TTL, C_GRACE, C_UPDATED, C_EXPIRES, C_FIRST_SEQ = 1, 2, 3, 4, 5
 -- Positions in a subscription record (msgpack).
 local S_SUBSCRIBER, S_TTL, S_STARTED, S_EXPIRES, S_CONFIRMED = 1, 2, 3, 4, 5
 local S_OPTIONS, S_SECRET = 6, 7
+-- Optional (records written before it have 7 values): {sent ms, outcome, detail}.
+local S_LAST = 8
 
 -- How much garbage one call may collect, so no call blocks Redis for long.
 local GC_BUDGET = 100

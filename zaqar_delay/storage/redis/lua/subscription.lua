@@ -13,6 +13,9 @@
 --       subscriptions after marker in id order (at most limit).
 --   "delete", now, id: returns 1.
 --   "purge", now: drops every subscription; returns 1.
+--   "results", now, then four values per result: id, sent_ms, outcome, detail: each is kept
+--       as that subscription's last push attempt (ids no longer stored are skipped).
+--       Returns 1.
 -- Subscriptions whose ttl ran out are never returned; creating one removes them.
 
 local action, now = ARGV[1], tonumber(ARGV[2])
@@ -93,6 +96,16 @@ elseif action == 'update' or action == 'confirm' then
         end
     end
     redis.call('HSET', K_SUBSCRIPTIONS, id, cmsgpack.pack(record))
+    return 1
+elseif action == 'results' then
+    for i = 3, #ARGV, 4 do
+        local raw = redis.call('HGET', K_SUBSCRIPTIONS, ARGV[i])
+        if raw then
+            local record = cmsgpack.unpack(raw)
+            record[S_LAST] = {tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]}
+            redis.call('HSET', K_SUBSCRIPTIONS, ARGV[i], cmsgpack.pack(record))
+        end
+    end
     return 1
 elseif action == 'list' then
     local start = ARGV[3] == '' and '-' or '(' .. ARGV[3]
