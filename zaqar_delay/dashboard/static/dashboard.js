@@ -4,6 +4,7 @@
 
 const SCAN_LIMIT = 1000; // messages read at most to draw a queue's schedule
 const PAGE = 20;
+const QUEUE_LIMIT = 1000; // queues listed at most
 const CLAIM_SCAN = 200; // messages read at most, in posting order, to find claimed ones
 const WINDOWS = { hour: 3600e3, day: 86400e3, week: 604800e3 };
 const BINS = 24;
@@ -110,18 +111,26 @@ function preview(body) {
 
 const q = encodeURIComponent;
 
+// The items under `key` of a listing's pages from `path` on, following its "next" links,
+// until `limit` items, a short page, or `enough(page)`.
+async function listPages(path, key, limit, enough = () => false) {
+  const found = [];
+  while (path && found.length < limit) {
+    const listed = await api('GET', path);
+    const items = (listed && listed[key]) || [];
+    if (!items.length) break;
+    found.push(...items);
+    if (enough(items)) break;
+    const next = (listed.links || []).find((link) => link.rel === 'next');
+    path = next && items.length === PAGE ? next.href : null;
+  }
+  return found;
+}
+
 // -- views ------------------------------------------------------------------------------
 
 async function queuesView() {
-  const names = [];
-  let path = `/v2/queues?detailed=true&limit=${PAGE}`;
-  for (let page = 0; page < 50 && path; page += 1) {
-    const listed = await api('GET', path);
-    if (!listed || !listed.queues.length) break;
-    names.push(...listed.queues);
-    const next = (listed.links || []).find((link) => link.rel === 'next');
-    path = next && listed.queues.length === PAGE ? next.href : null;
-  }
+  const names = await listPages(`/v2/queues?detailed=true&limit=${PAGE}`, 'queues', QUEUE_LIMIT);
   const rows = await Promise.all(names.map(async (queue) => {
     const { messages: s } = await api('GET', `/v2/queues/${q(queue.name)}/stats`);
     const dead = (queue.metadata || {})._dead_letter_queue;
@@ -140,17 +149,9 @@ async function queuesView() {
 
 async function scheduled(name, horizonMs) {
   // Due order, delayed ones included, until past the horizon or SCAN_LIMIT messages.
-  const found = [];
-  let path = `/v2/queues/${q(name)}/messages?include_delayed=true&sort=due&with_schedule=true&echo=true&limit=${PAGE}`;
-  while (path && found.length < SCAN_LIMIT) {
-    const listed = await api('GET', path);
-    if (!listed || !listed.messages.length) break;
-    found.push(...listed.messages);
-    if (Date.parse(listed.messages[listed.messages.length - 1].due) > horizonMs) break;
-    const next = (listed.links || []).find((link) => link.rel === 'next');
-    path = next && listed.messages.length === PAGE ? next.href : null;
-  }
-  return found;
+  return listPages(
+    `/v2/queues/${q(name)}/messages?include_delayed=true&sort=due&with_schedule=true&echo=true&limit=${PAGE}`,
+    'messages', SCAN_LIMIT, (page) => Date.parse(page[page.length - 1].due) > horizonMs);
 }
 
 function histogram(messages, now, span) {
@@ -197,15 +198,9 @@ function claimOf(message) {
 async function claimedRows(name) {
   // Claimed messages among the first CLAIM_SCAN in posting order (a due-order listing holds
   // only unclaimed ones), each with its claim's age: one read per claim.
-  const messages = [];
-  let path = `/v2/queues/${q(name)}/messages?include_claimed=true&with_schedule=true&echo=true&limit=${PAGE}`;
-  while (path && messages.length < CLAIM_SCAN) {
-    const listed = await api('GET', path);
-    if (!listed || !listed.messages.length) break;
-    messages.push(...listed.messages);
-    const next = (listed.links || []).find((link) => link.rel === 'next');
-    path = next && listed.messages.length === PAGE ? next.href : null;
-  }
+  const messages = await listPages(
+    `/v2/queues/${q(name)}/messages?include_claimed=true&with_schedule=true&echo=true&limit=${PAGE}`,
+    'messages', CLAIM_SCAN);
   const claimed = messages.filter(claimOf).slice(0, PAGE);
   const claims = new Map();
   await Promise.all([...new Set(claimed.map(claimOf))].map(async (id) => {

@@ -30,13 +30,13 @@ def subscription_of(subscription_id: str, queue: str, raw: bytes) -> Subscriptio
     return Subscription(
         id=subscription_id,
         queue=queue,
-        subscriber=subscriber.decode() if isinstance(subscriber, bytes) else subscriber,
+        subscriber=_text(subscriber),
         ttl_s=int(ttl),
         options=dict(json.loads(options)),
         started_ms=int(started),
         expires_ms=int(expires),
         confirmed=bool(confirmed),
-        secret=secret.decode() if isinstance(secret, bytes) else secret,
+        secret=_text(secret),
         last_delivery=last,
     )
 
