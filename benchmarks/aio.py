@@ -75,7 +75,9 @@ class Connection:
             reader, writer = await self._open()
             try:
                 writer.write(head + body)
-                return await asyncio.wait_for(self._read(reader), timeout)
+                # A timeout scope, not wait_for: no extra task per request.
+                async with asyncio.timeout(timeout):
+                    return await self._read(reader)
             except (ConnectionError, asyncio.IncompleteReadError):
                 self.close()
                 if fresh or attempt:

@@ -11,6 +11,10 @@ from redis.retry import Retry
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.redis.readiness import check_readiness_without_the_hub
 
+#: How many times a command that failed with a connection error is sent again, at once, on a
+#: fresh connection (see :func:`_retry_policy`; the scripts' own path in ``scripts.py`` too).
+RETRIES_ON_CONNECTION_ERROR = 1
+
 
 def _retry_policy() -> Retry:
     """Retry once, at once, on a connection error only.
@@ -20,7 +24,9 @@ def _retry_policy() -> Retry:
     retried: a script that timed out may have run, and running a post or a claim twice would
     duplicate or strand messages; the request answers 503 instead, within socket_timeout.
     """
-    return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+    return Retry(
+        NoBackoff(), RETRIES_ON_CONNECTION_ERROR, supported_errors=(redis.ConnectionError,)
+    )
 
 
 def redis_client(uri: str, socket_timeout: float, max_connections: int = 64) -> Any:

@@ -61,8 +61,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         self._scripts = register_scripts(client)
 
     def _run(self, name: str, project: str, queue: str, *args: Any) -> Any:
-        keys = self._keys.queue(project, queue).as_list()
-        return self._scripts[name](keys=keys, args=list(args))
+        return self._scripts[name](keys=self._keys.script_keys(project, queue), args=args)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

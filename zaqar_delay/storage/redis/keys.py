@@ -9,6 +9,7 @@ The order of :meth:`QueueKeys.as_list` is the ``KEYS`` order every queue script 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,6 +90,11 @@ class KeySpace:
             parked=f"{base}:pk",
         )
 
+    def script_keys(self, project: str, queue: str) -> tuple[str, ...]:
+        """``queue(project, queue).as_list()``: the ``KEYS`` of every queue script, remembered
+        for the most recently used queues (every script call passes all of them)."""
+        return _script_keys(self, project, queue)
+
     def legacy_queue(self, project: str, queue: str) -> list[str]:
         """The message keys of a queue in the layout before buckets (``lua/upgrade.lua``):
         bodies, infos, fifo, ready, claimed and expiry."""
@@ -122,3 +128,8 @@ class KeySpace:
     def project_queues(self, project: str) -> str:
         """ZSET of the project's queue names (score 0, listed lexicographically)."""
         return f"{self.prefix}:{{{project}}}:queues"
+
+
+@functools.lru_cache(maxsize=4096)
+def _script_keys(space: KeySpace, project: str, queue: str) -> tuple[str, ...]:
+    return tuple(space.queue(project, queue).as_list())
