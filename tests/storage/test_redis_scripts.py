@@ -3,17 +3,28 @@ redis-py's ``Script`` on a real redis-server, including its faults."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from tests.processes import RedisServer
+from zaqar_delay.storage.redis import scripts
 from zaqar_delay.storage.redis.connect import redis_client
-from zaqar_delay.storage.redis.scripts import PooledScript, register_scripts
+from zaqar_delay.storage.redis.scripts import (
+    SCRIPT_NAMES,
+    PooledScript,
+    lib_for,
+    register_scripts,
+    script_source,
+)
+
+LIB_LUA = (Path(scripts.__file__).parent / "lua" / "lib.lua").read_text()
 
 COUNT_AND_ECHO = "redis.call('INCR', KEYS[1]) return {redis.call('GET', KEYS[1]), ARGV[1]}"
 
@@ -109,3 +120,47 @@ def test_a_timed_out_script_is_not_sent_again(redis_server: RedisServer, key: st
     time.sleep(0.8)  # the script finishes in the store
     assert admin.get(key) == b"1", "a timed-out script was run again"
     client.close()
+
+
+# -- the parts of lib.lua each script carries ---------------------------------------------------
+
+LIB = """-- lib: a header comment
+
+local A, B = 1, 2
+
+-- The comment of C mentions unused_helper, which C does not call.
+local C = 'unused_helper'
+local function unused_helper()
+    return B
+end
+local function double(n)
+    return n * A * 2  -- not C
+end
+"""
+
+
+def test_a_script_carries_the_lib_statements_it_uses_in_lib_order() -> None:
+    assert (
+        lib_for(LIB, "return double(3)")
+        == "local A, B = 1, 2\n\n" + LIB[LIB.index("local function double") :]
+    )
+    assert lib_for(LIB, "return unused_helper()") == (
+        "local A, B = 1, 2\n\n"
+        + LIB[LIB.index("local function unused_helper") : LIB.index("local function double")]
+    )
+    assert "local C" in lib_for(LIB, "return C")
+    assert lib_for(LIB, "return 'double' -- double") == ""
+
+
+def test_an_unknown_top_level_statement_in_lib_is_refused() -> None:
+    with pytest.raises(ValueError, match="unexpected top-level statement"):
+        lib_for("local function f() end\nlocal x; y = 2\n", "return f()")
+
+
+def test_every_script_loads_with_only_the_helpers_it_uses(client: Any) -> None:
+    assert len(script_source("delete")) < len(LIB_LUA), "delete.lua carries all of lib.lua"
+    assert "local function take_claimable" not in script_source("delete")
+    assert "local function take_claimable" in script_source("claim")
+    for name in SCRIPT_NAMES:
+        source = script_source(name)
+        assert client.script_load(source) == hashlib.sha1(source.encode()).hexdigest()

@@ -11,6 +11,7 @@ time. On a cluster client, redis-py's ``Script`` still runs them: it routes by k
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
@@ -47,9 +48,59 @@ ScriptCall = Callable[..., Any]
 
 
 def script_source(name: str) -> str:
-    """The full text sent to Redis for script ``name``: lib.lua, then the script."""
+    """The full text sent to Redis for script ``name``: the parts of lib.lua it uses, then
+    the script."""
     lua = resources.files(__package__).joinpath("lua")
-    return lua.joinpath("lib.lua").read_text() + "\n" + lua.joinpath(f"{name}.lua").read_text()
+    script = lua.joinpath(f"{name}.lua").read_text()
+    return lib_for(lua.joinpath("lib.lua").read_text(), script) + "\n" + script
+
+
+# lib.lua is a series of top-level ``local`` statements (constants, state, functions), each
+# starting at the beginning of a line after the comment lines right above it; the lines up to
+# the next one belong to it.
+_TOP_LEVEL = re.compile(r"^(?:--.*\n)*local ", re.MULTILINE)
+_COMMENTS = re.compile(r"(?:--.*\n)*")
+_FUNCTION = re.compile(r"local function (\w+)")
+_NAMES = re.compile(r"local ([\w\s,]+?)\s*(?:=|$)", re.MULTILINE)
+# Lua tokens that can hold a name: quoted strings and comments are matched whole so that the
+# words in them are not taken for names (the scripts use no long brackets).
+_TOKEN = re.compile(r"""'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|--[^\n]*|([A-Za-z_]\w*)""")
+
+
+def lib_for(lib: str, script: str) -> str:
+    """The statements of ``lib`` that ``script`` uses, directly or through other statements,
+    in lib's order.
+
+    Redis runs a script's whole text on every call, so each helper it carries is a closure
+    made and collected per call: all of lib.lua cost about 8 µs of each call, more than a
+    delete's own work. A statement can only use the ones before it (Lua locals are in scope
+    after their declaration), so one pass from the end finds them all. Names are read outside
+    strings and comments; a name a statement does not need only keeps it, never drops one.
+    """
+    starts = [m.start() for m in _TOP_LEVEL.finditer(lib)]
+    statements = [lib[a:b] for a, b in zip(starts, [*starts[1:], len(lib)], strict=True)]
+    needed = _names_used(script)
+    kept: list[str] = []
+    for statement in reversed(statements):
+        if _defined_names(statement) & needed:
+            kept.append(statement)
+            needed |= _names_used(statement)
+    return "".join(reversed(kept))
+
+
+def _names_used(code: str) -> set[str]:
+    return {name for name in _TOKEN.findall(code) if name}
+
+
+def _defined_names(statement: str) -> set[str]:
+    statement = statement[_COMMENTS.match(statement).end() :]  # type: ignore[union-attr]
+    function = _FUNCTION.match(statement)
+    if function:
+        return {function.group(1)}
+    names = _NAMES.match(statement)
+    if names is None:
+        raise ValueError(f"lib.lua: unexpected top-level statement {statement[:60]!r}")
+    return {name.strip() for name in names.group(1).split(",")}
 
 
 def register_scripts(client: Any) -> dict[str, ScriptCall]:

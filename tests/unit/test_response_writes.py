@@ -1,0 +1,115 @@
+"""The server's gevent handler writes a small response, head and body, in one send
+(zaqar_delay/cmd/headers.py), on a real gevent WSGI server."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import pytest
+from gevent import pywsgi
+
+from zaqar_delay.cmd.headers import JOINED_WRITE_MAX, Handler
+
+
+class CountingSocket:
+    """The connection's socket, recording what each ``sendall`` carried."""
+
+    def __init__(self, sock: Any, sends: list[bytes]) -> None:
+        self._sock = sock
+        self._sends = sends
+
+    def sendall(self, data: bytes) -> None:
+        self._sends.append(bytes(data))
+        self._sock.sendall(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+SENDS: list[bytes] = []
+
+
+class CountingHandler(Handler):
+    def __init__(self, sock: Any, address: Any, server: Any, *args: Any) -> None:
+        super().__init__(CountingSocket(sock, SENDS), address, server, *args)
+
+    def log_request(self) -> None:  # gunicorn's access log needs its config; not tested here
+        pass
+
+
+Start = Callable[[str, list[tuple[str, str]]], Any]
+
+
+def app(environ: dict[str, Any], start_response: Start) -> Iterable[bytes]:
+    path = environ["PATH_INFO"]
+    if path == "/small":
+        start_response("201 Created", [("Content-Type", "application/json")])
+        return [b'{"resources": ["m1"]}']
+    if path == "/empty":
+        start_response("204 No Content", [])
+        return []
+    if path == "/large":
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        return [b"x" * (JOINED_WRITE_MAX + 1)]
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return (part for part in (b"one,", b"two,", b"three"))  # no length: chunked
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[pywsgi.WSGIServer]:
+    # Made and served in its own thread, which gets its own gevent hub.
+    started: list[pywsgi.WSGIServer] = []
+    ready = threading.Event()
+
+    def serve() -> None:
+        server = pywsgi.WSGIServer(("127.0.0.1", 0), app, handler_class=CountingHandler, log=None)
+        server.start()
+        started.append(server)
+        ready.set()
+        server.serve_forever()
+
+    threading.Thread(target=serve, daemon=True).start()
+    assert ready.wait(5), "the server did not start"
+    yield started[0]
+
+
+def get(server: pywsgi.WSGIServer, path: str) -> tuple[int, bytes, list[bytes]]:
+    SENDS.clear()
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=5)
+    connection.request("GET", path)
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    return response.status, body, list(SENDS)
+
+
+def test_a_small_response_leaves_in_one_send(server: pywsgi.WSGIServer) -> None:
+    status, body, sends = get(server, "/small")
+    assert (status, body) == (201, b'{"resources": ["m1"]}')
+    [only] = sends
+    assert only.startswith(b"HTTP/1.1 201 Created\r\n")
+    assert only.endswith(b'\r\n\r\n{"resources": ["m1"]}')
+
+
+def test_a_response_without_a_body_is_its_head_alone(server: pywsgi.WSGIServer) -> None:
+    status, body, sends = get(server, "/empty")
+    assert (status, body) == (204, b"")
+    [only] = sends
+    assert only.startswith(b"HTTP/1.1 204 No Content\r\n") and only.endswith(b"\r\n\r\n")
+
+
+def test_a_large_body_follows_its_head_as_written(server: pywsgi.WSGIServer) -> None:
+    status, body, sends = get(server, "/large")
+    assert (status, len(body)) == (200, JOINED_WRITE_MAX + 1)
+    head, rest = sends
+    assert head.endswith(b"\r\n\r\n") and rest == body
+
+
+def test_a_chunked_response_arrives_whole(server: pywsgi.WSGIServer) -> None:
+    status, body, sends = get(server, "/stream")
+    assert (status, body) == (200, b"one,two,three")
+    assert b"Transfer-Encoding: chunked" in sends[0]
+    assert sends[0].endswith(b"\r\n\r\n4\r\none,\r\n"), "the first chunk joins the head"
