@@ -1,9 +1,11 @@
-"""The server's gevent handler writes a small response, head and body, in one send
-(zaqar_delay/cmd/headers.py), on a real gevent WSGI server."""
+"""The server's gevent handler on a real gevent WSGI server (zaqar_delay/cmd/headers.py): a
+small response, head and body, leaves in one send; request headers reach the environ as
+gevent puts them there."""
 
 from __future__ import annotations
 
 import http.client
+import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -51,6 +53,10 @@ def app(environ: dict[str, Any], start_response: Start) -> Iterable[bytes]:
     if path == "/empty":
         start_response("204 No Content", [])
         return []
+    if path == "/environ":
+        start_response("200 OK", [("Content-Type", "application/json")])
+        seen = {k: v for k, v in environ.items() if k.startswith(("HTTP_", "CONTENT_"))}
+        return [json.dumps(seen).encode()]
     if path == "/large":
         start_response("200 OK", [("Content-Type", "application/octet-stream")])
         return [b"x" * (JOINED_WRITE_MAX + 1)]
@@ -113,3 +119,30 @@ def test_a_chunked_response_arrives_whole(server: pywsgi.WSGIServer) -> None:
     assert (status, body) == (200, b"one,two,three")
     assert b"Transfer-Encoding: chunked" in sends[0]
     assert sends[0].endswith(b"\r\n\r\n4\r\none,\r\n"), "the first chunk joins the head"
+
+
+def test_request_headers_reach_the_environ_as_gevent_puts_them(
+    server: pywsgi.WSGIServer,
+) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=5)
+    connection.putrequest("POST", "/environ", skip_host=True, skip_accept_encoding=True)
+    for name, value in [
+        ("Host", "q"),
+        ("X-Project-ID", " p1 "),
+        ("Client_ID", "dropped: an underscore in the name"),
+        ("Content-Type", "application/json"),
+        ("Content-Length", "2"),
+        ("Accept", "application/json"),
+        ("accept", "text/plain"),
+    ]:
+        connection.putheader(name, value)
+    connection.endheaders(b"{}")
+    environ = json.loads(connection.getresponse().read())
+    connection.close()
+    assert environ == {
+        "HTTP_HOST": "q",
+        "HTTP_X_PROJECT_ID": "p1",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": "2",
+        "HTTP_ACCEPT": "application/json,text/plain",
+    }

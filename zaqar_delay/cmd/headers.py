@@ -18,6 +18,8 @@ from gunicorn.workers.ggevent import PyWSGIHandler
 # http.client's own limits: a longer line or more headers is a bad request.
 MAX_LINE = 65536
 MAX_HEADERS = 100
+# Headers with environ entries of their own (CGI), not HTTP_*.
+_OWN_ENTRIES = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
 # Responses up to this size leave in one write, head and body together.
 JOINED_WRITE_MAX = 65536
 
@@ -95,6 +97,17 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
 
     def MessageClass(self, fp: IO[bytes], *_: object) -> RequestHeaders:
         return RequestHeaders.read(fp)
+
+    def _headers(self) -> Iterator[tuple[str, str]]:
+        """The request's ``HTTP_*`` environ entries, as gevent makes them (a name with an
+        underscore is dropped, Content-Type and Content-Length have entries of their own),
+        from the fields as read rather than from ``Name: value`` lines split again."""
+        for name, value in self.headers.items():
+            if "_" in name:
+                continue
+            key = name.replace("-", "_").upper()
+            if key not in _OWN_ENTRIES:
+                yield "HTTP_" + key, value
 
     # The status line and headers wait here until the body's first write joins them.
     _held: bytearray | None = None

@@ -65,6 +65,15 @@ class KeySpace:
     prefix: str = "zd"
 
     def queue(self, project: str, queue: str) -> QueueKeys:
+        """The keys of one queue, remembered for the most recently used queues."""
+        return _queue_keys(self, project, queue)
+
+    def script_keys(self, project: str, queue: str) -> tuple[str, ...]:
+        """``queue(project, queue).as_list()``: the ``KEYS`` of every queue script, remembered
+        for the most recently used queues (every script call passes all of them)."""
+        return _script_keys(self, project, queue)
+
+    def _build_queue(self, project: str, queue: str) -> QueueKeys:
         base = f"{self.prefix}:{{{project}/{queue}}}"
         return QueueKeys(
             queue=f"{base}:q",
@@ -89,11 +98,6 @@ class KeySpace:
             push_limits=f"{base}:pl",
             parked=f"{base}:pk",
         )
-
-    def script_keys(self, project: str, queue: str) -> tuple[str, ...]:
-        """``queue(project, queue).as_list()``: the ``KEYS`` of every queue script, remembered
-        for the most recently used queues (every script call passes all of them)."""
-        return _script_keys(self, project, queue)
 
     def legacy_queue(self, project: str, queue: str) -> list[str]:
         """The message keys of a queue in the layout before buckets (``lua/upgrade.lua``):
@@ -130,6 +134,15 @@ class KeySpace:
         return f"{self.prefix}:{{{project}}}:queues"
 
 
-@functools.lru_cache(maxsize=4096)
+# Queues whose key names a process remembers (each QueueKeys is about 2 KB).
+REMEMBERED_QUEUES = 4096
+
+
+@functools.lru_cache(maxsize=REMEMBERED_QUEUES)
+def _queue_keys(space: KeySpace, project: str, queue: str) -> QueueKeys:
+    return space._build_queue(project, queue)
+
+
+@functools.lru_cache(maxsize=REMEMBERED_QUEUES)
 def _script_keys(space: KeySpace, project: str, queue: str) -> tuple[str, ...]:
     return tuple(space.queue(project, queue).as_list())
