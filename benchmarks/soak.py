@@ -7,9 +7,11 @@ records the resident memory of the server's master, each worker and Redis, plus 
 posts, deliveries and errors. At the end: the memory series, its growth from the first minute
 to the last, error counts, lateness (claim answer minus the server's due time) and messages
 delivered twice (no claim expires during a soak, so there must be none). Memory of a healthy
-service stays flat once warmed up.
+service stays flat once warmed up. With ``--busy F`` another process takes a share F of one
+core for the whole run (busy for F of every 10 ms): the same machine, less quiet.
 
     python -m benchmarks.soak --minutes 10 --rate 500
+    python -m benchmarks.soak --minutes 2 --rate 2500 --busy 0.3
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from benchmarks.aio import TRANSPORT_ERRORS, Connection, epoch_ms, zaqar_headers
@@ -102,6 +107,33 @@ async def consume(url: str, queue: str, c: Counters, end: float) -> None:
         connection.close()
 
 
+BUSY_PERIOD_S = 0.01
+
+
+def spin(share: float) -> None:
+    """Keep a core busy for ``share`` of every period, forever (a process of its own)."""
+    while True:
+        started = time.perf_counter()
+        while time.perf_counter() - started < share * BUSY_PERIOD_S:
+            pass
+        time.sleep((1 - share) * BUSY_PERIOD_S)
+
+
+@contextmanager
+def other_load(share: float) -> Iterator[int | None]:
+    """A process taking ``share`` of one core while the block runs (none for 0): its pid."""
+    if share <= 0:
+        yield None
+        return
+    process = multiprocessing.Process(target=spin, args=(share,), daemon=True)
+    process.start()
+    try:
+        yield process.pid
+    finally:
+        process.terminate()
+        process.join(5)
+
+
 def memory(service: ServiceProcess, redis: RedisServer) -> dict[str, int]:
     assert service.process is not None and redis.process is not None
     master = service.process.pid
@@ -165,6 +197,7 @@ async def soak(
         "redis_cpu_percent": round(redis_cpu, 1),
         "minutes": args.minutes,
         "rate": args.rate,
+        "busy": args.busy,
         "posted": counters.posted,
         "delivered": counters.delivered,
         "errors": counters.errors,
@@ -186,12 +219,23 @@ def main() -> None:
     parser.add_argument("--max-delay", type=int, default=5)
     parser.add_argument("--sample", type=float, default=10, help="seconds between samples")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--busy", type=float, default=0.0, help="share of one core another process takes"
+    )
     args = parser.parse_args()
+    if not 0 <= args.busy < 1:
+        parser.error("--busy is a share of one core, from 0 up to (not including) 1")
     redis = RedisServer().start()
     service = ServiceProcess(env={STORAGE_URI_ENV: redis.url}, workers=args.workers)
     service.start().wait_for_workers()
     try:
-        report = asyncio.run(soak(args, service, redis))
+        with other_load(args.busy) as busy_pid:
+            cpu_before = cpu_seconds([busy_pid]) if busy_pid else 0.0
+            started = time.monotonic()
+            report = asyncio.run(soak(args, service, redis))
+            if busy_pid:
+                used = cpu_seconds([busy_pid]) - cpu_before
+                report["busy_cpu_percent"] = round(100 * used / (time.monotonic() - started), 1)
     finally:
         service.stop()
         redis.stop()
@@ -208,6 +252,7 @@ def main() -> None:
         f"lateness p50 {late['p50']} p99 {late['p99']} max {late['max']} ms; memory {growth}; "
         f"CPU: client {report['client_cpu_percent']}%, server {report['server_cpu_percent']}%, "
         f"Redis {report['redis_cpu_percent']}%"
+        + (f", other process {report['busy_cpu_percent']}%" if "busy_cpu_percent" in report else "")
     )
 
 
