@@ -4,6 +4,8 @@ redis-py's ``Script`` on a real redis-server, including its faults."""
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.scripts import (
     SCRIPT_NAMES,
     PooledScript,
+    ScriptConnections,
     lib_for,
     register_scripts,
     script_source,
@@ -41,24 +44,31 @@ def key() -> str:
     return f"scripts-test:{uuid.uuid4().hex}"
 
 
-def test_standalone_clients_run_the_driver_scripts_on_their_pool(client: Any) -> None:
-    scripts = register_scripts(client)
+def script_on(client: Any, source: str) -> PooledScript:
+    return PooledScript(ScriptConnections(client.connection_pool), source)
+
+
+def test_standalone_clients_run_the_driver_scripts_on_connections_of_their_own(
+    client: Any,
+) -> None:
+    scripts, connections = register_scripts(client)
+    assert isinstance(connections, ScriptConnections)
     assert all(isinstance(script, PooledScript) for script in scripts.values())
 
 
 def test_a_script_answers_as_redis_py_would(client: Any, key: str) -> None:
-    script = PooledScript(client, COUNT_AND_ECHO)
+    script = script_on(client, COUNT_AND_ECHO)
     assert script(keys=[key], args=["é"]) == [b"1", "é".encode()]
     assert script(keys=[key], args=[2.5]) == [b"2", b"2.5"]
     with pytest.raises(redis.ResponseError, match="boom"):
-        PooledScript(client, "return redis.error_reply('boom')")(keys=[], args=[])
+        script_on(client, "return redis.error_reply('boom')")(keys=[], args=[])
     with pytest.raises(redis.DataError):
         script(keys=[key], args=[None])
     assert client.get(key) == b"2", "a refused argument must not reach the store"
 
 
 def test_a_script_the_store_forgot_is_loaded_again(client: Any, key: str) -> None:
-    script = PooledScript(client, COUNT_AND_ECHO)
+    script = script_on(client, COUNT_AND_ECHO)
     script(keys=[key], args=["a"])
     client.script_flush()
     sha = script._sha
@@ -67,37 +77,89 @@ def test_a_script_the_store_forgot_is_loaded_again(client: Any, key: str) -> Non
     assert client.script_exists(sha) == [True]
 
 
-class KillingPool(redis.BlockingConnectionPool):
-    """Hands out one connection the store has just closed (after the pool's own readiness
-    check passed): the store restarting between checkout and send."""
-
-    def __init__(self, admin: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.admin = admin
-        self.killed: list[int] = []
-
-    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
-        connection = super().get_connection(*args, **kwargs)
-        if not self.killed:
-            connection.send_command("CLIENT", "ID")
-            client_id = int(connection.read_response())
-            assert self.admin.client_kill_filter(_id=client_id) == 1
-            self.killed.append(client_id)
-        return connection
+def client_ids(admin: Any) -> set[int]:
+    return {c["id"] for c in admin.client_list()}
 
 
-def test_a_dropped_connection_is_retried_once_on_a_fresh_one(
+def test_a_connection_the_store_dropped_is_retried_once_on_a_fresh_one(
     redis_server: RedisServer, key: str
 ) -> None:
     admin = redis.Redis(port=redis_server.port)
-    pool = KillingPool(admin, host="127.0.0.1", port=redis_server.port, socket_timeout=5)
-    script = PooledScript(redis.Redis(connection_pool=pool), COUNT_AND_ECHO)
-
+    client = redis_client(redis_server.url, socket_timeout=5)
+    connections = ScriptConnections(client.connection_pool)
+    script = PooledScript(connections, COUNT_AND_ECHO)
+    before = client_ids(admin)
     assert script(keys=[key], args=["x"]) == [b"1", b"x"]
+    [idle] = client_ids(admin) - before
+    assert admin.client_kill_filter(_id=idle) == 1
+    assert idle not in client_ids(admin), "the store did not drop the idle connection"
 
-    [killed] = pool.killed
-    assert killed not in {c["id"] for c in admin.client_list()}, "the connection was not closed"
-    assert admin.get(key) == b"1", "the script ran once"
+    assert script(keys=[key], args=["y"]) == [b"2", b"y"]
+
+    assert admin.get(key) == b"2", "each call ran the script once"
+    client.close()
+
+
+def test_an_error_reply_leaves_its_connection_in_use(client: Any, key: str) -> None:
+    connections = ScriptConnections(client.connection_pool)
+    with pytest.raises(redis.ResponseError, match="boom"):
+        PooledScript(connections, "return redis.error_reply('boom')")(keys=[], args=[])
+    [connection] = connections._idle
+    assert PooledScript(connections, COUNT_AND_ECHO)(keys=[key], args=["a"]) == [b"1", b"a"]
+    assert connections._idle == [connection], "the reply was read whole: the same connection"
+
+
+def test_a_call_waits_for_a_connection_when_all_are_out(redis_server: RedisServer) -> None:
+    pool = redis.BlockingConnectionPool(port=redis_server.port, max_connections=1, timeout=0.3)
+    connections = ScriptConnections(pool)
+    held = connections.checkout()
+    started = time.monotonic()
+    with pytest.raises(redis.ConnectionError, match="No connection available"):
+        connections.checkout()
+    assert time.monotonic() - started >= 0.3, "it gave up before the pool's timeout"
+
+    taken: list[Any] = []
+    waiter = threading.Thread(target=lambda: taken.append(connections.checkout()))
+    waiter.start()
+    time.sleep(0.05)
+    assert not taken, "a second connection was made past max_connections"
+    connections.give_back(held)
+    waiter.join(1)
+    assert taken == [held]
+    connections.discard(held)
+    assert connections.checkout() is not held, "a discarded connection was handed out again"
+    pool.disconnect()
+
+
+def test_a_connection_given_back_after_close_is_closed(client: Any, key: str) -> None:
+    connections = ScriptConnections(client.connection_pool)
+    PooledScript(connections, COUNT_AND_ECHO)(keys=[key], args=["a"])
+    out = connections.checkout()
+    idle = PooledScript(connections, COUNT_AND_ECHO)
+    idle(keys=[key], args=["b"])
+    [kept] = connections._idle
+    connections.close()
+    assert kept._sock is None and connections._idle == []
+    connections.give_back(out)
+    assert out._sock is None and connections._idle == []
+
+
+def test_a_forked_child_does_not_use_the_parents_connections(client: Any, key: str) -> None:
+    connections = ScriptConnections(client.connection_pool)
+    script = PooledScript(connections, COUNT_AND_ECHO)
+    script(keys=[key], args=["parent"])
+    [parents] = connections._idle
+    pid = os.fork()
+    if pid == 0:  # the child: its own connection, the parent's left alone
+        try:
+            fine = connections._idle == [] and script(keys=[key], args=["child"])[1] == b"child"
+            os._exit(0 if fine and connections._idle[0] is not parents else 1)
+        except BaseException:  # noqa: BLE001 - the child must never return into pytest
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert connections._idle == [parents]
+    assert script(keys=[key], args=["parent again"]) == [b"3", b"parent again"]
 
 
 def test_a_timed_out_script_is_not_sent_again(redis_server: RedisServer, key: str) -> None:
@@ -116,7 +178,7 @@ def test_a_timed_out_script_is_not_sent_again(redis_server: RedisServer, key: st
     client = redis_client(redis_server.url, socket_timeout=0.2)
     admin = redis.Redis(port=redis_server.port)
     with pytest.raises(redis.TimeoutError):
-        PooledScript(client, slow)(keys=[key], args=[])
+        script_on(client, slow)(keys=[key], args=[])
     time.sleep(0.8)  # the script finishes in the store
     assert admin.get(key) == b"1", "a timed-out script was run again"
     client.close()

@@ -58,7 +58,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         self._closed = threading.Event()
         self._list_scan_budget = list_scan_budget
         self._keys = KeySpace(prefix)
-        self._scripts = register_scripts(client)
+        self._scripts, self._script_connections = register_scripts(client)
 
     def _run(self, name: str, project: str, queue: str, *args: Any) -> Any:
         return self._scripts[name](keys=self._keys.script_keys(project, queue), args=args)
@@ -92,6 +92,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
 
     def close(self) -> None:
         self._closed.set()  # wake-up listeners stop with the driver
+        if self._script_connections is not None:
+            self._script_connections.close()
         self._client.close()
 
     def wakeups(self) -> Wakeups:

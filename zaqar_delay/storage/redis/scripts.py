@@ -1,17 +1,23 @@
 """Loads the Lua scripts of the driver, each prefixed with the shared ``lib.lua``, and runs them.
 
 On a standalone client (embedded, ``redis://``, ``rediss://``, ``unix://``) a script call goes
-straight to a pooled connection: pack, send, read, one round trip. redis-py's general command
-path around that (``Script``, the ``evalsha`` wrapper, the retry closure, its observability
-hooks, and a Python pass over every argument before packing) cost about as much CPU as the
-rest of a request's storage work together, and a queue operation passes its 21 keys each
-time. On a cluster client, redis-py's ``Script`` still runs them: it routes by key slot.
+straight to a connection of its own pool (:class:`ScriptConnections`): pack, send, read, one
+round trip. redis-py's general command path around that (``Script``, the ``evalsha`` wrapper,
+the retry closure, its observability hooks, and a Python pass over every argument before
+packing) cost about as much CPU as the rest of a request's storage work together, and a queue
+operation passes its 21 keys each time. On a cluster client, redis-py's ``Script`` still runs
+them: it routes by key slot.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import re
+import threading
+import time
+import weakref
 from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
@@ -103,28 +109,149 @@ def _defined_names(statement: str) -> set[str]:
     return {name.strip() for name in names.group(1).split(",")}
 
 
-def register_scripts(client: Any) -> dict[str, ScriptCall]:
+def register_scripts(client: Any) -> tuple[dict[str, ScriptCall], ScriptConnections | None]:
     """Every script of the driver, callable as ``scripts[name](keys=..., args=...)`` on
-    ``client`` (EVALSHA, loading the script on first use or after the store was flushed)."""
+    ``client`` (EVALSHA, loading the script on first use or after the store was flushed), and
+    the connections they share on a standalone client (None on a cluster client), which the
+    driver closes with the client."""
     if isinstance(client, redis.Redis):
-        return {name: PooledScript(client, script_source(name)) for name in SCRIPT_NAMES}
-    return {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
+        connections = ScriptConnections(client.connection_pool)
+        scripts: dict[str, ScriptCall] = {
+            name: PooledScript(connections, script_source(name)) for name in SCRIPT_NAMES
+        }
+        return scripts, connections
+    return {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}, None
+
+
+class ScriptConnections:
+    """The connections script calls run on: the idle ones last in, first out, at most the
+    client pool's ``max_connections`` in all, made like the client pool's own.
+
+    redis-py's pool does more on each checkout than a script call needs: a process-id check
+    (a system call) on the way out and back, observability counters, a lock-guarded queue and
+    a readiness check (another system call); in a worker that was about a quarter of a
+    delete's CPU. Here a connection comes back only after a whole exchange, its reply read to
+    the end, and any failure closes it, so an idle connection holds no unread bytes. One the
+    store closed while it was idle fails its next send or read with a ``ConnectionError``,
+    which :class:`PooledScript` retries once on a fresh connection.
+
+    When every connection is out, a call waits up to the pool's ``timeout`` (None: as long
+    as it takes) for one to come back, then fails with ``ConnectionError``, as redis-py's
+    ``BlockingConnectionPool`` does. A forked child starts with none (:func:`os.register_at_fork`):
+    the parent's sockets are never shared.
+    """
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self._make: Callable[[], Any] = functools.partial(
+            pool.connection_class, **pool.connection_kwargs
+        )
+        self._limit: int = pool.max_connections
+        self._timeout: float | None = getattr(pool, "timeout", None)
+        self._idle: list[Any] = []
+        self._made = 0
+        self._waiting = 0
+        self._closed = False
+        self._returned = threading.Condition()
+        _LIVE.add(self)
+
+    def checkout(self) -> Any:
+        """An idle connection, else a new one while under the limit, else one given back."""
+        try:
+            return self._idle.pop()  # atomic, for threads and greenlets alike
+        except IndexError:
+            return self._make_or_wait()
+
+    def give_back(self, connection: Any) -> None:
+        """Return a connection whose last exchange completed (closed once :meth:`close` ran)."""
+        if self._closed:
+            self.discard(connection)
+            return
+        self._idle.append(connection)
+        if self._waiting:
+            with self._returned:
+                self._returned.notify()
+
+    def discard(self, connection: Any) -> None:
+        """Close a connection that failed in any way; its place is free again."""
+        connection.disconnect()
+        with self._returned:
+            self._made -= 1
+            self._returned.notify()
+
+    def close(self) -> None:
+        """Close the idle connections, and each one still out when it comes back."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.disconnect()
+        with self._returned:
+            self._made -= len(idle)
+
+    def _make_or_wait(self) -> Any:
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        with self._returned:
+            while not self._idle and self._made >= self._limit:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise redis.ConnectionError("No connection available.")
+                self._waiting += 1
+                try:
+                    # Bounded, so a connection given back just before this wait (threads
+                    # only: greenlets do not switch between the check and the wait) is
+                    # seen soon without a lock on every give-back.
+                    self._returned.wait(
+                        _RECHECK_S if remaining is None else min(remaining, _RECHECK_S)
+                    )
+                finally:
+                    self._waiting -= 1
+            if self._idle:
+                return self._idle.pop()
+            self._made += 1
+        try:
+            connection = self._make()
+            connection.connect()  # the client's own retry policy applies
+            return connection
+        except BaseException:
+            with self._returned:
+                self._made -= 1
+                self._returned.notify()
+            raise
+
+    def _forget_after_fork(self) -> None:
+        # The child must not use (nor shut down) the parent's sockets.
+        self._idle = []
+        self._made = 0
+        self._waiting = 0
+        self._returned = threading.Condition()
+
+
+# How often a call waiting for a connection looks again without being told.
+_RECHECK_S = 0.05
+_LIVE: weakref.WeakSet[ScriptConnections] = weakref.WeakSet()
+
+
+def _forget_all_after_fork() -> None:
+    for connections in list(_LIVE):
+        connections._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_forget_all_after_fork)
 
 
 class PooledScript:
-    """One script run as EVALSHA on a connection of a standalone client's pool.
+    """One script run as EVALSHA on a connection of :class:`ScriptConnections`.
 
-    The same contract as redis-py's ``Script`` called on that client: replies come back as
-    the client's parser gives them (bytes, integers, nested lists), an error reply raises
-    its ``ResponseError``, an unknown script is loaded and run again, a failure to connect
-    or a dropped connection is retried at once on a fresh connection
+    The same contract as redis-py's ``Script`` called on a standalone client: replies come
+    back as the client's parser gives them (bytes, integers, nested lists), an error reply
+    raises its ``ResponseError``, an unknown script is loaded and run again, a failure to
+    connect or a dropped connection is retried at once on a fresh connection
     (``RETRIES_ON_CONNECTION_ERROR`` times), and a timeout is never retried (the script may
-    have run). A connection that failed in any way is closed before it goes back to the
-    pool (redis-py's connection does that on every error, gevent's timeouts included).
+    have run). A connection that failed in any way, gevent's timeouts and a killed greenlet
+    included, is closed rather than given back.
     """
 
-    def __init__(self, client: redis.Redis, source: str) -> None:
-        self._pool = client.connection_pool
+    def __init__(self, connections: ScriptConnections, source: str) -> None:
+        self._connections = connections
         self._source = source.encode()
         self._sha = hashlib.sha1(self._source).hexdigest()
 
@@ -137,17 +264,28 @@ class PooledScript:
             return self._send(command)
 
     def _send(self, command: bytes) -> Any:
+        connections = self._connections
         attempts = 1 + RETRIES_ON_CONNECTION_ERROR
         for attempt in range(1, attempts + 1):
-            connection: Any = self._pool.get_connection()  # a refused connect is not retried
+            connection = connections.checkout()  # connects a new one: not retried here
             try:
-                connection.send_packed_command([command])
-                return connection.read_response()
+                connection.send_packed_command([command], check_health=False)
+                reply = connection.read_response()
+            except redis.ResponseError:
+                # An error reply (NOSCRIPT, a script's error) was read whole: the connection
+                # is in step.
+                connections.give_back(connection)
+                raise
             except redis.ConnectionError:
+                connections.discard(connection)
                 if attempt == attempts:
                     raise
-            finally:
-                self._pool.release(connection)
+                continue
+            except BaseException:
+                connections.discard(connection)
+                raise
+            connections.give_back(connection)
+            return reply
         raise AssertionError("unreachable: the last attempt returns or raises")
 
 
