@@ -277,21 +277,29 @@ def ceilings(args: argparse.Namespace) -> dict[str, Any]:
             redis.stop()
     else:
         found["redis_benchmark"] = "redis-benchmark not installed (Debian package redis-tools)"
+    found["hello_world_falcon"] = hello_world_falcon(args.workers, args.seconds)
+    return found
+
+
+def hello_world_falcon(workers: int, seconds: float) -> dict[str, Any]:
+    """A hello-world falcon app under gunicorn's gevent workers, loaded as ``produce`` loads a
+    server (16 connections): loadgen's JSON document. Its requests per second say how fast
+    this machine serves HTTP from Python at all, at the time it ran."""
     hello = Gunicorn(
         sys.executable,
         "hello:application",
-        args.workers,
+        workers,
         ["-k", "gevent", "--worker-connections", "1000"],
         {},
     )
     try:
         command = [sys.executable, "-m", "benchmarks.loadgen", "produce", "--url", hello.url]
-        command += ["--seconds", str(args.seconds), "--label", "hello-world falcon"]
+        command += ["--seconds", str(seconds), "--label", "hello-world falcon"]
         run = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
-        found["hello_world_falcon"] = json.loads(run.stdout.splitlines()[0])
+        document: dict[str, Any] = json.loads(run.stdout.splitlines()[0])
+        return document
     finally:
         hello.stop()
-    return found
 
 
 def print_ceilings(context: dict[str, Any], workers: int) -> None:

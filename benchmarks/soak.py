@@ -10,6 +10,11 @@ delivered twice (no claim expires during a soak, so there must be none). Memory 
 service stays flat once warmed up. With ``--busy F`` another process takes a share F of one
 core for the whole run (busy for F of every 10 ms): the same machine, less quiet.
 
+Before and after the soak, unless ``--no-reference``, a hello-world falcon app under gunicorn's
+gevent workers is loaded for ``--reference-seconds`` (benchmarks.compare's ceiling): the
+requests per second this machine answers from Python at all, at that time. The same commit's
+soak varies with it, so each result carries both.
+
     python -m benchmarks.soak --minutes 10 --rate 500
     python -m benchmarks.soak --minutes 2 --rate 2500 --busy 0.3
 """
@@ -27,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from benchmarks.aio import TRANSPORT_ERRORS, Connection, epoch_ms, zaqar_headers
+from benchmarks.compare import hello_world_falcon
 from benchmarks.loadgen import latency_summary
 from benchmarks.procstat import cpu_seconds, rss_bytes, tree
 from tests.processes import RedisServer, ServiceProcess
@@ -222,9 +228,12 @@ def main() -> None:
     parser.add_argument(
         "--busy", type=float, default=0.0, help="share of one core another process takes"
     )
+    parser.add_argument("--no-reference", action="store_true", help="skip the hello-world run")
+    parser.add_argument("--reference-seconds", type=float, default=5.0)
     args = parser.parse_args()
     if not 0 <= args.busy < 1:
         parser.error("--busy is a share of one core, from 0 up to (not including) 1")
+    references = [machine_reference(args)]
     redis = RedisServer().start()
     service = ServiceProcess(env={STORAGE_URI_ENV: redis.url}, workers=args.workers)
     service.start().wait_for_workers()
@@ -239,6 +248,12 @@ def main() -> None:
     finally:
         service.stop()
         redis.stop()
+    references.append(machine_reference(args))
+    if not args.no_reference:
+        report["hello_world_falcon_requests_per_s"] = {
+            "before": references[0],
+            "after": references[1],
+        }
     print(json.dumps(report))
     growth = ", ".join(
         f"{name} {m['first_minute_mib']}->{m['last_minute_mib']} MiB"
@@ -253,7 +268,21 @@ def main() -> None:
         f"CPU: client {report['client_cpu_percent']}%, server {report['server_cpu_percent']}%, "
         f"Redis {report['redis_cpu_percent']}%"
         + (f", other process {report['busy_cpu_percent']}%" if "busy_cpu_percent" in report else "")
+        + (
+            f"; hello-world falcon {references[0]:,} then {references[1]:,} requests/s"
+            if not args.no_reference
+            else ""
+        )
     )
+
+
+def machine_reference(args: argparse.Namespace) -> float | None:
+    """Requests per second of a hello-world falcon app now (None with ``--no-reference``)."""
+    if args.no_reference:
+        return None
+    rate: float = hello_world_falcon(args.workers, args.reference_seconds)["messages_per_s"]
+    print(f"machine reference: hello-world falcon {rate:,} requests/s", flush=True)
+    return rate
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ The service-wide series (lateness, request duration) are always there.
 
 from __future__ import annotations
 
+import dataclasses
+import http
 import os
 from collections.abc import Iterable, Iterator
 
@@ -32,6 +34,9 @@ LATENESS_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.
 QUEUE_LABELS = ("project", "queue")
 # The labels of every queue past a process's max_queue_series.
 OTHER = "_other"
+# The method label of requests whose method HTTP does not define.
+KNOWN_METHODS = frozenset(method.value for method in http.HTTPMethod)
+OTHER_METHOD = "other"
 DEFAULT_MAX_QUEUE_SERIES = 100
 
 
@@ -50,6 +55,15 @@ class QueueSeries:
             self._named.add(key)
             return key
         return OTHER, OTHER
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _QueueCounters:
+    """A queue's labelled counters."""
+
+    posted: Counter
+    deleted: Counter
+    claimed: Counter
 
 
 class Metrics:
@@ -117,12 +131,41 @@ class Metrics:
             ("method", "route"),
             registry=registry,
         )
+        # Labelled children already looked up; as bounded as the series themselves (queues by
+        # QueueSeries, requests by method and route template).
+        self._queue_series: dict[tuple[str, str], _QueueCounters] = {}
+        self._request_series: dict[tuple[str, str], Histogram] = {}
 
     def count_posted(self, project: str, queue: str, count: int) -> None:
-        self.posted.labels(*self._series.labels(project, queue)).inc(count)
+        self._queue_counters(project, queue).posted.inc(count)
 
     def count_deleted(self, project: str, queue: str, count: int) -> None:
-        self.deleted.labels(*self._series.labels(project, queue)).inc(count)
+        self._queue_counters(project, queue).deleted.inc(count)
+
+    def observe_request(self, method: str, route: str, seconds: float) -> None:
+        """One answered request: its duration, by method and route template. A method HTTP
+        does not define (the client chooses it) counts as "other", so series stay bounded."""
+        if method not in KNOWN_METHODS:
+            method = OTHER_METHOD
+        child = self._request_series.get((method, route))
+        if child is None:
+            child = self._request_series[method, route] = self.request_duration.labels(
+                method, route
+            )
+        child.observe(seconds)
+
+    def _queue_counters(self, project: str, queue: str) -> _QueueCounters:
+        # prometheus-client's labels() validates and builds its key on every call; the
+        # children it returns live as long as their parent, so each is looked up once.
+        counters = self._queue_series.get((project, queue))
+        if counters is None:
+            labels = self._series.labels(project, queue)
+            counters = self._queue_series[project, queue] = _QueueCounters(
+                self.posted.labels(*labels),
+                self.deleted.labels(*labels),
+                self.claimed.labels(*labels),
+            )
+        return counters
 
     def count_dead_lettered(self, project: str, queue: str, count: int) -> None:
         self.dead_lettered.labels(*self._series.labels(project, queue)).inc(count)
@@ -140,7 +183,7 @@ class Metrics:
             self.lateness.observe(max(0, now_ms - message.due_ms) / 1000)
             count += 1
         if count:
-            self.claimed.labels(*self._series.labels(project, queue)).inc(count)
+            self._queue_counters(project, queue).claimed.inc(count)
 
     # -- exposition ----------------------------------------------------------------------------
 

@@ -53,3 +53,24 @@ def test_scrape_does_not_grow_with_queues(api: Api) -> None:
     for i in range(300):
         api.post_messages(f"b{i}", {"body": 1})
     assert series(api) == at_20
+
+
+def request_series(api: Api) -> set[tuple[str, str]]:
+    text = api.get("/metrics").text
+    return {
+        (sample.labels["method"], sample.labels["route"])
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "zaqar_delay_request_duration_seconds_count"
+    }
+
+
+def test_requests_with_methods_http_does_not_define_share_one_series(api: Api) -> None:
+    with pytest.warns(Warning, match="REQUEST_METHOD"):  # falcon's test client warns too
+        for method in ("FOO", "BAR", "BAZ"):
+            assert api.request(method, "/v2/queues/q/messages").status_code == 400
+    found = request_series(api)
+    assert ("other", "/v2/queues/{queue_name}/messages") in found
+    assert not {method for method, _ in found} & {"FOO", "BAR", "BAZ"}
+    api.post_messages("q", {"body": 1})
+    assert ("POST", "/v2/queues/{queue_name}/messages") in request_series(api)

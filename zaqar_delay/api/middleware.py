@@ -135,6 +135,4 @@ class RequestTimer:
         if started is None:
             return
         route = req.uri_template or "unmatched"
-        self._metrics.request_duration.labels(req.method, route).observe(
-            time.perf_counter() - started
-        )
+        self._metrics.observe_request(req.method, route, time.perf_counter() - started)
