@@ -146,3 +146,24 @@ def test_request_headers_reach_the_environ_as_gevent_puts_them(
         "CONTENT_LENGTH": "2",
         "HTTP_ACCEPT": "application/json,text/plain",
     }
+
+
+class RecordingLog:
+    def __init__(self, enabled: bool) -> None:
+        self.access_log_enabled = enabled
+        self.records: list[Any] = []
+
+    def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
+        self.records.append((resp.status, environ["PATH_INFO"]))
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_access_log_record_is_built_only_for_an_access_log(enabled: bool) -> None:
+    handler = Handler.__new__(Handler)  # the handler's state after a request, no socket
+    log = RecordingLog(enabled)
+    handler.server = type("Server", (), {"log": log})()
+    handler.time_start, handler.time_finish = 1.0, 1.25
+    handler.status, handler.response_length = "201 Created", 2
+    handler.environ = {"PATH_INFO": "/v2/queues/q/messages"}
+    handler.log_request()
+    assert log.records == ([("201 Created", "/v2/queues/q/messages")] if enabled else [])

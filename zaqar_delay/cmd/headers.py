@@ -98,6 +98,13 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
     def MessageClass(self, fp: IO[bytes], *_: object) -> RequestHeaders:
         return RequestHeaders.read(fp)
 
+    def log_request(self) -> None:
+        # gunicorn builds the access log's record (two datetimes, a response object, the
+        # header list) before its logger looks whether there is an access log at all; the
+        # server runs without one unless configured. (A gunicorn without the attribute logs.)
+        if getattr(self.server.log, "access_log_enabled", True):
+            super().log_request()
+
     def _headers(self) -> Iterator[tuple[str, str]]:
         """The request's ``HTTP_*`` environ entries, as gevent makes them (a name with an
         underscore is dropped, Content-Type and Content-Length have entries of their own),

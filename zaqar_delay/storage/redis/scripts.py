@@ -130,15 +130,16 @@ class ScriptConnections:
     redis-py's pool does more on each checkout than a script call needs: a process-id check
     (a system call) on the way out and back, observability counters, a lock-guarded queue and
     a readiness check (another system call); measured in one process on the soak's
-    requests, that was about a quarter of a delete's CPU. Here a connection comes back only after a whole exchange, its reply read to
-    the end, and any failure closes it, so an idle connection holds no unread bytes. One the
-    store closed while it was idle fails its next send or read with a ``ConnectionError``,
-    which :class:`PooledScript` retries once on a fresh connection.
+    requests, that was about a quarter of a delete's CPU. Here a connection comes back only
+    after a whole exchange, its reply read to the end, and any failure closes it, so an idle
+    connection holds no unread bytes. One the store closed while it was idle fails its next
+    send or read with a ``ConnectionError``, which :class:`PooledScript` retries once on a
+    fresh connection.
 
     When every connection is out, a call waits up to the pool's ``timeout`` (None: as long
     as it takes) for one to come back, then fails with ``ConnectionError``, as redis-py's
-    ``BlockingConnectionPool`` does. A forked child starts with none (:func:`os.register_at_fork`):
-    the parent's sockets are never shared.
+    ``BlockingConnectionPool`` does. A forked child starts with none
+    (:func:`os.register_at_fork`): the parent's sockets are never shared.
     """
 
     def __init__(self, pool: redis.ConnectionPool) -> None:
