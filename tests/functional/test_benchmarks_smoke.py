@@ -108,3 +108,18 @@ def test_memory_benchmark_reports_bytes_per_message_on_each_store() -> None:
     assert result["documents"] >= 400
     assert isinstance(result["index_bytes_per_message"], float)
     assert result["index_bytes_per_message"] > 0
+
+
+def test_soak_delivers_every_message_once_and_records_the_machine_reference() -> None:
+    result = run_benchmark(
+        "soak",
+        *("--minutes", "0.1", "--rate", "40", "--sample", "2"),
+        *("--reference-seconds", "1", "--busy", "0.2"),
+    )
+    assert result["posted"] == result["delivered"]
+    assert isinstance(result["posted"], int) and result["posted"] > 0
+    assert (result["early"], result["duplicates"], result["errors"]) == (0, 0, {})
+    reference = result["hello_world_falcon_requests_per_s"]
+    assert isinstance(reference, dict) and reference["before"] > 0 and reference["after"] > 0
+    busy = result["busy_cpu_percent"]
+    assert isinstance(busy, float) and busy > 0, "the other process took no CPU"
