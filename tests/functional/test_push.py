@@ -97,13 +97,17 @@ def test_kill_9_of_every_server_process_mid_delivery_loses_no_push(
 ) -> None:
     # The receiver answers slowly, so the kill lands while pushes are in flight; a lease
     # lasts three push timeouts (3 s here), after which the restarted server sends them.
+    # The messages come due 200 ms apart, so the kill after the first push also leaves
+    # pushes not yet sent, however slow the machine is to kill (all due at once, every push
+    # could arrive before the kill).
     args = ["--config-file", config(1.0)]
     env = {STORAGE_URI_ENV: store.uri}
     with receiver(delay_s=0.5) as hook:
         service = ServiceProcess(env=env, args=args).start()
         try:
             subscribe(service.url, "jobs", hook)
-            ids = post(service.url, "jobs", [time.time_ns() // 1_000_000] * 20)  # due now
+            now_ms = time.time_ns() // 1_000_000
+            ids = post(service.url, "jobs", [now_ms + 200 * i for i in range(20)])
             hook.wait_for(1)
             killed = service.kill()
             assert killed and all(is_gone(pid) for pid in killed)
