@@ -64,6 +64,7 @@ class _QueueCounters:
     posted: Counter
     deleted: Counter
     claimed: Counter
+    dead_lettered: Counter
 
 
 class Metrics:
@@ -164,11 +165,12 @@ class Metrics:
                 self.posted.labels(*labels),
                 self.deleted.labels(*labels),
                 self.claimed.labels(*labels),
+                self.dead_lettered.labels(*labels),
             )
         return counters
 
     def count_dead_lettered(self, project: str, queue: str, count: int) -> None:
-        self.dead_lettered.labels(*self._series.labels(project, queue)).inc(count)
+        self._queue_counters(project, queue).dead_lettered.inc(count)
 
     def observe_push(self, outcome: str, first_attempt_late_ms: int | None) -> None:
         """One push attempt; the lateness of first attempts (send time minus due time)."""

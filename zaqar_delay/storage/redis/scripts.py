@@ -148,12 +148,15 @@ class ScriptConnections:
         )
         self._limit: int = pool.max_connections
         self._timeout: float | None = getattr(pool, "timeout", None)
+        self._closed = False
+        self._start_empty()
+        _LIVE.add(self)
+
+    def _start_empty(self) -> None:
         self._idle: list[Any] = []
         self._made = 0
         self._waiting = 0
-        self._closed = False
         self._returned = threading.Condition()
-        _LIVE.add(self)
 
     def checkout(self) -> Any:
         """An idle connection, else a new one while under the limit, else one given back."""
@@ -220,10 +223,7 @@ class ScriptConnections:
 
     def _forget_after_fork(self) -> None:
         # The child must not use (nor shut down) the parent's sockets.
-        self._idle = []
-        self._made = 0
-        self._waiting = 0
-        self._returned = threading.Condition()
+        self._start_empty()
 
 
 # How often a call waiting for a connection looks again without being told.
