@@ -24,6 +24,26 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / TICKS
 
 
+def context_switches(pids: list[int], descendants: bool = True) -> int:
+    """Voluntary + involuntary context switches so far of every thread of every process in
+    ``pids`` and, unless ``descendants`` is false, of their descendants (a process's own
+    ``status`` counts only its main thread)."""
+    total = 0
+    for root in pids:
+        for pid in tree(root) if descendants else [root]:
+            try:
+                threads = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in threads:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/status") as f:
+                        total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+                except OSError:
+                    continue
+    return total
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of one process."""
     try:

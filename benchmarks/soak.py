@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import random
 import time
 from collections.abc import Iterator
@@ -34,7 +35,7 @@ from typing import Any
 from benchmarks.aio import TRANSPORT_ERRORS, Connection, epoch_ms, zaqar_headers
 from benchmarks.compare import hello_world_falcon
 from benchmarks.loadgen import latency_summary
-from benchmarks.procstat import cpu_seconds, rss_bytes, tree
+from benchmarks.procstat import context_switches, cpu_seconds, rss_bytes, tree
 from tests.processes import RedisServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
@@ -157,6 +158,7 @@ async def soak(
     assert service.process is not None and redis.process is not None
     server_pids, redis_pids = [service.process.pid], [redis.process.pid]
     server_cpu, redis_cpu = cpu_seconds(server_pids), cpu_seconds(redis_pids)
+    switches_before = switches(server_pids, redis_pids)
     started, cpu_started = time.monotonic(), time.process_time()
     end = started + args.minutes * 60
     per_producer = args.rate / args.producers
@@ -194,13 +196,26 @@ async def soak(
         for name in samples[-1]["rss_mib"]
     }
     elapsed = time.monotonic() - started
-    client_cpu = 100 * (time.process_time() - cpu_started) / elapsed
-    server_cpu = 100 * (cpu_seconds(server_pids) - server_cpu) / elapsed
-    redis_cpu = 100 * (cpu_seconds(redis_pids) - redis_cpu) / elapsed
+    cpu_used = {
+        "client": time.process_time() - cpu_started,
+        "server": cpu_seconds(server_pids) - server_cpu,
+        "redis": cpu_seconds(redis_pids) - redis_cpu,
+    }
+    switches_after = switches(server_pids, redis_pids)
+    client_cpu, server_cpu, redis_cpu = (100 * used / elapsed for used in cpu_used.values())
+    posted = max(counters.posted, 1)
     return {
         "client_cpu_percent": round(client_cpu, 1),
         "server_cpu_percent": round(server_cpu, 1),
         "redis_cpu_percent": round(redis_cpu, 1),
+        # What the machine charges per message, all three processes together: the same code
+        # costs more CPU per message on a busier host and at lower load (more sleeps and
+        # wake-ups per message), so this is what to compare between runs.
+        "cpu_ms_per_message": round(1000 * sum(cpu_used.values()) / posted, 3),
+        "context_switches_per_message": {
+            name: round((switches_after[name] - switches_before[name]) / posted, 2)
+            for name in switches_after
+        },
         "minutes": args.minutes,
         "rate": args.rate,
         "busy": args.busy,
@@ -212,6 +227,16 @@ async def soak(
         "lateness_ms": latency_summary(counters.lateness_ms),
         "memory": growth,
         "samples": samples,
+    }
+
+
+def switches(server_pids: list[int], redis_pids: list[int]) -> dict[str, int]:
+    """Context switches so far of the client (this process's threads only: the server and
+    Redis are its children), the server's processes and Redis."""
+    return {
+        "client": context_switches([os.getpid()], descendants=False),
+        "server": context_switches(server_pids),
+        "redis": context_switches(redis_pids),
     }
 
 
@@ -266,7 +291,8 @@ def main() -> None:
         f"duplicates {report['duplicates']}, "
         f"lateness p50 {late['p50']} p99 {late['p99']} max {late['max']} ms; memory {growth}; "
         f"CPU: client {report['client_cpu_percent']}%, server {report['server_cpu_percent']}%, "
-        f"Redis {report['redis_cpu_percent']}%"
+        f"Redis {report['redis_cpu_percent']}%, {report['cpu_ms_per_message']} ms per message; "
+        f"context switches per message {report['context_switches_per_message']}"
         + (f", other process {report['busy_cpu_percent']}%" if "busy_cpu_percent" in report else "")
         + (
             f"; hello-world falcon {references[0]:,} then {references[1]:,} requests/s"

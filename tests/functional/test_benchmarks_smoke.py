@@ -123,3 +123,8 @@ def test_soak_delivers_every_message_once_and_records_the_machine_reference() ->
     assert isinstance(reference, dict) and reference["before"] > 0 and reference["after"] > 0
     busy = result["busy_cpu_percent"]
     assert isinstance(busy, float) and busy > 0, "the other process took no CPU"
+    # Every message went through all three processes: each used CPU and switched context.
+    assert isinstance(result["cpu_ms_per_message"], float) and result["cpu_ms_per_message"] > 0
+    switches = result["context_switches_per_message"]
+    assert isinstance(switches, dict) and set(switches) == {"client", "server", "redis"}
+    assert all(per_message > 0 for per_message in switches.values()), switches
