@@ -6,9 +6,11 @@ while ``--consumers`` waiting-claim loops take and delete them. Every ``--sample
 records the resident memory of the server's master, each worker and Redis, plus the counts of
 posts, deliveries and errors. At the end: the memory series, its growth from the first minute
 to the last, error counts, lateness (claim answer minus the server's due time) and messages
-delivered twice (no claim expires during a soak, so there must be none). Memory of a healthy
-service stays flat once warmed up. With ``--busy F`` another process takes a share F of one
-core for the whole run (busy for F of every 10 ms): the same machine, less quiet.
+delivered twice (no claim expires during a soak, so there must be none), the CPU of client,
+server and Redis (each, and all three per message posted) and each one's context switches per
+message. Memory of a healthy service stays flat once warmed up. With ``--busy F`` another
+process takes a share F of one core for the whole run (busy for F of every 10 ms): the same
+machine, less quiet.
 
 Before and after the soak, unless ``--no-reference``, a hello-world falcon app under gunicorn's
 gevent workers is loaded for ``--reference-seconds`` (benchmarks.compare's ceiling): the
