@@ -1,10 +1,13 @@
-"""The table through which the server's workers share connections (cmd/balance.py)."""
+"""The table through which the server's workers share connections (cmd/balance.py), and how a
+worker accepts with it (cmd/worker.py)."""
 
 from __future__ import annotations
 
 import os
+import time
 
-from zaqar_delay.cmd.balance import ConnectionTable, Share
+from zaqar_delay.cmd.balance import DEFER_S, ConnectionTable, Share
+from zaqar_delay.cmd.worker import FairPyWSGIServer
 
 
 def test_a_worker_with_more_connections_than_another_defers() -> None:
@@ -63,3 +66,38 @@ def test_forked_workers_share_one_table() -> None:
     for _ in range(3):
         parent.opened()
     assert parent.should_defer()  # four here, three in the child
+
+
+def _app(environ: dict[str, object], start_response: object) -> list[bytes]:
+    return []
+
+
+def test_after_a_deferral_one_connection_is_taken_unconditionally() -> None:
+    table = ConnectionTable(slots=2)
+    loaded, idle = Share(table, 0), Share(table, 1)
+    server = FairPyWSGIServer(("127.0.0.1", 0), _app, share=loaded)
+    idle.serving()
+    loaded.opened()
+    assert loaded.should_defer()
+    assert not server.accepts_now()  # the idle worker should take it
+    server.resume_unconditionally()  # it did not within DEFER_S
+    assert server.accepts_now()
+    loaded.opened()
+    # The next connection, however soon, is left to the idle worker again.
+    assert not server.accepts_now()
+
+
+def test_the_unconditional_accept_lapses_after_the_wait() -> None:
+    table = ConnectionTable(slots=2)
+    loaded, idle = Share(table, 0), Share(table, 1)
+    server = FairPyWSGIServer(("127.0.0.1", 0), _app, share=loaded)
+    idle.serving()
+    loaded.opened()
+    server.resume_unconditionally()
+    time.sleep(DEFER_S * 5)
+    assert not server.accepts_now()
+
+
+def test_a_worker_without_a_share_always_accepts() -> None:
+    server = FairPyWSGIServer(("127.0.0.1", 0), _app)
+    assert server.accepts_now() and server.accepts_now()

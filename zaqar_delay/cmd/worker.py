@@ -28,15 +28,12 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
         self._share = share
         if share is not None:
             share.serving()
-        # Until then, after a deferral, this worker accepts without asking (monotonic s).
+        # After a deferral, one connection accepted before then is taken without asking
+        # (monotonic s); 0.0 once it was, or when there was no deferral.
         self._unconditional_until = 0.0
 
     def _do_read(self) -> None:
-        if (
-            self._share is not None
-            and time.monotonic() >= self._unconditional_until
-            and self._share.should_defer()
-        ):
+        if not self.accepts_now():
             # gevent's own way to pause accepting (it uses it after accept errors).
             self.stop_accepting()
             self._timer = self.loop.timer(DEFER_S)
@@ -44,14 +41,33 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
             return
         super()._do_read()
 
+    def accepts_now(self) -> bool:
+        """Whether to accept a waiting connection now rather than leave it, for DEFER_S, to
+        a worker holding fewer. After a deferral (:meth:`resume_unconditionally`) the first
+        connection is accepted whatever the counts say; one, not every one in the window: a
+        client opening its pool back to back would otherwise hand this worker all it opens
+        within DEFER_S."""
+        if self._share is None:
+            return True
+        if self._unconditional_until:
+            unconditional = time.monotonic() < self._unconditional_until
+            self._unconditional_until = 0.0
+            if unconditional:
+                return True
+        return not self._share.should_defer()
+
+    def resume_unconditionally(self) -> None:
+        """The next connection accepted within DEFER_S from now is this worker's, whatever
+        the counts say then (the less loaded worker may be hung)."""
+        self._unconditional_until = time.monotonic() + DEFER_S
+
     def _resume(self) -> None:
-        """After a deferral: a connection still waiting is this worker's, whatever the
-        counts say now (the less loaded worker may be hung)."""
+        """After a deferral: accept again, the waiting connection first."""
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.close()
         if self.started:
-            self._unconditional_until = time.monotonic() + DEFER_S
+            self.resume_unconditionally()
             self.start_accepting()
 
     def do_handle(self, *args: Any) -> None:
