@@ -72,13 +72,19 @@ def _app(environ: dict[str, object], start_response: object) -> list[bytes]:
     return []
 
 
-def test_after_a_deferral_one_connection_is_taken_unconditionally() -> None:
+def _server_holding_more_than_its_peer() -> tuple[FairPyWSGIServer, Share]:
+    """A worker's server holding one connection while its peer holds none: it should defer."""
     table = ConnectionTable(slots=2)
     loaded, idle = Share(table, 0), Share(table, 1)
     server = FairPyWSGIServer(("127.0.0.1", 0), _app, share=loaded)
     idle.serving()
     loaded.opened()
     assert loaded.should_defer()
+    return server, loaded
+
+
+def test_after_a_deferral_one_connection_is_taken_unconditionally() -> None:
+    server, loaded = _server_holding_more_than_its_peer()
     assert not server.accepts_now()  # the idle worker should take it
     server.resume_unconditionally()  # it did not within DEFER_S
     assert server.accepts_now()
@@ -88,11 +94,7 @@ def test_after_a_deferral_one_connection_is_taken_unconditionally() -> None:
 
 
 def test_the_unconditional_accept_lapses_after_the_wait() -> None:
-    table = ConnectionTable(slots=2)
-    loaded, idle = Share(table, 0), Share(table, 1)
-    server = FairPyWSGIServer(("127.0.0.1", 0), _app, share=loaded)
-    idle.serving()
-    loaded.opened()
+    server, _ = _server_holding_more_than_its_peer()
     server.resume_unconditionally()
     time.sleep(DEFER_S * 5)
     assert not server.accepts_now()
