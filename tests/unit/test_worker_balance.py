@@ -86,7 +86,7 @@ def _server_holding_more_than_its_peer() -> tuple[FairPyWSGIServer, Share]:
 def test_after_a_deferral_one_connection_is_taken_unconditionally() -> None:
     server, loaded = _server_holding_more_than_its_peer()
     assert not server.accepts_now()  # the idle worker should take it
-    server.resume_unconditionally()  # it did not within DEFER_S
+    server.accept_next_unconditionally()  # it did not within DEFER_S
     assert server.accepts_now()
     loaded.opened()
     # The next connection, however soon, is left to the idle worker again.
@@ -95,7 +95,7 @@ def test_after_a_deferral_one_connection_is_taken_unconditionally() -> None:
 
 def test_the_unconditional_accept_lapses_after_the_wait() -> None:
     server, _ = _server_holding_more_than_its_peer()
-    server.resume_unconditionally()
+    server.accept_next_unconditionally()
     time.sleep(DEFER_S * 5)
     assert not server.accepts_now()
 

@@ -28,8 +28,8 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
         self._share = share
         if share is not None:
             share.serving()
-        # After a deferral, one connection accepted before then is taken without asking
-        # (monotonic s); 0.0 once it was, or when there was no deferral.
+        # After a deferral, the next connection is taken without asking if it comes before
+        # then (monotonic s); 0.0 once a connection was weighed, or when there was no deferral.
         self._unconditional_until = 0.0
 
     def _do_read(self) -> None:
@@ -43,20 +43,16 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
 
     def accepts_now(self) -> bool:
         """Whether to accept a waiting connection now rather than leave it, for DEFER_S, to
-        a worker holding fewer. After a deferral (:meth:`resume_unconditionally`) the first
+        a worker holding fewer. After a deferral (:meth:`accept_next_unconditionally`) the first
         connection is accepted whatever the counts say; one, not every one in the window: a
         client opening its pool back to back would otherwise hand this worker all it opens
         within DEFER_S."""
         if self._share is None:
             return True
-        if self._unconditional_until:
-            unconditional = time.monotonic() < self._unconditional_until
-            self._unconditional_until = 0.0
-            if unconditional:
-                return True
-        return not self._share.should_defer()
+        until, self._unconditional_until = self._unconditional_until, 0.0
+        return time.monotonic() < until or not self._share.should_defer()
 
-    def resume_unconditionally(self) -> None:
+    def accept_next_unconditionally(self) -> None:
         """The next connection accepted within DEFER_S from now is this worker's, whatever
         the counts say then (the less loaded worker may be hung)."""
         self._unconditional_until = time.monotonic() + DEFER_S
@@ -67,7 +63,7 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
         if timer is not None:
             timer.close()
         if self.started:
-            self.resume_unconditionally()
+            self.accept_next_unconditionally()
             self.start_accepting()
 
     def do_handle(self, *args: Any) -> None:
