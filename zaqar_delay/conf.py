@@ -101,6 +101,7 @@ class Settings:
     smtp_username: str = _NOTIFICATION["smtp_username"]
     smtp_password: str = _NOTIFICATION["smtp_password"]
     smtp_sender: str = _NOTIFICATION["smtp_sender"]
+    smtp_allowed_senders: tuple[str, ...] = tuple(_NOTIFICATION["smtp_allowed_senders"])
 
 
 def make_conf() -> cfg.ConfigOpts:
@@ -215,4 +216,5 @@ def _settings(conf: cfg.ConfigOpts, config_files: tuple[str, ...], env: Any) -> 
         smtp_username=conf.notification.smtp_username,
         smtp_password=conf.notification.smtp_password,
         smtp_sender=conf.notification.smtp_sender,
+        smtp_allowed_senders=tuple(conf.notification.smtp_allowed_senders),
     )

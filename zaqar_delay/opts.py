@@ -303,16 +303,23 @@ notification_opts: list[cfg.Opt] = [
     ),
     cfg.ListOpt(
         "denied_networks",
-        default=["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"],
+        default=[],
         help=(
-            "Networks pushes may not reach: link-local and cloud metadata addresses by "
-            "default. Checked when subscribing and on every connection."
+            "Networks pushes may not reach, besides those always denied: the unspecified "
+            "addresses (0.0.0.0/8, ::), and link-local and cloud metadata addresses "
+            "(169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32). IPv6 forms "
+            "of an IPv4 address (::ffff:a.b.c.d, NAT64, 6to4, ...) are matched as that "
+            "address. Checked when subscribing and before every connection."
         ),
     ),
     cfg.ListOpt(
         "allowed_networks",
         default=[],
-        help="Networks pushes may reach even when denied_networks names them.",
+        help=(
+            "Networks pushes may reach even when denied_networks names them. A link-local or "
+            "metadata address is reached only through an entry inside those networks (such "
+            "as 169.254.10.0/24), never through a wider one (0.0.0.0/0)."
+        ),
     ),
     cfg.StrOpt(
         "smtp_host",
@@ -327,6 +334,15 @@ notification_opts: list[cfg.Opt] = [
         "smtp_sender",
         default="zaqar-delay@localhost",
         help="From address of push mails whose subscription sets no options.from.",
+    ),
+    cfg.ListOpt(
+        "smtp_allowed_senders",
+        default=[],
+        help=(
+            "Addresses a subscription may set as options.from of its push mails, besides "
+            "smtp_sender. Any other options.from is refused: the service would otherwise "
+            "send mail in anybody's name."
+        ),
     ),
 ]
 

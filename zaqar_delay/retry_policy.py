@@ -6,7 +6,8 @@ Zaqar's phases, after a failed first attempt: ``retries_with_no_delay`` retries 
 ``minimum_delay_retries`` retries ``minimum_delay`` seconds apart, retries ``minimum_delay``,
 ``minimum_delay + 5``, ... seconds apart below ``maximum_delay`` (its "linear" backoff), then
 ``maximum_delay_retries`` retries ``maximum_delay`` seconds apart. Zaqar slept between them in
-a thread; here each retry is a due time in the store.
+a thread; here each retry is a due time in the store, and the wait before each is computed
+from its number alone.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ DEFAULTS = {
     "maximum_delay_retries": 3,
 }
 LINEAR_INTERVAL_S = 5
+DELAY_KEYS = ("minimum_delay", "maximum_delay")
+# Zaqar sets no upper bound; without one a policy could ask for billions of retries.
+MAX_RETRIES = 100
 # Integers, but for retry_backoff_function (a string) and ignore_subscription_override.
 INTEGER_KEYS = (
     "retries_with_no_delay",
@@ -36,8 +40,10 @@ INTEGER_KEYS = (
 )
 
 
-def check(holder: Mapping[str, Any] | None) -> None:
-    """Check ``holder["_retry_policy"]`` when present; InvalidRequest otherwise."""
+def check(holder: Mapping[str, Any] | None, max_delay_s: int) -> None:
+    """Check ``holder["_retry_policy"]`` when present (Zaqar's types and wording, and the
+    bounds: counts from 0 to ``MAX_RETRIES``, delays from 0 to ``max_delay_s``, the longest a
+    message lives); InvalidRequest otherwise."""
     policy = holder.get(KEY) if holder else None
     if not policy:
         return
@@ -47,6 +53,12 @@ def check(holder: Mapping[str, Any] | None) -> None:
         value = policy.get(key)
         if value and not (isinstance(value, int) and not isinstance(value, bool)):
             raise errors.InvalidRequest(f"Retry policy: {key} must be a integer.")
+        high = max_delay_s if key in DELAY_KEYS else MAX_RETRIES
+        if value and not 0 <= value <= high:
+            raise errors.InvalidRequest(
+                f"Retry policy: {key} must be at least 0 and at most {high}"
+                + (" seconds, the longest a message lives." if key in DELAY_KEYS else ".")
+            )
     function = policy.get("retry_backoff_function")
     if function and not isinstance(function, str):
         raise errors.InvalidRequest("retry_backoff_function must be a string.")
@@ -69,13 +81,38 @@ def effective(
     return own or queue
 
 
-def retry_delays_s(policy: Mapping[str, Any]) -> list[float]:
-    """Seconds to wait before each retry, in order; its length is the number of retries."""
-    value = {key: policy.get(key, default) for key, default in DEFAULTS.items()}
-    minimum, maximum = value["minimum_delay"], value["maximum_delay"]
+def _value(policy: Mapping[str, Any], key: str) -> int:
+    """A field of a stored policy, its default when unset or not an integer, at least 0 (a
+    policy stored before the bounds were checked is read within them too)."""
+    value = policy.get(key, DEFAULTS[key])
+    if not isinstance(value, int) or isinstance(value, bool):
+        value = DEFAULTS[key]
+    return max(0, value)
+
+
+def retry_delay_s(policy: Mapping[str, Any], retry: int) -> float | None:
+    """Seconds to wait before retry number ``retry`` (0: the first, after the first attempt
+    failed), or None when the policy has no such retry. Constant time and memory, whatever the
+    policy's numbers."""
+    for phase, count, delay_s in _phases(policy):
+        if retry < count:
+            return float(delay_s + (LINEAR_INTERVAL_S * retry if phase == "linear" else 0))
+        retry -= count
+    return None
+
+
+def _phases(policy: Mapping[str, Any]) -> list[tuple[str, int, int]]:
+    """Zaqar's phases as (name, retries, first delay): the linear phase's delays grow by
+    ``LINEAR_INTERVAL_S`` a retry."""
+    minimum, maximum = _value(policy, "minimum_delay"), _value(policy, "maximum_delay")
     return [
-        *[0.0] * value["retries_with_no_delay"],
-        *[float(minimum)] * value["minimum_delay_retries"],
-        *map(float, range(minimum, maximum, LINEAR_INTERVAL_S)),
-        *[float(maximum)] * value["maximum_delay_retries"],
+        ("no delay", _value(policy, "retries_with_no_delay"), 0),
+        ("minimum", _value(policy, "minimum_delay_retries"), minimum),
+        ("linear", len(range(minimum, maximum, LINEAR_INTERVAL_S)), minimum),
+        ("maximum", _value(policy, "maximum_delay_retries"), maximum),
     ]
+
+
+def retries(policy: Mapping[str, Any]) -> int:
+    """How many retries the policy allows after a failed first attempt."""
+    return sum(count for _, count, _ in _phases(policy))

@@ -9,16 +9,18 @@ Subscriptions are unique by project, queue and subscriber.
 from __future__ import annotations
 
 import secrets
-import urllib.parse
 from typing import Any
 
 from zaqar_delay import errors, retry_policy, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.models import Subscription, SubscriptionChange
+from zaqar_delay.push import headers as post_headers
+from zaqar_delay.push import subscribers
 from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 from zaqar_delay.push.limits import check as limits_check
+from zaqar_delay.push.mail import MailRefused, MailRules
 from zaqar_delay.storage.base import Driver
 
 MIN_SUBSCRIPTION_TTL = 60
@@ -33,7 +35,10 @@ def _subscriber(value: Any, limits: Limits, guard: AddressGuard | None = None) -
         raise errors.InvalidRequest(
             f"The subscriber type of subscription must be supported in the list {types}."
         )
-    parsed = urllib.parse.urlsplit(value)
+    try:
+        parsed = subscribers.parse(value)
+    except ValueError as exc:
+        raise errors.InvalidRequest(str(exc)) from exc
     if parsed.scheme not in types:
         raise errors.InvalidRequest(
             f"The subscriber type of subscription must be supported in the list {types}."
@@ -41,7 +46,7 @@ def _subscriber(value: Any, limits: Limits, guard: AddressGuard | None = None) -
     if parsed.scheme == "mailto" and "@" not in parsed.path:
         raise errors.InvalidRequest("A mailto: subscriber needs an e-mail address.")
     if parsed.scheme != "mailto" and not parsed.hostname:
-        raise errors.InvalidRequest(f"The subscriber {value} names no host.")
+        raise errors.InvalidRequest(f"The subscriber {subscribers.redacted(value)} names no host.")
     if guard is not None and parsed.hostname:
         try:
             guard.check_host(parsed.hostname)
@@ -51,9 +56,13 @@ def _subscriber(value: Any, limits: Limits, guard: AddressGuard | None = None) -
 
 
 def subscription_change(
-    document: Any, limits: Limits, guard: AddressGuard | None = None
+    document: Any,
+    limits: Limits,
+    guard: AddressGuard | None = None,
+    mail: MailRules | None = None,
 ) -> SubscriptionChange:
-    """A POST or PATCH body (Zaqar's ``subscription_patching``) as typed fields."""
+    """A POST or PATCH body (Zaqar's ``subscription_patching``) as typed fields. ``mail``
+    decides which senders ``options.from`` may name (None: none but the default)."""
     if not document:
         raise errors.InvalidRequest("No subscription to create.")
     if not isinstance(document, dict):
@@ -62,8 +71,9 @@ def subscription_change(
     options = document.get("options")
     if options and not isinstance(options, dict):
         raise errors.InvalidRequest("Options must be a dict.")
-    retry_policy.check(options)
+    retry_policy.check(options, limits.max_message_ttl)
     limits_check(options)
+    post_headers.check(options)
     ttl = document.get("ttl")
     if ttl:
         if not validation.is_int(ttl):
@@ -74,8 +84,13 @@ def subscription_change(
             )
         if ttl > validation.INT64_MAX // 1000:
             raise errors.InvalidRequest("The TTL for a subscription is too large.")
+    checked = _subscriber(subscriber, limits, guard) if subscriber else None
+    try:
+        (mail or MailRules("")).check(checked, options if isinstance(options, dict) else None)
+    except MailRefused as exc:
+        raise errors.InvalidRequest(str(exc)) from exc
     return SubscriptionChange(
-        subscriber=_subscriber(subscriber, limits, guard) if subscriber else None,
+        subscriber=checked,
         ttl_s=int(ttl) if ttl else None,
         options=dict(options) if isinstance(options, dict) else None,
     )
@@ -91,8 +106,10 @@ class Subscriptions:
         clock: Clock,
         guard: AddressGuard | None = None,
         confirmations: Confirmations | None = None,
+        mail: MailRules | None = None,
     ) -> None:
-        """``guard`` refuses subscribers whose address pushes may not reach; with
+        """``guard`` refuses subscribers whose address pushes may not reach; ``mail`` the
+        senders a mail subscription may name; with
         ``confirmations`` (``require_confirmation``), unconfirmed subscriptions are sent a
         confirmation request when subscribed."""
         self.driver = driver
@@ -100,6 +117,7 @@ class Subscriptions:
         self.clock = clock
         self.guard = guard
         self.confirmations = confirmations
+        self.mail = mail
 
     def create(self, project: str, queue: str, document: Any) -> tuple[str, str | None]:
         """Subscribe; ``(id, signing secret)``, the secret only when the subscription is new.
@@ -109,7 +127,7 @@ class Subscriptions:
         subscribing again re-sends the confirmation request."""
         if isinstance(document, dict) and "subscriber" not in document:
             raise errors.InvalidRequest("Missing parameter subscriber in body.")
-        change = subscription_change(document, self.limits, self.guard)
+        change = subscription_change(document, self.limits, self.guard, self.mail)
         # Checked even when empty (a PATCH takes an empty subscriber as "keep it").
         subscriber = _subscriber(document["subscriber"], self.limits, self.guard)
         now_ms = self.clock.now_ms()
@@ -146,7 +164,7 @@ class Subscriptions:
         return found
 
     def update(self, project: str, queue: str, subscription_id: str, document: Any) -> None:
-        change = subscription_change(document, self.limits, self.guard)
+        change = subscription_change(document, self.limits, self.guard, self.mail)
         now_ms = self.clock.now_ms()
         self.driver.update_subscription(project, queue, subscription_id, change, now_ms)
 

@@ -19,6 +19,9 @@ from zaqar_delay.conf import Limits
 from zaqar_delay.models import Metadata, NewMessage
 
 QUEUE_NAME_RE = re.compile(r"^[a-zA-Z0-9_\-.]+$")
+# Zaqar's rule allows dots, but these two are path steps a browser or proxy resolves away
+# (``/v2/queues/./stats`` becomes ``/v2/stats``): no request could name such a queue.
+DOT_SEGMENTS = frozenset({".", ".."})
 QUEUE_NAME_MAX = 64
 PROJECT_ID_MAX = 256
 DEDUP_ID_MAX = 256
@@ -42,8 +45,19 @@ def _check_int64(value: int) -> None:
 # -- identifiers -------------------------------------------------------------------------------
 
 
+def is_queue_name(name: Any) -> bool:
+    """Zaqar's rule (1 to 64 letters, digits, ``_``, ``-`` and ``.``), but for the dot
+    segments ``.`` and ``..``."""
+    return (
+        isinstance(name, str)
+        and len(name) <= QUEUE_NAME_MAX
+        and QUEUE_NAME_RE.match(name) is not None
+        and name not in DOT_SEGMENTS
+    )
+
+
 def queue_name(name: str) -> str:
-    if len(name) > QUEUE_NAME_MAX or not QUEUE_NAME_RE.match(name):
+    if not is_queue_name(name):
         raise errors.InvalidRequest(
             "The format of the submitted queue name or project id is not valid."
         )
@@ -350,13 +364,9 @@ def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
         f"least {MIN_MESSAGE_TTL} seconds long.",
     )
     _retry_backoff(metadata.get(policy.RETRY_BACKOFF), limits)
-    retry_policy.check(metadata)
+    retry_policy.check(metadata, limits.max_message_ttl)
     dead_letter = metadata.get(policy.DEAD_LETTER_QUEUE)
-    if dead_letter is not None and (
-        not isinstance(dead_letter, str)
-        or len(dead_letter) > QUEUE_NAME_MAX
-        or not QUEUE_NAME_RE.match(dead_letter)
-    ):
+    if dead_letter is not None and not is_queue_name(dead_letter):
         raise errors.InvalidRequest("_dead_letter_queue must be the name of a queue.")
     for flag in (policy.ENABLE_ENCRYPT_MESSAGES, policy.DELETE_AFTER_PUSH):
         value = metadata.get(flag)

@@ -23,7 +23,7 @@ from zaqar_delay.metrics import Metrics
 from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
-from zaqar_delay.push.mail import MailSender
+from zaqar_delay.push.mail import MailRules, MailSender
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.service import Service
@@ -73,6 +73,7 @@ def push_senders(settings: Settings, guard: AddressGuard) -> tuple[WebhookSender
         settings.smtp_starttls,
         settings.smtp_username,
         settings.smtp_password,
+        settings.smtp_allowed_senders,
     )
     return webhook, mail
 
@@ -127,7 +128,8 @@ def build(
     if settings.require_confirmation:
         webhook, mail = push_senders(settings, guard)
         confirmations = Confirmations(signer, clock, webhook, mail)
-    subscribing = Subscriptions(driver, settings.limits, clock, guard, confirmations)
+    mail_rules = MailRules(settings.smtp_sender, settings.smtp_allowed_senders)
+    subscribing = Subscriptions(driver, settings.limits, clock, guard, confirmations, mail_rules)
     # The resources that need more than the service.
     special: dict[type[Resource], Resource] = {
         **{

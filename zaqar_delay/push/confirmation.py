@@ -16,15 +16,14 @@ subscriber who missed it subscribes again to be sent another.
 from __future__ import annotations
 
 import concurrent.futures
-import email.message
 import logging
-import urllib.parse
 from typing import Any
 
 from zaqar_delay import jsondoc
 from zaqar_delay.clock import Clock
 from zaqar_delay.models import Subscription
-from zaqar_delay.push.mail import MailSender
+from zaqar_delay.push.mail import MailRefused, MailSender
+from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import SIGNATURE_HEADER, Outcome, WebhookSender, signature
 from zaqar_delay.signed_urls import Signer
 
@@ -87,26 +86,32 @@ class Confirmations:
     ) -> Outcome:
         document = confirmation_document(self.signer, project, queue, subscription.id, unsubscribed)
         body = jsondoc.dumps(document)
-        stamp = signature(subscription.secret, self.clock.now_ms(), body.encode())
+        stamp = signature(subscription.secret, self.clock.now_ms(), "", body.encode())
         if subscription.subscriber.startswith("mailto:"):
-            mail = email.message.EmailMessage()
-            mail["To"] = urllib.parse.unquote(urllib.parse.urlsplit(subscription.subscriber).path)
-            mail["From"] = str(subscription.options.get("from") or self.mail.sender)
-            mail["Subject"] = (
+            subject = (
                 f"You unsubscribed from the queue {queue}"
                 if unsubscribed
                 else f"Confirm your subscription to the queue {queue}"
             )
-            mail[SIGNATURE_HEADER] = stamp
-            mail.set_content(body)
-            outcome = self.mail.deliver(mail)
+            try:
+                mail = self.mail.compose(
+                    subscription.subscriber,
+                    subscription.options,
+                    subject,
+                    {SIGNATURE_HEADER: stamp},
+                    body,
+                )
+            except MailRefused as exc:
+                outcome = Outcome("permanent", str(exc))
+            else:
+                outcome = self.mail.deliver(mail)
         else:
             headers = {"Content-Type": "application/json", SIGNATURE_HEADER: stamp}
             outcome = self.webhook.post(subscription.subscriber, body.encode(), headers)
         if outcome.kind != "delivered":
             LOG.warning(
                 "confirmation request to %s failed: %s (subscribing again sends another)",
-                subscription.subscriber,
+                redacted(subscription.subscriber),
                 outcome.error,
             )
         return outcome

@@ -6,10 +6,11 @@ thousands per second. What urllib3 would add is not wanted anyway: no
 proxies or ``.netrc`` from the environment (the guard must see the receiver's own address), no
 redirects, no retries of its own.
 
-Every new connection is checked by the guard on the connected socket, before TLS and before
-anything is sent. A request may take ``timeout_s`` in all: each step may take what is left,
-and a reaper shuts the connection of a request still running at its deadline (a receiver that
-trickles its answer a byte at a time would otherwise hold the request open for ever).
+Every new connection is opened by the guard (``AddressGuard.connect``): the receiver's name is
+resolved once and only addresses the guard permits are connected to. A request may take
+``timeout_s`` in all: each step may take what is left, and a reaper shuts the connection of a
+request still running at its deadline (a receiver that trickles its answer a byte at a time
+would otherwise hold the request open for ever).
 
 An idle connection the receiver has closed in the meantime shows as a connection error with
 no answer read; such a request is sent once more on a new connection (the receiver may see it
@@ -27,10 +28,8 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
-from typing import Any
 
-from zaqar_delay.push.guard import AddressGuard, DeniedAddress
+from zaqar_delay.push.guard import AddressGuard
 
 # Bytes of a response body read at most; a connection with more left is closed, not reused.
 MAX_RESPONSE_BODY = 65_536
@@ -52,25 +51,10 @@ def _split(url: str) -> tuple[Origin, str]:
     """The origin and the request target of ``url`` (ValueError if it is not http(s))."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"not an http(s) URL: {url}")
+        raise ValueError("the subscriber is not an http(s) URL with a host")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return (parts.scheme, parts.hostname, port), target
-
-
-def guarded_connect(guard: AddressGuard) -> Callable[..., socket.socket]:
-    """``socket.create_connection``, refusing (``DeniedAddress``) a connected peer that
-    ``guard`` does not permit."""
-
-    def connect(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
-        sock = socket.create_connection(address, *args, **kwargs)
-        peer = sock.getpeername()[0]
-        if not guard.permits(peer):
-            sock.close()
-            raise DeniedAddress(f"{address[0]} is {peer}, which pushes may not reach")
-        return sock
-
-    return connect
 
 
 class ConnectionPool:
@@ -81,7 +65,7 @@ class ConnectionPool:
         one receiver (scheme, host, port) are kept for reuse."""
         self.timeout_s = timeout_s
         self.idle_per_origin = idle_per_origin
-        self._connect = guarded_connect(guard)
+        self._connect = guard.connect
         self._tls = ssl.create_default_context()
         self._idle: dict[Origin, list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()

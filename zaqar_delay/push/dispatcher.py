@@ -35,6 +35,7 @@ from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Delivery, NewMessage, PushResult
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.push.senders import Senders
+from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import Outcome, message_document
 from zaqar_delay.storage.base import Driver
 
@@ -290,7 +291,7 @@ class Dispatcher:
             LOG.warning(
                 "push %s to %s failed for good after %d attempts: %s",
                 delivery.id,
-                delivery.subscription.subscriber,
+                redacted(delivery.subscription.subscriber),
                 delivery.attempts + 1,
                 outcome.error,
             )
@@ -306,13 +307,11 @@ class Dispatcher:
     def _retry_at(delivery: Delivery, outcome: Outcome, now_ms: int) -> int | None:
         if outcome.kind != "retry":
             return None
-        delays = retry_policy.retry_delays_s(
-            retry_policy.effective(delivery.subscription.options, delivery.queue_metadata)
-        )
-        if delivery.attempts >= len(delays):
+        policy = retry_policy.effective(delivery.subscription.options, delivery.queue_metadata)
+        delay_s = retry_policy.retry_delay_s(policy, delivery.attempts)
+        if delay_s is None:
             return None
-        wait_s = max(delays[delivery.attempts], outcome.retry_after_s)
-        return now_ms + int(wait_s * 1000)
+        return now_ms + int(max(delay_s, outcome.retry_after_s) * 1000)
 
     def _dead_letter(self, delivery: Delivery, outcome: Outcome, target: str, now_ms: int) -> None:
         """The message, with the subscription, attempts and last error, in ``target`` (once,
@@ -321,7 +320,7 @@ class Dispatcher:
         document = {
             "message": message_document(delivery, now_ms),
             "subscription_id": delivery.subscription.id,
-            "subscriber": delivery.subscription.subscriber,
+            "subscriber": redacted(delivery.subscription.subscriber),
             "attempts": delivery.attempts + 1,
             "last_error": outcome.error,
         }

@@ -1,8 +1,23 @@
-"""Which addresses pushes may reach: by default everything but link-local and cloud metadata
-addresses (a subscriber could otherwise make the service read a cloud's credentials).
+"""Which addresses pushes may reach, and the only way a push connects: resolve once, check every
+address, connect to the checked ones.
 
-The address is checked when a subscription is made and again on the connected socket, before
-anything is sent, so a name that resolves elsewhere later (DNS rebinding) is refused too.
+Three layers, in this order:
+
+- **Never**: the unspecified addresses (``0.0.0.0/8``, ``::``). They name no remote host; a
+  connection to them reaches this machine.
+- **Protected**: link-local and cloud metadata addresses (``PROTECTED``), where a subscriber
+  could make the service read a cloud's credentials. Denied whatever ``denied_networks`` says;
+  only an ``allowed_networks`` entry that lies inside one of them opens it (so allowing
+  ``0.0.0.0/0`` or ``10.0.0.0/8`` never reopens ``169.254.169.254``).
+- **The operator's lists**: ``allow`` is checked first, then ``deny``.
+
+An IPv6 address that carries an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible
+``::a.b.c.d``, SIIT ``::ffff:0:a.b.c.d``, NAT64 ``64:ff9b::/96`` and ``64:ff9b:1::/48``, 6to4
+``2002::/16``, Teredo) is permitted only when the IPv6 address and every IPv4 address in it are;
+a zone id (``%eth0``) is ignored. The checks run when a subscription is made and when a push
+connects: :meth:`AddressGuard.connect` resolves the name once, refuses it if any address it
+resolves to is denied, and connects only to those addresses, so neither DNS rebinding nor the
+answer of a denied port (refused or open) ever reaches a tenant.
 """
 
 from __future__ import annotations
@@ -11,35 +26,120 @@ import ipaddress
 import socket
 from collections.abc import Sequence
 
-DEFAULT_DENY = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32")
-
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+NEVER = ("0.0.0.0/8", "::/128")
+PROTECTED = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32")
+# Kept for configurations and tests that name the old default list.
+DEFAULT_DENY = PROTECTED
+
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+_SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")
+_LOW_32 = 0xFFFFFFFF
 
 
 class DeniedAddress(Exception):
     """The subscriber resolves to an address pushes may not reach."""
 
 
-class AddressGuard:
-    """Denies ``deny`` networks unless ``allow`` (checked first) names the address."""
+def _networks(names: Sequence[str]) -> list[Network]:
+    return [ipaddress.ip_network(name, strict=False) for name in names]
 
-    def __init__(self, deny: Sequence[str] = DEFAULT_DENY, allow: Sequence[str] = ()) -> None:
-        self.deny: list[Network] = [ipaddress.ip_network(n, strict=False) for n in deny]
-        self.allow: list[Network] = [ipaddress.ip_network(n, strict=False) for n in allow]
+
+def parse(address: str) -> Address:
+    """``address`` (an IP literal, with or without brackets and zone id) as an address."""
+    return ipaddress.ip_address(address.strip("[]").split("%", 1)[0])
+
+
+def embedded_ipv4(ip: Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries and that a packet to it may reach."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return []
+    found: list[ipaddress.IPv4Address] = []
+    value = int(ip)
+    if ip.ipv4_mapped is not None:
+        found.append(ip.ipv4_mapped)
+    elif value >> 32 == 0 and value > 1:  # IPv4-compatible ::a.b.c.d (not :: or ::1)
+        found.append(ipaddress.IPv4Address(value))
+    if ip in _SIIT or any(ip in prefix for prefix in _NAT64):
+        found.append(ipaddress.IPv4Address(value & _LOW_32))
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    return found
+
+
+class AddressGuard:
+    """Permits an address unless it is never reachable, protected, or in ``deny`` and not in
+    ``allow`` (see the module's docstring for the order)."""
+
+    def __init__(self, deny: Sequence[str] = (), allow: Sequence[str] = ()) -> None:
+        self.never = _networks(NEVER)
+        self.protected = _networks(PROTECTED)
+        self.deny = _networks(deny)
+        self.allow = _networks(allow)
+        # Only an allowed network inside a protected one opens (part of) it.
+        self.allow_protected = [
+            network
+            for network in self.allow
+            if any(
+                network.version == protected.version and network.subnet_of(protected)  # type: ignore[arg-type]
+                for protected in self.protected
+            )
+        ]
 
     def permits(self, address: str) -> bool:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
+        """Whether pushes may reach ``address`` (ValueError: it is no IP address)."""
+        ip = parse(address)
+        return all(self._permits(form) for form in (ip, *embedded_ipv4(ip)))
+
+    def _permits(self, ip: Address) -> bool:
+        if any(ip in network for network in self.never):
+            return False
+        if any(ip in network for network in self.protected):
+            return any(ip in network for network in self.allow_protected)
         if any(ip in network for network in self.allow):
             return True
         return not any(ip in network for network in self.deny)
+
+    def resolve(self, host: str, port: int) -> list[tuple[str, int]]:
+        """The addresses ``host`` resolves to now, each checked: DeniedAddress when any of
+        them is denied, OSError when it does not resolve."""
+        try:
+            found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except UnicodeError as exc:
+            raise OSError(f"{host!r} is not a host name: {exc}") from exc
+        addresses: list[tuple[str, int]] = []
+        for *_, sockaddr in found:
+            address = str(sockaddr[0])
+            if not self.permits(address):
+                raise DeniedAddress(f"{host} is {address}, which pushes may not reach")
+            if (address, port) not in addresses:
+                addresses.append((address, port))
+        return addresses
 
     def check_host(self, host: str) -> None:
         """DeniedAddress when an address ``host`` resolves to now is denied. A name that does
         not resolve now passes: the connection is checked again when a push is sent."""
         try:
-            found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-        except (OSError, UnicodeError):
+            self.resolve(host, 0)
+        except OSError:
             return
-        for *_, sockaddr in found:
-            if not self.permits(str(sockaddr[0])):
-                raise DeniedAddress(f"{host} is {sockaddr[0]}, which pushes may not reach")
+
+    def connect(
+        self,
+        address: tuple[str, int],
+        timeout: float | None = None,
+        source_address: tuple[str, int] | None = None,
+    ) -> socket.socket:
+        """``socket.create_connection`` to the checked addresses of ``address`` only: nothing
+        is sent to a host, nor a connection tried, before every address it names passed."""
+        last_error: OSError | None = None
+        for checked in self.resolve(*address):
+            try:
+                return socket.create_connection(checked, timeout, source_address)
+            except OSError as exc:
+                last_error = exc
+        raise last_error or OSError(f"{address[0]} resolves to no address")

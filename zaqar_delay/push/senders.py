@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from zaqar_delay.models import Delivery
 from zaqar_delay.push.mail import MailSender
+from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import Outcome, WebhookSender
+
+LOG = logging.getLogger(__name__)
 
 
 class Senders:
@@ -16,9 +21,22 @@ class Senders:
         self.timeout_s = max(webhook.timeout_s, mail.timeout_s)
 
     def send(self, delivery: Delivery, now_ms: int) -> Outcome:
-        if delivery.subscription.subscriber.startswith("mailto:"):
-            return self.mail.send(delivery, now_ms)
-        return self.webhook.send(delivery, now_ms)
+        """The outcome of one attempt. A sender that raises has met input it cannot send (a
+        subscription stored before today's rules, say): trying again would fail the same way,
+        so it is a permanent failure, logged in one line."""
+        try:
+            if delivery.subscription.subscriber.startswith("mailto:"):
+                return self.mail.send(delivery, now_ms)
+            return self.webhook.send(delivery, now_ms)
+        except Exception as exc:  # noqa: BLE001 - any sender failure is this push's outcome
+            error = f"the push could not be sent: {type(exc).__name__}: {exc}"
+            LOG.warning(
+                "push %s to %s failed for good: %s",
+                delivery.id,
+                redacted(delivery.subscription.subscriber),
+                error,
+            )
+            return Outcome("permanent", error)
 
     def close(self) -> None:
         self.webhook.close()

@@ -2,10 +2,15 @@
 
 The body is Zaqar's webhook payload: the message as the API shows it plus ``queue_name``, or
 the subscription's ``post_data`` template with ``"$zaqar_message$"`` replaced by it; its
-``post_headers`` are sent too. Every request carries a stable delivery id and an HMAC-SHA256
-signature over the timestamp and the body, keyed with the subscription's secret:
+``post_headers`` are sent too, but for those that would frame or route the request
+(``push.headers``). Every request carries a stable delivery id and an HMAC-SHA256 signature
+over the timestamp, the delivery id and the body, keyed with the subscription's secret:
 
-    X-Zaqar-Delay-Signature: t=<ms>,v1=<hex of HMAC-SHA256(secret, "<ms>." + body)>
+    X-Zaqar-Delay-Signature: t=<ms>,v2=<hex of HMAC-SHA256(secret, "<ms>.<delivery id>." + body)>
+
+(the delivery id is empty on a request that carries none: a confirmation request). A receiver
+checks the signature and refuses a timestamp older than a few minutes: a captured request
+cannot then be replayed later, nor under another delivery id.
 
 2xx is delivered; a timeout, a connection error, 429 and 5xx are retried (``Retry-After``
 honoured); any other answer is permanent. Redirects are not followed.
@@ -25,6 +30,7 @@ from typing import Any
 import zaqar_delay
 from zaqar_delay import jsondoc
 from zaqar_delay.models import Delivery
+from zaqar_delay.push import headers as post_headers
 from zaqar_delay.push.connections import ConnectionPool
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 
@@ -33,6 +39,9 @@ SIGNATURE_HEADER = "X-Zaqar-Delay-Signature"
 ATTEMPT_HEADER = "X-Zaqar-Delay-Attempt"
 TEMPLATE = '"$zaqar_message$"'
 USER_AGENT = f"zaqar-delay/{zaqar_delay.__version__}"
+# A receiver's Retry-After is honoured up to a day: a larger one would push a retry's time
+# past what the store keeps, and past any message's life anyway.
+MAX_RETRY_AFTER_S = 86_400.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -69,20 +78,24 @@ def request_body(delivery: Delivery, now_ms: int) -> bytes:
     return document.encode()
 
 
-def signature(secret: str, timestamp_ms: int, body: bytes) -> str:
-    mac = hmac.new(secret.encode(), f"{timestamp_ms}.".encode() + body, hashlib.sha256)
-    return f"t={timestamp_ms},v1={mac.hexdigest()}"
+def signature(secret: str, timestamp_ms: int, delivery_id: str, body: bytes) -> str:
+    """The signature header's value for a request sent at ``timestamp_ms``."""
+    signed = f"{timestamp_ms}.{delivery_id}.".encode() + body
+    mac = hmac.new(secret.encode(), signed, hashlib.sha256)
+    return f"t={timestamp_ms},v2={mac.hexdigest()}"
 
 
 def _retry_after_s(value: str | None, now_s: float) -> float:
+    """A ``Retry-After`` in seconds, at most ``MAX_RETRY_AFTER_S``."""
     if not value:
         return 0.0
     if value.strip().isdigit():
-        return float(value.strip())
+        return min(float(value.strip()), MAX_RETRY_AFTER_S)
     try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now_s)
-    except (TypeError, ValueError):
+        later_s = email.utils.parsedate_to_datetime(value).timestamp() - now_s
+    except (TypeError, ValueError, OverflowError):
         return 0.0
+    return min(max(0.0, later_s), MAX_RETRY_AFTER_S)
 
 
 def outcome_of(status: int, retry_after: str | None) -> Outcome:
@@ -105,13 +118,12 @@ class WebhookSender:
     def send(self, delivery: Delivery, now_ms: int) -> Outcome:
         body = request_body(delivery, now_ms)
         options = delivery.subscription.options
-        headers = {"Content-Type": "application/json"}
-        extra = options.get("post_headers")
-        if isinstance(extra, dict):
-            headers.update({str(k): str(v) for k, v in extra.items()})
+        headers = {"Content-Type": "application/json", **post_headers.sendable(options)}
         headers[DELIVERY_ID_HEADER] = delivery.id
         headers[ATTEMPT_HEADER] = str(delivery.attempts + 1)
-        headers[SIGNATURE_HEADER] = signature(delivery.subscription.secret, now_ms, body)
+        headers[SIGNATURE_HEADER] = signature(
+            delivery.subscription.secret, now_ms, delivery.id, body
+        )
         return self.post(delivery.subscription.subscriber, body, headers)
 
     def post(self, url: str, body: bytes, headers: dict[str, str]) -> Outcome:

@@ -12,6 +12,11 @@ by a crash means nothing.
 Every file lives in the data directory (not under the system temp dir, where a cleaner could
 take the socket): ``redis.sock``, ``redis.pid``, ``redis.log``, ``redis.conf``, ``store.lock``,
 the append-only file ``appendonly.aof`` and snapshots in the db file.
+
+The store holds every message and each subscription's signing secret, so its files are the
+owner's alone: a data directory this module creates is mode 0700, the redis-server runs with
+umask 077 (every file it writes, the append-only files of a rewrite included, is 0600), and
+the files of a store made before that are made 0600 when it starts.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ SERVER_CONFIG = {
     "aof-load-truncated": "yes",
     "daemonize": "no",
 }
+PRIVATE_UMASK = 0o077
 # How long closing waits for other clients to leave before it leaves the store up for them.
 CLOSE_GRACE_S = 3.0
 # Restarts closer together than this count as one outage for the restart backoff.
@@ -79,7 +85,7 @@ class EmbeddedRedis:
         self.db_path = os.path.abspath(db_path)
         self.appendfsync = appendfsync
         self.directory = os.path.dirname(self.db_path)
-        os.makedirs(self.directory, exist_ok=True)
+        _make_private_directory(self.directory)
         self.socket_path = os.path.join(self.directory, SOCKET_FILE)
         if len(self.socket_path.encode()) > MAX_SOCKET_PATH:
             raise StorageConfigError(
@@ -163,7 +169,11 @@ class EmbeddedRedis:
                 )
             )
         self._log_offset = _size(self._path(LOG_FILE))
+        _make_store_files_private(self.directory, os.path.basename(self.db_path))
         os.set_inheritable(lock, True)
+        # The child inherits the umask (posix_spawn sets none of its own); the window in
+        # which this process's other threads would create files with it too is one call.
+        umask = os.umask(PRIVATE_UMASK)
         try:
             # Its own session: a Ctrl-C meant for the server does not reach the store, which
             # the server shuts down itself, after its workers.
@@ -175,6 +185,8 @@ class EmbeddedRedis:
             )
         except OSError as exc:
             raise StorageConfigError(f"cannot run the embedded redis-server: {exc}") from exc
+        finally:
+            os.umask(umask)
 
     def _wait_until_ready(self, started: bool) -> None:
         deadline = time.monotonic() + self.start_timeout
@@ -349,3 +361,30 @@ def _size(path: str) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
+
+
+def _make_private_directory(directory: str) -> None:
+    """Create ``directory`` readable by its owner only. One that exists keeps its mode: it
+    may be shared (``/var/lib``, a home), and the store's files in it are private anyway."""
+    try:
+        os.makedirs(directory, mode=0o700)
+    except FileExistsError:
+        return
+    os.chmod(directory, 0o700)  # makedirs' mode is filtered by the umask
+
+
+def _make_store_files_private(directory: str, db_file: str) -> None:
+    """Make the files a store made before its files were private 0600 (0700 for folders)."""
+    names = {SOCKET_FILE, PID_FILE, LOG_FILE, CONF_FILE, LOCK_FILE, db_file}
+    for entry in os.scandir(directory):
+        if entry.name in names or entry.name.startswith("appendonly"):
+            _chmod_private(entry.path)
+
+
+def _chmod_private(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        os.chmod(path, 0o700)
+        for entry in os.scandir(path):
+            _chmod_private(entry.path)
+    elif os.path.isfile(path) and not os.path.islink(path):
+        os.chmod(path, 0o600)
