@@ -31,7 +31,7 @@ DUPLICATE = (
 
 def _subscriber(value: Any, limits: Limits, guard: AddressGuard | None = None) -> str:
     types = list(limits.subscriber_types)
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not value:
         raise errors.InvalidRequest(
             f"The subscriber type of subscription must be supported in the list {types}."
         )

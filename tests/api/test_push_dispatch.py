@@ -32,9 +32,13 @@ from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import WebhookSender
 
 
-def senders(guard: AddressGuard | None = None, smtp_port: int = 0) -> Senders:
-    """Webhooks through ``guard``; mail through an SMTP server on ``smtp_port`` (0: none)."""
-    mail = MailSender("127.0.0.1" if smtp_port else "", smtp_port, "zd@example.com", 5)
+def senders(
+    guard: AddressGuard | None = None, smtp_port: int = 0, allowed_senders: tuple[str, ...] = ()
+) -> Senders:
+    """Webhooks through ``guard``; mail through an SMTP server on ``smtp_port`` (0: none),
+    from zd@example.com or ``allowed_senders``."""
+    host = "127.0.0.1" if smtp_port else ""
+    mail = MailSender(host, smtp_port, "zd@example.com", 5, allowed_senders=allowed_senders)
     return Senders(WebhookSender(guard or AddressGuard(), timeout_s=5), mail)
 
 
@@ -219,10 +223,10 @@ def test_the_signature_verifies_with_the_subscription_secret(
         fields = dict(
             part.split("=", 1) for part in push.headers["X-Zaqar-Delay-Signature"].split(",")
         )
-        expected = hmac.new(
-            secret.encode(), f"{fields['t']}.".encode() + push.body, hashlib.sha256
-        ).hexdigest()
-        assert hmac.compare_digest(fields["v1"], expected)
+        delivery_id = push.headers["X-Zaqar-Delay-Delivery-Id"]
+        signed = f"{fields['t']}.{delivery_id}.".encode() + push.body
+        expected = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(fields["v2"], expected)
 
 
 def test_failures_are_retried_on_zaqar_s_schedule(api: Api, dispatcher: Dispatcher) -> None:
@@ -351,11 +355,19 @@ def test_every_attempt_is_counted_and_journaled(api: Api, tmp_path: Path) -> Non
         dispatcher.stop()
 
 
+@pytest.fixture(params=["embedded", "mongodb"])
+def mailing(request: pytest.FixtureRequest) -> Iterator[Api]:
+    """The API with one sender besides the default that mail subscriptions may name."""
+    yield from api_on(request, request.param, smtp_allowed_senders=("q@example.com",))
+
+
 def test_mailto_subscribers_get_a_mail_through_the_smtp_server(
-    api: Api, smtp_inbox: tuple[int, list[Envelope]]
+    mailing: Api, smtp_inbox: tuple[int, list[Envelope]]
 ) -> None:
+    api = mailing
     port, received = smtp_inbox
-    dispatcher = Dispatcher(api.driver, api.clock, senders(smtp_port=port))
+    sender = senders(smtp_port=port, allowed_senders=("q@example.com",))
+    dispatcher = Dispatcher(api.driver, api.clock, sender)
     try:
         created = api.post(
             "/v2/queues/q/subscriptions",
@@ -365,6 +377,7 @@ def test_mailto_subscribers_get_a_mail_through_the_smtp_server(
             },
         )
         assert created.status_code == 201, created.text
+        secret = created.json["signing_secret"]
         [mid] = api.post_messages("q", {"body": {"job": 3}})
         assert dispatcher.run_once() == 1
         [envelope] = received
@@ -372,8 +385,16 @@ def test_mailto_subscribers_get_a_mail_through_the_smtp_server(
         mail = email.message_from_bytes(envelope.content, policy=email.policy.default)  # type: ignore[arg-type]
         assert mail["Subject"] == "Due" and mail["From"] == "q@example.com"
         assert mail["X-Zaqar-Delay-Delivery-Id"].endswith(f":{mid}")
-        document = json.loads(mail.get_content())  # type: ignore[attr-defined]
+        text = mail.get_content()  # type: ignore[attr-defined]
+        document = json.loads(text)
         assert document["body"] == {"job": 3} and document["queue_name"] == "q"
+        # The signature arrives as sent (not RFC 2047-encoded) and verifies over the text.
+        raw_headers = envelope.content.split(b"\r\n\r\n", 1)[0]  # type: ignore[union-attr]
+        assert b"=?utf-8?" not in raw_headers
+        fields = dict(part.split("=", 1) for part in mail["X-Zaqar-Delay-Signature"].split(","))
+        signed = f"{fields['t']}.{mail['X-Zaqar-Delay-Delivery-Id']}.{text.rstrip()}".encode()
+        expected = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(fields["v2"], expected)
         assert dispatcher.run_once() == 0
     finally:
         dispatcher.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import email.utils
 import hmac
 import time
+from typing import Any
 
 import pytest
 
@@ -14,15 +15,33 @@ from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 from zaqar_delay.push.webhook import outcome_of, signature
 
 
+def schedule(policy: dict[str, Any]) -> list[float]:
+    """Every retry's delay, in order, until the policy has none left."""
+    delays: list[float] = []
+    while (delay := retry_policy.retry_delay_s(policy, len(delays))) is not None:
+        delays.append(delay)
+    return delays
+
+
 def test_zaqar_s_default_schedule() -> None:
     # 3 at once, 3 after 5 s, linear 5..25 s, 3 after 30 s: 14 retries, as Zaqar makes.
-    assert retry_policy.retry_delays_s({}) == [0, 0, 0, 5, 5, 5, 5, 10, 15, 20, 25, 30, 30, 30]
+    assert schedule({}) == [0, 0, 0, 5, 5, 5, 5, 10, 15, 20, 25, 30, 30, 30]
+    assert retry_policy.retries({}) == 14
 
 
 def test_a_policy_sets_each_phase() -> None:
     policy = {"retries_with_no_delay": 0, "minimum_delay_retries": 1, "minimum_delay": 2,
               "maximum_delay": 12, "maximum_delay_retries": 2}  # fmt: skip
-    assert retry_policy.retry_delays_s(policy) == [2, 2, 7, 12, 12]
+    assert schedule(policy) == [2, 2, 7, 12, 12]
+
+
+def test_a_stored_policy_out_of_bounds_is_read_within_them() -> None:
+    # Negative counts and non-integers (kept before the bounds were checked) count as 0 or
+    # the default; huge numbers cost nothing to look up.
+    policy = {"retries_with_no_delay": -4, "minimum_delay_retries": "3", "maximum_delay": 10**15}
+    assert schedule({**policy, "maximum_delay": 30}) == [5, 5, 5, 5, 10, 15, 20, 25, 30, 30, 30]
+    assert retry_policy.retry_delay_s(policy, 10**12) == 5 + 5 * (10**12 - 3)
+    assert retry_policy.retries(policy) == 3 + (10**15 - 5 + 4) // 5 + 3
 
 
 def test_the_subscription_s_policy_wins_unless_told_otherwise() -> None:
@@ -50,9 +69,9 @@ def test_retry_after_in_seconds_or_as_a_date() -> None:
     assert outcome_of(503, "soon").retry_after_s == 0
 
 
-def test_signature_is_hmac_sha256_over_timestamp_and_body() -> None:
-    assert signature("k", 1000, b"{}") == (
-        "t=1000,v1=" + hmac.new(b"k", b"1000.{}", "sha256").hexdigest()
+def test_signature_is_hmac_sha256_over_timestamp_delivery_id_and_body() -> None:
+    assert signature("k", 1000, "d1", b"{}") == (
+        "t=1000,v2=" + hmac.new(b"k", b"1000.d1.{}", "sha256").hexdigest()
     )
 
 

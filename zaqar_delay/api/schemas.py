@@ -18,7 +18,8 @@ ERROR: Schema = {
 }
 QUEUE_NAME: Schema = {
     "type": "string",
-    "pattern": f"^[a-zA-Z0-9_.-]{{1,{validation.QUEUE_NAME_MAX}}}$",
+    # Not "." or "..": validation.DOT_SEGMENTS.
+    "pattern": f"^(?!\\.\\.?$)[a-zA-Z0-9_.-]{{1,{validation.QUEUE_NAME_MAX}}}$",
 }
 HEX_ID: Schema = {"type": "string", "pattern": "^[0-9a-f]{1,64}$"}
 JSON_VALUE: Schema = {}  # any JSON document

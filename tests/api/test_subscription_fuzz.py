@@ -1,0 +1,135 @@
+"""Property-based fuzz of subscription bodies, options and subscriber URIs: whatever a tenant
+sends to create or change a subscription, the answer is a 2xx or a 4xx with Zaqar's error
+shape, never a 500. Hosts are IP literals (of every form the guard reads) or ``localhost``, so
+the fuzz asks no name server."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, given, settings
+
+from tests.api.conftest import Api
+
+SUBS = "/v2/queues/q/subscriptions"
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False),
+    st.text(max_size=40),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+hostile_text = st.text(
+    alphabet=st.sampled_from(list("aZ09-._~:/?#[]@!$&'()*+,;=% \r\n\t\x00\uff03\u200b\ud800é")),
+    max_size=20,
+)
+hosts = st.one_of(
+    st.ip_addresses(v=4).map(str),
+    st.ip_addresses(v=6).map(lambda ip: f"[{ip}]"),
+    st.ip_addresses(v=4).map(lambda ip: f"[::ffff:{ip}]"),
+    st.ip_addresses(v=4).map(lambda ip: f"[64:ff9b::{int(ipaddress.IPv4Address(ip)):x}]"),
+    st.sampled_from(["localhost", "0", "[::]", "[fe80::1%25eth0]", "[::1", "[zz]", "a\uff03b"]),
+)
+urls = st.builds(
+    lambda scheme, userinfo, host, port, path: f"{scheme}{userinfo}{host}{port}{path}",
+    st.sampled_from(["http://", "https://", "HTTP://", "ftp://", "trust+http://"]),
+    st.sampled_from(["", "user:pw@", "a@b@"]) | hostile_text.map(lambda t: t + "@"),
+    hosts,
+    st.sampled_from(["", ":80", ":0", ":99999", ":-1", ":x"]),
+    hostile_text,
+)
+subscribers = st.one_of(
+    urls,
+    urls,  # twice: most subscribers are URLs, where the hostile parsing is
+    st.text(max_size=30),
+    st.builds(
+        lambda local, domain, query: f"mailto:{local}@{domain}{query}",
+        hostile_text,
+        hostile_text,
+        st.sampled_from(["", "?subject=hi", "?cc=x@y", "?subject=a%0D%0AB"]) | hostile_text,
+    ),
+)
+retry_policies = st.dictionaries(
+    st.sampled_from(
+        [
+            "retries_with_no_delay",
+            "minimum_delay_retries",
+            "minimum_delay",
+            "maximum_delay",
+            "maximum_delay_retries",
+            "retry_backoff_function",
+            "ignore_subscription_override",
+        ]
+    ),
+    json_values,
+)
+options = st.fixed_dictionaries(
+    {},
+    optional={
+        "post_headers": st.dictionaries(hostile_text, json_values | hostile_text, max_size=4)
+        | json_values,
+        "post_data": json_values | hostile_text,
+        "_retry_policy": retry_policies | json_values,
+        "from": hostile_text | json_values | st.just("zaqar-delay@localhost"),
+        "subject": hostile_text | json_values,
+        "_max_dispatches_per_second": json_values,
+        "_max_concurrent_dispatches": json_values,
+    },
+)
+documents = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {},
+        optional={"subscriber": subscribers | json_values, "ttl": json_values, "options": options},
+    ),
+)
+
+
+def assert_no_server_error(answer: Any) -> None:
+    assert answer.status_code < 500, answer.text
+    if answer.status_code >= 400:
+        assert answer.json["title"] and answer.json["description"]
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(create=documents, change=documents)
+def test_no_subscription_body_is_a_server_error(api: Api, create: Any, change: Any) -> None:
+    headers = {"Content-Type": "application/json"}
+    created = api.post(SUBS, body=json.dumps(create).encode(), headers=headers)
+    assert_no_server_error(created)
+    if created.status_code == 201:
+        sid = created.json["subscription_id"]
+        patched = api.patch(f"{SUBS}/{sid}", body=json.dumps(change).encode(), headers=headers)
+        assert_no_server_error(patched)
+        assert_no_server_error(api.get(f"{SUBS}/{sid}"))
+        assert api.delete(f"{SUBS}/{sid}").status_code == 204
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(subscriber=subscribers, options=options)
+def test_no_subscriber_is_a_server_error(api: Api, subscriber: str, options: Any) -> None:
+    document = {"subscriber": subscriber, "options": options}
+    headers = {"Content-Type": "application/json"}
+    created = api.post(SUBS, body=json.dumps(document).encode(), headers=headers)
+    assert_no_server_error(created)
+    if created.status_code == 201:
+        assert api.delete(f"{SUBS}/{created.json['subscription_id']}").status_code == 204
