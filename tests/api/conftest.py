@@ -7,8 +7,11 @@ from typing import Any
 
 import falcon.testing
 import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import Envelope
 
 from tests.conftest import close_test_driver, open_test_driver, store_url
+from tests.processes import free_port
 from zaqar_delay.api.app import create_app
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings
@@ -93,3 +96,20 @@ def assert_error(
     assert result.json["title"] == title
     if description is not None:
         assert result.json["description"] == description
+
+
+@pytest.fixture
+def smtp_inbox() -> Iterator[tuple[int, list[Envelope]]]:
+    """An SMTP server on a loopback port: its port, and the mails it received."""
+    received: list[Envelope] = []
+
+    class Inbox:
+        async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:
+            received.append(envelope)
+            return "250 OK"
+
+    port = free_port()
+    smtp = Controller(Inbox(), hostname="127.0.0.1", port=port)
+    smtp.start()
+    yield port, received
+    smtp.stop()

@@ -14,11 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import Envelope
 
 from tests.api.conftest import PROJECT, Api, api_on, signed_headers
-from tests.processes import free_port
 from tests.receiver import Receiver, receiver
 from zaqar_delay.api import views
 from zaqar_delay.conf import load_settings
@@ -48,23 +46,6 @@ def dispatcher(api: Api) -> Iterator[Dispatcher]:
     dispatcher = Dispatcher(api.driver, api.clock, sender, concurrency=4)
     yield dispatcher
     dispatcher.stop()
-
-
-@pytest.fixture
-def smtp_inbox() -> Iterator[tuple[int, list[Envelope]]]:
-    """An SMTP server on a loopback port: its port, and the mails it received."""
-    received: list[Envelope] = []
-
-    class Inbox:
-        async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:
-            received.append(envelope)
-            return "250 OK"
-
-    port = free_port()
-    smtp = Controller(Inbox(), hostname="127.0.0.1", port=port)
-    smtp.start()
-    yield port, received
-    smtp.stop()
 
 
 def subscribe(api: Api, hook: Receiver, queue: str = "q", **options: object) -> str:

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import Envelope
 
 from tests.api.conftest import PROJECT, Api, api_on
@@ -42,6 +41,7 @@ from tests.receiver import receiver
 from zaqar_delay import retry_policy
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
+from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
@@ -57,6 +57,17 @@ def store_subscription(api: Api, subscriber: str, **options: Any) -> str:
     )
     assert created
     return sid
+
+
+@contextmanager
+def dispatching(api: Api, sender: Senders | None = None) -> Iterator[Dispatcher]:
+    """A dispatcher on the API's store and clock (through ``sender``; default: the guard's
+    defaults, no SMTP server), stopped afterwards."""
+    dispatcher = Dispatcher(api.driver, api.clock, sender or senders(), concurrency=4)
+    try:
+        yield dispatcher
+    finally:
+        dispatcher.stop()
 
 
 def last_delivery(api: Api, sid: str) -> dict[str, Any]:
@@ -103,22 +114,6 @@ def request_line_recorder() -> Iterator[tuple[str, list[str]]]:
         server.server_close()
 
 
-@pytest.fixture
-def smtp_inbox() -> Iterator[tuple[int, list[Envelope]]]:
-    received: list[Envelope] = []
-
-    class Inbox:
-        async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:
-            received.append(envelope)
-            return "250 OK"
-
-    port = free_port()
-    smtp = Controller(Inbox(), hostname="127.0.0.1", port=port)
-    smtp.start()
-    yield port, received
-    smtp.stop()
-
-
 @pytest.fixture(params=["embedded", "mongodb"])
 def loopback_denied(request: pytest.FixtureRequest) -> Iterator[Api]:
     """An operator who keeps pushes off this machine."""
@@ -145,12 +140,9 @@ def test_ipv4_mapped_loopback_is_refused_where_loopback_is_denied(loopback_denie
         # ... and when sending, for a subscription stored before.
         sid = store_subscription(api, mapped)
         guard = AddressGuard(deny=["127.0.0.0/8", "::1/128"])
-        dispatcher = Dispatcher(api.driver, api.clock, senders(guard), concurrency=1)
-        try:
+        with dispatching(api, senders(guard)) as dispatcher:
             api.post_messages("q", {"body": "x"})
             assert dispatcher.run_once() == 1
-        finally:
-            dispatcher.stop()
         assert len(hook.received) == 1
         assert last_delivery(api, sid)["outcome"] == "permanent"
 
@@ -242,19 +234,14 @@ def test_a_name_is_checked_before_any_connection_is_tried() -> None:
 SMUGGLED = "GET /smuggled-admin?op=drop HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
 
 
+FRAMING = ["Content-Length", "Transfer-Encoding", "connection", "Host", "Upgrade", "TE",
+           "Trailer", "Keep-Alive", "Proxy-Authorization", "X-Zaqar-Delay-Signature"]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("headers", "reason"),
     [
-        ({"Content-Length": "0"}, "set by the service"),
-        ({"Transfer-Encoding": "chunked"}, "set by the service"),
-        ({"connection": "keep-alive"}, "set by the service"),
-        ({"Host": "admin.internal"}, "set by the service"),
-        ({"Upgrade": "websocket"}, "set by the service"),
-        ({"TE": "trailers"}, "set by the service"),
-        ({"Trailer": "X"}, "set by the service"),
-        ({"Keep-Alive": "timeout=5"}, "set by the service"),
-        ({"Proxy-Authorization": "Basic eA=="}, "set by the service"),
-        ({"X-Zaqar-Delay-Signature": "t=1,v2=0"}, "set by the service"),
+        *[({name: "0"}, "set by the service") for name in FRAMING],
         ({"X Bad": "1"}, "not an HTTP token"),
         ({"X-Split": "a\r\nContent-Length: 0"}, "control character"),
         ({"X-Obj": {"a": 1}}, "must be a string"),
@@ -294,12 +281,9 @@ def test_post_headers_cannot_smuggle_a_second_request(api: Api) -> None:
             post_headers={"Content-Length": "0", "X-Team": "a"},
             post_data=SMUGGLED,
         )
-        dispatcher = Dispatcher(api.driver, api.clock, senders(), concurrency=1)
-        try:
+        with dispatching(api) as dispatcher:
             api.post_messages("q", {"body": 1})
             assert dispatcher.run_once() == 1
-        finally:
-            dispatcher.stop()
         time.sleep(0.2)
         assert lines == ["POST /hook HTTP/1.1"]
 
@@ -332,12 +316,9 @@ def test_a_huge_retry_policy_is_refused_and_costs_nothing_when_stored(api: Api) 
     assert peak_bytes(lambda: retry_policy.retry_delay_s(stored, 10**13)) < 10_000
     with receiver(statuses=[503]) as hook:
         sid = store_subscription(api, hook.url, _retry_policy=stored)
-        dispatcher = Dispatcher(api.driver, api.clock, senders(), concurrency=1)
-        try:
+        with dispatching(api) as dispatcher:
             api.post_messages("q", {"body": 1})
             assert peak_bytes(dispatcher.run_once) < 5_000_000
-        finally:
-            dispatcher.stop()
         assert last_delivery(api, sid)["outcome"] == "retry"
 
 
@@ -366,13 +347,10 @@ def test_a_mail_subscriber_names_one_recipient(
     for subscriber in lists:
         refused = api.post(SUBS, json={"subscriber": subscriber})
         assert refused.status_code == 400, subscriber
-    dispatcher = Dispatcher(api.driver, api.clock, senders(smtp_port=port), concurrency=1)
-    try:
+    with dispatching(api, senders(smtp_port=port)) as dispatcher:
         sid = store_subscription(api, lists[1])
         api.post_messages("q", {"body": 1})
         assert dispatcher.run_once() == 1
-    finally:
-        dispatcher.stop()
     assert received == []
     assert last_delivery(api, sid)["outcome"] == "permanent"
 
@@ -391,13 +369,10 @@ def test_options_from_is_one_of_the_operator_s_senders(
     assert refused.status_code == 400 and "smtp_allowed_senders" in refused.json["description"]
     own = {"subscriber": "mailto:ops@example.com", "options": {"from": "zaqar-delay@localhost"}}
     assert api.post("/v2/queues/own/subscriptions", json=own).status_code == 201
-    dispatcher = Dispatcher(api.driver, api.clock, senders(smtp_port=port), concurrency=1)
-    try:
+    with dispatching(api, senders(smtp_port=port)) as dispatcher:
         sid = store_subscription(api, forged["subscriber"], **forged["options"])  # type: ignore[arg-type]
         api.post_messages("q", {"body": 1})
         dispatcher.run_once()
-    finally:
-        dispatcher.stop()
     assert all(envelope.mail_from == "zd@example.com" for envelope in received)
     assert last_delivery(api, sid)["outcome"] == "permanent"
 
@@ -417,15 +392,12 @@ def test_line_breaks_in_mail_fields_are_refused_and_fail_a_stored_push_for_good(
         assert api.post(SUBS, json=document).status_code == 400, document
     assert api.put("/v2/queues/q", json={"_dead_letter_queue": "dead"}).status_code == 201
     sid = store_subscription(api, "mailto:a@b.c", subject="hi\r\nBcc: evil@x.y")
-    dispatcher = Dispatcher(api.driver, api.clock, senders(smtp_port=port), concurrency=1)
-    try:
+    with dispatching(api, senders(smtp_port=port)) as dispatcher:
         api.post_messages("q", {"body": 1})
         with caplog.at_level(logging.WARNING):
             assert dispatcher.run_once() == 1
             api.clock.advance(60)
             assert dispatcher.run_once() == 0  # failed for good: no retry
-    finally:
-        dispatcher.stop()
     assert received == []
     assert last_delivery(api, sid)["outcome"] == "permanent"
     [dead] = api.get("/v2/queues/dead/messages?echo=true").json["messages"]
@@ -443,12 +415,9 @@ def test_the_mail_signature_header_arrives_unencoded(
     folded["X-Zaqar-Delay-Signature"] = stamp
     assert b"=?utf-8?q?" in folded.as_bytes(policy=email.policy.SMTP)
     created = api.post(SUBS, json={"subscriber": "mailto:ops@example.com"})
-    dispatcher = Dispatcher(api.driver, api.clock, senders(smtp_port=port), concurrency=1)
-    try:
+    with dispatching(api, senders(smtp_port=port)) as dispatcher:
         api.post_messages("q", {"body": 1})
         assert dispatcher.run_once() == 1
-    finally:
-        dispatcher.stop()
     [envelope] = received
     raw = envelope.original_content or b""
     header = re.search(rb"^X-Zaqar-Delay-Signature: (.*)$", raw, re.MULTILINE | re.IGNORECASE)
@@ -526,12 +495,9 @@ def test_a_signature_binds_the_delivery_id_and_the_readme_check_refuses_old_ones
     api.clock.advance(ms=int(time.time() * 1000) - api.clock.now_ms())  # real time, for the check
     with receiver() as hook:
         secret = api.post(SUBS, json={"subscriber": hook.url}).json["signing_secret"]
-        dispatcher = Dispatcher(api.driver, api.clock, senders(), concurrency=1)
-        try:
+        with dispatching(api) as dispatcher:
             api.post_messages("q", {"body": 1})
             assert dispatcher.run_once() == 1
-        finally:
-            dispatcher.stop()
         [push] = hook.wait_for(1)
     assert verified(push.headers, push.body, secret)
     # The attack: the same request replayed under another delivery id, or much later.
@@ -559,13 +525,10 @@ def test_logs_and_dead_letters_show_no_subscriber_password(
     assert created.status_code == 201, created.text
     # The attack's material: the password is stored with the subscriber.
     assert "s3cret-pw" in api.get(f"{SUBS}/{created.json['subscription_id']}").text
-    dispatcher = Dispatcher(api.driver, api.clock, senders(), concurrency=1)
-    try:
+    with dispatching(api) as dispatcher:
         api.post_messages("q", {"body": 1})
         with caplog.at_level(logging.DEBUG, logger="zaqar_delay"):
             assert dispatcher.run_once() == 1
-    finally:
-        dispatcher.stop()
     assert any("failed for good" in record.getMessage() for record in caplog.records)
     ours = [record for record in caplog.records if record.name.startswith("zaqar_delay")]
     assert "s3cret-pw" not in "\n".join(record.getMessage() for record in ours)

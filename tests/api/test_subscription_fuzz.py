@@ -96,17 +96,21 @@ documents = st.one_of(
 )
 
 
+# Each example is a few requests on a real store: more examples cost seconds, not minutes.
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
 def assert_no_server_error(answer: Any) -> None:
     assert answer.status_code < 500, answer.text
     if answer.status_code >= 400:
         assert answer.json["title"] and answer.json["description"]
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@FUZZ
 @given(create=documents, change=documents)
 def test_no_subscription_body_is_a_server_error(api: Api, create: Any, change: Any) -> None:
     headers = {"Content-Type": "application/json"}
@@ -120,11 +124,7 @@ def test_no_subscription_body_is_a_server_error(api: Api, create: Any, change: A
         assert api.delete(f"{SUBS}/{sid}").status_code == 204
 
 
-@settings(
-    max_examples=200,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@FUZZ
 @given(subscriber=subscribers, options=options)
 def test_no_subscriber_is_a_server_error(api: Api, subscriber: str, options: Any) -> None:
     document = {"subscriber": subscriber, "options": options}

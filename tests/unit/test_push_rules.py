@@ -67,6 +67,9 @@ def test_retry_after_in_seconds_or_as_a_date() -> None:
     later = email.utils.formatdate(time.time() + 60, usegmt=True)
     assert 55 < outcome_of(429, later).retry_after_s <= 60
     assert outcome_of(503, "soon").retry_after_s == 0
+    # A receiver cannot push a retry past a day (nor past what the store keeps).
+    assert outcome_of(503, "99999999999999").retry_after_s == 86_400
+    assert outcome_of(503, "Fri, 31 Dec 9999 23:59:59 GMT").retry_after_s == 86_400
 
 
 def test_signature_is_hmac_sha256_over_timestamp_delivery_id_and_body() -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from zaqar_delay import jsondoc
 from zaqar_delay.clock import Clock
 from zaqar_delay.models import Subscription
-from zaqar_delay.push.mail import MailRefused, MailSender
+from zaqar_delay.push.mail import MailRefused, MailSender, is_mailto
 from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import SIGNATURE_HEADER, Outcome, WebhookSender, signature
 from zaqar_delay.signed_urls import Signer
@@ -87,7 +87,7 @@ class Confirmations:
         document = confirmation_document(self.signer, project, queue, subscription.id, unsubscribed)
         body = jsondoc.dumps(document)
         stamp = signature(subscription.secret, self.clock.now_ms(), "", body.encode())
-        if subscription.subscriber.startswith("mailto:"):
+        if is_mailto(subscription.subscriber):
             subject = (
                 f"You unsubscribed from the queue {queue}"
                 if unsubscribed

@@ -50,6 +50,11 @@ RECIPIENT_FIELDS = frozenset({"to", "cc", "bcc"})
 MAIL_POLICY = email.policy.SMTP.clone(max_line_length=998)
 
 
+def is_mailto(subscriber: str) -> bool:
+    """Whether ``subscriber`` is a ``mailto:`` URI (its scheme in any case)."""
+    return subscriber[:7].lower() == "mailto:"
+
+
 class MailRefused(ValueError):
     """A ``mailto:`` subscriber or its options break a rule of :class:`MailRules`."""
 
@@ -108,7 +113,7 @@ class MailRules:
         """MailRefused when ``subscriber`` (if a ``mailto:`` one) or ``options`` break a rule."""
         options = options or {}
         self.from_address(options)
-        if subscriber is not None and subscriber.startswith("mailto:"):
+        if subscriber is not None and is_mailto(subscriber):
             recipient(subscriber)
             subject(subscriber, options)
         elif options.get("subject") is not None:

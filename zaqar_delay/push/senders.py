@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from zaqar_delay.models import Delivery
-from zaqar_delay.push.mail import MailSender
+from zaqar_delay.push.mail import MailSender, is_mailto
 from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import Outcome, WebhookSender
 
@@ -25,7 +25,7 @@ class Senders:
         subscription stored before today's rules, say): trying again would fail the same way,
         so it is a permanent failure, logged in one line."""
         try:
-            if delivery.subscription.subscriber.startswith("mailto:"):
+            if is_mailto(delivery.subscription.subscriber):
                 return self.mail.send(delivery, now_ms)
             return self.webhook.send(delivery, now_ms)
         except Exception as exc:  # noqa: BLE001 - any sender failure is this push's outcome
