@@ -101,6 +101,12 @@ def test_push_benchmark_delivers_every_message_on_time() -> None:
     assert drain["pushed"] == drain["messages"] == 40 and drain["early"] == 0
 
 
+def test_hostile_retry_benchmark_keeps_pushing_the_other_tenant() -> None:
+    result = run_benchmark("hostile_retry", "--seconds", "1", "--hostile", "2")
+    assert isinstance(result["victim_pushes"], int) and result["victim_pushes"] > 0
+    assert isinstance(result["worker_rss_mib_after"], float)
+
+
 def test_memory_benchmark_reports_bytes_per_message_on_each_store() -> None:
     result = run_benchmark("memory", "--messages", "400", "--mongodb-messages", "0", "--no-record")
     # The last document is MongoDB's: the 400 messages are there, with their index entries.

@@ -31,8 +31,6 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 NEVER = ("0.0.0.0/8", "::/128")
 PROTECTED = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32")
-# Kept for configurations and tests that name the old default list.
-DEFAULT_DENY = PROTECTED
 
 _NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
 _SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")
