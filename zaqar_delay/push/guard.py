@@ -50,6 +50,14 @@ def parse(address: str) -> Address:
     return ipaddress.ip_address(address.strip("[]").split("%", 1)[0])
 
 
+def _literal(host: str) -> Address | None:
+    """``host`` as an IP address, if it is one."""
+    try:
+        return parse(host)
+    except ValueError:
+        return None
+
+
 def embedded_ipv4(ip: Address) -> list[ipaddress.IPv4Address]:
     """The IPv4 addresses an IPv6 address carries and that a packet to it may reach."""
     if isinstance(ip, ipaddress.IPv4Address):
@@ -113,7 +121,10 @@ class AddressGuard:
         for *_, sockaddr in found:
             address = str(sockaddr[0])
             if not self.permits(address):
-                raise DeniedAddress(f"{host} is {address}, which pushes may not reach")
+                named = f"{host} resolves to {address}, which is"
+                if parse(address) == _literal(host):
+                    named = f"{address} is"
+                raise DeniedAddress(f"{named} an address pushes may not reach")
             if (address, port) not in addresses:
                 addresses.append((address, port))
         return addresses
