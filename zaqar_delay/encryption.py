@@ -27,7 +27,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from zaqar_delay import errors
-from zaqar_delay.models import Claim, Message, NewMessage
+from zaqar_delay.models import Claim, Delivery, Message, NewMessage
 from zaqar_delay.policy import QueuePolicy
 
 FIELD = "_zd_enc"
@@ -102,11 +102,12 @@ class QueueEncryption:
     def __init__(self, cipher: MessageCipher | None) -> None:
         self.cipher = cipher
 
-    def for_queue(self, policy: QueuePolicy) -> MessageCipher | None:
-        """The cipher of a queue with this policy: None if it does not ask for encryption;
-        InvalidRequest if it does and no key is configured."""
+    def for_queue(self, policy: QueuePolicy, seal: bool = False) -> MessageCipher | None:
+        """The cipher of a queue with this policy: None if it does not ask for encryption
+        (nor ``seal``: messages that come from a queue that does); InvalidRequest if it does
+        and no key is configured."""
         if not policy.encrypt_messages:
-            return None
+            return self.cipher if seal else None
         if self.cipher is None:
             raise errors.InvalidRequest(
                 "_enable_encrypt_messages needs a key: set [transport] message_encryption_key "
@@ -118,6 +119,16 @@ class QueueEncryption:
         """Messages as clients see them: bodies of encrypted queues decrypted."""
         messages = tuple(messages)  # the same tuple when it is one
         return messages if self.cipher is None else self.cipher.open(messages)
+
+    def open_deliveries(self, deliveries: Sequence[Delivery]) -> list[Delivery]:
+        """Pushes as their subscribers are sent them: bodies of encrypted queues decrypted."""
+        opened = self.open(tuple(delivery.message for delivery in deliveries))
+        return [
+            delivery
+            if message is delivery.message
+            else dataclasses.replace(delivery, message=message)
+            for delivery, message in zip(deliveries, opened, strict=True)
+        ]
 
     def open_claim(self, claim: Claim) -> Claim:
         """A claim as its client sees it (itself when no body was sealed)."""

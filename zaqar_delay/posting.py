@@ -10,6 +10,7 @@ again from what the store returned. On Redis a post is then one round trip.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from zaqar_delay import errors, jsondoc, validation
@@ -48,18 +49,49 @@ class MessagePoster:
 
         The size limit is checked before the body is parsed, and the body is parsed once.
         """
+        raw_messages: list[Any] = []
+
+        def build(policy: QueuePolicy) -> list[NewMessage]:
+            self._check_size(policy, len(payload))
+            if not raw_messages:
+                raw_messages.extend(self._raw_messages(payload))
+            return self._build(raw_messages, policy, now_ms, round_up)
+
+        return self._store(project, queue, client_id, now_ms, build, seal=False)
+
+    def post_built(
+        self,
+        project: str,
+        queue: str,
+        messages: list[NewMessage],
+        client_id: str,
+        now_ms: int,
+        seal: bool = False,
+    ) -> tuple[Posted, list[NewMessage]]:
+        """Store messages the service built itself (a push's dead letter), sealed when the
+        queue encrypts its messages or ``seal`` says so (they come from a queue that does)."""
+        return self._store(project, queue, client_id, now_ms, lambda _: messages, seal)
+
+    def _store(
+        self,
+        project: str,
+        queue: str,
+        client_id: str,
+        now_ms: int,
+        build: Callable[[QueuePolicy], list[NewMessage]],
+        seal: bool,
+    ) -> tuple[Posted, list[NewMessage]]:
+        """Build the messages from the queue's metadata as the store has it, and store them,
+        all or nothing."""
         key = (project, queue)
         known = self._known.get(key, UNKNOWN_METADATA)
-        raw_messages: list[Any] | None = None
         for _ in range(POST_ATTEMPTS):
             built: list[NewMessage] = []
             stored: list[NewMessage] = []
             if known is not UNKNOWN_METADATA:
                 policy = QueuePolicy.of(known.metadata)
-                self._check_size(policy, len(payload))
-                raw_messages = raw_messages or self._raw_messages(payload)
-                built = self._build(raw_messages, policy, now_ms, round_up)
-                cipher = self.encryption.for_queue(policy)
+                built = build(policy)
+                cipher = self.encryption.for_queue(policy, seal)
                 stored = built if cipher is None else cipher.seal(built)
             outcome = self.driver.post_if_current(
                 project, queue, stored, client_id, now_ms, known.version

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
-from zaqar_delay import errors, metadata_patch, validation
+from zaqar_delay import errors, jsondoc, metadata_patch, validation
 from zaqar_delay.clock import Clock, arrival
 from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import MessageCipher, QueueEncryption
@@ -22,9 +22,11 @@ from zaqar_delay.metrics import Metrics
 from zaqar_delay.models import (
     Claim,
     ClaimTimes,
+    Delivery,
     ListPage,
     Message,
     Metadata,
+    NewMessage,
     Posted,
     QueueInfo,
     QueueStats,
@@ -33,6 +35,9 @@ from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.waiting import WaitRoom
+
+# The Client-ID of the messages the push dispatcher dead-letters.
+DEAD_LETTER_CLIENT_ID = "zaqar-delay-push"
 
 
 class Service:
@@ -278,3 +283,35 @@ class Service:
                 held = self.driver.get_claim(project, queue, claim_id, now_ms).messages
         self.driver.release_claim(project, queue, claim_id, now_ms)
         self.lifecycle.released(project, queue, claim_id, [m.id for m in held], now_ms)
+
+    # -- pushes --------------------------------------------------------------------------------
+
+    def lease_pushes(
+        self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int, until_ms: int
+    ) -> list[Delivery]:
+        """Lease up to ``limit`` pushes of a queue owed by ``until_ms`` for one attempt each
+        (``Driver.lease_pushes``), their messages as subscribers are sent them: bodies of
+        encrypted queues opened."""
+        leased = self.driver.lease_pushes(project, queue, now_ms, lease_ms, limit, until_ms)
+        return self.encryption.open_deliveries(leased)
+
+    def dead_letter_push(
+        self, delivery: Delivery, target: str, document: Mapping[str, Any], now_ms: int
+    ) -> None:
+        """Post ``document`` (a push that failed for good) to the queue ``target``, once: the
+        delivery id is its dedup id, so a crash that repeats this posts nothing more. Sealed
+        when ``target`` encrypts its messages or the push's own queue does; journaled,
+        counted and pushed on as any post."""
+        message = NewMessage(
+            jsondoc.dumps(document), delivery.message.ttl_s, 0, f"push:{delivery.id}"
+        )
+        source = QueuePolicy.of(delivery.queue_metadata)
+        posted, built = self.poster.post_built(
+            delivery.project,
+            target,
+            [message],
+            DEAD_LETTER_CLIENT_ID,
+            now_ms,
+            seal=source.encrypt_messages,
+        )
+        self.lifecycle.posted(delivery.project, target, posted, built, now_ms)

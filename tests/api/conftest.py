@@ -12,9 +12,10 @@ from aiosmtpd.smtp import Envelope
 
 from tests.conftest import close_test_driver, open_test_driver, store_url
 from tests.processes import free_port
-from zaqar_delay.api.app import create_app
+from zaqar_delay.api.app import build
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings
+from zaqar_delay.service import Service
 from zaqar_delay.storage.base import Driver
 
 CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
@@ -26,10 +27,17 @@ HEADERS = {"Client-ID": CLIENT_ID, "X-Project-ID": PROJECT}
 class Api:
     """falcon's TestClient with Zaqar's headers, a clock and shorthands."""
 
-    def __init__(self, client: falcon.testing.TestClient, clock: FakeClock, driver: Driver) -> None:
+    def __init__(
+        self,
+        client: falcon.testing.TestClient,
+        clock: FakeClock,
+        driver: Driver,
+        service: Service,
+    ) -> None:
         self.client = client
         self.clock = clock
         self.driver = driver
+        self.service = service
 
     def request(self, method: str, path: str, **kwargs: Any) -> falcon.testing.Result:
         headers = {**HEADERS, **kwargs.pop("headers", {})}
@@ -77,8 +85,8 @@ def api_on(request: pytest.FixtureRequest, store: str, **settings: Any) -> Itera
     clock = FakeClock()
     uri = store_url(request, store)
     driver = open_test_driver(uri)
-    app = create_app(Settings(storage_uri=uri, **settings), driver=driver, clock=clock)
-    yield Api(falcon.testing.TestClient(app), clock, driver)
+    app, service = build(Settings(storage_uri=uri, **settings), driver=driver, clock=clock)
+    yield Api(falcon.testing.TestClient(app), clock, driver, service)
     close_test_driver(driver)
 
 

@@ -11,8 +11,14 @@ import falcon.testing
 import pytest
 
 from tests.api.conftest import HEADERS, Api, api_on, assert_error
+from tests.receiver import receiver
 from zaqar_delay.api.app import create_app
 from zaqar_delay.conf import Settings
+from zaqar_delay.push.dispatcher import Dispatcher
+from zaqar_delay.push.guard import AddressGuard
+from zaqar_delay.push.mail import MailSender
+from zaqar_delay.push.senders import Senders
+from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.mongodb.driver import MongoDriver
 from zaqar_delay.storage.redis.driver import RedisDriver
@@ -130,3 +136,45 @@ def test_without_a_key_a_queue_cannot_ask_for_encryption(keyless: Api) -> None:
     assert keyless.get("/v2/queues/q").json["_enable_encrypt_messages"] is False
     # Turning it off is always allowed.
     assert keyless.put("/v2/queues/r", json={"_enable_encrypt_messages": False}).status_code == 201
+
+
+def test_a_push_carries_the_posted_body_while_the_store_keeps_it_sealed(api: Api) -> None:
+    assert api.put("/v2/queues/sealed", json={"_enable_encrypt_messages": True}).status_code == 201
+    sender = Senders(WebhookSender(AddressGuard(), timeout_s=5), MailSender("", 0, "zd@x.y", 5))
+    dispatcher = Dispatcher(api.service, sender, concurrency=2)
+    try:
+        with receiver() as hook:
+            created = api.post("/v2/queues/sealed/subscriptions", json={"subscriber": hook.url})
+            assert created.status_code == 201, created.text
+            api.post_messages("sealed", {"body": {"secret": SECRET}})
+            assert dispatcher.run_once() == 1
+            [push] = hook.wait_for(1)
+    finally:
+        dispatcher.stop()
+    assert push.json()["body"] == {"secret": SECRET}
+    assert SECRET not in raw_store_text(api.driver)
+
+
+@pytest.mark.parametrize("dead_letter_encrypted", [True, False])
+def test_a_failed_push_of_a_sealed_message_is_dead_lettered_sealed(
+    api: Api, dead_letter_encrypted: bool
+) -> None:
+    metadata = {"_enable_encrypt_messages": True, "_dead_letter_queue": "dead"}
+    assert api.put("/v2/queues/sealed", json=metadata).status_code == 201
+    dead = {"_enable_encrypt_messages": dead_letter_encrypted}
+    assert api.put("/v2/queues/dead", json=dead).status_code == 201
+    sender = Senders(WebhookSender(AddressGuard(), timeout_s=5), MailSender("", 0, "zd@x.y", 5))
+    dispatcher = Dispatcher(api.service, sender, concurrency=2)
+    try:
+        with receiver(statuses=[400]) as hook:  # permanent: dead-lettered at once
+            api.post("/v2/queues/sealed/subscriptions", json={"subscriber": hook.url})
+            [mid] = api.post_messages("sealed", {"body": {"secret": SECRET}})
+            assert dispatcher.run_once() == 1
+            hook.wait_for(1)
+    finally:
+        dispatcher.stop()
+    # Read through the API, the dead letter holds the posted body; at rest, nothing is plain
+    # (also when the dead-letter queue does not encrypt: the message came from one that does).
+    [letter] = bodies(api.get("/v2/queues/dead/messages?echo=true"))
+    assert letter["message"]["id"] == mid and letter["message"]["body"] == {"secret": SECRET}
+    assert SECRET not in raw_store_text(api.driver)

@@ -20,9 +20,6 @@ from tests.api.conftest import PROJECT, Api, api_on, signed_headers
 from tests.receiver import Receiver, receiver
 from zaqar_delay.api import views
 from zaqar_delay.conf import load_settings
-from zaqar_delay.journal import Journal
-from zaqar_delay.lifecycle import Lifecycle
-from zaqar_delay.metrics import Metrics
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 from zaqar_delay.push.mail import MailSender
@@ -43,7 +40,7 @@ def senders(
 @pytest.fixture
 def dispatcher(api: Api) -> Iterator[Dispatcher]:
     sender = senders()
-    dispatcher = Dispatcher(api.driver, api.clock, sender, concurrency=4)
+    dispatcher = Dispatcher(api.service, sender, concurrency=4)
     yield dispatcher
     dispatcher.stop()
 
@@ -86,7 +83,7 @@ def test_pushed_when_due_never_before(api: Api, dispatcher: Dispatcher) -> None:
 @pytest.fixture
 def running(api: Api) -> Iterator[Dispatcher]:
     """A dispatcher running in the background with 4 request slots."""
-    dispatcher = Dispatcher(api.driver, api.clock, senders(), concurrency=4, recheck_s=0.02)
+    dispatcher = Dispatcher(api.service, senders(), concurrency=4, recheck_s=0.02)
     dispatcher.start()
     yield dispatcher
     dispatcher.stop()
@@ -124,7 +121,7 @@ def test_only_requests_in_flight_are_leased(api: Api, running: Dispatcher) -> No
 def test_a_push_leased_ahead_is_sent_at_its_time_never_before(api: Api) -> None:
     sender = senders()
     dispatcher = Dispatcher(
-        api.driver, api.clock, sender, concurrency=4, recheck_s=0.02, lease_ahead_ms=10_000
+        api.service, sender, concurrency=4, recheck_s=0.02, lease_ahead_ms=10_000
     )
     dispatcher.start()
     try:
@@ -153,8 +150,7 @@ def test_a_push_leased_ahead_is_sent_at_its_time_never_before(api: Api) -> None:
 def test_dispatch_limits_hold_across_dispatchers(api: Api) -> None:
     """Two dispatchers with free slots, one subscription allowed one request at a time."""
     dispatchers = [
-        Dispatcher(api.driver, api.clock, senders(), concurrency=4, recheck_s=0.02)
-        for _ in range(2)
+        Dispatcher(api.service, senders(), concurrency=4, recheck_s=0.02) for _ in range(2)
     ]
     for dispatcher in dispatchers:
         dispatcher.start()
@@ -277,7 +273,7 @@ def test_post_data_template_and_headers(api: Api, dispatcher: Dispatcher) -> Non
 
 def test_a_denied_address_is_never_connected_to(api: Api) -> None:
     sender = senders(AddressGuard(deny=["127.0.0.0/8"]))
-    dispatcher = Dispatcher(api.driver, api.clock, sender, concurrency=1)
+    dispatcher = Dispatcher(api.service, sender, concurrency=1)
     try:
         assert api.put("/v2/queues/q", json={"_dead_letter_queue": "dead"}).status_code == 201
         with receiver() as hook:
@@ -291,11 +287,17 @@ def test_a_denied_address_is_never_connected_to(api: Api) -> None:
         dispatcher.stop()
 
 
-def test_every_attempt_is_counted_and_journaled(api: Api, tmp_path: Path) -> None:
-    metrics = Metrics(api.driver, api.clock)
-    lifecycle = Lifecycle(metrics, Journal(str(tmp_path)))
+@pytest.fixture(params=["embedded", "mongodb"])
+def journaling(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Api]:
+    """The API with its lifecycle journal in ``tmp_path``."""
+    yield from api_on(request, request.param, journal_path=str(tmp_path))
+
+
+def test_every_attempt_is_counted_and_journaled(journaling: Api, tmp_path: Path) -> None:
+    api = journaling
+    metrics = api.service.metrics
     sender = senders()
-    dispatcher = Dispatcher(api.driver, api.clock, sender, concurrency=2, lifecycle=lifecycle)
+    dispatcher = Dispatcher(api.service, sender, concurrency=2)
     policy = {"retries_with_no_delay": 1, "minimum_delay_retries": 0, "minimum_delay": 5,
               "maximum_delay": 5, "maximum_delay_retries": 0}  # fmt: skip
     try:
@@ -330,6 +332,8 @@ def test_every_attempt_is_counted_and_journaled(api: Api, tmp_path: Path) -> Non
             (lost, 2, "failed"),
         ]
         assert [e["message_id"] for e in lines if e["event"] == "dead_lettered"] == [lost]
+        # The dead letter entered its queue as a post: journaled and counted there.
+        assert [e["queue"] for e in lines if e["event"] == "posted"] == ["q", "q", "dead"]
         first = next(e for e in lines if e["event"] == "pushed")
         assert first["ts"] - first["due"] == 40 and first["error"] == "HTTP 503"
     finally:
@@ -348,7 +352,7 @@ def test_mailto_subscribers_get_a_mail_through_the_smtp_server(
     api = mailing
     port, received = smtp_inbox
     sender = senders(smtp_port=port, allowed_senders=("q@example.com",))
-    dispatcher = Dispatcher(api.driver, api.clock, sender)
+    dispatcher = Dispatcher(api.service, sender)
     try:
         created = api.post(
             "/v2/queues/q/subscriptions",
@@ -420,7 +424,7 @@ def test_require_confirmation_sends_a_signed_url_and_pushes_only_once_confirmed(
     confirming: Api,
 ) -> None:
     api = confirming
-    dispatcher = Dispatcher(api.driver, api.clock, senders(), require_confirmation=True)
+    dispatcher = Dispatcher(api.service, senders(), require_confirmation=True)
     try:
         with receiver() as hook:
             sid = subscribe(api, hook)

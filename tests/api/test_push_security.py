@@ -63,7 +63,7 @@ def store_subscription(api: Api, subscriber: str, **options: Any) -> str:
 def dispatching(api: Api, sender: Senders | None = None) -> Iterator[Dispatcher]:
     """A dispatcher on the API's store and clock (through ``sender``; default: the guard's
     defaults, no SMTP server), stopped afterwards."""
-    dispatcher = Dispatcher(api.driver, api.clock, sender or senders(), concurrency=4)
+    dispatcher = Dispatcher(api.service, sender or senders(), concurrency=4)
     try:
         yield dispatcher
     finally:

@@ -8,28 +8,16 @@ import hmac
 from collections.abc import Iterator
 from typing import Any
 
-import falcon.testing
 import pytest
 
-from tests.api.conftest import HEADERS, PROJECT, Api, assert_error, signed_headers
-from tests.conftest import close_test_driver, open_test_driver, store_url
-from zaqar_delay.api.app import create_app
-from zaqar_delay.clock import FakeClock
-from zaqar_delay.conf import Settings
+from tests.api.conftest import HEADERS, PROJECT, Api, api_on, assert_error, signed_headers
 
 SECRET = "s3cret"
 
 
 @pytest.fixture(params=["embedded", "mongodb"])
 def signed_api(request: pytest.FixtureRequest) -> Iterator[Api]:
-    clock = FakeClock()
-    uri = store_url(request, request.param)
-    driver = open_test_driver(uri)
-    app = create_app(
-        Settings(storage_uri=uri, signed_url_secret=SECRET), driver=driver, clock=clock
-    )
-    yield Api(falcon.testing.TestClient(app), clock, driver)
-    close_test_driver(driver)
+    yield from api_on(request, request.param, signed_url_secret=SECRET)
 
 
 def test_share_document_is_zaqars(signed_api: Api) -> None:

@@ -50,11 +50,9 @@ def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
     guard = AddressGuard(settings.denied_networks, settings.allowed_networks)
     sender = Senders(*push_senders(settings, guard))
     dispatcher = Dispatcher(
-        service.driver,
-        service.clock,
+        service,
         sender,
         settings.push_concurrency,
-        lifecycle=service.lifecycle,
         require_confirmation=settings.require_confirmation,
     )
     service.lifecycle.pushes_owed = dispatcher.notify

@@ -7,6 +7,11 @@ once and survives ``kill -9`` of any process. A failed attempt is retried by the
 ``_retry_policy`` schedule (``retry_policy``); a push that fails for good, or runs out of
 retries, moves its message to the queue's ``_dead_letter_queue`` when it has one.
 
+Messages leave the store, and dead letters enter it, through the service
+(``Service.lease_pushes``, ``Service.dead_letter_push``), the one door that applies each queue's
+policy: a subscriber of an encrypted queue is sent the body its producer posted, and a dead
+letter is sealed, journaled, counted and pushed on like any post.
+
 Pushes flow: the dispatcher leases only as many pushes as it has free request slots
 (``concurrency``), the pushes owed within the next ``lease_ahead_ms`` included, and each is
 sent at its owed time, never before: the store is asked once per batch, not once per push,
@@ -28,16 +33,14 @@ import dataclasses
 import logging
 import threading
 
-from zaqar_delay import jsondoc, retry_policy
-from zaqar_delay.clock import Clock
+from zaqar_delay import retry_policy
 from zaqar_delay.errors import StorageUnavailable
-from zaqar_delay.lifecycle import Lifecycle
-from zaqar_delay.models import Delivery, NewMessage, PushResult
+from zaqar_delay.models import Delivery, PushResult
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import Outcome, message_document
-from zaqar_delay.storage.base import Driver
+from zaqar_delay.service import Service
 
 LOG = logging.getLogger(__name__)
 # Characters of an error kept as a subscription's last push result.
@@ -64,27 +67,29 @@ class Dispatcher:
 
     def __init__(
         self,
-        driver: Driver,
-        clock: Clock,
+        service: Service,
         sender: Senders,
         concurrency: int = 32,
         recheck_s: float = RECHECK_S,
-        lifecycle: Lifecycle | None = None,
         require_confirmation: bool = False,
         lease_ahead_ms: int = LEASE_AHEAD_MS,
         settle_every_s: float = SETTLE_EVERY_S,
     ) -> None:
-        """A lease lasts three push timeouts past the push's time: the request, then its
-        settling, with room to spare. Every attempt is reported to ``lifecycle`` (metrics and
-        journal). With ``require_confirmation``, a push that falls due while its
-        subscription is unconfirmed is dropped unsent."""
+        """Pushes leave the store, and failed ones go to their dead-letter queue, through
+        ``service``, which applies each queue's policy (encryption, journal, metrics); the
+        push bookkeeping (owed, leased, settled) is the service's store's. A lease lasts three
+        push timeouts past the push's time: the request, then its settling, with room to
+        spare. Every attempt is reported to the service's lifecycle (metrics and journal).
+        With ``require_confirmation``, a push that falls due while its subscription is
+        unconfirmed is dropped unsent."""
         self.require_confirmation = require_confirmation
-        self.driver = driver
-        self.lifecycle = lifecycle
+        self.service = service
+        self.driver = service.driver
+        self.lifecycle = service.lifecycle
         self.lease_ms = int(sender.timeout_s * 3000)
         self.lease_ahead_ms = lease_ahead_ms
         self.settle_every_s = settle_every_s
-        self.clock = clock
+        self.clock = service.clock
         self.sender = sender
         self.recheck_s = recheck_s
         self.concurrency = concurrency
@@ -190,7 +195,9 @@ class Dispatcher:
             free = self._free_slots()
             if free == 0:
                 break
-            leased = self.driver.lease_pushes(project, queue, now_ms, self.lease_ms, free, until_ms)
+            leased = self.service.lease_pushes(
+                project, queue, now_ms, self.lease_ms, free, until_ms
+            )
             self._take_slots(len(leased))
             started += [self._pool.submit(self._attempt, delivery) for delivery in leased]
         return started
@@ -298,10 +305,9 @@ class Dispatcher:
             if policy.dead_letter_queue:
                 dead_letter_queue = policy.dead_letter_queue
                 self._dead_letter(delivery, outcome, dead_letter_queue, now_ms)
-        if self.lifecycle is not None:
-            kind = "delivered" if outcome.kind == "delivered" else "failed"
-            kind = "retry" if retry_at is not None else kind
-            self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, attempt.sent_ms)
+        kind = "delivered" if outcome.kind == "delivered" else "failed"
+        kind = "retry" if retry_at is not None else kind
+        self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, attempt.sent_ms)
 
     @staticmethod
     def _retry_at(delivery: Delivery, outcome: Outcome, now_ms: int) -> int | None:
@@ -315,8 +321,7 @@ class Dispatcher:
 
     def _dead_letter(self, delivery: Delivery, outcome: Outcome, target: str, now_ms: int) -> None:
         """The message, with the subscription, attempts and last error, in ``target`` (once,
-        also when a crash makes this dispatcher or another repeat it: the delivery id is the
-        dead-letter message's dedup id)."""
+        also when a crash makes this dispatcher or another repeat it)."""
         document = {
             "message": message_document(delivery, now_ms),
             "subscription_id": delivery.subscription.id,
@@ -324,8 +329,4 @@ class Dispatcher:
             "attempts": delivery.attempts + 1,
             "last_error": outcome.error,
         }
-        message = NewMessage(
-            jsondoc.dumps(document), delivery.message.ttl_s, 0, f"push:{delivery.id}"
-        )
-        client = "zaqar-delay-push"
-        self.driver.post_messages(delivery.project, target, [message], client, now_ms)
+        self.service.dead_letter_push(delivery, target, document, now_ms)

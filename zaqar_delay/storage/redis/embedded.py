@@ -382,9 +382,11 @@ def _make_store_files_private(directory: str, db_file: str) -> None:
 
 
 def _chmod_private(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        os.chmod(path, 0o700)
-        for entry in os.scandir(path):
-            _chmod_private(entry.path)
-    elif os.path.isfile(path) and not os.path.islink(path):
-        os.chmod(path, 0o600)
+    # A file the store removes meanwhile (a finished rewrite's) needs nothing.
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+            for entry in os.scandir(path):
+                _chmod_private(entry.path)
+        elif os.path.isfile(path) and not os.path.islink(path):
+            os.chmod(path, 0o600)
