@@ -2,27 +2,37 @@
 
 ``gunicorn -c etc/gunicorn.conf.py zaqar_delay.api.wsgi:application``; the configuration
 file comes from ``ZAQAR_DELAY_CONFIG_FILE`` (optional). The app is built on first request
-in each worker, so nothing connects before the fork.
+in each worker, so nothing connects before the fork, and exactly once: requests that arrive
+together while it is built (threads, or greenlets of a gevent worker, where the lock is
+gevent's) wait for that one build instead of starting a second app with a second dispatcher.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 _app: Any = None
+_building = threading.Lock()
+
+
+def _build() -> Any:
+    from zaqar_delay.api.app import create_wsgi_app
+    from zaqar_delay.conf import load_settings
+    from zaqar_delay.storage.resolve import resolve_store
+
+    config = os.environ.get("ZAQAR_DELAY_CONFIG_FILE")
+    store = resolve_store(load_settings([config] if config else []))
+    return create_wsgi_app(store.settings)
 
 
 def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     global _app
     if _app is None:
-        from zaqar_delay.api.app import create_wsgi_app
-        from zaqar_delay.conf import load_settings
-        from zaqar_delay.storage.resolve import resolve_store
-
-        config = os.environ.get("ZAQAR_DELAY_CONFIG_FILE")
-        store = resolve_store(load_settings([config] if config else []))
-        _app = create_wsgi_app(store.settings)
+        with _building:
+            if _app is None:
+                _app = _build()
     result: Iterable[bytes] = _app(environ, start_response)
     return result
