@@ -94,25 +94,25 @@ def retry_delay_s(policy: Mapping[str, Any], retry: int) -> float | None:
     """Seconds to wait before retry number ``retry`` (0: the first, after the first attempt
     failed), or None when the policy has no such retry. Constant time and memory, whatever the
     policy's numbers."""
-    for phase, count, delay_s in _phases(policy):
+    for count, first_s, step_s in _phases(policy):
         if retry < count:
-            return float(delay_s + (LINEAR_INTERVAL_S * retry if phase == "linear" else 0))
+            return float(first_s + step_s * retry)
         retry -= count
     return None
 
 
-def _phases(policy: Mapping[str, Any]) -> list[tuple[str, int, int]]:
-    """Zaqar's phases as (name, retries, first delay): the linear phase's delays grow by
-    ``LINEAR_INTERVAL_S`` a retry."""
+def _phases(policy: Mapping[str, Any]) -> list[tuple[int, int, int]]:
+    """Zaqar's phases as (retries, first delay, growth per retry): at once, ``minimum_delay``,
+    linear from ``minimum_delay`` below ``maximum_delay``, then ``maximum_delay``."""
     minimum, maximum = _value(policy, "minimum_delay"), _value(policy, "maximum_delay")
     return [
-        ("no delay", _value(policy, "retries_with_no_delay"), 0),
-        ("minimum", _value(policy, "minimum_delay_retries"), minimum),
-        ("linear", len(range(minimum, maximum, LINEAR_INTERVAL_S)), minimum),
-        ("maximum", _value(policy, "maximum_delay_retries"), maximum),
+        (_value(policy, "retries_with_no_delay"), 0, 0),
+        (_value(policy, "minimum_delay_retries"), minimum, 0),
+        (len(range(minimum, maximum, LINEAR_INTERVAL_S)), minimum, LINEAR_INTERVAL_S),
+        (_value(policy, "maximum_delay_retries"), maximum, 0),
     ]
 
 
 def retries(policy: Mapping[str, Any]) -> int:
     """How many retries the policy allows after a failed first attempt."""
-    return sum(count for _, count, _ in _phases(policy))
+    return sum(count for count, _, _ in _phases(policy))

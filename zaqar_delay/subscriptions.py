@@ -128,8 +128,11 @@ class Subscriptions:
         if isinstance(document, dict) and "subscriber" not in document:
             raise errors.InvalidRequest("Missing parameter subscriber in body.")
         change = subscription_change(document, self.limits, self.guard, self.mail)
-        # Checked even when empty (a PATCH takes an empty subscriber as "keep it").
-        subscriber = _subscriber(document["subscriber"], self.limits, self.guard)
+        # An empty one is refused here (a PATCH takes an empty subscriber as "keep it");
+        # one the change holds was checked already, its host resolved once.
+        subscriber = change.subscriber or _subscriber(
+            document["subscriber"], self.limits, self.guard
+        )
         now_ms = self.clock.now_ms()
         secret = secrets.token_urlsafe(32)
         subscription_id, created = self.driver.create_subscription(

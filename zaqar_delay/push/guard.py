@@ -50,14 +50,6 @@ def parse(address: str) -> Address:
     return ipaddress.ip_address(address.strip("[]").split("%", 1)[0])
 
 
-def _literal(host: str) -> Address | None:
-    """``host`` as an IP address, if it is one."""
-    try:
-        return parse(host)
-    except ValueError:
-        return None
-
-
 def embedded_ipv4(ip: Address) -> list[ipaddress.IPv4Address]:
     """The IPv4 addresses an IPv6 address carries and that a packet to it may reach."""
     if isinstance(ip, ipaddress.IPv4Address):
@@ -121,9 +113,11 @@ class AddressGuard:
         for *_, sockaddr in found:
             address = str(sockaddr[0])
             if not self.permits(address):
-                named = f"{host} resolves to {address}, which is"
-                if parse(address) == _literal(host):
-                    named = f"{address} is"
+                named = (
+                    f"{address} is"
+                    if address == host
+                    else f"{host} resolves to {address}, which is"
+                )
                 raise DeniedAddress(f"{named} an address pushes may not reach")
             if (address, port) not in addresses:
                 addresses.append((address, port))

@@ -142,10 +142,6 @@ class MailSender:
         self.username = username
         self.password = password
 
-    @property
-    def sender(self) -> str:
-        return self.rules.sender
-
     def compose(
         self,
         subscriber: str,

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-
 from zaqar_delay.models import Delivery
 from zaqar_delay.push.mail import MailSender, is_mailto
-from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import Outcome, WebhookSender
-
-LOG = logging.getLogger(__name__)
 
 
 class Senders:
@@ -23,20 +18,14 @@ class Senders:
     def send(self, delivery: Delivery, now_ms: int) -> Outcome:
         """The outcome of one attempt. A sender that raises has met input it cannot send (a
         subscription stored before today's rules, say): trying again would fail the same way,
-        so it is a permanent failure, logged in one line."""
+        so it is a permanent failure, with no traceback (the dispatcher logs it in one line,
+        as every push that fails for good)."""
         try:
             if is_mailto(delivery.subscription.subscriber):
                 return self.mail.send(delivery, now_ms)
             return self.webhook.send(delivery, now_ms)
         except Exception as exc:  # noqa: BLE001 - any sender failure is this push's outcome
-            error = f"the push could not be sent: {type(exc).__name__}: {exc}"
-            LOG.warning(
-                "push %s to %s failed for good: %s",
-                delivery.id,
-                redacted(delivery.subscription.subscriber),
-                error,
-            )
-            return Outcome("permanent", error)
+            return Outcome("permanent", f"the push could not be sent: {type(exc).__name__}: {exc}")
 
     def close(self) -> None:
         self.webhook.close()
