@@ -23,6 +23,16 @@ class InvalidRequest(ZaqarDelayError):
     title = "Invalid API request"
 
 
+class TtlAlreadyLapsed(InvalidRequest):
+    """An edit's ttl, counted from the message's creation, would have it expired already."""
+
+    def __init__(self, ttl_s: int) -> None:
+        super().__init__(
+            f"A ttl of {ttl_s} seconds, counted from the message's creation, has already run "
+            "out: give a longer ttl, or delete the message."
+        )
+
+
 class InvalidBody(ZaqarDelayError):
     """The request body cannot be parsed or has fields of the wrong type (400)."""
 

@@ -10,6 +10,8 @@ Each line is an object with ``ts`` (epoch ms of the event, the service's clock),
   gone is journaled too: deletes are idempotent)
 - ``released``: ``claim_id`` (the claim was deleted before its messages were)
 - ``rescheduled``: ``due`` (the new due time, ms), ``claim_id`` when it left a claim
+- ``edited``: ``changed`` (which of ``body``, ``due``, ``ttl`` the edit replaced), ``due``
+  (ms) and ``ttl`` (s) when replaced, ``claim_id`` when the editor named one; never the body
 - ``dead_lettered``: ``dead_letter_queue``
 
 Every process writes its own files, ``journal-<host>-<pid>-<start ms>-<n>.jsonl`` in the
@@ -32,7 +34,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from zaqar_delay.models import Message, NewMessage
+from zaqar_delay.models import Message, MessageEdit, NewMessage
 
 Event = dict[str, Any]
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -88,6 +90,17 @@ class NullJournal:
         now_ms: int,
     ) -> None:
         """Journal a new due time."""
+
+    def edited(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        edit: MessageEdit,
+        now_ms: int,
+    ) -> None:
+        """Journal an edit of a message (what it replaced, never the body)."""
 
     def dead_lettered(
         self, project: str, queue: str, ids: Iterable[str], target: str, now_ms: int
@@ -240,6 +253,25 @@ class Journal(NullJournal):
     ) -> None:
         head = _head(now_ms, "rescheduled", project, queue)
         line = f'{head}{_str(message_id)},"claim_id":{_str(claim_id)},"due":{due_ms}}}\n'
+        self._write_text(line)
+
+    def edited(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        edit: MessageEdit,
+        now_ms: int,
+    ) -> None:
+        head = _head(now_ms, "edited", project, queue)
+        changed = [
+            name
+            for name, value in (("body", edit.body_json), ("due", edit.due_ms), ("ttl", edit.ttl_s))
+            if value is not None
+        ]
+        fields = _encode({"changed": changed, "due": edit.due_ms, "ttl": edit.ttl_s})
+        line = f'{head}{_str(message_id)},"claim_id":{_str(claim_id)},{fields[1:]}\n'
         self._write_text(line)
 
     def dead_lettered(

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from zaqar_delay.journal import NullJournal
 from zaqar_delay.metrics import Metrics
-from zaqar_delay.models import Delivery, Message, NewMessage, Posted
+from zaqar_delay.models import Delivery, Message, MessageEdit, NewMessage, Posted
 
 
 class Lifecycle:
@@ -73,6 +73,17 @@ class Lifecycle:
         now_ms: int,
     ) -> None:
         self.journal.rescheduled(project, queue, message_id, claim_id, due_ms, now_ms)
+
+    def edited(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        edit: MessageEdit,
+        now_ms: int,
+    ) -> None:
+        self.journal.edited(project, queue, message_id, claim_id, edit, now_ms)
 
     def pushed(
         self, delivery: Delivery, outcome: str, error: str, dead_letter_queue: str, now_ms: int

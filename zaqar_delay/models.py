@@ -24,6 +24,20 @@ class NewMessage:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class MessageEdit:
+    """What an edit of a stored message replaces; None keeps the stored value.
+
+    ``body_json`` is the new body (already sealed on an encrypted queue), ``due_ms`` the new
+    due time, ``ttl_s`` the new time to live, counted like a post's from the message's
+    creation.
+    """
+
+    body_json: str | None = None
+    due_ms: int | None = None
+    ttl_s: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Posted:
     """The outcome of a post: an id per message in request order, and the positions whose
     ``dedup_id`` the queue remembered (their id is that of the message first posted with it,

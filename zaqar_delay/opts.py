@@ -247,9 +247,10 @@ journal_opts: list[cfg.Opt] = [
         default="",
         help=(
             "Directory of the lifecycle journal: one JSON line per message event (posted, "
-            "claimed, deleted, released, rescheduled, dead_lettered, pushed), in files of each "
-            "server process (journal-<host>-<pid>-<start>-<n>.jsonl), read by zaqar-delay-pipeline "
-            "report. Empty (the default) turns the journal off. Old files are not removed."
+            "claimed, deleted, released, rescheduled, edited, dead_lettered, pushed), in files "
+            "of each server process (journal-<host>-<pid>-<start>-<n>.jsonl), read by "
+            "zaqar-delay-pipeline report. Empty (the default) turns the journal off. Old files "
+            "are not removed."
         ),
     ),
     cfg.IntOpt(

@@ -52,7 +52,7 @@ class MessagePoster:
         raw_messages: list[Any] = []
 
         def build(policy: QueuePolicy) -> list[NewMessage]:
-            self._check_size(policy, len(payload))
+            self.check_size(policy, len(payload))
             if not raw_messages:
                 raw_messages.extend(self._raw_messages(payload))
             return self._build(raw_messages, policy, now_ms, round_up)
@@ -127,7 +127,8 @@ class MessagePoster:
             raise errors.InvalidRequest("No messages to enqueu.")
         return raw_messages
 
-    def _check_size(self, policy: QueuePolicy, size: int) -> None:
+    def check_size(self, policy: QueuePolicy, size: int) -> None:
+        """Refuse a post (or an edit) of ``size`` bytes over the queue's limit."""
         configured = self.limits.max_messages_post_size
         queue_max = policy.max_messages_post_size or configured
         if size <= min(configured, queue_max):

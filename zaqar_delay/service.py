@@ -2,7 +2,8 @@
 
 Each public method reads the clock once, applies the API's rules (``validation``) and the
 queue's metadata, and calls the storage driver. Methods take already-decoded input except
-message posts, whose size limit depends on the queue and must be checked before decoding.
+message posts and edits, whose size limit depends on the queue and must be checked before
+decoding.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from zaqar_delay.models import (
     Delivery,
     ListPage,
     Message,
+    MessageEdit,
     Metadata,
     NewMessage,
     Posted,
@@ -191,24 +193,62 @@ class Service:
         self.driver.delete_message(project, queue, message_id, claim_id, now_ms)
         self.lifecycle.deleted(project, queue, [message_id], claim_id, now_ms)
 
-    def reschedule_message(
+    def edit_message(
         self,
         project: str,
         queue: str,
         message_id: str,
         claim_id: str | None,
-        document: Mapping[str, Any],
-    ) -> None:
-        """Move a message's due time (``{"delay": S}`` or ``{"deliver_at": T}``); a claimed
-        message needs its claim id and leaves the claim: a consumer's "retry later"."""
+        payload: bytes,
+    ) -> MessageEdit:
+        """Edit one message (``{"body", "ttl", "delay" | "deliver_at"}``, any of them): the
+        auditor's edit, and, with a new due time alone, a reschedule.
+
+        Validated as a post is: the payload within the queue's post size limit, a ttl within
+        the configured range (counted from the message's creation), a due time as a post's.
+        A body is sealed when the queue encrypts its messages. A message that is claimed
+        needs its claim id; a new due time then makes it leave the claim (a consumer's
+        "retry later"). Returns what was replaced (the body as stored).
+        """
+        metadata = self.driver.get_metadata(project, queue)
+        if metadata is None:
+            raise errors.MessageDoesNotExist(message_id, queue, project)
+        policy = QueuePolicy.of(metadata)
+        self.poster.check_size(policy, len(payload))
+        fields = validation.message_edit(jsondoc.loads(payload) if payload else None)
         now_ms, round_up = arrival(self.clock)
-        due_ms = now_ms + validation.due_offset(document, now_ms, self.limits, round_up)
+        edit = MessageEdit(
+            body_json=self._edited_body(fields, policy),
+            due_ms=self._edited_due(fields, now_ms, round_up),
+            ttl_s=(
+                validation.message_ttl(validation.integer_field(fields, "ttl", 0), self.limits)
+                if "ttl" in fields
+                else None
+            ),
+        )
         try:
-            self.driver.reschedule_message(project, queue, message_id, claim_id, due_ms, now_ms)
+            self.driver.edit_message(project, queue, message_id, claim_id, edit, now_ms)
         except (errors.MessageIsClaimed, errors.ClaimNotValid) as exc:
-            exc.title = "Unable to reschedule"
+            exc.title = "Unable to edit" if edit.due_ms is None else "Unable to reschedule"
             raise
-        self.lifecycle.rescheduled(project, queue, message_id, claim_id, due_ms, now_ms)
+        if edit.body_json is None and edit.ttl_s is None:
+            assert edit.due_ms is not None
+            self.lifecycle.rescheduled(project, queue, message_id, claim_id, edit.due_ms, now_ms)
+        else:
+            self.lifecycle.edited(project, queue, message_id, claim_id, edit, now_ms)
+        return edit
+
+    def _edited_body(self, fields: Mapping[str, Any], policy: QueuePolicy) -> str | None:
+        if "body" not in fields:
+            return None
+        body_json = jsondoc.dumps(fields["body"])
+        cipher = self.encryption.for_queue(policy)
+        return body_json if cipher is None else cipher.encrypt(body_json)
+
+    def _edited_due(self, fields: Mapping[str, Any], now_ms: int, round_up: int) -> int | None:
+        if "delay" not in fields and "deliver_at" not in fields:
+            return None
+        return now_ms + validation.due_offset(fields, now_ms, self.limits, round_up)
 
     def delete_messages(
         self, project: str, queue: str, ids: list[str], claim_ids: list[str] | None

@@ -263,6 +263,29 @@ def new_message(
     return NewMessage(jsondoc.dumps(raw["body"]), ttl, offset_ms, dedup_id(raw))
 
 
+# What an edit of one message may name.
+EDITABLE = ("body", "delay", "deliver_at", "ttl")
+
+
+def message_edit(document: Any) -> dict[str, Any]:
+    """A PATCH of one message: an object naming some of ``body``, ``ttl`` and one of
+    ``delay`` or ``deliver_at`` (their values are checked by the caller, which knows the time
+    and the queue), and nothing else, so a misspelt field is refused rather than ignored."""
+    if not isinstance(document, dict):
+        raise errors.InvalidBody("Document type not supported.")
+    fields: dict[str, Any] = document
+    unknown = sorted(set(fields) - set(EDITABLE))
+    if unknown:
+        raise errors.InvalidRequest(
+            f"A message edit takes {', '.join(EDITABLE)}; not {', '.join(unknown)}."
+        )
+    if not fields:
+        raise errors.InvalidRequest(
+            "Give body, ttl, or a new due time (delay in seconds, or deliver_at)."
+        )
+    return fields
+
+
 def claim_wait(wait_s: float, limits: Limits) -> float:
     if not 0 <= wait_s <= limits.max_claim_wait:
         raise errors.InvalidRequest(

@@ -41,13 +41,18 @@ class Seat:
         self._room = room
         self.channel = channel
         self._event = threading.Event()
+        self.asleep = False
 
     def wake(self) -> None:
         self._event.set()
 
     def wait(self, timeout_s: float) -> None:
         """Sleep until woken or ``timeout_s`` passes."""
-        self._event.wait(max(0.0, timeout_s))
+        self.asleep = True
+        try:
+            self._event.wait(max(0.0, timeout_s))
+        finally:
+            self.asleep = False
         self._event.clear()
 
     def is_head(self) -> bool:
@@ -143,6 +148,13 @@ class WaitRoom:
             return
         self._wakeups.announce(project, queue, ANNOUNCE_TTL_MS)
         self._announced[channel] = now
+
+    def asleep(self, project: str, queue: str) -> int:
+        """How many claims on the queue are asleep in its line right now: each has tried to
+        claim and found nothing, and waits for a wake-up or its timer."""
+        channel = self._wakeups.channel(project, queue) if self._wakeups else f"{project}/{queue}"
+        with self._lock:
+            return sum(seat.asleep for seat in self._lines.get(channel, ()))
 
     def head(self, channel: str) -> Seat | None:
         with self._lock:

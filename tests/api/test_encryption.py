@@ -93,6 +93,16 @@ def test_patch_turns_encryption_on_for_later_posts(api: Api) -> None:
     assert bodies(api.get("/v2/queues/q/messages", params={"echo": "true"})) == ["before", SECRET]
 
 
+def test_an_edited_body_is_sealed_again(api: Api) -> None:
+    api.put("/v2/queues/sealed", json={"_enable_encrypt_messages": True})
+    [mid] = api.post_messages("sealed", {"body": "draft"})
+    edited = api.patch(f"/v2/queues/sealed/messages/{mid}", json={"body": {"secret": SECRET}})
+    assert edited.status_code == 204, edited.text
+    assert SECRET not in raw_store_text(api.driver)
+    assert api.get(f"/v2/queues/sealed/messages/{mid}").json["body"] == {"secret": SECRET}
+    assert bodies(api.post("/v2/queues/sealed/claims")) == [{"secret": SECRET}]
+
+
 def test_a_body_encrypted_under_an_old_key_reads_after_rotation(api: Api) -> None:
     api.put("/v2/queues/sealed", json={"_enable_encrypt_messages": True})
     [old_id] = api.post_messages("sealed", {"body": SECRET})

@@ -1,4 +1,4 @@
-"""zaqar-delay extensions over HTTP: deliver_at, reschedule, dedup_id."""
+"""zaqar-delay extensions over HTTP: deliver_at, reschedule, the auditor's edit, dedup_id."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ class TestReschedule:
     @pytest.mark.parametrize(
         ("document", "fragment"),
         [
-            ({}, "Give delay (seconds) or deliver_at"),
+            ({}, "Give body, ttl, or a new due time"),
             ({"delay": 901}, "may not exceed 900 seconds"),
             ({"delay": -1}, "must be at least 0 seconds"),
             ({"delay": 1, "deliver_at": 1}, "not both"),
@@ -114,6 +114,94 @@ class TestReschedule:
 
     def test_missing_message(self, api: Api) -> None:
         assert_error(api.patch("/v2/queues/q/messages/nope", json={"delay": 1}), 404, "Not found")
+
+
+class TestEdit:
+    """The auditor's edit: a message seen before it is claimed is changed in place."""
+
+    def test_an_auditor_edits_a_delayed_message_before_it_is_claimed(self, api: Api) -> None:
+        api.put("/v2/queues/q", json={"_default_message_delay": 60})
+        [mid, other] = api.post_messages(
+            "q", {"body": {"amount": 100}, "ttl": 600}, {"body": "next"}
+        )
+        before = api.get(f"/v2/queues/q/messages/{mid}", params={"with_schedule": "true"}).json
+        api.clock.advance(10)
+        edited = api.patch(f"/v2/queues/q/messages/{mid}", json={"body": {"amount": 90}})
+        assert edited.status_code == 204, edited.text
+        after = api.get(f"/v2/queues/q/messages/{mid}", params={"with_schedule": "true"}).json
+        assert after["body"] == {"amount": 90}
+        assert (after["id"], after["ttl"], after["due"]) == (mid, 600, before["due"])
+        api.clock.advance(49)
+        assert api.post("/v2/queues/q/claims").status_code == 204
+        api.clock.advance(1)
+        claimed = api.post("/v2/queues/q/claims").json["messages"]
+        assert [(m["id"], m["body"]) for m in claimed] == [(mid, {"amount": 90}), (other, "next")]
+
+    def test_body_with_a_new_due_time_and_ttl(self, api: Api) -> None:
+        [mid] = api.post_messages("q", {"body": "draft", "deliver_at": api.clock.now_ms() + 5000})
+        change = {"body": "final", "delay": 30, "ttl": 120}
+        assert api.patch(f"/v2/queues/q/messages/{mid}", json=change).status_code == 204
+        assert api.get(f"/v2/queues/q/messages/{mid}").json["ttl"] == 120
+        api.clock.advance(29)
+        assert api.post("/v2/queues/q/claims").status_code == 204
+        api.clock.advance(1)
+        [m] = api.post("/v2/queues/q/claims").json["messages"]
+        assert m["body"] == "final"
+
+    def test_a_claimed_message_is_edited_with_its_claim_and_stays_claimed(self, api: Api) -> None:
+        [mid] = api.post_messages("q", {"body": "job"})
+        claim = api.post("/v2/queues/q/claims")
+        href = claim.headers["location"]
+        claim_id = href.rsplit("/", 1)[1]
+        assert_error(
+            api.patch(f"/v2/queues/q/messages/{mid}", json={"body": "stolen"}),
+            403,
+            "Unable to edit",
+        )
+        result = api.patch(
+            f"/v2/queues/q/messages/{mid}", params={"claim_id": claim_id}, json={"body": "noted"}
+        )
+        assert result.status_code == 204
+        assert [m["body"] for m in api.get(href).json["messages"]] == ["noted"]
+
+    @pytest.mark.parametrize(
+        ("document", "status", "fragment"),
+        [
+            ({"body": "x", "ttl": 59}, 400, "must be at least 60 seconds long"),
+            ({"body": "x", "bdy": 1}, 400, "not bdy"),
+            ({"body": "x", "delay": -1}, 400, "must be at least 0 seconds"),
+            ({"ttl": "60"}, 400, 'The value of the "ttl" field must be a int.'),
+        ],
+    )
+    def test_invalid_edits_change_nothing(
+        self, api: Api, document: object, status: int, fragment: str
+    ) -> None:
+        [mid] = api.post_messages("q", {"body": "original"})
+        result = api.patch(f"/v2/queues/q/messages/{mid}", json=document)
+        assert result.status_code == status, result.text
+        assert fragment in result.json["description"]
+        assert api.get(f"/v2/queues/q/messages/{mid}").json["body"] == "original"
+
+    def test_a_ttl_already_run_out_is_refused(self, api: Api) -> None:
+        [mid] = api.post_messages("q", {"body": "old", "ttl": 3600})
+        api.clock.advance(120)
+        result = api.patch(f"/v2/queues/q/messages/{mid}", json={"body": "new", "ttl": 60})
+        assert_error(result, 400, "Invalid API request")
+        assert "has already run out" in result.json["description"]
+        assert api.get(f"/v2/queues/q/messages/{mid}").json["body"] == "old"
+
+    def test_the_body_is_held_to_the_queue_s_post_size(self, api: Api) -> None:
+        api.put("/v2/queues/q", json={"_max_messages_post_size": 1024})
+        [mid] = api.post_messages("q", {"body": "small"})
+        result = api.patch(f"/v2/queues/q/messages/{mid}", json={"body": "x" * 1100})
+        assert_error(result, 400, "Invalid API request")
+        assert "max size for current queue is 1024" in result.json["description"]
+        assert api.get(f"/v2/queues/q/messages/{mid}").json["body"] == "small"
+
+    def test_missing_message_or_queue(self, api: Api) -> None:
+        assert_error(api.patch("/v2/queues/q/messages/nope", json={"body": 1}), 404, "Not found")
+        api.post_messages("q", {"body": 1})
+        assert_error(api.patch("/v2/queues/q/messages/nope", json={"body": 1}), 404, "Not found")
 
 
 def test_timestamp_format() -> None:

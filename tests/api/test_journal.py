@@ -101,6 +101,25 @@ def test_every_lifecycle_event_is_one_line(journaled: Api, tmp_path: pathlib.Pat
     ]
 
 
+def test_an_edit_is_journaled_with_what_it_replaced_never_the_body(
+    journaled: Api, tmp_path: pathlib.Path
+) -> None:
+    api = journaled
+    t0 = api.clock.now_ms()
+    [mid] = api.post_messages("q", {"body": "draft", "deliver_at": t0 + 60_000})
+    api.clock.advance(1)
+    edited = api.patch(f"/v2/queues/q/messages/{mid}", json={"body": "card-4111", "ttl": 600})
+    assert edited.status_code == 204
+    api.patch(f"/v2/queues/q/messages/{mid}", json={"body": "final", "delay": 5})
+    lines = (tmp_path / "journal").glob("*.jsonl")
+    assert "card-4111" not in "".join(path.read_text() for path in lines)
+    base = {"project": P, "queue": "q", "message_id": mid, "event": "edited", "claim_id": None}
+    assert events(tmp_path / "journal")[1:] == [
+        {**base, "ts": t0 + 1000, "changed": ["body", "ttl"], "due": None, "ttl": 600},
+        {**base, "ts": t0 + 1000, "changed": ["body", "due"], "due": t0 + 6000, "ttl": None},
+    ]
+
+
 def test_dead_lettering_and_bulk_deletes(journaled: Api, tmp_path: pathlib.Path) -> None:
     api = journaled
     api.put("/v2/queues/q", json={"_max_claim_count": 1, "_dead_letter_queue": "dead"})

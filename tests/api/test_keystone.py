@@ -6,6 +6,7 @@ tokens a test registers); everything else, the middleware included, is real.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from keystonemiddleware.fixture import AuthTokenFixture
 from tests.api.conftest import signed_headers
 from tests.conftest import close_test_driver, open_test_driver
 from zaqar_delay.api.app import create_wsgi_app
+from zaqar_delay.api.routes import ROUTES, Route
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import load_settings
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
@@ -84,6 +86,22 @@ def test_requests_without_a_valid_token_are_refused(keystone: Keystone) -> None:
 def test_public_documents_need_no_token(keystone: Keystone) -> None:
     assert keystone.call("GET", "/").status_code == 300
     assert keystone.call("GET", "/openapi.json").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "route"),
+    [(method, route) for route in ROUTES for method in sorted(route.methods())],
+    ids=lambda value: value if isinstance(value, str) else value.template,
+)
+def test_only_the_routes_marked_tokenless_answer_without_a_token(
+    keystone: Keystone, method: str, route: Route
+) -> None:
+    path = re.sub(r"\{(\w+)\}", "x", route.template)
+    answered = keystone.call(method, path, headers={"X-Project-ID": "p1"})
+    if route.tokenless:
+        assert answered.status_code != 401, (method, path)
+    else:
+        assert answered.status_code == 401, (method, path, answered.status_code)
 
 
 def test_metrics_need_a_token_with_the_admin_role(keystone: Keystone) -> None:

@@ -9,6 +9,7 @@ import email.policy
 import hashlib
 import hmac
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,7 +119,18 @@ def test_only_requests_in_flight_are_leased(api: Api, running: Dispatcher) -> No
         hanging.answering.set()
 
 
-def test_a_push_leased_ahead_is_sent_at_its_time_never_before(api: Api) -> None:
+def test_a_push_leased_ahead_is_sent_at_its_time_never_before(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    push_thread_reads = [0]
+    read_clock = api.clock.now_ms
+
+    def counted_now_ms() -> int:
+        if threading.current_thread().name.startswith("zaqar-delay-push"):
+            push_thread_reads[0] += 1
+        return read_clock()
+
+    monkeypatch.setattr(api.clock, "now_ms", counted_now_ms)
     sender = senders()
     dispatcher = Dispatcher(
         api.service, sender, concurrency=4, recheck_s=0.02, lease_ahead_ms=10_000
@@ -135,9 +147,13 @@ def test_a_push_leased_ahead_is_sent_at_its_time_never_before(api: Api) -> None:
                 assert time.monotonic() < deadline, "never leased ahead"
                 time.sleep(0.01)
             assert api.driver.lease_pushes(PROJECT, "q", due_ms, 60_000, 10) == []
-            # ...and sends it when its time comes on the clock, not before.
+            # ...and sends it when its time comes on the clock, not before: the push thread
+            # reads the clock again and again and keeps waiting.
             api.clock.advance(ms=4_999)
-            time.sleep(0.2)
+            before = push_thread_reads[0]
+            while push_thread_reads[0] < before + 5:
+                assert time.monotonic() < deadline + 10, "the push stopped reading the clock"
+                time.sleep(0.01)
             assert hook.received == []
             api.clock.advance(ms=1)
             [push] = hook.wait_for(1)

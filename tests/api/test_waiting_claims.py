@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from tests.api.conftest import Api, assert_error
+from tests.api.conftest import PROJECT, Api, assert_error
+from zaqar_delay import waiting
 
 
 def claim_in_background(
@@ -23,10 +24,21 @@ def claim_in_background(
     return thread, result
 
 
-def settle() -> None:
-    """Give waiting requests a moment to start waiting. Correctness does not depend on it: a
-    message posted before a claim starts waiting is simply claimed at once."""
-    time.sleep(0.3)
+@pytest.fixture(autouse=True)
+def timers_beyond_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiting claim's timer re-checks the queue only after a minute: within a test, only
+    the store's wake-up can end a wait early, so a wake-up that never comes fails it."""
+    monkeypatch.setattr(waiting, "ANNOUNCE_EVERY_S", 60.0)
+    monkeypatch.setattr(waiting, "RECHECK_WITHOUT_WAKEUPS_S", 60.0)
+
+
+def settle(api: Api, count: int = 1) -> None:
+    """Wait until ``count`` claims on queue q have found nothing and fallen asleep, so what
+    the test does next has to wake them."""
+    deadline = time.monotonic() + 10
+    while api.service.wait_room.asleep(PROJECT, "q") < count:
+        assert time.monotonic() < deadline, f"{count} claims never started waiting"
+        time.sleep(0.01)
 
 
 def test_wait_ends_with_204_when_nothing_comes(api: Api) -> None:
@@ -36,7 +48,7 @@ def test_wait_ends_with_204_when_nothing_comes(api: Api) -> None:
 
 def test_a_post_wakes_a_waiting_claim(api: Api) -> None:
     thread, result = claim_in_background(api, 10)
-    settle()
+    settle(api)
     [mid] = api.post_messages("q", {"body": "wake up"})
     thread.join(10)
     [response] = result
@@ -48,7 +60,7 @@ def test_a_release_wakes_a_waiting_claim(api: Api) -> None:
     api.post_messages("q", {"body": "held"})
     held = api.post("/v2/queues/q/claims")
     thread, result = claim_in_background(api, 10)
-    settle()
+    settle(api)
     api.delete(held.headers["location"])
     thread.join(10)
     assert result[0].status_code == 201  # type: ignore[attr-defined]
@@ -57,7 +69,7 @@ def test_a_release_wakes_a_waiting_claim(api: Api) -> None:
 def test_a_reschedule_to_now_wakes_a_waiting_claim(api: Api) -> None:
     [mid] = api.post_messages("q", {"body": "later", "deliver_at": api.clock.now_ms() + 600_000})
     thread, result = claim_in_background(api, 10)
-    settle()
+    settle(api)
     api.patch(f"/v2/queues/q/messages/{mid}", json={"delay": 0})
     thread.join(10)
     assert result[0].status_code == 201  # type: ignore[attr-defined]
@@ -71,7 +83,7 @@ def test_a_delayed_message_is_not_claimed_early_by_a_waiter(api: Api) -> None:
 
 def test_many_waiters_each_get_one_message(api: Api) -> None:
     waiters = [claim_in_background(api, 10, limit="1") for _ in range(5)]
-    settle()
+    settle(api, 5)
     api.post_messages("q", *[{"body": i} for i in range(5)])
     bodies = []
     for thread, result in waiters:

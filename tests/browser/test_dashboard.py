@@ -167,6 +167,41 @@ def _epoch_ms(rfc3339: str) -> float:
     return datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp() * 1000
 
 
+def test_an_auditor_edits_a_scheduled_message_s_body(server: ServiceProcess, browser: Any) -> None:
+    project = f"edit-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    due_ms = int(time.time() * 1000) + 600_000
+    posted = call(
+        "POST",
+        "/v2/queues/jobs/messages",
+        json={"messages": [{"body": {"amount": 100}, "deliver_at": due_ms}]},
+    )
+    mid = posted.json()["resources"][0].rsplit("/", 1)[1]
+    before = call("GET", f"/v2/queues/jobs/messages/{mid}?with_schedule=true").json()
+    browser.get(f"{server.url}/dashboard/?project={project}#/queue/jobs/hour")
+    button = wait_for(
+        lambda: browser.find_element(By.CSS_SELECTOR, f'tr[data-message="{mid}"] button.edit'),
+        "the message",
+    )
+    button.click()
+    prompt = browser.switch_to.alert
+    assert prompt.text == "New body (JSON):"
+    prompt.send_keys('{"amount": 90}')
+    prompt.accept()
+    browser.switch_to.alert.accept()  # the confirmation
+
+    def edited() -> Any:
+        found = call("GET", f"/v2/queues/jobs/messages/{mid}?with_schedule=true").json()
+        return found if found["body"] == {"amount": 90} else None
+
+    after = wait_for(edited, "the message edited")
+    assert (after["due"], after["ttl"]) == (before["due"], before["ttl"])
+    wait_for(
+        lambda: '"amount":90' in text_of(browser, f'tr[data-message="{mid}"]').replace(" ", ""),
+        "the edited body shown",
+    )
+
+
 def test_bad_input_shows_the_api_error_text(server: ServiceProcess, browser: Any) -> None:
     project = f"bad-{uuid.uuid4().hex[:6]}"
     call = api(server, project)

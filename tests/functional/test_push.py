@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.functional.test_faults import HEADERS, Store, store  # noqa: F401 - the fixture
 from tests.processes import ServiceProcess, is_gone
@@ -55,6 +56,18 @@ def message_ids(pushes: list[Received]) -> list[str]:
     return [p.json()["id"] for p in pushes]
 
 
+def pushes_attempted(url: str) -> float:
+    """Every push attempt the server's processes have settled (its /metrics)."""
+    text = requests.get(f"{url}/metrics", timeout=10).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "zaqar_delay_push_attempts"
+        for sample in family.samples
+        if sample.name == "zaqar_delay_push_attempts_total"
+    )
+
+
 @pytest.fixture(params=["embedded", "redis-cluster", "mongodb"])
 def server(request: pytest.FixtureRequest) -> Iterator[ServiceProcess]:
     """A server on each kind of store; on Redis Cluster the push index and the queue's keys
@@ -77,7 +90,13 @@ def test_each_message_is_pushed_when_due_and_never_before(server: ServiceProcess
         dues = [now_ms + 300 + 17 * i for i in range(60)]
         ids = post(server.url, "timers", dues)
         pushes = hook.wait_for(len(ids))
-        time.sleep(0.5)  # anything more would be a duplicate
+        # The server counts each attempt once it is settled: when it has counted them all, a
+        # push sent twice would have been counted (and received) as well.
+        deadline = time.monotonic() + 30
+        while pushes_attempted(server.url) < len(ids):
+            assert time.monotonic() < deadline, "the attempts were never settled"
+            time.sleep(0.05)
+        assert pushes_attempted(server.url) == len(ids)
         assert sorted(message_ids(hook.received)) == sorted(ids)
         lateness_ms = []
         for push in pushes:

@@ -21,6 +21,7 @@ from zaqar_delay.models import (
     UNKNOWN_METADATA,
     ClaimOutcome,
     ListPage,
+    MessageEdit,
     NewMessage,
     Posted,
     VersionedMetadata,
@@ -867,6 +868,96 @@ class TestReschedule:
         clock.advance(60)
         with pytest.raises(errors.MessageDoesNotExist):
             driver.reschedule_message(P, Q, mid, None, clock.now_ms(), clock.now_ms())
+
+
+# -- edit --------------------------------------------------------------------------------------
+
+
+class TestEdit:
+    def test_a_new_body_keeps_the_id_due_time_ttl_and_place(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        [first, second] = post(driver, clock, "first", "second", ttl=600, delay=60)
+        [before] = driver.get_messages(P, Q, [second], clock.now_ms())
+        clock.advance(10)
+        driver.edit_message(
+            P, Q, first, None, MessageEdit(body_json='{"edited": 1}'), clock.now_ms()
+        )
+        [after] = driver.get_messages(P, Q, [first], clock.now_ms())
+        assert after.body == {"edited": 1}
+        assert (after.due_ms, after.ttl_s, after.expires_ms) == (
+            before.due_ms,
+            600,
+            before.expires_ms,
+        )
+        clock.advance(49)
+        assert claim(driver, clock) is None  # still not due
+        clock.advance(1)
+        assert bodies_of(claim(driver, clock)) == [{"edited": 1}, "second"]
+
+    def test_due_time_and_ttl_together_with_the_body(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        [mid] = post(driver, clock, "draft", ttl=600, delay=60)
+        created = clock.now_ms()
+        clock.advance(5)
+        now = clock.now_ms()
+        edit = MessageEdit(body_json='"final"', due_ms=now + 1_000, ttl_s=120)
+        driver.edit_message(P, Q, mid, None, edit, now)
+        [m] = driver.get_messages(P, Q, [mid], now)
+        assert (m.body, m.due_ms, m.ttl_s, m.expires_ms) == (
+            "final",
+            now + 1_000,
+            120,
+            created + 120_000,
+        )
+        clock.advance(ms=1_000)
+        assert bodies_of(claim(driver, clock)) == ["final"]
+
+    def test_a_ttl_that_has_run_out_writes_nothing(self, driver: Driver, clock: FakeClock) -> None:
+        [mid] = post(driver, clock, "kept", ttl=600)
+        clock.advance(90)
+        with pytest.raises(errors.TtlAlreadyLapsed):
+            driver.edit_message(
+                P, Q, mid, None, MessageEdit(body_json='"lost"', ttl_s=60), clock.now_ms()
+            )
+        [m] = driver.get_messages(P, Q, [mid], clock.now_ms())
+        assert (m.body, m.ttl_s) == ("kept", 600)
+
+    def test_a_shorter_ttl_expires_the_message(self, driver: Driver, clock: FakeClock) -> None:
+        [mid] = post(driver, clock, "short-lived", ttl=3600)
+        driver.edit_message(P, Q, mid, None, MessageEdit(ttl_s=60), clock.now_ms())
+        clock.advance(60)
+        assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
+        assert claim(driver, clock) is None
+
+    def test_a_claimed_message_is_edited_only_by_its_claim_which_keeps_it(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        [mid] = post(driver, clock, "held")
+        held = claim(driver, clock)
+        assert held is not None
+        now = clock.now_ms()
+        change = MessageEdit(body_json='"annotated"')
+        with pytest.raises(errors.MessageIsClaimed):
+            driver.edit_message(P, Q, mid, None, change, now)
+        with pytest.raises(errors.ClaimNotValid):
+            driver.edit_message(P, Q, mid, "f" * 32, change, now)
+        [m] = driver.get_messages(P, Q, [mid], now)
+        assert m.body == "held"
+        driver.edit_message(P, Q, mid, held.id, change, now)
+        assert bodies_of(driver.get_claim(P, Q, held.id, now)) == ["annotated"]
+        [m] = driver.get_messages(P, Q, [mid], now)
+        assert (m.claim_id, m.claim_count) == (held.id, 1)
+
+    def test_missing_or_expired(self, driver: Driver, clock: FakeClock) -> None:
+        [mid] = post(driver, clock, "short", ttl=60)
+        change = MessageEdit(body_json='"x"')
+        with pytest.raises(errors.MessageDoesNotExist):
+            driver.edit_message(P, Q, "nope", None, change, clock.now_ms())
+        clock.advance(60)
+        with pytest.raises(errors.MessageDoesNotExist):
+            driver.edit_message(P, Q, mid, None, change, clock.now_ms())
 
 
 # -- retry backoff -----------------------------------------------------------------------------

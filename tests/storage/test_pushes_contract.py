@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.conftest import namespace_of, open_test_driver
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import NewMessage, SubscriptionChange
+from zaqar_delay.models import MessageEdit, NewMessage, SubscriptionChange
 from zaqar_delay.storage.base import Driver
 
 P, Q = "project-a", "alerts"
@@ -90,6 +90,22 @@ def test_a_push_is_due_with_its_message_never_before(driver: Driver, clock: Fake
     assert_nothing_owed(driver, clock)
     clock.advance(seconds=60)
     assert lease(driver, clock) == []
+
+
+def test_a_push_waits_for_a_message_rescheduled_later(driver: Driver, clock: FakeClock) -> None:
+    subscribe(driver, clock)
+    [moved] = post(driver, clock, "moved", delay_ms=10_000)
+    start = clock.now_ms()
+    driver.edit_message(P, Q, moved, None, MessageEdit(due_ms=start + 60_000), start)
+    clock.advance(ms=10_000)
+    # Owed at the old due time, but its message is not due: not leased, owed again later.
+    assert lease(driver, clock) == []
+    assert driver.next_push_ms() == start + 60_000
+    clock.advance(ms=49_999)
+    assert driver.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 10, start + 59_999) == []
+    clock.advance(ms=1)
+    [delivery] = lease(driver, clock)
+    assert delivery.message.id == moved and delivery.owed_ms == start + 60_000
 
 
 def test_pushes_owed_soon_are_leased_ahead_with_their_time(

@@ -121,7 +121,13 @@ def test_a_call_waits_for_a_connection_when_all_are_out(redis_server: RedisServe
     taken: list[Any] = []
     waiter = threading.Thread(target=lambda: taken.append(connections.checkout()))
     waiter.start()
-    time.sleep(0.05)
+    # Once the waiter is counted as waiting, the connection given back below is the one it
+    # gets.
+    deadline = time.monotonic() + 10
+    while not connections._waiting:
+        assert time.monotonic() < deadline, "the second checkout never waited"
+        assert not taken, "a second connection was made past max_connections"
+        time.sleep(0.01)
     assert not taken, "a second connection was made past max_connections"
     connections.give_back(held)
     waiter.join(1)
@@ -179,7 +185,8 @@ def test_a_timed_out_script_is_not_sent_again(redis_server: RedisServer, key: st
     admin = redis.Redis(port=redis_server.port)
     with pytest.raises(redis.TimeoutError):
         script_on(client, slow)(keys=[key], args=[])
-    time.sleep(0.8)  # the script finishes in the store
+    # Redis serves one command at a time: this read waits for the script, and for a repeat of
+    # it, which the client would have sent before raising.
     assert admin.get(key) == b"1", "a timed-out script was run again"
     client.close()
 

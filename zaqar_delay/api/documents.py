@@ -44,9 +44,3 @@ def purge_types(document: Any) -> frozenset[str]:
             "Resource types must be a sub set of {'messages', 'subscriptions'}."
         )
     return frozenset(map(str, kinds))
-
-
-def due_change(document: Any) -> dict[str, Any]:
-    """A reschedule body: an object naming ``delay`` or ``deliver_at`` (checked by the
-    service, which knows the time)."""
-    return _object(document)

@@ -19,6 +19,7 @@ from zaqar_delay.models import (
     ClaimOutcome,
     ListPage,
     Message,
+    MessageEdit,
     Metadata,
     NewMessage,
     Posted,
@@ -227,6 +228,25 @@ class Driver(SubscriptionStore, DeliveryStore):
         """
 
     @abc.abstractmethod
+    def edit_message(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        edit: MessageEdit,
+        now_ms: int,
+    ) -> None:
+        """Replace what ``edit`` names of one message; its id, claim count and place in
+        posting order stay.
+
+        Missing or expired message: MessageDoesNotExist. Claims are honoured as by
+        ``delete_message``. A new due time makes a message held by the named claim leave it
+        (a consumer's "retry later"); a body or ttl alone leaves the claim in place. A new
+        ttl whose expiry (creation + ttl) is not after ``now_ms``: InvalidRequest, and
+        nothing is written.
+        """
+
     def reschedule_message(
         self,
         project: str,
@@ -236,11 +256,10 @@ class Driver(SubscriptionStore, DeliveryStore):
         due_ms: int,
         now_ms: int,
     ) -> None:
-        """Make the message due at ``due_ms`` (claim count and expiry kept).
-
-        Missing or expired message: MessageDoesNotExist. Claims are honoured as by
-        ``delete_message``; a message held by the named live claim leaves that claim.
-        """
+        """Make the message due at ``due_ms`` (claim count and expiry kept): an edit of its
+        due time alone (``edit_message``), so a message held by the named live claim leaves
+        that claim."""
+        self.edit_message(project, queue, message_id, claim_id, MessageEdit(due_ms=due_ms), now_ms)
 
     @abc.abstractmethod
     def delete_messages(

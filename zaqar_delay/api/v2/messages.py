@@ -1,4 +1,4 @@
-"""Messages: post, list, bulk get, bulk delete, pop, and one message's get and delete."""
+"""Messages: post, list, bulk get, bulk delete, pop, and one message's get, edit and delete."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import urllib.parse
 import falcon
 
 from zaqar_delay import errors
-from zaqar_delay.api import body, documents, params, schemas, views
+from zaqar_delay.api import body, params, schemas, views
 from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import FLAG, ok, query
 from zaqar_delay.api.v2.base import Resource
@@ -163,23 +163,29 @@ class MessageItem(Resource):
         resp.media = views.message(queue_name, message, now_ms, params.schedule(req))
 
     @operation(
-        "Reschedule (extension)",
-        {**ok("204", "rescheduled"), **schemas.errors("403", "404")},
+        "Edit or reschedule a message (extension)",
+        {**ok("204", "edited"), **schemas.errors("403", "404")},
         query=[query("claim_id", schemas.HEX_ID)],
         body={
             "type": "object",
-            "properties": {"delay": {"type": "integer"}, "deliver_at": schemas.JSON_VALUE},
+            "properties": {
+                "body": schemas.JSON_VALUE,
+                "ttl": {"type": "integer"},
+                "delay": {"type": "integer"},
+                "deliver_at": schemas.JSON_VALUE,
+            },
+            "additionalProperties": False,
         },
     )
     def on_patch(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, message_id: str
     ) -> None:
-        """zaqar-delay extension: reschedule, or retry later when the message is claimed."""
+        """zaqar-delay extension: the auditor's edit of a message's body, ttl or due time; a
+        new due time alone is a reschedule, or a "retry later" when the message is claimed."""
+        limit = self.service.limits.max_messages_post_size
+        payload = body.read(req, limit, f"Message edit size is too large. Max size {limit}")
         claim_id = params.text(req, "claim_id")
-        change = documents.due_change(body.read_json(req))
-        self.service.reschedule_message(
-            req.context.project, queue_name, message_id, claim_id, change
-        )
+        self.service.edit_message(req.context.project, queue_name, message_id, claim_id, payload)
         resp.status = falcon.HTTP_204
 
     @operation(

@@ -1,4 +1,4 @@
-"""Messages on MongoDB: posting, listing, reading, deleting, rescheduling and popping."""
+"""Messages on MongoDB: posting, listing, reading, deleting, editing and popping."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from zaqar_delay import errors
 from zaqar_delay.models import (
     ListPage,
     Message,
+    MessageEdit,
     NewMessage,
     Posted,
 )
@@ -254,29 +255,42 @@ class MessageOps(MongoBase):
                 raise errors.MessageIsClaimed()
             raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
 
-    def reschedule_message(
+    def edit_message(
         self,
         project: str,
         queue: str,
         message_id: str,
         claim_id: str | None,
-        due_ms: int,
+        edit: MessageEdit,
         now_ms: int,
     ) -> None:
         scope = {**self._queue_filter(project, queue), "_id": message_id}
         for _ in range(CLAIM_ATTEMPTS):
-            doc = self._messages.find_one({**scope, "e": {"$gt": now_ms}}, {"cid": 1, "ce": 1})
+            doc = self._messages.find_one(
+                {**scope, "e": {"$gt": now_ms}}, {"cid": 1, "ce": 1, "cr": 1}
+            )
             if doc is None:
                 raise errors.MessageDoesNotExist(message_id, queue, project)
             self._check_claim(project, queue, doc, claim_id, now_ms)
-            moved = self._messages.update_one(
-                {**scope, "cid": doc["cid"], "ce": doc["ce"]},
-                {"$set": {"d": due_ms, "v": due_ms, "cid": None, "ce": 0}},
+            change: Doc = {}
+            if edit.ttl_s is not None:
+                expires = int(doc["cr"]) + edit.ttl_s * 1000
+                if expires <= now_ms:
+                    raise errors.TtlAlreadyLapsed(edit.ttl_s)
+                change.update({"t": edit.ttl_s, "e": expires, "ex": as_date(expires)})
+            if edit.body_json is not None:
+                change["b"] = edit.body_json
+            if edit.due_ms is not None:
+                change.update({"d": edit.due_ms, "v": edit.due_ms, "cid": None, "ce": 0})
+            # Matched on the claim as read, so a claim taken since is never overwritten.
+            edited = self._messages.update_one(
+                {**scope, "cid": doc["cid"], "ce": doc["ce"]}, {"$set": change}
             )
-            if moved.matched_count:
-                self._wakeups.wake(project, queue)
+            if edited.matched_count:
+                if edit.due_ms is not None:
+                    self._wakeups.wake(project, queue)
                 return
-        raise errors.StorageUnavailable("The message could not be rescheduled.")
+        raise errors.StorageUnavailable("The message could not be edited.")
 
     def delete_messages(
         self,

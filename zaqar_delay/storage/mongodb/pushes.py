@@ -97,13 +97,31 @@ class PushOps(PushLimitOps):
                 {**scope, **live, "_id": {"$in": list(subscription_ids)}}
             )
         }
+        # Messages rescheduled or edited to a later due time since their push was owed.
+        due_later = {
+            m["_id"]: int(m["d"])
+            for m in self._messages.find(
+                {
+                    **scope,
+                    "_id": {"$in": [c["_id"].split(":", 1)[1] for c in candidates]},
+                    "d": {"$gt": until},
+                },
+                {"d": 1},
+            )
+        }
         owed: dict[str, int] = {}  # push id -> the time it is sent at
         places: dict[str, str] = {}  # push id -> subscription, for the places taken
         for candidate in candidates:
             if len(owed) == limit:
                 break
             push_id, owed_ms = candidate["_id"], int(candidate["n"])
-            sid = push_id.split(":", 1)[0]
+            sid, message_id = push_id.split(":", 1)
+            if message_id in due_later:
+                # Owed again when its message is due: never sent before.
+                self._pushes.update_one(
+                    {"_id": push_id, "n": owed_ms}, {"$set": {"n": due_later[message_id]}}
+                )
+                continue
             subscription = subscriptions.get(sid)
             rules = DispatchLimits.of(subscription.options if subscription else None)
             holder = f"{push_id}@{token}"

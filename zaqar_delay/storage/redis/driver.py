@@ -20,6 +20,7 @@ from zaqar_delay import errors
 from zaqar_delay.models import (
     ListPage,
     Message,
+    MessageEdit,
     MessageRef,
     Metadata,
     NewMessage,
@@ -320,20 +321,29 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         outcome = self._run("delete", project, queue, now_ms, message_id, claim_id or "")
         raise_claim_refusal(outcome)
 
-    def reschedule_message(
+    def edit_message(
         self,
         project: str,
         queue: str,
         message_id: str,
         claim_id: str | None,
-        due_ms: int,
+        edit: MessageEdit,
         now_ms: int,
     ) -> None:
         outcome = self._run(
-            "reschedule", project, queue, now_ms, message_id, claim_id or "", due_ms
+            "edit",
+            project,
+            queue,
+            now_ms,
+            message_id,
+            claim_id or "",
+            *("" if kept is None else kept for kept in (edit.body_json, edit.due_ms, edit.ttl_s)),
         )
         if outcome == b"missing":
             raise errors.MessageDoesNotExist(message_id, queue, project)
+        if outcome == b"lapsed":
+            assert edit.ttl_s is not None  # only a new ttl can have lapsed
+            raise errors.TtlAlreadyLapsed(edit.ttl_s)
         raise_claim_refusal(outcome)
 
     def delete_messages(

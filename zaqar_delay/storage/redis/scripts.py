@@ -38,7 +38,7 @@ SCRIPT_NAMES = (
     "renew_claim",
     "release_claim",
     "delete",
-    "reschedule",
+    "edit",
     "delete_many",
     "pop",
     "stats",

@@ -5,7 +5,9 @@
 --   "lease", now, lease_ms, limit, token, owed_by: take up to limit pushes owed by owed_by
 --       (oldest first) for lease_ms after owed_by: until then no other dispatcher takes them;
 --       if the dispatcher dies, they are due again when the lease ends. Pushes whose message
---       or subscription is gone (deleted, expired, purged) are dropped. A subscription's
+--       or subscription is gone (deleted, expired, purged) are dropped; pushes whose message
+--       is due later than owed_by (rescheduled since) are owed again at its due time. A
+--       subscription's
 --       dispatch limits (options _max_dispatches_per_second, _max_concurrent_dispatches) hold
 --       back what they must: past its rate, a push is owed again at the next free time the
 --       limit reserves for it; at its most requests in flight, it is parked until one of them
@@ -156,6 +158,10 @@ if action == 'lease' then
             if limits[3] then
                 limits[3].f[delivery] = nil
             end
+        elseif info.due > owed_by then
+            -- The message was rescheduled or edited to a later due time: owed then, never
+            -- sent before its message is due.
+            redis.call('ZADD', K_DELIVERIES, info.due, delivery)
         else
             local raw_state = redis.call('HGET', K_DELIVERY_INFO, delivery)
             local state = raw_state and cmsgpack.unpack(raw_state) or {0, '', 0}
