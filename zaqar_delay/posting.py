@@ -27,10 +27,13 @@ METADATA_CACHE_SIZE = 10_000
 
 
 class MessagePoster:
-    """Validates and stores message posts on ``driver``, all or nothing."""
+    """Validates and stores message posts on each queue's store, all or nothing."""
 
-    def __init__(self, driver: Driver, limits: Limits, encryption: QueueEncryption) -> None:
-        self.driver = driver
+    def __init__(
+        self, store_of: Callable[[str, str], Driver], limits: Limits, encryption: QueueEncryption
+    ) -> None:
+        """``store_of(project, queue)``: the store a queue lives on."""
+        self.store_of = store_of
         self.limits = limits
         self.encryption = encryption
         self._known: dict[tuple[str, str], VersionedMetadata] = {}
@@ -93,7 +96,7 @@ class MessagePoster:
                 built = build(policy)
                 cipher = self.encryption.for_queue(policy, seal)
                 stored = built if cipher is None else cipher.seal(built)
-            outcome = self.driver.post_if_current(
+            outcome = self.store_of(project, queue).post_if_current(
                 project, queue, stored, client_id, now_ms, known.version
             )
             if isinstance(outcome, VersionedMetadata):

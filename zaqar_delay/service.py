@@ -36,6 +36,7 @@ from zaqar_delay.models import (
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
 from zaqar_delay.storage.base import Driver
+from zaqar_delay.stores import Stores
 from zaqar_delay.waiting import WaitRoom
 
 # The Client-ID of the messages the push dispatcher dead-letters.
@@ -43,7 +44,7 @@ DEAD_LETTER_CLIENT_ID = "zaqar-delay-push"
 
 
 class Service:
-    """Queues, messages and claims of every project, on one driver."""
+    """Queues, messages, claims and pushes of every project, each queue on its store."""
 
     def __init__(
         self,
@@ -54,18 +55,27 @@ class Service:
         journal: NullJournal | None = None,
         cipher: MessageCipher | None = None,
     ) -> None:
-        """``cipher`` seals bodies of queues with ``_enable_encrypt_messages`` (none: refused)."""
-        self.driver = driver
+        """``cipher`` seals bodies of queues with ``_enable_encrypt_messages`` (none: refused).
+        ``driver`` is the configured store; every queue's store is resolved through
+        :attr:`stores`, once per call."""
+        self.stores = Stores(driver)
         self.encryption = QueueEncryption(cipher)
         self.limits = limits
         self.clock = clock
         self.metrics = metrics or Metrics(driver, clock)
         self.lifecycle = Lifecycle(self.metrics, journal or NullJournal())
         self.wait_room = WaitRoom(driver.wakeups(), clock)
-        self.poster = MessagePoster(driver, limits, self.encryption)
+        self.poster = MessagePoster(self._store, limits, self.encryption)
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
+
+    def _store(self, project: str, queue: str) -> Driver:
+        return self.stores.for_queue(project, queue)
+
+    def stores_reachable(self) -> bool:
+        """Whether every store answers (the ping and health routes)."""
+        return all(store.ping() for store in self.stores.all())
 
     # -- queues --------------------------------------------------------------------------------
 
@@ -73,16 +83,16 @@ class Service:
         """Create the queue; False if it existed (its metadata is then left as it was)."""
         validation.reserved_metadata(metadata, self.limits)
         self.encryption.for_queue(QueuePolicy.of(metadata))
-        return self.driver.create_queue(project, queue, metadata, self.now_ms())
+        return self._store(project, queue).create_queue(project, queue, metadata, self.now_ms())
 
     def get_queue(self, project: str, queue: str) -> Metadata:
         """Metadata with reserved defaults; a queue that does not exist shows only defaults."""
-        stored = self.driver.get_metadata(project, queue) or {}
+        stored = self._store(project, queue).get_metadata(project, queue) or {}
         return validation.with_reserved_defaults(stored, self.limits)
 
     def patch_queue(self, project: str, queue: str, document: Any) -> Metadata:
         operations = metadata_patch.parse(document)
-        stored = self.driver.get_metadata(project, queue)
+        stored = self._store(project, queue).get_metadata(project, queue)
         if stored is None:
             raise errors.QueueDoesNotExist(queue, project)
         updated = metadata_patch.apply(stored, operations)
@@ -91,17 +101,17 @@ class Service:
         except errors.InvalidRequest as exc:
             raise errors.InvalidBody(exc.description) from exc
         self.encryption.for_queue(QueuePolicy.of(updated))
-        self.driver.set_metadata(project, queue, updated)
+        self._store(project, queue).set_metadata(project, queue, updated)
         return validation.with_reserved_defaults(updated, self.limits)
 
     def delete_queue(self, project: str, queue: str) -> None:
-        self.driver.delete_queue(project, queue)
+        self._store(project, queue).delete_queue(project, queue)
 
     def list_queues(
         self, project: str, marker: str | None, limit: int, detailed: bool
     ) -> list[QueueInfo]:
         validation.queue_limit(limit, self.limits)
-        queues = self.driver.list_queues(project, marker, limit, detailed)
+        queues = self.stores.for_project(project).list_queues(project, marker, limit, detailed)
         if not detailed:
             return queues
         return [
@@ -110,17 +120,17 @@ class Service:
         ]
 
     def count_queues(self, project: str) -> int:
-        return self.driver.count_queues(project)
+        return self.stores.for_project(project).count_queues(project)
 
     def stats(self, project: str, queue: str) -> QueueStats:
-        return self.driver.stats(project, queue, self.now_ms())
+        return self._store(project, queue).stats(project, queue, self.now_ms())
 
     def purge(self, project: str, queue: str, resource_types: Set[str]) -> None:
         """Purge what ``resource_types`` names ("messages", "subscriptions")."""
         if "messages" in resource_types:
-            self.driver.purge(project, queue)
+            self._store(project, queue).purge(project, queue)
         if "subscriptions" in resource_types:
-            self.driver.purge_subscriptions(project, queue)
+            self._store(project, queue).purge_subscriptions(project, queue)
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -149,13 +159,13 @@ class Service:
         """Posting order (Zaqar's), or due order (an extension: unclaimed messages only)."""
         validation.message_limit(limit, self.limits)
         filters: dict[str, Any] = {"include_claimed": include_claimed}
-        list_page: Callable[..., ListPage] = self.driver.list_messages
+        list_page: Callable[..., ListPage] = self._store(project, queue).list_messages
         if sort_by_due:
             if include_claimed:
                 raise errors.InvalidRequest(
                     "sort=due lists messages no claim holds; it cannot include claimed ones."
                 )
-            filters, list_page = {}, self.driver.list_messages_by_due
+            filters, list_page = {}, self._store(project, queue).list_messages_by_due
         page = list_page(
             project,
             queue,
@@ -172,7 +182,7 @@ class Service:
     def get_messages(self, project: str, queue: str, ids: Sequence[str]) -> list[Message]:
         """Bulk GET: NotFound when none of the ids exists."""
         validation.message_limit(len(ids), self.limits)
-        found = self.driver.get_messages(project, queue, ids, self.now_ms())
+        found = self._store(project, queue).get_messages(project, queue, ids, self.now_ms())
         if not found:
             raise errors.NotFound(
                 f"No messages with IDs: {list(ids)!r} found in the queue {queue} for project "
@@ -181,7 +191,9 @@ class Service:
         return list(self.encryption.open(found))
 
     def get_message(self, project: str, queue: str, message_id: str) -> Message:
-        found = self.driver.get_messages(project, queue, [message_id], self.now_ms())
+        found = self._store(project, queue).get_messages(
+            project, queue, [message_id], self.now_ms()
+        )
         if not found:
             raise errors.MessageDoesNotExist(message_id, queue, project)
         return self.encryption.open(found)[0]
@@ -190,7 +202,7 @@ class Service:
         self, project: str, queue: str, message_id: str, claim_id: str | None
     ) -> None:
         now_ms = self.now_ms()
-        self.driver.delete_message(project, queue, message_id, claim_id, now_ms)
+        self._store(project, queue).delete_message(project, queue, message_id, claim_id, now_ms)
         self.lifecycle.deleted(project, queue, [message_id], claim_id, now_ms)
 
     def edit_message(
@@ -210,7 +222,7 @@ class Service:
         needs its claim id; a new due time then makes it leave the claim (a consumer's
         "retry later"). Returns what was replaced (the body as stored).
         """
-        metadata = self.driver.get_metadata(project, queue)
+        metadata = self._store(project, queue).get_metadata(project, queue)
         if metadata is None:
             raise errors.MessageDoesNotExist(message_id, queue, project)
         policy = QueuePolicy.of(metadata)
@@ -227,7 +239,9 @@ class Service:
             ),
         )
         try:
-            self.driver.edit_message(project, queue, message_id, claim_id, edit, now_ms)
+            self._store(project, queue).edit_message(
+                project, queue, message_id, claim_id, edit, now_ms
+            )
         except (errors.MessageIsClaimed, errors.ClaimNotValid) as exc:
             exc.title = "Unable to edit" if edit.due_ms is None else "Unable to reschedule"
             raise
@@ -260,13 +274,13 @@ class Service:
                 "message_delete_with_claim_id is True."
             )
         now_ms = self.now_ms()
-        self.driver.delete_messages(project, queue, ids, claim_ids or None, now_ms)
+        self._store(project, queue).delete_messages(project, queue, ids, claim_ids or None, now_ms)
         self.lifecycle.deleted(project, queue, ids, None, now_ms)
 
     def pop_messages(self, project: str, queue: str, count: int) -> list[Message]:
         validation.pop_count(count, self.limits)
         now_ms = self.now_ms()
-        popped = self.driver.pop_messages(project, queue, count, now_ms)
+        popped = self._store(project, queue).pop_messages(project, queue, count, now_ms)
         self.lifecycle.popped(project, queue, popped, now_ms)
         return list(self.encryption.open(popped))
 
@@ -286,7 +300,7 @@ class Service:
 
         def attempt() -> Claim | None:
             now_ms = self.now_ms()
-            outcome = self.driver.claim(
+            outcome = self._store(project, queue).claim(
                 project,
                 queue,
                 ttl_s=times.ttl_s,
@@ -304,24 +318,30 @@ class Service:
 
         if wait_s <= 0:
             return attempt()
-        next_claimable = functools.partial(self.driver.next_claimable_ms, project, queue)
+        next_claimable = functools.partial(
+            self._store(project, queue).next_claimable_ms, project, queue
+        )
         return self.wait_room.wait_for(project, queue, wait_s, attempt, next_claimable)
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
         return self.encryption.open_claim(
-            self.driver.get_claim(project, queue, claim_id, self.now_ms())
+            self._store(project, queue).get_claim(project, queue, claim_id, self.now_ms())
         )
 
     def renew_claim(self, project: str, queue: str, claim_id: str, times: ClaimTimes) -> None:
-        self.driver.renew_claim(project, queue, claim_id, times.ttl_s, times.grace_s, self.now_ms())
+        self._store(project, queue).renew_claim(
+            project, queue, claim_id, times.ttl_s, times.grace_s, self.now_ms()
+        )
 
     def release_claim(self, project: str, queue: str, claim_id: str) -> None:
         now_ms = self.now_ms()
         held: tuple[Message, ...] = ()
         if self.lifecycle.wants_released_ids:
             with contextlib.suppress(errors.ClaimDoesNotExist):
-                held = self.driver.get_claim(project, queue, claim_id, now_ms).messages
-        self.driver.release_claim(project, queue, claim_id, now_ms)
+                held = (
+                    self._store(project, queue).get_claim(project, queue, claim_id, now_ms).messages
+                )
+        self._store(project, queue).release_claim(project, queue, claim_id, now_ms)
         self.lifecycle.released(project, queue, claim_id, [m.id for m in held], now_ms)
 
     # -- pushes --------------------------------------------------------------------------------
@@ -332,7 +352,9 @@ class Service:
         """Lease up to ``limit`` pushes of a queue owed by ``until_ms`` for one attempt each
         (``Driver.lease_pushes``), their messages as subscribers are sent them: bodies of
         encrypted queues opened."""
-        leased = self.driver.lease_pushes(project, queue, now_ms, lease_ms, limit, until_ms)
+        leased = self._store(project, queue).lease_pushes(
+            project, queue, now_ms, lease_ms, limit, until_ms
+        )
         return self.encryption.open_deliveries(leased)
 
     def dead_letter_push(

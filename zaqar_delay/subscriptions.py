@@ -22,6 +22,7 @@ from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 from zaqar_delay.push.limits import check as limits_check
 from zaqar_delay.push.mail import MailRefused, MailRules
 from zaqar_delay.storage.base import Driver
+from zaqar_delay.stores import Stores
 
 MIN_SUBSCRIPTION_TTL = 60
 DUPLICATE = (
@@ -101,23 +102,26 @@ class Subscriptions:
 
     def __init__(
         self,
-        driver: Driver,
+        stores: Stores,
         limits: Limits,
         clock: Clock,
         guard: AddressGuard | None = None,
         confirmations: Confirmations | None = None,
         mail: MailRules | None = None,
     ) -> None:
-        """``guard`` refuses subscribers whose address pushes may not reach; ``mail`` the
-        senders a mail subscription may name; with
-        ``confirmations`` (``require_confirmation``), unconfirmed subscriptions are sent a
-        confirmation request when subscribed."""
-        self.driver = driver
+        """``stores`` says which store holds a queue's subscriptions; ``guard`` refuses
+        subscribers whose address pushes may not reach; ``mail`` the senders a mail
+        subscription may name; with ``confirmations`` (``require_confirmation``),
+        unconfirmed subscriptions are sent a confirmation request when subscribed."""
+        self.stores = stores
         self.limits = limits
         self.clock = clock
         self.guard = guard
         self.confirmations = confirmations
         self.mail = mail
+
+    def _store(self, project: str, queue: str) -> Driver:
+        return self.stores.for_queue(project, queue)
 
     def create(self, project: str, queue: str, document: Any) -> tuple[str, str | None]:
         """Subscribe; ``(id, signing secret)``, the secret only when the subscription is new.
@@ -135,7 +139,7 @@ class Subscriptions:
         )
         now_ms = self.clock.now_ms()
         secret = secrets.token_urlsafe(32)
-        subscription_id, created = self.driver.create_subscription(
+        subscription_id, created = self._store(project, queue).create_subscription(
             project,
             queue,
             subscriber,
@@ -145,7 +149,9 @@ class Subscriptions:
             now_ms,
         )
         if not created or self.confirmations is not None:
-            existing = self.driver.get_subscription(project, queue, subscription_id, now_ms)
+            existing = self._store(project, queue).get_subscription(
+                project, queue, subscription_id, now_ms
+            )
             if existing is None or (existing.confirmed and not created):
                 raise errors.Conflict(DUPLICATE)
             if self.confirmations is not None and not existing.confirmed:
@@ -158,10 +164,14 @@ class Subscriptions:
                 "Limit must be at least 1 and may not be greater than "
                 f"{self.limits.max_subscriptions_per_page}."
             )
-        return self.driver.list_subscriptions(project, queue, marker, limit, self.clock.now_ms())
+        return self._store(project, queue).list_subscriptions(
+            project, queue, marker, limit, self.clock.now_ms()
+        )
 
     def get(self, project: str, queue: str, subscription_id: str) -> Subscription:
-        found = self.driver.get_subscription(project, queue, subscription_id, self.clock.now_ms())
+        found = self._store(project, queue).get_subscription(
+            project, queue, subscription_id, self.clock.now_ms()
+        )
         if found is None:
             raise errors.SubscriptionDoesNotExist(subscription_id, queue, project)
         return found
@@ -169,19 +179,25 @@ class Subscriptions:
     def update(self, project: str, queue: str, subscription_id: str, document: Any) -> None:
         change = subscription_change(document, self.limits, self.guard, self.mail)
         now_ms = self.clock.now_ms()
-        self.driver.update_subscription(project, queue, subscription_id, change, now_ms)
+        self._store(project, queue).update_subscription(
+            project, queue, subscription_id, change, now_ms
+        )
 
     def confirm(self, project: str, queue: str, subscription_id: str, document: Any) -> None:
         confirmed = document.get("confirmed") if isinstance(document, dict) else None
         if not isinstance(confirmed, bool):
             raise errors.InvalidRequest("The 'confirmed' should be boolean.")
         now_ms = self.clock.now_ms()
-        self.driver.confirm_subscription(project, queue, subscription_id, confirmed, now_ms)
+        self._store(project, queue).confirm_subscription(
+            project, queue, subscription_id, confirmed, now_ms
+        )
         if self.confirmations is not None and not confirmed:
             # Zaqar tells the subscriber, with the URL that confirms it again.
-            subscription = self.driver.get_subscription(project, queue, subscription_id, now_ms)
+            subscription = self._store(project, queue).get_subscription(
+                project, queue, subscription_id, now_ms
+            )
             if subscription is not None:
                 self.confirmations.request(project, queue, subscription, unsubscribed=True)
 
     def delete(self, project: str, queue: str, subscription_id: str) -> None:
-        self.driver.delete_subscription(project, queue, subscription_id)
+        self._store(project, queue).delete_subscription(project, queue, subscription_id)

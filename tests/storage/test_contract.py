@@ -346,7 +346,9 @@ class TestConditionalPost:
         self, driver: Driver, clock: FakeClock, store_uri: str
     ) -> None:
         other = open_test_driver(store_uri, namespace=namespace_of(driver))
-        poster = MessagePoster(driver, Limits(default_message_ttl=60), QueueEncryption(None))
+        poster = MessagePoster(
+            lambda *_: driver, Limits(default_message_ttl=60), QueueEncryption(None)
+        )
         try:
             driver.create_queue(P, Q, {"_default_message_ttl": 100}, clock.now_ms())
 
@@ -368,7 +370,9 @@ class TestConditionalPost:
             other.close()
 
     def test_a_refused_post_stores_nothing(self, driver: Driver, clock: FakeClock) -> None:
-        poster = MessagePoster(driver, Limits(max_messages_post_size=10), QueueEncryption(None))
+        poster = MessagePoster(
+            lambda *_: driver, Limits(max_messages_post_size=10), QueueEncryption(None)
+        )
         with pytest.raises(errors.InvalidRequest, match="too large"):
             poster.post(P, Q, b'{"messages": [{"body": "long"}]}', ALICE, *arrival(clock))
         assert driver.get_metadata(P, Q) is None

@@ -127,7 +127,9 @@ def build(
         webhook, mail = push_senders(settings, guard)
         confirmations = Confirmations(signer, clock, webhook, mail)
     mail_rules = MailRules(settings.smtp_sender, settings.smtp_allowed_senders)
-    subscribing = Subscriptions(driver, settings.limits, clock, guard, confirmations, mail_rules)
+    subscribing = Subscriptions(
+        service.stores, settings.limits, clock, guard, confirmations, mail_rules
+    )
     # The resources that need more than the service.
     special: dict[type[Resource], Resource] = {
         **{

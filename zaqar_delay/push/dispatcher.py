@@ -84,7 +84,7 @@ class Dispatcher:
         unconfirmed is dropped unsent."""
         self.require_confirmation = require_confirmation
         self.service = service
-        self.driver = service.driver
+        self.stores = service.stores
         self.lifecycle = service.lifecycle
         self.lease_ms = int(sender.timeout_s * 3000)
         self.lease_ahead_ms = lease_ahead_ms
@@ -147,7 +147,8 @@ class Dispatcher:
     def _sleep(self) -> None:
         """Until the earliest owed push less the lease-ahead time, at most ``recheck_s``."""
         now_ms = self.clock.now_ms()
-        next_ms = self.driver.next_push_ms()
+        owed = [ms for store in self.stores.all() if (ms := store.next_push_ms()) is not None]
+        next_ms = min(owed, default=None)
         sleep_s = self.recheck_s
         if next_ms is not None:
             sleep_s = min(sleep_s, max(0.0, (next_ms - self.lease_ahead_ms - now_ms) / 1000))
@@ -191,7 +192,12 @@ class Dispatcher:
         now_ms = self.clock.now_ms()
         until_ms = now_ms + (self.lease_ahead_ms if ahead else 0)
         started: list[concurrent.futures.Future[None]] = []
-        for project, queue in self.driver.due_push_queues(until_ms, QUEUES_PER_ROUND):
+        due = [
+            queue
+            for store in self.stores.all()
+            for queue in store.due_push_queues(until_ms, QUEUES_PER_ROUND)
+        ]
+        for project, queue in due:
             free = self._free_slots()
             if free == 0:
                 break
@@ -267,7 +273,9 @@ class Dispatcher:
             if outcome.kind == "delivered" and policy.delete_after_push:
                 consume.append(delivery.id)
             self._report(attempt, retry_at, policy, now_ms)
-        self.driver.settle_pushes(project, queue, outcomes, now_ms, consume)
+        self.stores.for_queue(project, queue).settle_pushes(
+            project, queue, outcomes, now_ms, consume
+        )
         self._record_last(project, queue, attempts)
 
     def _record_last(self, project: str, queue: str, attempts: list[Attempt]) -> None:
@@ -283,7 +291,8 @@ class Dispatcher:
                     attempt.sent_ms, outcome.kind, detail
                 )
         try:
-            self.driver.record_push_results(project, queue, list(last.items()))
+            store = self.stores.for_queue(project, queue)
+            store.record_push_results(project, queue, list(last.items()))
         except StorageUnavailable as exc:
             LOG.warning("last push results of %s/%s not recorded: %s", project, queue, exc)
 

@@ -23,7 +23,7 @@ HEALTH_CLAIM = ClaimTimes(ttl_s=60, grace_s=60)
 class Ping(Resource):
     @operation("Liveness", ok("204", "alive"), home=HomeLink("rel/ping"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.status = falcon.HTTP_204 if self.service.driver.ping() else falcon.HTTP_503
+        resp.status = falcon.HTTP_204 if self.service.stores_reachable() else falcon.HTTP_503
 
     @operation("Liveness", ok("204", "alive"), home=HomeLink("rel/ping"))
     def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -40,7 +40,7 @@ class Health(Resource):
         home=HomeLink("rel/health"),
     )
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        reachable = self.service.driver.ping()
+        reachable = self.service.stores_reachable()
         report: dict[str, Any] = {"storage_reachable": reachable}
         if reachable:
             report["operation_status"] = self._exercise()

@@ -1,0 +1,33 @@
+"""The design document names what the stores hold: every Redis key of a queue, every Lua
+script and every MongoDB collection. A new one without its description fails here."""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import resources
+from pathlib import Path
+
+from zaqar_delay.storage.mongodb.schema import INDEXES
+from zaqar_delay.storage.redis.keys import KeySpace, QueueKeys
+
+DESIGN = (Path(__file__).resolve().parents[2] / "doc" / "source" / "design.rst").read_text()
+
+
+def test_every_redis_key_of_a_queue_is_described_with_its_suffix() -> None:
+    keys = KeySpace("zd").queue("p", "q")
+    for field in dataclasses.fields(QueueKeys):
+        suffix = getattr(keys, field.name).rsplit("}:", 1)[1]
+        assert f"{field.name} (``{suffix}" in DESIGN, field.name
+
+
+def test_every_lua_script_is_named() -> None:
+    scripts = resources.files("zaqar_delay.storage.redis").joinpath("lua")
+    names = [p.name[: -len(".lua")] for p in scripts.iterdir() if p.name.endswith(".lua")]
+    assert "claim" in names
+    for name in names:
+        assert f"``{name}``" in DESIGN or f"``{name}.lua``" in DESIGN, name
+
+
+def test_every_mongodb_collection_is_described() -> None:
+    for collection in INDEXES:
+        assert f"``{collection}``" in DESIGN, collection
