@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import struct
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ import pytest
 import redis
 
 from tests.processes import RedisServer
-from zaqar_delay.storage.redis import scripts
+from zaqar_delay.storage.redis import layout, scripts
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.scripts import (
     SCRIPT_NAMES,
@@ -189,6 +192,32 @@ def test_a_timed_out_script_is_not_sent_again(redis_server: RedisServer, key: st
     # it, which the client would have sent before raising.
     assert admin.get(key) == b"1", "a timed-out script was run again"
     client.close()
+
+
+# -- the facts shared with Python ---------------------------------------------------------------
+
+
+def test_the_scripts_take_the_shared_facts_from_the_generated_prelude_only() -> None:
+    lua = resources.files("zaqar_delay.storage.redis").joinpath("lua")
+    names = layout.constants()
+    for path in lua.iterdir():
+        text = path.read_text()
+        for name in names:
+            assert not re.search(rf"local [\w, ]*\b{name}\b", text), (path.name, name)
+        # Metadata and option names are the prelude's P_* and O_* constants.
+        assert "['_" not in text, path.name
+    for script in SCRIPT_NAMES:
+        source = script_source(script)
+        for name, value in names.items():
+            defined = source.count(f"local {name} = ")
+            assert defined <= 1, (script, name)
+            if defined:
+                assert f"local {name} = {value}\n" in source
+
+
+def test_the_record_head_reads_the_same_in_lua_and_python() -> None:
+    assert layout.lua_struct_format(struct.Struct(">QQQIHB")) == ">I8I8I8I4I2B"
+    assert layout.MAX_CLAIM_COUNT == 65535
 
 
 # -- the parts of lib.lua each script carries ---------------------------------------------------

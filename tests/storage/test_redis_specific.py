@@ -4,11 +4,8 @@ share with the drivers."""
 from __future__ import annotations
 
 import json
-import re
-import struct
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -17,9 +14,6 @@ import pytest
 from tests.conftest import open_test_driver, store_url
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage
-from zaqar_delay.storage.mongodb import push_limits as mongodb_push_limits
-from zaqar_delay.storage.redis import pushes as redis_pushes
-from zaqar_delay.storage.redis import replies
 from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.keys import KeySpace
 
@@ -29,12 +23,6 @@ def test_every_key_of_a_queue_shares_one_hash_tag() -> None:
     tags = {key[key.index("{") + 1 : key.index("}")] for key in keys}
     assert len(tags) == 1
     assert len(set(keys)) == len(keys) == 21
-
-
-def test_parked_pushes_start_at_one_score_in_the_scripts_and_both_drivers() -> None:
-    lib = Path(redis_pushes.__file__).parent / "lua" / "lib.lua"
-    [exponent] = re.findall(r"local PARKED = 2 \^ (\d+)", lib.read_text())
-    assert redis_pushes.PARKED == mongodb_push_limits.PARKED == 2 ** int(exponent)
 
 
 # -- the compact message layout ----------------------------------------------------------------
@@ -102,22 +90,6 @@ def test_expired_buckets_are_collected_and_never_counted(
     assert stats.oldest is not None and stats.oldest.id == kept[0]
     # Only the bucket holding the three live messages is left.
     assert len(bucket_keys(redis_driver)) == 2
-
-
-def test_the_record_layout_is_the_same_in_the_scripts_and_the_driver() -> None:
-    lib = (Path(redis_pushes.__file__).parent / "lua" / "lib.lua").read_text()
-    [head] = re.findall(r"local RECORD_HEAD = '([^']+)'", lib)
-    # Lua's struct names unsigned fields by size (I8, I4, I2; B is one byte), Python's by letter.
-    lua_sizes = [int(size or 1) for _, size in re.findall(r"([IB])(\d*)", head)]
-    python_format = replies._RECORD_HEAD.format
-    assert head[0] == python_format[0] == ">"
-    assert lua_sizes == [struct.calcsize(">" + code) for code in python_format[1:]]
-    [kinds] = re.findall(r"local KIND_CLIENT_PACKED, KIND_ID_KEPT, KIND_CLIENT_DASHED = (.+)", lib)
-    assert [int(k) for k in kinds.split(",")] == [
-        replies._KIND_CLIENT_PACKED,
-        replies._KIND_ID_KEPT,
-        replies._KIND_CLIENT_DASHED,
-    ]
 
 
 @pytest.mark.parametrize(

@@ -5,30 +5,14 @@ by the contract suite's TestRetryBackoff), as they do for subscriptions' dispatc
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from zaqar_delay import policy
 from zaqar_delay.policy import QueuePolicy, RetryBackoff
-from zaqar_delay.push import limits
 
 LUA = Path(policy.__file__).parent / "storage" / "redis" / "lua"
-
-
-def test_the_scripts_read_only_keys_the_policy_declares() -> None:
-    read = set()
-    for script in LUA.glob("*.lua"):
-        read |= set(re.findall(r"\['(_[a-z_]+)'\]", script.read_text()))
-    assert read == {
-        policy.RETRY_BACKOFF,
-        policy.MAX_CLAIM_COUNT,
-        policy.DEAD_LETTER_QUEUE,
-        policy.DEAD_LETTER_QUEUE_MESSAGES_TTL,
-        *limits.OPTIONS,
-    }
-    assert read - set(limits.OPTIONS) <= set(policy.KEYS)
 
 
 def test_unset_null_and_zero_mean_the_default() -> None:

@@ -16,6 +16,11 @@ from collections.abc import Sequence
 
 from zaqar_delay.models import Delivery
 
+# A parked push (its subscription at its most requests in flight) is owed at PARKED + the time
+# it was owed: never due until a request of its subscription ends and unparks it. Both drivers
+# and the Redis scripts use this one value.
+PARKED = 2**51
+
 
 class DeliveryStore(abc.ABC):
     """The owed pushes of every queue of a store."""

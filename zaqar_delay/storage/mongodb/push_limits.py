@@ -20,10 +20,9 @@ import math
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, MongoBase
 
-# Next-attempt times from here on belong to parked pushes.
-PARKED = 2**51
 # Compare-and-set attempts at a rate's next free time before a push waits for the next lease.
 RATE_ATTEMPTS = 8
 

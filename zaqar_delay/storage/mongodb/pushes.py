@@ -15,9 +15,10 @@ from pymongo import DeleteMany, UpdateOne
 
 from zaqar_delay.models import Delivery
 from zaqar_delay.push.limits import DispatchLimits
+from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, message_of
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
-from zaqar_delay.storage.mongodb.push_limits import PARKED, PushLimitOps
+from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
 from zaqar_delay.storage.mongodb.subscriptions import subscription_of
 
 # Due pushes looked at per lease beyond its limit, so a subscription at its limits does not

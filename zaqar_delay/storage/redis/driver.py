@@ -361,8 +361,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         outcome = self._run(
             "delete_many", project, queue, now_ms, int(checked), len(claims), *claims, *ids
         )
-        if outcome == b"claimed":
-            raise errors.MessageIsClaimed()
+        raise_claim_refusal(outcome)
 
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
         return messages_of(self._run("pop", project, queue, now_ms, limit), now_ms)

@@ -22,6 +22,7 @@ import redis.cluster
 
 from zaqar_delay.models import Delivery
 from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.replies import message_of
@@ -29,8 +30,6 @@ from zaqar_delay.storage.redis.subscriptions import subscription_of
 
 # The index score of a queue that owes nothing now (kept rather than removed: see above).
 NOTHING_OWED = 2**52
-# Scores of parked pushes start here (lua/lib.lua's PARKED): not owed until unparked.
-PARKED = 2**51
 
 
 def queue_member(project: str, queue: str) -> str:

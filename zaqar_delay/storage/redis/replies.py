@@ -3,31 +3,31 @@
 from __future__ import annotations
 
 import json
-import struct
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from zaqar_delay import errors
 from zaqar_delay.models import Message
+from zaqar_delay.storage.redis import layout
 
-# A message record (lua/lib.lua): created ms, expires ms, due ms, ttl s, claim count, kind;
-# then the id part and the client id.
-_RECORD_HEAD = struct.Struct(">QQQIHB")
-_KIND_CLIENT_PACKED, _KIND_ID_KEPT, _KIND_CLIENT_DASHED = 1, 2, 4
-_ID_RANDOM_BYTES = 8
+# The claim refusals of lua/lib.lua's claim_check, as the scripts' replies arrive.
+_CLAIMED, _NOT_CLAIMED, _BAD_CLAIM = (
+    refusal.encode()
+    for refusal in (layout.REFUSED_CLAIMED, layout.REFUSED_NOT_CLAIMED, layout.REFUSED_BAD_CLAIM)
+)
 
 
 def message_of(
     id_: bytes, body: bytes, record: bytes, claim: bytes, claim_expires: int, now_ms: int
 ) -> Message:
     """Decode one message: what lua/lib.lua's ``emit`` returns for it."""
-    created, expires, due, ttl, claim_count, kind = _RECORD_HEAD.unpack_from(record)
-    at = _RECORD_HEAD.size
-    at += 1 + record[at] if kind & _KIND_ID_KEPT else _ID_RANDOM_BYTES
-    if kind & _KIND_CLIENT_PACKED:
+    created, expires, due, ttl, claim_count, kind = layout.RECORD_HEAD.unpack_from(record)
+    at = layout.RECORD_HEAD.size
+    at += 1 + record[at] if kind & layout.KIND_ID_KEPT else layout.ID_RANDOM_BYTES
+    if kind & layout.KIND_CLIENT_PACKED:
         client = record[at:].hex()
-    elif kind & _KIND_CLIENT_DASHED:
+    elif kind & layout.KIND_CLIENT_DASHED:
         client = str(uuid.UUID(bytes=record[at:]))
     else:
         client = record[at:].decode()
@@ -55,11 +55,11 @@ def messages_of(flat: Sequence[Any], now_ms: int) -> list[Message]:
 
 def raise_claim_refusal(outcome: bytes) -> None:
     """Raise what a script's claim_check refusal (lua/lib.lua) means; "ok" passes."""
-    if outcome == b"claimed":
+    if outcome == _CLAIMED:
         raise errors.MessageIsClaimed()
-    if outcome == b"not_claimed":
+    if outcome == _NOT_CLAIMED:
         raise errors.ClaimNotValid(
             "A claim was specified, but the message is not currently claimed."
         )
-    if outcome == b"bad_claim":
+    if outcome == _BAD_CLAIM:
         raise errors.ClaimNotValid("The specified claim does not exist or has expired.")

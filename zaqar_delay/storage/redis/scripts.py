@@ -26,6 +26,7 @@ import hiredis
 import redis
 from redis.exceptions import NoScriptError
 
+from zaqar_delay.storage.redis import layout
 from zaqar_delay.storage.redis.connect import RETRIES_ON_CONNECTION_ERROR
 
 SCRIPT_NAMES = (
@@ -54,11 +55,12 @@ ScriptCall = Callable[..., Any]
 
 
 def script_source(name: str) -> str:
-    """The full text sent to Redis for script ``name``: the parts of lib.lua it uses, then
-    the script."""
+    """The full text sent to Redis for script ``name``: the shared constants (``layout``) and
+    parts of lib.lua it uses, then the script."""
     lua = resources.files(__package__).joinpath("lua")
     script = lua.joinpath(f"{name}.lua").read_text()
-    return lib_for(lua.joinpath("lib.lua").read_text(), script) + "\n" + script
+    shared = layout.prelude() + lua.joinpath("lib.lua").read_text()
+    return lib_for(shared, script) + "\n" + script
 
 
 # lib.lua is a series of top-level ``local`` statements (constants, state, functions), each

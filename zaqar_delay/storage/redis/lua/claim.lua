@@ -15,10 +15,10 @@ local ttl, grace, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]
 
 local max_claims, dead_letter_queue, dead_letter_ttl = 0, '', 0
 local metadata = queue_metadata()
-local count, target = metadata['_max_claim_count'], metadata['_dead_letter_queue']
+local count, target = metadata[P_MAX_CLAIM_COUNT], metadata[P_DEAD_LETTER_QUEUE]
 if type(count) == 'number' and count >= 1 and type(target) == 'string' and target ~= '' then
     max_claims, dead_letter_queue = count, target
-    local ttl_override = metadata['_dead_letter_queue_messages_ttl']
+    local ttl_override = metadata[P_DEAD_LETTER_QUEUE_MESSAGES_TTL]
     if type(ttl_override) == 'number' then
         dead_letter_ttl = ttl_override
     end

@@ -17,7 +17,7 @@ end
 if check then
     for _, info in ipairs(infos) do
         if is_live_claim(info, now) and not allowed[info.claim] then
-            return 'claimed'
+            return REFUSED_CLAIMED
         end
     end
 end

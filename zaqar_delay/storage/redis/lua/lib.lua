@@ -1,25 +1,13 @@
--- lib.lua: helpers shared by every queue script; scripts.py prepends it to each script.
+-- lib.lua: helpers shared by every queue script; scripts.py prepends it to each script, after
+-- the constants generated from layout.py (the facts Python shares: the queue's KEYS as
+-- K_QUEUE, K_BODIES, ... in QueueKeys order, the record layout RECORD_HEAD and its KIND_* bits,
+-- BUCKET_SIZE, MAX_CLAIM_COUNT, PARKED, the REFUSED_* replies and the P_*/O_* metadata and
+-- option names).
 --
--- KEYS (every queue script): the twenty-one keys of one queue, in QueueKeys order (keys.py):
---   1 queue   2 bodies   3 records   4 buckets   5 ready   6 claimed   7 expiry   8 holders
---   9 aliases   10 claims   11 claim_expiry   12 waiters   13 wake (a pub/sub channel, passed
---   with the keys so it shares their cluster slot)   14 dedup   15 dedup_expiry
---   16 subscriptions   17 subscription_ids   18 deliveries   19 delivery_info   20 push_limits
---   21 parked
 -- bodies and records are key prefixes: bucket n of a queue is the pair of hashes
 -- "<bodies>:<n>" and "<records>:<n>" (same hash tag, so the same cluster slot).
 -- Times are epoch milliseconds handed in through ARGV; scripts never read the server clock,
 -- so a test clock drives them exactly like the real one.
-
-local K_QUEUE, K_BODIES, K_RECORDS, K_BUCKETS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_READY, K_CLAIMED, K_EXPIRY, K_HOLDERS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_ALIASES = KEYS[9]
-local K_CLAIMS, K_CLAIM_EXPIRY = KEYS[10], KEYS[11]
-local K_WAITERS, K_WAKE = KEYS[12], KEYS[13]
-local K_DEDUP, K_DEDUP_EXPIRY = KEYS[14], KEYS[15]
-local K_SUBSCRIPTIONS, K_SUBSCRIPTION_IDS = KEYS[16], KEYS[17]
-local K_DELIVERIES, K_DELIVERY_INFO = KEYS[18], KEYS[19]
-local K_PUSH_LIMITS, K_PARKED = KEYS[20], KEYS[21]
 
 -- Positions in a claim record (msgpack); message sequence numbers follow from C_FIRST_SEQ on.
 local C_TTL, C_GRACE, C_UPDATED, C_EXPIRES, C_FIRST_SEQ = 1, 2, 3, 4, 5
@@ -38,11 +26,7 @@ local LAPSED_BUDGET = 1000
 local CHUNK = 2000
 
 -- Messages are stored by their sequence number (their posting order), BUCKET_SIZE to a
--- bucket: what Redis keeps as a compact listpack (hash-max-listpack-entries, 128 by default)
--- rather than a hash table, which costs about three times as much per entry.
-local BUCKET_SIZE = 128
-
--- A message record (the value of its sequence number in its bucket's records hash) is
+-- bucket. A message record (the value of its sequence number in its bucket's records hash) is
 -- RECORD_HEAD (created ms, expires ms, due ms, ttl s, claim count, kind) followed by the
 -- message's id part and its client id. Kind bits:
 --   KIND_CLIENT_PACKED: the client id, 32 lowercase hex digits, is stored as its 16 bytes;
@@ -50,12 +34,10 @@ local BUCKET_SIZE = 128
 --                       bytes (else, with neither bit, as given, to the end of the record);
 --   KIND_ID_KEPT:       the message came from another queue with its id (dead-letter moves):
 --                       a length byte and the id follow the head (else the id is the 16 hex
---                       digits of the sequence number and the hex of the 8 bytes that follow).
+--                       digits of the sequence number and the hex of the ID_RANDOM_BYTES that
+--                       follow).
 -- Small enough to stay under hash-max-listpack-value (64 by default) for the usual client.
-local RECORD_HEAD = '>I8I8I8I4I2B'
-local KIND_CLIENT_PACKED, KIND_ID_KEPT, KIND_CLIENT_DASHED = 1, 2, 4
 local DASHED_UUID = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$'
-local MAX_CLAIM_COUNT = 65535
 
 local function to_hex(raw)
     return (string.gsub(raw, '.', function(c) return string.format('%02x', string.byte(c)) end))
@@ -116,8 +98,8 @@ local function decode_record(seq, raw)
         info.id = info.ref
         at = at + 1 + length
     else
-        info.ref = string.sub(raw, at, at + 7)
-        at = at + 8
+        info.ref = string.sub(raw, at, at + ID_RANDOM_BYTES - 1)
+        at = at + ID_RANDOM_BYTES
     end
     info.client = string.sub(raw, at)
     return info
@@ -357,7 +339,7 @@ end
 -- again: its original due time, keeping its place in line, unless the queue has a
 -- _retry_backoff policy: then base + min(max, initial * factor ^ (claim_count - 1)) seconds.
 local function redelivery_due(info, base)
-    local policy = queue_metadata()['_retry_backoff']
+    local policy = queue_metadata()[P_RETRY_BACKOFF]
     if type(policy) ~= 'table' or type(policy['initial']) ~= 'number'
         or type(policy['factor']) ~= 'number' or type(policy['max']) ~= 'number' then
         return info.due
@@ -452,18 +434,18 @@ local function claim_check(info, cid, now)
     local live = is_live_claim(info, now)
     if cid == '' then
         if live then
-            return 'claimed'
+            return REFUSED_CLAIMED
         end
         return ''
     end
     if not live then
-        return 'not_claimed'
+        return REFUSED_NOT_CLAIMED
     end
     if info.claim ~= cid then
         if load_live_claim(cid, now) then
-            return 'claimed'
+            return REFUSED_CLAIMED
         end
-        return 'bad_claim'
+        return REFUSED_BAD_CLAIM
     end
     return ''
 end
@@ -508,12 +490,9 @@ local function live_subscription_ids(now)
     return ids
 end
 
--- The ms of the queue's earliest owed push (a due time or a lease's end), or 0 for none.
--- A push parked by its subscription's concurrency limit stays in K_DELIVERIES (it is still
--- owed: _delete_after_push sees it) at PARKED + its owed time, which is never due.
-local PARKED = 2 ^ 51
-
--- The earliest owed push that is not parked (0 for none).
+-- The earliest owed push that is not parked (0 for none). A push parked by its subscription's
+-- concurrency limit stays in K_DELIVERIES (it is still owed: _delete_after_push sees it) at
+-- PARKED + its owed time, which is never due.
 local function earliest_push()
     local first = redis.call('ZRANGE', K_DELIVERIES, 0, 0, 'WITHSCORES')
     local score = first[2] and tonumber(first[2]) or 0

@@ -39,8 +39,8 @@ local function limits_of(record)
     if not ok or type(options) ~= 'table' then
         return {}
     end
-    local rate = tonumber(options['_max_dispatches_per_second'])
-    local concurrency = tonumber(options['_max_concurrent_dispatches'])
+    local rate = tonumber(options[O_MAX_DISPATCHES_PER_SECOND])
+    local concurrency = tonumber(options[O_MAX_CONCURRENT_DISPATCHES])
     return {rate and rate > 0 and 1000 / rate or nil, concurrency}
 end
 
