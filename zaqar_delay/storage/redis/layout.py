@@ -39,6 +39,10 @@ REFUSED_CLAIMED = "claimed"
 REFUSED_NOT_CLAIMED = "not_claimed"
 REFUSED_BAD_CLAIM = "bad_claim"
 
+# The metadata version (storage.base.metadata_version_of) a dead-letter move posts with: it skips
+# the check, since it builds no message from the queue's defaults.
+ANY_METADATA_VERSION = "*"
+
 # Lua's struct module names unsigned fields by their size.
 _LUA_STRUCT_CODES = {"Q": "I8", "I": "I4", "H": "I2", "B": "B"}
 
@@ -70,6 +74,7 @@ def constants() -> dict[str, str]:
         "KIND_CLIENT_DASHED": str(KIND_CLIENT_DASHED),
         "MAX_CLAIM_COUNT": str(MAX_CLAIM_COUNT),
         "PARKED": str(PARKED),
+        "ANY_METADATA_VERSION": _lua_string(ANY_METADATA_VERSION),
         "REFUSED_CLAIMED": _lua_string(REFUSED_CLAIMED),
         "REFUSED_NOT_CLAIMED": _lua_string(REFUSED_NOT_CLAIMED),
         "REFUSED_BAD_CLAIM": _lua_string(REFUSED_BAD_CLAIM),

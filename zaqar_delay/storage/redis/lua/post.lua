@@ -8,8 +8,9 @@
 --             message first posted with it), the message is not stored and the first one's id
 --             is returned in its place; the first message is remembered from here on, even
 --             after it is deleted.
---   expected: the SHA-1 of the metadata JSON the caller built the messages with, "" if it took
---             the queue to be missing, "*" to skip the check (dead-letter moves). When it does
+--   expected: the version of the metadata the caller built the messages with (the SHA-1 of its
+--             stored JSON text: storage.base.metadata_version_of), "" if it took the queue to be
+--             missing, ANY_METADATA_VERSION to skip the check (dead-letter moves). When it does
 --             not match, nothing is written and the script returns {-1, metadata_json or false}
 --             so the caller can rebuild the messages with the current defaults and retry.
 --   mode "new":  ref is a random suffix; the id is the 16-hex-digit sequence number followed by
@@ -25,7 +26,7 @@
 local now, mode, client, expected = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local metadata = redis.call('HGET', K_QUEUE, 'm')
 local version = metadata and redis.sha1hex(metadata) or ''
-if expected ~= '*' and expected ~= version then
+if expected ~= ANY_METADATA_VERSION and expected ~= version then
     return {-1, metadata}
 end
 local created = 0
