@@ -6,8 +6,10 @@ thousands per second. What urllib3 would add is not wanted anyway: no
 proxies or ``.netrc`` from the environment (the guard must see the receiver's own address), no
 redirects, no retries of its own.
 
-Every new connection is opened by the guard (``AddressGuard.connect``): the receiver's name is
-resolved once and only addresses the guard permits are connected to. A request may take
+Every new connection is opened by the guard (``AddressGuard.connect``), through the public
+``connect`` step of ``http.client``'s connections: the receiver's name is resolved once and
+only addresses the guard permits are connected to; over TLS the certificate is then verified
+against the system's trust store. A request may take
 ``timeout_s`` in all: each step may take what is left, and a reaper shuts the connection of a
 request still running at its deadline (a receiver that trickles its answer a byte at a time
 would otherwise hold the request open for ever).
@@ -28,6 +30,8 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
+from typing import Any
 
 from zaqar_delay.push.guard import AddressGuard
 
@@ -55,6 +59,52 @@ def _split(url: str) -> tuple[Origin, str]:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return (parts.scheme, parts.hostname, port), target
+
+
+# Opens a TCP connection as socket.create_connection does: (host, port), timeout, source.
+OpenSocket = Callable[[tuple[str, int], float | None, tuple[str, int] | None], socket.socket]
+
+
+class GuardedHTTPConnection(http.client.HTTPConnection):
+    """An HTTP connection whose socket ``open_socket`` (the guard's ``connect``) opens: the
+    public ``connect`` step is the one replaced, so no request leaves before the receiver's
+    addresses passed the guard."""
+
+    def __init__(self, host: str, port: int, timeout_s: float, open_socket: OpenSocket) -> None:
+        super().__init__(host, port, timeout=timeout_s)
+        self.open_socket = open_socket
+
+    def connect(self) -> None:
+        self.sock = _opened(self.open_socket, self.host, self.port, self.timeout)
+
+
+class GuardedHTTPSConnection(http.client.HTTPSConnection):
+    """:class:`GuardedHTTPConnection` over TLS, verified by ``tls``."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        timeout_s: float,
+        open_socket: OpenSocket,
+        tls: ssl.SSLContext,
+    ) -> None:
+        super().__init__(host, port, timeout=timeout_s, context=tls)
+        self.open_socket = open_socket
+        self.tls = tls
+
+    def connect(self) -> None:
+        sock = _opened(self.open_socket, self.host, self.port, self.timeout)
+        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+
+
+def _opened(open_socket: OpenSocket, host: str, port: int, timeout: Any) -> socket.socket:
+    """A connected socket that sends small requests at once (as ``HTTPConnection.connect``
+    sets it up; no proxy tunnel: pushes go to the receiver itself)."""
+    sock = open_socket((host, port), timeout, None)
+    with contextlib.suppress(OSError):  # not every transport has Nagle's algorithm
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 class ConnectionPool:
@@ -136,17 +186,11 @@ class ConnectionPool:
         return self._open(origin), False
 
     def _open(self, origin: Origin) -> http.client.HTTPConnection:
+        """A connection to ``origin``, opened at its first request, through the guard."""
         scheme, host, port = origin
-        connection: http.client.HTTPConnection
         if scheme == "https":
-            connection = http.client.HTTPSConnection(
-                host, port, timeout=self.timeout_s, context=self._tls
-            )
-        else:
-            connection = http.client.HTTPConnection(host, port, timeout=self.timeout_s)
-        # Opened at the first request, through the guard.
-        connection._create_connection = self._connect  # type: ignore[attr-defined]
-        return connection
+            return GuardedHTTPSConnection(host, port, self.timeout_s, self._connect, self._tls)
+        return GuardedHTTPConnection(host, port, self.timeout_s, self._connect)
 
     def _give_back(self, origin: Origin, connection: http.client.HTTPConnection) -> None:
         with self._lock:
