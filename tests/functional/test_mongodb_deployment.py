@@ -9,14 +9,17 @@ from collections.abc import Iterator
 
 import pymongo
 import pytest
+import requests
 
 from tests.conftest import REAL_MONGODB_ENV, close_test_driver, open_test_driver
 from tests.functional.test_server_command import run_server
-from tests.processes import SecantusServer, ServiceProcess, free_port
+from tests.processes import SecantusServer, ServiceProcess, free_port, is_gone, process_tree
 from zaqar_delay.conf import STORAGE_URI_ENV
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.driver import MongoDriver
+
+HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "p"}
 
 pytestmark = pytest.mark.functional
 
@@ -54,6 +57,22 @@ def test_standalone_server_accepted_with_a_warning(standalone: SecantusServer) -
     finally:
         client.close()
     assert set(schema.INDEXES[schema.MESSAGES]) <= names
+
+
+def test_a_server_on_mongodb_starts_and_stops_without_a_traceback(
+    secantus_server: SecantusServer,
+) -> None:
+    service = ServiceProcess(env={STORAGE_URI_ENV: secantus_server.database_url("zd_clean")})
+    service.start()
+    served = requests.get(f"{service.url}/v2/queues", headers=HEADERS, timeout=10)
+    assert served.status_code in (200, 204)
+    pids = process_tree(service.process.pid) if service.process else []
+    assert len(pids) >= 2, "no workers ran"
+    service.stop()
+    assert all(is_gone(pid) for pid in pids), "the server did not stop"
+    # The store check's client ends its threads before the workers are forked: none is
+    # copied into a worker half torn down (it failed there with a KeyError traceback).
+    assert "Traceback" not in service.log(), service.log()
 
 
 def test_prepare_is_idempotent(secantus_server: SecantusServer) -> None:

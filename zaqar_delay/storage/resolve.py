@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 import urllib.parse
 from typing import TYPE_CHECKING
 
@@ -13,6 +15,9 @@ from zaqar_delay.storage.uri import embedded_db_path, open_driver
 
 if TYPE_CHECKING:
     from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+
+# Longest wait for the threads of the closed store check to end (pymongo's end at once).
+THREADS_END_S = 5.0
 
 
 def redact(uri: str) -> str:
@@ -72,6 +77,7 @@ def resolve_store(settings: Settings) -> ResolvedStore:
             resolved.settings = dataclasses.replace(
                 resolved.settings, message_encryption_key=data_dir_key(embedded.directory)
             )
+        running = set(threading.enumerate())
         driver = open_driver(uri, settings)
         try:
             if not driver.ping():
@@ -79,7 +85,17 @@ def resolve_store(settings: Settings) -> ResolvedStore:
             resolved.warnings = driver.prepare()
         finally:
             driver.close()
+            _join_threads_started_since(running)
     except Exception:
         resolved.close()
         raise
     return resolved
+
+
+def _join_threads_started_since(running: set[threading.Thread]) -> None:
+    """Wait for the threads a closed client started (pymongo's monitors) to end. The server
+    forks its workers next: a thread still ending would be copied into each worker, half torn
+    down, and fail there with a traceback."""
+    deadline = time.monotonic() + THREADS_END_S
+    for thread in set(threading.enumerate()) - running:
+        thread.join(max(0.0, deadline - time.monotonic()))
