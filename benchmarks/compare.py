@@ -130,29 +130,71 @@ class Target:
 
 @contextlib.contextmanager
 def targets(args: argparse.Namespace) -> Iterator[tuple[Target, Target]]:
-    venv = peer_venv()
     redis_ours, redis_peer = RedisServer().start(), RedisServer().start()
-    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as peer_conf:
-        peer_conf.write(ZAQAR_CONF.format(redis=redis_peer.url, log=peer_conf.name + ".log"))
-    peer = Gunicorn(
-        str(venv / "bin" / "python"),
-        "zaqar_app:application",
-        args.workers,
-        ["-k", args.peer_worker_class],
-        {"ZAQAR_PEER_CONFIG": peer_conf.name},
-    )
     ours = ServiceProcess(env={STORAGE_URI_ENV: redis_ours.url}, workers=args.workers).start()
     assert ours.process is not None
+    stop_peer: Callable[[], None]
+    if args.baseline:
+        baseline = ServiceProcess(
+            env={STORAGE_URI_ENV: redis_peer.url},
+            workers=args.workers,
+            cwd=str(checkout(args.baseline)),
+        ).start()
+        assert baseline.process is not None
+        peer = Target(
+            peer_name(args),
+            baseline.url,
+            [baseline.process.pid, redis_peer.process.pid],
+            redis_peer,
+            True,
+        )  # type: ignore[union-attr]
+        stop_peer = baseline.stop
+    else:
+        venv = peer_venv()
+        with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as peer_conf:
+            peer_conf.write(ZAQAR_CONF.format(redis=redis_peer.url, log=peer_conf.name + ".log"))
+        zaqar = Gunicorn(
+            str(venv / "bin" / "python"),
+            "zaqar_app:application",
+            args.workers,
+            ["-k", args.peer_worker_class],
+            {"ZAQAR_PEER_CONFIG": peer_conf.name},
+        )
+        peer = Target(PEER, zaqar.url, [zaqar.pid, redis_peer.process.pid], redis_peer, False)  # type: ignore[union-attr]
+        stop_peer = zaqar.stop
     try:
         yield (
-            Target(PEER, peer.url, [peer.pid, redis_peer.process.pid], redis_peer, False),  # type: ignore[union-attr]
+            peer,
             Target(OURS, ours.url, [ours.process.pid, redis_ours.process.pid], redis_ours, True),  # type: ignore[union-attr]
         )
     finally:
         ours.stop()
-        peer.stop()
+        stop_peer()
         redis_ours.stop()
         redis_peer.stop()
+
+
+def peer_name(args: argparse.Namespace) -> str:
+    """Upstream Zaqar, or zaqar-delay at the ``--baseline`` revision."""
+    return f"zaqar-delay@{args.baseline}" if args.baseline else PEER
+
+
+def checkout(revision: str) -> Path:
+    """This repository at ``revision``, checked out (once) under the cache directory."""
+    root = HERE.parent
+    commit = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--verify", f"{revision}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    tree = cache_dir() / f"baseline-{commit[:12]}"
+    if not (tree / "zaqar_delay").is_dir():
+        subprocess.run(["git", "-C", str(root), "worktree", "prune"], check=True)
+        subprocess.run(
+            ["git", "-C", str(root), "worktree", "add", "--detach", str(tree), commit], check=True
+        )
+    return tree
 
 
 def loadgen(scenario: str, target: Target, args: argparse.Namespace) -> dict[str, Any]:
@@ -224,33 +266,39 @@ def median_of(reports: list[dict[str, Any]], read: Callable[[dict[str, Any]], An
     return statistics.median(values) if values else None
 
 
-def table(results: dict[str, dict[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+def table(
+    results: dict[str, dict[str, list[dict[str, Any]]]], peer_label: str = PEER
+) -> list[dict[str, Any]]:
     rows = []
     for label, scenario, read, higher in METRICS:
         if scenario not in results:
             continue
-        peer = median_of(results[scenario].get(PEER, []), read)
+        peer = median_of(results[scenario].get(peer_label, []), read)
         ours = median_of(results[scenario].get(OURS, []), read)
         ratio = None
         if peer is not None and ours is not None and higher and peer:
             ratio = round(ours / peer, 2)
         elif peer is not None and ours and not higher and peer >= 0:
             ratio = round(peer / ours, 2)  # how many times better (lower) ours is
-        rows.append({"metric": label, PEER: peer, OURS: ours, "ratio": ratio})
+        rows.append({"metric": label, peer_label: peer, OURS: ours, "ratio": ratio})
     return rows
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
+def print_table(rows: list[dict[str, Any]], peer_label: str = PEER) -> None:
     def cell(value: Any) -> str:
         return (
             "n/a" if value is None else f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
         )
 
-    print(f"\n{'metric':44} {PEER:>12} {OURS:>12} {'ratio':>8}")
+    width = max(12, len(peer_label))
+    print(f"\n{'metric':44} {peer_label:>{width}} {OURS:>12} {'ratio':>8}")
     for row in rows:
-        peer, ours, ratio = cell(row[PEER]), cell(row[OURS]), cell(row["ratio"])
-        print(f"{row['metric']:44} {peer:>12} {ours:>12} {ratio:>8}")
-    print("ratio: zaqar-delay / Zaqar where higher is better, Zaqar / zaqar-delay where lower is")
+        peer, ours, ratio = cell(row[peer_label]), cell(row[OURS]), cell(row["ratio"])
+        print(f"{row['metric']:44} {peer:>{width}} {ours:>12} {ratio:>8}")
+    print(
+        f"ratio: zaqar-delay / {peer_label} where higher is better, {peer_label} / zaqar-delay "
+        "where lower is"
+    )
 
 
 def ceilings(args: argparse.Namespace) -> dict[str, Any]:
@@ -350,6 +398,11 @@ def main() -> None:
     )
     parser.add_argument("--poll", type=float, default=0.1, help="Zaqar's lateness polling, s")
     parser.add_argument("--peer-worker-class", default="sync", help="gunicorn -k for Zaqar")
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="measure against zaqar-delay at this git revision instead of upstream Zaqar",
+    )
     parser.add_argument("--no-ceilings", action="store_true")
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()
@@ -368,8 +421,8 @@ def main() -> None:
                     results[scenario].setdefault(target.name, []).append(
                         loadgen(scenario, target, args)
                     )
-    rows = table(results)
-    print_table(rows)
+    rows = table(results, peer_name(args))
+    print_table(rows, peer_name(args))
     context = {} if args.no_ceilings else ceilings(args)
     if context:
         print_ceilings(context, args.workers)
@@ -379,6 +432,7 @@ def main() -> None:
         "seconds": args.seconds,
         "rounds": args.rounds,
         "workers": args.workers,
+        "peer": peer_name(args),
         "peer_worker_class": args.peer_worker_class,
         "table": rows,
         "ceilings": context,

@@ -302,8 +302,12 @@ class ServiceProcess:
         args: list[str] | None = None,
         workers: int = 2,
         data_dir: str | None = None,
+        cwd: str | None = None,
     ) -> None:
+        """``cwd``: where ``python -m`` finds the ``zaqar_delay`` package to run (this tree's
+        by default; a benchmark runs an older revision's from its checkout)."""
         self.port = free_port()
+        self.cwd = cwd
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="zd-data-")
         self.env = {**os.environ, **(env or {})}
         self.args = args or []
@@ -332,7 +336,9 @@ class ServiceProcess:
             *self.args,
         ]
         log = open(self.log_path, "wb")  # noqa: SIM115 - kept open for the server's lifetime
-        self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd
+        )
         wait_until(
             lambda: requests.get(self.url + "/", timeout=1).status_code == 300,
             30,

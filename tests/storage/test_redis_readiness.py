@@ -1,5 +1,6 @@
-"""In a gevent worker, a pooled connection's readiness check is a system call, and a pub/sub
-wait still lets the worker's other greenlets run (storage/redis/readiness.py)."""
+"""In a gevent worker on Redis Cluster, a pooled connection's readiness check is a system
+call, and a pub/sub wait still lets the worker's other greenlets run
+(storage/redis/readiness.py)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,16 @@ WORKER = textwrap.dedent(
     import gevent
     from redis._parsers import hiredis
 
+    from zaqar_delay.storage.redis.cluster import LazyClusterClient
     from zaqar_delay.storage.redis.connect import redis_client
 
     gevent_check = hiredis._socket_can_read
     client = redis_client(sys.argv[1], socket_timeout=5)
+    # A standalone client leaves redis-py's check alone (its script calls skip the pool's)...
+    assert hiredis._socket_can_read is gevent_check, "a standalone client replaced the check"
+    # ...the cluster client, whose script calls take pooled connections, replaces it (for
+    # every client of the process: the check is redis-py's, module-wide).
+    LazyClusterClient("redis+cluster://127.0.0.1:1", 5.0, 4)
     assert hiredis._socket_can_read is not gevent_check, "the check was not replaced"
     client.set("readiness", "1")
     assert client.get("readiness") == b"1"

@@ -1,5 +1,4 @@
-"""Request headers for gevent's WSGI handler, read without the ``email`` package; responses
-written in one send.
+"""Request headers for gevent's WSGI handler, read without the ``email`` package.
 
 gevent's handler parses each request's headers with ``http.client.parse_headers``, which
 builds an ``email`` message through its feed parser: about a tenth of a worker's CPU under a
@@ -20,8 +19,6 @@ MAX_LINE = 65536
 MAX_HEADERS = 100
 # Headers with environ entries of their own (CGI), not HTTP_*.
 _OWN_ENTRIES = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
-# Responses up to this size leave in one write, head and body together.
-JOINED_WRITE_MAX = 65536
 
 
 class RequestHeaders:
@@ -92,8 +89,7 @@ class RequestHeaders:
 
 
 class Handler(PyWSGIHandler):  # type: ignore[misc]
-    """gunicorn's gevent WSGI handler (access log, environ), reading headers as above and
-    writing a small response in one send."""
+    """gunicorn's gevent WSGI handler (access log, environ), reading headers as above."""
 
     def MessageClass(self, fp: IO[bytes], *_: object) -> RequestHeaders:
         return RequestHeaders.read(fp)
@@ -115,29 +111,3 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
             key = name.replace("-", "_").upper()
             if key not in _OWN_ENTRIES:
                 yield "HTTP_" + key, value
-
-    # The status line and headers wait here until the body's first write joins them.
-    _held: bytearray | None = None
-
-    def _write_with_headers(self, data: bytes) -> None:
-        """Send the status line, headers and first body bytes in one write: gevent sends the
-        head and the body separately, two system calls and two segments for every small
-        response (and on loopback each send costs as much as the request's Redis call)."""
-        self._held = bytearray()
-        try:
-            super()._write_with_headers(data)
-            held = self._held
-        finally:
-            self._held = None
-        if held:
-            super()._sendall(held)
-
-    def _sendall(self, data: bytes) -> None:
-        held = self._held
-        if held is not None and len(held) + len(data) <= JOINED_WRITE_MAX:
-            held += data
-            return
-        if held:  # a large body goes out as written, after the head
-            self._held = None
-            super()._sendall(held)
-        super()._sendall(data)

@@ -9,7 +9,6 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from zaqar_delay.errors import StorageConfigError
-from zaqar_delay.storage.redis.readiness import check_readiness_without_the_hub
 
 #: How many times a command that failed with a connection error is sent again, at once, on a
 #: fresh connection (see :func:`_retry_policy`; the scripts' own path in ``scripts.py`` too).
@@ -38,7 +37,6 @@ def redis_client(uri: str, socket_timeout: float, max_connections: int = 64) -> 
     made lazily and re-made after a failure, so a store that comes back is used again without
     a restart.
     """
-    check_readiness_without_the_hub()
     try:
         pool = redis.BlockingConnectionPool.from_url(
             uri,
