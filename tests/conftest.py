@@ -9,6 +9,7 @@ import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -114,6 +115,19 @@ def namespace_of(driver: Driver) -> str:
         return str(driver._db.name)
     assert isinstance(driver, RedisDriver)
     return driver._keys.prefix
+
+
+def redis_values_text(client: Any, match: str = "*") -> str:
+    """Every string and hash value of the keys ``match`` names, as text: what a reader of the
+    store's memory or files would see."""
+    parts = []
+    for key in client.scan_iter(match=match):
+        kind = client.type(key)
+        if kind == b"hash":
+            parts += [repr(value) for value in client.hgetall(key).values()]
+        elif kind == b"string":
+            parts.append(repr(client.get(key)))
+    return "\n".join(parts)
 
 
 def close_test_driver(driver: Driver) -> None:

@@ -11,6 +11,7 @@ import falcon.testing
 import pytest
 
 from tests.api.conftest import HEADERS, Api, api_on, assert_error
+from tests.conftest import redis_values_text
 from tests.receiver import receiver
 from zaqar_delay.api.app import create_app
 from zaqar_delay.conf import Settings
@@ -39,15 +40,7 @@ def raw_store_text(driver: Driver) -> str:
         docs = [d for name in driver._db.list_collection_names() for d in driver._db[name].find()]
         return json.dumps(docs, default=str)
     assert isinstance(driver, RedisDriver)
-    client = driver._client
-    parts = []
-    for key in client.scan_iter(match=f"{driver._keys.prefix}:*"):
-        kind = client.type(key)
-        if kind == b"hash":
-            parts += [repr(v) for v in client.hgetall(key).values()]
-        elif kind == b"string":
-            parts.append(repr(client.get(key)))
-    return "\n".join(parts)
+    return redis_values_text(driver._client, f"{driver._keys.prefix}:*")
 
 
 def bodies(result: falcon.testing.Result) -> list[Any]:

@@ -14,6 +14,7 @@ import pytest
 import redis
 import requests
 
+from tests.conftest import redis_values_text
 from tests.processes import ServiceProcess
 from zaqar_delay.conf import Limits
 from zaqar_delay.pipeline import rows
@@ -41,14 +42,7 @@ def store_text(server: ServiceProcess) -> str:
     """Every string and hash value the embedded store holds, as text."""
     client = redis.Redis(unix_socket_path=os.path.join(server.data_dir, "redis.sock"))
     try:
-        parts = []
-        for key in client.scan_iter():
-            kind = client.type(key)
-            if kind == b"hash":
-                parts += [repr(value) for value in client.hgetall(key).values()]
-            elif kind == b"string":
-                parts.append(repr(client.get(key)))
-        return "\n".join(parts)
+        return redis_values_text(client)
     finally:
         client.close()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import http.client
 import inspect
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -23,6 +22,7 @@ import pytest
 import redis
 from gunicorn.workers import ggevent
 
+from tests.unit.gevent_thread import serve_in_thread
 from zaqar_delay.cmd import headers, worker
 from zaqar_delay.cmd.headers import Handler, RequestHeaders
 
@@ -78,25 +78,16 @@ def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[SpyServer, Deferring]]:
     share = Deferring()
-    started: list[SpyServer] = []
-    ready = threading.Event()
-
-    def serve() -> None:  # in a thread of its own, with its own gevent hub
-        server = SpyServer(("127.0.0.1", 0), app, handler_class=SpyHandler, log=None, share=share)
-        server.start()
-        started.append(server)
-        ready.set()
-        server.serve_forever()
-
-    threading.Thread(target=serve, daemon=True).start()
-    assert ready.wait(5), "the server did not start"
+    server = serve_in_thread(
+        lambda: SpyServer(("127.0.0.1", 0), app, handler_class=SpyHandler, log=None, share=share)
+    )
     CALLS.clear()
-    connection = http.client.HTTPConnection("127.0.0.1", started[0].server_port, timeout=5)
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=5)
     connection.request("GET", "/", headers={"X-Probe": "seen"})
     response = connection.getresponse()
     assert (response.status, response.read()) == (200, b"seen")
     connection.close()
-    yield started[0], share
+    yield server, share
 
 
 @pytest.mark.parametrize(

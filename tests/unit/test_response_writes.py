@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
 from gevent import pywsgi
 
+from tests.unit.gevent_thread import serve_in_thread
 from zaqar_delay.cmd.headers import Handler
 
 LARGE = 100_000
@@ -47,20 +47,9 @@ def app(environ: dict[str, Any], start_response: Start) -> Iterable[bytes]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[pywsgi.WSGIServer]:
-    # Made and served in its own thread, which gets its own gevent hub.
-    started: list[pywsgi.WSGIServer] = []
-    ready = threading.Event()
-
-    def serve() -> None:
-        server = pywsgi.WSGIServer(("127.0.0.1", 0), app, handler_class=QuietHandler, log=None)
-        server.start()
-        started.append(server)
-        ready.set()
-        server.serve_forever()
-
-    threading.Thread(target=serve, daemon=True).start()
-    assert ready.wait(5), "the server did not start"
-    yield started[0]
+    yield serve_in_thread(
+        lambda: pywsgi.WSGIServer(("127.0.0.1", 0), app, handler_class=QuietHandler, log=None)
+    )
 
 
 def get(server: pywsgi.WSGIServer, path: str) -> tuple[int, bytes]:
