@@ -31,6 +31,7 @@ JOURNAL = [
     event(2050, "claimed", "m2", claim_id="c2", claim_count=1, due=2000),
     event(40, "claimed", "m3", claim_id="c3", claim_count=1, due=10),
     event(100, "rescheduled", "m3", claim_id="c3", due=120_000),
+    event(200, "edited", "m2", claim_id=None, changed=["body"]),
     event(1500, "deleted", "m1", claim_id="c1"),
     event(3000, "released", "m2", claim_id="c2"),
     event(61_000, "claimed", "m2", claim_id="c4", claim_count=2, due=2000),
@@ -41,9 +42,10 @@ JOURNAL = [
     event(500, "claimed", "m4", queue="q2", claim_id=None, claim_count=1, due=1000),
     '{"ts": 1, "event": "posted", "proj',
 ]
-# project, queue, posted, claimed, deleted, redelivered, released, rescheduled, dead_lettered,
+# project, queue, posted, claimed, deleted, redelivered, released, rescheduled, edited,
+# dead_lettered,
 # delivered_before_due, first_deliveries, p50, p95, p99, max
-Q1_MINUTE0 = (3, 3, 1, 0, 1, 1, 0, 0, 3, 30.0, 48.0, 49.6, 50)
+Q1_MINUTE0 = (3, 3, 1, 0, 1, 1, 1, 0, 0, 3, 30.0, 48.0, 49.6, 50)
 # pushed, delivered, retries, failures, before due, push lateness p50, p95, p99, max
 NO_PUSHES = (0, 0, 0, 0, 0, None, None, None, None)
 
@@ -75,6 +77,7 @@ def test_per_minute_counts_and_lateness(journal: Any) -> None:
             0,
             0,
             0,
+            0,
             None,
             None,
             None,
@@ -91,6 +94,7 @@ def test_per_minute_counts_and_lateness(journal: Any) -> None:
             1,
             0,
             0,
+            0,
             1,
             0,
             0,
@@ -100,7 +104,11 @@ def test_per_minute_counts_and_lateness(journal: Any) -> None:
             None,
             *NO_PUSHES,
         ),
-        ("p", "q2", MINUTE0, 1, 1, 0, 0, 0, 0, 0, 1, 1, -500.0, -500.0, -500.0, -500, *NO_PUSHES),
+        (
+            *("p", "q2", MINUTE0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1),
+            *(-500.0, -500.0, -500.0, -500),
+            *NO_PUSHES,
+        ),
     ]
 
 
@@ -110,17 +118,17 @@ def test_per_queue_and_summary(journal: Any) -> None:
     assert rows == [
         (
             *("p", "q1", MINUTE0, MINUTE0 + datetime.timedelta(seconds=130)),
-            *(3, 5, 2, 2, 1, 1, 1, 0, 3, 30.0, 48.0, 49.6, 50),
+            *(3, 5, 2, 2, 1, 1, 1, 1, 0, 3, 30.0, 48.0, 49.6, 50),
             *NO_PUSHES,
         ),
         (
             *("p", "q2", MINUTE0, MINUTE0 + datetime.timedelta(milliseconds=500)),
-            *(1, 1, 0, 0, 0, 0, 0, 1, 1, -500.0, -500.0, -500.0, -500),
+            *(1, 1, 0, 0, 0, 0, 0, 0, 1, 1, -500.0, -500.0, -500.0, -500),
             *NO_PUSHES,
         ),
     ]
     result = report.summary(journal, queues)
-    assert result["events"] == 15
+    assert result["events"] == 16
     assert result["unreadable_lines"] == 1
     assert result["deliveries_before_due"] == 1
     assert result["totals"]["redelivered"] == 2

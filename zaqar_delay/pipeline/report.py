@@ -44,7 +44,16 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("_corrupt", T.StringType()),
     ]
 )
-EVENTS = ("posted", "claimed", "deleted", "released", "rescheduled", "dead_lettered", "pushed")
+EVENTS = (
+    "posted",
+    "claimed",
+    "deleted",
+    "released",
+    "rescheduled",
+    "edited",
+    "dead_lettered",
+    "pushed",
+)
 PUSH_TOTALS = ("pushes_delivered", "push_retries", "push_failures", "pushed_before_due")
 PERCENTILES = (0.5, 0.95, 0.99)
 
@@ -80,6 +89,7 @@ def _measures() -> list[Column]:
         _count(claimed & (F.col("claim_count") > 1)).alias("redelivered"),
         _count(event == "released").alias("released"),
         _count(event == "rescheduled").alias("rescheduled"),
+        _count(event == "edited").alias("edited"),
         _count(event == "dead_lettered").alias("dead_lettered"),
         _count(claimed & (F.col("ts") < F.col("due"))).alias("delivered_before_due"),
         _count(lateness.isNotNull()).alias("first_deliveries"),
