@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.processes import ServiceProcess, free_port, process_tree
+from tests.processes import RedisServer, ServiceProcess, free_port, process_tree
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -184,3 +184,17 @@ def test_chunked_bodies_are_read(embedded_service: ServiceProcess) -> None:
     assert answer.status_code == 201, answer.text
     listed = requests.get(f"{server_url}/v2/queues/q/messages?echo=true", headers=headers)
     assert [m["body"] for m in listed.json()["messages"]] == [{"chunked": True}]
+
+
+def test_a_redis_that_evicts_keys_is_refused_in_one_line() -> None:
+    store = RedisServer(
+        aof=True, extra_args=["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lfu"]
+    )
+    store.start()
+    try:
+        result = run_server("--bind", f"127.0.0.1:{free_port()}", env={STORAGE_URI_ENV: store.url})
+    finally:
+        store.stop()
+    assert result.returncode == 2
+    assert result.stderr.startswith("zaqar-delay-server: the Redis store evicts keys")
+    assert "allkeys-lfu" in result.stderr and result.stderr.count("\n") == 1

@@ -30,7 +30,7 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import Wakeups, metadata_version_of
-from zaqar_delay.storage.redis import layout
+from zaqar_delay.storage.redis import durability, layout
 from zaqar_delay.storage.redis.claims import ClaimScripts
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
@@ -73,11 +73,14 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             return False
 
     def prepare(self) -> list[str]:
-        """Move every queue still in the layout before buckets into them (``lua/upgrade.lua``),
-        a batch per call, then record the layout so later starts skip the scan."""
+        """Check what the store promises (``durability``: a store that evicts keys is
+        refused), then move every queue still in the layout before buckets into them
+        (``lua/upgrade.lua``), a batch per call, and record the layout so later starts skip
+        the scan."""
+        warnings = durability.check(self._client)
         layout = self._keys.layout()
         if self._client.get(layout) == LAYOUT:
-            return []
+            return warnings
         upgraded = 0
         for key in self._client.scan_iter(match=self._keys.legacy_fifo_pattern(), count=1000):
             project, queue = self._keys.queue_of_key(key.decode())
@@ -88,8 +91,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             upgraded += 1
         self._client.set(layout, LAYOUT)
         if upgraded:
-            return [f"moved the messages of {upgraded} queue(s) into the bucket layout"]
-        return []
+            warnings.append(f"moved the messages of {upgraded} queue(s) into the bucket layout")
+        return warnings
 
     def close(self) -> None:
         self._closed.set()  # wake-up listeners stop with the driver

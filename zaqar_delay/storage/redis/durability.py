@@ -1,0 +1,93 @@
+"""What a Redis store promises an acknowledged message, read from the store when the server
+starts.
+
+- A store that evicts any key under memory pressure (``maxmemory-policy`` ``allkeys-*``, with a
+  ``maxmemory`` set) drops messages silently: the server refuses it. (``volatile-*`` policies
+  evict only keys with an expiry; messages have none.)
+- A store with neither an append-only file nor a connected replica loses, when it dies, what
+  it acknowledged since its last snapshot: the server says so.
+
+On Redis Cluster every primary is read. A store that does not answer ``CONFIG GET`` (a managed
+Redis may forbid it) cannot be checked; the server says that too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import redis
+
+from zaqar_delay.errors import StorageConfigError
+
+EVICTING_PREFIX = "allkeys-"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeDurability:
+    """One Redis node as the check read it."""
+
+    name: str
+    policy: str | None  # maxmemory-policy; None: the node would not say
+    maxmemory: int | None
+    aof: bool
+    replicas: int
+
+    @property
+    def evicts(self) -> bool:
+        """Whether the node may drop any key, a message's among them."""
+        return bool(self.maxmemory) and (self.policy or "").startswith(EVICTING_PREFIX)
+
+
+def nodes_of(client: Any) -> list[tuple[str, redis.Redis]]:
+    """The nodes that hold data: the client itself, or each primary of a cluster."""
+    if isinstance(client, redis.Redis):
+        return [("store", client)]
+    return [
+        (f"primary {node.host}:{node.port}", client.get_redis_connection(node))
+        for node in client.get_primaries()
+    ]
+
+
+def read(name: str, node: redis.Redis) -> NodeDurability:
+    persistence = node.info("persistence")
+    replication = node.info("replication")
+    try:
+        config = node.config_get("maxmemory*")
+    except redis.ResponseError:  # CONFIG renamed or forbidden
+        config = {}
+    maxmemory = config.get("maxmemory")
+    return NodeDurability(
+        name=name,
+        policy=config.get("maxmemory-policy"),
+        maxmemory=None if maxmemory is None else int(maxmemory),
+        aof=bool(int(persistence.get("aof_enabled", 0))),
+        replicas=int(replication.get("connected_slaves", 0)),
+    )
+
+
+def check(client: Any) -> list[str]:
+    """Warnings about what the store does not promise; ``StorageConfigError`` for a store that
+    would drop messages."""
+    nodes = [read(name, node) for name, node in nodes_of(client)]
+    evicting = [n for n in nodes if n.evicts]
+    if evicting:
+        node = evicting[0]
+        raise StorageConfigError(
+            f"the Redis {node.name} evicts keys under memory pressure (maxmemory-policy "
+            f"{node.policy}): messages would be dropped silently; set it to noeviction"
+        )
+    warnings = []
+    unchecked = [n.name for n in nodes if n.policy is None]
+    if unchecked:
+        warnings.append(
+            f"the Redis {', '.join(unchecked)} would not show its maxmemory-policy: make sure "
+            "it is noeviction, or messages may be dropped under memory pressure"
+        )
+    exposed = [n.name for n in nodes if not n.aof and not n.replicas]
+    if exposed:
+        warnings.append(
+            f"the Redis {', '.join(exposed)} has neither an append-only file nor a replica: "
+            "messages acknowledged since its last snapshot are lost if it dies"
+        )
+    return warnings
