@@ -127,10 +127,11 @@ class Service:
 
     def purge(self, project: str, queue: str, resource_types: Set[str]) -> None:
         """Purge what ``resource_types`` names ("messages", "subscriptions")."""
+        store = self._store(project, queue)
         if "messages" in resource_types:
-            self._store(project, queue).purge(project, queue)
+            store.purge(project, queue)
         if "subscriptions" in resource_types:
-            self._store(project, queue).purge_subscriptions(project, queue)
+            store.purge_subscriptions(project, queue)
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -158,14 +159,15 @@ class Service:
     ) -> ListPage:
         """Posting order (Zaqar's), or due order (an extension: unclaimed messages only)."""
         validation.message_limit(limit, self.limits)
+        store = self._store(project, queue)
         filters: dict[str, Any] = {"include_claimed": include_claimed}
-        list_page: Callable[..., ListPage] = self._store(project, queue).list_messages
+        list_page: Callable[..., ListPage] = store.list_messages
         if sort_by_due:
             if include_claimed:
                 raise errors.InvalidRequest(
                     "sort=due lists messages no claim holds; it cannot include claimed ones."
                 )
-            filters, list_page = {}, self._store(project, queue).list_messages_by_due
+            filters, list_page = {}, store.list_messages_by_due
         page = list_page(
             project,
             queue,
@@ -212,7 +214,7 @@ class Service:
         message_id: str,
         claim_id: str | None,
         payload: bytes,
-    ) -> MessageEdit:
+    ) -> None:
         """Edit one message (``{"body", "ttl", "delay" | "deliver_at"}``, any of them): the
         auditor's edit, and, with a new due time alone, a reschedule.
 
@@ -220,9 +222,10 @@ class Service:
         the configured range (counted from the message's creation), a due time as a post's.
         A body is sealed when the queue encrypts its messages. A message that is claimed
         needs its claim id; a new due time then makes it leave the claim (a consumer's
-        "retry later"). Returns what was replaced (the body as stored).
+        "retry later").
         """
-        metadata = self._store(project, queue).get_metadata(project, queue)
+        store = self._store(project, queue)
+        metadata = store.get_metadata(project, queue)
         if metadata is None:
             raise errors.MessageDoesNotExist(message_id, queue, project)
         policy = QueuePolicy.of(metadata)
@@ -239,9 +242,7 @@ class Service:
             ),
         )
         try:
-            self._store(project, queue).edit_message(
-                project, queue, message_id, claim_id, edit, now_ms
-            )
+            store.edit_message(project, queue, message_id, claim_id, edit, now_ms)
         except (errors.MessageIsClaimed, errors.ClaimNotValid) as exc:
             exc.title = "Unable to edit" if edit.due_ms is None else "Unable to reschedule"
             raise
@@ -250,7 +251,6 @@ class Service:
             self.lifecycle.rescheduled(project, queue, message_id, claim_id, edit.due_ms, now_ms)
         else:
             self.lifecycle.edited(project, queue, message_id, claim_id, edit, now_ms)
-        return edit
 
     def _edited_body(self, fields: Mapping[str, Any], policy: QueuePolicy) -> str | None:
         if "body" not in fields:
@@ -297,10 +297,11 @@ class Service:
         """
         validation.claim_limit(limit, self.limits)
         validation.claim_wait(wait_s, self.limits)
+        store = self._store(project, queue)
 
         def attempt() -> Claim | None:
             now_ms = self.now_ms()
-            outcome = self._store(project, queue).claim(
+            outcome = store.claim(
                 project,
                 queue,
                 ttl_s=times.ttl_s,
@@ -318,9 +319,7 @@ class Service:
 
         if wait_s <= 0:
             return attempt()
-        next_claimable = functools.partial(
-            self._store(project, queue).next_claimable_ms, project, queue
-        )
+        next_claimable = functools.partial(store.next_claimable_ms, project, queue)
         return self.wait_room.wait_for(project, queue, wait_s, attempt, next_claimable)
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
@@ -335,13 +334,12 @@ class Service:
 
     def release_claim(self, project: str, queue: str, claim_id: str) -> None:
         now_ms = self.now_ms()
+        store = self._store(project, queue)
         held: tuple[Message, ...] = ()
         if self.lifecycle.wants_released_ids:
             with contextlib.suppress(errors.ClaimDoesNotExist):
-                held = (
-                    self._store(project, queue).get_claim(project, queue, claim_id, now_ms).messages
-                )
-        self._store(project, queue).release_claim(project, queue, claim_id, now_ms)
+                held = store.get_claim(project, queue, claim_id, now_ms).messages
+        store.release_claim(project, queue, claim_id, now_ms)
         self.lifecycle.released(project, queue, claim_id, [m.id for m in held], now_ms)
 
     # -- pushes --------------------------------------------------------------------------------

@@ -43,6 +43,8 @@ LIST_SCAN_BUDGET = 2000
 # The message layout the scripts read and write (lua/lib.lua's buckets), and how many messages
 # one upgrade call moves out of the layout before it.
 LAYOUT = b"2"
+# edit.lua's answers besides a claim refusal, as they arrive.
+_EDIT_MISSING, _EDIT_TTL_LAPSED = layout.EDIT_MISSING.encode(), layout.EDIT_TTL_LAPSED.encode()
 UPGRADE_BATCH = 500
 
 
@@ -78,8 +80,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         (``lua/upgrade.lua``), a batch per call, and record the layout so later starts skip
         the scan."""
         warnings = durability.check(self._client)
-        layout = self._keys.layout()
-        if self._client.get(layout) == LAYOUT:
+        layout_key = self._keys.layout()
+        if self._client.get(layout_key) == LAYOUT:
             return warnings
         upgraded = 0
         for key in self._client.scan_iter(match=self._keys.legacy_fifo_pattern(), count=1000):
@@ -89,7 +91,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             while self._scripts["upgrade"](keys=keys, args=[UPGRADE_BATCH]):
                 pass
             upgraded += 1
-        self._client.set(layout, LAYOUT)
+        self._client.set(layout_key, LAYOUT)
         if upgraded:
             warnings.append(f"moved the messages of {upgraded} queue(s) into the bucket layout")
         return warnings
@@ -344,9 +346,9 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             claim_id or "",
             *("" if kept is None else kept for kept in (edit.body_json, edit.due_ms, edit.ttl_s)),
         )
-        if outcome == b"missing":
+        if outcome == _EDIT_MISSING:
             raise errors.MessageDoesNotExist(message_id, queue, project)
-        if outcome == b"lapsed":
+        if outcome == _EDIT_TTL_LAPSED:
             assert edit.ttl_s is not None  # only a new ttl can have lapsed
             raise errors.TtlAlreadyLapsed(edit.ttl_s)
         raise_claim_refusal(outcome)

@@ -39,6 +39,11 @@ REFUSED_CLAIMED = "claimed"
 REFUSED_NOT_CLAIMED = "not_claimed"
 REFUSED_BAD_CLAIM = "bad_claim"
 
+# What edit.lua answers besides a claim refusal: no such unexpired message; a new ttl that,
+# counted from the message's creation, has already run out (nothing is written).
+EDIT_MISSING = "missing"
+EDIT_TTL_LAPSED = "lapsed"
+
 # The metadata version (storage.base.metadata_version_of) a dead-letter move posts with: it skips
 # the check, since it builds no message from the queue's defaults.
 ANY_METADATA_VERSION = "*"
@@ -78,6 +83,8 @@ def constants() -> dict[str, str]:
         "REFUSED_CLAIMED": _lua_string(REFUSED_CLAIMED),
         "REFUSED_NOT_CLAIMED": _lua_string(REFUSED_NOT_CLAIMED),
         "REFUSED_BAD_CLAIM": _lua_string(REFUSED_BAD_CLAIM),
+        "EDIT_MISSING": _lua_string(EDIT_MISSING),
+        "EDIT_TTL_LAPSED": _lua_string(EDIT_TTL_LAPSED),
         "P_RETRY_BACKOFF": _lua_string(policy.RETRY_BACKOFF),
         "P_MAX_CLAIM_COUNT": _lua_string(policy.MAX_CLAIM_COUNT),
         "P_DEAD_LETTER_QUEUE": _lua_string(policy.DEAD_LETTER_QUEUE),

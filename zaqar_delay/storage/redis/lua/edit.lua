@@ -3,9 +3,9 @@
 -- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, message_id, claim_id ("" when the caller named none), body_json ("" to keep
 --   the body: a JSON text is never empty), due_ms ("" to keep it), ttl_s ("" to keep it).
--- Returns: "ok", "missing" (no such unexpired message), "lapsed" (the new ttl, counted from
--- the message's creation, has already run out: nothing is written) or a claim_check refusal
--- (lib.lua).
+-- Returns: "ok", EDIT_MISSING (no such unexpired message), EDIT_TTL_LAPSED (the new ttl,
+-- counted from the message's creation, has already run out: nothing is written) or a
+-- claim_check refusal (lib.lua).
 -- The message keeps its id, claim count and place in posting order. A new due time makes it
 -- leave its claim (a reschedule is an edit of the due time alone: a consumer's "retry later");
 -- a body or ttl alone leaves the claim in place.
@@ -14,7 +14,7 @@ local now, id, cid = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local body, due, ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local info = load_info(id)
 if not info or info.expires <= now then
-    return 'missing'
+    return EDIT_MISSING
 end
 local refusal = claim_check(info, cid, now)
 if refusal ~= '' then
@@ -23,7 +23,7 @@ end
 if ttl then
     local expires = info.created + ttl * 1000
     if expires <= now then
-        return 'lapsed'
+        return EDIT_TTL_LAPSED
     end
     info.ttl, info.expires = ttl, expires
     redis.call('ZADD', K_EXPIRY, 'LT', expires, bucket_of(info.seq))
