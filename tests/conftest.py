@@ -13,20 +13,26 @@ from typing import Any
 
 import pytest
 
-from tests.processes import RedisCluster, RedisServer, SecantusServer
+from tests.processes import RedisCluster, RedisSentinelGroup, RedisServer, SecantusServer
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.mongodb.connect import mongo_client
 from zaqar_delay.storage.mongodb.driver import MongoDriver
+from zaqar_delay.storage.redis.acks import ReplicaAcks
 from zaqar_delay.storage.redis.cluster import LazyClusterClient
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+from zaqar_delay.storage.redis.sentinel import is_sentinel_uri, sentinel_client
 
 REAL_MONGODB_ENV = "ZAQAR_DELAY_TEST_MONGODB_URL"
+# The replicas of the redis-sentinel store (tests.processes.RedisSentinelGroup's default).
+SENTINEL_REPLICAS = 2
 
 # Every store the contract suite runs on.
-STORES = ["embedded", "redis-server", "redis-cluster", "mongodb"]
+# redis-sentinel: a primary with two replicas behind three Sentinels; its drivers wait for both
+# replicas after every write ([storage] replica_acks = 2).
+STORES = ["embedded", "redis-server", "redis-sentinel", "redis-cluster", "mongodb"]
 if os.environ.get(REAL_MONGODB_ENV):
     STORES.append("mongodb-real")
 
@@ -69,6 +75,13 @@ def redis_cluster() -> Iterator[RedisCluster]:
 
 
 @pytest.fixture(scope="session")
+def redis_sentinel() -> Iterator[RedisSentinelGroup]:
+    group = RedisSentinelGroup().start()
+    yield group
+    group.stop()
+
+
+@pytest.fixture(scope="session")
 def secantus_server() -> Iterator[SecantusServer]:
     server = SecantusServer().start()
     yield server
@@ -86,6 +99,8 @@ def store_url(request: pytest.FixtureRequest, store: str) -> str:
         return str(request.getfixturevalue("embedded_redis").uri)
     if store == "redis-server":
         return str(request.getfixturevalue("redis_server").url)
+    if store == "redis-sentinel":
+        return str(request.getfixturevalue("redis_sentinel").url())
     if store == "redis-cluster":
         return str(request.getfixturevalue("redis_cluster").url)
     if store == "mongodb":
@@ -103,6 +118,13 @@ def open_test_driver(
         driver: Driver = MongoDriver(client, namespace, list_scan_budget=list_scan_budget)
         driver.prepare()
         return driver
+    if is_sentinel_uri(uri):
+        return RedisDriver(
+            sentinel_client(uri, 5.0),
+            prefix=namespace,
+            list_scan_budget=list_scan_budget,
+            acks=ReplicaAcks(SENTINEL_REPLICAS, 5.0),
+        )
     client = LazyClusterClient(uri, 5.0, 64) if uri.startswith("redis+cluster") else None
     return RedisDriver(
         client or redis_client(uri, 5.0), prefix=namespace, list_scan_budget=list_scan_budget

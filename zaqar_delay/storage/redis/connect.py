@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 import redis
@@ -11,11 +12,11 @@ from redis.retry import Retry
 from zaqar_delay.errors import StorageConfigError
 
 #: How many times a command that failed with a connection error is sent again, at once, on a
-#: fresh connection (see :func:`_retry_policy`; the scripts' own path in ``scripts.py`` too).
+#: fresh connection (see :func:`connection_retry`; the scripts' own path in ``scripts.py`` too).
 RETRIES_ON_CONNECTION_ERROR = 1
 
 
-def _retry_policy() -> Retry:
+def connection_retry() -> Retry:
     """Retry once, at once, on a connection error only.
 
     A pooled connection that went stale while the store restarted fails when the command is
@@ -39,14 +40,28 @@ def redis_client(uri: str, socket_timeout: float, max_connections: int = 64) -> 
     """
     try:
         pool = redis.BlockingConnectionPool.from_url(
-            uri,
+            with_zaqar_options(uri),
             max_connections=max_connections,
             timeout=socket_timeout,
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_timeout,
             health_check_interval=30,
-            retry=_retry_policy(),
+            retry=connection_retry(),
         )
         return redis.Redis(connection_pool=pool)
     except ValueError as exc:
         raise StorageConfigError(f"Invalid storage URI {uri!r}: {exc}") from exc
+
+
+def with_zaqar_options(uri: str) -> str:
+    """``uri`` with Zaqar's ``dbid`` query option spelled as redis-py's ``db``.
+
+    (Zaqar's ``socket_timeout``, in seconds, is redis-py's own and overrides
+    ``[storage] socket_timeout``.)
+    """
+    parsed = urllib.parse.urlsplit(uri)
+    query = urllib.parse.parse_qsl(parsed.query, keep_blank_values=True)
+    if not any(name == "dbid" for name, _ in query):
+        return uri
+    renamed = [("db" if name == "dbid" else name, value) for name, value in query]
+    return urllib.parse.urlunsplit(parsed._replace(query=urllib.parse.urlencode(renamed)))

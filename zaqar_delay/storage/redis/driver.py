@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
@@ -31,6 +31,7 @@ from zaqar_delay.models import (
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import Wakeups, metadata_version_of
 from zaqar_delay.storage.redis import durability, layout
+from zaqar_delay.storage.redis.acks import ReplicaAcks
 from zaqar_delay.storage.redis.claims import ClaimScripts
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
@@ -53,15 +54,33 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
     """Stores queues in Redis (standalone, embedded or cluster) through ``client``."""
 
     def __init__(
-        self, client: Any, prefix: str = "zd", list_scan_budget: int = LIST_SCAN_BUDGET
+        self,
+        client: Any,
+        prefix: str = "zd",
+        list_scan_budget: int = LIST_SCAN_BUDGET,
+        acks: ReplicaAcks | None = None,
     ) -> None:
+        """``acks``: how many replicas must confirm each write (``acks.py``); none by default."""
         from zaqar_delay.storage.redis.scripts import register_scripts
 
         self._client = client
         self._closed = threading.Event()
         self._list_scan_budget = list_scan_budget
         self._keys = KeySpace(prefix)
-        self._scripts, self._script_connections = register_scripts(client)
+        self._acks = acks or ReplicaAcks()
+        self._scripts, self._script_connections = register_scripts(client, self._acks)
+
+    def _write(self, write: Callable[[Any], object]) -> None:
+        """Run the plain commands ``write`` issues on the client; with replica acks required,
+        on one connection followed by WAIT (a pipeline: one round trip)."""
+        if not self._acks.required:
+            write(self._client)
+            return
+        pipe = self._client.pipeline(transaction=False)
+        write(pipe)
+        pipe.execute_command(*self._acks.wait_args())
+        *_, confirmed = pipe.execute()
+        self._acks.check(int(confirmed))
 
     def _run(self, name: str, project: str, queue: str, *args: Any) -> Any:
         return self._scripts[name](keys=self._keys.script_keys(project, queue), args=args)
@@ -79,7 +98,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         refused), then move every queue still in the layout before buckets into them
         (``lua/upgrade.lua``), a batch per call, and record the layout so later starts skip
         the scan."""
-        warnings = durability.check(self._client)
+        warnings = durability.check(self._client, self._acks.replicas)
         layout_key = self._keys.layout()
         if self._client.get(layout_key) == LAYOUT:
             return warnings
@@ -117,7 +136,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
 
     def _index_queue(self, project: str, queue: str) -> None:
         """List the queue in its project's index (another cluster slot than its own keys)."""
-        self._client.zadd(self._keys.project_queues(project), {queue: 0})
+        self._write(lambda client: client.zadd(self._keys.project_queues(project), {queue: 0}))
 
     def get_metadata(self, project: str, queue: str) -> Metadata | None:
         raw = self._client.hget(self._keys.queue(project, queue).queue, "m")
@@ -128,7 +147,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             raise errors.QueueDoesNotExist(queue, project)
 
     def delete_queue(self, project: str, queue: str) -> None:
-        self._client.zrem(self._keys.project_queues(project), queue)
+        self._write(lambda client: client.zrem(self._keys.project_queues(project), queue))
         self._run("queue", project, queue, "delete", 0, "")
         self._forget_push_index(project, queue)
 

@@ -66,9 +66,10 @@ def read(name: str, node: redis.Redis) -> NodeDurability:
     )
 
 
-def check(client: Any) -> list[str]:
-    """Warnings about what the store does not promise; ``StorageConfigError`` for a store that
-    would drop messages."""
+def check(client: Any, replicas_required: int = 0) -> list[str]:
+    """Warnings about what the store does not promise, and about fewer connected replicas
+    than ``[storage] replica_acks`` requires (writes answer 503 until they connect);
+    ``StorageConfigError`` for a store that would drop messages."""
     nodes = [read(name, node) for name, node in nodes_of(client)]
     evicting = [n for n in nodes if n.evicts]
     if evicting:
@@ -89,5 +90,12 @@ def check(client: Any) -> list[str]:
         warnings.append(
             f"the Redis {', '.join(exposed)} has neither an append-only file nor a replica: "
             "messages acknowledged since its last snapshot are lost if it dies"
+        )
+    short = [n for n in nodes if n.replicas < replicas_required]
+    if short:
+        warnings.append(
+            f"the Redis {', '.join(n.name for n in short)} has {short[0].replicas} connected "
+            f"replica(s) and [storage] replica_acks = {replicas_required}: writes answer 503 "
+            "until enough replicas connect"
         )
     return warnings

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 import redis
+from redis.sentinel import MasterNotFoundError
 
 from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.storage.translating import on_public_methods
@@ -50,6 +51,11 @@ def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
         try:
             return method(*args, **kwargs)
         except (redis.RedisError, *_CLUSTER_OUTAGES) as exc:
+            if isinstance(exc, MasterNotFoundError):
+                raise StorageUnavailable(
+                    "The message store has no primary right now: its Redis Sentinels name "
+                    "none that answers (a failover is under way); retry shortly"
+                ) from exc
             if is_transient(exc):
                 raise StorageUnavailable(f"The message store is unavailable: {exc}") from exc
             raise

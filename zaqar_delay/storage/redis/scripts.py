@@ -15,6 +15,7 @@ import functools
 import hashlib
 import os
 import re
+import select
 import threading
 import time
 import weakref
@@ -24,10 +25,14 @@ from typing import Any
 
 import hiredis
 import redis
+from gevent import monkey
 from redis.exceptions import NoScriptError
 
+from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.redis import layout
+from zaqar_delay.storage.redis.acks import READ_ONLY_SCRIPTS, ReplicaAcks
 from zaqar_delay.storage.redis.connect import RETRIES_ON_CONNECTION_ERROR
+from zaqar_delay.storage.redis.errors import is_transient
 
 SCRIPT_NAMES = (
     "post",
@@ -111,17 +116,28 @@ def _defined_names(statement: str) -> set[str]:
     return {name.strip() for name in names.group(1).split(",")}
 
 
-def register_scripts(client: Any) -> tuple[dict[str, ScriptCall], ScriptConnections | None]:
+def register_scripts(
+    client: Any, acks: ReplicaAcks | None = None
+) -> tuple[dict[str, ScriptCall], ScriptConnections | None]:
     """Every script of the driver, callable as ``scripts[name](keys=..., args=...)`` on
     ``client`` (EVALSHA, loading the script on first use or after the store was flushed), and
     the connections they share on a standalone client (None on a cluster client), which the
-    driver closes with the client."""
+    driver closes with the client. Scripts that write wait for ``acks`` (standalone only:
+    StorageConfigError on a cluster client when it requires replicas)."""
     if isinstance(client, redis.Redis):
         connections = ScriptConnections(client.connection_pool)
         scripts: dict[str, ScriptCall] = {
-            name: PooledScript(connections, script_source(name)) for name in SCRIPT_NAMES
+            name: PooledScript(
+                connections, script_source(name), None if name in READ_ONLY_SCRIPTS else acks
+            )
+            for name in SCRIPT_NAMES
         }
         return scripts, connections
+    if acks is not None and acks.required:
+        raise StorageConfigError(
+            "[storage] replica_acks is not supported on Redis Cluster yet: use 0, or a "
+            "primary with replicas behind Redis Sentinel"
+        )
     return {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}, None
 
 
@@ -161,11 +177,17 @@ class ScriptConnections:
         self._returned = threading.Condition()
 
     def checkout(self) -> Any:
-        """An idle connection, else a new one while under the limit, else one given back."""
-        try:
-            return self._idle.pop()  # atomic, for threads and greenlets alike
-        except IndexError:
-            return self._make_or_wait()
+        """An idle connection, else a new one while under the limit, else one given back;
+        never one the store has closed (or that holds unread bytes): such a one is closed
+        and the next taken, so a command is only sent where it can be answered."""
+        while True:
+            try:
+                connection = self._idle.pop()  # atomic, for threads and greenlets alike
+            except IndexError:
+                connection = self._make_or_wait()
+            if not _has_bytes_waiting(connection):
+                return connection
+            self.discard(connection)
 
     def give_back(self, connection: Any) -> None:
         """Return a connection whose last exchange completed (closed once :meth:`close` ran)."""
@@ -228,6 +250,19 @@ class ScriptConnections:
         self._start_empty()
 
 
+def _has_bytes_waiting(connection: Any) -> bool:
+    """Whether the kernel holds something to read on an idle connection: an end of stream
+    (the store closed it, or died) or bytes out of step. One system call, never a wait; the
+    kernel's own poll, not gevent's, which would run a round of its hub to answer."""
+    sock = connection._sock
+    if sock is None:
+        return False  # not connected yet: the send connects it
+    poller = _KERNEL_POLL()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+_KERNEL_POLL = monkey.get_original("select", "poll")
 # How often a call waiting for a connection looks again without being told.
 _RECHECK_S = 0.05
 _LIVE: weakref.WeakSet[ScriptConnections] = weakref.WeakSet()
@@ -246,39 +281,45 @@ class PooledScript:
 
     The same contract as redis-py's ``Script`` called on a standalone client: replies come
     back as the client's parser gives them (bytes, integers, nested lists), an error reply
-    raises its ``ResponseError``, an unknown script is loaded and run again, a failure to
-    connect or a dropped connection is retried at once on a fresh connection
-    (``RETRIES_ON_CONNECTION_ERROR`` times), and a timeout is never retried (the script may
-    have run). A connection that failed in any way, gevent's timeouts and a killed greenlet
+    raises its ``ResponseError`` and an unknown script is loaded and run again.
+
+    A call is sent again on a fresh connection only when sending it failed
+    (``RETRIES_ON_CONNECTION_ERROR`` times): the store cannot have run a command it did not
+    receive whole. Once sent, a lost connection or a timeout is never retried (the script
+    may have run: a post run twice would store its messages twice) and the caller answers
+    503. A connection that failed in any way, gevent's timeouts and a killed greenlet
     included, is closed rather than given back.
+
+    With ``acks`` requiring replicas, WAIT follows the script on the same connection, in the
+    same packet, and :meth:`ReplicaAcks.check` judges its answer once the script's reply is
+    in (``acks.py``).
     """
 
-    def __init__(self, connections: ScriptConnections, source: str) -> None:
+    def __init__(
+        self, connections: ScriptConnections, source: str, acks: ReplicaAcks | None = None
+    ) -> None:
         self._connections = connections
         self._source = source.encode()
         self._sha = hashlib.sha1(self._source).hexdigest()
+        self._acks = acks if acks is not None and acks.required else None
+        self._wait = None if self._acks is None else _pack(*self._acks.wait_args())
 
     def __call__(self, keys: Sequence[str | bytes], args: Sequence[Any]) -> Any:
         command = _pack("EVALSHA", self._sha, len(keys), *keys, *args)
         try:
             return self._send(command)
         except NoScriptError:
-            self._send(_pack("SCRIPT", "LOAD", self._source))
+            self._send(_pack("SCRIPT", "LOAD", self._source), wait=False)
             return self._send(command)
 
-    def _send(self, command: bytes) -> Any:
+    def _send(self, command: bytes, wait: bool = True) -> Any:
         connections = self._connections
+        packets = [command, self._wait] if wait and self._wait is not None else [command]
         attempts = 1 + RETRIES_ON_CONNECTION_ERROR
         for attempt in range(1, attempts + 1):
             connection = connections.checkout()  # connects a new one: not retried here
             try:
-                connection.send_packed_command([command], check_health=False)
-                reply = connection.read_response()
-            except redis.ResponseError:
-                # An error reply (NOSCRIPT, a script's error) was read whole: the connection
-                # is in step.
-                connections.give_back(connection)
-                raise
+                connection.send_packed_command(packets, check_health=False)
             except redis.ConnectionError:
                 connections.discard(connection)
                 if attempt == attempts:
@@ -287,9 +328,35 @@ class PooledScript:
             except BaseException:
                 connections.discard(connection)
                 raise
-            connections.give_back(connection)
-            return reply
+            return self._read(connection, len(packets))
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _read(self, connection: Any, replies: int) -> Any:
+        """The script's reply (its error reply raised), after WAIT's when one was sent."""
+        connections = self._connections
+        error: redis.ResponseError | None = None
+        try:
+            try:
+                reply = connection.read_response()
+            except redis.ResponseError as exc:
+                # An error reply (NOSCRIPT, a script's error) was read whole: the connection
+                # is still in step.
+                reply, error = None, exc
+            confirmed = connection.read_response() if replies == 2 else None
+        except BaseException:
+            connections.discard(connection)
+            raise
+        # A connection whose store says "not now" (READONLY: the primary it reached was
+        # demoted by a failover) is closed, so the next call connects to the primary of now.
+        if error is not None and is_transient(error):
+            connections.discard(connection)
+        else:
+            connections.give_back(connection)
+        if error is not None:
+            raise error
+        if confirmed is not None and self._acks is not None:
+            self._acks.check(int(confirmed))
+        return reply
 
 
 def _pack(*args: Any) -> bytes:

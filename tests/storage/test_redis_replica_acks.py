@@ -1,0 +1,116 @@
+"""``[storage] replica_acks`` on Redis (``storage/redis/acks.py``): a write is answered once
+that many replicas hold it, against a real primary and replica."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from tests.processes import RedisServer, is_gone, wait_until
+from zaqar_delay.conf import Settings
+from zaqar_delay.errors import StorageConfigError, WriteNotReplicated
+from zaqar_delay.models import NewMessage
+from zaqar_delay.storage.redis.acks import ReplicaAcks
+from zaqar_delay.storage.redis.connect import redis_client
+from zaqar_delay.storage.redis.driver import RedisDriver
+from zaqar_delay.storage.redis.scripts import PooledScript, ScriptConnections
+from zaqar_delay.storage.resolve import resolve_store
+
+COUNT = "return redis.call('INCR', KEYS[1])"
+
+
+@pytest.fixture(scope="module")
+def primary() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def replica(primary: RedisServer) -> Iterator[RedisServer]:
+    server = RedisServer(extra_args=["--replicaof", "127.0.0.1", str(primary.port)]).start()
+    wait_until(
+        lambda: redis.Redis(port=primary.port).info("replication")["connected_slaves"] == 1,
+        10,
+        "the replica",
+    )
+    yield server
+    server.stop()
+
+
+def replica_state(replica: RedisServer) -> str:
+    assert replica.process is not None
+    with open(f"/proc/{replica.process.pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.fixture
+def client(primary: RedisServer, replica: RedisServer) -> Iterator[Any]:
+    client = redis_client(primary.url, 5.0)
+    yield client
+    client.close()
+
+
+def test_a_write_is_answered_once_the_replica_holds_it(client: Any, replica: RedisServer) -> None:
+    key = f"acks:{uuid.uuid4().hex}"
+    script = PooledScript(ScriptConnections(client.connection_pool), COUNT, ReplicaAcks(1, 5.0))
+    assert script(keys=[key], args=[]) == 1
+    assert redis.Redis(port=replica.port).get(key) == b"1", "answered before the replica had it"
+
+
+def test_too_few_replicas_answer_503_and_the_write_still_happened(client: Any) -> None:
+    key = f"acks:{uuid.uuid4().hex}"
+    connections = ScriptConnections(client.connection_pool)
+    script = PooledScript(connections, COUNT, ReplicaAcks(2, 0.05))
+    with pytest.raises(WriteNotReplicated, match="1 of the 2 replicas") as refused:
+        script(keys=[key], args=[])
+    assert "may still have happened" in refused.value.description
+    assert client.get(key) == b"1", "the primary made the write"
+    # Both replies were read: the connection is in step and serves the next call.
+    [connection] = connections._idle
+    assert PooledScript(connections, COUNT)(keys=[key], args=[]) == 2
+    assert connections._idle == [connection]
+
+
+def test_a_stopped_replica_makes_the_write_wait_then_answer_503(
+    client: Any, replica: RedisServer
+) -> None:
+    key = f"acks:{uuid.uuid4().hex}"
+    script = PooledScript(ScriptConnections(client.connection_pool), COUNT, ReplicaAcks(1, 0.2))
+    assert replica.process is not None
+    replica.process.send_signal(19)  # SIGSTOP
+    try:
+        wait_until(lambda: replica_state(replica) == "T", 5, "the stopped replica")
+        with pytest.raises(WriteNotReplicated, match="0 of the 1 replicas"):
+            script(keys=[key], args=[])
+    finally:
+        replica.process.send_signal(18)  # SIGCONT
+    assert not is_gone(replica.process.pid)
+    wait_until(lambda: redis.Redis(port=replica.port).get(key) == b"1", 10, "replication")
+
+
+def test_the_driver_waits_after_scripts_and_index_writes(client: Any, replica: RedisServer) -> None:
+    driver = RedisDriver(client, prefix=f"a{uuid.uuid4().hex[:8]}", acks=ReplicaAcks(1, 5.0))
+    copy = redis.Redis(port=replica.port)
+    driver.create_queue("p", "q", {}, 1000)
+    assert copy.zrange(driver._keys.project_queues("p"), 0, -1) == [b"q"]
+    posted = driver.post_messages(
+        "p", "q", [NewMessage(body_json="1", ttl_s=60, delay_ms=0)], "c", 1000
+    )
+    [ref] = posted.ids
+    assert copy.hget(driver._keys.queue("p", "q").queue, "seq") == b"1"
+    driver.delete_message("p", "q", ref, None, 1001)
+    assert driver.stats("p", "q", 1002).total == 0
+    starved = RedisDriver(client, prefix=driver._keys.prefix, acks=ReplicaAcks(2, 0.05))
+    with pytest.raises(WriteNotReplicated):
+        starved.create_queue("p", "other", {}, 1000)
+    assert any("replica_acks = 2" in warning for warning in starved.prepare())
+
+
+def test_the_embedded_store_with_replica_acks_is_refused() -> None:
+    with pytest.raises(StorageConfigError, match="the embedded store has none"):
+        resolve_store(Settings(replica_acks=1))

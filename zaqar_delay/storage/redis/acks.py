@@ -1,0 +1,44 @@
+"""``[storage] replica_acks`` on Redis: a write is answered once that many replicas hold it.
+
+Redis replicates asynchronously; ``WAIT numreplicas timeout`` blocks the connection until the
+replicas have acknowledged every write made on that connection so far, and answers how many
+did. WAIT does not block inside a script, so it follows the script on the same connection,
+sent with it in one packet (``scripts.PooledScript``): one round trip still.
+
+A write that too few replicas confirm is not undone (Redis cannot): the client gets a 503
+that says it may still have happened (``errors.WriteNotReplicated``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from zaqar_delay.errors import WriteNotReplicated
+
+#: The scripts that only read: no WAIT after them.
+READ_ONLY_SCRIPTS = frozenset({"list", "list_due", "get", "get_claim", "stats", "next_claimable"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaAcks:
+    """How many replicas must confirm each write, and how long a write waits for them."""
+
+    replicas: int = 0
+    timeout_s: float = 1.0
+
+    @property
+    def required(self) -> bool:
+        return self.replicas > 0
+
+    def wait_args(self) -> tuple[str, int, int]:
+        """The WAIT command's arguments (its timeout in whole milliseconds, at least 1: 0 would
+        wait forever)."""
+        return ("WAIT", self.replicas, max(1, round(self.timeout_s * 1000)))
+
+    def check(self, confirmed: int) -> None:
+        """Raise WriteNotReplicated when WAIT answered fewer than the replicas required."""
+        if confirmed < self.replicas:
+            raise WriteNotReplicated(
+                f"{confirmed} of the {self.replicas} replicas it must reach confirmed it "
+                f"within {self.timeout_s:g} s"
+            )

@@ -1,0 +1,142 @@
+"""A Redis client that follows the primary Redis Sentinel names, from Zaqar's Sentinel URI.
+
+``redis://[[user]:password@]s1[:26379],s2[:26379],...?master=NAME`` lists Sentinels, not data
+nodes (``rediss://`` for TLS to the data nodes). Query options, as Zaqar reads them:
+
+- ``master``: the name the Sentinels monitor (its presence is what makes the URI a Sentinel one);
+- ``socket_timeout`` (seconds) for the data nodes and the Sentinels, instead of
+  ``[storage] socket_timeout``;
+- ``dbid``: the database number;
+- ``sentinel_username`` and ``sentinel_password``: credentials of the Sentinels themselves
+  (the userinfo part is the data nodes').
+
+Every new connection asks the Sentinels for the primary, so after a failover the next request
+reaches the new one. Until a Sentinel names a primary that answers, requests fail with
+``MasterNotFoundError`` or a connection error: the driver answers 503.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import urllib.parse
+from typing import Any
+
+import redis
+from redis.sentinel import Sentinel, SentinelConnectionPool
+
+from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.redis.connect import connection_retry
+
+SENTINEL_DEFAULT_PORT = 26379
+SCHEMES = ("redis", "rediss")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SentinelTarget:
+    """What a Sentinel URI names."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master: str
+    tls: bool = False
+    username: str | None = None
+    password: str | None = None
+    sentinel_username: str | None = None
+    sentinel_password: str | None = None
+    db: int = 0
+    socket_timeout: float | None = None
+
+
+def is_sentinel_uri(uri: str) -> bool:
+    """Whether ``uri`` is a ``redis://`` or ``rediss://`` URI naming a Sentinel ``master``."""
+    parsed = urllib.parse.urlsplit(uri)
+    return parsed.scheme in SCHEMES and "master" in urllib.parse.parse_qs(parsed.query)
+
+
+def parse_sentinel_uri(uri: str) -> SentinelTarget:
+    """The Sentinels, primary name and options of ``uri``; StorageConfigError when malformed."""
+    parsed = urllib.parse.urlsplit(uri)
+    query = dict(urllib.parse.parse_qsl(parsed.query))
+    userinfo, _, hosts = parsed.netloc.rpartition("@")
+    sentinels = tuple(_host_port(uri, entry) for entry in hosts.split(",") if entry)
+    if not sentinels:
+        raise StorageConfigError(f"Invalid storage URI {uri!r}: no Sentinel host given")
+    master = query.get("master", "")
+    if not master:
+        raise StorageConfigError(f"Invalid storage URI {uri!r}: master= names no primary")
+    username = password = None
+    if userinfo:
+        user, has_password, secret = userinfo.partition(":")
+        username = urllib.parse.unquote(user) or None
+        password = urllib.parse.unquote(secret) if has_password else None
+    return SentinelTarget(
+        sentinels=sentinels,
+        master=master,
+        tls=parsed.scheme == "rediss",
+        username=username,
+        password=password,
+        sentinel_username=query.get("sentinel_username") or None,
+        sentinel_password=query.get("sentinel_password") or None,
+        db=_number(uri, query, "dbid", int, 0),
+        socket_timeout=_number(uri, query, "socket_timeout", float, None),
+    )
+
+
+def _host_port(uri: str, entry: str) -> tuple[str, int]:
+    host, port = entry, str(SENTINEL_DEFAULT_PORT)
+    if entry.startswith("["):  # [IPv6] or [IPv6]:port
+        host, _, rest = entry[1:].partition("]")
+        if rest:
+            port = rest.removeprefix(":")
+    elif ":" in entry:
+        host, _, port = entry.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise StorageConfigError(f"Invalid storage URI {uri!r}: {entry!r} is not host[:port]")
+    return host, int(port)
+
+
+def _number(uri: str, query: dict[str, str], name: str, kind: type, default: Any) -> Any:
+    if name not in query:
+        return default
+    try:
+        value = kind(query[name])
+    except ValueError:
+        value = -1
+    if value < 0 or (kind is float and value == 0):
+        raise StorageConfigError(f"Invalid storage URI {uri!r}: {name}={query[name]!r}")
+    return value
+
+
+class _BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool):
+    """Sentinel's pool (a new connection goes to the primary Sentinel names now) with the
+    blocking pool's limit: past ``max_connections`` a request waits for a free connection
+    instead of failing, as on a standalone store."""
+
+
+def sentinel_client(uri: str, socket_timeout: float, max_connections: int = 64) -> redis.Redis:
+    """A client of the primary the Sentinels of ``uri`` name, bounded like ``redis_client``."""
+    target = parse_sentinel_uri(uri)
+    timeout = target.socket_timeout or socket_timeout
+    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+        list(target.sentinels),
+        sentinel_kwargs={
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "username": target.sentinel_username,
+            "password": target.sentinel_password,
+        },
+    )
+    pool = _BlockingSentinelPool(  # type: ignore[no-untyped-call]
+        target.master,
+        sentinels,
+        ssl=target.tls,
+        db=target.db,
+        username=target.username,
+        password=target.password,
+        max_connections=max_connections,
+        timeout=timeout,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        health_check_interval=30,
+        retry=connection_retry(),
+    )
+    return redis.Redis(connection_pool=pool)
