@@ -35,7 +35,7 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
-from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.base import Driver, Durability
 from zaqar_delay.stores import Stores
 from zaqar_delay.waiting import WaitRoom
 
@@ -72,6 +72,10 @@ class Service:
 
     def _store(self, project: str, queue: str) -> Driver:
         return self.stores.for_queue(project, queue)
+
+    def durability(self) -> Durability | None:
+        """What an acknowledged write survives on the default store (the health route)."""
+        return self.stores.default.durability()
 
     def stores_reachable(self) -> bool:
         """Whether every store answers (the ping and health routes)."""

@@ -126,6 +126,13 @@ def test_health_is_admin_only(api: Api) -> None:
         "delete_queue",
     ]
     assert all(step["succeeded"] for step in status.values())
+    # The durability in force: neither test store waits for replicas, so neither survives a
+    # failover; both journal or fsync each write before answering.
+    durability = result.json["durability"]
+    assert durability["store"] in ("redis", "mongodb")
+    assert durability["replica_acks"] == 0
+    assert durability["survives"] == ["process crash", "power loss"]
+    assert durability["facts"]
     # The throw-away queue is gone afterwards.
     assert (
         api.get("/v2/queues", headers={"X-Project-ID": "zaqar-delay-health"}).json["queues"] == []

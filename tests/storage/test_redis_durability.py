@@ -4,15 +4,19 @@ append-only file or a replica, or that hides its configuration, is named in a wa
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 import redis
 
 from tests.conftest import close_test_driver, open_test_driver
-from tests.processes import RedisCluster, RedisServer
+from tests.processes import RedisCluster, RedisSentinelGroup, RedisServer
+from zaqar_delay.conf import Settings
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.redis import durability
+from zaqar_delay.storage.redis.sentinel import sentinel_client
+from zaqar_delay.storage.resolve import resolve_store
 
 
 @pytest.fixture
@@ -85,3 +89,51 @@ def test_every_primary_of_a_cluster_is_read(redis_cluster: RedisCluster) -> None
         assert all(node.policy is not None for node in read)
     finally:
         close_test_driver(driver)
+
+
+@pytest.mark.parametrize(
+    ("aof", "args", "survives"),
+    [
+        (False, (), ()),
+        (True, ("--appendfsync", "everysec"), ()),
+        (True, ("--appendfsync", "always"), ("process crash", "power loss")),
+    ],
+)
+def test_one_store_survives_what_its_append_only_file_promises(
+    started: list[RedisServer], aof: bool, args: tuple[str, ...], survives: tuple[str, ...]
+) -> None:
+    server = start(started, *args, aof=aof)
+    described = durability.describe(redis.Redis(port=server.port), replica_acks=0)
+    assert described.store == "redis"
+    [facts] = described.facts.values()
+    assert facts["appendonly"] is aof
+    assert described.survives == survives
+
+
+def test_sentinel_with_replica_acks_survives_machine_loss_and_failover(
+    redis_sentinel: RedisSentinelGroup,
+) -> None:
+    client = sentinel_client(redis_sentinel.url(), 5.0)
+    try:
+        waiting = durability.describe(client, replica_acks=1)
+        not_waiting = durability.describe(client, replica_acks=0)
+    finally:
+        client.close()
+    assert waiting.store == "redis-sentinel"
+    [facts] = waiting.facts.values()
+    assert facts["connected_replicas"] == 2 and facts["appendfsync"] == "everysec"
+    assert waiting.survives == ("process crash", "machine loss", "failover")
+    assert not_waiting.survives == ()
+    assert "not power loss" in waiting.summary()
+
+
+def test_the_server_says_what_the_embedded_store_survives() -> None:
+    resolved = resolve_store(Settings(data_dir=tempfile.mkdtemp(prefix="zd-durable-")))
+    try:
+        assert resolved.durability is not None
+        assert resolved.durability.summary() == (
+            "redis store, replica_acks = 0: an acknowledged write survives process crash, "
+            "power loss; not machine loss, failover"
+        )
+    finally:
+        resolved.close()

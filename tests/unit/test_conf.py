@@ -53,6 +53,23 @@ def test_file_and_environment(tmp_path: pathlib.Path) -> None:
     assert overridden.storage_uri == "unix:///tmp/r.sock"
 
 
+def test_zaqars_default_group_unreliable_is_read(tmp_path: pathlib.Path) -> None:
+    conf = tmp_path / "z.conf"
+    conf.write_text("[DEFAULT]\nunreliable = true\n")
+    assert load_settings([str(conf)], environ={}).unreliable is True
+    assert load_settings([], environ={}).unreliable is False
+
+
+def test_replica_acks_are_read_and_bounded(tmp_path: pathlib.Path) -> None:
+    conf = tmp_path / "z.conf"
+    conf.write_text("[storage]\nreplica_acks = 2\nreplica_ack_timeout = 0.5\n")
+    settings = load_settings([str(conf)], environ={})
+    assert (settings.replica_acks, settings.replica_ack_timeout) == (2, 0.5)
+    conf.write_text("[storage]\nreplica_acks = -1\n")
+    with pytest.raises(Exception, match="replica_acks"):
+        load_settings([str(conf)], environ={})
+
+
 def test_invalid_value_is_refused(tmp_path: pathlib.Path) -> None:
     conf = tmp_path / "z.conf"
     conf.write_text("[server]\nworkers = 0\n")

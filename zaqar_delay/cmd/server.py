@@ -92,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     metrics_dir = _metrics_directory()
     for warning in store.warnings:
         LOG.warning("%s", warning)
+    if store.durability is not None:
+        LOG.info("%s", store.durability.summary())
     uri = redact(store.settings.storage_uri)
     LOG.info("serving on http://%s with storage %s", store.settings.bind, uri)
     try:

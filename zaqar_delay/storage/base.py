@@ -8,9 +8,11 @@ suite in ``tests/storage`` is the executable form of these docstrings.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import hashlib
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from zaqar_delay.models import (
     Claim,
@@ -38,6 +40,34 @@ def metadata_version_of(stored_json: str | bytes | None) -> str:
         return ""
     text = stored_json.encode() if isinstance(stored_json, str) else stored_json
     return hashlib.sha1(text).hexdigest()
+
+
+#: What a write the store acknowledged may survive, in the order the README's table lists them.
+FAULTS = ("process crash", "power loss", "machine loss", "failover")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Durability:
+    """The durability in force, as the store reports its own configuration.
+
+    ``survives`` names the ``FAULTS`` an acknowledged write survives; ``facts`` are what the
+    judgement was made from (append-only file and fsync, connected replicas, write concern).
+    "machine loss" assumes replicas run on other machines, which the store cannot tell.
+    """
+
+    store: str
+    replica_acks: int
+    survives: tuple[str, ...]
+    facts: dict[str, Any]
+
+    def summary(self) -> str:
+        """One line for the server's log."""
+        lost = [fault for fault in FAULTS if fault not in self.survives]
+        return (
+            f"{self.store} store, replica_acks = {self.replica_acks}: an acknowledged write "
+            f"survives {', '.join(self.survives) or 'none of the faults below'}"
+            + (f"; not {', '.join(lost)}" if lost else "")
+        )
 
 
 class Wakeups(abc.ABC):
@@ -84,6 +114,11 @@ class Driver(SubscriptionStore, DeliveryStore):
         store must not be used as configured.
         """
         return []
+
+    def durability(self) -> Durability | None:
+        """What an acknowledged write survives on this store as it is configured now; None
+        when the driver cannot tell."""
+        return None
 
     def wakeups(self) -> Wakeups | None:
         """The store's wake-up channel for waiting claims; None when it has none (waiting

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from zaqar_delay.conf import Settings
 from zaqar_delay.encryption import data_dir_key
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.base import Durability
 from zaqar_delay.storage.uri import embedded_db_path, open_driver
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class ResolvedStore:
     settings: Settings
     embedded: EmbeddedRedis | None
     warnings: list[str] = dataclasses.field(default_factory=list)
+    durability: Durability | None = None  # what the store said of itself at start
 
     def keep_running(self) -> None:
         """One supervision round of the embedded store (restarted if it died); no-op for
@@ -90,6 +92,7 @@ def resolve_store(settings: Settings) -> ResolvedStore:
             if not driver.ping():
                 raise StorageConfigError(f"cannot reach the message store at {redact(uri)}")
             resolved.warnings = driver.prepare()
+            resolved.durability = driver.durability()
         finally:
             driver.close()
             _join_threads_started_since(running)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +45,9 @@ class Health(Resource):
         report: dict[str, Any] = {"storage_reachable": reachable}
         if reachable:
             report["operation_status"] = self._exercise()
+            durability = self.service.durability()
+            if durability is not None:
+                report["durability"] = dataclasses.asdict(durability)
         resp.media = report
 
     def _exercise(self) -> dict[str, Any]:

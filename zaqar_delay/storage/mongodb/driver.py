@@ -14,7 +14,7 @@ from typing import Any
 import pymongo
 
 from zaqar_delay import errors
-from zaqar_delay.storage.base import Wakeups
+from zaqar_delay.storage.base import Durability, Wakeups
 from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.claims import ClaimOps
 from zaqar_delay.storage.mongodb.common import LIST_SCAN_BUDGET, Doc
@@ -65,6 +65,30 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
         except pymongo.errors.PyMongoError:
             return False
 
+    @translate_errors
+    def durability(self) -> Durability:
+        """Writes are journaled (``j``) on ``w`` members: majority, or ``replica_acks`` + 1.
+        They survive a process crash and a power loss; a machine loss and a failover too
+        when ``w`` is at least 2 members."""
+        hello = self._client.admin.command("hello")
+        members = len(hello.get("hosts", [])) + len(hello.get("passives", []))
+        sharded = hello.get("msg") == "isdbgrid"
+        written_on = self._replica_acks + 1 if self._replica_acks else members // 2 + 1
+        survives = ["process crash", "power loss"]
+        if sharded or written_on >= 2:
+            survives += ["machine loss", "failover"]
+        return Durability(
+            store="mongodb",
+            replica_acks=self._replica_acks,
+            survives=tuple(survives),
+            facts={
+                "replica_set": hello.get("setName"),
+                "members": members,
+                "mongos": sharded,
+                "write_concern": self._client.write_concern.document,
+            },
+        )
+
     def close(self) -> None:
         self._closed.set()  # wake-up listeners stop with the driver
         self._client.close()
@@ -76,10 +100,10 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
     def prepare(self) -> list[str]:
         """Create the indexes; refuse a standalone server (unless ``unreliable``) and a
         ``replica_acks`` the replica set cannot give, or gives below a majority."""
-        schema.create_indexes(self._db)
         hello = self._client.admin.command("hello")
         if self._replica_acks:
             self._check_replica_acks(hello)
+        schema.create_indexes(self._db)
         if bool(hello.get("setName")) or hello.get("msg") == "isdbgrid":
             return []
         if not self._unreliable:

@@ -30,8 +30,9 @@ def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(*args, **kwargs)
-        except mongo_errors.WTimeoutError as exc:
-            # The primary made the write; too few members confirmed it in time.
+        except mongo_errors.WriteConcernError as exc:
+            # The primary made the write; too few members confirmed it (in time, or at all:
+            # the set has lost members since the server started).
             raise _not_replicated(exc) from exc
         except TRANSIENT as exc:
             raise StorageUnavailable(f"MongoDB is unavailable: {exc}") from exc
@@ -48,7 +49,5 @@ def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
 translate_class_errors = on_public_methods(translate_errors)
 
 
-def _not_replicated(exc: mongo_errors.WTimeoutError) -> WriteNotReplicated:
-    return WriteNotReplicated(
-        f"the replica set did not confirm it within the write concern's timeout ({exc})"
-    )
+def _not_replicated(exc: mongo_errors.WriteConcernError) -> WriteNotReplicated:
+    return WriteNotReplicated(f"the replica set did not confirm it ({exc})")

@@ -29,7 +29,7 @@ from zaqar_delay.models import (
     VersionedMetadata,
 )
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.base import Wakeups, metadata_version_of
+from zaqar_delay.storage.base import Durability, Wakeups, metadata_version_of
 from zaqar_delay.storage.redis import durability, layout
 from zaqar_delay.storage.redis.acks import ReplicaAcks
 from zaqar_delay.storage.redis.claims import ClaimScripts
@@ -114,6 +114,9 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         if upgraded:
             warnings.append(f"moved the messages of {upgraded} queue(s) into the bucket layout")
         return warnings
+
+    def durability(self) -> Durability:
+        return durability.describe(self._client, self._acks.replicas)
 
     def close(self) -> None:
         self._closed.set()  # wake-up listeners stop with the driver

@@ -17,8 +17,10 @@ import dataclasses
 from typing import Any
 
 import redis
+from redis.sentinel import SentinelConnectionPool
 
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.base import Durability
 
 EVICTING_PREFIX = "allkeys-"
 
@@ -32,6 +34,7 @@ class NodeDurability:
     maxmemory: int | None
     aof: bool
     replicas: int
+    appendfsync: str | None = None  # None: the node would not say
 
     @property
     def evicts(self) -> bool:
@@ -54,6 +57,7 @@ def read(name: str, node: redis.Redis) -> NodeDurability:
     replication = node.info("replication")
     try:
         config = node.config_get("maxmemory*")
+        config.update(node.config_get("appendfsync"))
     except redis.ResponseError:  # CONFIG renamed or forbidden
         config = {}
     maxmemory = config.get("maxmemory")
@@ -63,6 +67,7 @@ def read(name: str, node: redis.Redis) -> NodeDurability:
         maxmemory=None if maxmemory is None else int(maxmemory),
         aof=bool(int(persistence.get("aof_enabled", 0))),
         replicas=int(replication.get("connected_slaves", 0)),
+        appendfsync=config.get("appendfsync"),
     )
 
 
@@ -99,3 +104,51 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
             "until enough replicas connect"
         )
     return warnings
+
+
+def describe(client: Any, replica_acks: int) -> Durability:
+    """What an acknowledged write survives on the store ``client`` reaches, read from it.
+
+    - process crash and power loss: every primary fsyncs its append-only file before it
+      answers (``appendfsync always``). A primary with ``everysec`` may lose about its last
+      second, one without an append-only file everything since its last snapshot.
+    - process crash too, machine loss and failover: ``replica_acks`` >= 1 behind Redis
+      Sentinel, which promotes the replica holding the most (so every acknowledged write).
+      Without it a failover promotes a replica that may lack the writes of the primary's last
+      moments, and a primary without an append-only file that restarts empty empties its
+      replicas as well.
+    """
+    nodes = [read(name, node) for name, node in nodes_of(client)]
+    kind = store_kind(client)
+    fsynced = all(n.aof and n.appendfsync == "always" for n in nodes)
+    followed = kind == "redis-sentinel" and replica_acks >= 1
+    survives = []
+    if fsynced or followed:
+        survives.append("process crash")
+    if fsynced:
+        survives.append("power loss")
+    if followed:
+        survives += ["machine loss", "failover"]
+    return Durability(
+        store=kind,
+        replica_acks=replica_acks,
+        survives=tuple(survives),
+        facts={
+            n.name: {
+                "appendonly": n.aof,
+                "appendfsync": n.appendfsync,
+                "connected_replicas": n.replicas,
+                "maxmemory_policy": n.policy,
+            }
+            for n in nodes
+        },
+    )
+
+
+def store_kind(client: Any) -> str:
+    """redis, redis-sentinel or redis-cluster."""
+    if not isinstance(client, redis.Redis):
+        return "redis-cluster"
+    if isinstance(client.connection_pool, SentinelConnectionPool):
+        return "redis-sentinel"
+    return "redis"
