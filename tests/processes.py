@@ -117,22 +117,29 @@ class RedisServer:
         directory: str | None = None,
         aof: bool = False,
         extra_args: list[str] | None = None,
+        host: str = "127.0.0.1",
+        prefix: list[str] | None = None,
     ) -> None:
+        """``host``: the address to bind (loopback, or one a test made in a network
+        namespace); ``prefix``: what runs the server (``ip netns exec NAME`` for one)."""
         self.port = port or free_port()
         self.directory = directory or tempfile.mkdtemp(prefix="zd-redis-")
         self.aof = aof
         self.extra_args = extra_args or []
+        self.host = host
+        self.prefix = prefix or []
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://{self.host}:{self.port}/0"
 
     def start(self) -> RedisServer:
         args = [
+            *self.prefix,
             redis_server_binary(),
             "--bind",
-            "127.0.0.1",
+            self.host,
             "--port",
             str(self.port),
             "--dir",
@@ -145,7 +152,9 @@ class RedisServer:
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_until(
-            lambda: redis.Redis(port=self.port, socket_timeout=0.5).ping(), 10, "redis-server"
+            lambda: redis.Redis(self.host, self.port, socket_timeout=0.5).ping(),
+            10,
+            "redis-server",
         )
         return self
 
@@ -164,11 +173,18 @@ class RedisServer:
             self.process = None
 
 
+#: Where a node of a RedisSentinelGroup runs: its address and the command prefix that runs it.
+Placement = tuple[str, list[str]]
+LOOPBACK: Placement = ("127.0.0.1", [])
+
+
 class RedisSentinelGroup:
-    """A primary, ``replicas`` replicas and ``sentinels`` Sentinels watching them, on loopback.
+    """A primary, ``replicas`` replicas and ``sentinels`` Sentinels watching them.
 
     The data nodes keep an append-only file. Sentinel's ``down-after-milliseconds`` is
-    ``down_after_ms``: a primary silent that long is failed over.
+    ``down_after_ms``: a primary silent that long is failed over. Every node runs on loopback
+    unless ``place(role, index)`` (role ``primary``, ``replica`` or ``sentinel``) puts it
+    elsewhere: an address and a command prefix, such as a network namespace a test made.
     """
 
     def __init__(
@@ -178,55 +194,59 @@ class RedisSentinelGroup:
         sentinels: int = 3,
         down_after_ms: int = 1000,
         extra_args: list[str] | None = None,
+        place: Callable[[str, int], Placement] = lambda role, index: LOOPBACK,
     ) -> None:
         self.master = master
         self.down_after_ms = down_after_ms
-        self.data_nodes = [RedisServer(aof=True, extra_args=extra_args)]
-        primary = self.data_nodes[0].port
-        self.data_nodes += [
-            RedisServer(
-                aof=True, extra_args=["--replicaof", "127.0.0.1", str(primary), *(extra_args or [])]
+        host, prefix = place("primary", 0)
+        self.data_nodes = [RedisServer(aof=True, extra_args=extra_args, host=host, prefix=prefix)]
+        primary = self.data_nodes[0]
+        for index in range(replicas):
+            host, prefix = place("replica", index)
+            follow = ["--replicaof", primary.host, str(primary.port)]
+            self.data_nodes.append(
+                RedisServer(
+                    aof=True, extra_args=follow + (extra_args or []), host=host, prefix=prefix
+                )
             )
-            for _ in range(replicas)
-        ]
-        self.sentinel_ports = [free_port() for _ in range(sentinels)]
+        self.sentinels = [(*place("sentinel", i), free_port()) for i in range(sentinels)]
         self.sentinel_processes: list[subprocess.Popen[bytes]] = []
         self.directory = tempfile.mkdtemp(prefix="zd-sentinel-")
 
     def url(self, query: str = "") -> str:
         """Zaqar's Sentinel URI for this group."""
-        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        hosts = ",".join(f"{host}:{port}" for host, _, port in self.sentinels)
         return f"redis://{hosts}?master={self.master}{'&' + query if query else ''}"
 
     def start(self) -> RedisSentinelGroup:
         for node in self.data_nodes:
             node.start()
-        primary = self.data_nodes[0].port
-        quorum = len(self.sentinel_ports) // 2 + 1
-        for port in self.sentinel_ports:
+        primary = self.data_nodes[0]
+        quorum = len(self.sentinels) // 2 + 1
+        for host, prefix, port in self.sentinels:
             config = os.path.join(self.directory, f"sentinel-{port}.conf")
             with open(config, "w") as f:
                 f.write(
-                    f"port {port}\nbind 127.0.0.1\ndir {self.directory}\n"
-                    f"sentinel monitor {self.master} 127.0.0.1 {primary} {quorum}\n"
+                    f"port {port}\nbind {host}\ndir {self.directory}\n"
+                    f"sentinel monitor {self.master} {primary.host} {primary.port} {quorum}\n"
                     f"sentinel down-after-milliseconds {self.master} {self.down_after_ms}\n"
                     f"sentinel failover-timeout {self.master} 10000\n"
                     f"sentinel parallel-syncs {self.master} 2\n"
                 )
             self.sentinel_processes.append(
                 subprocess.Popen(
-                    [redis_server_binary(), config, "--sentinel"],
+                    [*prefix, redis_server_binary(), config, "--sentinel"],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
             )
 
         def watched() -> bool:
-            for port in self.sentinel_ports:
-                state = redis.Redis(port=port, socket_timeout=0.5).sentinel_master(self.master)
+            for host, _, port in self.sentinels:
+                state = redis.Redis(host, port, socket_timeout=0.5).sentinel_master(self.master)
                 others = int(state["num-other-sentinels"])
                 if (
-                    others < len(self.sentinel_ports) - 1
+                    others < len(self.sentinels) - 1
                     or int(state["num-slaves"]) < len(self.data_nodes) - 1
                 ):
                     return False
@@ -235,15 +255,21 @@ class RedisSentinelGroup:
         wait_until(watched, 30, "Redis Sentinel")
         return self
 
+    def primary_address(self, skip: int = 0) -> tuple[str, int]:
+        """The primary the first answering Sentinel names now (leaving out the first
+        ``skip`` Sentinels)."""
+        for host, _, port in self.sentinels[skip:]:
+            with contextlib.suppress(redis.RedisError):
+                address, primary = redis.Redis(
+                    host, port, socket_timeout=0.5
+                ).sentinel_get_master_addr_by_name(self.master)
+                host = address.decode() if isinstance(address, bytes) else str(address)
+                return host, int(primary)
+        raise RuntimeError("no Sentinel answers")
+
     def primary_port(self) -> int:
         """The port of the primary the Sentinels name now."""
-        for port in self.sentinel_ports:
-            with contextlib.suppress(redis.RedisError):
-                _, primary = redis.Redis(
-                    port=port, socket_timeout=0.5
-                ).sentinel_get_master_addr_by_name(self.master)
-                return int(primary)
-        raise RuntimeError("no Sentinel answers")
+        return self.primary_address()[1]
 
     def node(self, port: int) -> RedisServer:
         return next(n for n in self.data_nodes if n.port == port)

@@ -36,6 +36,12 @@ CONSUMERS = 4
 POSTING_RESUMES_WITHIN_S = 15.0
 CLAIM_TTL_S = 60  # the shortest; a claim whose answer was lost frees its messages after it
 PUSH_TIMEOUT_S = 2  # a push lease lasts three of them
+# Replica acks; a producer's retry keeps its message's deliver_at however long the failover
+# lasts (a deliver_at in the past means "now", up to the tolerance).
+STORE_CONFIG = (
+    "[storage]\nreplica_acks = 1\nreplica_ack_timeout = 1\nsocket_timeout = 2\n"
+    "[transport]\ndeliver_at_tolerance = 300\n"
+)
 
 
 def now_ms() -> int:
@@ -58,10 +64,7 @@ def server(group: RedisSentinelGroup) -> Iterator[ServiceProcess]:
     directory = tempfile.mkdtemp(prefix="zd-failover-")
     config = os.path.join(directory, "zaqar-delay.conf")
     with open(config, "w") as f:
-        f.write(
-            "[storage]\nreplica_acks = 1\nreplica_ack_timeout = 1\nsocket_timeout = 2\n"
-            f"[notification]\npush_timeout = {PUSH_TIMEOUT_S}\n"
-        )
+        f.write(f"{STORE_CONFIG}[notification]\npush_timeout = {PUSH_TIMEOUT_S}\n")
     service = ServiceProcess(
         env={STORAGE_URI_ENV: group.url()}, args=["--config-file", config]
     ).start()
@@ -201,10 +204,12 @@ def test_kill_9_of_the_primary_loses_no_acknowledged_message(
         subscribe(server, hook.url)
         run.producing.set()
         producers = [
-            threading.Thread(target=produce, args=(server, run, queue)) for queue in (QUEUE, PUSHED)
+            threading.Thread(target=produce, args=(server, run, queue), daemon=True)
+            for queue in (QUEUE, PUSHED)
         ]
         threads = [
-            threading.Thread(target=consume, args=(server, run, i)) for i in range(CONSUMERS)
+            threading.Thread(target=consume, args=(server, run, i), daemon=True)
+            for i in range(CONSUMERS)
         ]
         for thread in producers + threads:
             thread.start()

@@ -12,11 +12,12 @@ import redis
 
 from tests.processes import RedisServer, is_gone, wait_until
 from zaqar_delay.conf import Settings
-from zaqar_delay.errors import StorageConfigError, WriteNotReplicated
+from zaqar_delay.errors import StorageConfigError, StorageUnavailable, WriteNotReplicated
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.redis.acks import ReplicaAcks
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.driver import RedisDriver
+from zaqar_delay.storage.redis.errors import is_transient
 from zaqar_delay.storage.redis.scripts import PooledScript, ScriptConnections
 from zaqar_delay.storage.resolve import resolve_store
 
@@ -114,3 +115,20 @@ def test_the_driver_waits_after_scripts_and_index_writes(client: Any, replica: R
 def test_the_embedded_store_with_replica_acks_is_refused() -> None:
     with pytest.raises(StorageConfigError, match="the embedded store has none"):
         resolve_store(Settings(replica_acks=1))
+
+
+def test_a_primary_short_of_replicas_for_min_replicas_to_write_answers_503(
+    client: Any, primary: RedisServer
+) -> None:
+    admin = redis.Redis(port=primary.port)
+    admin.config_set("min-replicas-to-write", 2)  # one replica is connected
+    try:
+        script = PooledScript(ScriptConnections(client.connection_pool), COUNT)
+        with pytest.raises(redis.ResponseError, match="NOREPLICAS") as refused:
+            script(keys=[f"acks:{uuid.uuid4().hex}"], args=[])
+        assert is_transient(refused.value), "a refusal for now, not a bug: 503"
+        driver = RedisDriver(client, prefix=f"a{uuid.uuid4().hex[:8]}")
+        with pytest.raises(StorageUnavailable):
+            driver.create_queue("p", "q", {}, 1000)
+    finally:
+        admin.config_set("min-replicas-to-write", 0)

@@ -18,9 +18,20 @@ R = TypeVar("R")
 
 # Server replies that mean "not now" rather than "wrong": the request may succeed on retry.
 # MISCONF: the store cannot write its append-only file or snapshot (a full disk) and refuses
-# writes until it can.
+# writes until it can. NOREPLICAS: a primary with min-replicas-to-write has too few replicas
+# connected (cut off from them, or just promoted and still being joined).
 _TRANSIENT_REPLIES = frozenset(
-    {"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "OOM", "BUSY", "MISCONF"}
+    {
+        "LOADING",
+        "READONLY",
+        "MASTERDOWN",
+        "CLUSTERDOWN",
+        "TRYAGAIN",
+        "OOM",
+        "BUSY",
+        "MISCONF",
+        "NOREPLICAS",
+    }
 )
 # A command refused inside a script comes back wrapped:
 # "Error running script (call to f_...): @user_script:1: @user_script: 1: -MISCONF Errors ..."

@@ -27,6 +27,7 @@ import hiredis
 import redis
 from gevent import monkey
 from redis.exceptions import NoScriptError
+from redis.sentinel import SentinelConnectionPool
 
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.redis import layout
@@ -166,6 +167,8 @@ class ScriptConnections:
         )
         self._limit: int = pool.max_connections
         self._timeout: float | None = getattr(pool, "timeout", None)
+        # A Sentinel pool's view of the primary: the address its latest connection was told.
+        self._sentinel: Any = pool.proxy if isinstance(pool, SentinelConnectionPool) else None
         self._closed = False
         self._start_empty()
         _LIVE.add(self)
@@ -178,16 +181,26 @@ class ScriptConnections:
 
     def checkout(self) -> Any:
         """An idle connection, else a new one while under the limit, else one given back;
-        never one the store has closed (or that holds unread bytes): such a one is closed
-        and the next taken, so a command is only sent where it can be answered."""
+        never one the store has closed (or that holds unread bytes), nor one to a primary
+        Sentinel no longer names: such a one is closed and the next taken, so a command is
+        only sent where it can be answered."""
         while True:
             try:
                 connection = self._idle.pop()  # atomic, for threads and greenlets alike
             except IndexError:
                 connection = self._make_or_wait()
-            if not _has_bytes_waiting(connection):
+            if not _has_bytes_waiting(connection) and not self._to_former_primary(connection):
                 return connection
             self.discard(connection)
+
+    def _to_former_primary(self, connection: Any) -> bool:
+        """Whether a Sentinel has named another primary since ``connection`` was made (each
+        new connection asks; an idle one to the primary before a failover would otherwise be
+        used until the store it reaches stops answering, or answers READONLY)."""
+        if self._sentinel is None or connection._sock is None:
+            return False
+        primary = self._sentinel.master_address
+        return primary is not None and (connection.host, connection.port) != primary
 
     def give_back(self, connection: Any) -> None:
         """Return a connection whose last exchange completed (closed once :meth:`close` ran)."""

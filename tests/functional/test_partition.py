@@ -1,0 +1,152 @@
+"""A partition with real processes: the primary and one of three Sentinels are cut off, in a
+network namespace, from the two replicas, the other two Sentinels and the server
+(``[storage] replica_acks = 1``), while producers and consumers work.
+
+The two Sentinels on the server's side promote a replica; when the partition heals the old
+primary comes back as a replica of the new one, dropping whatever it took that no replica
+had. Every message answered 201 is delivered exactly once, none early, none lost. The data
+nodes also run with Redis' ``min-replicas-to-write 1`` (``min-replicas-max-lag 2``), so a
+primary cut off from every replica stops taking writes after about two seconds whoever writes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tests import netns
+from tests.functional.test_failover import (
+    CLAIM_TTL_S,
+    CONSUMERS,
+    QUEUE,
+    STORE_CONFIG,
+    Run,
+    consume,
+    first_post_after,
+    produce,
+)
+from tests.processes import Placement, RedisSentinelGroup, ServiceProcess, wait_until
+from zaqar_delay.conf import STORAGE_URI_ENV
+
+pytestmark = [
+    pytest.mark.functional,
+    pytest.mark.faults,
+    pytest.mark.skipif(not netns.available(), reason="network namespaces need root and ip"),
+]
+
+MIN_REPLICAS = ["--min-replicas-to-write", "1", "--min-replicas-max-lag", "2"]
+
+
+@pytest.fixture
+def link() -> Iterator[netns.Link]:
+    with netns.Link() as link:
+        yield link
+
+
+@pytest.fixture
+def group(link: netns.Link) -> Iterator[RedisSentinelGroup]:
+    def place(role: str, index: int) -> Placement:
+        """The primary and the first Sentinel in the namespace; the rest on this side."""
+        if role == "primary" or (role == "sentinel" and index == 0):
+            return link.inner, link.prefix
+        return link.outer, []
+
+    group = RedisSentinelGroup(
+        replicas=2, sentinels=3, down_after_ms=1000, extra_args=MIN_REPLICAS, place=place
+    ).start()
+    yield group
+    group.stop()
+
+
+@pytest.fixture
+def server(group: RedisSentinelGroup) -> Iterator[ServiceProcess]:
+    config = os.path.join(tempfile.mkdtemp(prefix="zd-partition-"), "zaqar-delay.conf")
+    with open(config, "w") as f:
+        f.write(STORE_CONFIG)
+    service = ServiceProcess(
+        env={STORAGE_URI_ENV: group.url()}, args=["--config-file", config]
+    ).start()
+    yield service
+    service.stop()
+
+
+def reachable(address: tuple[str, int]) -> bool:
+    try:
+        socket.create_connection(address, timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_a_partitioned_primary_loses_no_acknowledged_message(
+    link: netns.Link, group: RedisSentinelGroup, server: ServiceProcess
+) -> None:
+    run = Run()
+    run.producing.set()
+    # Daemons: a failed assertion must not leave the run waiting for them.
+    producer = threading.Thread(target=produce, args=(server, run, QUEUE), daemon=True)
+    consumers = [
+        threading.Thread(target=consume, args=(server, run, i), daemon=True)
+        for i in range(CONSUMERS)
+    ]
+    for thread in [producer, *consumers]:
+        thread.start()
+    try:
+        time.sleep(3)
+        old = group.primary_address()
+        assert old[0] == link.inner, "the primary is not in the namespace"
+        link.partition()
+        cut_at = time.time()
+        assert not reachable(old), "the partition lets packets through"
+        # The Sentinels on this side (all but the first) promote a replica.
+        wait_until(lambda: group.primary_address(skip=1) != old, 30, "the failover")
+        new = group.primary_address(skip=1)
+        deadline = time.monotonic() + 30
+        while not any(at > cut_at * 1000 for at in list(run.acknowledged_sent.values())):
+            assert time.monotonic() < deadline, "posting did not resume after the partition"
+            time.sleep(0.05)
+        time.sleep(2)
+        link.heal()
+        assert reachable(old), "the partition did not heal"
+        # The old primary rejoins as a replica of the new one, dropping what it alone had.
+        old_node = redis.Redis(*old, socket_timeout=2)
+        wait_until(lambda: old_node.role()[0] == b"slave", 60, "the old primary's demotion")
+        time.sleep(1)
+    except BaseException:
+        run.done.set()
+        raise
+    finally:
+        run.producing.clear()
+        producer.join(60)
+
+    deadline = time.monotonic() + CLAIM_TTL_S + 30
+    while time.monotonic() < deadline:
+        with run.lock:
+            if {n for n, _, _ in run.deliveries} >= set(run.acknowledged):
+                break
+        time.sleep(0.2)
+    time.sleep(1)
+    run.done.set()
+    for thread in consumers:
+        thread.join(30)
+
+    resumed_s = first_post_after(cut_at, run)
+    delivered = [n for n, _, _ in run.deliveries]
+    lost = set(run.acknowledged) - set(delivered)
+    print(
+        f"partition: {len(run.acknowledged)} messages acknowledged, {len(lost)} lost, "
+        f"{len(delivered)} deliveries; refused and retried: {run.refused}; posting resumed "
+        f"{resumed_s:.2f} s after the cut; new primary {new[0]}:{new[1]}"
+    )
+    assert run.unexpected == [], server.log()[-3000:]
+    assert lost == set(), "an acknowledged message was lost"
+    assert sorted(n for n in set(delivered) if delivered.count(n) > 1) == []
+    early = [n for n, _, at in run.deliveries if at < run.acknowledged[n]]
+    assert early == [], "a message was delivered before it was due"
