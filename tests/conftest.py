@@ -32,7 +32,16 @@ SENTINEL_REPLICAS = 2
 # Every store the contract suite runs on.
 # redis-sentinel: a primary with two replicas behind three Sentinels; its drivers wait for both
 # replicas after every write ([storage] replica_acks = 2).
-STORES = ["embedded", "redis-server", "redis-sentinel", "redis-cluster", "mongodb"]
+# redis-cluster-acks: three masters with a replica each; its drivers wait for the replica of
+# the shard written after every write ([storage] replica_acks = 1).
+STORES = [
+    "embedded",
+    "redis-server",
+    "redis-sentinel",
+    "redis-cluster",
+    "redis-cluster-acks",
+    "mongodb",
+]
 if os.environ.get(REAL_MONGODB_ENV):
     STORES.append("mongodb-real")
 
@@ -81,6 +90,18 @@ def redis_sentinel() -> Iterator[RedisSentinelGroup]:
     group.stop()
 
 
+# Cluster URIs whose test drivers wait for one replica per write.
+ACKED_CLUSTERS: set[str] = set()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_with_replicas() -> Iterator[RedisCluster]:
+    cluster = RedisCluster(masters=3, replicas=1).start()
+    ACKED_CLUSTERS.add(cluster.url)
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture(scope="session")
 def secantus_server() -> Iterator[SecantusServer]:
     server = SecantusServer().start()
@@ -103,6 +124,8 @@ def store_url(request: pytest.FixtureRequest, store: str) -> str:
         return str(request.getfixturevalue("redis_sentinel").url())
     if store == "redis-cluster":
         return str(request.getfixturevalue("redis_cluster").url)
+    if store == "redis-cluster-acks":
+        return str(request.getfixturevalue("redis_cluster_with_replicas").url)
     if store == "mongodb":
         return str(request.getfixturevalue("secantus_server").url)
     return os.environ[REAL_MONGODB_ENV]
@@ -127,7 +150,10 @@ def open_test_driver(
         )
     client = LazyClusterClient(uri, 5.0, 64) if uri.startswith("redis+cluster") else None
     return RedisDriver(
-        client or redis_client(uri, 5.0), prefix=namespace, list_scan_budget=list_scan_budget
+        client or redis_client(uri, 5.0),
+        prefix=namespace,
+        list_scan_budget=list_scan_budget,
+        acks=ReplicaAcks(1, 5.0) if uri in ACKED_CLUSTERS else None,
     )
 
 

@@ -290,15 +290,18 @@ def redis_cli_binary() -> str:
 
 
 class RedisCluster:
-    """A throw-away Redis Cluster of ``masters`` redis-servers on loopback ports, no replicas."""
+    """A throw-away Redis Cluster of ``masters`` redis-servers on loopback ports, each with
+    ``replicas`` replicas (append-only files on when there are replicas)."""
 
-    def __init__(self, masters: int = 3) -> None:
+    def __init__(self, masters: int = 3, replicas: int = 0) -> None:
+        self.replicas = replicas
         self.nodes = [
             RedisServer(
                 port=free_cluster_port(),
+                aof=replicas > 0,
                 extra_args=["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
             )
-            for _ in range(masters)
+            for _ in range(masters * (1 + replicas))
         ]
 
     @property
@@ -311,7 +314,7 @@ class RedisCluster:
         subprocess.run(
             [redis_cli_binary(), "--cluster", "create"]
             + [f"127.0.0.1:{n.port}" for n in self.nodes]
-            + ["--cluster-replicas", "0", "--cluster-yes"],
+            + ["--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -326,7 +329,29 @@ class RedisCluster:
             )
 
         wait_until(cluster_ok, 30, "Redis Cluster")
+        if self.replicas:
+            wait_until(self._replicas_in_sync, 30, "Redis Cluster replicas")
         return self
+
+    def _replicas_in_sync(self) -> bool:
+        primaries = [
+            n
+            for n in self.nodes
+            if redis.Redis(port=n.port, socket_timeout=0.5).info("replication")["role"] == "master"
+        ]
+        return all(
+            redis.Redis(port=n.port, socket_timeout=0.5).info("replication")["connected_slaves"]
+            >= self.replicas
+            for n in primaries
+        )
+
+    def primary_with_replica(self) -> RedisServer:
+        """A node that is a primary now and has a replica connected."""
+        for node in self.nodes:
+            replication = redis.Redis(port=node.port, socket_timeout=0.5).info("replication")
+            if replication["role"] == "master" and replication["connected_slaves"]:
+                return node
+        raise RuntimeError("no primary with a replica")
 
     def stop(self) -> None:
         for node in self.nodes:

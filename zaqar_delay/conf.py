@@ -395,7 +395,7 @@ class Settings:
         help=(
             "Replicas that must hold a write before it is answered: post, claim, delete, "
             "release, edit, subscription changes and push settlement. Redis: WAIT on the "
-            "connection of the write (Redis Cluster is refused for now). MongoDB: write "
+            "connection of the write (on Redis Cluster, of the shard written). MongoDB: write "
             "concern w = replica_acks + 1 (never below majority), journaled; the replica set "
             "must have that many members. 0: Redis answers once the primary has the write, "
             "MongoDB once a majority has it."

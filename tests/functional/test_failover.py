@@ -22,9 +22,10 @@ import pytest
 import redis
 import requests
 
-from tests.processes import RedisSentinelGroup, ServiceProcess, is_gone
+from tests.processes import RedisCluster, RedisSentinelGroup, ServiceProcess, is_gone
 from tests.receiver import receiver
 from zaqar_delay.conf import STORAGE_URI_ENV
+from zaqar_delay.storage.redis.keys import KeySpace
 
 pytestmark = [pytest.mark.functional, pytest.mark.faults]
 
@@ -194,6 +195,92 @@ def first_post_after(killed_at: float, run: Run) -> float:
         after = [at for at in run.acknowledged_sent.values() if at > killed_ms]
     assert after, "no post sent after the kill was answered 201"
     return (min(after) - killed_ms) / 1000
+
+
+def start_load(server: ServiceProcess, run: Run, queues: tuple[str, ...]) -> list[threading.Thread]:
+    """A producer per queue and the consumers of QUEUE, started (daemons: a failed assertion
+    must not leave the run waiting for them); the producers come first."""
+    run.producing.set()
+    threads = [
+        threading.Thread(target=produce, args=(server, run, queue), daemon=True) for queue in queues
+    ]
+    threads += [
+        threading.Thread(target=consume, args=(server, run, i), daemon=True)
+        for i in range(CONSUMERS)
+    ]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def wait_for_posting(run: Run, since: float) -> None:
+    """Until a post sent after ``since`` (epoch s) is answered 201."""
+    deadline = time.monotonic() + POSTING_RESUMES_WITHIN_S
+    while not any(at > since * 1000 for at in list(run.acknowledged_sent.values())):
+        assert time.monotonic() < deadline, "posting did not resume after the fault"
+        time.sleep(0.05)
+
+
+def finish_and_check(run: Run, threads: list[threading.Thread], producers: int) -> None:
+    """Stop producing, wait (a claim ttl at most) for every acknowledged message to be
+    delivered, stop the consumers, and check: none lost, none twice, none early."""
+    run.producing.clear()
+    for thread in threads[:producers]:
+        thread.join(60)
+    deadline = time.monotonic() + CLAIM_TTL_S + 30
+    while time.monotonic() < deadline:
+        with run.lock:
+            if {n for n, _, _ in run.deliveries} >= set(run.acknowledged):
+                break
+        time.sleep(0.2)
+    time.sleep(1)  # a second delivery of anything would arrive now
+    run.done.set()
+    for thread in threads[producers:]:
+        thread.join(30)
+    delivered = [n for n, _, _ in run.deliveries]
+    assert run.unexpected == []
+    assert sorted(n for n in set(delivered) if delivered.count(n) > 1) == [], (
+        "a message was delivered twice (two live claims, or stored twice)"
+    )
+    assert set(run.acknowledged) - set(delivered) == set(), "an acknowledged message was lost"
+    early = [n for n, _, at in run.deliveries if at < run.acknowledged[n]]
+    assert early == [], "a message was delivered before it was due"
+
+
+def test_kill_9_of_a_cluster_master_loses_no_acknowledged_message() -> None:
+    # Two replicas per master: the promoted one still has a replica to confirm writes (with
+    # one, writes to that shard answer 503 until a second replica joins).
+    cluster = RedisCluster(masters=3, replicas=2).start()
+    config = os.path.join(tempfile.mkdtemp(prefix="zd-failover-"), "zaqar-delay.conf")
+    with open(config, "w") as f:
+        f.write(STORE_CONFIG)
+    server = ServiceProcess(env={STORAGE_URI_ENV: cluster.url}, args=["--config-file", config])
+    try:
+        server.start()
+        run = Run()
+        threads = start_load(server, run, (QUEUE,))
+        time.sleep(3)
+        # The master serving the queue's slot.
+        probe = redis.RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port)
+        node = probe.get_node_from_key(KeySpace("zd").queue(HEADERS["X-Project-ID"], QUEUE).queue)
+        probe.close()
+        victim = next(n for n in cluster.nodes if n.port == node.port)
+        assert victim.process is not None
+        pid = victim.process.pid
+        victim.kill()
+        killed_at = time.time()
+        assert is_gone(pid), "the master still runs"
+        wait_for_posting(run, killed_at)
+        time.sleep(3)  # keep posting against the promoted replica
+        finish_and_check(run, threads, producers=1)
+        print(
+            f"cluster: {len(run.acknowledged)} messages acknowledged, none lost; refused and "
+            f"retried: {run.refused}; posting resumed {first_post_after(killed_at, run):.2f} "
+            "s after the kill"
+        )
+    finally:
+        server.stop()
+        cluster.stop()
 
 
 def test_kill_9_of_the_primary_loses_no_acknowledged_message(

@@ -11,6 +11,7 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.errors import StorageConfigError, StorageUnavailable
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.redis.cluster import parse_cluster_uri
+from zaqar_delay.storage.redis.driver import RedisDriver
 
 
 def test_cluster_uri_lists_nodes_and_credentials() -> None:
@@ -57,3 +58,47 @@ def test_a_cluster_down_at_start_answers_unavailable_then_serves(clock: FakeCloc
     finally:
         close_test_driver(driver)
         cluster.stop()
+
+
+def test_with_replica_acks_a_write_goes_to_its_shard_and_waits_for_its_replica(
+    redis_cluster_with_replicas: RedisCluster, clock: FakeClock
+) -> None:
+    driver = open_test_driver(redis_cluster_with_replicas.url)  # replica_acks = 1
+    assert isinstance(driver, RedisDriver)
+    try:
+        [mid] = driver.post_messages("p", "q", [NewMessage('"x"', 60, 0)], "c", clock.now_ms()).ids
+        queue_key = driver._keys.queue("p", "q").queue
+        primary = driver._client.get_node_from_key(queue_key)
+        [replica] = [
+            node
+            for node in redis_cluster_with_replicas.nodes
+            if redis.Redis(port=node.port).info("replication").get("master_port") == primary.port
+        ]
+        copy = redis.Redis(port=replica.port)
+        copy.execute_command("READONLY")
+        assert copy.hget(queue_key, "seq") == b"1", "answered before the replica had it"
+        assert [m.id for m in driver.get_messages("p", "q", [mid], clock.now_ms())] == [mid]
+    finally:
+        close_test_driver(driver)
+
+
+def test_a_script_sent_to_a_former_owner_of_its_slot_is_sent_again_to_the_owner(
+    redis_cluster_with_replicas: RedisCluster, clock: FakeClock
+) -> None:
+    driver = open_test_driver(redis_cluster_with_replicas.url)
+    assert isinstance(driver, RedisDriver)
+    try:
+        driver.create_queue("p", "moved", {}, clock.now_ms())
+        cluster = driver._client._cluster()
+        queue_key = driver._keys.queue("p", "moved").queue
+        slot = cluster.keyslot(queue_key)
+        owner = cluster.nodes_manager.slots_cache[slot][0]
+        other = next(node for node in cluster.get_primaries() if node.name != owner.name)
+        cluster.nodes_manager.slots_cache[slot] = [other]  # as if the slot had moved since
+        assert driver._client.get_node_from_key(queue_key).name == other.name
+        posted = driver.post_messages("p", "moved", [NewMessage('"x"', 60, 0)], "c", clock.now_ms())
+        assert len(posted.ids) == 1
+        assert driver._client.get_node_from_key(queue_key).name == owner.name, "map read again"
+        assert driver.stats("p", "moved", clock.now_ms()).total == 1, "the post ran once"
+    finally:
+        close_test_driver(driver)

@@ -70,13 +70,17 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         self._acks = acks or ReplicaAcks()
         self._scripts, self._script_connections = register_scripts(client, self._acks)
 
-    def _write(self, write: Callable[[Any], object]) -> None:
-        """Run the plain commands ``write`` issues on the client; with replica acks required,
-        on one connection followed by WAIT (a pipeline: one round trip)."""
+    def _write(self, key: str, write: Callable[[Any], object]) -> None:
+        """Run the plain commands ``write`` issues on the client, all on ``key``; with replica
+        acks required, on one connection (of the primary serving ``key`` on a cluster)
+        followed by WAIT (a pipeline: one round trip)."""
         if not self._acks.required:
             write(self._client)
             return
-        pipe = self._client.pipeline(transaction=False)
+        client = self._client
+        if not isinstance(client, redis.Redis):  # a cluster: WAIT goes where the key lives
+            client = client.get_redis_connection(client.get_node_from_key(key))
+        pipe = client.pipeline(transaction=False)
         write(pipe)
         pipe.execute_command(*self._acks.wait_args())
         *_, confirmed = pipe.execute()
@@ -139,7 +143,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
 
     def _index_queue(self, project: str, queue: str) -> None:
         """List the queue in its project's index (another cluster slot than its own keys)."""
-        self._write(lambda client: client.zadd(self._keys.project_queues(project), {queue: 0}))
+        index = self._keys.project_queues(project)
+        self._write(index, lambda client: client.zadd(index, {queue: 0}))
 
     def get_metadata(self, project: str, queue: str) -> Metadata | None:
         raw = self._client.hget(self._keys.queue(project, queue).queue, "m")
@@ -150,7 +155,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             raise errors.QueueDoesNotExist(queue, project)
 
     def delete_queue(self, project: str, queue: str) -> None:
-        self._write(lambda client: client.zrem(self._keys.project_queues(project), queue))
+        index = self._keys.project_queues(project)
+        self._write(index, lambda client: client.zrem(index, queue))
         self._run("queue", project, queue, "delete", 0, "")
         self._forget_push_index(project, queue)
 

@@ -46,13 +46,14 @@ class PushScripts(Driver):
 
         def _run(self, name: str, project: str, queue: str, *args: Any) -> Any: ...
 
-        def _write(self, write: Callable[[Any], object]) -> None: ...
+        def _write(self, key: str, write: Callable[[Any], object]) -> None: ...
 
     def _lower_push_index(self, project: str, queue: str, due_ms: int) -> None:
         """After a post added pushes due at ``due_ms``."""
         # Kept with replica acks: losing it in a failover would hide the pushes the post owes.
         member = queue_member(project, queue)
-        self._write(lambda client: client.zadd(self._keys.pushes(), {member: due_ms}, lt=True))
+        index = self._keys.pushes()
+        self._write(index, lambda client: client.zadd(index, {member: due_ms}, lt=True))
 
     def _reindex_pushes(self, project: str, queue: str, earliest_ms: int) -> None:
         member = queue_member(project, queue)

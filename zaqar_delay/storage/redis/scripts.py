@@ -21,7 +21,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
 import hiredis
 import redis
@@ -29,7 +29,6 @@ from gevent import monkey
 from redis.exceptions import NoScriptError
 from redis.sentinel import SentinelConnectionPool
 
-from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.redis import layout
 from zaqar_delay.storage.redis.acks import READ_ONLY_SCRIPTS, ReplicaAcks
 from zaqar_delay.storage.redis.connect import RETRIES_ON_CONNECTION_ERROR
@@ -117,29 +116,39 @@ def _defined_names(statement: str) -> set[str]:
     return {name.strip() for name in names.group(1).split(",")}
 
 
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
 def register_scripts(
     client: Any, acks: ReplicaAcks | None = None
-) -> tuple[dict[str, ScriptCall], ScriptConnections | None]:
+) -> tuple[dict[str, ScriptCall], Closable | None]:
     """Every script of the driver, callable as ``scripts[name](keys=..., args=...)`` on
     ``client`` (EVALSHA, loading the script on first use or after the store was flushed), and
-    the connections they share on a standalone client (None on a cluster client), which the
-    driver closes with the client. Scripts that write wait for ``acks`` (standalone only:
-    StorageConfigError on a cluster client when it requires replicas)."""
+    the connections they run on when the driver holds them (closed with the client): on a
+    standalone client always, on a cluster client when ``acks`` requires replicas
+    (``shards.py``). Scripts that write wait for ``acks``."""
     if isinstance(client, redis.Redis):
         connections = ScriptConnections(client.connection_pool)
         scripts: dict[str, ScriptCall] = {
-            name: PooledScript(
-                connections, script_source(name), None if name in READ_ONLY_SCRIPTS else acks
-            )
+            name: PooledScript(connections, script_source(name), _acks_for(name, acks))
             for name in SCRIPT_NAMES
         }
         return scripts, connections
     if acks is not None and acks.required:
-        raise StorageConfigError(
-            "[storage] replica_acks is not supported on Redis Cluster yet: use 0, or a "
-            "primary with replicas behind Redis Sentinel"
-        )
+        from zaqar_delay.storage.redis.shards import RoutedScript, ShardRouter
+
+        router = ShardRouter(client)
+        routed: dict[str, ScriptCall] = {
+            name: RoutedScript(router, script_source(name), _acks_for(name, acks))
+            for name in SCRIPT_NAMES
+        }
+        return routed, router
     return {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}, None
+
+
+def _acks_for(name: str, acks: ReplicaAcks | None) -> ReplicaAcks | None:
+    return None if name in READ_ONLY_SCRIPTS else acks
 
 
 class ScriptConnections:
@@ -311,7 +320,7 @@ class PooledScript:
     def __init__(
         self, connections: ScriptConnections, source: str, acks: ReplicaAcks | None = None
     ) -> None:
-        self._connections = connections
+        self.connections = connections
         self._source = source.encode()
         self._sha = hashlib.sha1(self._source).hexdigest()
         self._acks = acks if acks is not None and acks.required else None
@@ -326,7 +335,7 @@ class PooledScript:
             return self._send(command)
 
     def _send(self, command: bytes, wait: bool = True) -> Any:
-        connections = self._connections
+        connections = self.connections
         packets = [command, self._wait] if wait and self._wait is not None else [command]
         attempts = 1 + RETRIES_ON_CONNECTION_ERROR
         for attempt in range(1, attempts + 1):
@@ -346,7 +355,7 @@ class PooledScript:
 
     def _read(self, connection: Any, replies: int) -> Any:
         """The script's reply (its error reply raised), after WAIT's when one was sent."""
-        connections = self._connections
+        connections = self.connections
         error: redis.ResponseError | None = None
         try:
             try:
