@@ -31,6 +31,7 @@ from tests.functional.test_failover import (
     consume,
     first_post_after,
     produce,
+    wake_up_listeners,
 )
 from tests.processes import Placement, RedisSentinelGroup, ServiceProcess, wait_until
 from zaqar_delay.conf import STORAGE_URI_ENV
@@ -102,6 +103,8 @@ def test_a_partitioned_primary_loses_no_acknowledged_message(
         time.sleep(3)
         old = group.primary_address()
         assert old[0] == link.inner, "the primary is not in the namespace"
+        listening_before = wake_up_listeners(redis.Redis(*old, socket_timeout=2))
+        assert listening_before > 0, "no waiting claim started a wake-up subscription"
         link.partition()
         cut_at = time.time()
         assert not reachable(old), "the partition lets packets through"
@@ -113,6 +116,12 @@ def test_a_partitioned_primary_loses_no_acknowledged_message(
             assert time.monotonic() < deadline, "posting did not resume after the partition"
             time.sleep(0.05)
         time.sleep(2)
+        # Each worker's wake-up subscription moved to the new primary, before the old one
+        # could tell it anything.
+        promoted = redis.Redis(*new, socket_timeout=2)
+        wait_until(
+            lambda: wake_up_listeners(promoted) >= listening_before, 15, "the wake-up listeners"
+        )
         link.heal()
         assert reachable(old), "the partition did not heal"
         # The old primary rejoins as a replica of the new one, dropping what it alone had.

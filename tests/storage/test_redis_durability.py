@@ -137,3 +137,16 @@ def test_the_server_says_what_the_embedded_store_survives() -> None:
         )
     finally:
         resolved.close()
+
+
+def test_a_cluster_with_replica_acks_survives_failover(
+    redis_cluster_with_replicas: RedisCluster,
+) -> None:
+    driver = open_test_driver(redis_cluster_with_replicas.url)  # replica_acks = 1
+    try:
+        described = driver.durability()
+    finally:
+        close_test_driver(driver)
+    assert described is not None and described.store == "redis-cluster"
+    assert len(described.facts) == 3, "every primary is read"
+    assert described.survives == ("process crash", "machine loss", "failover")

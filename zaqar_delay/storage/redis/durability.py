@@ -112,23 +112,27 @@ def describe(client: Any, replica_acks: int) -> Durability:
     - process crash and power loss: every primary fsyncs its append-only file before it
       answers (``appendfsync always``). A primary with ``everysec`` may lose about its last
       second, one without an append-only file everything since its last snapshot.
-    - process crash too, machine loss and failover: ``replica_acks`` >= 1 behind Redis
-      Sentinel, which promotes the replica holding the most (so every acknowledged write).
-      Without it a failover promotes a replica that may lack the writes of the primary's last
-      moments, and a primary without an append-only file that restarts empty empties its
-      replicas as well.
+    - machine loss: ``replica_acks`` >= 1, so another machine holds every acknowledged write.
+    - process crash too, and failover: ``replica_acks`` >= 1 behind Redis Sentinel or in a
+      Redis Cluster, which promote the replica holding the most (so every acknowledged
+      write). Without replica acks a failover promotes a replica that may lack the writes of
+      the primary's last moments; without a failover, a primary with no append-only file that
+      restarts empty empties its replicas as well.
     """
     nodes = [read(name, node) for name, node in nodes_of(client)]
     kind = store_kind(client)
     fsynced = all(n.aof and n.appendfsync == "always" for n in nodes)
-    followed = kind == "redis-sentinel" and replica_acks >= 1
+    replicated = replica_acks >= 1
+    followed = replicated and kind in ("redis-sentinel", "redis-cluster")
     survives = []
     if fsynced or followed:
         survives.append("process crash")
     if fsynced:
         survives.append("power loss")
+    if replicated:
+        survives.append("machine loss")
     if followed:
-        survives += ["machine loss", "failover"]
+        survives.append("failover")
     return Durability(
         store=kind,
         replica_acks=replica_acks,

@@ -37,6 +37,17 @@ class RedisWakeups(Wakeups):
     def announce(self, project: str, queue: str, ttl_ms: int) -> None:
         self._client.set(self._keys.queue(project, queue).waiters, 1, px=ttl_ms)
 
+    def _on_former_primary(self, connection: Any) -> bool:
+        """Whether Sentinel has named another primary since the subscription connected.
+
+        Scripts publish wake-ups on the primary; a subscription left on a former one (cut off
+        by a partition, or demoted when it healed) would hear none. The pool's view of the
+        primary is updated by each new connection of this process, so this costs no call.
+        """
+        sentinel = getattr(self._client.connection_pool, "proxy", None)
+        primary = getattr(sentinel, "master_address", None)
+        return primary is not None and (connection.host, connection.port) != primary
+
     def listen(
         self,
         on_wake: Callable[[str], None],
@@ -57,6 +68,8 @@ class RedisWakeups(Wakeups):
                     if pubsub.connection is None or not pubsub.subscribed:
                         # get_message() returns at once without a connection: reconnect.
                         raise redis.ConnectionError("wake-up subscription closed")
+                    if self._on_former_primary(pubsub.connection):
+                        raise redis.ConnectionError("wake-up subscription on a former primary")
                     message = pubsub.get_message(timeout=POLL_S)
                     if message is not None and message["type"] == "pmessage":
                         on_wake(message["channel"].decode())
