@@ -29,6 +29,18 @@ def connection_retry() -> Retry:
     )
 
 
+def pool_options(socket_timeout: float, max_connections: int) -> dict[str, Any]:
+    """The options every pool of the driver is built with (standalone and Sentinel)."""
+    return {
+        "max_connections": max_connections,
+        "timeout": socket_timeout,
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": socket_timeout,
+        "health_check_interval": 30,
+        "retry": connection_retry(),
+    }
+
+
 def redis_client(uri: str, socket_timeout: float, max_connections: int = 64) -> Any:
     """A client for ``redis://``, ``rediss://`` or ``unix://`` URIs, bounded by ``socket_timeout``.
 
@@ -40,13 +52,7 @@ def redis_client(uri: str, socket_timeout: float, max_connections: int = 64) -> 
     """
     try:
         pool = redis.BlockingConnectionPool.from_url(
-            with_zaqar_options(uri),
-            max_connections=max_connections,
-            timeout=socket_timeout,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
-            health_check_interval=30,
-            retry=connection_retry(),
+            with_zaqar_options(uri), **pool_options(socket_timeout, max_connections)
         )
         return redis.Redis(connection_pool=pool)
     except ValueError as exc:

@@ -11,6 +11,7 @@ them: it routes by key slot.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -178,6 +179,9 @@ class ScriptConnections:
         self._timeout: float | None = getattr(pool, "timeout", None)
         # A Sentinel pool's view of the primary: the address its latest connection was told.
         self._sentinel: Any = pool.proxy if isinstance(pool, SentinelConnectionPool) else None
+        # After a failure, when the Sentinels were last asked for the primary (monotonic s).
+        self._failed_since_asked = False
+        self._asked_at = 0.0
         self._closed = False
         self._start_empty()
         _LIVE.add(self)
@@ -193,6 +197,8 @@ class ScriptConnections:
         never one the store has closed (or that holds unread bytes), nor one to a primary
         Sentinel no longer names: such a one is closed and the next taken, so a command is
         only sent where it can be answered."""
+        if self._failed_since_asked:
+            self._ask_for_the_primary()
         while True:
             try:
                 connection = self._idle.pop()  # atomic, for threads and greenlets alike
@@ -201,6 +207,18 @@ class ScriptConnections:
             if not _has_bytes_waiting(connection) and not self._to_former_primary(connection):
                 return connection
             self.discard(connection)
+
+    def _ask_for_the_primary(self) -> None:
+        """After a failure, ask the Sentinels which primary they name (at most every
+        ``_ASK_EVERY_S``): when it changed, the idle connections to the former one are
+        dropped at once, here and in redis-py's pool, instead of each failing in turn."""
+        now = time.monotonic()
+        if self._sentinel is None or now - self._asked_at < _ASK_EVERY_S:
+            return
+        self._asked_at = now
+        self._failed_since_asked = False
+        with contextlib.suppress(redis.RedisError):
+            self._sentinel.get_master_address()
 
     def _to_former_primary(self, connection: Any) -> bool:
         """Whether a Sentinel has named another primary since ``connection`` was made (each
@@ -223,6 +241,7 @@ class ScriptConnections:
 
     def discard(self, connection: Any) -> None:
         """Close a connection that failed in any way; its place is free again."""
+        self._failed_since_asked = True
         connection.disconnect()
         with self._returned:
             self._made -= 1
@@ -285,6 +304,8 @@ def _has_bytes_waiting(connection: Any) -> bool:
 
 
 _KERNEL_POLL = monkey.get_original("select", "poll")
+# How often, at most, the Sentinels are asked for the primary while connections fail.
+_ASK_EVERY_S = 0.5
 # How often a call waiting for a connection looks again without being told.
 _RECHECK_S = 0.05
 _LIVE: weakref.WeakSet[ScriptConnections] = weakref.WeakSet()

@@ -25,7 +25,7 @@ import redis
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from zaqar_delay.errors import StorageConfigError
-from zaqar_delay.storage.redis.connect import connection_retry
+from zaqar_delay.storage.redis.connect import pool_options
 
 SENTINEL_DEFAULT_PORT = 26379
 SCHEMES = ("redis", "rediss")
@@ -132,11 +132,6 @@ def sentinel_client(uri: str, socket_timeout: float, max_connections: int = 64) 
         db=target.db,
         username=target.username,
         password=target.password,
-        max_connections=max_connections,
-        timeout=timeout,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        health_check_interval=30,
-        retry=connection_retry(),
+        **pool_options(timeout, max_connections),
     )
     return redis.Redis(connection_pool=pool)
