@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from redis.sentinel import SentinelConnectionPool
 
 from zaqar_delay.storage.base import Wakeups
 from zaqar_delay.storage.redis.errors import translate_errors
@@ -29,6 +30,9 @@ class RedisWakeups(Wakeups):
         self._client = client
         self._keys = keys
         self._closed = closed
+        # A Sentinel pool's view of the primary (None for any other client).
+        pool = client.connection_pool if isinstance(client, redis.Redis) else None
+        self._sentinel = pool.proxy if isinstance(pool, SentinelConnectionPool) else None
 
     def channel(self, project: str, queue: str) -> str:
         return self._keys.queue(project, queue).wake
@@ -44,8 +48,9 @@ class RedisWakeups(Wakeups):
         by a partition, or demoted when it healed) would hear none. The pool's view of the
         primary is updated by each new connection of this process, so this costs no call.
         """
-        sentinel = getattr(self._client.connection_pool, "proxy", None)
-        primary = getattr(sentinel, "master_address", None)
+        if self._sentinel is None:
+            return False
+        primary = self._sentinel.master_address
         return primary is not None and (connection.host, connection.port) != primary
 
     def listen(
