@@ -134,3 +134,19 @@ def test_soak_delivers_every_message_once_and_records_the_machine_reference() ->
     switches = result["context_switches_per_message"]
     assert isinstance(switches, dict) and set(switches) == {"client", "server", "redis"}
     assert all(per_message > 0 for per_message in switches.values()), switches
+
+
+def test_failover_benchmark_measures_when_posting_resumes() -> None:
+    result = run_benchmark("failover", "--rounds", "1", "--warmup", "1")
+    assert result["replica_acks"] == 1
+    assert isinstance(result["posting_resumed_s"], float) and result["posting_resumed_s"] > 0
+    assert isinstance(result["posts_per_s_before"], float) and result["posts_per_s_before"] > 0
+
+
+def test_replica_acks_benchmark_measures_each_value() -> None:
+    result = run_benchmark(
+        "replica_acks", "--acks", "0,1", "--rounds", "1", "--seconds", "1", "--connections", "4"
+    )
+    medians = result["medians_messages_per_s"]
+    assert isinstance(medians, dict) and set(medians) == {"0", "1"}
+    assert all(rate > 0 for value in medians.values() for rate in value.values())
