@@ -108,15 +108,20 @@ class Forbidden(ZaqarDelayError):
 
 
 class StorageUnavailable(ZaqarDelayError):
-    """The store did not answer in time or refused the connection (503)."""
+    """The store did not answer in time or refused the connection (503). The description
+    names the store's own failure: it is logged, and the client gets a generic one, unless
+    ``tells_the_client`` says the description is written for the client."""
 
     title = "Service temporarily unavailable"
+    tells_the_client = False
 
 
 class WriteNotReplicated(StorageUnavailable):
     """The store made a write but too few replicas confirmed it in time (503): the write
     may still have happened, and may still be lost if the store fails over now.
     ``shortfall`` says what was missing."""
+
+    tells_the_client = True  # what may have happened, and how to retry
 
     def __init__(self, shortfall: str) -> None:
         super().__init__(

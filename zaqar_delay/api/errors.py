@@ -40,7 +40,7 @@ def handle_service_error(
     description = exc.description
     if isinstance(exc, errors.StorageUnavailable):
         LOG.warning("request %s: %s", req.context.get("request_id"), exc.description)
-        if not isinstance(exc, errors.WriteNotReplicated):  # its own words tell what to do
+        if not exc.tells_the_client:
             description = UNAVAILABLE
     raise falcon.HTTPError(status, title=exc.title, description=description)
 

@@ -71,8 +71,8 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
         They survive a process crash and a power loss; a machine loss and a failover too
         when ``w`` is at least 2 members."""
         hello = self._client.admin.command("hello")
-        members = len(hello.get("hosts", [])) + len(hello.get("passives", []))
-        sharded = hello.get("msg") == "isdbgrid"
+        members = _data_bearing_members(hello)
+        sharded = _is_mongos(hello)
         written_on = self._replica_acks + 1 if self._replica_acks else members // 2 + 1
         survives = ["process crash", "power loss"]
         if sharded or written_on >= 2:
@@ -104,7 +104,7 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
         if self._replica_acks:
             self._check_replica_acks(hello)
         schema.create_indexes(self._db)
-        if bool(hello.get("setName")) or hello.get("msg") == "isdbgrid":
+        if hello.get("setName") or _is_mongos(hello):
             return []
         if not self._unreliable:
             raise errors.StorageConfigError(
@@ -114,9 +114,9 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
         return ["MongoDB is a standalone server: writes are journaled but not replicated"]
 
     def _check_replica_acks(self, hello: dict[str, Any]) -> None:
-        if hello.get("msg") == "isdbgrid":
-            return  # mongos: the shards' replica sets answer the write concern
-        members = len(hello.get("hosts", [])) + len(hello.get("passives", []))
+        if _is_mongos(hello):
+            return  # the shards' replica sets answer the write concern
+        members = _data_bearing_members(hello)
         wanted = self._replica_acks + 1
         if not hello.get("setName") or wanted > members:
             raise errors.StorageConfigError(
@@ -129,3 +129,12 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
                 f"majority of the replica set's {members}: such writes can be rolled back on "
                 "failover; use 0 (majority) or a larger count"
             )
+
+
+def _is_mongos(hello: dict[str, Any]) -> bool:
+    return hello.get("msg") == "isdbgrid"
+
+
+def _data_bearing_members(hello: dict[str, Any]) -> int:
+    """The replica set's members that hold data, as ``hello`` lists them (none standalone)."""
+    return len(hello.get("hosts", [])) + len(hello.get("passives", []))

@@ -57,6 +57,13 @@ def parse_cluster_uri(uri: str) -> tuple[list[ClusterNode], dict[str, Any]]:
     return nodes, options
 
 
+def primary_client_for(cluster_client: Any, key: str | bytes) -> redis.Redis:
+    """The client of the primary serving ``key``'s slot, as the cluster client's cached slot
+    map says (no round trip): where a write to ``key`` goes, and so where WAIT must follow."""
+    client: redis.Redis = cluster_client.get_redis_connection(cluster_client.get_node_from_key(key))
+    return client
+
+
 class LazyClusterClient:
     """Stands in for a RedisCluster until the first command, then forwards to it.
 

@@ -33,6 +33,7 @@ from zaqar_delay.storage.base import Durability, Wakeups, metadata_version_of
 from zaqar_delay.storage.redis import durability, layout
 from zaqar_delay.storage.redis.acks import ReplicaAcks
 from zaqar_delay.storage.redis.claims import ClaimScripts
+from zaqar_delay.storage.redis.cluster import primary_client_for
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.pushes import PushScripts
@@ -77,9 +78,9 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         if not self._acks.required:
             write(self._client)
             return
-        client = self._client
+        client: Any = self._client
         if not isinstance(client, redis.Redis):  # a cluster: WAIT goes where the key lives
-            client = client.get_redis_connection(client.get_node_from_key(key))
+            client = primary_client_for(client, key)
         pipe = client.pipeline(transaction=False)
         write(pipe)
         pipe.execute_command(*self._acks.wait_args())

@@ -17,10 +17,10 @@ import dataclasses
 from typing import Any
 
 import redis
-from redis.sentinel import SentinelConnectionPool
 
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.base import Durability
+from zaqar_delay.storage.redis.sentinel import primary_view
 
 EVICTING_PREFIX = "allkeys-"
 
@@ -153,6 +153,6 @@ def store_kind(client: Any) -> str:
     """redis, redis-sentinel or redis-cluster."""
     if not isinstance(client, redis.Redis):
         return "redis-cluster"
-    if isinstance(client.connection_pool, SentinelConnectionPool):
+    if primary_view(client.connection_pool) is not None:
         return "redis-sentinel"
     return "redis"

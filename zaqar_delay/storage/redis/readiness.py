@@ -21,14 +21,16 @@ import select
 from collections.abc import Callable
 from typing import Any
 
+from gevent import monkey
+
 _INSTALLED = "_zaqar_delay_kernel_poll"
+# select.poll as the kernel gives it, whether or not gevent patched the module.
+_KERNEL_POLL: Callable[[], Any] = monkey.get_original("select", "poll")
 
 
 def check_readiness_without_the_hub() -> bool:
     """Install the kernel-answered check in redis-py's hiredis parser when gevent patched
     ``select`` in this process (the server's workers); True when it is in place."""
-    from gevent import monkey
-
     if not monkey.is_module_patched("select"):
         return False
     try:
@@ -40,20 +42,24 @@ def check_readiness_without_the_hub() -> bool:
         return False  # a redis-py without this hook: its own check stays
     if getattr(gevent_check, _INSTALLED, False):
         return True
-    hiredis._socket_can_read = _kernel_when_immediate(  # type: ignore[assignment]
-        gevent_check, monkey.get_original("select", "poll")
-    )
+    hiredis._socket_can_read = _kernel_when_immediate(gevent_check)  # type: ignore[assignment]
     return True
 
 
+def kernel_says_readable(sock: Any) -> bool:
+    """Whether the kernel holds something to read on ``sock`` now: one ``poll`` system call
+    with a timeout of 0, the kernel's own even where gevent patched ``select``."""
+    poller = _KERNEL_POLL()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def _kernel_when_immediate(
-    gevent_check: Callable[[Any, float | None], bool], kernel_poll: Callable[[], Any]
+    gevent_check: Callable[[Any, float | None], bool],
 ) -> Callable[[Any, float | None], bool]:
     def socket_can_read(sock: Any, timeout: float | None) -> bool:
         if timeout == 0:
-            poller = kernel_poll()
-            poller.register(sock, select.POLLIN)
-            return bool(poller.poll(0))
+            return kernel_says_readable(sock)
         return gevent_check(sock, timeout)
 
     setattr(socket_can_read, _INSTALLED, True)

@@ -16,7 +16,6 @@ import functools
 import hashlib
 import os
 import re
-import select
 import threading
 import time
 import weakref
@@ -26,14 +25,14 @@ from typing import Any, Protocol
 
 import hiredis
 import redis
-from gevent import monkey
 from redis.exceptions import NoScriptError
-from redis.sentinel import SentinelConnectionPool
 
 from zaqar_delay.storage.redis import layout
 from zaqar_delay.storage.redis.acks import READ_ONLY_SCRIPTS, ReplicaAcks
 from zaqar_delay.storage.redis.connect import RETRIES_ON_CONNECTION_ERROR
 from zaqar_delay.storage.redis.errors import is_transient
+from zaqar_delay.storage.redis.readiness import kernel_says_readable
+from zaqar_delay.storage.redis.sentinel import on_former_primary, primary_view
 
 SCRIPT_NAMES = (
     "post",
@@ -178,7 +177,7 @@ class ScriptConnections:
         self._limit: int = pool.max_connections
         self._timeout: float | None = getattr(pool, "timeout", None)
         # A Sentinel pool's view of the primary: the address its latest connection was told.
-        self._sentinel: Any = pool.proxy if isinstance(pool, SentinelConnectionPool) else None
+        self._sentinel = primary_view(pool)
         # After a failure, when the Sentinels were last asked for the primary (monotonic s).
         self._failed_since_asked = False
         self._asked_at = 0.0
@@ -224,10 +223,7 @@ class ScriptConnections:
         """Whether a Sentinel has named another primary since ``connection`` was made (each
         new connection asks; an idle one to the primary before a failover would otherwise be
         used until the store it reaches stops answering, or answers READONLY)."""
-        if self._sentinel is None or connection._sock is None:
-            return False
-        primary = self._sentinel.master_address
-        return primary is not None and (connection.host, connection.port) != primary
+        return connection._sock is not None and on_former_primary(self._sentinel, connection)
 
     def give_back(self, connection: Any) -> None:
         """Return a connection whose last exchange completed (closed once :meth:`close` ran)."""
@@ -293,17 +289,12 @@ class ScriptConnections:
 
 def _has_bytes_waiting(connection: Any) -> bool:
     """Whether the kernel holds something to read on an idle connection: an end of stream
-    (the store closed it, or died) or bytes out of step. One system call, never a wait; the
-    kernel's own poll, not gevent's, which would run a round of its hub to answer."""
+    (the store closed it, or died) or bytes out of step. Never a wait, nor a round of
+    gevent's hub (``readiness.kernel_says_readable``)."""
     sock = connection._sock
-    if sock is None:
-        return False  # not connected yet: the send connects it
-    poller = _KERNEL_POLL()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
+    return sock is not None and kernel_says_readable(sock)  # None: the send connects it
 
 
-_KERNEL_POLL = monkey.get_original("select", "poll")
 # How often, at most, the Sentinels are asked for the primary while connections fail.
 _ASK_EVERY_S = 0.5
 # How often a call waiting for a connection looks again without being told.

@@ -106,6 +106,21 @@ def _number(uri: str, query: dict[str, str], name: str, kind: type, default: Any
     return value
 
 
+def primary_view(pool: Any) -> Any | None:
+    """A Sentinel pool's view of the primary, None for any other pool: redis-py's proxy, whose
+    ``master_address`` is what the pool's latest new connection was told and whose
+    ``get_master_address()`` asks the Sentinels again (dropping the pool's idle connections
+    when the answer changed)."""
+    return pool.proxy if isinstance(pool, SentinelConnectionPool) else None
+
+
+def on_former_primary(view: Any | None, connection: Any) -> bool:
+    """Whether ``connection`` reaches another primary than the one Sentinel last named
+    (``view`` from :func:`primary_view`; never for a client without Sentinel)."""
+    primary = None if view is None else view.master_address
+    return primary is not None and (connection.host, connection.port) != primary
+
+
 class _BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool):
     """Sentinel's pool (a new connection goes to the primary Sentinel names now) with the
     blocking pool's limit: past ``max_connections`` a request waits for a free connection

@@ -23,6 +23,7 @@ from typing import Any
 import redis
 
 from zaqar_delay.storage.redis.acks import ReplicaAcks
+from zaqar_delay.storage.redis.cluster import primary_client_for
 from zaqar_delay.storage.redis.scripts import PooledScript, ScriptConnections
 
 # Replies that mean "this slot is served elsewhere": nothing ran.
@@ -38,14 +39,9 @@ class ShardRouter:
         self._lock = threading.Lock()
         self._connections: dict[int, tuple[redis.ConnectionPool, ScriptConnections]] = {}
 
-    def primary_for(self, key: str | bytes) -> redis.Redis:
-        """The client of the primary serving ``key``'s slot, as the cached map says."""
-        node = self._client.get_node_from_key(key)
-        client: redis.Redis = self._client.get_redis_connection(node)
-        return client
-
-    def connections_for(self, client: redis.Redis) -> ScriptConnections:
-        pool = client.connection_pool
+    def connections_for(self, key: str | bytes) -> ScriptConnections:
+        """The script connections of the primary serving ``key``'s slot."""
+        pool = primary_client_for(self._client, key).connection_pool
         with self._lock:
             known = self._connections.get(id(pool))
             if known is None or known[0] is not pool:
@@ -77,7 +73,7 @@ class RoutedScript:
 
     def __call__(self, keys: Sequence[str | bytes], args: Sequence[Any]) -> Any:
         for attempt in (1, 2):
-            connections = self._router.connections_for(self._router.primary_for(keys[0]))
+            connections = self._router.connections_for(keys[0])
             script = self._by_pool.get(id(connections))
             if script is None or script.connections is not connections:
                 script = PooledScript(connections, self._source, self._acks)

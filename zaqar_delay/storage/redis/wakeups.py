@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from redis.sentinel import SentinelConnectionPool
 
 from zaqar_delay.storage.base import Wakeups
 from zaqar_delay.storage.redis.errors import translate_errors
 from zaqar_delay.storage.redis.keys import KeySpace
+from zaqar_delay.storage.redis.sentinel import on_former_primary, primary_view
 
 LOG = logging.getLogger(__name__)
 
@@ -31,8 +31,9 @@ class RedisWakeups(Wakeups):
         self._keys = keys
         self._closed = closed
         # A Sentinel pool's view of the primary (None for any other client).
-        pool = client.connection_pool if isinstance(client, redis.Redis) else None
-        self._sentinel = pool.proxy if isinstance(pool, SentinelConnectionPool) else None
+        self._sentinel = (
+            primary_view(client.connection_pool) if isinstance(client, redis.Redis) else None
+        )
 
     def channel(self, project: str, queue: str) -> str:
         return self._keys.queue(project, queue).wake
@@ -40,18 +41,6 @@ class RedisWakeups(Wakeups):
     @translate_errors
     def announce(self, project: str, queue: str, ttl_ms: int) -> None:
         self._client.set(self._keys.queue(project, queue).waiters, 1, px=ttl_ms)
-
-    def _on_former_primary(self, connection: Any) -> bool:
-        """Whether Sentinel has named another primary since the subscription connected.
-
-        Scripts publish wake-ups on the primary; a subscription left on a former one (cut off
-        by a partition, or demoted when it healed) would hear none. The pool's view of the
-        primary is updated by each new connection of this process, so this costs no call.
-        """
-        if self._sentinel is None:
-            return False
-        primary = self._sentinel.master_address
-        return primary is not None and (connection.host, connection.port) != primary
 
     def listen(
         self,
@@ -73,7 +62,11 @@ class RedisWakeups(Wakeups):
                     if pubsub.connection is None or not pubsub.subscribed:
                         # get_message() returns at once without a connection: reconnect.
                         raise redis.ConnectionError("wake-up subscription closed")
-                    if self._on_former_primary(pubsub.connection):
+                    # Scripts publish wake-ups on the primary: a subscription left on a
+                    # former one (cut off by a partition, or demoted when it healed) would
+                    # hear none. Each new connection of this process updates the view, so
+                    # this costs no call.
+                    if on_former_primary(self._sentinel, pubsub.connection):
                         raise redis.ConnectionError("wake-up subscription on a former primary")
                     message = pubsub.get_message(timeout=POLL_S)
                     if message is not None and message["type"] == "pmessage":
