@@ -30,6 +30,8 @@ MIB = 1024 * 1024
 GROUPS: dict[str, list[cfg.Opt]] = {
     group: []
     for group in (
+        "DEFAULT",
+        "pooling:catalog",
         "server",
         "storage",
         "transport",
@@ -412,6 +414,50 @@ class Settings:
             "saying the write may still have happened (retry a post with its dedup_id)."
         ),
     )
+    pooling: bool = setting(
+        "DEFAULT",
+        cfg.BoolOpt,
+        "pooling",
+        default=False,
+        help=(
+            "Spread queues over pools: stores an admin registers with /v2/pools, each queue "
+            "placed on one of them (by weight, within its _flavor). The catalog of pools, "
+            "flavors and placements is kept in [storage] uri."
+        ),
+    )
+    admin_mode: bool = setting(
+        "DEFAULT",
+        cfg.BoolOpt,
+        "admin_mode",
+        default=False,
+        help=(
+            "With auth_strategy = noauth: serve the admin API (/v2/pools, /v2/flavors) to any "
+            "caller. With keystone the admin API is served to tokens with the admin role."
+        ),
+    )
+    enable_virtual_pool: bool = setting(
+        "pooling:catalog",
+        cfg.BoolOpt,
+        "enable_virtual_pool",
+        default=False,
+        help=(
+            "With pooling: while no pool is registered, queues are placed on [storage] uri "
+            "itself (the pool named 'default'), so a fresh deployment works before an admin "
+            "registers one."
+        ),
+    )
+    catalog_refresh: float = setting(
+        "pooling:catalog",
+        cfg.FloatOpt,
+        "catalog_refresh",
+        default=1.0,
+        min=0.01,
+        help=(
+            "Seconds between a process's checks that the placements it cached still hold "
+            "(one read of the catalog's generation). A pool's deletion waits this long twice "
+            "before it is final, so no process still writes to it."
+        ),
+    )
     message_encryption_key: str = setting(
         "transport",
         cfg.StrOpt,
@@ -599,7 +645,7 @@ def make_conf() -> cfg.ConfigOpts:
     """A fresh ConfigOpts with every option registered (no global state)."""
     conf = cfg.ConfigOpts()
     for group, opts in GROUPS.items():
-        conf.register_opts(opts, group=group)
+        conf.register_opts(opts, group=None if group == "DEFAULT" else group)
     return conf
 
 
@@ -674,7 +720,8 @@ def _options_of(cls: type[Any], conf: cfg.ConfigOpts) -> dict[str, Any]:
     for field in dataclasses.fields(cls):
         if _OPTION in field.metadata:
             group, dest, read = field.metadata[_OPTION]
-            values[field.name] = read(getattr(getattr(conf, group), dest))
+            section = conf if group == "DEFAULT" else getattr(conf, group)
+            values[field.name] = read(getattr(section, dest))
     return values
 
 

@@ -97,14 +97,36 @@ class ClaimNotValid(ZaqarDelayError):
 
 
 class Forbidden(ZaqarDelayError):
-    """Policy denies the caller this route (403)."""
+    """Policy denies the caller this route, or the resource's state this change (403)."""
 
     title = "Not authorized"
 
     def __init__(
-        self, description: str = "You are not authorized to complete this action."
+        self,
+        description: str = "You are not authorized to complete this action.",
+        title: str | None = None,
     ) -> None:
         super().__init__(description)
+        if title is not None:
+            self.title = title
+
+
+class PoolRefused(InvalidRequest):
+    """A pool or flavor change the catalog cannot take (400): an unknown pool, pools of
+    different capabilities in one flavor."""
+
+    title = "Unable to create pool"
+
+    def __init__(self, description: str, title: str | None = None) -> None:
+        super().__init__(description)
+        if title is not None:
+            self.title = title
+
+
+class NoPoolFound(ZaqarDelayError):
+    """No registered pool can take a new queue (503, as Zaqar)."""
+
+    title = "Service temporarily unavailable"
 
 
 class StorageUnavailable(ZaqarDelayError):

@@ -23,6 +23,8 @@ MAX_CLAIM_COUNT = "_max_claim_count"
 ENABLE_ENCRYPT_MESSAGES = "_enable_encrypt_messages"
 RETRY_BACKOFF = "_retry_backoff"
 DELETE_AFTER_PUSH = "_delete_after_push"
+# With pooling: the flavor (set of pools) a new queue is placed within.
+FLAVOR = "_flavor"
 
 # Zaqar's reserved keys, which GET shows with their defaults; then zaqar-delay's own.
 ZAQAR_KEYS = (

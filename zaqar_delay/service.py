@@ -37,7 +37,7 @@ from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
 from zaqar_delay.storage.base import Driver, Durability
 from zaqar_delay.stores import Stores
-from zaqar_delay.waiting import WaitRoom
+from zaqar_delay.waiting import WaitRooms
 
 # The Client-ID of the messages the push dispatcher dead-letters.
 DEAD_LETTER_CLIENT_ID = "zaqar-delay-push"
@@ -54,24 +54,29 @@ class Service:
         metrics: Metrics | None = None,
         journal: NullJournal | None = None,
         cipher: MessageCipher | None = None,
+        stores: Stores | None = None,
     ) -> None:
         """``cipher`` seals bodies of queues with ``_enable_encrypt_messages`` (none: refused).
         ``driver`` is the configured store; every queue's store is resolved through
-        :attr:`stores`, once per call."""
-        self.stores = Stores(driver)
+        :attr:`stores` (pools, when given), once per call."""
+        self.stores = stores or Stores(driver)
         self.encryption = QueueEncryption(cipher)
         self.limits = limits
         self.clock = clock
         self.metrics = metrics or Metrics(driver, clock)
         self.lifecycle = Lifecycle(self.metrics, journal or NullJournal())
-        self.wait_room = WaitRoom(driver.wakeups(), clock)
-        self.poster = MessagePoster(self._store, limits, self.encryption)
+        self.wait_rooms = WaitRooms(clock)
+        self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption)
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
     def _store(self, project: str, queue: str) -> Driver:
         return self.stores.for_queue(project, queue)
+
+    def _store_to_post_to(self, project: str, queue: str) -> Driver:
+        # A post creates the queue it names when it does not exist: placed first.
+        return self.stores.place(project, queue)
 
     def durability(self) -> Durability | None:
         """What an acknowledged write survives on the default store (the health route)."""
@@ -87,7 +92,14 @@ class Service:
         """Create the queue; False if it existed (its metadata is then left as it was)."""
         validation.reserved_metadata(metadata, self.limits)
         self.encryption.for_queue(QueuePolicy.of(metadata))
-        return self._store(project, queue).create_queue(project, queue, metadata, self.now_ms())
+        store = self.stores.place(project, queue, validation.flavor(metadata))
+        self._colocate_dead_letters(project, queue, metadata)
+        return store.create_queue(project, queue, metadata, self.now_ms())
+
+    def _colocate_dead_letters(self, project: str, queue: str, metadata: Metadata) -> None:
+        target = QueuePolicy.of(metadata).dead_letter_queue
+        if target:
+            self.stores.colocate(project, queue, target)
 
     def get_queue(self, project: str, queue: str) -> Metadata:
         """Metadata with reserved defaults; a queue that does not exist shows only defaults."""
@@ -105,17 +117,19 @@ class Service:
         except errors.InvalidRequest as exc:
             raise errors.InvalidBody(exc.description) from exc
         self.encryption.for_queue(QueuePolicy.of(updated))
+        self._colocate_dead_letters(project, queue, updated)
         self._store(project, queue).set_metadata(project, queue, updated)
         return validation.with_reserved_defaults(updated, self.limits)
 
     def delete_queue(self, project: str, queue: str) -> None:
         self._store(project, queue).delete_queue(project, queue)
+        self.stores.forget(project, queue)
 
     def list_queues(
         self, project: str, marker: str | None, limit: int, detailed: bool
     ) -> list[QueueInfo]:
         validation.queue_limit(limit, self.limits)
-        queues = self.stores.for_project(project).list_queues(project, marker, limit, detailed)
+        queues = self.stores.list_queues(project, marker, limit, detailed)
         if not detailed:
             return queues
         return [
@@ -124,7 +138,7 @@ class Service:
         ]
 
     def count_queues(self, project: str) -> int:
-        return self.stores.for_project(project).count_queues(project)
+        return self.stores.count_queues(project)
 
     def stats(self, project: str, queue: str) -> QueueStats:
         return self._store(project, queue).stats(project, queue, self.now_ms())
@@ -301,7 +315,9 @@ class Service:
         """
         validation.claim_limit(limit, self.limits)
         validation.claim_wait(wait_s, self.limits)
-        store = self._store(project, queue)
+        # A waiting claim waits on the store the queue's first message will reach: with
+        # pools, a queue not yet placed is placed now.
+        store = self.stores.place(project, queue) if wait_s > 0 else self._store(project, queue)
 
         def attempt() -> Claim | None:
             now_ms = self.now_ms()
@@ -324,7 +340,8 @@ class Service:
         if wait_s <= 0:
             return attempt()
         next_claimable = functools.partial(store.next_claimable_ms, project, queue)
-        return self.wait_room.wait_for(project, queue, wait_s, attempt, next_claimable)
+        room = self.wait_rooms.of(store)
+        return room.wait_for(project, queue, wait_s, attempt, next_claimable)
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
         return self.encryption.open_claim(

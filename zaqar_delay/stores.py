@@ -1,14 +1,26 @@
 """Where queues live: the one place that says which store serves a queue.
 
 The service asks it once per call, and the push dispatcher asks it for the stores to lease
-from; resources never pick a store. Today every queue lives on the one configured store;
-pools (a catalog mapping each queue to one of several stores) resolve here, without a change
-to the service's callers.
+from; resources never pick a store. Without pooling every queue lives on the configured
+store. With pooling (:class:`PooledStores`) a catalog in the configured store maps each queue to
+one of the pools an admin registered, placed when the queue is first written.
 """
 
 from __future__ import annotations
 
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from zaqar_delay import errors
+from zaqar_delay.models import QueueInfo
+from zaqar_delay.pooling.registry import VIRTUAL_POOL
 from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.catalog import CatalogStore, PoolRecord
+
+# Placements one process remembers (forgotten all at once when full).
+PLACEMENT_CACHE_SIZE = 100_000
 
 
 class Stores:
@@ -16,17 +28,216 @@ class Stores:
 
     def __init__(self, default: Driver) -> None:
         """``default``: the configured store (``[storage] uri``), which also answers for
-        what spans queues (listing and counting a project's queues, health)."""
+        what spans queues (health)."""
         self.default = default
 
     def for_queue(self, project: str, queue: str) -> Driver:
-        """The store holding the queue's messages, claims, subscriptions and pushes."""
+        """The store holding the queue's messages, claims, subscriptions and pushes (for a
+        queue that does not exist: a store that answers so)."""
         return self.default
 
-    def for_project(self, project: str) -> Driver:
-        """The store that lists and counts the project's queues."""
+    def place(self, project: str, queue: str, flavor: str | None = None) -> Driver:
+        """The store of a queue about to be written, placing it first if it is new (within
+        the pools of ``flavor``, when given)."""
         return self.default
+
+    def forget(self, project: str, queue: str) -> None:
+        """The queue was deleted: it may be placed anew when next written."""
+
+    def colocate(self, project: str, queue: str, dead_letter_queue: str) -> None:
+        """Place ``dead_letter_queue`` on ``queue``'s store, where claims move messages to it
+        in one script; InvalidRequest when it already lives on another."""
+
+    def pool_of(self, project: str, queue: str) -> str | None:
+        """The name of the pool the queue is placed on; None unpooled or when not placed."""
+        return None
+
+    def list_queues(
+        self, project: str, marker: str | None, limit: int, detailed: bool
+    ) -> list[QueueInfo]:
+        """The project's queues in name order after ``marker``."""
+        return self.default.list_queues(project, marker, limit, detailed)
+
+    def count_queues(self, project: str) -> int:
+        return self.default.count_queues(project)
 
     def all(self) -> tuple[Driver, ...]:
         """Each store once: the push dispatcher leases from every one."""
         return (self.default,)
+
+    def close(self) -> None:
+        """Close the stores this object opened (not the default store)."""
+
+
+class PooledStores(Stores):
+    """Queues on pools: the catalog (kept in the default store) says which pool each queue is
+    on, and this process caches what it read.
+
+    The cache holds until the catalog's generation moves (a queue deleted, a pool or flavor
+    changed), read at most every ``refresh_s``: in the common case a request costs no
+    catalog round trip. A queue is placed once, by weight among the pools of its flavor (or
+    the pools of no flavor), and never moves while it exists.
+    """
+
+    def __init__(
+        self,
+        default: Driver,
+        catalog: CatalogStore,
+        open_pool: Callable[[PoolRecord], Driver],
+        refresh_s: float,
+        virtual_pool: bool = False,
+        choose: Callable[[list[PoolRecord]], PoolRecord] | None = None,
+    ) -> None:
+        """``open_pool(record)``: a driver on the pool's store. ``virtual_pool``: while no pool
+        is registered, place queues on the default store. ``choose``: picks among candidate
+        pools (by default at random in proportion to weight)."""
+        super().__init__(default)
+        self.catalog = catalog
+        self._open_pool = open_pool
+        self._refresh_s = refresh_s
+        self._virtual_pool = virtual_pool
+        self._choose = choose or _by_weight
+        self._lock = threading.Lock()
+        self._opening = threading.Lock()
+        self._placed: dict[tuple[str, str], str] = {}
+        self._records: dict[str, PoolRecord] | None = None
+        self._drivers: dict[str, tuple[PoolRecord, Driver]] = {}
+        self._generation: int | None = None
+        self._checked_at = float("-inf")
+
+    # -- the cache -----------------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        """Drop what the process cached if the catalog changed since it was read."""
+        now = time.monotonic()
+        if now - self._checked_at < self._refresh_s:
+            return
+        generation = self.catalog.generation()
+        with self._lock:
+            if generation != self._generation:
+                self._placed.clear()
+                self._records = None
+                self._generation = generation
+            self._checked_at = now
+
+    def invalidate(self) -> None:
+        """Forget everything cached (this process changed the catalog)."""
+        with self._lock:
+            self._placed.clear()
+            self._records = None
+            self._checked_at = float("-inf")
+
+    def pools(self) -> dict[str, PoolRecord]:
+        """The registered pools by name (cached)."""
+        records = self._records
+        if records is None:
+            records = {p.name: p for p in self.catalog.list_pools(None, None)}
+            self._records = records
+        return records
+
+    def _driver(self, pool: str) -> Driver:
+        record = self.pools().get(pool)
+        if record is None:
+            if pool == VIRTUAL_POOL:
+                return self.default
+            raise errors.StorageUnavailable(f"pool {pool} is not registered any more")
+        # Opened under the lock: two drivers of one pool would split its waiting claims.
+        with self._opening:
+            known = self._drivers.get(pool)
+            if known is not None and known[0] == record:
+                return known[1]
+            driver = self._open_pool(record)
+            self._drivers[pool] = (record, driver)
+            return driver
+
+    def close(self) -> None:
+        with self._opening:
+            for _, driver in self._drivers.values():
+                driver.close()
+            self._drivers.clear()
+
+    def _remember(self, project: str, queue: str, pool: str) -> None:
+        with self._lock:
+            if len(self._placed) >= PLACEMENT_CACHE_SIZE:
+                self._placed.clear()
+            self._placed[(project, queue)] = pool
+
+    # -- Stores --------------------------------------------------------------------------------
+
+    def pool_of(self, project: str, queue: str) -> str | None:
+        self._refresh()
+        pool = self._placed.get((project, queue))
+        if pool is None:
+            pool = self.catalog.lookup_queue(project, queue)
+            if pool is not None:
+                self._remember(project, queue, pool)
+        return pool
+
+    def for_queue(self, project: str, queue: str) -> Driver:
+        pool = self.pool_of(project, queue)
+        # A queue placed nowhere does not exist: the default store answers so.
+        return self.default if pool is None else self._driver(pool)
+
+    def place(self, project: str, queue: str, flavor: str | None = None) -> Driver:
+        pool = self.pool_of(project, queue)
+        if pool is None:
+            chosen = self._choose_pool(flavor)
+            pool = self.catalog.place_queue(project, queue, chosen)
+            self._remember(project, queue, pool)
+        return self._driver(pool)
+
+    def _choose_pool(self, flavor: str | None) -> str:
+        if flavor is not None and self.catalog.get_flavor(flavor) is None:
+            raise errors.InvalidRequest(f"Flavor {flavor} does not exist")
+        registered = list(self.pools().values())
+        if not registered and self._virtual_pool and flavor is None:
+            return VIRTUAL_POOL
+        candidates = [p for p in registered if p.flavor == flavor and p.weight > 0]
+        if not candidates:
+            wanted = f"of flavor {flavor}" if flavor else "without a flavor"
+            raise errors.NoPoolFound(f"No pool {wanted} takes new queues.")
+        return self._choose(candidates).name
+
+    def colocate(self, project: str, queue: str, dead_letter_queue: str) -> None:
+        pool = self.pool_of(project, queue)
+        if pool is None:
+            return
+        target = self.pool_of(project, dead_letter_queue)
+        if target is None:
+            target = self.catalog.place_queue(project, dead_letter_queue, pool)
+            self._remember(project, dead_letter_queue, target)
+        if target != pool:
+            raise errors.InvalidRequest(
+                f"_dead_letter_queue {dead_letter_queue} lives on pool {target} and queue "
+                f"{queue} on pool {pool}: a dead-letter queue must live on its queue's pool "
+                "(name a queue not created yet, and it is placed there)."
+            )
+
+    def forget(self, project: str, queue: str) -> None:
+        self.catalog.remove_queue(project, queue)
+        with self._lock:
+            self._placed.pop((project, queue), None)
+
+    def list_queues(
+        self, project: str, marker: str | None, limit: int, detailed: bool
+    ) -> list[QueueInfo]:
+        placed = self.catalog.list_queues(project, marker, limit)
+        if not detailed:
+            return [QueueInfo(name, None) for name, _ in placed]
+        return [
+            QueueInfo(name, self._driver(pool).get_metadata(project, name) or {})
+            for name, pool in placed
+        ]
+
+    def count_queues(self, project: str) -> int:
+        return self.catalog.count_queues(project)
+
+    def all(self) -> tuple[Driver, ...]:
+        self._refresh()
+        drivers = [self.default, *(self._driver(name) for name in self.pools())]
+        return tuple({id(d): d for d in drivers}.values())
+
+
+def _by_weight(candidates: list[PoolRecord]) -> PoolRecord:
+    """A pool at random, each in proportion to its weight."""
+    return random.choices(candidates, weights=[p.weight for p in candidates])[0]

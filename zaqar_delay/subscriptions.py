@@ -139,7 +139,8 @@ class Subscriptions:
         )
         now_ms = self.clock.now_ms()
         secret = secrets.token_urlsafe(32)
-        subscription_id, created = self._store(project, queue).create_subscription(
+        # Subscribing creates the queue when it does not exist: place it first.
+        subscription_id, created = self.stores.place(project, queue).create_subscription(
             project,
             queue,
             subscriber,

@@ -398,6 +398,16 @@ def reserved_metadata(metadata: Metadata, limits: Limits) -> Metadata:
     return metadata
 
 
+def flavor(metadata: Metadata) -> str | None:
+    """The ``_flavor`` a new queue asks for (with pooling: the pools it may be placed on)."""
+    value = metadata.get(policy.FLAVOR)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise errors.InvalidRequest("_flavor must be the name of a flavor.")
+    return value
+
+
 def with_reserved_defaults(metadata: Metadata, limits: Limits) -> Metadata:
     """Metadata as GET shows it: every reserved key present, falsy ones filled with defaults."""
     defaults: Metadata = {

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from zaqar_delay.clock import Clock
 from zaqar_delay.errors import StorageUnavailable
-from zaqar_delay.storage.base import Wakeups
+from zaqar_delay.storage.base import Driver, Wakeups
 
 LOG = logging.getLogger(__name__)
 
@@ -205,3 +205,22 @@ class WaitRoom:
             heads = [line[0] for line in self._lines.values() if line]
         for seat in heads:
             seat.wake()
+
+
+class WaitRooms:
+    """One :class:`WaitRoom` per store, each listening to that store's wake-ups: with pools,
+    a queue's waiting claims are woken by the pool it lives on."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._rooms: dict[int, tuple[Driver, WaitRoom]] = {}
+
+    def of(self, store: Driver) -> WaitRoom:
+        """The room of the queues on ``store`` (made, with its listener, when first asked)."""
+        with self._lock:
+            known = self._rooms.get(id(store))
+            if known is None or known[0] is not store:
+                known = (store, WaitRoom(store.wakeups(), self._clock))
+                self._rooms[id(store)] = known
+            return known[1]

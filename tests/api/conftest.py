@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +39,10 @@ class Api:
         self.clock = clock
         self.driver = driver
         self.service = service
+
+    def store(self, queue: str) -> Driver:
+        """The store the queue lives on (with pooling: placed there first if new)."""
+        return self.service.stores.place(PROJECT, queue)
 
     def request(self, method: str, path: str, **kwargs: Any) -> falcon.testing.Result:
         headers = {**HEADERS, **kwargs.pop("headers", {})}
@@ -90,10 +95,44 @@ def api_on(request: pytest.FixtureRequest, store: str, **settings: Any) -> Itera
     close_test_driver(driver)
 
 
-@pytest.fixture(params=["embedded", "mongodb"])
+def pooled_api_on(request: pytest.FixtureRequest, **settings: Any) -> Iterator[Api]:
+    """The API with pooling on the embedded store (the catalog), and two pools registered
+    through the admin API: "redis" on the redis-server and "mongo" on MongoDB, each on a
+    namespace of its own, with equal weights."""
+    clock = FakeClock()
+    uri = store_url(request, "embedded")
+    driver = open_test_driver(uri)
+    settings = {"pooling": True, "admin_mode": True, "catalog_refresh": 0.05, **settings}
+    app, service = build(Settings(storage_uri=uri, **settings), driver=driver, clock=clock)
+    api = Api(falcon.testing.TestClient(app), clock, driver, service)
+    namespaces = {}
+    for name, store, option in (
+        ("redis", "redis-server", "key_prefix"),
+        ("mongo", "mongodb", "database"),
+    ):
+        namespaces[name] = f"t{uuid.uuid4().hex[:12]}"
+        document = {
+            "uri": store_url(request, store),
+            "weight": 100,
+            "options": {option: namespaces[name]},
+        }
+        result = api.put(f"/v2/pools/{name}", json=document)
+        assert result.status_code == 201, result.text
+    yield api
+    service.stores.close()
+    for name, store, _ in (("redis", "redis-server", ""), ("mongo", "mongodb", "")):
+        close_test_driver(open_test_driver(store_url(request, store), namespace=namespaces[name]))
+    close_test_driver(driver)
+
+
+@pytest.fixture(params=["embedded", "mongodb", "pooled"])
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
-    """The API on each kind of driver (the contract suite covers every store)."""
-    yield from api_on(request, request.param)
+    """The API on each kind of driver (the contract suite covers every store), and pooled:
+    queues spread over a Redis and a MongoDB pool."""
+    if request.param == "pooled":
+        yield from pooled_api_on(request)
+    else:
+        yield from api_on(request, request.param)
 
 
 def assert_error(

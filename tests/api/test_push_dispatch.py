@@ -113,7 +113,7 @@ def test_only_requests_in_flight_are_leased(api: Api, running: Dispatcher) -> No
         api.post_messages("q", *({"body": n} for n in range(10)))
         hanging.wait_for(4)
         # Four in flight (the slots); the six others are still owed to any dispatcher.
-        others = api.driver.lease_pushes(PROJECT, "q", api.clock.now_ms(), 60_000, 100)
+        others = api.store("q").lease_pushes(PROJECT, "q", api.clock.now_ms(), 60_000, 100)
         assert len(others) == 6
         assert len(hanging.received) == 4
         hanging.answering.set()
@@ -143,10 +143,10 @@ def test_a_push_leased_ahead_is_sent_at_its_time_never_before(
             [mid] = api.post_messages("q", {"body": 1, "deliver_at": due_ms})
             # Within the lease-ahead time: the running dispatcher holds it at once...
             deadline = time.monotonic() + 10
-            while api.driver.next_push_ms() == due_ms:
+            while api.store("q").next_push_ms() == due_ms:
                 assert time.monotonic() < deadline, "never leased ahead"
                 time.sleep(0.01)
-            assert api.driver.lease_pushes(PROJECT, "q", due_ms, 60_000, 10) == []
+            assert api.store("q").lease_pushes(PROJECT, "q", due_ms, 60_000, 10) == []
             # ...and sends it when its time comes on the clock, not before: the push thread
             # reads the clock again and again and keeps waiting.
             api.clock.advance(ms=4_999)

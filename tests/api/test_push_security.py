@@ -52,7 +52,7 @@ README = Path(__file__).parents[2] / "README.rst"
 def store_subscription(api: Api, subscriber: str, **options: Any) -> str:
     """A subscription written to the store directly, bypassing the API's rules (as a release
     without them stored it)."""
-    sid, created = api.driver.create_subscription(
+    sid, created = api.store("q").create_subscription(
         PROJECT, "q", subscriber, 3600, options, "s" * 43, api.clock.now_ms()
     )
     assert created

@@ -22,10 +22,11 @@ MOVED = "elsewhere"
 def serve_moved_queue_from(second: Driver, stores: Stores, monkeypatch: pytest.MonkeyPatch) -> None:
     default = stores.default
 
-    def for_queue(project: str, queue: str) -> Driver:
+    def for_queue(project: str, queue: str, flavor: str | None = None) -> Driver:
         return second if queue == MOVED else default
 
     monkeypatch.setattr(stores, "for_queue", for_queue)
+    monkeypatch.setattr(stores, "place", for_queue)
     monkeypatch.setattr(stores, "all", lambda: (default, second))
 
 

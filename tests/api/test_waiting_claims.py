@@ -36,7 +36,10 @@ def settle(api: Api, count: int = 1) -> None:
     """Wait until ``count`` claims on queue q have found nothing and fallen asleep, so what
     the test does next has to wake them."""
     deadline = time.monotonic() + 10
-    while api.service.wait_room.asleep(PROJECT, "q") < count:
+    while (
+        api.service.wait_rooms.of(api.service.stores.for_queue(PROJECT, "q")).asleep(PROJECT, "q")
+        < count
+    ):
         assert time.monotonic() < deadline, f"{count} claims never started waiting"
         time.sleep(0.01)
 

@@ -18,7 +18,9 @@ def test_etc_copy_is_current() -> None:
 
 
 def test_every_route_is_described() -> None:
-    app = create_app(Settings(storage_uri="redis://127.0.0.1:1/0"))
+    # Pooling and admin_mode: the admin API of pools and flavors is served too.
+    settings = Settings(storage_uri="redis://127.0.0.1:1/0", pooling=True, admin_mode=True)
+    app = create_app(settings)
     routes = set()
     stack = list(app._router._roots)
     while stack:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -12,7 +13,7 @@ from zaqar_delay.api import home, openapi
 from zaqar_delay.api.auth import WSGIApp, protect
 from zaqar_delay.api.middleware import RequestContext, RequestTimer
 from zaqar_delay.api.routes import ROUTES
-from zaqar_delay.api.v2 import health, queues, subscriptions, versions
+from zaqar_delay.api.v2 import health, pools, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings
@@ -20,6 +21,7 @@ from zaqar_delay.dashboard import with_dashboard
 from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import open_journal
 from zaqar_delay.metrics import Metrics
+from zaqar_delay.pooling.setup import pooled_stores, registry
 from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
@@ -29,6 +31,7 @@ from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
 from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.storage.uri import open_driver
 from zaqar_delay.subscriptions import Subscriptions
 
@@ -91,12 +94,17 @@ def create_app(
 
 
 def build(
-    settings: Settings, driver: Driver | None = None, clock: Clock | None = None
+    settings: Settings,
+    driver: Driver | None = None,
+    clock: Clock | None = None,
+    open_pool_driver: Callable[[PoolRecord], Driver] | None = None,
 ) -> tuple[falcon.App[falcon.Request, falcon.Response], Service]:
-    """:func:`create_app`, and the service it serves."""
+    """:func:`create_app`, and the service it serves. ``open_pool_driver`` opens the driver
+    of a registered pool (by default from its URI and options, ``pooling.setup``)."""
     if driver is None:
         driver = open_driver(settings.storage_uri, settings)
     clock = clock or SystemClock()
+    stores = pooled_stores(settings, driver, open_pool_driver) if settings.pooling else None
     service = Service(
         driver,
         settings.limits,
@@ -104,13 +112,16 @@ def build(
         metrics=Metrics(driver, clock, settings.metrics_max_queue_series),
         journal=open_journal(settings.journal_path, settings.journal_max_bytes),
         cipher=message_cipher(settings),
+        stores=stores,
     )
     signer = Signer(settings.signed_url_secret, clock)
     # keystone replaces the project header with the token's; a default would bypass that.
     default_project = settings.default_project if settings.auth_strategy == "noauth" else ""
+    # Zaqar's admin_mode: the pools and flavors API for any noauth caller.
+    open_admin_api = settings.auth_strategy == "noauth" and settings.admin_mode
     middleware: list[Any] = [
         RequestTimer(service.metrics),
-        RequestContext(service, signer, default_project),
+        RequestContext(service, signer, default_project, open_admin_api),
     ]
     app = falcon.App(middleware=middleware)
     # Responses in the form bodies are stored in: compact, ASCII (a lone surrogate in a body
@@ -147,6 +158,14 @@ def build(
         versions.Home: versions.Home(service, home.dumps()),
         versions.OpenAPIDocument: versions.OpenAPIDocument(service, openapi.dumps(settings.limits)),
     }
+    # The admin API of pooling: under keystone for the admin role, under noauth with admin_mode.
+    serve_catalog = stores is not None and (settings.auth_strategy == "keystone" or open_admin_api)
+    if stores is not None:
+        catalog = registry(settings, stores, open_pool_driver)
+        for kind in pools.CATALOG_RESOURCES:
+            special[kind] = kind(service, catalog)
     for route in ROUTES:
+        if route.pooling and not serve_catalog:
+            continue
         app.add_route(route.template, special.get(route.resource) or route.resource(service))
     return app, service

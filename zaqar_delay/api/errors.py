@@ -21,6 +21,7 @@ STATUS: dict[type[errors.ZaqarDelayError], str] = {
     errors.NotFound: falcon.HTTP_404,
     errors.Conflict: falcon.HTTP_409,
     errors.StorageUnavailable: falcon.HTTP_503,
+    errors.NoPoolFound: falcon.HTTP_503,
 }
 
 UNAVAILABLE = "The message store could not be reached. Please try again in a few seconds."

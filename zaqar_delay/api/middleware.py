@@ -14,7 +14,7 @@ from typing import Any
 import falcon
 
 from zaqar_delay import errors, validation
-from zaqar_delay.api.routes import ADMIN_TEMPLATES, PUBLIC_TEMPLATES
+from zaqar_delay.api.routes import ADMIN_TEMPLATES, POOLING_TEMPLATES, PUBLIC_TEMPLATES
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
@@ -25,12 +25,20 @@ REQUEST_ID_HEADER = "x-openstack-request-id"
 class RequestContext:
     """Stores ``request_id``, ``project``, ``client_id`` and ``roles`` in ``req.context``."""
 
-    def __init__(self, service: Service, signer: Signer, default_project: str = "") -> None:
+    def __init__(
+        self,
+        service: Service,
+        signer: Signer,
+        default_project: str = "",
+        open_admin_api: bool = False,
+    ) -> None:
         """``signer`` checks pre-signed requests; ``default_project`` (noauth only) stands in
-        for a missing X-Project-ID header."""
+        for a missing X-Project-ID header; ``open_admin_api`` (noauth with ``admin_mode``)
+        serves the pools and flavors API without the admin role, as Zaqar does."""
         self._limits = service.limits
         self._signer = signer
         self._default_project = default_project
+        self._open_admin_api = open_admin_api
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         # Random, not secret: the generator's bits spare a getrandom() call per request.
@@ -77,7 +85,9 @@ class RequestContext:
                 raise falcon.HTTPBadRequest(
                     title="Invalid queue identification", description=exc.description
                 ) from exc
-        if req.uri_template in ADMIN_TEMPLATES and "admin" not in req.context.roles:
+        open_to_all = self._open_admin_api and req.uri_template in POOLING_TEMPLATES
+        needs_admin = req.uri_template in ADMIN_TEMPLATES and not open_to_all
+        if needs_admin and "admin" not in req.context.roles:
             raise errors.Forbidden()
 
     def _client_id(self, req: falcon.Request) -> str:

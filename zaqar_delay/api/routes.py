@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from zaqar_delay.api.v2 import claims, health, messages, queues, subscriptions, versions
+from zaqar_delay.api.v2 import claims, health, messages, pools, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
 
 
@@ -26,6 +26,7 @@ class Route:
     tokenless: bool = False  # no X-Auth-Token needed with auth_strategy = keystone
     public: bool = False  # no Client-ID or X-Project-ID needed (documents for tools)
     admin: bool = False  # the admin role needed
+    pooling: bool = False  # served only with [DEFAULT] pooling (the admin API of the catalog)
 
     def responders(self) -> list[tuple[str, Callable[..., Any]]]:
         """``(HTTP method, responder)`` for each ``on_<method>`` of the resource, in the order
@@ -67,8 +68,13 @@ ROUTES: tuple[Route, ...] = (
         "/v2/queues/{queue_name}/subscriptions/{subscription_id}/confirm",
         subscriptions.SubscriptionConfirm,
     ),
+    Route("/v2/pools", pools.PoolCollection, admin=True, pooling=True),
+    Route("/v2/pools/{pool_name}", pools.PoolItem, admin=True, pooling=True),
+    Route("/v2/flavors", pools.FlavorCollection, admin=True, pooling=True),
+    Route("/v2/flavors/{flavor_name}", pools.FlavorItem, admin=True, pooling=True),
 )
 
 TOKENLESS_PATHS = frozenset(route.template for route in ROUTES if route.tokenless)
 PUBLIC_TEMPLATES = frozenset(route.template for route in ROUTES if route.public)
 ADMIN_TEMPLATES = frozenset(route.template for route in ROUTES if route.admin)
+POOLING_TEMPLATES = frozenset(route.template for route in ROUTES if route.pooling)

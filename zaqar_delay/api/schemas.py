@@ -166,6 +166,8 @@ PATH_PARAMETERS: dict[str, Schema] = {
     "message_id": path("message_id", HEX_ID),
     "claim_id": path("claim_id", HEX_ID),
     "subscription_id": path("subscription_id", {"type": "string"}),
+    "pool_name": path("pool_name", {"type": "string"}),
+    "flavor_name": path("flavor_name", {"type": "string"}),
 }
 
 

@@ -27,6 +27,7 @@ from zaqar_delay.models import (
     QueueStats,
     VersionedMetadata,
 )
+from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.deliveries import DeliveryStore
 from zaqar_delay.storage.subscriptions import SubscriptionStore
 
@@ -124,6 +125,15 @@ class Driver(SubscriptionStore, DeliveryStore):
         """The store's wake-up channel for waiting claims; None when it has none (waiting
         claims then rely on ``next_claimable_ms`` and a slow re-check)."""
         return None
+
+    @abc.abstractmethod
+    def catalog(self) -> CatalogStore:
+        """The pooling catalog kept in this store (asked of the default store only)."""
+
+    @abc.abstractmethod
+    def holds_queues(self) -> bool:
+        """Whether any queue of any project is stored here (a pool may be deleted only when
+        none is)."""
 
     # -- queues --------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import pymongo
 
 from zaqar_delay import errors
 from zaqar_delay.storage.base import Durability, Wakeups
+from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.claims import ClaimOps
 from zaqar_delay.storage.mongodb.common import LIST_SCAN_BUDGET, Doc
@@ -95,6 +96,15 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
 
     def wakeups(self) -> Wakeups:
         return self._wakeups
+
+    def catalog(self) -> CatalogStore:
+        from zaqar_delay.storage.mongodb.catalog import MongoCatalog
+
+        return MongoCatalog(self._db)
+
+    @translate_errors
+    def holds_queues(self) -> bool:
+        return self._queues.find_one({}, {"_id": 1}) is not None
 
     @translate_errors
     def prepare(self) -> list[str]:

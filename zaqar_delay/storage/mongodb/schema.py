@@ -16,6 +16,10 @@ pushes:   {_id: "<subscription id>:<message id>", p, q, s: subscription id, m: m
           n: next attempt ms (while leased: the lease's end; while parked: PARKED + owed ms),
           a: attempts made, l: lease token or None, r: ms a rate limit reserved for it}
 push_limits: subscriptions' dispatch limit state (push_limits.py)
+catalog_pools:   {_id: pool name, u: URI, w: weight, f: flavor, o: options}   (pooling catalog,
+catalog_flavors: {_id: flavor name, p: pool names}                              default store
+catalog_queues:  {p, q, pool}: the pool each queue lives on                     only: catalog.py)
+catalog_meta:    {_id: "generation", n}: moves on when cached placements may be wrong
 
 Metadata and bodies are stored as JSON text: any JSON is accepted (keys with "$" or ".",
 integers beyond 64 bits) and nothing queries inside them.
@@ -37,6 +41,10 @@ DEDUP = "dedup"
 SUBSCRIPTIONS = "subscriptions"
 PUSHES = "pushes"
 PUSH_LIMITS = "push_limits"
+CATALOG_POOLS = "catalog_pools"
+CATALOG_FLAVORS = "catalog_flavors"
+CATALOG_QUEUES = "catalog_queues"
+CATALOG_META = "catalog_meta"
 
 ASC = pymongo.ASCENDING
 
@@ -96,6 +104,12 @@ INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] =
         "places": ([("s", ASC), ("e", ASC)], {}),
         "holder": ([("s", ASC), ("h", ASC)], {}),
         "queue": ([("p", ASC), ("q", ASC)], {}),
+    },
+    CATALOG_QUEUES: {
+        # Lookups, placement races and listing in name order.
+        "project_queue": ([("p", ASC), ("q", ASC)], {"unique": True}),
+        # The queues of a pool (counting them, forgetting them with the pool).
+        "pool": ([("pool", ASC)], {}),
     },
 }
 

@@ -12,8 +12,13 @@ that says it may still have happened (``errors.WriteNotReplicated``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import redis
 
 from zaqar_delay.errors import WriteNotReplicated
+from zaqar_delay.storage.redis.cluster import primary_client_for
 
 #: The scripts that only read: no WAIT after them.
 READ_ONLY_SCRIPTS = frozenset({"list", "list_due", "get", "get_claim", "stats", "next_claimable"})
@@ -42,3 +47,23 @@ class ReplicaAcks:
                 f"{confirmed} of the {self.replicas} replicas it must reach confirmed it "
                 f"within {self.timeout_s:g} s"
             )
+
+
+def write_acked(
+    client: Any, acks: ReplicaAcks, key: str, write: Callable[[Any], object]
+) -> list[Any]:
+    """Run the commands ``write`` issues, all on ``key``, in one pipeline and return their
+    replies; with replica acks required, on one connection (of the primary serving ``key`` on
+    a cluster) followed by WAIT, still one round trip."""
+    if not acks.required:
+        pipe = client.pipeline(transaction=False)
+        write(pipe)
+        return list(pipe.execute())
+    if not isinstance(client, redis.Redis):  # a cluster: WAIT goes where the key lives
+        client = primary_client_for(client, key)
+    pipe = client.pipeline(transaction=False)
+    write(pipe)
+    pipe.execute_command(*acks.wait_args())
+    *replies, confirmed = pipe.execute()
+    acks.check(int(confirmed))
+    return list(replies)

@@ -30,10 +30,10 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import Durability, Wakeups, metadata_version_of
+from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.redis import durability, layout
-from zaqar_delay.storage.redis.acks import ReplicaAcks
+from zaqar_delay.storage.redis.acks import ReplicaAcks, write_acked
 from zaqar_delay.storage.redis.claims import ClaimScripts
-from zaqar_delay.storage.redis.cluster import primary_client_for
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.pushes import PushScripts
@@ -72,20 +72,12 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         self._scripts, self._script_connections = register_scripts(client, self._acks)
 
     def _write(self, key: str, write: Callable[[Any], object]) -> None:
-        """Run the plain commands ``write`` issues on the client, all on ``key``; with replica
-        acks required, on one connection (of the primary serving ``key`` on a cluster)
-        followed by WAIT (a pipeline: one round trip)."""
+        """Run the plain commands ``write`` issues on the client, all on ``key``, followed by
+        WAIT when replica acks are required (``acks.write_acked``)."""
         if not self._acks.required:
             write(self._client)
             return
-        client: Any = self._client
-        if not isinstance(client, redis.Redis):  # a cluster: WAIT goes where the key lives
-            client = primary_client_for(client, key)
-        pipe = client.pipeline(transaction=False)
-        write(pipe)
-        pipe.execute_command(*self._acks.wait_args())
-        *_, confirmed = pipe.execute()
-        self._acks.check(int(confirmed))
+        write_acked(self._client, self._acks, key, write)
 
     def _run(self, name: str, project: str, queue: str, *args: Any) -> Any:
         return self._scripts[name](keys=self._keys.script_keys(project, queue), args=args)
@@ -133,6 +125,16 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         from zaqar_delay.storage.redis.wakeups import RedisWakeups
 
         return RedisWakeups(self._client, self._keys, self._closed)
+
+    def catalog(self) -> CatalogStore:
+        from zaqar_delay.storage.redis.catalog import RedisCatalog
+
+        return RedisCatalog(self._client, self._keys.prefix, self._acks)
+
+    def holds_queues(self) -> bool:
+        for _ in self._client.scan_iter(match=self._keys.project_queues_pattern(), count=1000):
+            return True
+        return False
 
     # -- queues --------------------------------------------------------------------------------
 

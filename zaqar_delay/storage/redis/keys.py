@@ -129,6 +129,10 @@ class KeySpace:
         queues (its own cluster slot)."""
         return f"{self.prefix}:{{pushes}}"
 
+    def project_queues_pattern(self) -> str:
+        """Pattern matching every project's queue index (an empty index has no key)."""
+        return f"{self.prefix}:{{*}}:queues"
+
     def project_queues(self, project: str) -> str:
         """ZSET of the project's queue names (score 0, listed lexicographically)."""
         return f"{self.prefix}:{{{project}}}:queues"

@@ -1,0 +1,261 @@
+"""Pools and flavors over HTTP: Zaqar's v2 admin API (its own API tests' behaviour), placement
+by weight and flavor, and deleting a pool never orphaning a message."""
+
+from __future__ import annotations
+
+import collections
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import PROJECT, Api, api_on, pooled_api_on
+from tests.conftest import store_url
+from tests.processes import free_port
+from zaqar_delay import errors
+from zaqar_delay.conf import Settings
+from zaqar_delay.pooling.setup import registry
+from zaqar_delay.stores import PooledStores
+
+
+@pytest.fixture
+def pooled(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from pooled_api_on(request)
+
+
+def redis_pool(request: pytest.FixtureRequest, weight: int = 100, **extra: Any) -> dict[str, Any]:
+    """A pool body on the test redis-server, on a key prefix of its own."""
+    options = {"key_prefix": f"t{uuid.uuid4().hex[:12]}"}
+    return {
+        "uri": store_url(request, "redis-server"),
+        "weight": weight,
+        "options": options,
+        **extra,
+    }
+
+
+def test_the_admin_api_is_served_only_with_pooling_and_admin_mode(
+    request: pytest.FixtureRequest,
+) -> None:
+    for settings, status in (
+        ({}, 404),  # no pooling
+        ({"pooling": True}, 404),  # pooling, noauth without admin_mode
+    ):
+        api = next(api_on(request, "embedded", **settings))
+        assert api.get("/v2/pools").status_code == status
+        assert api.get("/v2/flavors").status_code == status
+
+
+def test_put_get_patch_list_and_delete_a_pool(pooled: Api, request: pytest.FixtureRequest) -> None:
+    body = redis_pool(request, weight=7)
+    assert pooled.put("/v2/pools/p1", json=body).status_code == 201
+    got = pooled.get("/v2/pools/p1").json
+    assert got == {
+        "name": "p1",
+        "uri": body["uri"],
+        "weight": 7,
+        "flavor": None,
+        "href": "/v2/pools/p1",
+    }
+    assert (
+        pooled.get("/v2/pools/p1", params={"detailed": "true"}).json["options"] == body["options"]
+    )
+    patched = pooled.patch("/v2/pools/p1", json={"weight": 9, "location": 100})
+    assert patched.status_code == 200 and patched.json["weight"] == 9
+    listing = pooled.get("/v2/pools", params={"limit": 2}).json
+    assert [p["name"] for p in listing["pools"]] == ["mongo", "p1"]
+    assert "options" not in listing["pools"][0]
+    assert listing["links"][0]["href"] == "/v2/pools?marker=p1&limit=2&detailed=false"
+    after = pooled.get("/v2/pools", params={"marker": "p1"}).json
+    assert [p["name"] for p in after["pools"]] == ["redis"]
+    assert pooled.delete("/v2/pools/p1").status_code == 204
+    assert pooled.get("/v2/pools/p1").status_code == 404
+    assert pooled.delete("/v2/pools/p1").status_code == 204
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"weight": 100},
+        {"uri": "redis://127.0.0.1:1"},
+        {"weight": -1, "uri": "redis://127.0.0.1:1"},
+        {"weight": 2**32 + 1, "uri": "redis://127.0.0.1:1"},
+        {"weight": "big", "uri": "redis://127.0.0.1:1"},
+        {"weight": 1, "uri": -1},
+        {"weight": 1, "uri": []},
+        {"weight": 1, "uri": "localhost:27017"},
+        {"weight": 1, "uri": "redis://127.0.0.1:1", "options": "wee"},
+        {"weight": 1, "uri": "redis://127.0.0.1:1", "options": []},
+        [],
+    ],
+)
+def test_a_bad_pool_body_is_a_400_and_registers_nothing(pooled: Api, document: Any) -> None:
+    result = pooled.put("/v2/pools/bad", json=document)
+    assert result.status_code == 400, result.text
+    assert set(result.json) == {"title", "description"}
+    assert pooled.get("/v2/pools/bad").status_code == 404
+
+
+def test_an_unreachable_store_is_refused(pooled: Api) -> None:
+    result = pooled.put(
+        "/v2/pools/gone", json={"uri": f"redis://127.0.0.1:{free_port()}", "weight": 1}
+    )
+    assert result.status_code == 400
+    assert result.json["description"].startswith("cannot connect to redis://127.0.0.1:")
+    assert pooled.get("/v2/pools/gone").status_code == 404
+
+
+def test_the_same_store_under_another_name_is_a_409(pooled: Api) -> None:
+    existing = pooled.get("/v2/pools/redis", params={"detailed": "true"}).json
+    body = {"uri": existing["uri"], "weight": 5, "options": existing["options"]}
+    assert pooled.put("/v2/pools/twin", json=body).status_code == 409
+
+
+def test_a_bad_patch_is_a_400_and_a_missing_pool_a_404(pooled: Api) -> None:
+    assert pooled.patch("/v2/pools/redis", json={"location": 1}).status_code == 400
+    for bad in ({"weight": -1}, {"uri": []}, {"options": "wee"}):
+        assert pooled.patch("/v2/pools/redis", json=bad).status_code == 400
+    assert pooled.patch("/v2/pools/nope", json={"weight": 1}).status_code == 404
+
+
+def test_listing_limits(pooled: Api) -> None:
+    assert pooled.get("/v2/pools", params={"limit": 0}).status_code == 400
+    assert pooled.get("/v2/flavors", params={"limit": 21}).status_code == 400
+
+
+def test_queues_are_placed_by_weight_and_a_drained_pool_takes_none(pooled: Api) -> None:
+    assert pooled.patch("/v2/pools/mongo", json={"weight": 0}).status_code == 200
+    for i in range(20):
+        assert pooled.put(f"/v2/queues/q{i}").status_code == 201
+    stores = pooled.service.stores
+    assert {stores.pool_of(PROJECT, f"q{i}") for i in range(20)} == {"redis"}
+
+
+def test_weights_share_new_queues(pooled: Api) -> None:
+    pooled.patch("/v2/pools/redis", json={"weight": 300})
+    for i in range(200):
+        pooled.post_messages(f"w{i}", {"body": i})
+    counts = collections.Counter(
+        pooled.service.stores.pool_of(PROJECT, f"w{i}") for i in range(200)
+    )
+    assert set(counts) == {"redis", "mongo"}
+    # 3:1 expected (150:50); far outside chance if weights were ignored (100:100).
+    assert counts["redis"] > 120, counts
+
+
+def test_a_flavor_restricts_placement(pooled: Api) -> None:
+    put = pooled.put("/v2/flavors/durable", json={"pool_list": ["mongo"], "capabilities": {}})
+    assert put.status_code == 201, put.text
+    flavor = pooled.get("/v2/flavors/durable").json
+    assert flavor["pool_list"] == ["mongo"]
+    assert flavor["capabilities"] == ["FIFO", "CLAIMS", "DURABILITY", "AOD", "HIGH_THROUGHPUT"]
+    assert pooled.get("/v2/pools/mongo").json["flavor"] == "durable"
+    for i in range(5):
+        assert pooled.put(f"/v2/queues/d{i}", json={"_flavor": "durable"}).status_code == 201
+        assert pooled.put(f"/v2/queues/f{i}").status_code == 201
+    stores = pooled.service.stores
+    assert {stores.pool_of(PROJECT, f"d{i}") for i in range(5)} == {"mongo"}
+    # Queues without a flavor go to pools of none.
+    assert {stores.pool_of(PROJECT, f"f{i}") for i in range(5)} == {"redis"}
+    # A pool a flavor uses cannot be deleted.
+    refused = pooled.delete("/v2/pools/mongo")
+    assert refused.status_code == 403
+    assert (
+        refused.json["description"] == "This pool is used by flavors durable; It cannot be deleted."
+    )
+
+
+def test_an_unknown_flavor_is_a_400(pooled: Api) -> None:
+    result = pooled.put("/v2/queues/q", json={"_flavor": "nope"})
+    assert result.status_code == 400
+    assert result.json["description"] == "Flavor nope does not exist"
+    assert pooled.service.stores.pool_of(PROJECT, "q") is None
+
+
+def test_a_flavor_of_missing_pools_is_refused_as_zaqar_does(pooled: Api) -> None:
+    result = pooled.put("/v2/flavors/f", json={"pool_list": ["mypool"]})
+    assert result.status_code == 400
+    assert result.json == {
+        "title": "Unable to create",
+        "description": "Flavor f could not be created, error:Pool mypool does not exist",
+    }
+    for bad in ({}, {"capabilities": {}}, {"pool_list": 1}, {"pool_list": []}):
+        assert pooled.put("/v2/flavors/f", json=bad).status_code == 400
+    assert pooled.get("/v2/flavors/f").status_code == 404
+    assert pooled.patch("/v2/flavors/f", json={"pool_list": ["redis"]}).status_code == 404
+
+
+def test_pools_of_different_capabilities_make_no_flavor(pooled: Api) -> None:
+    result = pooled.put("/v2/flavors/mixed", json={"pool_list": ["redis", "mongo"]})
+    assert result.status_code == 400
+    assert pooled.get("/v2/flavors/mixed").status_code == 404
+
+
+def test_flavor_listing_and_delete(pooled: Api) -> None:
+    for name in ("a", "b"):
+        assert pooled.put(f"/v2/flavors/{name}", json={"pool_list": ["redis"]}).status_code == 201
+    # A pool belongs to one flavor: putting b took it from a.
+    listing = pooled.get("/v2/flavors").json
+    assert [(f["name"], f["pool_list"]) for f in listing["flavors"]] == [
+        ("a", []),
+        ("b", ["redis"]),
+    ]
+    assert "capabilities" not in listing["flavors"][0]
+    detailed = pooled.get("/v2/flavors", params={"detailed": "true"}).json["flavors"]
+    assert detailed[1]["capabilities"] == ["FIFO", "CLAIMS", "AOD", "HIGH_THROUGHPUT"]
+    assert pooled.delete("/v2/flavors/b").status_code == 204
+    assert pooled.get("/v2/pools/redis").json["flavor"] is None
+
+
+def test_a_pool_with_queues_is_not_deleted_and_nothing_is_lost(pooled: Api) -> None:
+    pooled.patch("/v2/pools/mongo", json={"weight": 0})
+    ids = pooled.post_messages("kept", {"body": "precious"})
+    assert pooled.service.stores.pool_of(PROJECT, "kept") == "redis"
+    refused = pooled.delete("/v2/pools/redis")
+    assert refused.status_code == 409, refused.text
+    assert pooled.get("/v2/pools/redis").status_code == 200
+    assert pooled.get(f"/v2/queues/kept/messages/{ids[0]}").json["body"] == "precious"
+    # Emptied, it goes.
+    assert pooled.delete("/v2/queues/kept").status_code == 204
+    assert pooled.service.stores.pool_of(PROJECT, "kept") is None
+    assert pooled.delete("/v2/pools/redis").status_code == 204
+    assert pooled.get("/v2/pools/redis").status_code == 404
+
+
+def test_a_queue_written_to_a_deleted_pool_puts_it_back(
+    pooled: Api, request: pytest.FixtureRequest
+) -> None:
+    """A process whose cache still named the pool wrote to it after the catalog forgot it:
+    the deletion's second look finds the queue and undoes itself (409)."""
+    body = redis_pool(request, weight=0)
+    assert pooled.put("/v2/pools/late", json=body).status_code == 201
+    stores = pooled.service.stores
+    assert isinstance(stores, PooledStores)
+    late = stores._driver("late")
+    catalog = registry(Settings(catalog_refresh=0.05), stores)
+    settle = catalog._settle
+
+    def a_stale_write_while_settling() -> None:
+        assert stores.catalog.get_pool("late") is None  # the catalog has forgotten it
+        late.create_queue(PROJECT, "stale", {}, pooled.clock.now_ms())
+        settle()
+
+    catalog._settle = a_stale_write_while_settling
+    with pytest.raises(errors.Conflict):
+        catalog.delete_pool("late")
+    assert pooled.get("/v2/pools/late").status_code == 200
+    assert late.get_metadata(PROJECT, "stale") == {}
+
+
+def test_listing_spans_pools_in_name_order(pooled: Api) -> None:
+    names = [f"n{i:02d}" for i in range(12)]
+    for name in reversed(names):
+        assert pooled.put(f"/v2/queues/{name}", json={"k": name}).status_code == 201
+    assert len({pooled.service.stores.pool_of(PROJECT, n) for n in names}) == 2
+    first = pooled.get("/v2/queues", params={"limit": 5, "detailed": "true"}).json
+    assert [q["name"] for q in first["queues"]] == names[:5]
+    assert first["queues"][0]["metadata"]["k"] == "n00"
+    rest = pooled.get("/v2/queues", params={"limit": 10, "marker": "n04"}).json
+    assert [q["name"] for q in rest["queues"]] == names[5:]
+    assert pooled.get("/v2/queues", params={"with_count": "true"}).json["count"] == 12

@@ -1,0 +1,1 @@
+"""Pools and flavors: queues spread over many stores, placed by a catalog."""

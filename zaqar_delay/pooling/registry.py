@@ -1,0 +1,318 @@
+"""Pools and flavors as the admin API manages them: Zaqar's v2 bodies, rules and codes.
+
+A pool's flavor is kept on the pool (as in Zaqar's current API): a flavor's ``pool_list`` is the
+pools naming it, and putting a flavor sets the flavor of the pools it lists. Capabilities are
+computed from the pools' store types, never taken from the request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from zaqar_delay import errors, validation
+from zaqar_delay.storage.catalog import CatalogStore, FlavorRecord, PoolRecord
+
+MAX_WEIGHT = 2**32 - 1
+MAX_TEXT = 255
+# Zaqar's storage capabilities, in its order.
+CAPABILITIES = ("FIFO", "CLAIMS", "DURABILITY", "AOD", "HIGH_THROUGHPUT")
+DURABLE_SCHEMES = frozenset({"mongodb", "mongodb+srv"})
+POOL_SCHEMES = frozenset(
+    {"redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "mongodb", "mongodb+srv"}
+)
+POOL_FIELDS = ("weight", "uri", "flavor", "options")
+# The name placements on the default store carry ([pooling:catalog] enable_virtual_pool).
+VIRTUAL_POOL = "default"
+
+
+def capabilities_of(uri: str) -> list[str]:
+    """What a store of this URI offers, as Zaqar names it: MongoDB journals every write to a
+    majority (DURABILITY); Redis's durability depends on its persistence settings."""
+    durable = urllib.parse.urlsplit(uri).scheme in DURABLE_SCHEMES
+    return [c for c in CAPABILITIES if durable or c != "DURABILITY"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PoolChange:
+    """A validated PUT or PATCH body of a pool: the fields it sets."""
+
+    fields: dict[str, Any]
+
+
+def _pool_field(name: str, value: Any) -> Any:
+    """One field of a pool body, checked as Zaqar's JSON schema does (400 otherwise)."""
+    if name == "weight":
+        if not validation.is_int(value) or not 0 <= value <= MAX_WEIGHT:
+            raise errors.InvalidBody(f"weight must be an integer from 0 to {MAX_WEIGHT}.")
+        return value
+    if name == "uri":
+        if not isinstance(value, str) or len(value) > MAX_TEXT:
+            raise errors.InvalidBody(f"uri must be a string of at most {MAX_TEXT} characters.")
+        scheme = urllib.parse.urlsplit(value).scheme
+        if scheme not in POOL_SCHEMES:
+            raise errors.InvalidBody(
+                f"uri {value!r} names no store a pool can be: use redis://, rediss://, "
+                "unix://, redis+cluster://, rediss+cluster://, mongodb:// or mongodb+srv://."
+            )
+        return value
+    if name == "flavor":
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT):
+            raise errors.InvalidBody(f"flavor must be a string of at most {MAX_TEXT} characters.")
+        return value or None
+    if not isinstance(value, dict):
+        raise errors.InvalidBody("options must be an object.")
+    return value
+
+
+def pool_change(document: Any, *, creating: bool) -> PoolChange:
+    """The fields of a pool body: all of ``uri`` and ``weight`` to create, at least one of
+    ``weight``, ``uri``, ``flavor``, ``options`` to patch (others are ignored, as Zaqar
+    does)."""
+    if not isinstance(document, dict):
+        raise errors.InvalidBody("The body must be a JSON object.")
+    if creating:
+        missing = [name for name in ("uri", "weight") if name not in document]
+        if missing:
+            raise errors.InvalidBody(f"Missing required fields: {', '.join(missing)}.")
+    elif not any(name in document for name in POOL_FIELDS):
+        raise errors.InvalidBody(
+            "One of `uri`, `weight`, `flavor`, or `options` needs to be specified"
+        )
+    fields = {name: _pool_field(name, document[name]) for name in POOL_FIELDS if name in document}
+    if not creating:  # Zaqar ignores patched fields given as null
+        fields = {k: v for k, v in fields.items() if document[k] is not None}
+    return PoolChange(fields)
+
+
+def pool_list_of(document: Any, *, required: bool) -> list[str] | None:
+    """A flavor body's ``pool_list``: a non-empty list of pool names."""
+    if not isinstance(document, dict):
+        raise errors.InvalidBody("The body must be a JSON object.")
+    if "pool_list" not in document:
+        if required:
+            raise errors.InvalidBody("Missing required field: pool_list.")
+        return None
+    pools = document["pool_list"]
+    if not isinstance(pools, list) or not pools or not all(isinstance(p, str) and p for p in pools):
+        raise errors.InvalidBody("pool_list must be a non-empty list of pool names.")
+    return list(dict.fromkeys(pools))
+
+
+def check_capabilities(document: Any) -> None:
+    """A flavor body's ``capabilities``, when given, is an object or a list (Zaqar's schema);
+    its content is ignored: a flavor's capabilities are its pools'."""
+    if not isinstance(document, dict) or "capabilities" not in document:
+        return
+    capabilities = document["capabilities"]
+    # Zaqar's own clients send an empty list; anything else but an object is refused.
+    if capabilities != [] and not isinstance(capabilities, dict):
+        raise errors.InvalidBody("capabilities must be an object.")
+
+
+class Registry:
+    """The admin API's view of the catalog: validated changes to pools and flavors.
+
+    ``reachable(record)`` says whether a pool's store answers (a pool that does not is
+    refused, as in Zaqar); ``holds_queues(record)`` whether it stores any queue.
+    """
+
+    def __init__(
+        self,
+        store: CatalogStore,
+        reachable: Callable[[PoolRecord], bool],
+        holds_queues: Callable[[PoolRecord], bool],
+        settle: Callable[[], None],
+        changed: Callable[[], None],
+    ) -> None:
+        """``settle()`` waits until every process has seen the catalog change just made
+        (two refresh periods); ``changed()`` tells this process's placements at once."""
+        self.store = store
+        self._reachable = reachable
+        self._holds_queues = holds_queues
+        self._settle = settle
+        self._changed = changed
+
+    # -- pools ---------------------------------------------------------------------------------
+
+    def get_pool(self, name: str) -> PoolRecord:
+        pool = self.store.get_pool(name)
+        if pool is None:
+            raise errors.NotFound(f"Pool {name} does not exist")
+        return pool
+
+    def list_pools(self, marker: str | None, limit: int) -> list[PoolRecord]:
+        return self.store.list_pools(marker, limit)
+
+    def put_pool(self, name: str, document: Any) -> None:
+        """Create or replace a pool: 400 when unreachable or its store's capabilities differ
+        from its flavor's other pools, 409 when another pool has its URI."""
+        if name == VIRTUAL_POOL:
+            raise errors.InvalidRequest(f"The pool name {VIRTUAL_POOL!r} is reserved.")
+        fields = pool_change(document, creating=True).fields
+        record = PoolRecord(
+            name, fields["uri"], fields["weight"], fields.get("flavor"), fields.get("options", {})
+        )
+        for other in self.store.list_pools(None, None):
+            if other.name != name and other.uri == record.uri and other.options == record.options:
+                raise errors.Conflict(f"Pool {other.name} already has the URI {record.uri}")
+        self._check_fits(record)
+        self.store.put_pool(record)
+        self._changed()
+
+    def patch_pool(self, name: str, document: Any) -> PoolRecord:
+        current = self.get_pool(name)
+        fields = pool_change(document, creating=False).fields
+        record = dataclasses.replace(current, **fields)
+        if record.uri != current.uri and self.store.queues_on_pool(name):
+            raise errors.Conflict(
+                f"Queues live on pool {name}: its URI cannot change under them. Set its weight "
+                "to 0, delete or empty its queues, then change it."
+            )
+        self._check_fits(record)
+        self.store.put_pool(record)
+        self._changed()
+        return record
+
+    def _check_fits(self, record: PoolRecord) -> None:
+        if record.flavor is not None and self.store.get_flavor(record.flavor) is not None:
+            expected = self._flavor_capabilities(record.flavor, leaving=record.name)
+            if expected is not None and capabilities_of(record.uri) != expected:
+                raise errors.PoolRefused(
+                    f"The capabilities of pool {record.name} ({record.uri}) differ from the "
+                    f"other pools of flavor {record.flavor}."
+                )
+        if not self._reachable(record):
+            raise errors.InvalidBody(f"cannot connect to {record.uri}")
+
+    def delete_pool(self, name: str) -> None:
+        """Forget a pool: 403 while a flavor uses it, 409 while a queue lives on it (its
+        messages would be orphaned). Waits until every process has stopped using the pool,
+        then checks its store once more; a queue a process created there meanwhile puts the
+        pool back (409)."""
+        pool = self.store.get_pool(name)
+        if pool is None:
+            return
+        if pool.flavor is not None and self.store.get_flavor(pool.flavor) is not None:
+            raise errors.Forbidden(
+                f"This pool is used by flavors {pool.flavor}; It cannot be deleted.",
+                title="Unable to delete",
+            )
+        if self.store.queues_on_pool(name) or self._holds_queues(pool):
+            raise self._in_use(name)
+        self.store.delete_pool(name)
+        self._changed()
+        self._settle()
+        if self._holds_queues(pool):
+            self.store.put_pool(pool)
+            self._changed()
+            raise self._in_use(name)
+
+    @staticmethod
+    def _in_use(name: str) -> errors.Conflict:
+        return errors.Conflict(
+            f"Queues live on pool {name}: delete or empty them first (set its weight to 0 so "
+            "it takes no new queues)."
+        )
+
+    # -- flavors -------------------------------------------------------------------------------
+
+    def pools_of(self, flavor: str) -> list[PoolRecord]:
+        return [p for p in self.store.list_pools(None, None) if p.flavor == flavor]
+
+    def _flavor_capabilities(self, flavor: str, leaving: str | None = None) -> list[str] | None:
+        pools = [p for p in self.pools_of(flavor) if p.name != leaving]
+        return capabilities_of(pools[0].uri) if pools else None
+
+    def flavor_view(self, flavor: FlavorRecord) -> dict[str, Any]:
+        """``{name, pool_list, capabilities}``."""
+        pools = self.pools_of(flavor.name)
+        return {
+            "name": flavor.name,
+            "pool_list": [p.name for p in pools],
+            "capabilities": capabilities_of(pools[0].uri) if pools else [],
+        }
+
+    def get_flavor(self, name: str) -> FlavorRecord:
+        flavor = self.store.get_flavor(name)
+        if flavor is None:
+            raise errors.NotFound(f"Flavor {name} does not exist")
+        return flavor
+
+    def list_flavors(self, marker: str | None, limit: int) -> list[FlavorRecord]:
+        return self.store.list_flavors(marker, limit)
+
+    def put_flavor(self, name: str, document: Any) -> None:
+        """Create or replace a flavor of the pools ``pool_list`` names (400 when one does not
+        exist or their capabilities differ)."""
+        check_capabilities(document)
+        pool_list = pool_list_of(document, required=True)
+        assert pool_list is not None
+        pools = self._existing_pools(name, pool_list, "created")
+        self.store.put_flavor(FlavorRecord(name, tuple(pool_list)))
+        self._assign(name, pools)
+        self._changed()
+
+    def patch_flavor(self, name: str, document: Any) -> FlavorRecord:
+        check_capabilities(document)
+        if not isinstance(document, dict) or not ({"pool_list", "capabilities"} & set(document)):
+            raise errors.InvalidBody("One of `pool_list` or `capabilities` needs to be specified")
+        flavor = self.get_flavor(name)
+        pool_list = pool_list_of(document, required=False)
+        if pool_list is None:
+            return flavor
+        pools = self._existing_pools(name, pool_list, "updated")
+        flavor = FlavorRecord(name, tuple(pool_list))
+        self.store.put_flavor(flavor)
+        self._assign(name, pools)
+        self._changed()
+        return flavor
+
+    def delete_flavor(self, name: str) -> None:
+        """Forget a flavor; its pools stay, without a flavor. Queues that asked for it stay
+        where they are."""
+        for pool in self.pools_of(name):
+            self.store.put_pool(dataclasses.replace(pool, flavor=None))
+        self.store.delete_flavor(name)
+        self._changed()
+
+    def _existing_pools(self, flavor: str, names: list[str], done: str) -> list[PoolRecord]:
+        pools = []
+        for pool_name in names:
+            pool = self.store.get_pool(pool_name)
+            if pool is None:
+                raise errors.PoolRefused(
+                    f"Flavor {flavor} could not be {done}, error:Pool {pool_name} does not exist",
+                    title=f"Unable to {'create' if done == 'created' else 'update'}",
+                )
+            pools.append(pool)
+        if len({tuple(capabilities_of(p.uri)) for p in pools}) > 1:
+            raise errors.PoolRefused(
+                f"Flavor {flavor} could not be {done}: its pools' capabilities differ."
+            )
+        return pools
+
+    def _assign(self, flavor: str, pools: list[PoolRecord]) -> None:
+        """Make ``pools`` exactly the pools of ``flavor``."""
+        chosen = {p.name for p in pools}
+        for pool in self.pools_of(flavor):
+            if pool.name not in chosen:
+                self.store.put_pool(dataclasses.replace(pool, flavor=None))
+        for pool in pools:
+            if pool.flavor != flavor:
+                self.store.put_pool(dataclasses.replace(pool, flavor=flavor))
+
+
+def pool_view(pool: PoolRecord, detailed: bool) -> dict[str, Any]:
+    """A pool as the API shows it (``options`` only when detailed)."""
+    view: dict[str, Any] = {
+        "name": pool.name,
+        "uri": pool.uri,
+        "weight": pool.weight,
+        "flavor": pool.flavor,
+    }
+    if detailed:
+        view["options"] = pool.options
+    return view

@@ -1,0 +1,91 @@
+"""Pooling put together from the settings: the pooled stores and the admin API's registry."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from zaqar_delay.conf import Settings
+from zaqar_delay.pooling.registry import Registry
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.catalog import PoolRecord
+from zaqar_delay.storage.uri import open_driver
+from zaqar_delay.stores import PooledStores
+
+# A pool's options a driver reads: the MongoDB database, the Redis key prefix. Zaqar passes a
+# pool's options to its driver as settings; others are kept and shown, and change nothing.
+OPTION_SETTINGS = {"database": "database", "key_prefix": "key_prefix"}
+
+
+def pool_settings(settings: Settings, record: PoolRecord) -> Settings:
+    """The settings a pool's driver is opened with: the service's, with its options."""
+    overrides: dict[str, Any] = {
+        setting: value
+        for option, setting in OPTION_SETTINGS.items()
+        if isinstance(value := record.options.get(option), str) and value
+    }
+    return dataclasses.replace(settings, storage_uri=record.uri, **overrides)
+
+
+def open_pool(settings: Settings) -> Callable[[PoolRecord], Driver]:
+    """Opens a pool's driver, its store prepared (indexes created, deployment checked)."""
+
+    def opened(record: PoolRecord) -> Driver:
+        driver = open_driver(record.uri, pool_settings(settings, record))
+        try:
+            driver.prepare()
+        except Exception:
+            driver.close()
+            raise
+        return driver
+
+    return opened
+
+
+def pooled_stores(
+    settings: Settings,
+    default: Driver,
+    open_pool_driver: Callable[[PoolRecord], Driver] | None = None,
+) -> PooledStores:
+    """The stores of a pooled service: the catalog in ``default``."""
+    return PooledStores(
+        default,
+        default.catalog(),
+        open_pool_driver or open_pool(settings),
+        settings.catalog_refresh,
+        virtual_pool=settings.enable_virtual_pool,
+    )
+
+
+def registry(
+    settings: Settings,
+    stores: PooledStores,
+    open_pool_driver: Callable[[PoolRecord], Driver] | None = None,
+) -> Registry:
+    """The admin API's registry on the stores' catalog."""
+    opener = open_pool_driver or open_pool(settings)
+
+    def with_driver(record: PoolRecord, check: Callable[[Driver], bool]) -> bool:
+        driver = opener(record)
+        try:
+            return check(driver)
+        finally:
+            driver.close()
+
+    def reachable(record: PoolRecord) -> bool:
+        # Whatever stops the driver opening (a refused connection, a URI its client library
+        # cannot parse, a deployment it refuses) makes the pool unusable: a 400, not a 500.
+        with contextlib.suppress(Exception):
+            return with_driver(record, lambda d: d.ping())
+        return False
+
+    def holds_queues(record: PoolRecord) -> bool:
+        return with_driver(record, lambda d: d.holds_queues())
+
+    def settle() -> None:
+        time.sleep(2 * settings.catalog_refresh + 0.05)
+
+    return Registry(stores.catalog, reachable, holds_queues, settle, stores.invalidate)
