@@ -141,6 +141,9 @@ class PooledStores(Stores):
             if pool == VIRTUAL_POOL:
                 return self.default
             raise errors.StorageUnavailable(f"pool {pool} is not registered any more")
+        known = self._drivers.get(pool)
+        if known is not None and known[0] == record:
+            return known[1]  # the common case: no lock
         # Opened under the lock: two drivers of one pool would split its waiting claims.
         with self._opening:
             known = self._drivers.get(pool)

@@ -42,9 +42,9 @@ def test_the_admin_api_is_served_only_with_pooling_and_admin_mode(
         ({}, 404),  # no pooling
         ({"pooling": True}, 404),  # pooling, noauth without admin_mode
     ):
-        api = next(api_on(request, "embedded", **settings))
-        assert api.get("/v2/pools").status_code == status
-        assert api.get("/v2/flavors").status_code == status
+        for api in api_on(request, "embedded", **settings):  # closed when the loop ends
+            assert api.get("/v2/pools").status_code == status
+            assert api.get("/v2/flavors").status_code == status
 
 
 def test_put_get_patch_list_and_delete_a_pool(pooled: Api, request: pytest.FixtureRequest) -> None:

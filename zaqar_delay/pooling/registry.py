@@ -35,13 +35,6 @@ def capabilities_of(uri: str) -> list[str]:
     return [c for c in CAPABILITIES if durable or c != "DURABILITY"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class PoolChange:
-    """A validated PUT or PATCH body of a pool: the fields it sets."""
-
-    fields: dict[str, Any]
-
-
 def _pool_field(name: str, value: Any) -> Any:
     """One field of a pool body, checked as Zaqar's JSON schema does (400 otherwise)."""
     if name == "weight":
@@ -67,8 +60,8 @@ def _pool_field(name: str, value: Any) -> Any:
     return value
 
 
-def pool_change(document: Any, *, creating: bool) -> PoolChange:
-    """The fields of a pool body: all of ``uri`` and ``weight`` to create, at least one of
+def pool_fields(document: Any, *, creating: bool) -> dict[str, Any]:
+    """The validated fields of a pool body: all of ``uri`` and ``weight`` to create, at least one of
     ``weight``, ``uri``, ``flavor``, ``options`` to patch (others are ignored, as Zaqar
     does)."""
     if not isinstance(document, dict):
@@ -84,7 +77,7 @@ def pool_change(document: Any, *, creating: bool) -> PoolChange:
     fields = {name: _pool_field(name, document[name]) for name in POOL_FIELDS if name in document}
     if not creating:  # Zaqar ignores patched fields given as null
         fields = {k: v for k, v in fields.items() if document[k] is not None}
-    return PoolChange(fields)
+    return fields
 
 
 def pool_list_of(document: Any, *, required: bool) -> list[str] | None:
@@ -151,7 +144,7 @@ class Registry:
         from its flavor's other pools, 409 when another pool has its URI."""
         if name == VIRTUAL_POOL:
             raise errors.InvalidRequest(f"The pool name {VIRTUAL_POOL!r} is reserved.")
-        fields = pool_change(document, creating=True).fields
+        fields = pool_fields(document, creating=True)
         record = PoolRecord(
             name, fields["uri"], fields["weight"], fields.get("flavor"), fields.get("options", {})
         )
@@ -164,7 +157,7 @@ class Registry:
 
     def patch_pool(self, name: str, document: Any) -> PoolRecord:
         current = self.get_pool(name)
-        fields = pool_change(document, creating=False).fields
+        fields = pool_fields(document, creating=False)
         record = dataclasses.replace(current, **fields)
         if record.uri != current.uri and self.store.queues_on_pool(name):
             raise errors.Conflict(
@@ -222,9 +215,8 @@ class Registry:
     def pools_of(self, flavor: str) -> list[PoolRecord]:
         return [p for p in self.store.list_pools(None, None) if p.flavor == flavor]
 
-    def _flavor_capabilities(self, flavor: str, leaving: str | None = None) -> list[str] | None:
-        pools = [p for p in self.pools_of(flavor) if p.name != leaving]
-        return capabilities_of(pools[0].uri) if pools else None
+    def _flavor_capabilities(self, flavor: str, leaving: str) -> list[str] | None:
+        return _shared_capabilities([p for p in self.pools_of(flavor) if p.name != leaving])
 
     def flavor_view(self, flavor: FlavorRecord) -> dict[str, Any]:
         """``{name, pool_list, capabilities}``."""
@@ -232,7 +224,7 @@ class Registry:
         return {
             "name": flavor.name,
             "pool_list": [p.name for p in pools],
-            "capabilities": capabilities_of(pools[0].uri) if pools else [],
+            "capabilities": _shared_capabilities(pools) or [],
         }
 
     def get_flavor(self, name: str) -> FlavorRecord:
@@ -303,6 +295,11 @@ class Registry:
         for pool in pools:
             if pool.flavor != flavor:
                 self.store.put_pool(dataclasses.replace(pool, flavor=flavor))
+
+
+def _shared_capabilities(pools: list[PoolRecord]) -> list[str] | None:
+    """The capabilities of a flavor's pools (all alike: put checks it); None without pools."""
+    return capabilities_of(pools[0].uri) if pools else None
 
 
 def pool_view(pool: PoolRecord, detailed: bool) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import falcon
@@ -63,14 +63,13 @@ def _listing(
     req: falcon.Request,
     kind: str,
     entries: Sequence[dict[str, Any]],
-    names: Callable[[], str],
     limit: int,
     detailed: bool,
 ) -> dict[str, Any]:
     links = []
     if entries:
         query_string = urllib.parse.urlencode(
-            {"marker": names(), "limit": limit, "detailed": str(detailed).lower()}
+            {"marker": entries[-1]["name"], "limit": limit, "detailed": str(detailed).lower()}
         )
         links.append({"rel": "next", "href": f"{req.path}?{query_string}"})
     for entry in entries:
@@ -89,7 +88,7 @@ class PoolCollection(CatalogResource):
         marker, limit, detailed = _page(req)
         pools = self.registry.list_pools(marker, limit)
         entries = [pool_view(p, detailed) for p in pools]
-        resp.media = _listing(req, "pools", entries, lambda: pools[-1].name, limit, detailed)
+        resp.media = _listing(req, "pools", entries, limit, detailed)
 
 
 class PoolItem(CatalogResource):
@@ -150,7 +149,7 @@ class FlavorCollection(CatalogResource):
             if not detailed:
                 del view["capabilities"]
             entries.append(view)
-        resp.media = _listing(req, "flavors", entries, lambda: flavors[-1].name, limit, detailed)
+        resp.media = _listing(req, "flavors", entries, limit, detailed)
 
 
 class FlavorItem(CatalogResource):
