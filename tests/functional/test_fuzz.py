@@ -2,7 +2,9 @@
 
 Bounded (a fixed seed, 50 examples per operation and phase, a time budget) so it fits in
 every CI run; a longer run is the same command with larger numbers. Waiting claims are capped at
-1 second on this server so generated ``wait`` values do not stall the run.
+1 second on this server so generated ``wait`` values do not stall the run. The server pools
+(its own store as the virtual pool) with the admin API open, so every operation the description
+names is served and fuzzed.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def fuzz_target() -> Iterator[ServiceProcess]:
     with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
-        conf.write("[transport]\nmax_claim_wait = 1\n")
+        conf.write(
+            "[DEFAULT]\npooling = true\nadmin_mode = true\n"
+            "[pooling:catalog]\nenable_virtual_pool = true\ncatalog_refresh = 0.05\n"
+            "[transport]\nmax_claim_wait = 1\n"
+        )
     service = ServiceProcess(args=["--config-file", conf.name], workers=2).start()
     yield service
     service.stop()
