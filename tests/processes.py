@@ -365,11 +365,16 @@ class SecantusServer:
     """
 
     def __init__(
-        self, standalone: bool = False, storage_path: str | None = None, durable: bool = False
+        self,
+        standalone: bool = False,
+        storage_path: str | None = None,
+        durable: bool = False,
+        port: int | None = None,
     ) -> None:
         """In memory unless ``storage_path`` (a WiredTiger home kept across restarts on the
-        same port); ``durable`` fsyncs the log at every commit, as mongod's ``j: true``."""
-        self.port = free_port()
+        same port); ``durable`` fsyncs the log at every commit, as mongod's ``j: true``;
+        ``port``: a given one (a free one by default)."""
+        self.port = port or free_port()
         self.standalone = standalone
         self.storage_path = storage_path
         self.durable = durable

@@ -6,6 +6,10 @@ when ``PROMETHEUS_MULTIPROC_DIR`` is set, which ``zaqar-delay-server`` does). Pe
 ``/metrics`` is scraped, for every queue that has seen a post or claim since the server
 started, so every worker's scrape shows the same, current values.
 
+With pooling, the per-queue state carries a ``pool`` label (the pool the queue is placed on,
+and the store its state is read from), and ``zaqar_delay_pool_queues`` counts the queues each
+pool holds.
+
 Per-queue series are bounded: each process gives its own series to the first
 ``max_queue_series`` queues it sees and counts every later one under the labels
 ``project="_other", queue="_other"``, so a scrape stays small however many queues exist.
@@ -25,7 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV
 from zaqar_delay.models import Message
-from zaqar_delay.storage.base import Driver
+from zaqar_delay.stores import PooledStores, Stores
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Queues whose state one scrape reads from the store, at most.
@@ -71,9 +75,10 @@ class Metrics:
     """Every metric of one worker process."""
 
     def __init__(
-        self, driver: Driver, clock: Clock, max_queue_series: int = DEFAULT_MAX_QUEUE_SERIES
+        self, stores: Stores, clock: Clock, max_queue_series: int = DEFAULT_MAX_QUEUE_SERIES
     ) -> None:
-        self._driver = driver
+        """``stores``: where each queue's state is read at a scrape, and its pool."""
+        self._stores = stores
         self._clock = clock
         self._series = QueueSeries(max_queue_series)
         self._multiprocess = bool(os.environ.get(PROMETHEUS_MULTIPROC_ENV))
@@ -206,26 +211,37 @@ class Metrics:
                     project, queue = sample.labels.get("project"), sample.labels.get("queue")
                     if project is not None and queue is not None and queue != OTHER:
                         queues.add((project, queue))
+        pooled = isinstance(self._stores, PooledStores)
+        labels = (*QUEUE_LABELS, "pool") if pooled else QUEUE_LABELS
         delayed = GaugeMetricFamily(
-            "zaqar_delay_queue_delayed_messages", "Messages not yet due.", labels=QUEUE_LABELS
+            "zaqar_delay_queue_delayed_messages", "Messages not yet due.", labels=labels
         )
         claimed = GaugeMetricFamily(
-            "zaqar_delay_queue_claimed_messages",
-            "Messages held by a live claim.",
-            labels=QUEUE_LABELS,
+            "zaqar_delay_queue_claimed_messages", "Messages held by a live claim.", labels=labels
         )
         expired = CounterMetricFamily(
             "zaqar_delay_queue_expired_messages",
             "Messages that expired before being deleted, as the store counted them.",
-            labels=QUEUE_LABELS,
+            labels=labels,
         )
         now_ms = self._clock.now_ms()
         for project, queue in sorted(queues)[:MAX_SCRAPED_QUEUES]:
-            stats = self._driver.stats(project, queue, now_ms)
-            delayed.add_metric([project, queue], stats.delayed)
-            claimed.add_metric([project, queue], stats.claimed)
-            expired.add_metric([project, queue], stats.expired)
+            stats = self._stores.for_queue(project, queue).stats(project, queue, now_ms)
+            values = [project, queue]
+            if pooled:
+                # A queue deleted since it was counted is placed nowhere.
+                values.append(self._stores.pool_of(project, queue) or "")
+            delayed.add_metric(values, stats.delayed)
+            claimed.add_metric(values, stats.claimed)
+            expired.add_metric(values, stats.expired)
         yield from (delayed, claimed, expired)
+        if pooled:
+            placed = GaugeMetricFamily(
+                "zaqar_delay_pool_queues", "Queues placed on each pool.", labels=("pool",)
+            )
+            for pool, count in sorted(self._stores.queues_per_pool().items()):
+                placed.add_metric([pool], count)
+            yield placed
 
 
 class _Families:

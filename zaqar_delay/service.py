@@ -63,7 +63,7 @@ class Service:
         self.encryption = QueueEncryption(cipher)
         self.limits = limits
         self.clock = clock
-        self.metrics = metrics or Metrics(driver, clock)
+        self.metrics = metrics or Metrics(self.stores, clock)
         self.lifecycle = Lifecycle(self.metrics, journal or NullJournal())
         self.wait_rooms = WaitRooms(clock)
         self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption)
@@ -328,6 +328,7 @@ class Service:
                 grace_s=times.grace_s,
                 limit=limit,
                 now_ms=now_ms,
+                dead_letter_store=functools.partial(self._dead_letter_store, project, queue),
             )
             if outcome.dead_lettered:
                 target = outcome.dead_letter_queue
@@ -342,6 +343,12 @@ class Service:
         next_claimable = functools.partial(store.next_claimable_ms, project, queue)
         room = self.wait_rooms.of(store)
         return room.wait_for(project, queue, wait_s, attempt, next_claimable)
+
+    def _dead_letter_store(self, project: str, queue: str, dead_letter_queue: str) -> Driver:
+        """The store of ``queue``'s dead-letter queue, placing it on ``queue``'s pool when it
+        is placed nowhere (a claim is about to move messages there)."""
+        self.stores.colocate(project, queue, dead_letter_queue)
+        return self.stores.for_queue(project, dead_letter_queue)
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
         return self.encryption.open_claim(

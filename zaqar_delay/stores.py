@@ -21,6 +21,9 @@ from zaqar_delay.storage.catalog import CatalogStore, PoolRecord
 
 # Placements one process remembers (forgotten all at once when full).
 PLACEMENT_CACHE_SIZE = 100_000
+# Seconds a pool's driver replaced by a changed record stays open: requests that took it
+# before the change finish on it.
+RETIRED_DRIVER_GRACE_S = 30.0
 
 
 class Stores:
@@ -45,12 +48,17 @@ class Stores:
         """The queue was deleted: it may be placed anew when next written."""
 
     def colocate(self, project: str, queue: str, dead_letter_queue: str) -> None:
-        """Place ``dead_letter_queue`` on ``queue``'s store, where claims move messages to it
-        in one script; InvalidRequest when it already lives on another."""
+        """Place ``dead_letter_queue`` on ``queue``'s pool if it is placed nowhere: a claim
+        then moves messages there within one store. One that already lives on another pool
+        stays there (claims copy messages across, ``Driver.receive_dead_letters``)."""
 
     def pool_of(self, project: str, queue: str) -> str | None:
         """The name of the pool the queue is placed on; None unpooled or when not placed."""
         return None
+
+    def queues_per_pool(self) -> dict[str, int]:
+        """How many queues each pool holds (none unpooled): one catalog read per pool."""
+        return {}
 
     def list_queues(
         self, project: str, marker: str | None, limit: int, detailed: bool
@@ -102,6 +110,7 @@ class PooledStores(Stores):
         self._placed: dict[tuple[str, str], str] = {}
         self._records: dict[str, PoolRecord] | None = None
         self._drivers: dict[str, tuple[PoolRecord, Driver]] = {}
+        self._retired: list[tuple[float, Driver]] = []  # (when replaced, driver)
         self._generation: int | None = None
         self._checked_at = float("-inf")
 
@@ -112,6 +121,8 @@ class PooledStores(Stores):
         now = time.monotonic()
         if now - self._checked_at < self._refresh_s:
             return
+        if self._retired and now - self._retired[0][0] >= RETIRED_DRIVER_GRACE_S:
+            self._close_retired(now)
         generation = self.catalog.generation()
         with self._lock:
             if generation != self._generation:
@@ -142,22 +153,36 @@ class PooledStores(Stores):
                 return self.default
             raise errors.StorageUnavailable(f"pool {pool} is not registered any more")
         known = self._drivers.get(pool)
-        if known is not None and known[0] == record:
+        if known is not None and _same_store(known[0], record):
             return known[1]  # the common case: no lock
         # Opened under the lock: two drivers of one pool would split its waiting claims.
         with self._opening:
             known = self._drivers.get(pool)
-            if known is not None and known[0] == record:
+            if known is not None and _same_store(known[0], record):
                 return known[1]
             driver = self._open_pool(record)
+            if known is not None:  # the pool's record changed: its old driver retires
+                self._retired.append((time.monotonic(), known[1]))
             self._drivers[pool] = (record, driver)
             return driver
+
+    def _close_retired(self, now: float) -> None:
+        with self._opening:
+            due = [d for at, d in self._retired if now - at >= RETIRED_DRIVER_GRACE_S]
+            self._retired = [
+                (at, d) for at, d in self._retired if now - at < RETIRED_DRIVER_GRACE_S
+            ]
+        for driver in due:
+            driver.close()
 
     def close(self) -> None:
         with self._opening:
             for _, driver in self._drivers.values():
                 driver.close()
+            for _, driver in self._retired:
+                driver.close()
             self._drivers.clear()
+            self._retired.clear()
 
     def _remember(self, project: str, queue: str, pool: str) -> None:
         with self._lock:
@@ -205,16 +230,9 @@ class PooledStores(Stores):
         pool = self.pool_of(project, queue)
         if pool is None:
             return
-        target = self.pool_of(project, dead_letter_queue)
-        if target is None:
-            target = self.catalog.place_queue(project, dead_letter_queue, pool)
-            self._remember(project, dead_letter_queue, target)
-        if target != pool:
-            raise errors.InvalidRequest(
-                f"_dead_letter_queue {dead_letter_queue} lives on pool {target} and queue "
-                f"{queue} on pool {pool}: a dead-letter queue must live on its queue's pool "
-                "(name a queue not created yet, and it is placed there)."
-            )
+        if self.pool_of(project, dead_letter_queue) is None:
+            placed = self.catalog.place_queue(project, dead_letter_queue, pool)
+            self._remember(project, dead_letter_queue, placed)
 
     def forget(self, project: str, queue: str) -> None:
         self.catalog.remove_queue(project, queue)
@@ -235,10 +253,20 @@ class PooledStores(Stores):
     def count_queues(self, project: str) -> int:
         return self.catalog.count_queues(project)
 
+    def queues_per_pool(self) -> dict[str, int]:
+        self._refresh()
+        names = [*self.pools(), *([VIRTUAL_POOL] if self._virtual_pool else [])]
+        return {name: self.catalog.queues_on_pool(name) for name in dict.fromkeys(names)}
+
     def all(self) -> tuple[Driver, ...]:
         self._refresh()
         drivers = [self.default, *(self._driver(name) for name in self.pools())]
         return tuple({id(d): d for d in drivers}.values())
+
+
+def _same_store(a: PoolRecord, b: PoolRecord) -> bool:
+    """Whether a driver opened for ``a`` serves ``b`` (a new weight or flavor keeps it)."""
+    return (a.uri, a.options) == (b.uri, b.options)
 
 
 def _by_weight(candidates: list[PoolRecord]) -> PoolRecord:

@@ -18,7 +18,9 @@ from keystonemiddleware.fixture import AuthTokenFixture
 
 from tests.api.conftest import signed_headers
 from tests.conftest import close_test_driver, open_test_driver
-from zaqar_delay.api.app import create_wsgi_app
+from tests.processes import RedisServer
+from zaqar_delay.api.app import build, create_wsgi_app
+from zaqar_delay.api.auth import protect
 from zaqar_delay.api.routes import ROUTES, Route
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import load_settings
@@ -149,3 +151,65 @@ def test_pre_signed_urls_work_without_a_token_and_grant_no_roles(keystone: Keyst
     assert keystone.call("GET", "/v2/queues/q/messages", headers=forged).status_code == 404
     outside = keystone.call("GET", "/v2/health", headers=signed)
     assert outside.status_code == 404
+
+
+@pytest.fixture
+def pooled_keystone(
+    tmp_path: Path, embedded_redis: EmbeddedRedis, redis_server: RedisServer
+) -> Iterator[tuple[Keystone, str]]:
+    """Keystone with pooling on (and no admin_mode): the catalog on the embedded store; the
+    second value is the URI of a redis-server to register as a pool."""
+    conf = tmp_path / "zaqar-delay.conf"
+    conf.write_text(
+        "[DEFAULT]\npooling = true\n"
+        "[server]\nauth_strategy = keystone\n"
+        "[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n"
+        "delay_auth_decision = false\n"
+    )
+    settings = load_settings([str(conf)])
+    driver = open_test_driver(str(embedded_redis.uri))
+    tokens = AuthTokenFixture()
+    tokens.setUp()
+    app, service = build(settings, driver=driver, clock=FakeClock())
+    try:
+        yield Keystone(falcon.testing.TestClient(protect(app, settings)), tokens), redis_server.url
+    finally:
+        tokens.cleanUp()
+        assert service.stores is not None
+        service.stores.close()
+        close_test_driver(driver)
+
+
+def test_pools_and_flavors_need_the_admin_role(pooled_keystone: tuple[Keystone, str]) -> None:
+    keystone, uri = pooled_keystone
+    pool = {"uri": uri, "weight": 10, "options": {"key_prefix": f"t{uuid.uuid4().hex[:12]}"}}
+    flavor = {"pool_list": ["p1"]}
+    member = keystone.token("tenant", "member", "reader")
+    for method, path, body in (
+        ("PUT", "/v2/pools/p1", pool),
+        ("GET", "/v2/pools", None),
+        ("PUT", "/v2/flavors/f1", flavor),
+        ("GET", "/v2/flavors", None),
+    ):
+        tokenless = keystone.call(method, path, json=body, headers={"X-Project-ID": "tenant"})
+        assert tokenless.status_code == 401, (method, path)
+        refused = keystone.call(method, path, token=member, json=body)
+        assert refused.status_code == 403, (method, path, refused.text)
+        # Claiming the role in a header does not help: roles come from the token.
+        spoofed = keystone.call(method, path, token=member, json=body, headers={"X-Roles": "admin"})
+        assert spoofed.status_code == 403, (method, path)
+    admin = keystone.token("ops", "admin")
+    assert keystone.call("PUT", "/v2/pools/p1", token=admin, json=pool).status_code == 201
+    assert keystone.call("PUT", "/v2/flavors/f1", token=admin, json=flavor).status_code == 201
+    listed = keystone.call("GET", "/v2/pools", token=admin)
+    assert [p["name"] for p in listed.json["pools"]] == ["p1"]
+    assert keystone.call("GET", "/v2/flavors/f1", token=admin).json["pool_list"] == ["p1"]
+    # A member's queue of the flavor is placed on the admin's pool.
+    created = keystone.call("PUT", "/v2/queues/q1", token=member, json={"_flavor": "f1"})
+    assert created.status_code == 201, created.text
+    assert keystone.call("DELETE", "/v2/flavors/f1", token=member).status_code == 403
+    assert keystone.call("DELETE", "/v2/flavors/f1", token=admin).status_code == 204
+    # The pool holds the member's queue: deleting it is refused even to the admin.
+    assert keystone.call("DELETE", "/v2/pools/p1", token=admin).status_code == 409
+    assert keystone.call("DELETE", "/v2/queues/q1", token=member).status_code == 204
+    assert keystone.call("DELETE", "/v2/pools/p1", token=admin).status_code == 204

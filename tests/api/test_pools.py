@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.conftest import PROJECT, Api, api_on, pooled_api_on
 from tests.conftest import store_url
@@ -259,3 +260,76 @@ def test_listing_spans_pools_in_name_order(pooled: Api) -> None:
     rest = pooled.get("/v2/queues", params={"limit": 10, "marker": "n04"}).json
     assert [q["name"] for q in rest["queues"]] == names[5:]
     assert pooled.get("/v2/queues", params={"with_count": "true"}).json["count"] == 12
+
+
+def test_metrics_read_each_queue_from_its_pool_and_label_it(pooled: Api) -> None:
+    for flavor, pool in (("fast", "redis"), ("durable", "mongo")):
+        assert pooled.put(f"/v2/flavors/{flavor}", json={"pool_list": [pool]}).status_code == 201
+        metadata = {"_flavor": flavor, "_default_message_delay": 60}
+        assert pooled.put(f"/v2/queues/{flavor}-q", json=metadata).status_code == 201
+    pooled.post_messages("fast-q", {"body": 1})
+    pooled.post_messages("durable-q", {"body": 1}, {"body": 2})
+    # The default store (the catalog's) holds neither queue's messages.
+    assert pooled.driver.stats(PROJECT, "durable-q", pooled.clock.now_ms()).delayed == 0
+    text = pooled.get("/metrics", headers={"Client-ID": None, "X-Project-ID": None}).text
+    delayed = {
+        (s.labels["queue"], s.labels["pool"]): s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "zaqar_delay_queue_delayed_messages"
+        for s in family.samples
+    }
+    assert delayed == {("fast-q", "redis"): 1, ("durable-q", "mongo"): 2}
+    placed = {
+        s.labels["pool"]: s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "zaqar_delay_pool_queues"
+        for s in family.samples
+    }
+    assert placed == {"redis": 1, "mongo": 1}
+
+
+def test_placements_show_where_each_queue_lives(pooled: Api) -> None:
+    for i in range(5):
+        assert pooled.put(f"/v2/queues/q{i}").status_code == 201
+    stores = pooled.service.stores
+    expected = [{"queue": f"q{i}", "pool": stores.pool_of(PROJECT, f"q{i}")} for i in range(5)]
+    first = pooled.get("/v2/placements", params={"limit": 3}).json
+    assert first["project"] == PROJECT
+    assert first["placements"] == expected[:3]
+    following = pooled.get(first["links"][0]["href"]).json
+    assert following["placements"] == expected[3:]
+    counts = collections.Counter(p["pool"] for p in expected)
+    assert first["queues_per_pool"] == {
+        "redis": counts["redis"],
+        "mongo": counts["mongo"],
+        "default": 0,
+    }
+    # Another project's, by name; none of this one's queues.
+    other = pooled.get("/v2/placements", params={"project": "someone-else"}).json
+    assert (other["project"], other["placements"], other["links"]) == ("someone-else", [], [])
+    assert pooled.get("/v2/placements", params={"limit": 101}).status_code == 400
+
+
+@pytest.mark.parametrize("queue_pool", ["redis", "mongo"])
+def test_a_dead_letter_queue_on_another_pool_receives_what_claims_give_up(
+    pooled: Api, queue_pool: str
+) -> None:
+    other = {"redis": "mongo", "mongo": "redis"}[queue_pool]
+    for pool in ("redis", "mongo"):
+        assert pooled.put(f"/v2/flavors/on-{pool}", json={"pool_list": [pool]}).status_code == 201
+    assert pooled.put("/v2/queues/dead", json={"_flavor": f"on-{other}"}).status_code == 201
+    metadata = {"_flavor": f"on-{queue_pool}", "_max_claim_count": 1, "_dead_letter_queue": "dead"}
+    # Accepted, though the dead-letter queue lives on another pool.
+    assert pooled.put("/v2/queues/q", json=metadata).status_code == 201
+    stores = pooled.service.stores
+    assert (stores.pool_of(PROJECT, "q"), stores.pool_of(PROJECT, "dead")) == (queue_pool, other)
+    [mid] = pooled.post_messages("q", {"body": "poison"})
+    first = pooled.post("/v2/queues/q/claims")
+    assert first.status_code == 201
+    assert pooled.delete(first.headers["Location"]).status_code == 204
+    assert pooled.post("/v2/queues/q/claims").status_code == 204
+    moved = pooled.get("/v2/queues/dead/messages", params={"echo": "true"}).json["messages"]
+    assert [(m["id"], m["body"]) for m in moved] == [(mid, "poison")]
+    assert pooled.get("/v2/queues/q/stats").json["messages"]["total"] == 0
+    # Nothing of it on the queue's own pool's store.
+    assert pooled.store("q").get_metadata(PROJECT, "dead") is None

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.processes import ServiceProcess
+from tests.processes import RedisServer, ServiceProcess
 from tests.receiver import receiver
 
 pytestmark = pytest.mark.functional
@@ -454,3 +454,57 @@ def test_in_keystone_mode_a_token_shows_its_own_projects_queues(
     ]
     assert shown == ["alice-q"]
     browser.execute_script("sessionStorage.clear()")
+
+
+def test_an_admin_sees_pools_flavors_and_where_each_queue_lives(
+    tmp_path: pathlib.Path, redis_server: RedisServer, browser: Any
+) -> None:
+    conf = tmp_path / "zaqar-delay.conf"
+    conf.write_text("[DEFAULT]\npooling = true\nadmin_mode = true\n")
+    pooled = ServiceProcess(args=["--config-file", str(conf)]).start()
+    try:
+        project = f"pools-{uuid.uuid4().hex[:6]}"
+        call = api(pooled, project)
+        prefix = f"t{uuid.uuid4().hex[:12]}"
+        pool = {"uri": redis_server.url, "weight": 10, "options": {"key_prefix": prefix}}
+        assert call("PUT", "/v2/pools/hot", json=pool).status_code == 201
+        assert call("PUT", "/v2/flavors/fast", json={"pool_list": ["hot"]}).status_code == 201
+        for queue in ("alpha", "beta"):
+            created = call("PUT", f"/v2/queues/{queue}", json={"_flavor": "fast"})
+            assert created.status_code == 201, created.text
+        browser.get(f"{pooled.url}/dashboard/?project={project}")
+        link = wait_for(
+            lambda: (
+                browser.find_element(By.ID, "pools-link").is_displayed()
+                and browser.find_element(By.ID, "pools-link")
+            ),
+            "the Pools link",
+        )
+        link.click()
+        row = wait_for(
+            lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-pool="hot"]'), "the pool"
+        )
+        screenshot(browser, "pools")
+        cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+        assert cells == ["hot", "redis", "10", "fast", "2"]
+        assert prefix not in browser.page_source and redis_server.url not in browser.page_source
+        flavor = browser.find_element(By.CSS_SELECTOR, 'tr[data-flavor="fast"]')
+        assert [c.text for c in flavor.find_elements(By.TAG_NAME, "td")][:2] == ["fast", "hot"]
+        placed = {
+            r.get_attribute("data-placement"): r.find_element(By.CSS_SELECTOR, ".placed-on").text
+            for r in browser.find_elements(By.CSS_SELECTOR, "tr[data-placement]")
+        }
+        assert placed == {"alpha": "hot", "beta": "hot"}
+    finally:
+        pooled.stop()
+
+
+def test_the_pools_link_is_hidden_where_the_admin_api_is_not_served(
+    server: ServiceProcess, browser: Any
+) -> None:
+    browser.get(f"{server.url}/dashboard/?project=p")
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#view h1"), "the queue list")
+    # The probe answered 404 (no pooling on this server): the link stays hidden.
+    assert api(server, "p")("GET", "/v2/pools").status_code == 404
+    time.sleep(0.5)
+    assert not browser.find_element(By.ID, "pools-link").is_displayed()

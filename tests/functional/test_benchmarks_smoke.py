@@ -150,3 +150,22 @@ def test_replica_acks_benchmark_measures_each_value() -> None:
     medians = result["medians_messages_per_s"]
     assert isinstance(medians, dict) and set(medians) == {"0", "1"}
     assert all(rate > 0 for value in medians.values() for rate in value.values())
+
+
+def test_pooling_benchmark_compares_both_servers_and_spreads_by_weight() -> None:
+    result = run_benchmark(
+        "pooling",
+        *("--seconds", "1", "--rounds", "1", "--connections", "4", "--prefill", "300"),
+        *("--spread-queues", "80", "--weight-a", "100", "--weight-b", "300"),
+    )
+    summary = result["summary"]
+    assert isinstance(summary, dict)
+    rates = summary["messages_per_s"]
+    assert set(rates) == {"produce", "produce-batch", "consume"}
+    assert all(r["unpooled"] > 0 and r["pooled"] > 0 for r in rates.values())
+    spread = summary["spread"]
+    placed = spread["queues_per_pool"]
+    # Every queue was placed, on both pools, the heavier pool holding more.
+    assert placed["a"] + placed["b"] == 80
+    assert 0 < placed["a"] < placed["b"], placed
+    assert spread["keys_per_pool"]["a"] > 0 and spread["keys_per_pool"]["b"] > 0

@@ -1,5 +1,5 @@
-"""python-zaqarclient's own functional tests for queues, claims and subscriptions, run against
-our server.
+"""python-zaqarclient's own functional tests for queues, claims and subscriptions, and for
+pools and flavors on a pooled server, run against our server.
 
 They ship only in the client's source distribution, which is downloaded once into a cache.
 Every test must pass except those listed in EXPECTED_FAILURES, each with its reason.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import ServiceProcess
+from tests.processes import SecantusServer, ServiceProcess, _bindable
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -28,6 +28,13 @@ SUITES = [
     "tests/functional/queues/v2/test_claims.py",
     "tests/functional/queues/v2/test_subscription.py",
 ]
+
+# The admin API's suites: their pools name MongoDB at its default address.
+POOLING_SUITES = [
+    "tests/functional/queues/v2/test_pool.py",
+    "tests/functional/queues/v2/test_flavor.py",
+]
+MONGODB_DEFAULT_PORT = 27017
 
 EXPECTED_FAILURES = {
     # Stale expectations that upstream Zaqar fails as well (reference section 4.4): the client
@@ -90,33 +97,7 @@ def test_upstream_client_functional_suite(
         conf.write("[signed_url]\nsecret_key = functional-suite-key\n")  # for test_signed_url
     service = ServiceProcess(env=env, args=["--config-file", conf.name]).start()
     try:
-        report = Path(service.data_dir) / "junit.xml"
-        env = {**os.environ, "ZAQARCLIENT_TEST_FUNCTIONAL": "1", "ZAQAR_ENDPOINT": service.url}
-        run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-o",
-                "addopts=",
-                f"--junitxml={report}",
-                *SUITES,
-            ],
-            cwd=client_source,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        cases = ET.parse(report).getroot().iter("testcase")
-        outcomes = {}
-        for case in cases:
-            failed = case.find("failure") is not None or case.find("error") is not None
-            skipped = case.find("skipped") is not None
-            outcomes[case.get("name")] = "failed" if failed else "skipped" if skipped else "passed"
+        outcomes, output = run_client_suites(client_source, service, SUITES)
     finally:
         service.stop()
     failed = {name for name, outcome in outcomes.items() if outcome == "failed"}
@@ -125,5 +106,56 @@ def test_upstream_client_functional_suite(
         f"python-zaqarclient functional ({store}): {len(passed)} passed, {len(failed)} failed "
         f"(expected failures: {sorted(EXPECTED_FAILURES)})"
     )
-    assert failed == set(EXPECTED_FAILURES), run.stdout[-5000:]
-    assert len(passed) >= 21, run.stdout[-5000:]  # the 7 subscription tests among them
+    assert failed == set(EXPECTED_FAILURES), output[-5000:]
+    assert len(passed) >= 21, output[-5000:]  # the 7 subscription tests among them
+
+
+def run_client_suites(
+    client_source: Path, service: ServiceProcess, suites: list[str]
+) -> tuple[dict[str | None, str], str]:
+    """Run the client's functional ``suites`` against ``service``: each test's outcome, and
+    what pytest printed."""
+    report = Path(service.data_dir) / "junit.xml"
+    env = {**os.environ, "ZAQARCLIENT_TEST_FUNCTIONAL": "1", "ZAQAR_ENDPOINT": service.url}
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            f"--junitxml={report}",
+            *suites,
+        ],
+        cwd=client_source,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    outcomes = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        failed = case.find("failure") is not None or case.find("error") is not None
+        skipped = case.find("skipped") is not None
+        outcomes[case.get("name")] = "failed" if failed else "skipped" if skipped else "passed"
+    return outcomes, run.stdout
+
+
+def test_upstream_client_pool_and_flavor_suites(client_source: Path, tmp_path: Path) -> None:
+    if not _bindable(MONGODB_DEFAULT_PORT):
+        pytest.skip(f"the suites' MongoDB address, 127.0.0.1:{MONGODB_DEFAULT_PORT}, is taken")
+    mongodb = SecantusServer(port=MONGODB_DEFAULT_PORT).start()
+    conf = tmp_path / "pooled.conf"
+    conf.write_text("[DEFAULT]\npooling = true\nadmin_mode = true\n")
+    service = ServiceProcess(args=["--config-file", str(conf)]).start()
+    try:
+        outcomes, output = run_client_suites(client_source, service, POOLING_SUITES)
+    finally:
+        service.stop()
+        mongodb.stop()
+    print(f"python-zaqarclient pool and flavor suites: {outcomes}")
+    assert len(outcomes) == 10, output[-5000:]  # 6 pool and 4 flavor tests
+    assert set(outcomes.values()) == {"passed"}, (outcomes, output[-5000:])

@@ -7,12 +7,14 @@ import json
 import pathlib
 import threading
 import time
+import uuid
 from typing import Any
 
 import pytest
 import requests
 from pyspark.sql import SparkSession
 
+from tests.conftest import store_url
 from tests.processes import RedisServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 from zaqar_delay.pipeline import cli
@@ -78,11 +80,51 @@ def consume(url: str, queue: str, count: int) -> list[dict[str, Any]]:
     return seen
 
 
+def pooled_server(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path, journal: pathlib.Path
+) -> ServiceProcess:
+    """A pooled server whose two queues live on two pools: "retries" on a redis-server,
+    "reminders" on MongoDB (each pool the only one of its flavor)."""
+    conf = tmp_path / "pooled.conf"
+    conf.write_text("[DEFAULT]\npooling = true\nadmin_mode = true\n")
+    service = ServiceProcess(args=["--journal-dir", str(journal), "--config-file", str(conf)])
+    service.start()
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    pools = {
+        "redis": (store_url(request, "redis-server"), {"key_prefix": namespace}),
+        "mongo": (store_url(request, "mongodb"), {"database": namespace}),
+    }
+    for (name, (uri, options)), queue in zip(pools.items(), ("retries", "reminders"), strict=True):
+        pool = {"uri": uri, "weight": 10, "options": options}
+        for path, body in (
+            (f"/v2/pools/{name}", pool),
+            (f"/v2/flavors/on-{name}", {"pool_list": [name]}),
+            (f"/v2/queues/{queue}", {"_flavor": f"on-{name}"}),
+        ):
+            answer = requests.put(service.url + path, json=body, headers=HEADERS, timeout=30)
+            assert answer.status_code == 201, answer.text
+    return service
+
+
+def placements(url: str) -> dict[str, str]:
+    answer = requests.get(f"{url}/v2/placements", headers=HEADERS, timeout=10)
+    assert answer.status_code == 200, answer.text
+    return {p["queue"]: p["pool"] for p in answer.json()["placements"]}
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["one-store", "pooled"])
 def test_schedule_consume_report(
-    spark: SparkSession, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession,
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    pooled: bool,
 ) -> None:
     journal = tmp_path / "journal"
-    service = ServiceProcess(args=["--journal-dir", str(journal)]).start()
+    if pooled:
+        service = pooled_server(request, tmp_path, journal)
+    else:
+        service = ServiceProcess(args=["--journal-dir", str(journal)]).start()
     try:
         source = tmp_path / "reminders.csv"
         deliver_at = epoch_ms() + 2500
@@ -111,6 +153,9 @@ def test_schedule_consume_report(
         assert "rejected:           3" in second
         assert any("seconds in the past" in r["reason"] for r in read_rejects(tmp_path / "rejects"))
 
+        if pooled:
+            # Each queue stayed on its pool, and its messages are there.
+            assert placements(service.url) == {"retries": "redis", "reminders": "mongo"}
         seen = consume(service.url, "retries", 12) + consume(service.url, "reminders", 14)
         assert len({m["id"] for m in seen}) == 26
         assert all(m["received"] >= m["due"] for m in seen)

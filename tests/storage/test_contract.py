@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import close_test_driver, namespace_of, open_test_driver
+from tests.storage.pooled import CONTRACT_STORES, PooledDriver, one_store
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock, arrival
 from zaqar_delay.conf import Limits
@@ -29,6 +30,9 @@ from zaqar_delay.models import (
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
 from zaqar_delay.storage.base import Driver, metadata_version_of
+
+# Every store, and pooled: each queue on a redis-server or a MongoDB pool.
+pytestmark = pytest.mark.parametrize("store_uri", CONTRACT_STORES, indirect=True)
 
 P = "project-a"
 Q = "jobs"
@@ -267,6 +271,7 @@ class TestMessages:
 
 
 def test_listing_behind_many_hidden_messages_continues_past_the_scan_budget(store_uri: str) -> None:
+    one_store(store_uri)
     clock = FakeClock()
     driver = open_test_driver(store_uri, list_scan_budget=10)
     try:
@@ -330,7 +335,7 @@ class TestConditionalPost:
     def test_a_stale_version_stores_nothing(
         self, driver: Driver, clock: FakeClock, store_uri: str
     ) -> None:
-        other = open_test_driver(store_uri, namespace=namespace_of(driver))
+        other = open_test_driver(one_store(store_uri), namespace=namespace_of(driver))
         try:
             driver.create_queue(P, Q, {"_default_message_ttl": 100}, clock.now_ms())
             first = driver.post_if_current(P, Q, [], ALICE, clock.now_ms(), "")
@@ -349,7 +354,7 @@ class TestConditionalPost:
     def test_the_poster_uses_metadata_another_server_changed_at_once(
         self, driver: Driver, clock: FakeClock, store_uri: str
     ) -> None:
-        other = open_test_driver(store_uri, namespace=namespace_of(driver))
+        other = open_test_driver(one_store(store_uri), namespace=namespace_of(driver))
         poster = MessagePoster(
             lambda *_: driver, Limits(default_message_ttl=60), QueueEncryption(None)
         )
@@ -665,11 +670,12 @@ def _claim_until_empty(uri: str, namespace: str, now_ms: int) -> list[str]:
 def test_concurrent_claimers_in_several_processes(
     store_uri: str, driver: Driver, clock: FakeClock
 ) -> None:
+    one_store(store_uri)
     ids = post(driver, clock, *range(120))
     context = multiprocessing.get_context("spawn")
     with context.Pool(4) as pool:
         results = pool.starmap(
-            _claim_until_empty, [(store_uri, namespace_of(driver), clock.now_ms())] * 4
+            _claim_until_empty, [(one_store(store_uri), namespace_of(driver), clock.now_ms())] * 4
         )
     claimed = [i for result in results for i in result]
     assert sorted(claimed) == sorted(ids)  # every message once: none twice, none skipped
@@ -756,12 +762,13 @@ class TestDedup:
     def test_concurrent_duplicates_store_each_id_once(
         self, store_uri: str, driver: Driver, clock: FakeClock
     ) -> None:
+        one_store(store_uri)
         keys = [f"k{i}" for i in range(30)]
         results: list[tuple[list[str], Posted]] = []
         errors_seen: list[Exception] = []
 
         def poster() -> None:
-            own = open_test_driver(store_uri, namespace=namespace_of(driver))
+            own = open_test_driver(one_store(store_uri), namespace=namespace_of(driver))
             try:
                 for start in range(0, len(keys), 5):
                     chunk = keys[start : start + 5]
@@ -1112,7 +1119,10 @@ def test_next_claimable_is_the_earliest_due_time_or_claim_expiry(
 
 
 def test_writes_wake_announced_queues_only(driver: Driver, clock: FakeClock) -> None:
-    wakeups = driver.wakeups()
+    if isinstance(driver, PooledDriver):
+        wakeups = driver.wakeups_of(P, "watched", "quiet")
+    else:
+        wakeups = driver.wakeups()
     assert wakeups is not None
     woken: list[str] = []
     listening, stop = threading.Event(), threading.Event()

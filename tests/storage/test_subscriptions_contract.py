@@ -9,10 +9,14 @@ import threading
 import pytest
 
 from tests.conftest import namespace_of, open_test_driver
+from tests.storage.pooled import CONTRACT_STORES, one_store
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import PushResult, SubscriptionChange
 from zaqar_delay.storage.base import Driver
+
+# Every store, and pooled: each queue on a redis-server or a MongoDB pool.
+pytestmark = pytest.mark.parametrize("store_uri", CONTRACT_STORES, indirect=True)
 
 P, Q = "project-a", "alerts"
 HOOK = "http://127.0.0.1:9/hook"
@@ -156,6 +160,7 @@ def test_projects_do_not_see_each_other_s(driver: Driver, clock: FakeClock) -> N
 def test_concurrent_creations_of_one_subscriber_make_one(
     driver: Driver, clock: FakeClock, store_uri: str
 ) -> None:
+    one_store(store_uri)
     namespace = namespace_of(driver)
     results: list[tuple[str, bool]] = []
     lock = threading.Lock()

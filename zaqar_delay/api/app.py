@@ -33,6 +33,7 @@ from zaqar_delay.signed_urls import Signer
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.storage.uri import open_driver
+from zaqar_delay.stores import PooledStores, Stores
 from zaqar_delay.subscriptions import Subscriptions
 
 
@@ -104,12 +105,14 @@ def build(
     if driver is None:
         driver = open_driver(settings.storage_uri, settings)
     clock = clock or SystemClock()
-    stores = pooled_stores(settings, driver, open_pool_driver) if settings.pooling else None
+    stores = (
+        pooled_stores(settings, driver, open_pool_driver) if settings.pooling else Stores(driver)
+    )
     service = Service(
         driver,
         settings.limits,
         clock,
-        metrics=Metrics(driver, clock, settings.metrics_max_queue_series),
+        metrics=Metrics(stores, clock, settings.metrics_max_queue_series),
         journal=open_journal(settings.journal_path, settings.journal_max_bytes),
         cipher=message_cipher(settings),
         stores=stores,
@@ -159,8 +162,9 @@ def build(
         versions.OpenAPIDocument: versions.OpenAPIDocument(service, openapi.dumps(settings.limits)),
     }
     # The admin API of pooling: under keystone for the admin role, under noauth with admin_mode.
-    serve_catalog = stores is not None and (settings.auth_strategy == "keystone" or open_admin_api)
-    if stores is not None:
+    pooled = isinstance(stores, PooledStores)
+    serve_catalog = pooled and (settings.auth_strategy == "keystone" or open_admin_api)
+    if isinstance(stores, PooledStores):
         catalog = registry(settings, stores, open_pool_driver)
         for kind in pools.CATALOG_RESOURCES:
             special[kind] = kind(service, catalog)

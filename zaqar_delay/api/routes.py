@@ -72,6 +72,7 @@ ROUTES: tuple[Route, ...] = (
     Route("/v2/pools/{pool_name}", pools.PoolItem, admin=True, pooling=True),
     Route("/v2/flavors", pools.FlavorCollection, admin=True, pooling=True),
     Route("/v2/flavors/{flavor_name}", pools.FlavorItem, admin=True, pooling=True),
+    Route("/v2/placements", pools.Placements, admin=True, pooling=True),
 )
 
 TOKENLESS_PATHS = frozenset(route.template for route in ROUTES if route.tokenless)

@@ -128,6 +128,17 @@ class Registry:
         self._settle = settle
         self._changed = changed
 
+    # -- placements ----------------------------------------------------------------------------
+
+    def placements(self, project: str, marker: str | None, limit: int) -> list[tuple[str, str]]:
+        """``(queue, pool)`` of the project's queues in name order after ``marker``."""
+        return self.store.list_queues(project, marker, limit)
+
+    def queues_per_pool(self) -> dict[str, int]:
+        """How many queues each registered pool (and the virtual pool) holds."""
+        names = [p.name for p in self.store.list_pools(None, None)]
+        return {name: self.store.queues_on_pool(name) for name in [*names, VIRTUAL_POOL]}
+
     # -- pools ---------------------------------------------------------------------------------
 
     def get_pool(self, name: str) -> PoolRecord:

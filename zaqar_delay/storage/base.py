@@ -94,6 +94,10 @@ class Wakeups(abc.ABC):
         itself after a store outage and then call ``on_reconnect`` (wake-ups may be lost)."""
 
 
+#: Which store a dead-letter queue, by name, lives on (``Driver.claim``).
+DeadLetterStore = Callable[[str], "Driver"]
+
+
 class Driver(SubscriptionStore, DeliveryStore):
     """A message store scoped by (project, queue), with the queues' subscriptions and the
     pushes owed to them."""
@@ -350,6 +354,7 @@ class Driver(SubscriptionStore, DeliveryStore):
         grace_s: int,
         limit: int,
         now_ms: int,
+        dead_letter_store: DeadLetterStore | None = None,
     ) -> ClaimOutcome:
         """Claim up to ``limit`` claimable messages, oldest due first (no claim if there are
         none), and say which messages went to the dead-letter queue instead.
@@ -361,7 +366,28 @@ class Driver(SubscriptionStore, DeliveryStore):
         ``_max_claim_count`` times moves to that queue (same id and body, claim count 0, due
         now, ttl from ``_dead_letter_queue_messages_ttl`` or its own, expiring that long from
         now) instead of being returned.
+
+        ``dead_letter_store(target)`` says which store the dead-letter queue ``target`` lives
+        on (asked only when a message is dead-lettered; pools). When it is another store, the
+        messages are copied there with :meth:`receive_dead_letters` and only then deleted
+        here: a crash in between leaves them here, claimed too often, and the next claim
+        copies them again, which stores nothing twice.
         """
+
+    @abc.abstractmethod
+    def receive_dead_letters(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[Message],
+        ttl_s: int | None,
+        now_ms: int,
+    ) -> None:
+        """Store copies of ``messages``, dead-lettered from a queue on another store, in
+        ``queue`` (created if needed): same ids, bodies as stored and client ids, claim count
+        0, due now, ttl ``ttl_s`` or their own, expiring that long from now; waiting claims
+        woken and pushes owed as for a post. Idempotent by id: a message already here is not
+        stored again."""
 
     @abc.abstractmethod
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:

@@ -193,10 +193,51 @@ class FlavorItem(CatalogResource):
         resp.status = falcon.HTTP_204
 
 
+# Queues per page of GET /v2/placements.
+MAX_PLACEMENTS_PER_PAGE = 100
+
+
+class Placements(CatalogResource):
+    @operation(
+        "Where a project's queues live: each queue's pool, in name order, and the number of "
+        "queues on each pool (admin)",
+        ok("200", "placements", {"type": "object"}),
+        query=[
+            query("project", {"type": "string", "maxLength": 256}),
+            query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PLACEMENTS_PER_PAGE}),
+            query("marker", {"type": "string"}),
+        ],
+        context=ADMIN,
+    )
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        # An admin looks at any project; without ``project``, at the caller's own.
+        project = params.text(req, "project") or req.context.project
+        limit = params.integer(req, "limit", 20)
+        assert limit is not None
+        if not 1 <= limit <= MAX_PLACEMENTS_PER_PAGE:
+            raise errors.InvalidRequest(
+                f"Limit must be at least 1 and no greater than {MAX_PLACEMENTS_PER_PAGE}."
+            )
+        placed = self.registry.placements(project, params.text(req, "marker"), limit)
+        links = []
+        if placed:
+            next_query = urllib.parse.urlencode(
+                {"project": project, "marker": placed[-1][0], "limit": limit}
+            )
+            links.append({"rel": "next", "href": f"{req.path}?{next_query}"})
+        resp.media = {
+            "project": project,
+            "placements": [{"queue": queue, "pool": pool} for queue, pool in placed],
+            "queues_per_pool": self.registry.queues_per_pool(),
+            "links": links,
+        }
+
+
 # The resources made with the registry (``app.py``).
 CATALOG_RESOURCES: tuple[type[CatalogResource], ...] = (
     PoolCollection,
     PoolItem,
     FlavorCollection,
     FlavorItem,
+    Placements,
 )

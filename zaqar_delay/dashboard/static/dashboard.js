@@ -358,10 +358,60 @@ async function serviceView() {
   refresh = setTimeout(() => render().catch(showError), 5000);
 }
 
+// -- pooling (admin) ---------------------------------------------------------------------
+
+function storeType(uri) {
+  // The scheme only: a pool's URI may carry a password.
+  return String(uri || '').split(':')[0] || '—';
+}
+
+async function poolsView() {
+  const project = session.project;
+  const [pools, flavors, placed] = await Promise.all([
+    listPages(`/v2/pools?detailed=true&limit=${PAGE}`, 'pools', QUEUE_LIMIT),
+    listPages(`/v2/flavors?detailed=true&limit=${PAGE}`, 'flavors', QUEUE_LIMIT),
+    api('GET', `/v2/placements?limit=${PAGE}${project ? `&project=${q(project)}` : ''}`),
+  ]);
+  const perPool = placed.queues_per_pool || {};
+  const next = (placed.links || []).find((link) => link.rel === 'next');
+  const more = next && placed.placements.length === PAGE
+    ? await listPages(next.href, 'placements', QUEUE_LIMIT) : [];
+  const placements = [...placed.placements, ...more];
+  const poolRows = pools.map((pool) => element('tr', { 'data-pool': pool.name },
+    element('td', {}, pool.name), element('td', {}, storeType(pool.uri)),
+    element('td', { class: 'num' }, pool.weight), element('td', {}, pool.flavor || '—'),
+    element('td', { class: 'num pool-queues' }, perPool[pool.name] ?? 0)));
+  const flavorRows = flavors.map((flavor) => element('tr', { 'data-flavor': flavor.name },
+    element('td', {}, flavor.name), element('td', {}, (flavor.pool_list || []).join(', ')),
+    element('td', {}, (flavor.capabilities || []).join(', '))));
+  const placementRows = placements.map((p) => element('tr', { 'data-placement': p.queue },
+    element('td', {}, element('a', { href: `#/queue/${q(p.queue)}` }, p.queue)),
+    element('td', { class: 'placed-on' }, p.pool)));
+  show(element('h1', {}, 'Pools'),
+    poolRows.length ? table([['pool'], ['store'], ['weight', 'num'], ['flavor'], ['queues', 'num']], poolRows)
+      : element('p', { class: 'muted' }, perPool.default
+        ? `No pool registered: ${perPool.default} queues on the default store.` : 'No pool registered.'),
+    element('h2', {}, 'Flavors'),
+    flavorRows.length ? table([['flavor'], ['pools'], ['capabilities']], flavorRows)
+      : element('p', { class: 'muted' }, 'No flavors.'),
+    element('h2', {}, `Where the queues of ${placed.project} live`),
+    placementRows.length ? table([['queue'], ['pool']], placementRows)
+      : element('p', { class: 'muted' }, 'No queues.'));
+}
+
+async function offerPools() {
+  // The link shows only where the admin API answers this caller (pooling, admin role).
+  try {
+    await api('GET', '/v2/pools?limit=1');
+    $('#pools-link').hidden = false;
+  } catch (error) { $('#pools-link').hidden = true; }
+}
+
 async function render() {
   if (refresh) { clearTimeout(refresh); refresh = null; }
   const [, kind, name, windowName] = location.hash.split('/');
   if (kind === 'service') return serviceView();
+  if (kind === 'pools') return poolsView();
   if (kind === 'queue' && name) return queueView(decodeURIComponent(name), windowName || 'day');
   return queuesView();
 }
@@ -376,9 +426,11 @@ function start() {
     sessionStorage.setItem('zd.project', session.project);
     sessionStorage.setItem('zd.token', session.token);
     clearError();
+    offerPools();
     render().catch(failed);
   });
   window.addEventListener('hashchange', () => { clearError(); render().catch(failed); });
+  offerPools();
   render().catch(failed);
 }
 

@@ -15,6 +15,7 @@ from zaqar_delay.models import (
     Message,
 )
 from zaqar_delay.policy import QueuePolicy
+from zaqar_delay.storage.base import DeadLetterStore, Driver
 from zaqar_delay.storage.mongodb.common import (
     CLAIM_ATTEMPTS,
     Doc,
@@ -94,6 +95,7 @@ class ClaimOps(MongoBase):
         grace_s: int,
         limit: int,
         now_ms: int,
+        dead_letter_store: DeadLetterStore | None = None,
     ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
         expires_ms = now_ms + ttl_s * 1000
@@ -108,7 +110,14 @@ class ClaimOps(MongoBase):
         moved: tuple[str, ...] = ()
         target = policy.dead_letter_queue or ""
         if dead:
-            moved = self._move_to_dead_letter(project, queue, dead, policy, now_ms)
+            store = dead_letter_store(target) if dead_letter_store else self
+            if store is self:
+                moved = self._move_to_dead_letter(project, queue, dead, policy, now_ms)
+            else:
+                ttl = policy.dead_letter_ttl_s
+                moved = self._copy_to_dead_letter(
+                    project, queue, dead, (store, target), ttl, now_ms
+                )
         outcome = ClaimOutcome(None, moved, target if moved else "")
         kept = [d for d in taken if d not in dead]
         if not kept:
@@ -165,6 +174,27 @@ class ClaimOps(MongoBase):
             )
         self._wakeups.wake(project, target)
         return tuple(str(d["_id"]) for d in dead)
+
+    def _copy_to_dead_letter(
+        self,
+        project: str,
+        queue: str,
+        dead: list[Doc],
+        target: tuple[Driver, str],
+        ttl_s: int | None,
+        now_ms: int,
+    ) -> tuple[str, ...]:
+        """Copy each message to the dead-letter queue on another store (``target``: the store
+        and the queue's name), then delete it here: a crash in between leaves it here, held
+        by this claim, and a later claim copies it again (idempotent by id)."""
+        store, name = target
+        messages = [message_of(d, now_ms) for d in dead]
+        store.receive_dead_letters(project, name, messages, ttl_s, now_ms)
+        ids = [d["_id"] for d in dead]
+        self._messages.delete_many(
+            {"_id": {"$in": ids}, **self._queue_filter(project, queue), "cid": dead[0]["cid"]}
+        )
+        return tuple(str(i) for i in ids)
 
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
         # Unclaimed messages have v = due, claimed ones v = claim expiry: one index lookup.

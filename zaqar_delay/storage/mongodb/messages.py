@@ -31,6 +31,9 @@ from zaqar_delay.storage.mongodb.common import (
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
 from zaqar_delay.storage.mongodb.schema import as_date
 
+# MongoDB's error code for a unique index refusing a document.
+DUPLICATE_KEY = 11000
+
 
 @translate_class_errors
 class MessageOps(MongoBase):
@@ -105,6 +108,33 @@ class MessageOps(MongoBase):
         push_due = self._owe_pushes(project, queue, fresh, now_ms) if subscribed else 0
         ids = [duplicate_of.get(i) or str(d["_id"]) for i, d in enumerate(documents)]
         return Posted(ids, tuple(sorted(duplicate_of)), push_due_ms=push_due)
+
+    def receive_dead_letters(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[Message],
+        ttl_s: int | None,
+        now_ms: int,
+    ) -> None:
+        copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in messages]
+        documents, subscribed = self._documents(project, queue, copies, "", now_ms)
+        for document, message in zip(documents, messages, strict=True):
+            document["_id"], document["u"] = message.id, message.client_id
+        # Unordered, so a copy stored by an earlier attempt (a duplicate id) skips only itself.
+        refused: set[int] = set()
+        try:
+            self._messages.insert_many(documents, ordered=False)
+        except pymongo.errors.BulkWriteError as exc:
+            errors_seen = exc.details.get("writeErrors", [])
+            if any(e.get("code") != DUPLICATE_KEY for e in errors_seen):
+                raise
+            refused = {int(e["index"]) for e in errors_seen}
+        fresh = [d for i, d in enumerate(documents) if i not in refused]
+        if fresh:
+            self._wakeups.wake(project, queue)
+        if subscribed:
+            self._owe_pushes(project, queue, fresh, now_ms)
 
     def post_if_current(
         self,

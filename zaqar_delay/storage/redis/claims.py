@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from zaqar_delay import errors
 from zaqar_delay.models import Claim, ClaimOutcome, Message, NewMessage, Posted
-from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.base import DeadLetterStore, Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.replies import messages_of
 
@@ -42,6 +42,7 @@ class ClaimScripts(Driver):
         grace_s: int,
         limit: int,
         now_ms: int,
+        dead_letter_store: DeadLetterStore | None = None,
     ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
         claimed, dead, dead_letter_queue, dead_letter_ttl = self._run(
@@ -49,11 +50,13 @@ class ClaimScripts(Driver):
         )
         moved: tuple[str, ...] = ()
         if dead:
+            target = dead_letter_queue.decode()
+            store = dead_letter_store(target) if dead_letter_store else self
             moved = self._move_to_dead_letter(
                 project,
                 queue,
                 messages_of(dead, now_ms),
-                dead_letter_queue.decode(),
+                (store, target),
                 int(dead_letter_ttl) or None,
                 now_ms,
             )
@@ -69,20 +72,32 @@ class ClaimScripts(Driver):
         project: str,
         queue: str,
         messages: list[Message],
-        target: str,
+        target: tuple[Driver, str],
         ttl_s: int | None,
         now_ms: int,
     ) -> tuple[str, ...]:
-        """Copy to the dead-letter queue first, then delete: a crash between repeats the move
-        (the copy is idempotent by id) instead of losing the message. Returns the ids."""
+        """Copy to the dead-letter queue (``target``: its store and name) first, then delete:
+        a crash between repeats the move (the copy is idempotent by id) instead of losing the
+        message. Returns the ids."""
+        store, name = target
+        store.receive_dead_letters(project, name, messages, ttl_s, now_ms)
+        self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
+        return tuple(m.id for m in messages)
+
+    def receive_dead_letters(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[Message],
+        ttl_s: int | None,
+        now_ms: int,
+    ) -> None:
         by_client: dict[str, list[Message]] = {}
         for message in messages:
             by_client.setdefault(message.client_id, []).append(message)
         for client_id, group in by_client.items():
             copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in group]
-            self._post(project, target, copies, client_id, now_ms, ids=[m.id for m in group])
-        self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
-        return tuple(m.id for m in messages)
+            self._post(project, queue, copies, client_id, now_ms, ids=[m.id for m in group])
 
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
         return int(self._run("next_claimable", project, queue, now_ms)) or None

@@ -1,0 +1,29 @@
+"""The storage suites' stores: the contract modules also run pooled (``tests/storage/pooled.py``)
+by parametrizing ``store_uri`` with ``CONTRACT_STORES``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import STORES, close_test_driver, open_test_driver, store_url
+from tests.storage.pooled import POOLED, pooled_driver
+
+
+@pytest.fixture(params=STORES)
+def store_uri(request: pytest.FixtureRequest) -> str:
+    """A running store's URI, or ``POOLED``."""
+    return POOLED if request.param == POOLED else store_url(request, request.param)
+
+
+@pytest.fixture
+def driver(request: pytest.FixtureRequest, store_uri: str) -> Iterator[Any]:
+    """A driver on a namespace no other test sees; pooled: a PooledDriver."""
+    if store_uri == POOLED:
+        yield from pooled_driver(request)
+        return
+    driver = open_test_driver(store_uri)
+    yield driver
+    close_test_driver(driver)

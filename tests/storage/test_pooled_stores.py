@@ -1,0 +1,171 @@
+"""Stores used together: the pooled run of the storage contract spreads its queues over both
+pools, and a queue's dead-letter queue may live on another store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import close_test_driver, open_test_driver, store_url
+from tests.storage.pooled import pooled_driver
+from zaqar_delay import errors
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.models import ClaimOutcome, NewMessage
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.catalog import PoolRecord
+from zaqar_delay.stores import PooledStores
+
+P = "project-a"
+ALICE = "a" * 32
+BOB = "b" * 32
+
+
+def test_the_pooled_run_spreads_queues_over_both_pools(request: pytest.FixtureRequest) -> None:
+    for pooled in pooled_driver(request):  # closed when the loop ends
+        queues = [f"q{i}" for i in range(40)]
+        for queue in queues:
+            pooled.create_queue(P, queue, {}, 0)
+        # Both pools take queues (equal weights: all 40 on one would be a 1 in 5e11 chance),
+        # and each queue's metadata is on its pool's store, not the catalog's.
+        assert pooled.pools_used(P, queues) == {"redis", "mongo"}
+        assert pooled.stores.default.get_metadata(P, queues[0]) is None
+        assert all(pooled.get_metadata(P, queue) == {} for queue in queues)
+
+
+# Dead-letter queues on another store: (the queue's store, the dead-letter queue's store).
+STORE_PAIRS = [("redis-server", "mongodb"), ("mongodb", "redis-server"), ("embedded", "mongodb")]
+POISON = {"_max_claim_count": 1, "_dead_letter_queue": "dead"}
+
+
+@pytest.fixture(params=STORE_PAIRS, ids="->".join)
+def two_stores(request: pytest.FixtureRequest) -> Iterator[tuple[Driver, Driver]]:
+    source = open_test_driver(store_url(request, request.param[0]))
+    target = open_test_driver(store_url(request, request.param[1]))
+    yield source, target
+    close_test_driver(source)
+    close_test_driver(target)
+
+
+def claim(driver: Driver, clock: FakeClock, dead_letter_store: Any) -> ClaimOutcome:
+    return driver.claim(
+        P,
+        "q",
+        ttl_s=30,
+        grace_s=30,
+        limit=5,
+        now_ms=clock.now_ms(),
+        dead_letter_store=dead_letter_store,
+    )
+
+
+def poisoned(source: Driver, clock: FakeClock, metadata: dict[str, Any]) -> str:
+    """A message of queue "q" claimed once already (its ``_max_claim_count``), claim lapsed."""
+    source.create_queue(P, "q", metadata, clock.now_ms())
+    message = NewMessage('{"n": 1}', 3600, 0)
+    [mid] = source.post_messages(P, "q", [message], ALICE, clock.now_ms()).ids
+    first = claim(source, clock, None)
+    assert first.claim is not None and [m.id for m in first.claim.messages] == [mid]
+    clock.advance(seconds=31)  # the claim lapses
+    return mid
+
+
+def test_a_message_claimed_too_often_moves_to_a_dead_letter_queue_on_another_store(
+    two_stores: tuple[Driver, Driver], clock: FakeClock
+) -> None:
+    source, target = two_stores
+    mid = poisoned(source, clock, {**POISON, "_dead_letter_queue_messages_ttl": 600})
+    asked: list[str] = []
+
+    def dead_letter_store(name: str) -> Driver:
+        asked.append(name)
+        return target
+
+    outcome = claim(source, clock, dead_letter_store)
+    assert (outcome.claim, outcome.dead_lettered, outcome.dead_letter_queue) == (
+        None,
+        (mid,),
+        "dead",
+    )
+    assert asked == ["dead"]
+    now = clock.now_ms()
+    assert source.get_messages(P, "q", [mid], now) == []
+    assert source.get_metadata(P, "dead") is None  # nothing of it on the queue's store
+    [moved] = target.get_messages(P, "dead", [mid], now)
+    assert (moved.body, moved.client_id, moved.claim_count) == ({"n": 1}, ALICE, 0)
+    assert (moved.ttl_s, moved.due_ms, moved.expires_ms) == (600, now, now + 600_000)
+    # It is claimable there at once, by its id.
+    taken = target.claim(P, "dead", ttl_s=30, grace_s=30, limit=5, now_ms=now)
+    assert taken.claim is not None and [m.id for m in taken.claim.messages] == [mid]
+
+
+def test_a_failed_copy_keeps_the_message_and_a_repeated_copy_stores_it_once(
+    two_stores: tuple[Driver, Driver], clock: FakeClock
+) -> None:
+    source, target = two_stores
+    mid = poisoned(source, clock, POISON)
+
+    def unreachable(name: str) -> Driver:
+        raise errors.StorageUnavailable(f"the store of {name} is down")
+
+    with pytest.raises(errors.StorageUnavailable):
+        claim(source, clock, unreachable)
+    # The fault happened: nothing reached the dead-letter queue; the message is still here.
+    assert target.get_messages(P, "dead", [mid], clock.now_ms()) == []
+    [kept] = source.get_messages(P, "q", [mid], clock.now_ms())
+    # A copy made before a crash that came before the delete: the move repeats, and the
+    # dead-letter queue still holds the message once.
+    target.receive_dead_letters(P, "dead", [kept], None, clock.now_ms())
+    clock.advance(seconds=61)  # any claim the failed attempt left has lapsed
+    outcome = claim(source, clock, lambda name: target)
+    assert outcome.dead_lettered == (mid,)
+    listed = target.list_messages(
+        P,
+        "dead",
+        marker=None,
+        limit=10,
+        client_id=BOB,
+        echo=True,
+        include_claimed=True,
+        include_delayed=True,
+        now_ms=clock.now_ms(),
+    )
+    assert [m.id for m in listed.messages] == [mid]
+    assert source.get_messages(P, "q", [mid], clock.now_ms()) == []
+
+
+def test_a_pool_keeps_its_driver_over_weight_changes_and_retires_it_on_a_new_uri(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog_driver = open_test_driver(store_url(request, "embedded"))
+    uri = store_url(request, "redis-server")
+    opened: list[Driver] = []
+    closed: list[Driver] = []
+
+    def open_pool(record: PoolRecord) -> Driver:
+        driver = open_test_driver(record.uri)
+        real_close = driver.close
+        monkeypatch.setattr(driver, "close", lambda: (closed.append(driver), real_close()))
+        opened.append(driver)
+        return driver
+
+    catalog = catalog_driver.catalog()
+    stores = PooledStores(catalog_driver, catalog, open_pool, refresh_s=0.0)
+    try:
+        catalog.put_pool(PoolRecord("p", uri, 10, None, {}))
+        first = stores.place(P, "q")
+        catalog.put_pool(PoolRecord("p", uri, 99, None, {}))  # a new weight: the same store
+        stores.invalidate()
+        assert stores.for_queue(P, "q") is first and opened == [first]
+        catalog.put_pool(PoolRecord("p", uri, 99, None, {"key_prefix": "other"}))
+        stores.invalidate()
+        second = stores.for_queue(P, "q")
+        assert second is not first and closed == []  # requests under way may still use it
+        monkeypatch.setattr("zaqar_delay.stores.RETIRED_DRIVER_GRACE_S", 0.0)
+        stores.for_queue(P, "q")
+        assert closed == [first]
+    finally:
+        stores.close()
+        close_test_driver(catalog_driver)
+    assert closed == [first, second]
