@@ -24,6 +24,8 @@ PLACEMENT_CACHE_SIZE = 100_000
 # Seconds a pool's driver replaced by a changed record stays open: requests that took it
 # before the change finish on it.
 RETIRED_DRIVER_GRACE_S = 30.0
+# Beyond two catalog refresh periods, how long a deleted queue stays bound to its pool.
+STICKY_MARGIN_S = 1.0
 
 
 class Stores:
@@ -235,7 +237,10 @@ class PooledStores(Stores):
             self._remember(project, dead_letter_queue, placed)
 
     def forget(self, project: str, queue: str) -> None:
-        self.catalog.remove_queue(project, queue)
+        # Until every process has read the new generation, one may still write the queue on
+        # its old pool: created again meanwhile, it goes back there.
+        sticky_ms = int((2 * self._refresh_s + STICKY_MARGIN_S) * 1000)
+        self.catalog.remove_queue(project, queue, sticky_ms)
         with self._lock:
             self._placed.pop((project, queue), None)
 

@@ -3,6 +3,8 @@ pools, and a queue's dead-letter queue may live on another store."""
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +17,7 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import ClaimOutcome, NewMessage
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord
-from zaqar_delay.stores import PooledStores
+from zaqar_delay.stores import STICKY_MARGIN_S, PooledStores
 
 P = "project-a"
 ALICE = "a" * 32
@@ -169,3 +171,58 @@ def test_a_pool_keeps_its_driver_over_weight_changes_and_retires_it_on_a_new_uri
         stores.close()
         close_test_driver(catalog_driver)
     assert closed == [first, second]
+
+
+@pytest.mark.parametrize("catalog_store", ["embedded", "mongodb"])
+def test_a_queue_created_again_while_a_stale_process_writes_its_old_pool_goes_back_there(
+    request: pytest.FixtureRequest, catalog_store: str
+) -> None:
+    catalog_driver = open_test_driver(store_url(request, catalog_store))
+    namespaces = {"x": f"t{uuid.uuid4().hex[:12]}", "y": f"t{uuid.uuid4().hex[:12]}"}
+    uris = {"x": store_url(request, "redis-server"), "y": store_url(request, "mongodb")}
+    catalog = catalog_driver.catalog()
+    for name in namespaces:
+        catalog.put_pool(PoolRecord(name, uris[name], 100, None, {}))
+
+    def open_pool(record: PoolRecord) -> Driver:
+        return open_test_driver(record.uri, namespace=namespaces[record.name])
+
+    def first_pool(candidates: list[PoolRecord]) -> PoolRecord:
+        return min(candidates, key=lambda p: p.name)  # "x"
+
+    def last_pool(candidates: list[PoolRecord]) -> PoolRecord:
+        return max(candidates, key=lambda p: p.name)  # "y"
+
+    # Two processes: "stale" reads the catalog's generation once a minute; "fresh" at once.
+    stale = PooledStores(catalog_driver, catalog, open_pool, 60.0, choose=first_pool)
+    fresh = PooledStores(catalog_driver, catalog, open_pool, 0.05, choose=last_pool)
+    try:
+        assert stale.pool_of(P, "q") is None
+        stale.place(P, "q").create_queue(P, "q", {}, 0)
+        assert fresh.pool_of(P, "q") == "x"
+        # The queue is deleted and created again through the fresh process, whose choice
+        # alone would put it on "y".
+        fresh.for_queue(P, "q").delete_queue(P, "q")
+        fresh.forget(P, "q")
+        fresh.place(P, "q").create_queue(P, "q", {}, 0)
+        # The fault: the stale process has not seen the catalog move, and still writes to "x".
+        assert stale.catalog.generation() != stale._generation
+        posted = stale.for_queue(P, "q").post_messages(
+            P, "q", [NewMessage('"late"', 600, 0)], ALICE, 0
+        )
+        # The queue went back to "x": what the stale process wrote is the queue's.
+        assert fresh.pool_of(P, "q") == "x"
+        found = fresh.for_queue(P, "q").get_messages(P, "q", posted.ids, 0)
+        assert [m.body for m in found] == ["late"]
+        # Once every process has read the change, a queue created again is placed afresh.
+        fresh.for_queue(P, "q").delete_queue(P, "q")
+        fresh.forget(P, "q")
+        time.sleep(2 * 0.05 + STICKY_MARGIN_S + 0.2)
+        fresh.place(P, "q")
+        assert fresh.pool_of(P, "q") == "y"
+    finally:
+        stale.close()
+        fresh.close()
+        for name, uri in uris.items():
+            close_test_driver(open_test_driver(uri, namespace=namespaces[name]))
+        close_test_driver(catalog_driver)

@@ -88,15 +88,20 @@ class CatalogStore(abc.ABC):
     @abc.abstractmethod
     def place_queue(self, project: str, queue: str, pool: str) -> str:
         """Place the queue on ``pool`` unless it is placed already; returns the pool it is on
-        (so two processes placing one queue at once agree)."""
+        (so two processes placing one queue at once agree). A queue removed within its
+        ``sticky_ms`` (:meth:`remove_queue`) goes back to the pool it was on instead, if that
+        pool is still registered."""
 
     @abc.abstractmethod
     def lookup_queue(self, project: str, queue: str) -> str | None:
         """The pool the queue is placed on, or None."""
 
     @abc.abstractmethod
-    def remove_queue(self, project: str, queue: str) -> None:
-        """Forget the queue's placement (and move the generation on)."""
+    def remove_queue(self, project: str, queue: str, sticky_ms: int = 0) -> None:
+        """Forget the queue's placement (and move the generation on). For ``sticky_ms`` the
+        pool is remembered: a process whose cache still names it may write the queue there
+        until it reads the new generation, so the queue, if created again meanwhile, must
+        be placed there too."""
 
     @abc.abstractmethod
     def list_queues(self, project: str, marker: str | None, limit: int) -> list[tuple[str, str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pymongo
@@ -15,6 +16,12 @@ from zaqar_delay.storage.mongodb.errors import translate_errors
 Doc = dict[str, Any]
 
 
+def now_ms() -> int:
+    """Wall-clock milliseconds: a removed queue's sticky time is seconds long, and processes
+    on other hosts compare against it."""
+    return time.time_ns() // 1_000_000
+
+
 class MongoCatalog(CatalogStore):
     """Pools, flavors and placements in the default store's database."""
 
@@ -23,6 +30,7 @@ class MongoCatalog(CatalogStore):
         self._flavors = db[schema.CATALOG_FLAVORS]
         self._queues = db[schema.CATALOG_QUEUES]
         self._meta = db[schema.CATALOG_META]
+        self._removed = db[schema.CATALOG_REMOVED]
 
     def _move_generation_on(self) -> None:
         self._meta.update_one({"_id": "generation"}, {"$inc": {"n": 1}}, upsert=True)
@@ -84,6 +92,10 @@ class MongoCatalog(CatalogStore):
 
     @translate_errors
     def place_queue(self, project: str, queue: str, pool: str) -> str:
+        # The TTL monitor deletes late: the sticky time is read from the document.
+        removed = self._removed.find_one({"_id": f"{project}/{queue}", "e": {"$gt": now_ms()}})
+        if removed is not None and self._pools.find_one({"_id": removed["pool"]}, {"_id": 1}):
+            pool = str(removed["pool"])
         try:
             self._queues.insert_one({"p": project, "q": queue, "pool": pool})
         except mongo_errors.DuplicateKeyError:
@@ -99,9 +111,18 @@ class MongoCatalog(CatalogStore):
         return None if doc is None else str(doc["pool"])
 
     @translate_errors
-    def remove_queue(self, project: str, queue: str) -> None:
-        if self._queues.delete_one({"p": project, "q": queue}).deleted_count:
-            self._move_generation_on()
+    def remove_queue(self, project: str, queue: str, sticky_ms: int = 0) -> None:
+        placed = self._queues.find_one_and_delete({"p": project, "q": queue}, {"pool": 1})
+        if placed is None:
+            return
+        if sticky_ms > 0:
+            until = now_ms() + sticky_ms
+            self._removed.replace_one(
+                {"_id": f"{project}/{queue}"},
+                {"pool": placed["pool"], "e": until, "ex": schema.as_date(until)},
+                upsert=True,
+            )
+        self._move_generation_on()
 
     @translate_errors
     def list_queues(self, project: str, marker: str | None, limit: int) -> list[tuple[str, str]]:

@@ -20,6 +20,8 @@ catalog_pools:   {_id: pool name, u: URI, w: weight, f: flavor, o: options}   (p
 catalog_flavors: {_id: flavor name, p: pool names}                              default store
 catalog_queues:  {p, q, pool}: the pool each queue lives on                     only: catalog.py)
 catalog_meta:    {_id: "generation", n}: moves on when cached placements may be wrong
+catalog_removed: {_id: "<project>/<queue>", pool, e: sticky until ms, ex: date}: the pool of a
+                 queue removed less than its sticky time ago
 
 Metadata and bodies are stored as JSON text: any JSON is accepted (keys with "$" or ".",
 integers beyond 64 bits) and nothing queries inside them.
@@ -45,6 +47,7 @@ CATALOG_POOLS = "catalog_pools"
 CATALOG_FLAVORS = "catalog_flavors"
 CATALOG_QUEUES = "catalog_queues"
 CATALOG_META = "catalog_meta"
+CATALOG_REMOVED = "catalog_removed"
 
 ASC = pymongo.ASCENDING
 
@@ -110,6 +113,9 @@ INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] =
         "project_queue": ([("p", ASC), ("q", ASC)], {"unique": True}),
         # The queues of a pool (counting them, forgetting them with the pool).
         "pool": ([("pool", ASC)], {}),
+    },
+    CATALOG_REMOVED: {
+        "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
     },
 }
 

@@ -7,6 +7,8 @@ script. Keys (``<prefix>:{catalog}:...``):
 - ``q:<project>``: HASH queue -> pool; ``qi:<project>``: ZSET of its queue names (score 0,
   listed lexicographically); ``on:<pool>``: SET of ``<project>/<queue>`` placed on the pool
 - ``gen``: the generation (``CatalogStore.generation``)
+- ``removed:<project>/<queue>``: STRING, the pool of a queue removed less than its sticky
+  time ago (expires then)
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from zaqar_delay.storage.catalog import CatalogStore, FlavorRecord, PoolRecord
 from zaqar_delay.storage.redis.acks import ReplicaAcks, write_acked
 from zaqar_delay.storage.redis.errors import translate_class_errors
 
-# KEYS: q, qi, on. ARGV: queue, pool, member of on. The pool the queue is on.
+# KEYS: q, qi, on, removed. ARGV: queue, pool, member of on. The pool the queue is on.
 PLACE = """
 local placed = redis.call('HGET', KEYS[1], ARGV[1])
 if placed then return placed end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[3])
+redis.call('DEL', KEYS[4])
 return ARGV[2]
 """
 
@@ -110,7 +113,11 @@ class RedisCatalog(CatalogStore):
     # -- queue placements ----------------------------------------------------------------------
 
     def place_queue(self, project: str, queue: str, pool: str) -> str:
-        keys = [self._key("q", project), self._key("qi", project), self._key("on", pool)]
+        removed = self._key("removed", f"{project}/{queue}")
+        earlier = self._client.get(removed)
+        if earlier is not None and self._client.hexists(self._key("pools"), earlier):
+            pool = earlier.decode()
+        keys = [self._key("q", project), self._key("qi", project), self._key("on", pool), removed]
         args = [queue, pool, f"{project}/{queue}"]
         if self._acks.required:
             (placed,) = self._write(lambda c: self._place(keys=keys, args=args, client=c))
@@ -122,18 +129,20 @@ class RedisCatalog(CatalogStore):
         raw = self._client.hget(self._key("q", project), queue)
         return None if raw is None else raw.decode()
 
-    def remove_queue(self, project: str, queue: str) -> None:
+    def remove_queue(self, project: str, queue: str, sticky_ms: int = 0) -> None:
         pool = self.lookup_queue(project, queue)
         if pool is None:
             return
-        self._write(
-            lambda c: (
-                c.hdel(self._key("q", project), queue),
-                c.zrem(self._key("qi", project), queue),
-                c.srem(self._key("on", pool), f"{project}/{queue}"),
-                c.incr(self._key("gen")),
-            )
-        )
+
+        def remove(c: Any) -> None:
+            c.hdel(self._key("q", project), queue)
+            c.zrem(self._key("qi", project), queue)
+            c.srem(self._key("on", pool), f"{project}/{queue}")
+            if sticky_ms > 0:
+                c.set(self._key("removed", f"{project}/{queue}"), pool, px=sticky_ms)
+            c.incr(self._key("gen"))
+
+        self._write(remove)
 
     def list_queues(self, project: str, marker: str | None, limit: int) -> list[tuple[str, str]]:
         start = f"({marker}" if marker else "-"
