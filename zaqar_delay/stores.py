@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from zaqar_delay import errors
 from zaqar_delay.models import QueueInfo
@@ -26,6 +27,14 @@ PLACEMENT_CACHE_SIZE = 100_000
 RETIRED_DRIVER_GRACE_S = 30.0
 # Beyond two catalog refresh periods, how long a deleted queue stays bound to its pool.
 STICKY_MARGIN_S = 1.0
+
+
+class Upkeep(Protocol):
+    """Keeps stores a process started running, and stops them at its end."""
+
+    def keep_running(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Stores:
@@ -97,13 +106,16 @@ class PooledStores(Stores):
         refresh_s: float,
         virtual_pool: bool = False,
         choose: Callable[[list[PoolRecord]], PoolRecord] | None = None,
+        upkeep: Upkeep | None = None,
     ) -> None:
         """``open_pool(record)``: a driver on the pool's store. ``virtual_pool``: while no pool
         is registered, place queues on the default store. ``choose``: picks among candidate
-        pools (by default at random in proportion to weight)."""
+        pools (by default at random in proportion to weight). ``upkeep``: what keeps the
+        pools' embedded stores running (its ``keep_running`` runs at each catalog check)."""
         super().__init__(default)
         self.catalog = catalog
-        self._open_pool = open_pool
+        self.open_pool = open_pool
+        self._upkeep = upkeep
         self._refresh_s = refresh_s
         self._virtual_pool = virtual_pool
         self._choose = choose or _by_weight
@@ -125,6 +137,8 @@ class PooledStores(Stores):
             return
         if self._retired and now - self._retired[0][0] >= RETIRED_DRIVER_GRACE_S:
             self._close_retired(now)
+        if self._upkeep is not None:
+            self._upkeep.keep_running()
         generation = self.catalog.generation()
         with self._lock:
             if generation != self._generation:
@@ -162,7 +176,7 @@ class PooledStores(Stores):
             known = self._drivers.get(pool)
             if known is not None and _same_store(known[0], record):
                 return known[1]
-            driver = self._open_pool(record)
+            driver = self.open_pool(record)
             if known is not None:  # the pool's record changed: its old driver retires
                 self._retired.append((time.monotonic(), known[1]))
             self._drivers[pool] = (record, driver)
@@ -185,6 +199,8 @@ class PooledStores(Stores):
                 driver.close()
             self._drivers.clear()
             self._retired.clear()
+        if self._upkeep is not None:
+            self._upkeep.close()
 
     def _remember(self, project: str, queue: str, pool: str) -> None:
         with self._lock:

