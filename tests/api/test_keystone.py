@@ -19,11 +19,12 @@ from keystonemiddleware.fixture import AuthTokenFixture
 from tests.api.conftest import signed_headers
 from tests.conftest import close_test_driver, open_test_driver
 from tests.processes import RedisServer
-from zaqar_delay.api.app import build, create_wsgi_app
+from zaqar_delay.api.app import build
 from zaqar_delay.api.auth import protect
 from zaqar_delay.api.routes import ROUTES, Route
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import load_settings
+from zaqar_delay.service import Service
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
 CLIENT = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c"}
@@ -58,25 +59,37 @@ class Keystone:
         return self.client.simulate_request(method, path, headers=headers, **kwargs)
 
 
-@pytest.fixture
-def keystone(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Keystone]:
+KEYSTONE_CONF = (
+    "[server]\nauth_strategy = keystone\n"
+    "[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n"
+    "delay_auth_decision = false\n"
+)
+
+
+def keystone_app(
+    tmp_path: Path, embedded_redis: EmbeddedRedis, extra_conf: str
+) -> Iterator[tuple[Keystone, Service]]:
+    """The app behind keystonemiddleware on the embedded store, with ``extra_conf``, and the
+    service it serves."""
     conf = tmp_path / "zaqar-delay.conf"
-    conf.write_text(
-        "[server]\nauth_strategy = keystone\n"
-        "[signed_url]\nsecret_key = k\n"
-        "[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n"
-        "delay_auth_decision = false\n"
-    )
+    conf.write_text(KEYSTONE_CONF + extra_conf)
     settings = load_settings([str(conf)])
     driver = open_test_driver(str(embedded_redis.uri))
     tokens = AuthTokenFixture()
     tokens.setUp()
+    app, service = build(settings, driver=driver, clock=FakeClock())
     try:
-        app = create_wsgi_app(settings, driver=driver, clock=FakeClock())
-        yield Keystone(falcon.testing.TestClient(app), tokens)
+        yield Keystone(falcon.testing.TestClient(protect(app, settings)), tokens), service
     finally:
         tokens.cleanUp()
+        service.stores.close()
         close_test_driver(driver)
+
+
+@pytest.fixture
+def keystone(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Keystone]:
+    for keystone, _ in keystone_app(tmp_path, embedded_redis, "[signed_url]\nsecret_key = k\n"):
+        yield keystone
 
 
 def test_requests_without_a_valid_token_are_refused(keystone: Keystone) -> None:
@@ -159,25 +172,8 @@ def pooled_keystone(
 ) -> Iterator[tuple[Keystone, str]]:
     """Keystone with pooling on (and no admin_mode): the catalog on the embedded store; the
     second value is the URI of a redis-server to register as a pool."""
-    conf = tmp_path / "zaqar-delay.conf"
-    conf.write_text(
-        "[DEFAULT]\npooling = true\n"
-        "[server]\nauth_strategy = keystone\n"
-        "[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n"
-        "delay_auth_decision = false\n"
-    )
-    settings = load_settings([str(conf)])
-    driver = open_test_driver(str(embedded_redis.uri))
-    tokens = AuthTokenFixture()
-    tokens.setUp()
-    app, service = build(settings, driver=driver, clock=FakeClock())
-    try:
-        yield Keystone(falcon.testing.TestClient(protect(app, settings)), tokens), redis_server.url
-    finally:
-        tokens.cleanUp()
-        assert service.stores is not None
-        service.stores.close()
-        close_test_driver(driver)
+    for keystone, _ in keystone_app(tmp_path, embedded_redis, "[DEFAULT]\npooling = true\n"):
+        yield keystone, redis_server.url
 
 
 def test_pools_and_flavors_need_the_admin_role(pooled_keystone: tuple[Keystone, str]) -> None:
