@@ -154,16 +154,20 @@ class PooledStores(Stores):
             self._records = None
             self._checked_at = float("-inf")
 
-    def pools(self) -> dict[str, PoolRecord]:
-        """The registered pools by name (cached)."""
+    def pools(self, fresh: bool = False) -> dict[str, PoolRecord]:
+        """The registered pools by name (cached; read again when ``fresh``)."""
         records = self._records
-        if records is None:
+        if records is None or fresh:
             records = {p.name: p for p in self.catalog.list_pools(None, None)}
             self._records = records
         return records
 
     def _driver(self, pool: str) -> Driver:
         record = self.pools().get(pool)
+        if record is None:
+            # Registered since this process read the pools (another process placed a queue
+            # on it): read them again rather than wait for the generation check.
+            record = self.pools(fresh=True).get(pool)
         if record is None:
             if pool == VIRTUAL_POOL:
                 return self.default
@@ -235,14 +239,17 @@ class PooledStores(Stores):
     def _choose_pool(self, flavor: str | None) -> str:
         if flavor is not None and self.catalog.get_flavor(flavor) is None:
             raise errors.InvalidRequest(f"Flavor {flavor} does not exist")
-        registered = list(self.pools().values())
+        # A pool or flavor an admin has just set up may not be in this process's cache yet:
+        # the pools are read again before answering that none takes the queue.
+        for fresh in (False, True):
+            registered = list(self.pools(fresh).values())
+            candidates = [p for p in registered if p.flavor == flavor and p.weight > 0]
+            if candidates:
+                return self._choose(candidates).name
         if not registered and self._virtual_pool and flavor is None:
             return VIRTUAL_POOL
-        candidates = [p for p in registered if p.flavor == flavor and p.weight > 0]
-        if not candidates:
-            wanted = f"of flavor {flavor}" if flavor else "without a flavor"
-            raise errors.NoPoolFound(f"No pool {wanted} takes new queues.")
-        return self._choose(candidates).name
+        wanted = f"of flavor {flavor}" if flavor else "without a flavor"
+        raise errors.NoPoolFound(f"No pool {wanted} takes new queues.")
 
     def colocate(self, project: str, queue: str, dead_letter_queue: str) -> None:
         pool = self.pool_of(project, queue)

@@ -16,7 +16,7 @@ from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import ClaimOutcome, NewMessage
 from zaqar_delay.storage.base import Driver
-from zaqar_delay.storage.catalog import PoolRecord
+from zaqar_delay.storage.catalog import FlavorRecord, PoolRecord
 from zaqar_delay.stores import STICKY_MARGIN_S, PooledStores
 
 P = "project-a"
@@ -225,4 +225,37 @@ def test_a_queue_created_again_while_a_stale_process_writes_its_old_pool_goes_ba
         fresh.close()
         for name, uri in uris.items():
             close_test_driver(open_test_driver(uri, namespace=namespaces[name]))
+        close_test_driver(catalog_driver)
+
+
+def test_a_pool_or_flavor_set_up_by_another_process_serves_at_once(
+    request: pytest.FixtureRequest,
+) -> None:
+    catalog_driver = open_test_driver(store_url(request, "embedded"))
+    uri = store_url(request, "redis-server")
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    catalog = catalog_driver.catalog()
+
+    def open_pool(record: PoolRecord) -> Driver:
+        return open_test_driver(record.uri, namespace=namespace)
+
+    # Two processes that read the catalog's generation once a minute only.
+    admin = PooledStores(catalog_driver, catalog, open_pool, 60.0)
+    other = PooledStores(catalog_driver, catalog, open_pool, 60.0)
+    try:
+        assert other.pools() == {}  # cached: no pool yet
+        catalog.put_pool(PoolRecord("new", uri, 10, "fresh", {}))
+        catalog.put_flavor(FlavorRecord("fresh", ["new"]))
+        # A queue of the new flavor, created through the process that never saw either.
+        other.place(P, "q", "fresh").create_queue(P, "q", {}, 0)
+        assert other.pool_of(P, "q") == "new"
+        # A queue another process placed on a pool this one has not read is served too.
+        catalog.put_pool(PoolRecord("newer", uri, 10, None, {}))
+        admin.place(P, "r").create_queue(P, "r", {"n": 1}, 0)
+        assert admin.pool_of(P, "r") == "newer"
+        assert other.for_queue(P, "r").get_metadata(P, "r") == {"n": 1}
+    finally:
+        admin.close()
+        other.close()
+        close_test_driver(open_test_driver(uri, namespace=namespace))
         close_test_driver(catalog_driver)
