@@ -1,0 +1,143 @@
+"""A throw-away OpenStack Swift all-in-one on loopback ports, from Debian's packages.
+
+One replica, one device: rings built with ``swift-ring-builder`` in a temporary directory
+that is also every server's ``swift_dir`` (so ``/etc/swift`` is never read), the object,
+container and account servers with ``mount_check = false`` and ``user = root``, memcached for
+the proxy's tempauth, and a proxy with tempauth whose user ``test:tester`` (key ``testing``)
+is a reseller admin of account ``AUTH_test``. ``.ci/run`` installs the packages.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import requests
+
+from tests.processes import free_port, wait_until
+
+USER, KEY = "test:tester", "testing"
+BINARIES = (
+    "swift-ring-builder",
+    "swift-proxy-server",
+    "swift-account-server",
+    "swift-container-server",
+    "swift-object-server",
+    "memcached",
+)
+SERVERS = ("account", "container", "object")
+# How each storage server is started, and the WSGI pipeline of its configuration.
+STORAGE_PIPELINE = "[pipeline:main]\npipeline = {kind}-server\n\n[app:{kind}-server]\n"
+
+
+def missing_binaries() -> list[str]:
+    """The programs the all-in-one needs that are not installed."""
+    return [binary for binary in BINARIES if shutil.which(binary) is None]
+
+
+class SwiftAllInOne:
+    """Swift's proxy, account, container and object servers and a memcached."""
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="zd-swift-"))
+        self.ports = {name: free_port() for name in (*SERVERS, "proxy", "memcached")}
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    @property
+    def auth_url(self) -> str:
+        """The tempauth v1.0 URL."""
+        return f"http://127.0.0.1:{self.ports['proxy']}/auth/v1.0"
+
+    def _write_configuration(self) -> None:
+        devices = self.directory / "srv"
+        (devices / "sdb1").mkdir(parents=True)
+        (self.directory / "swift.conf").write_text(
+            "[swift-hash]\nswift_hash_path_suffix = zaqar-delay-tests\n"
+            "swift_hash_path_prefix = zaqar-delay\n\n"
+            "[storage-policy:0]\nname = gold\ndefault = yes\n"
+        )
+        common = (
+            f"[DEFAULT]\nbind_ip = 127.0.0.1\nswift_dir = {self.directory}\n"
+            f"devices = {devices}\nmount_check = false\nuser = root\nworkers = 1\n"
+            "log_facility = LOG_LOCAL0\nlog_level = WARNING\n"
+        )
+        for kind in SERVERS:
+            (self.directory / f"{kind}-server.conf").write_text(
+                common
+                + f"bind_port = {self.ports[kind]}\n\n"
+                + STORAGE_PIPELINE.format(kind=kind)
+                + f"use = egg:swift#{kind}\n"
+            )
+        (self.directory / "proxy-server.conf").write_text(
+            f"[DEFAULT]\nbind_ip = 127.0.0.1\nbind_port = {self.ports['proxy']}\n"
+            f"swift_dir = {self.directory}\nuser = root\nworkers = 1\nlog_level = WARNING\n\n"
+            "[pipeline:main]\npipeline = catch_errors cache tempauth proxy-logging "
+            "proxy-server\n\n"
+            "[app:proxy-server]\nuse = egg:swift#proxy\naccount_autocreate = true\n\n"
+            "[filter:tempauth]\nuse = egg:swift#tempauth\n"
+            f"user_test_tester = {KEY} .admin .reseller_admin\n\n"
+            "[filter:cache]\nuse = egg:swift#memcache\n"
+            f"memcache_servers = 127.0.0.1:{self.ports['memcached']}\n\n"
+            "[filter:catch_errors]\nuse = egg:swift#catch_errors\n\n"
+            "[filter:proxy-logging]\nuse = egg:swift#proxy_logging\n"
+        )
+
+    def _build_rings(self) -> None:
+        for kind in SERVERS:
+            builder = str(self.directory / f"{kind}.builder")
+            for args in (
+                ["create", "6", "1", "1"],
+                ["add", f"r1z1-127.0.0.1:{self.ports[kind]}/sdb1", "1"],
+                ["rebalance"],
+            ):
+                run = subprocess.run(
+                    ["swift-ring-builder", builder, *args], capture_output=True, text=True
+                )
+                # rebalance answers 1 for warnings (one device is below the replica count's
+                # ideal); 2 is an error.
+                assert run.returncode in (0, 1), run.stdout + run.stderr
+
+    def start(self) -> SwiftAllInOne:
+        self._write_configuration()
+        self._build_rings()
+        memcached = ["memcached", "-l", "127.0.0.1", "-p", str(self.ports["memcached"])]
+        self._spawn("memcached", [*memcached, "-U", "0", "-u", "root"])
+        for kind in (*SERVERS, "proxy"):
+            self._spawn(kind, [f"swift-{kind}-server", str(self.directory / f"{kind}-server.conf")])
+        wait_until(lambda: self.token() is not None, 60, "swift-proxy-server with tempauth")
+        return self
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        log = open(self.directory / f"{name}.log", "ab")  # noqa: SIM115 - kept with the process
+        self.processes[name] = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def token(self) -> tuple[str, str] | None:
+        """``(storage URL, token)`` from tempauth, or None while it does not answer so."""
+        answer = requests.get(
+            self.auth_url, headers={"X-Auth-User": USER, "X-Auth-Key": KEY}, timeout=5
+        )
+        if answer.status_code != 200:
+            return None
+        return answer.headers["X-Storage-Url"], answer.headers["X-Auth-Token"]
+
+    def log(self, name: str) -> str:
+        return (self.directory / f"{name}.log").read_text(errors="replace")
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.processes.clear()
+        shutil.rmtree(self.directory, ignore_errors=True)
