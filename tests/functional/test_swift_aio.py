@@ -27,11 +27,19 @@ def swift() -> Iterator[SwiftAllInOne]:
     aio.stop()
 
 
-def test_tempauth_gives_a_token_and_objects_are_created_only_once(swift: SwiftAllInOne) -> None:
+@pytest.fixture
+def account(swift: SwiftAllInOne) -> tuple[str, dict[str, str]]:
+    """The test account's storage URL, and the headers that carry its token."""
     found = swift.token()
     assert found is not None
     url, token = found
-    auth = {"X-Auth-Token": token}
+    return url, {"X-Auth-Token": token}
+
+
+def test_tempauth_gives_a_token_and_objects_are_created_only_once(
+    account: tuple[str, dict[str, str]],
+) -> None:
+    url, auth = account
     assert requests.put(f"{url}/once", headers=auth, timeout=10).status_code == 201
     create = {**auth, "If-None-Match": "*"}
     first = requests.put(f"{url}/once/claim-1", data=b"a", headers=create, timeout=10)
@@ -43,12 +51,9 @@ def test_tempauth_gives_a_token_and_objects_are_created_only_once(swift: SwiftAl
 
 
 def test_listings_are_in_name_order_with_marker_end_marker_and_prefix(
-    swift: SwiftAllInOne,
+    account: tuple[str, dict[str, str]],
 ) -> None:
-    found = swift.token()
-    assert found is not None
-    url, token = found
-    auth = {"X-Auth-Token": token}
+    url, auth = account
     assert requests.put(f"{url}/due", headers=auth, timeout=10).status_code == 201
     names = [f"q1/{due:013d}-{n}" for n, due in enumerate((300, 100, 200))] + ["q2/0000000000050-x"]
     for name in names:
@@ -65,11 +70,8 @@ def test_listings_are_in_name_order_with_marker_end_marker_and_prefix(
     assert listed(prefix="q1/", end_marker="q1/0000000000250") == sorted(names[:3])[:2]
 
 
-def test_an_object_can_carry_its_expiry(swift: SwiftAllInOne) -> None:
-    found = swift.token()
-    assert found is not None
-    url, token = found
-    auth = {"X-Auth-Token": token}
+def test_an_object_can_carry_its_expiry(account: tuple[str, dict[str, str]]) -> None:
+    url, auth = account
     assert requests.put(f"{url}/expiring", headers=auth, timeout=10).status_code == 201
     stored = requests.put(
         f"{url}/expiring/m", data=b"x", headers={**auth, "X-Delete-After": "3600"}, timeout=10
