@@ -318,6 +318,7 @@ class Service:
         # A waiting claim waits on the store the queue's first message will reach: with
         # pools, a queue not yet placed is placed now.
         store = self.stores.place(project, queue) if wait_s > 0 else self._store(project, queue)
+        dead_letter_store = functools.partial(self._dead_letter_store, project, queue)
 
         def attempt() -> Claim | None:
             now_ms = self.now_ms()
@@ -328,7 +329,7 @@ class Service:
                 grace_s=times.grace_s,
                 limit=limit,
                 now_ms=now_ms,
-                dead_letter_store=functools.partial(self._dead_letter_store, project, queue),
+                dead_letter_store=dead_letter_store,
             )
             if outcome.dead_lettered:
                 target = outcome.dead_letter_queue
