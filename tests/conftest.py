@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.processes import RedisCluster, RedisSentinelGroup, RedisServer, SecantusServer
+from tests.swift_aio import SwiftAllInOne, missing_binaries
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.mongodb.connect import mongo_client
@@ -24,6 +25,8 @@ from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 from zaqar_delay.storage.redis.sentinel import is_sentinel_uri, sentinel_client
+from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.driver import SwiftDriver
 
 REAL_MONGODB_ENV = "ZAQAR_DELAY_TEST_MONGODB_URL"
 # The replicas of the redis-sentinel store (tests.processes.RedisSentinelGroup's default).
@@ -109,6 +112,18 @@ def secantus_server() -> Iterator[SecantusServer]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def swift_aio() -> Iterator[SwiftAllInOne]:
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(
+            f"Swift's servers are needed ({', '.join(missing)} missing; .ci/run installs them)"
+        )
+    aio = SwiftAllInOne().start()
+    yield aio
+    aio.stop()
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
@@ -128,6 +143,8 @@ def store_url(request: pytest.FixtureRequest, store: str) -> str:
         return str(request.getfixturevalue("redis_cluster_with_replicas").url)
     if store == "mongodb":
         return str(request.getfixturevalue("secantus_server").url)
+    if store == "swift":
+        return str(request.getfixturevalue("swift_aio").store_uri)
     return os.environ[REAL_MONGODB_ENV]
 
 
@@ -136,6 +153,12 @@ def open_test_driver(
 ) -> Driver:
     """A driver on a namespace of its own (key prefix or database), indexes in place."""
     namespace = namespace or f"t{uuid.uuid4().hex[:12]}"
+    if uri.startswith("swift"):
+        swift = SwiftDriver(
+            SwiftClient(access_from_uri(uri)), namespace, list_scan_budget=list_scan_budget
+        )
+        swift.prepare()
+        return swift
     if uri.startswith("mongodb"):
         client, _ = mongo_client(uri, 10.0)
         driver: Driver = MongoDriver(client, namespace, list_scan_budget=list_scan_budget)
@@ -161,6 +184,8 @@ def namespace_of(driver: Driver) -> str:
     """What to pass to open_test_driver to reach the same data from another process."""
     if isinstance(driver, MongoDriver):
         return str(driver._db.name)
+    if isinstance(driver, SwiftDriver):
+        return driver._namespace
     assert isinstance(driver, RedisDriver)
     return driver._keys.prefix
 

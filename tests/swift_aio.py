@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 import requests
@@ -51,6 +52,12 @@ class SwiftAllInOne:
     def auth_url(self) -> str:
         """The tempauth v1.0 URL."""
         return f"http://127.0.0.1:{self.ports['proxy']}/auth/v1.0"
+
+    @property
+    def store_uri(self) -> str:
+        """The storage URI of the test account, naming this all-in-one's auth URL."""
+        query = urllib.parse.urlencode({"auth_url": self.auth_url})
+        return f"swift://{urllib.parse.quote(USER, safe='')}:{KEY}@/test?{query}"
 
     def _write_configuration(self) -> None:
         devices = self.directory / "srv"
@@ -102,14 +109,30 @@ class SwiftAllInOne:
                 assert run.returncode in (0, 1), run.stdout + run.stderr
 
     def start(self) -> SwiftAllInOne:
-        self._write_configuration()
-        self._build_rings()
-        memcached = ["memcached", "-l", "127.0.0.1", "-p", str(self.ports["memcached"])]
-        self._spawn("memcached", [*memcached, "-U", "0", "-u", "root"])
+        """Start every server; after :meth:`kill`, start them again on the same devices,
+        rings and ports."""
+        if not (self.directory / "proxy-server.conf").exists():
+            self._write_configuration()
+            self._build_rings()
+        self._spawn("memcached", self._memcached_command())
         for kind in (*SERVERS, "proxy"):
-            self._spawn(kind, [f"swift-{kind}-server", str(self.directory / f"{kind}-server.conf")])
+            self.restart(kind)
         wait_until(lambda: self.token() is not None, 60, "swift-proxy-server with tempauth")
+        # The proxy answers before the storage servers do: wait until a container is stored.
+        wait_until(self._stores_containers, 60, "Swift's account and container servers")
         return self
+
+    def _stores_containers(self) -> bool:
+        found = self.token()
+        if found is None:
+            return False
+        url, token = found
+        answer = requests.put(f"{url}/ready", headers={"X-Auth-Token": token}, timeout=5)
+        return answer.status_code in (201, 202)
+
+    def _memcached_command(self) -> list[str]:
+        port = str(self.ports["memcached"])
+        return ["memcached", "-l", "127.0.0.1", "-p", port, "-U", "0", "-u", "root"]
 
     def _spawn(self, name: str, command: list[str]) -> None:
         log = open(self.directory / f"{name}.log", "ab")  # noqa: SIM115 - kept with the process
@@ -125,6 +148,21 @@ class SwiftAllInOne:
         if answer.status_code != 200:
             return None
         return answer.headers["X-Storage-Url"], answer.headers["X-Auth-Token"]
+
+    def kill(self, names: tuple[str, ...] | None = None) -> None:
+        """SIGKILL the servers ``names`` (default: every one): no shutdown, nothing flushed.
+        Fails the test unless each died of that signal."""
+        for name in names or tuple(self.processes):
+            process = self.processes.pop(name)
+            os.killpg(process.pid, signal.SIGKILL)
+            assert process.wait(10) == -signal.SIGKILL, f"{name} was not killed"
+
+    def restart(self, name: str) -> None:
+        """Start one server killed by :meth:`kill` again, with its configuration."""
+        if name == "memcached":
+            self._spawn(name, self._memcached_command())
+        else:
+            self._spawn(name, [f"swift-{name}-server", str(self.directory / f"{name}-server.conf")])
 
     def log(self, name: str) -> str:
         return (self.directory / f"{name}.log").read_text(errors="replace")

@@ -34,6 +34,7 @@ GROUPS: dict[str, list[cfg.Opt]] = {
         "pooling:catalog",
         "server",
         "storage",
+        "drivers:message_store:swift",
         "transport",
         "signed_url",
         "journal",
@@ -360,7 +361,7 @@ class Settings:
         cfg.StrOpt,
         "key_prefix",
         default="zd",
-        help="Prefix of every Redis key the service writes.",
+        help="Prefix of every Redis key the service writes (and of its Swift containers).",
     )
     max_connections: int = setting(
         "storage",
@@ -456,6 +457,79 @@ class Settings:
             "Seconds between a process's checks that the placements it cached still hold "
             "(one read of the catalog's generation). A pool's deletion waits this long twice "
             "before it is final, so no process still writes to it."
+        ),
+    )
+    swift_auth_url: str = setting(
+        "drivers:message_store:swift",
+        cfg.StrOpt,
+        "auth_url",
+        default="",
+        help=(
+            "For a swift://USER:PASSWORD@/PROJECT storage or pool URI: Keystone v3 "
+            "(http://keystone:5000/v3), whose catalog gives the object-store endpoint, or a "
+            "tempauth URL ending in /auth/v1.0 (USER is then account:user, percent-encoded "
+            "in the URI). A URI's ?auth_url= overrides it."
+        ),
+    )
+    swift_insecure: bool = setting(
+        "drivers:message_store:swift",
+        cfg.BoolOpt,
+        "insecure",
+        default=False,
+        help="Do not verify the TLS certificates of Keystone and Swift.",
+    )
+    swift_project_domain_id: str | None = setting(
+        "drivers:message_store:swift",
+        cfg.StrOpt,
+        "project_domain_id",
+        help="Keystone v3: the id of the project's domain (instead of its name).",
+    )
+    swift_project_domain_name: str = setting(
+        "drivers:message_store:swift",
+        cfg.StrOpt,
+        "project_domain_name",
+        default="Default",
+        help="Keystone v3: the name of the project's domain.",
+    )
+    swift_user_domain_id: str | None = setting(
+        "drivers:message_store:swift",
+        cfg.StrOpt,
+        "user_domain_id",
+        help="Keystone v3: the id of the user's domain (instead of its name).",
+    )
+    swift_user_domain_name: str = setting(
+        "drivers:message_store:swift",
+        cfg.StrOpt,
+        "user_domain_name",
+        default="Default",
+        help="Keystone v3: the name of the user's domain.",
+    )
+    swift_region_name: str | None = setting(
+        "drivers:message_store:swift",
+        cfg.StrOpt,
+        "region_name",
+        help="Keystone v3: the region whose object-store endpoint is used.",
+    )
+    swift_interface: str = setting(
+        "drivers:message_store:swift",
+        cfg.StrOpt,
+        "interface",
+        default="public",
+        choices=["public", "internal", "admin"],
+        help="Keystone v3: the interface of the object-store endpoint.",
+    )
+    swift_settle_ms: int = setting(
+        "drivers:message_store:swift",
+        cfg.IntOpt,
+        "settle_ms",
+        default=100,
+        min=1,
+        help=(
+            "Milliseconds a claim or a dedup id waits after creating its object before it "
+            "reads which concurrent creation Swift kept. Swift's If-None-Match: * does not "
+            "stop concurrent creations (each object server checks before it receives the "
+            "data), so this must exceed the time an object server takes to commit a small "
+            "object once it has accepted it."
         ),
     )
     message_encryption_key: str = setting(

@@ -159,8 +159,13 @@ class Service:
         Defaults and limits are the queue's when the messages are stored (``posting``)."""
         now_ms, round_up = arrival(self.clock)
         posted, messages = self.poster.post(project, queue, payload, client_id, now_ms, round_up)
+        self._written(project, queue)
         self.lifecycle.posted(project, queue, posted, messages, now_ms)
         return posted
+
+    def _written(self, project: str, queue: str) -> None:
+        """Wake this process's waiting claims on a store that sends no wake-ups itself."""
+        self.wait_rooms.of(self._store(project, queue)).written(project, queue)
 
     def list_messages(
         self,
@@ -264,6 +269,8 @@ class Service:
         except (errors.MessageIsClaimed, errors.ClaimNotValid) as exc:
             exc.title = "Unable to edit" if edit.due_ms is None else "Unable to reschedule"
             raise
+        if edit.due_ms is not None:
+            self._written(project, queue)
         if edit.body_json is None and edit.ttl_s is None:
             assert edit.due_ms is not None
             self.lifecycle.rescheduled(project, queue, message_id, claim_id, edit.due_ms, now_ms)
@@ -369,6 +376,7 @@ class Service:
             with contextlib.suppress(errors.ClaimDoesNotExist):
                 held = store.get_claim(project, queue, claim_id, now_ms).messages
         store.release_claim(project, queue, claim_id, now_ms)
+        self._written(project, queue)
         self.lifecycle.released(project, queue, claim_id, [m.id for m in held], now_ms)
 
     # -- pushes --------------------------------------------------------------------------------

@@ -192,6 +192,14 @@ class WaitRoom:
         except StorageUnavailable:  # pragma: no cover - listen() handles outages itself
             LOG.exception("wake-up listener stopped")
 
+    def written(self, project: str, queue: str) -> None:
+        """This process made the queue's messages claimable (a post, a release, a
+        reschedule). A store with wake-ups tells every process itself; without them, the
+        head of this process's line is woken here, and other processes' lines find the
+        messages at their next re-check (``RECHECK_WITHOUT_WAKEUPS_S``)."""
+        if self._wakeups is None:
+            self._wake_head(f"{project}/{queue}")
+
     def _wake_head(self, channel: str) -> None:
         seat = self.head(channel)
         if seat is not None:

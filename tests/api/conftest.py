@@ -125,7 +125,7 @@ def pooled_api_on(request: pytest.FixtureRequest, **settings: Any) -> Iterator[A
     close_test_driver(driver)
 
 
-@pytest.fixture(params=["embedded", "mongodb", "pooled"])
+@pytest.fixture(params=["embedded", "mongodb", "swift", "pooled"])
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
     """The API on each kind of driver (the contract suite covers every store), and pooled:
     queues spread over a Redis and a MongoDB pool."""

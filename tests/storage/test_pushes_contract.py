@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import namespace_of, open_test_driver
+import pytest
+
+from tests.conftest import STORES, namespace_of, open_test_driver
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import MessageEdit, NewMessage, SubscriptionChange
 from zaqar_delay.storage.base import Driver
+
+# Every store, and Swift.
+pytestmark = pytest.mark.parametrize("store_uri", [*STORES, "swift"], indirect=True)
 
 P, Q = "project-a", "alerts"
 ALICE = "a" * 32

@@ -15,8 +15,8 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import PushResult, SubscriptionChange
 from zaqar_delay.storage.base import Driver
 
-# Every store, and pooled: each queue on a redis-server or a MongoDB pool.
-pytestmark = pytest.mark.parametrize("store_uri", CONTRACT_STORES, indirect=True)
+# Every store, pooled (each queue on a redis-server or a MongoDB pool), and Swift.
+pytestmark = pytest.mark.parametrize("store_uri", [*CONTRACT_STORES, "swift"], indirect=True)
 
 P, Q = "project-a", "alerts"
 HOOK = "http://127.0.0.1:9/hook"

@@ -31,3 +31,10 @@ def test_every_lua_script_is_named() -> None:
 def test_every_mongodb_collection_is_described() -> None:
     for collection in INDEXES:
         assert f"``{collection}``" in DESIGN, collection
+
+
+def test_every_swift_container_is_described() -> None:
+    from zaqar_delay.storage.swift.names import CONTAINERS
+
+    for kind in CONTAINERS:
+        assert f"``<ns>_{kind}``" in DESIGN, kind

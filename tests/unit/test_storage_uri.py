@@ -55,3 +55,56 @@ def test_mongodb_uri_selects_the_mongodb_driver_and_database() -> None:
         default.close()
     with pytest.raises(StorageConfigError):
         open_driver("mongodb://[bad", Settings())
+
+
+def test_a_swift_uri_names_the_user_password_and_project_as_zaqar_s_does() -> None:
+    from zaqar_delay.storage.swift.driver import SwiftDriver
+
+    settings = Settings(
+        swift_auth_url="http://keystone:5000/v3",
+        swift_region_name="RegionTwo",
+        swift_interface="internal",
+        swift_user_domain_name="users",
+        key_prefix="zq",
+    )
+    driver = open_driver("swift://demo:s%40cret@/demo-project", settings)
+    try:
+        assert isinstance(driver, SwiftDriver)
+        access = driver._swift._access
+        assert (access.user, access.password, access.project) == ("demo", "s@cret", "demo-project")
+        assert (access.region_name, access.interface) == ("RegionTwo", "internal")
+        assert (access.user_domain, access.project_domain) == ("users", "Default")
+        assert not access.tempauth
+        assert driver._container("queues") == "zq_queues"
+    finally:
+        driver.close()
+
+
+def test_a_tempauth_user_is_percent_encoded_and_the_query_overrides_the_options() -> None:
+    from zaqar_delay.storage.swift.connect import access_from_uri
+
+    access = access_from_uri(
+        "swift://test%3Atester:testing@/test?auth_url=http%3A//127.0.0.1%3A8080/auth/v1.0"
+        "&insecure=true&settle_ms=250",
+        auth_url="http://keystone:5000/v3",
+    )
+    assert access.user == "test:tester" and access.password == "testing"
+    assert access.auth_url == "http://127.0.0.1:8080/auth/v1.0" and access.tempauth
+    assert access.insecure and access.settle_ms == 250
+
+
+@pytest.mark.parametrize(
+    ("uri", "auth_url", "message"),
+    [
+        ("swift://@/p", "http://k/v3", "swift://USER:PASSWORD@/PROJECT"),
+        ("swift://user@/p", "http://k/v3", "swift://USER:PASSWORD@/PROJECT"),
+        ("swift://u:p@/p", "", "auth_url"),
+        ("swift://u:p@/p?color=blue", "http://k/v3", "unknown option 'color'"),
+        ("swift://u:p@/p?settle_ms=soon", "http://k/v3", "settle_ms"),
+    ],
+)
+def test_a_swift_uri_missing_a_part_is_refused_with_the_reason(
+    uri: str, auth_url: str, message: str
+) -> None:
+    with pytest.raises(StorageConfigError, match=message):
+        open_driver(uri, Settings(swift_auth_url=auth_url))

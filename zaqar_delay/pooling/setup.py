@@ -18,9 +18,17 @@ from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.storage.uri import open_driver
 from zaqar_delay.stores import PooledStores
 
-# A pool's options a driver reads: the MongoDB database, the Redis key prefix. Zaqar passes a
-# pool's options to its driver as settings; others are kept and shown, and change nothing.
-OPTION_SETTINGS = {"database": "database", "key_prefix": "key_prefix"}
+# A pool's options a driver reads: the MongoDB database, the Redis key prefix (the Swift
+# containers' prefix too), and the [drivers:message_store:swift] options a Swift pool of another
+# cluster needs. Zaqar passes a pool's options to its driver as settings; others are kept and
+# shown, and change nothing.
+OPTION_SETTINGS = {
+    "database": "database",
+    "key_prefix": "key_prefix",
+    "auth_url": "swift_auth_url",
+    "region_name": "swift_region_name",
+    "interface": "swift_interface",
+}
 
 
 def pool_settings(settings: Settings, record: PoolRecord) -> Settings:

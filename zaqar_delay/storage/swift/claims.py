@@ -1,0 +1,424 @@
+"""Claims on Swift: taking due messages through their claim slots, renewing, releasing,
+returning lapsed claims, dead-lettering, and the due-order reads of the claim index."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+from typing import Any
+
+from zaqar_delay import errors
+from zaqar_delay.models import Claim, ClaimOutcome, ListPage, Message
+from zaqar_delay.policy import QueuePolicy
+from zaqar_delay.storage import markers
+from zaqar_delay.storage.base import DeadLetterStore
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.common import (
+    CLAIM_ATTEMPTS,
+    ORPHAN_GRACE_MS,
+    Doc,
+    Slot,
+    SwiftBase,
+    message_of,
+    redelivery_due,
+)
+
+# How long a pop holds what it takes before deleting it (a crash in between returns them).
+POP_HOLD_MS = 60_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Taken:
+    """A message a claim took: its id, its document and the slot the claim created."""
+
+    message_id: str
+    doc: Doc
+    slot: Slot
+
+
+class ClaimOps(SwiftBase):
+    """Claims: one create-only slot per message taken, so no message is in two claims."""
+
+    # -- the claim index -----------------------------------------------------------------------
+
+    def _index_prefix(self, project: str, queue: str, kind: str) -> str:
+        return f"{names.queue_prefix(project, queue)}{kind}/"
+
+    def _due_entries(
+        self, project: str, queue: str, now_ms: int, marker: str = "", limit: int = 0
+    ) -> list[dict[str, Any]]:
+        """Entries of unclaimed messages due by ``now_ms``, in due order."""
+        prefix = self._index_prefix(project, queue, "d")
+        return self._swift.listing(
+            self._container(names.INDEX),
+            prefix,
+            marker=marker,
+            end_marker=prefix + names.time_part(now_ms + 1),
+            limit=limit or self._list_scan_budget,
+        )
+
+    def _return_lapsed_claims(
+        self, project: str, queue: str, policy: QueuePolicy, now_ms: int
+    ) -> bool:
+        """Messages whose claim ran out become claimable again, at their own due time or after
+        the queue's retry backoff; True when any did."""
+        prefix = self._index_prefix(project, queue, "c")
+        lapsed = self._swift.listing(
+            self._container(names.INDEX),
+            prefix,
+            end_marker=prefix + names.time_part(now_ms + 1),
+            limit=self._list_scan_budget,
+        )
+
+        def give_back(entry: dict[str, Any]) -> None:
+            fields = names.fields_of(entry["content_type"])
+            message_id = entry["name"].rsplit("/", 1)[1]
+            ended_ms = int(entry["name"].rsplit("/", 2)[1])
+            slot = self._read_slot(project, queue, message_id, int(fields["n"]))
+            if slot is not None and slot.live(now_ms):
+                # Renewed, and the renewal's entry not yet written (or this one not yet
+                # deleted): index it at the claim's new end rather than hand it out.
+                doc = {"d": int(fields["d"]), "e": int(fields["e"]), "u": fields["u"]}
+                self._write_claimed_entry(project, queue, message_id, doc, slot)
+                self._delete_index_entry(entry["name"])
+                return
+            due = redelivery_due(policy, int(fields["d"]), int(fields["cc"]), ended_ms)
+            doc = {"d": due, "e": int(fields["e"]), "u": fields["u"]}
+            if due != int(fields["d"]):
+                stored = self._read_message(project, queue, message_id)
+                if stored is not None:
+                    self._write_message(project, queue, message_id, {**stored, "d": due})
+            latest = Slot(int(fields["n"]), int(fields["cc"]))
+            self._write_due_entry(project, queue, message_id, doc, latest)
+            self._delete_index_entry(entry["name"])
+
+        self._swift.each(give_back, lapsed)
+        return bool(lapsed)
+
+    # -- taking --------------------------------------------------------------------------------
+
+    def _try_take(
+        self, project: str, queue: str, entry: dict[str, Any], claim: Slot, now_ms: int
+    ) -> Taken | None:
+        """Take one message for ``claim`` through the index entry ``entry``: read it, check it
+        is due and unexpired, then create its next slot. None when it is not there to take
+        (the entry is stale, or another claim took the slot first)."""
+        name = entry["name"]
+        message_id = name.rsplit("/", 1)[1]
+        listed_due = int(name.rsplit("/", 2)[1])
+        doc = self._read_message(project, queue, message_id)
+        if doc is None:
+            if names.created_ms_of(message_id) + ORPHAN_GRACE_MS < now_ms:
+                self._delete_index_entry(name)  # its message was deleted
+            return None
+        if int(doc["e"]) <= now_ms:
+            self._remove_message(project, queue, message_id, doc, None)
+            return None
+        if int(doc["d"]) != listed_due:
+            self._delete_index_entry(name)  # rescheduled: another entry names its due time
+            return None
+        if int(doc["d"]) > now_ms:
+            return None
+        fields = names.fields_of(entry["content_type"])
+        n, count = int(fields.get("n", 0)), int(fields.get("cc", 0))
+        slot = Slot(n + 1, count + 1, claim.claim_id, claim.expires_ms)
+        if not self._take_slot(project, queue, message_id, slot):
+            self._repair_index(project, queue, message_id, doc, name, now_ms)
+            return None
+        return Taken(message_id, doc, slot)
+
+    def _repair_index(
+        self, project: str, queue: str, message_id: str, doc: Doc, stale: str, now_ms: int
+    ) -> None:
+        """The slot an index entry promised was taken: index the message by its latest slot
+        instead. A claimer that took the slot and died before indexing the message leaves
+        only this entry, so it is rewritten, never just deleted: as claimed until that
+        claim ends, or as due with the right slot number."""
+        latest = self._current_slot(project, queue, message_id)
+        if latest.live(now_ms):
+            self._write_claimed_entry(project, queue, message_id, doc, latest)
+            self._delete_index_entry(stale)
+        else:
+            # The same name: rewritten with the number a claimer must take next.
+            self._write_due_entry(project, queue, message_id, doc, latest)
+
+    def _remove_if_expired(
+        self, project: str, queue: str, entry: dict[str, Any], now_ms: int
+    ) -> None:
+        """Remove the message of an index entry listed as expired, once its document agrees
+        (an edit may have given it a longer ttl since)."""
+        message_id = entry["name"].rsplit("/", 1)[1]
+        doc = self._read_message(project, queue, message_id)
+        if doc is None or int(doc["e"]) <= now_ms:
+            self._remove_message(project, queue, message_id, doc, None)
+            self._delete_index_entry(entry["name"])
+
+    def _take(
+        self,
+        project: str,
+        queue: str,
+        claim: Slot,
+        limit: int,
+        now_ms: int,
+    ) -> list[Taken]:
+        """Put up to ``limit`` claimable messages under ``claim``, oldest due first."""
+        taken: list[Taken] = []
+        marker = ""
+        for _ in range(CLAIM_ATTEMPTS):
+            entries = self._due_entries(project, queue, now_ms, marker, limit - len(taken))
+            if not entries:
+                break
+            marker = entries[-1]["name"]
+            fresh = [
+                e for e in entries if int(names.fields_of(e["content_type"]).get("e", 0)) > now_ms
+            ]
+            results = self._swift.each(
+                lambda e: self._try_take(project, queue, e, claim, now_ms), fresh
+            )
+            taken += [t for t in results if t is not None]
+            # Expired ones are removed as they are met, so later claims do not list them.
+            self._swift.each(
+                lambda e: self._remove_if_expired(project, queue, e, now_ms),
+                [e for e in entries if e not in fresh],
+            )
+            if len(taken) >= limit:
+                break
+        return sorted(taken, key=lambda t: (int(t.doc["d"]), t.message_id))
+
+    def _hold(self, project: str, queue: str, taken: Taken, grace_s: int, ttl_s: int) -> Doc:
+        """Index a taken message as claimed, and let it live until the claim's end plus
+        ``grace_s``; returns its document as it now is."""
+        doc = taken.doc
+        if int(doc["e"]) < taken.slot.expires_ms:
+            doc = {**doc, "e": taken.slot.expires_ms + grace_s * 1000, "t": ttl_s + grace_s}
+            self._write_message(project, queue, taken.message_id, doc)
+        self._write_claimed_entry(project, queue, taken.message_id, doc, taken.slot)
+        self._delete_index_entry(
+            self._due_entry(project, queue, int(taken.doc["d"]), taken.message_id)
+        )
+        return doc
+
+    def claim(
+        self,
+        project: str,
+        queue: str,
+        *,
+        ttl_s: int,
+        grace_s: int,
+        limit: int,
+        now_ms: int,
+        dead_letter_store: DeadLetterStore | None = None,
+    ) -> ClaimOutcome:
+        claim_id = secrets.token_hex(16)
+        expires_ms = now_ms + ttl_s * 1000
+        policy = self._policy(project, queue)
+        self._return_lapsed_claims(project, queue, policy, now_ms)
+        taken = self._take(project, queue, Slot(0, 0, claim_id, expires_ms), limit, now_ms)
+        if not taken:
+            return ClaimOutcome(None)
+        dead: list[Taken] = []
+        if policy.dead_letters:
+            dead = [t for t in taken if t.slot.claim_count > (policy.max_claim_count or 0)]
+        moved: tuple[str, ...] = ()
+        target = policy.dead_letter_queue or ""
+        if dead:
+            moved = self._dead_letter(project, queue, dead, policy, dead_letter_store, now_ms)
+        outcome = ClaimOutcome(None, moved, target if moved else "")
+        kept = [t for t in taken if t not in dead]
+        if not kept:
+            return outcome
+        docs = self._swift.each(lambda t: self._hold(project, queue, t, grace_s, ttl_s), kept)
+        record = {
+            "t": ttl_s,
+            "g": grace_s,
+            "u": now_ms,
+            "e": expires_ms,
+            "m": {t.message_id: t.slot.n for t in kept},
+        }
+        self._write_claim(project, queue, claim_id, record)
+        messages = tuple(
+            message_of(t.message_id, doc, t.slot, now_ms) for t, doc in zip(kept, docs, strict=True)
+        )
+        claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
+        return dataclasses.replace(outcome, claim=claim)
+
+    def _write_claim(self, project: str, queue: str, claim_id: str, record: Doc) -> None:
+        self._swift.put(
+            self._container(names.CLAIMS),
+            self._claim_name(project, queue, claim_id),
+            json.dumps(record).encode(),
+            names.content_type(e=record["e"]),
+        )
+
+    def _dead_letter(
+        self,
+        project: str,
+        queue: str,
+        dead: list[Taken],
+        policy: QueuePolicy,
+        dead_letter_store: DeadLetterStore | None,
+        now_ms: int,
+    ) -> tuple[str, ...]:
+        """Copy each message to the dead-letter queue (same id and body, claim count 0, due
+        now), then delete it here: a crash in between leaves it here, held by this claim,
+        and a later claim copies it again, which the copy's create-only write ignores."""
+        target = policy.dead_letter_queue or ""
+        messages = [message_of(t.message_id, t.doc, Slot(), now_ms) for t in dead]
+        store = dead_letter_store(target) if dead_letter_store else self
+        store.receive_dead_letters(project, target, messages, policy.dead_letter_ttl_s, now_ms)
+        self._swift.each(
+            lambda t: self._remove_message(project, queue, t.message_id, t.doc, t.slot), dead
+        )
+        return tuple(t.message_id for t in dead)
+
+    def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
+        holder = Slot(0, 0, secrets.token_hex(16), now_ms + POP_HOLD_MS)
+        self._return_lapsed_claims(project, queue, self._policy(project, queue), now_ms)
+        taken = self._take(project, queue, holder, limit, now_ms)
+        self._swift.each(
+            lambda t: self._remove_message(project, queue, t.message_id, t.doc, None), taken
+        )
+        return [message_of(t.message_id, t.doc, Slot(0, t.slot.claim_count), now_ms) for t in taken]
+
+    # -- claims by id --------------------------------------------------------------------------
+
+    def _held(
+        self, project: str, queue: str, claim_id: str, record: Doc, now_ms: int
+    ) -> list[tuple[str, Doc, Slot]]:
+        """The messages the claim still holds (its slot is their latest, live, and theirs),
+        oldest due first."""
+
+        def still_held(item: tuple[str, int]) -> tuple[str, Doc, Slot] | None:
+            message_id, n = item
+            slot = self._read_slot(project, queue, message_id, n)
+            if slot is None or slot.claim_id != claim_id or not slot.live(now_ms):
+                return None
+            if self._read_slot(project, queue, message_id, n + 1) is not None:
+                return None
+            doc = self._read_message(project, queue, message_id)
+            return None if doc is None else (message_id, doc, slot)
+
+        found = self._swift.each(still_held, list(dict(record["m"]).items()))
+        held = [item for item in found if item is not None]
+        return sorted(held, key=lambda item: (int(item[1]["d"]), item[0]))
+
+    def get_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Claim:
+        record = self._live_claim(project, queue, claim_id, now_ms)
+        if record is None:
+            raise errors.ClaimDoesNotExist(claim_id, queue, project)
+        held = self._held(project, queue, claim_id, record, now_ms)
+        return Claim(
+            claim_id,
+            int(record["t"]),
+            int(record["g"]),
+            int(record["u"]),
+            int(record["e"]),
+            tuple(message_of(i, doc, slot, now_ms) for i, doc, slot in held),
+        )
+
+    def renew_claim(
+        self, project: str, queue: str, claim_id: str, ttl_s: int, grace_s: int, now_ms: int
+    ) -> None:
+        record = self._live_claim(project, queue, claim_id, now_ms)
+        if record is None:
+            raise errors.ClaimDoesNotExist(claim_id, queue, project)
+        expires_ms = now_ms + ttl_s * 1000
+        held = self._held(project, queue, claim_id, record, now_ms)
+
+        def extend(item: tuple[str, Doc, Slot]) -> None:
+            message_id, doc, slot = item
+            renewed = dataclasses.replace(slot, expires_ms=expires_ms)
+            # The new entry first: the message is never without one while the claim lives.
+            self._write_slot(project, queue, message_id, renewed)
+            self._hold(project, queue, Taken(message_id, doc, renewed), grace_s, ttl_s)
+            old = self._claimed_entry(project, queue, slot.expires_ms, message_id)
+            if old != self._claimed_entry(project, queue, expires_ms, message_id):
+                self._delete_index_entry(old)
+
+        self._swift.each(extend, held)
+        self._write_claim(
+            project,
+            queue,
+            claim_id,
+            {**record, "t": ttl_s, "g": grace_s, "u": now_ms, "e": expires_ms},
+        )
+
+    def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
+        found = self._swift.get(
+            self._container(names.CLAIMS), self._claim_name(project, queue, claim_id)
+        )
+        if found is None:
+            return
+        record = dict(json.loads(found[1]))
+        policy = self._policy(project, queue)
+        held = self._held(project, queue, claim_id, record, now_ms)
+
+        def give_back(item: tuple[str, Doc, Slot]) -> None:
+            message_id, doc, slot = item
+            self._write_slot(project, queue, message_id, dataclasses.replace(slot, expires_ms=0))
+            due = redelivery_due(policy, int(doc["d"]), slot.claim_count, now_ms)
+            if due != int(doc["d"]):
+                doc = {**doc, "d": due}
+                self._write_message(project, queue, message_id, doc)
+            self._write_due_entry(project, queue, message_id, doc, slot)
+            self._delete_index_entry(
+                self._claimed_entry(project, queue, slot.expires_ms, message_id)
+            )
+
+        self._swift.each(give_back, held)
+        self._swift.delete(
+            self._container(names.CLAIMS), self._claim_name(project, queue, claim_id)
+        )
+
+    # -- due order -----------------------------------------------------------------------------
+
+    def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
+        times = []
+        for kind in ("d", "c"):
+            prefix = self._index_prefix(project, queue, kind)
+            for entry in self._swift.walk(
+                self._container(names.INDEX), prefix, marker=f"{prefix}{names.time_part(now_ms)}/~"
+            ):
+                if int(names.fields_of(entry["content_type"]).get("e", 0)) > now_ms:
+                    times.append(int(entry["name"].rsplit("/", 2)[1]))
+                    break
+        return min(times, default=None)
+
+    def list_messages_by_due(
+        self,
+        project: str,
+        queue: str,
+        *,
+        marker: str | None,
+        limit: int,
+        client_id: str,
+        echo: bool,
+        include_delayed: bool,
+        now_ms: int,
+    ) -> ListPage:
+        after = markers.due(marker)
+        if after is not None and not names.is_message_id(after[1]):
+            raise errors.InvalidParameter('The "marker" parameter is invalid.')
+        self._return_lapsed_claims(project, queue, self._policy(project, queue), now_ms)
+        prefix = self._index_prefix(project, queue, "d")
+        start = f"{prefix}{names.time_part(after[0])}/{after[1]}" if after else ""
+        end = prefix + names.time_part(now_ms + 1) if not include_delayed else ""
+        kept: list[tuple[str, int]] = []
+        for entry in self._swift.walk(
+            self._container(names.INDEX), prefix, marker=start, end_marker=end
+        ):
+            fields = names.fields_of(entry["content_type"])
+            if int(fields["e"]) > now_ms and (echo or fields["u"] != client_id):
+                kept.append((entry["name"].rsplit("/", 1)[1], int(fields.get("cc", 0))))
+                if len(kept) == limit:
+                    break
+        docs = self._swift.each(lambda item: self._read_message(project, queue, item[0]), kept)
+        messages = tuple(
+            message_of(mid, doc, Slot(0, count), now_ms)
+            for (mid, count), doc in zip(kept, docs, strict=True)
+            if doc is not None
+        )
+        last = messages[-1] if messages else None
+        next_marker = markers.make_due(last.due_ms, last.id) if last else None
+        return ListPage(messages, next_marker)

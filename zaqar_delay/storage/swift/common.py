@@ -1,0 +1,325 @@
+"""What the parts of the Swift driver share: the containers, message documents, index entries
+and the claim slots that decide who holds a message.
+
+A message's claims are numbered slots, ``<p>/<q>/m/<id>/<n>`` in the claims container, each
+created only if absent (``If-None-Match: *``). Taking slot n + 1 is the one atomic step of a
+claim: of any number of claimers, exactly one creates it. An index entry records the claim
+count ``n`` it was written at, so a claimer creates slot ``n + 1`` straight away; if a claim
+was taken since, that slot exists and the entry is stale. A slot holds the claim's id, its
+expiry (0 once released or left) and the claim count (``cc``), which a slot voided before its
+message was handed out does not raise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from zaqar_delay import errors
+from zaqar_delay.models import Message
+from zaqar_delay.policy import QueuePolicy
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.connect import SwiftClient
+
+# Rounds a claim makes when concurrent claimers take its candidates first.
+CLAIM_ATTEMPTS = 5
+# Index entries a listing call or a claim examines at most per round.
+LIST_SCAN_BUDGET = 2000
+# How long past its expiry Swift's object expirer may remove a message's objects: room for the
+# clocks of the servers writing them to disagree. Expiry itself is checked on every read.
+DELETE_AT_SLACK_S = 3600
+# An index entry whose message is missing is removed only this long after the message's
+# creation: before that, its post may still be writing the message.
+ORPHAN_GRACE_MS = 60_000
+
+Doc = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Slot:
+    """A message's latest claim slot: number ``n`` (0 for never claimed), the claim count,
+    and the claim that holds it until ``expires_ms`` (0: released, or never)."""
+
+    n: int = 0
+    claim_count: int = 0
+    claim_id: str = ""
+    expires_ms: int = 0
+    # Makes each writer's document its own, so a creator can tell whether its write is kept.
+    nonce: str = dataclasses.field(default_factory=lambda: secrets.token_hex(8), compare=False)
+
+    def live(self, now_ms: int) -> bool:
+        return bool(self.claim_id) and self.expires_ms > now_ms
+
+    def document(self) -> bytes:
+        return json.dumps(
+            {"c": self.claim_id, "e": self.expires_ms, "cc": self.claim_count, "k": self.nonce}
+        ).encode()
+
+    def content_type(self) -> str:
+        return names.content_type(c=self.claim_id, e=self.expires_ms, cc=self.claim_count)
+
+
+def slot_from_listing(entry: dict[str, Any]) -> Slot:
+    fields = names.fields_of(entry["content_type"])
+    return Slot(
+        n=int(entry["name"].rsplit("/", 1)[1]),
+        claim_count=int(fields.get("cc", 0)),
+        claim_id=fields.get("c", ""),
+        expires_ms=int(fields.get("e", 0)),
+    )
+
+
+def delete_at(expires_ms: int) -> dict[str, str]:
+    """The ``X-Delete-At`` header letting Swift reclaim an object of a message expiring at
+    ``expires_ms``; none when that moment has passed by the wall clock (Swift refuses it)."""
+    at = expires_ms // 1000 + DELETE_AT_SLACK_S
+    return {"X-Delete-At": str(at)} if at > time.time() + 1 else {}
+
+
+def message_of(message_id: str, doc: Doc, slot: Slot, now_ms: int) -> Message:
+    return Message(
+        id=message_id,
+        body=json.loads(doc["b"]),
+        ttl_s=int(doc["t"]),
+        created_ms=int(doc["cr"]),
+        expires_ms=int(doc["e"]),
+        due_ms=int(doc["d"]),
+        claim_id=slot.claim_id if slot.live(now_ms) else None,
+        claim_count=slot.claim_count,
+        client_id=doc["u"],
+    )
+
+
+def redelivery_due(policy: QueuePolicy, due_ms: int, claim_count: int, base_ms: int) -> int:
+    """When a message leaving its claim at ``base_ms`` is due: its own due time, or with a
+    ``_retry_backoff`` policy base + min(max, initial * factor ^ (claim_count - 1)) seconds."""
+    backoff = policy.retry_backoff
+    if backoff is None:
+        return due_ms
+    return int(base_ms + 1000 * backoff.delay_s(claim_count))
+
+
+class SwiftBase(Driver):
+    """The containers and helpers every part of the driver uses."""
+
+    _swift: SwiftClient
+    _namespace: str
+    _list_scan_budget: int
+
+    # -- names ---------------------------------------------------------------------------------
+
+    def _container(self, kind: str) -> str:
+        return f"{self._namespace}_{kind}"
+
+    def _message_name(self, project: str, queue: str, message_id: str) -> str:
+        return names.queue_prefix(project, queue) + message_id
+
+    def _due_entry(self, project: str, queue: str, due_ms: int, message_id: str) -> str:
+        return f"{names.queue_prefix(project, queue)}d/{names.time_part(due_ms)}/{message_id}"
+
+    def _claimed_entry(self, project: str, queue: str, expires_ms: int, message_id: str) -> str:
+        return f"{names.queue_prefix(project, queue)}c/{names.time_part(expires_ms)}/{message_id}"
+
+    def _slots_prefix(self, project: str, queue: str, message_id: str) -> str:
+        return f"{names.queue_prefix(project, queue)}m/{message_id}/"
+
+    def _claim_name(self, project: str, queue: str, claim_id: str) -> str:
+        return f"{names.queue_prefix(project, queue)}c/{claim_id}"
+
+    # -- queues --------------------------------------------------------------------------------
+
+    def _metadata_text(self, project: str, queue: str) -> str | None:
+        found = self._swift.get(self._container(names.QUEUES), names.queue_object(project, queue))
+        return None if found is None else found[1].decode()
+
+    def _ensure_queue(self, project: str, queue: str, now_ms: int) -> None:
+        self._swift.create(
+            self._container(names.QUEUES),
+            names.queue_object(project, queue),
+            b"{}",
+            names.content_type(cr=now_ms),
+        )
+
+    def _policy(self, project: str, queue: str) -> QueuePolicy:
+        text = self._metadata_text(project, queue)
+        return QueuePolicy.of(json.loads(text) if text else {})
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def _read_message(self, project: str, queue: str, message_id: str) -> Doc | None:
+        found = self._swift.get(
+            self._container(names.MESSAGES), self._message_name(project, queue, message_id)
+        )
+        return None if found is None else dict(json.loads(found[1]))
+
+    def _write_message(self, project: str, queue: str, message_id: str, doc: Doc) -> None:
+        self._swift.put(
+            self._container(names.MESSAGES),
+            self._message_name(project, queue, message_id),
+            json.dumps(doc).encode(),
+            names.content_type(e=doc["e"], d=doc["d"], u=doc["u"]),
+            delete_at(int(doc["e"])),
+        )
+
+    def _write_due_entry(
+        self, project: str, queue: str, message_id: str, doc: Doc, latest: Slot
+    ) -> None:
+        """Make the unclaimed message claimable at its due time ``doc["d"]``; ``latest`` is
+        its latest slot, so a claimer creates the one after it."""
+        self._swift.put(
+            self._container(names.INDEX),
+            self._due_entry(project, queue, int(doc["d"]), message_id),
+            b"",
+            names.content_type(e=doc["e"], u=doc["u"], n=latest.n, cc=latest.claim_count),
+            delete_at(int(doc["e"])),
+        )
+
+    def _write_claimed_entry(
+        self, project: str, queue: str, message_id: str, doc: Doc, slot: Slot
+    ) -> None:
+        """Make the message claimable again when ``slot``'s claim ends, unless it is renewed,
+        released or the message deleted first."""
+        self._swift.put(
+            self._container(names.INDEX),
+            self._claimed_entry(project, queue, slot.expires_ms, message_id),
+            b"",
+            names.content_type(
+                e=doc["e"],
+                u=doc["u"],
+                d=doc["d"],
+                n=slot.n,
+                cc=slot.claim_count,
+                c=slot.claim_id,
+            ),
+            delete_at(max(int(doc["e"]), slot.expires_ms)),
+        )
+
+    def _delete_index_entry(self, name: str) -> None:
+        self._swift.delete(self._container(names.INDEX), name)
+
+    # -- claim slots ---------------------------------------------------------------------------
+
+    def _slot_name(self, project: str, queue: str, message_id: str, n: int) -> str:
+        return self._slots_prefix(project, queue, message_id) + names.number_part(n)
+
+    def _take_slot(self, project: str, queue: str, message_id: str, slot: Slot) -> bool:
+        """Create slot ``slot.n``, as the one creator Swift keeps; False when it existed or a
+        concurrent creator's is kept."""
+        return self._swift.create_settled(
+            self._container(names.CLAIMS),
+            self._slot_name(project, queue, message_id, slot.n),
+            slot.document(),
+            slot.content_type(),
+        )
+
+    def _write_slot(self, project: str, queue: str, message_id: str, slot: Slot) -> None:
+        self._swift.put(
+            self._container(names.CLAIMS),
+            self._slot_name(project, queue, message_id, slot.n),
+            slot.document(),
+            slot.content_type(),
+        )
+
+    def _read_slot(self, project: str, queue: str, message_id: str, n: int) -> Slot | None:
+        found = self._swift.get(
+            self._container(names.CLAIMS),
+            self._slot_name(project, queue, message_id, n),
+            newest=True,
+        )
+        if found is None:
+            return None
+        doc = json.loads(found[1])
+        return Slot(n, int(doc["cc"]), str(doc["c"]), int(doc["e"]))
+
+    def _current_slot(self, project: str, queue: str, message_id: str) -> Slot:
+        """The message's latest slot, read from the slot itself. A listing may not show the
+        newest slots yet, so the numbers after the highest listed are probed until one is
+        missing: a slot, once created, is always found."""
+        listed = self._swift.listing(
+            self._container(names.CLAIMS), self._slots_prefix(project, queue, message_id)
+        )
+        highest = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
+        latest = (
+            self._read_slot(project, queue, message_id, highest) if highest else None
+        ) or Slot()
+        probe = highest + 1
+        while (newer := self._read_slot(project, queue, message_id, probe)) is not None:
+            latest, probe = newer, probe + 1
+        return latest
+
+    def _slots_of(self, project: str, queue: str, message_ids: Sequence[str]) -> dict[str, Slot]:
+        """The latest slot of each message as listings show it (claim count and holder for
+        display; decisions read :meth:`_current_slot`)."""
+        if not message_ids:
+            return {}
+        prefix = f"{names.queue_prefix(project, queue)}m/"
+        ordered = sorted(message_ids)
+        if len(ordered) <= 2:
+            listed: Iterable[dict[str, Any]] = [
+                entry
+                for message_id in ordered
+                for entry in self._swift.listing(
+                    self._container(names.CLAIMS), f"{prefix}{message_id}/"
+                )
+            ]
+        else:
+            listed = self._swift.walk(
+                self._container(names.CLAIMS),
+                prefix,
+                marker=f"{prefix}{ordered[0]}",
+                end_marker=f"{prefix}{ordered[-1]}/~",
+            )
+        wanted = set(message_ids)
+        slots: dict[str, Slot] = {}
+        for entry in listed:
+            message_id = entry["name"][len(prefix) :].split("/", 1)[0]
+            if message_id in wanted:
+                slots[message_id] = slot_from_listing(entry)  # name order: the last is latest
+        return slots
+
+    def _live_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Doc | None:
+        found = self._swift.get(
+            self._container(names.CLAIMS), self._claim_name(project, queue, claim_id)
+        )
+        if found is None:
+            return None
+        doc = dict(json.loads(found[1]))
+        return doc if int(doc["e"]) > now_ms else None
+
+    def _check_claim(
+        self, project: str, queue: str, slot: Slot, claim_id: str | None, now_ms: int
+    ) -> None:
+        """Refuse a change to a claimed message unless ``claim_id`` names its live claim."""
+        live = slot.live(now_ms)
+        if claim_id is None:
+            if live:
+                raise errors.MessageIsClaimed()
+            return
+        if not live:
+            raise errors.ClaimNotValid(
+                "A claim was specified, but the message is not currently claimed."
+            )
+        if slot.claim_id != claim_id:
+            if self._live_claim(project, queue, claim_id, now_ms):
+                raise errors.MessageIsClaimed()
+            raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+
+    def _remove_message(
+        self, project: str, queue: str, message_id: str, doc: Doc | None, slot: Slot | None
+    ) -> None:
+        """Delete the message, then what indexes it. A failure part-way leaves index entries
+        without a message, which claimers remove when they meet them (``ORPHAN_GRACE_MS``)."""
+        self._swift.delete(
+            self._container(names.MESSAGES), self._message_name(project, queue, message_id)
+        )
+        entries = []
+        if doc is not None:
+            entries.append(self._due_entry(project, queue, int(doc["d"]), message_id))
+        if slot is not None and slot.expires_ms:
+            entries.append(self._claimed_entry(project, queue, slot.expires_ms, message_id))
+        self._swift.each(self._delete_index_entry, entries)

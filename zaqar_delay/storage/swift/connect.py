@@ -1,0 +1,360 @@
+"""Swift connections: authentication (tempauth v1.0 or Keystone v3) and the few object and
+container requests the driver makes, with every failure turned into StorageUnavailable.
+
+python-swiftclient's ``Connection`` is not safe to share between threads, so each thread (and
+each gevent greenlet's thread) gets its own, all built from one :class:`SwiftAccess`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import requests
+import swiftclient
+from swiftclient.exceptions import ClientException
+
+from zaqar_delay import errors
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+SCHEMES = ("swift",)
+# Names one listing request returns at most (Swift's default container_listing_limit).
+LISTING_LIMIT = 10_000
+# Requests a driver runs at once for one call (a post's objects, a claim's messages).
+PARALLEL_REQUESTS = 16
+# How long after a create-only write an object server may still commit a concurrent one (see
+# SwiftClient.create_settled); [drivers:message_store:swift] settle_ms.
+SETTLE_MS = 100
+
+
+@dataclasses.dataclass(frozen=True)
+class SwiftAccess:
+    """Who the driver is to Swift and where to find it.
+
+    ``auth_url`` ending in ``/auth/v1.0`` (or ``/v1.0``) is tempauth: ``user`` is
+    ``account:user``. Anything else is Keystone v3: ``user`` and ``project`` are names in
+    their domains."""
+
+    auth_url: str
+    user: str
+    password: str
+    project: str
+    insecure: bool = False
+    user_domain: str = "Default"
+    project_domain: str = "Default"
+    user_domain_id: str | None = None
+    project_domain_id: str | None = None
+    region_name: str | None = None
+    interface: str = "public"
+    timeout: float = 10.0
+    settle_ms: int = SETTLE_MS
+
+    @property
+    def tempauth(self) -> bool:
+        return self.auth_url.rstrip("/").endswith("v1.0")
+
+    def connection(self) -> swiftclient.Connection:
+        """A new connection; it authenticates on its first request and again when its token
+        is refused (one retry, at once)."""
+        common: dict[str, Any] = {
+            "retries": 1,
+            "starting_backoff": 0.01,
+            "max_backoff": 0.05,
+            "timeout": self.timeout,
+            "insecure": self.insecure,
+        }
+        if self.tempauth:
+            return swiftclient.Connection(
+                authurl=self.auth_url, user=self.user, key=self.password, auth_version="1", **common
+            )
+        from keystoneauth1 import session as ks_session
+        from keystoneauth1.identity import v3
+
+        auth = v3.Password(
+            auth_url=self.auth_url,
+            username=self.user,
+            password=self.password,
+            project_name=self.project,
+            user_domain_id=self.user_domain_id,
+            user_domain_name=None if self.user_domain_id else self.user_domain,
+            project_domain_id=self.project_domain_id,
+            project_domain_name=None if self.project_domain_id else self.project_domain,
+        )
+        session = ks_session.Session(auth=auth, verify=not self.insecure, timeout=self.timeout)
+        options = {"endpoint_type": self.interface, "region_name": self.region_name}
+        return swiftclient.Connection(session=session, os_options=options, **common)
+
+
+# What a swift:// URI's query may set, overriding [drivers:message_store:swift]: a pool can
+# name a Swift cluster of its own.
+URI_OPTIONS: dict[str, Callable[[str], Any]] = {
+    "auth_url": str,
+    "settle_ms": int,
+    "insecure": lambda text: text.lower() in ("1", "true", "yes", "on"),
+    "user_domain_name": str,
+    "user_domain_id": str,
+    "project_domain_name": str,
+    "project_domain_id": str,
+    "region_name": str,
+    "interface": str,
+}
+_FIELDS = {"user_domain_name": "user_domain", "project_domain_name": "project_domain"}
+
+
+def access_from_uri(uri: str, **options: Any) -> SwiftAccess:
+    """The access a ``swift://USER:PASSWORD@/PROJECT`` URI names (user and password
+    percent-encoded: ``test%3Atester`` for tempauth's ``test:tester``). ``options`` are the
+    configured defaults; the URI's query may override any of ``URI_OPTIONS``."""
+    try:
+        parts = urllib.parse.urlsplit(uri)
+        user, password = parts.username, parts.password
+        query = urllib.parse.parse_qs(parts.query, strict_parsing=bool(parts.query))
+    except ValueError as exc:
+        raise errors.StorageConfigError(f"Invalid storage URI: {exc}") from exc
+    if parts.scheme not in SCHEMES or not user or password is None:
+        raise errors.StorageConfigError(
+            "Invalid Swift storage URI: use swift://USER:PASSWORD@/PROJECT, the user "
+            "percent-encoded (swift://test%3Atester:testing@/test for tempauth)"
+        )
+    unknown = sorted(set(query) - set(URI_OPTIONS))
+    if unknown:
+        raise errors.StorageConfigError(
+            f"Invalid Swift storage URI: unknown option {unknown[0]!r} (known: "
+            f"{', '.join(URI_OPTIONS)})"
+        )
+    settings = {key: value for key, value in options.items() if value is not None}
+    for key, values in query.items():
+        try:
+            settings[_FIELDS.get(key, key)] = URI_OPTIONS[key](values[-1])
+        except ValueError as exc:
+            raise errors.StorageConfigError(
+                f"Invalid Swift storage URI: {key} = {values[-1]!r}: {exc}"
+            ) from exc
+    if not settings.get("auth_url"):
+        raise errors.StorageConfigError(
+            "A swift:// storage URI needs [drivers:message_store:swift] auth_url (Keystone v3, "
+            "or a tempauth URL ending in /auth/v1.0)"
+        )
+    return SwiftAccess(
+        user=urllib.parse.unquote(user),
+        password=urllib.parse.unquote(password),
+        project=urllib.parse.unquote(parts.path.lstrip("/")),
+        **settings,
+    )
+
+
+def _unavailable(exc: Exception) -> errors.StorageUnavailable:
+    return errors.StorageUnavailable(f"Swift is unavailable: {exc}")
+
+
+class SwiftClient:
+    """The requests the driver makes, one connection per thread.
+
+    Answers the driver expects (a 404 on a read or delete, a 412 on a create-only write)
+    are return values; anything else Swift refuses, and every connection failure, raises
+    StorageUnavailable."""
+
+    def __init__(self, access: SwiftAccess, parallel: int = PARALLEL_REQUESTS) -> None:
+        self._access = access
+        self._local = threading.local()
+        self._connections: list[swiftclient.Connection] = []
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(parallel, thread_name_prefix="zd-swift")
+
+    def _connection(self) -> swiftclient.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._access.connection()
+            self._local.connection = connection
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return getattr(self._connection(), method)(*args, **kwargs)
+        except ClientException:
+            raise
+        except (requests.RequestException, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+    def put_container(self, container: str) -> None:
+        try:
+            self._call("put_container", container)
+        except ClientException as exc:
+            raise _unavailable(exc) from exc
+
+    def put(
+        self,
+        container: str,
+        name: str,
+        body: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        try:
+            self._call(
+                "put_object",
+                container,
+                name,
+                body,
+                content_type=content_type,
+                headers=dict(headers or {}),
+            )
+        except ClientException as exc:
+            raise _unavailable(exc) from exc
+
+    def create(
+        self,
+        container: str,
+        name: str,
+        body: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Store the object only if no object has that name (``If-None-Match: *``); False
+        when one has."""
+        try:
+            self._call(
+                "put_object",
+                container,
+                name,
+                body,
+                content_type=content_type,
+                headers={**(headers or {}), "If-None-Match": "*"},
+            )
+        except ClientException as exc:
+            if exc.http_status == 412:
+                return False
+            raise _unavailable(exc) from exc
+        return True
+
+    def create_settled(
+        self,
+        container: str,
+        name: str,
+        body: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Create the object only if absent, and say whether this call's ``body`` (which must
+        be unique to the call) is the one Swift keeps.
+
+        ``If-None-Match: *`` alone does not make one creator win: an object server checks
+        that the object is absent before it receives the data, so concurrent creations all
+        pass the check and all succeed, and the one with the latest timestamp is kept. Any
+        creation that can still overwrite this one passed its check before this one was
+        committed; once ``settle_ms`` has passed, they are committed too (the assumption:
+        an object server commits a small object within ``settle_ms``), and every creator
+        reads the same winner (``X-Newest``: from every replica)."""
+        if not self.create(container, name, body, content_type, headers):
+            return False
+        time.sleep(self._access.settle_ms / 1000)
+        found = self.get(container, name, newest=True)
+        return found is not None and found[1] == body
+
+    def get(
+        self, container: str, name: str, *, newest: bool = False
+    ) -> tuple[dict[str, str], bytes] | None:
+        """``(headers, body)``, or None when there is no such object. ``newest``: the newest
+        copy among the replicas, not the first one to answer."""
+        try:
+            headers, body = self._call(
+                "get_object", container, name, headers={"X-Newest": "true"} if newest else None
+            )
+        except ClientException as exc:
+            if exc.http_status == 404:
+                return None
+            raise _unavailable(exc) from exc
+        return headers, body
+
+    def exists(self, container: str, name: str) -> bool:
+        try:
+            self._call("head_object", container, name)
+        except ClientException as exc:
+            if exc.http_status == 404:
+                return False
+            raise _unavailable(exc) from exc
+        return True
+
+    def delete(self, container: str, name: str) -> None:
+        """Delete the object; one already gone is not an error."""
+        try:
+            self._call("delete_object", container, name)
+        except ClientException as exc:
+            if exc.http_status != 404:
+                raise _unavailable(exc) from exc
+
+    def listing(
+        self,
+        container: str,
+        prefix: str,
+        *,
+        marker: str = "",
+        end_marker: str = "",
+        limit: int = LISTING_LIMIT,
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit`` objects named after ``marker`` and before ``end_marker``, with
+        ``prefix``, in name order (``name``, ``content_type``, ``bytes``...)."""
+        try:
+            _, found = self._call(
+                "get_container",
+                container,
+                prefix=prefix,
+                marker=marker,
+                end_marker=end_marker,
+                limit=min(limit, LISTING_LIMIT),
+            )
+        except ClientException as exc:
+            raise _unavailable(exc) from exc
+        return list(found)
+
+    def walk(
+        self, container: str, prefix: str, *, marker: str = "", end_marker: str = ""
+    ) -> Iterator[dict[str, Any]]:
+        """Every object :meth:`listing` would name, one listing request per 10,000."""
+        while True:
+            found = self.listing(container, prefix, marker=marker, end_marker=end_marker)
+            yield from found
+            if len(found) < LISTING_LIMIT:
+                return
+            marker = found[-1]["name"]
+
+    def ping(self) -> bool:
+        try:
+            self._call("head_account")
+        except (ClientException, errors.StorageUnavailable):
+            return False
+        return True
+
+    def each(self, function: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``function`` over ``items`` on the pool's threads, results in order; the first
+        failure is raised once every call has ended."""
+        batch = list(items)
+        if len(batch) <= 1:
+            return [function(item) for item in batch]
+        futures = [self._pool.submit(function, item) for item in batch]
+        results: list[R] = []
+        failure: BaseException | None = None
+        for future in futures:
+            try:
+                results.append(future.result())
+            except BaseException as exc:  # noqa: BLE001 - the first is raised below
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return results
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        with self._lock:
+            for connection in self._connections:
+                connection.close()
+            self._connections.clear()

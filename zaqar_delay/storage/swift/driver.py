@@ -1,0 +1,85 @@
+"""The OpenStack Swift implementation of the storage contract.
+
+Swift gives no transactions and no conditional overwrite; it gives create-only writes
+(``If-None-Match: *``), name-ordered listings with markers, and expiry headers. The driver is
+built on those (see ``names`` for the layout and ``common`` for the claim slots):
+
+- a due message is found by listing the claim index up to "now" (``end_marker``), in due
+  order, never by reading every message;
+- a message is taken by creating its next claim slot, which exactly one claimer can do, and
+  only after reading it due: a due time is changed only by taking a slot too, so no claim
+  takes a message a reschedule has made not yet due;
+- a dedup id is remembered by creating its next generation, which exactly one post can do.
+
+Listings may lag behind writes on a real cluster. They only ever propose candidates: every
+decision is made on objects read by name, which a create makes visible at once. A lagging
+listing can delay a message (not yet listed) or show a stale count, never hand it out early
+or twice.
+"""
+
+from __future__ import annotations
+
+from zaqar_delay import errors
+from zaqar_delay.storage.base import Durability, Wakeups
+from zaqar_delay.storage.catalog import CatalogStore
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.claims import ClaimOps
+from zaqar_delay.storage.swift.common import LIST_SCAN_BUDGET
+from zaqar_delay.storage.swift.connect import SwiftClient
+from zaqar_delay.storage.swift.dedup import SwiftDedup
+from zaqar_delay.storage.swift.messages import MessageOps
+from zaqar_delay.storage.swift.pushes import PushOps
+from zaqar_delay.storage.swift.queues import QueueOps
+
+DEFAULT_NAMESPACE = "zaqar_delay"
+
+
+class SwiftDriver(QueueOps, MessageOps, ClaimOps, PushOps):
+    """Stores queues in the containers ``<namespace>_*`` of one Swift account."""
+
+    def __init__(
+        self,
+        swift: SwiftClient,
+        namespace: str = DEFAULT_NAMESPACE,
+        list_scan_budget: int = LIST_SCAN_BUDGET,
+    ) -> None:
+        self._swift = swift
+        self._namespace = namespace
+        self._list_scan_budget = list_scan_budget
+        self._dedup = SwiftDedup(swift, self._container(names.DEDUP))
+
+    def ping(self) -> bool:
+        return self._swift.ping()
+
+    def close(self) -> None:
+        self._swift.close()
+
+    def prepare(self) -> list[str]:
+        """Create the containers (idempotent)."""
+        for kind in names.CONTAINERS:
+            self._swift.put_container(self._container(kind))
+        return []
+
+    def durability(self) -> Durability:
+        """An object server syncs an object to disk before it answers, and the proxy answers
+        once a quorum of replicas have: a process crash and a power loss are survived. A
+        machine loss and a failover need several replicas, which the ring decides and the
+        API does not tell, so they are not claimed."""
+        return Durability(
+            store="swift",
+            replica_acks=0,
+            survives=("process crash", "power loss"),
+            facts={
+                "write": "a quorum of the object's replicas, each synced to disk",
+                "replicas": "set by the cluster's object ring, not visible through the API",
+            },
+        )
+
+    def wakeups(self) -> Wakeups | None:
+        return None  # waiting claims re-check at next_claimable_ms
+
+    def catalog(self) -> CatalogStore:
+        raise errors.StorageConfigError(
+            "The pooling catalog needs a Redis or MongoDB store: Swift can be a pool, not the "
+            "catalog"
+        )

@@ -1,0 +1,375 @@
+"""Messages on Swift: posting, listing, reading, deleting and editing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from zaqar_delay import errors
+from zaqar_delay.models import (
+    ListPage,
+    Message,
+    MessageEdit,
+    NewMessage,
+    Posted,
+    VersionedMetadata,
+)
+from zaqar_delay.storage import markers
+from zaqar_delay.storage.base import metadata_version_of
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.common import Doc, Slot, SwiftBase, message_of
+from zaqar_delay.storage.swift.dedup import SwiftDedup
+
+# Rounds an edit makes while concurrent claims take the message's next slot first.
+EDIT_ATTEMPTS = 5
+
+
+class MessageOps(SwiftBase):
+    """Every operation on messages that no claim makes."""
+
+    _dedup: SwiftDedup
+
+    if TYPE_CHECKING:
+
+        def _owe_pushes(
+            self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], now_ms: int
+        ) -> int: ...
+
+    # -- posting -------------------------------------------------------------------------------
+
+    def _store(
+        self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], *, create_only: bool
+    ) -> list[str]:
+        """Write the messages' index entries, then the messages: a crash in between leaves
+        entries that claimers remove, never a message no claim can find. Returns the ids
+        written (``create_only``: those not already stored). If a write fails, what was
+        written is deleted again before the error is raised."""
+        if not stored:
+            return []
+        try:
+            self._swift.each(
+                lambda item: self._write_due_entry(project, queue, item[0], item[1], Slot()), stored
+            )
+            if create_only:
+                created = self._swift.each(
+                    lambda item: self._create_message(project, queue, item[0], item[1]), stored
+                )
+                return [mid for (mid, _), fresh in zip(stored, created, strict=True) if fresh]
+            self._swift.each(lambda item: self._write_message(project, queue, *item), stored)
+        except errors.StorageUnavailable:
+            self._swift.each(
+                lambda item: self._remove_message(project, queue, item[0], item[1], None), stored
+            )
+            raise
+        return [mid for mid, _ in stored]
+
+    def _create_message(self, project: str, queue: str, message_id: str, doc: Doc) -> bool:
+        return self._swift.create(
+            self._container(names.MESSAGES),
+            self._message_name(project, queue, message_id),
+            json.dumps(doc).encode(),
+            names.content_type(e=doc["e"], d=doc["d"], u=doc["u"]),
+        )
+
+    @staticmethod
+    def _document(message: NewMessage, client_id: str, now_ms: int) -> Doc:
+        return {
+            "b": message.body_json,
+            "u": client_id,
+            "t": message.ttl_s,
+            "cr": now_ms,
+            "e": now_ms + message.ttl_s * 1000,
+            "d": now_ms + message.delay_ms,
+        }
+
+    def post_messages(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+    ) -> Posted:
+        self._ensure_queue(project, queue, now_ms)
+        ids = names.new_ids(now_ms, len(messages))
+        documents = [self._document(m, client_id, now_ms) for m in messages]
+        duplicate_of, generations = self._remember_dedup_ids(
+            project, queue, messages, ids, documents, now_ms
+        )
+        fresh = [(ids[i], documents[i]) for i in range(len(ids)) if i not in duplicate_of]
+        try:
+            self._store(project, queue, fresh, create_only=False)
+        except errors.StorageUnavailable:
+            self._dedup.forget(generations)
+            raise
+        return Posted(
+            [duplicate_of.get(i) or ids[i] for i in range(len(ids))],
+            tuple(sorted(duplicate_of)),
+            push_due_ms=self._owe_pushes(project, queue, fresh, now_ms),
+        )
+
+    def _remember_dedup_ids(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        ids: Sequence[str],
+        documents: Sequence[Doc],
+        now_ms: int,
+    ) -> tuple[dict[int, str], list[str]]:
+        """{position: id of the earlier message} for messages whose dedup id the queue
+        remembers (or an earlier message of this post carries), and the generations this
+        post created for the others."""
+        first_position: dict[str, int] = {}
+        repeated: dict[int, int] = {}
+        for i, message in enumerate(messages):
+            if message.dedup_id:
+                repeated[i] = first_position.setdefault(message.dedup_id, i)
+        if not first_position:
+            return {}, []
+        answers = self._swift.each(
+            lambda item: self._dedup.remember(
+                project, queue, item[0], ids[item[1]], int(documents[item[1]]["e"]), now_ms
+            ),
+            list(first_position.items()),
+        )
+        remembered = {
+            dedup_id: earlier
+            for (dedup_id, _), (earlier, _) in zip(first_position.items(), answers, strict=True)
+        }
+        generations = [name for _, name in answers if name]
+        duplicate_of: dict[int, str] = {}
+        for i, first in repeated.items():
+            earlier = remembered.get(messages[first].dedup_id or "")
+            if earlier is not None:
+                duplicate_of[i] = earlier
+            elif first != i:
+                duplicate_of[i] = ids[first]
+        return duplicate_of, generations
+
+    def receive_dead_letters(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[Message],
+        ttl_s: int | None,
+        now_ms: int,
+    ) -> None:
+        self._ensure_queue(project, queue, now_ms)
+        stored = []
+        for message in messages:
+            new = NewMessage(json.dumps(message.body), ttl_s or message.ttl_s, 0)
+            stored.append((message.id, self._document(new, message.client_id, now_ms)))
+        # Create-only and keyed by id: a copy an earlier attempt stored is not stored again.
+        created = set(self._store(project, queue, stored, create_only=True))
+        self._owe_pushes(project, queue, [item for item in stored if item[0] in created], now_ms)
+
+    def post_if_current(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+        metadata_version: str,
+    ) -> Posted | VersionedMetadata:
+        """Reads the metadata text first: the check is not atomic with the write (a change in
+        between is stored under, as on MongoDB)."""
+        stored = self._metadata_text(project, queue)
+        current = metadata_version_of(stored)
+        if current != metadata_version:
+            return VersionedMetadata({} if stored is None else dict(json.loads(stored)), current)
+        posted = self.post_messages(project, queue, messages, client_id, now_ms)
+        return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or "{}"))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _read_messages(self, project: str, queue: str, ids: Sequence[str]) -> dict[str, Doc]:
+        docs = self._swift.each(lambda i: self._read_message(project, queue, i), ids)
+        return {i: doc for i, doc in zip(ids, docs, strict=True) if doc is not None}
+
+    def list_messages(
+        self,
+        project: str,
+        queue: str,
+        *,
+        marker: str | None,
+        limit: int,
+        client_id: str,
+        echo: bool,
+        include_claimed: bool,
+        include_delayed: bool,
+        now_ms: int,
+    ) -> ListPage:
+        after = markers.posting(marker)
+        prefix = names.queue_prefix(project, queue)
+        # A marker is a message id (next links name the last message examined); anything
+        # else names nothing and lists from the start, as Zaqar does.
+        start = prefix + after if isinstance(after, str) and names.is_message_id(after) else ""
+        scanned = [
+            entry
+            for entry in self._swift.listing(
+                self._container(names.MESSAGES),
+                prefix,
+                marker=start,
+                limit=self._list_scan_budget,
+            )
+            if "/" not in entry["name"][len(prefix) :]
+        ]
+        ids = [entry["name"][len(prefix) :] for entry in scanned]
+        slots = self._slots_of(project, queue, ids) if ids else {}
+        kept, cursor = [], None
+        for message_id, entry in zip(ids, scanned, strict=True):
+            cursor = message_id
+            fields = names.fields_of(entry["content_type"])
+            claimed = slots.get(message_id, Slot()).live(now_ms)
+            if (
+                int(fields["e"]) > now_ms
+                and (echo or fields["u"] != client_id)
+                and (include_claimed or not claimed)
+                and (include_delayed or int(fields["d"]) <= now_ms)
+            ):
+                kept.append(message_id)
+                if len(kept) == limit:
+                    break
+        more = len(kept) < limit and len(scanned) == self._list_scan_budget
+        docs = self._read_messages(project, queue, kept)
+        found = tuple(
+            message_of(i, docs[i], slots.get(i, Slot()), now_ms) for i in kept if i in docs
+        )
+        next_marker = cursor if cursor is not None and (found or more) else None
+        return ListPage(found, next_marker)
+
+    def get_messages(
+        self, project: str, queue: str, ids: Sequence[str], now_ms: int
+    ) -> list[Message]:
+        known = [i for i in dict.fromkeys(ids) if names.is_message_id(i)]
+        docs = {i: d for i, d in self._read_messages(project, queue, known).items()}
+        alive = [i for i in known if i in docs and int(docs[i]["e"]) > now_ms]
+        slots = self._swift.each(lambda i: self._current_slot(project, queue, i), alive)
+        by_id = {
+            i: message_of(i, docs[i], slot, now_ms) for i, slot in zip(alive, slots, strict=True)
+        }
+        return [by_id[i] for i in ids if i in by_id]
+
+    # -- deleting and editing ------------------------------------------------------------------
+
+    def delete_message(
+        self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
+    ) -> None:
+        if not names.is_message_id(message_id):
+            return
+        doc = self._read_message(project, queue, message_id)
+        if doc is None:
+            return
+        slot = self._current_slot(project, queue, message_id)
+        if int(doc["e"]) > now_ms:
+            self._check_claim(project, queue, slot, claim_id, now_ms)
+        self._remove_message(project, queue, message_id, doc, slot)
+
+    def delete_messages(
+        self,
+        project: str,
+        queue: str,
+        ids: Sequence[str],
+        claim_ids: Sequence[str] | None,
+        now_ms: int,
+    ) -> None:
+        known = [i for i in dict.fromkeys(ids) if names.is_message_id(i)]
+        docs = self._read_messages(project, queue, known)
+        present = [i for i in known if i in docs]
+        slots = dict(
+            zip(
+                present,
+                self._swift.each(lambda i: self._current_slot(project, queue, i), present),
+                strict=True,
+            )
+        )
+        if claim_ids is not None:
+            allowed = set(claim_ids)
+            for message_id in present:
+                slot = slots[message_id]
+                if slot.live(now_ms) and slot.claim_id not in allowed:
+                    raise errors.MessageIsClaimed()
+        self._swift.each(
+            lambda i: self._remove_message(project, queue, i, docs[i], slots[i]), present
+        )
+
+    def edit_message(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        edit: MessageEdit,
+        now_ms: int,
+    ) -> None:
+        for _ in range(EDIT_ATTEMPTS):
+            doc = (
+                self._read_message(project, queue, message_id)
+                if names.is_message_id(message_id)
+                else None
+            )
+            if doc is None or int(doc["e"]) <= now_ms:
+                raise errors.MessageDoesNotExist(message_id, queue, project)
+            slot = self._current_slot(project, queue, message_id)
+            self._check_claim(project, queue, slot, claim_id, now_ms)
+            changed = dict(doc)
+            if edit.ttl_s is not None:
+                expires = int(doc["cr"]) + edit.ttl_s * 1000
+                if expires <= now_ms:
+                    raise errors.TtlAlreadyLapsed(edit.ttl_s)
+                changed.update({"t": edit.ttl_s, "e": expires})
+            if edit.body_json is not None:
+                changed["b"] = edit.body_json
+            held = slot.live(now_ms)
+            if edit.due_ms is not None:
+                changed["d"] = edit.due_ms
+                if not self._fence(project, queue, message_id, slot, now_ms):
+                    continue  # a claim took the message meanwhile: decide again
+            self._apply_edit(project, queue, message_id, (doc, changed), slot, held)
+            return
+        raise errors.StorageUnavailable("The message could not be edited.")
+
+    def _fence(self, project: str, queue: str, message_id: str, slot: Slot, now_ms: int) -> bool:
+        """Before a new due time is written: end the claim the edit is made under (its slot
+        expires now), or, for an unclaimed message, take its next slot as a void one, so a
+        claimer that read the old due time cannot take it. False when a claim took that slot
+        first."""
+        if slot.live(now_ms):
+            self._write_slot(project, queue, message_id, dataclasses.replace(slot, expires_ms=0))
+            return True
+        void = Slot(slot.n + 1, slot.claim_count)
+        return self._take_slot(project, queue, message_id, void)
+
+    def _apply_edit(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        versions: tuple[Doc, Doc],
+        slot: Slot,
+        held: bool,
+    ) -> None:
+        """Write the edited message (``versions``: as read, as edited) and the index entry
+        that makes it claimable; ``held``: a live claim held it when read."""
+        doc, changed = versions
+        self._write_message(project, queue, message_id, changed)
+        if changed["d"] != doc["d"]:
+            # It left its claim, if any, and is due at the new time; the void slot (or the
+            # ended claim's) is now its latest.
+            latest = slot if held else Slot(slot.n + 1, slot.claim_count)
+            self._write_due_entry(project, queue, message_id, changed, latest)
+            new = self._due_entry(project, queue, int(changed["d"]), message_id)
+            old = [self._due_entry(project, queue, int(doc["d"]), message_id)]
+            if held:
+                old.append(self._claimed_entry(project, queue, slot.expires_ms, message_id))
+            self._swift.each(self._delete_index_entry, [name for name in old if name != new])
+        elif changed["e"] != doc["e"]:
+            # Entries carry the expiry that listings and claims filter on.
+            if held:
+                self._write_claimed_entry(project, queue, message_id, changed, slot)
+            else:
+                self._write_due_entry(project, queue, message_id, changed, slot)

@@ -1,0 +1,117 @@
+"""Where the Swift driver keeps what: containers, object names, and the fields it reads from
+container listings without fetching objects.
+
+Every queue's objects share a name prefix ``<project>/<queue>/`` (both percent-encoded, so
+neither holds a ``/``) in a few containers of the driver's namespace:
+
+- ``<ns>_queues``: ``<project>/<queue>``, the queue's metadata JSON;
+- ``<ns>_messages``: ``<p>/<q>/<id>``, one message each; ids sort in posting order;
+- ``<ns>_index``: the claim index, empty objects named for when a message is next claimable:
+  ``<p>/<q>/d/<due>/<id>`` for an unclaimed message due at ``due``, ``<p>/<q>/c/<expiry>/<id>``
+  for a claimed one whose claim ends at ``expiry`` (times as 13 digits, so name order is time
+  order and ``end_marker`` stops a listing at "now");
+- ``<ns>_claims``: ``<p>/<q>/m/<id>/<n>``, a message's n-th claim (create-only: the number is
+  taken once), and ``<p>/<q>/c/<claim id>``, a claim with the messages it took;
+- ``<ns>_dedup``: ``<p>/<q>/<sha1 of the dedup id>/<generation>``, create-only as well;
+- ``<ns>_subscriptions``: see ``subscriptions``; ``<ns>_pushes``: see ``pushes``.
+
+Listings return each object's content type, so messages and index entries carry the fields a
+listing filters on as content-type parameters (``;e=<expiry>;u=<client>``...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import secrets
+import threading
+import urllib.parse
+
+QUEUES, MESSAGES, INDEX, CLAIMS, DEDUP, SUBSCRIPTIONS, PUSHES = (
+    "queues",
+    "messages",
+    "index",
+    "claims",
+    "dedup",
+    "subscriptions",
+    "pushes",
+)
+CONTAINERS = (QUEUES, MESSAGES, INDEX, CLAIMS, DEDUP, SUBSCRIPTIONS, PUSHES)
+CONTENT_TYPE = "application/x-zaqar-delay"
+TIME_DIGITS = 13
+# Push times: parked pushes are owed at PARKED (2**51) + their time, sixteen digits.
+PUSH_TIME_DIGITS = 16
+# Claim and generation numbers in object names: six digits keep name order numeric order.
+NUMBER_DIGITS = 6
+
+# <created ms, 13 digits><process sequence, 12 digits><random, 8 hex>: posting order in a
+# process, creation order across processes.
+ID_PATTERN = re.compile(r"^\d{25}[0-9a-f]{8}$")
+_sequence = itertools.count()
+_sequence_lock = threading.Lock()
+
+
+def new_ids(now_ms: int, count: int) -> list[str]:
+    """``count`` fresh message ids, in order, sorting after every id this process made."""
+    with _sequence_lock:
+        first = next(_sequence)
+        for _ in range(count - 1):
+            next(_sequence)
+    return [f"{now_ms:0{TIME_DIGITS}d}{first + i:012d}{secrets.token_hex(4)}" for i in range(count)]
+
+
+def created_ms_of(message_id: str) -> int:
+    return int(message_id[:TIME_DIGITS])
+
+
+def is_message_id(text: str) -> bool:
+    return ID_PATTERN.match(text) is not None
+
+
+def time_part(ms: int) -> str:
+    return f"{max(ms, 0):0{TIME_DIGITS}d}"
+
+
+def push_time_part(ms: int) -> str:
+    return f"{max(ms, 0):0{PUSH_TIME_DIGITS}d}"
+
+
+def number_part(n: int) -> str:
+    return f"{n:0{NUMBER_DIGITS}d}"
+
+
+def quoted(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+def queue_prefix(project: str, queue: str) -> str:
+    """``<project>/<queue>/``: every object of the queue, in every container but ``queues``."""
+    return f"{quoted(project)}/{quoted(queue)}/"
+
+
+def queue_object(project: str, queue: str) -> str:
+    return f"{quoted(project)}/{quoted(queue)}"
+
+
+def queue_name_of(object_name: str) -> str:
+    return urllib.parse.unquote(object_name.rsplit("/", 1)[1])
+
+
+def dedup_key(dedup_id: str) -> str:
+    return hashlib.sha1(dedup_id.encode()).hexdigest()
+
+
+def content_type(**fields: str | int) -> str:
+    """The content type carrying ``fields`` as parameters, values percent-encoded."""
+    params = "".join(f";{key}={quoted(str(value))}" for key, value in fields.items())
+    return CONTENT_TYPE + params
+
+
+def fields_of(listed_content_type: str) -> dict[str, str]:
+    """The parameters :func:`content_type` stored, decoded."""
+    fields = {}
+    for part in listed_content_type.split(";")[1:]:
+        key, _, value = part.strip().partition("=")
+        fields[key] = urllib.parse.unquote(value)
+    return fields

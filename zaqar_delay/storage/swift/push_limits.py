@@ -1,0 +1,134 @@
+"""Dispatch limits of subscriptions on Swift (``zaqar_delay.push.limits``), shared by every
+server process through objects of the pushes container, each changed only by creating its
+next generation (``SwiftClient.create_settled``):
+
+- ``r/<p>/<q>/<sid>/<g>``: the next free time (ms) of the subscription's rate;
+- ``p/<p>/<q>/<sid>/<i>/<g>``: request place ``i`` of its concurrency, held by ``h``
+  (``"<push id>@<lease>"``) until ``e``, the lease's end; a place whose lease ran out is free.
+
+A push held back by the rate is owed again at the time reserved for it (``r`` on its index
+entry, so the reservation is not taken twice). One held back by concurrency is parked: owed
+again when the first held place frees by itself (its lease's end), its own time kept (``o``),
+and owed again at that time as soon as a request of its subscription ends. A parking that
+races with the end of that request therefore delays the push by one lease at most; it is
+never stranded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+from typing import Any
+
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.common import SwiftBase
+
+# Attempts at a rate's next free time before a push waits for the next lease.
+RATE_ATTEMPTS = 8
+
+
+class PushLimitOps(SwiftBase):
+    """Take and give back what subscriptions' dispatch limits allow."""
+
+    def _latest_generation(self, prefix: str) -> tuple[int, dict[str, Any] | None]:
+        """The highest generation under ``prefix`` and what it holds (0, None: none). Listings
+        may lag: the numbers after the highest listed are read until one is missing."""
+        container = self._container(names.PUSHES)
+        listed = self._swift.listing(container, prefix)
+        generation = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
+        held = None
+        if generation:
+            found = self._swift.get(container, prefix + names.number_part(generation), newest=True)
+            held = None if found is None else dict(json.loads(found[1]))
+        while True:
+            newer = self._swift.get(
+                container, prefix + names.number_part(generation + 1), newest=True
+            )
+            if newer is None:
+                return generation, held
+            generation, held = generation + 1, dict(json.loads(newer[1]))
+
+    def _create_generation(self, prefix: str, generation: int, held: dict[str, Any]) -> bool:
+        body = json.dumps({**held, "k": secrets.token_hex(8)}).encode()
+        return self._swift.create_settled(
+            self._container(names.PUSHES),
+            prefix + names.number_part(generation),
+            body,
+            names.CONTENT_TYPE,
+        )
+
+    def _rate_prefix(self, project: str, queue: str, sid: str) -> str:
+        return f"r/{names.queue_prefix(project, queue)}{sid}/"
+
+    def _places_prefix(self, project: str, queue: str, sid: str) -> str:
+        return f"p/{names.queue_prefix(project, queue)}{sid}/"
+
+    def _take_rate(
+        self, project: str, queue: str, sid: str, owed_ms: int, interval_ms: float
+    ) -> int | None:
+        """The time the rate gives a push owed at ``owed_ms`` (reserved for it); None when
+        other dispatchers kept taking it."""
+        prefix = self._rate_prefix(project, queue, sid)
+        for _ in range(RATE_ATTEMPTS):
+            generation, held = self._latest_generation(prefix)
+            free_ms = float(held["t"]) if held else 0.0
+            send_ms = math.ceil(max(owed_ms, free_ms))
+            if self._create_generation(prefix, generation + 1, {"t": send_ms + interval_ms}):
+                return send_ms
+        return None
+
+    def _take_place(
+        self,
+        project: str,
+        queue: str,
+        sid: str,
+        concurrency: int,
+        holder: str,
+        until_ms: int,
+        now_ms: int,
+    ) -> int | None:
+        """Hold one of the subscription's ``concurrency`` request places until ``until_ms``;
+        None when one is held now, else the earliest time a held place frees by itself."""
+        frees_ms = until_ms
+        for place in range(concurrency):
+            prefix = f"{self._places_prefix(project, queue, sid)}{place}/"
+            generation, held = self._latest_generation(prefix)
+            if held is not None and int(held["e"]) > now_ms:
+                frees_ms = min(frees_ms, int(held["e"]))
+                continue
+            if self._create_generation(prefix, generation + 1, {"h": holder, "e": until_ms}):
+                return None
+        return frees_ms
+
+    def _give_back_place(self, project: str, queue: str, sid: str, holder: str) -> bool:
+        """Free the place ``holder`` holds; False if it holds none (its lease ran out and the
+        place was taken again)."""
+        prefix = self._places_prefix(project, queue, sid)
+        places = {
+            entry["name"][len(prefix) :].split("/", 1)[0]
+            for entry in self._swift.walk(self._container(names.PUSHES), prefix)
+        }
+        for place in sorted(places):
+            generation, held = self._latest_generation(f"{prefix}{place}/")
+            if held is not None and held["h"] == holder and int(held["e"]):
+                self._swift.put(
+                    self._container(names.PUSHES),
+                    f"{prefix}{place}/{names.number_part(generation)}",
+                    json.dumps({**held, "e": 0}).encode(),
+                    names.CONTENT_TYPE,
+                )
+                return True
+        return False
+
+    def _forget_limit_state(self, project: str, queue: str, sid: str) -> None:
+        container = self._container(names.PUSHES)
+        found = [
+            entry["name"]
+            for prefix in (
+                self._rate_prefix(project, queue, sid),
+                self._places_prefix(project, queue, sid),
+            )
+            for entry in self._swift.walk(container, prefix)
+        ]
+        self._swift.each(lambda name: self._swift.delete(container, name), found)

@@ -1,0 +1,386 @@
+"""Owed pushes on Swift, in the pushes container. A push ``<sid>:<message id>`` owed at ``n``
+has two empty index entries, its fields (attempts ``a``, leases so far ``k``, rate reservation
+``r``) in their content type:
+
+- ``g/<n>/<p>/<q>/<push id>``: every queue's pushes by time, so one listing finds the queues
+  with a push due;
+- ``q/<p>/<q>/<n>/<push id>``: the queue's, which a lease lists.
+
+Changing ``n`` writes the new entries, then deletes the old. A lease takes the push's next
+lease number, ``l/<p>/<q>/<push id>/<k + 1>``, which one dispatcher only can create
+(``SwiftClient.create_settled``), and moves it to the lease's end; a settle counts only while
+no later lease was taken. Entries left stale by a race are removed by whoever meets them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import urllib.parse
+from collections.abc import Sequence
+
+from zaqar_delay.models import Delivery, Subscription
+from zaqar_delay.push.limits import DispatchLimits
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.common import Doc, Slot, delete_at, message_of
+from zaqar_delay.storage.swift.push_limits import PushLimitOps
+from zaqar_delay.storage.swift.subscriptions import SubscriptionOps, subscription_of
+
+# Due pushes looked at per lease beyond its limit, so a subscription at its limits does not
+# hide the pushes of the others behind it.
+SCAN_EXTRA = 100
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Owed:
+    """One push as its index entries name it."""
+
+    push_id: str
+    at_ms: int
+    attempts: int = 0
+    leases: int = 0
+    reserved: str = ""
+    parked_from: str = ""  # parked: the time it was owed at before
+
+    @property
+    def subscription_id(self) -> str:
+        return self.push_id.split(":", 1)[0]
+
+    @property
+    def message_id(self) -> str:
+        return self.push_id.split(":", 1)[1]
+
+    def content_type(self) -> str:
+        return names.content_type(
+            a=self.attempts, k=self.leases, r=self.reserved, o=self.parked_from
+        )
+
+
+def _owed_of(name: str, content_type: str) -> Owed:
+    at, push_id = name.rsplit("/", 2)[1:]
+    fields = names.fields_of(content_type)
+    return Owed(
+        push_id,
+        int(at),
+        int(fields["a"]),
+        int(fields["k"]),
+        fields.get("r", ""),
+        fields.get("o", ""),
+    )
+
+
+class PushOps(SubscriptionOps, PushLimitOps):
+    """Owe, find, lease and settle pushes."""
+
+    # -- entries -------------------------------------------------------------------------------
+
+    def _push_entries(self, project: str, queue: str, owed: Owed) -> tuple[str, str]:
+        prefix = names.queue_prefix(project, queue)
+        at = names.push_time_part(owed.at_ms)
+        return f"g/{at}/{prefix}{owed.push_id}", f"q/{prefix}{at}/{owed.push_id}"
+
+    def _put_owed(self, project: str, queue: str, owed: Owed) -> None:
+        container = self._container(names.PUSHES)
+        for name in self._push_entries(project, queue, owed):
+            self._swift.put(container, name, b"", owed.content_type())
+
+    def _drop_owed(self, project: str, queue: str, owed: Owed) -> None:
+        container = self._container(names.PUSHES)
+        for name in self._push_entries(project, queue, owed):
+            self._swift.delete(container, name)
+
+    def _move_owed(self, project: str, queue: str, old: Owed, new: Owed) -> None:
+        """Owe the push at ``new`` instead of ``old``: the new entries first, so a failure
+        part-way leaves it owed twice (a race a lease settles), never not at all."""
+        self._put_owed(project, queue, new)
+        if self._push_entries(project, queue, new) != self._push_entries(project, queue, old):
+            self._drop_owed(project, queue, old)
+
+    def _queue_owed(
+        self, project: str, queue: str, from_ms: int = 0, until_ms: int | None = None
+    ) -> list[Owed]:
+        prefix = f"q/{names.queue_prefix(project, queue)}"
+        end = prefix + names.push_time_part(until_ms + 1) if until_ms is not None else ""
+        marker = prefix + names.push_time_part(from_ms) if from_ms else ""
+        return [
+            _owed_of(entry["name"], entry["content_type"])
+            for entry in self._swift.walk(
+                self._container(names.PUSHES), prefix, marker=marker, end_marker=end
+            )
+        ]
+
+    # -- owing ---------------------------------------------------------------------------------
+
+    def _owe_pushes(
+        self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], now_ms: int
+    ) -> int:
+        """Owe each stored message to each live subscription of the queue at its due time;
+        returns the earliest of those times (0: none owed)."""
+        if not stored:
+            return 0
+        prefix = f"{names.queue_prefix(project, queue)}s/"
+        subscriptions = [
+            entry["name"][len(prefix) :]
+            for entry in self._swift.walk(self._container(names.SUBSCRIPTIONS), prefix)
+            if int(names.fields_of(entry["content_type"])["e"]) > now_ms
+        ]
+        owed = [
+            Owed(f"{sid}:{message_id}", int(doc["d"]))
+            for sid in subscriptions
+            for message_id, doc in stored
+        ]
+        self._swift.each(lambda o: self._put_owed(project, queue, o), owed)
+        return min((int(doc["d"]) for _, doc in stored), default=0) if owed else 0
+
+    # -- finding -------------------------------------------------------------------------------
+
+    def due_push_queues(self, now_ms: int, limit: int) -> list[tuple[str, str]]:
+        queues: dict[tuple[str, str], None] = {}
+        for entry in self._swift.walk(
+            self._container(names.PUSHES), "g/", end_marker="g/" + names.push_time_part(now_ms + 1)
+        ):
+            project, queue = entry["name"].split("/")[2:4]
+            queues.setdefault((urllib.parse.unquote(project), urllib.parse.unquote(queue)), None)
+            if len(queues) == limit:
+                break
+        return list(queues)
+
+    def next_push_ms(self) -> int | None:
+        first = self._swift.listing(self._container(names.PUSHES), "g/", limit=1)
+        if not first:
+            return None
+        return int(first[0]["name"].split("/")[1])
+
+    # -- leasing -------------------------------------------------------------------------------
+
+    def _lease_name(self, project: str, queue: str, push_id: str, lease: int) -> str:
+        return f"l/{names.queue_prefix(project, queue)}{push_id}/{names.number_part(lease)}"
+
+    def lease_pushes(
+        self,
+        project: str,
+        queue: str,
+        now_ms: int,
+        lease_ms: int,
+        limit: int,
+        until_ms: int | None = None,
+    ) -> list[Delivery]:
+        until = now_ms if until_ms is None else until_ms
+        lease_end = until + lease_ms
+        candidates = self._queue_owed(project, queue, until_ms=until)[: limit + SCAN_EXTRA]
+        if not candidates:
+            return []
+        sids = list(dict.fromkeys(o.subscription_id for o in candidates))
+        mids = list(dict.fromkeys(o.message_id for o in candidates))
+        subscriptions = {
+            sid: subscription_of(sid, queue, doc)
+            for sid, doc in zip(
+                sids,
+                self._swift.each(lambda s: self._read_subscription(project, queue, s), sids),
+                strict=True,
+            )
+            if doc is not None and int(doc["e"]) > now_ms
+        }
+        messages = {
+            mid: doc
+            for mid, doc in zip(
+                mids,
+                self._swift.each(lambda m: self._read_message(project, queue, m), mids),
+                strict=True,
+            )
+            if doc is not None and int(doc["e"]) > now_ms
+        }
+        token = secrets.token_hex(8)
+        chosen: list[tuple[Owed, int]] = []  # (push, the time it is sent at)
+        places: dict[str, str] = {}  # push id -> subscription, for the places taken
+        for owed in candidates:
+            if len(chosen) == limit:
+                break
+            sid, message_id = owed.subscription_id, owed.message_id
+            subscription, doc = subscriptions.get(sid), messages.get(message_id)
+            if subscription is None or doc is None:
+                self._drop_owed(project, queue, owed)  # its message or subscription is gone
+                if subscription is not None and DispatchLimits.of(subscription.options).concurrency:
+                    # Had it held a place, the place is free now: owe what waits for one.
+                    self._unpark(project, queue, sid, 1)
+                continue
+            if int(doc["d"]) > until:
+                # Owed again when its message is due: never sent before.
+                self._move_owed(
+                    project, queue, owed, dataclasses.replace(owed, at_ms=int(doc["d"]))
+                )
+                continue
+            send_ms = self._within_limits(
+                project, queue, owed, subscription, (token, lease_end, until, now_ms), places
+            )
+            if send_ms is not None:
+                chosen.append((owed, send_ms))
+
+        def take(item: tuple[Owed, int]) -> Delivery | None:
+            owed, send_ms = item
+            lease_number = owed.leases + 1
+            name = self._lease_name(project, queue, owed.push_id, lease_number)
+            held = json.dumps({"t": token, "k": secrets.token_hex(8)}).encode()
+            expires_ms = int(messages[owed.message_id]["e"])
+            if not self._swift.create_settled(
+                self._container(names.PUSHES), name, held, names.CONTENT_TYPE, delete_at(expires_ms)
+            ):
+                self._drop_owed(project, queue, owed)  # leased since: this entry is stale
+                if owed.push_id in places:
+                    self._give_back(project, queue, places[owed.push_id], f"{owed.push_id}@{token}")
+                return None
+            leased = Owed(owed.push_id, lease_end, owed.attempts, lease_number)
+            self._move_owed(project, queue, owed, leased)
+            return Delivery(
+                id=owed.push_id,
+                project=project,
+                queue=queue,
+                subscription=subscriptions[owed.subscription_id],
+                message=message_of(owed.message_id, messages[owed.message_id], Slot(), now_ms),
+                attempts=owed.attempts,
+                lease=f"{token}/{lease_number}/{lease_end}",
+                owed_ms=send_ms,
+                queue_metadata=self.get_metadata(project, queue) or {},
+            )
+
+        leased = self._swift.each(take, chosen)
+        return [delivery for delivery in leased if delivery is not None]
+
+    def _within_limits(
+        self,
+        project: str,
+        queue: str,
+        owed: Owed,
+        subscription: Subscription,
+        lease: tuple[str, int, int, int],
+        places: dict[str, str],
+    ) -> int | None:
+        """When the push may be sent within its subscription's limits, its place taken; None
+        when it is held back (parked, or owed again at the time the rate reserved)."""
+        token, lease_end, until, now_ms = lease
+        sid = subscription.id
+        rules = DispatchLimits.of(subscription.options)
+        holder = f"{owed.push_id}@{token}"
+        if rules.concurrency:
+            frees_ms = self._take_place(
+                project, queue, sid, rules.concurrency, holder, lease_end, now_ms
+            )
+            if frees_ms is not None:
+                parked = dataclasses.replace(
+                    owed, at_ms=frees_ms, parked_from=owed.parked_from or str(owed.at_ms)
+                )
+                self._move_owed(project, queue, owed, parked)
+                return None
+            places[owed.push_id] = sid
+        if not rules.interval_ms or owed.reserved == str(owed.at_ms):
+            return owed.at_ms
+        reserved = self._take_rate(project, queue, sid, owed.at_ms, rules.interval_ms)
+        if reserved is None or reserved > until:
+            if reserved is not None:
+                self._move_owed(
+                    project,
+                    queue,
+                    owed,
+                    dataclasses.replace(owed, at_ms=reserved, reserved=str(reserved)),
+                )
+            if places.pop(owed.push_id, None):
+                self._give_back(project, queue, sid, holder)
+            return None
+        return reserved
+
+    # -- settling ------------------------------------------------------------------------------
+
+    def settle_pushes(
+        self,
+        project: str,
+        queue: str,
+        outcomes: Sequence[tuple[Delivery, int | None]],
+        now_ms: int,
+        consume: Sequence[str] = (),
+    ) -> None:
+        def settle(item: tuple[Delivery, int | None]) -> bool:
+            delivery, retry_at = item
+            token, number, lease_end = delivery.lease.split("/")
+            lease_number = int(number)
+            container = self._container(names.PUSHES)
+            # Only while no later lease took the push (this one ran out first).
+            if self._swift.exists(
+                container, self._lease_name(project, queue, delivery.id, lease_number + 1)
+            ):
+                return False
+            leased = Owed(delivery.id, int(lease_end), delivery.attempts, lease_number)
+            if retry_at is None:
+                # Its lease numbers stay taken (Swift removes them once the message expires):
+                # an entry a race left behind can never be leased again.
+                self._drop_owed(project, queue, leased)
+            else:
+                again = Owed(delivery.id, retry_at, delivery.attempts + 1, lease_number)
+                self._move_owed(project, queue, leased, again)
+            if DispatchLimits.of(delivery.subscription.options).concurrency:
+                self._give_back(project, queue, delivery.subscription.id, f"{delivery.id}@{token}")
+            return True
+
+        self._swift.each(settle, outcomes)
+        ended = [d.message.id for d, retry_at in outcomes if retry_at is None and d.id in consume]
+        if ended:
+            still_owed = {owed.message_id for owed in self._queue_owed(project, queue)}
+            gone = [mid for mid in dict.fromkeys(ended) if mid not in still_owed]
+            docs = self._swift.each(lambda m: self._read_message(project, queue, m), gone)
+            self._swift.each(
+                lambda item: self._remove_message(project, queue, item[0], item[1], None),
+                [(m, d) for m, d in zip(gone, docs, strict=True) if d is not None],
+            )
+
+    # -- limits and their parked pushes ---------------------------------------------------------
+
+    def _give_back(self, project: str, queue: str, sid: str, holder: str) -> None:
+        """Free ``holder``'s place and owe again the oldest push parked for want of one."""
+        if self._give_back_place(project, queue, sid, holder):
+            self._unpark(project, queue, sid, 1)
+
+    def _parked(self, project: str, queue: str, sid: str) -> list[Owed]:
+        """The pushes of ``sid`` parked for want of a place, oldest first."""
+        parked = [
+            owed
+            for owed in self._queue_owed(project, queue)
+            if owed.subscription_id == sid and owed.parked_from
+        ]
+        return sorted(parked, key=lambda owed: (int(owed.parked_from), owed.push_id))
+
+    def _unpark(self, project: str, queue: str, sid: str, count: int | None) -> None:
+        """Owe again at their own time up to ``count`` (None: all) parked pushes of ``sid``,
+        oldest first."""
+        parked = self._parked(project, queue, sid)[:count]
+        self._swift.each(
+            lambda o: self._move_owed(
+                project, queue, o, dataclasses.replace(o, at_ms=int(o.parked_from), parked_from="")
+            ),
+            parked,
+        )
+
+    def _limits_changed(self, project: str, queue: str, subscription_id: str) -> None:
+        """Forget the state of the subscription's old limits; owe again what they parked."""
+        self._forget_limit_state(project, queue, subscription_id)
+        self._unpark(project, queue, subscription_id, None)
+
+    def _subscription_gone(self, project: str, queue: str, subscription_id: str) -> None:
+        self._forget_limit_state(project, queue, subscription_id)
+        self._swift.each(
+            lambda o: self._drop_owed(project, queue, o),
+            self._parked(project, queue, subscription_id),
+        )
+
+    def _subscriptions_purged(self, project: str, queue: str) -> None:
+        """Every push of the queue, and its leases and limit state."""
+        self._swift.each(
+            lambda o: self._drop_owed(project, queue, o), self._queue_owed(project, queue)
+        )
+        container = self._container(names.PUSHES)
+        prefix = names.queue_prefix(project, queue)
+        found = [
+            entry["name"]
+            for kind in ("l", "r", "p")
+            for entry in self._swift.walk(container, f"{kind}/{prefix}")
+        ]
+        self._swift.each(lambda name: self._swift.delete(container, name), found)

@@ -1,0 +1,118 @@
+"""Queues on Swift: one metadata object per queue, and per-queue counts from listings."""
+
+from __future__ import annotations
+
+import json
+
+from zaqar_delay import errors
+from zaqar_delay.models import MessageRef, Metadata, QueueInfo, QueueStats
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.common import SwiftBase
+
+
+class QueueOps(SwiftBase):
+    """Create, read, change, list, count, purge and delete queues."""
+
+    def create_queue(self, project: str, queue: str, metadata: Metadata, now_ms: int) -> bool:
+        return self._swift.create(
+            self._container(names.QUEUES),
+            names.queue_object(project, queue),
+            json.dumps(metadata).encode(),
+            names.content_type(cr=now_ms),
+        )
+
+    def get_metadata(self, project: str, queue: str) -> Metadata | None:
+        text = self._metadata_text(project, queue)
+        return None if text is None else dict(json.loads(text))
+
+    def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
+        """Checks the queue exists first: a delete in between is not seen (Swift has no
+        conditional overwrite), and recreates the queue with this metadata."""
+        container, name = self._container(names.QUEUES), names.queue_object(project, queue)
+        if not self._swift.exists(container, name):
+            raise errors.QueueDoesNotExist(queue, project)
+        self._swift.put(container, name, json.dumps(metadata).encode(), names.CONTENT_TYPE)
+
+    def _delete_all(self, kind: str, prefix: str) -> None:
+        container = self._container(kind)
+        found = [entry["name"] for entry in self._swift.walk(container, prefix)]
+        self._swift.each(lambda name: self._swift.delete(container, name), found)
+
+    def purge(self, project: str, queue: str) -> None:
+        prefix = names.queue_prefix(project, queue)
+        # Messages first, as one message is deleted: entries left by a failure part-way are
+        # removed by the claims that meet them.
+        for kind in (names.MESSAGES, names.INDEX, names.CLAIMS, names.DEDUP):
+            self._delete_all(kind, prefix)
+
+    def delete_queue(self, project: str, queue: str) -> None:
+        self.purge(project, queue)
+        self.purge_subscriptions(project, queue)
+        self._swift.delete(self._container(names.QUEUES), names.queue_object(project, queue))
+
+    def list_queues(
+        self, project: str, marker: str | None, limit: int, detailed: bool
+    ) -> list[QueueInfo]:
+        prefix = names.quoted(project) + "/"
+        start = prefix + names.quoted(marker) if marker else ""
+        listed = self._swift.listing(
+            self._container(names.QUEUES), prefix, marker=start, limit=limit
+        )
+        queues = [names.queue_name_of(entry["name"]) for entry in listed]
+        if not detailed:
+            return [QueueInfo(queue, None) for queue in queues]
+        metadata = self._swift.each(lambda q: self.get_metadata(project, q), queues)
+        return [
+            QueueInfo(queue, found)
+            for queue, found in zip(queues, metadata, strict=True)
+            if found is not None
+        ]
+
+    def count_queues(self, project: str) -> int:
+        return sum(
+            1 for _ in self._swift.walk(self._container(names.QUEUES), names.quoted(project) + "/")
+        )
+
+    def holds_queues(self) -> bool:
+        return bool(self._swift.listing(self._container(names.QUEUES), "", limit=1))
+
+    def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
+        """Counted from listings: names and content types, no message is read."""
+        prefix = names.queue_prefix(project, queue)
+        total, oldest, newest = 0, None, None
+        for entry in self._swift.walk(self._container(names.MESSAGES), prefix):
+            message_id = entry["name"][len(prefix) :]
+            if "/" in message_id:
+                continue
+            if int(names.fields_of(entry["content_type"])["e"]) > now_ms:
+                total += 1
+                ref = MessageRef(message_id, names.created_ms_of(message_id))
+                oldest = oldest or ref
+                newest = ref
+        claimed = sum(
+            1
+            for entry in self._swift.walk(
+                self._container(names.INDEX),
+                f"{prefix}c/",
+                marker=f"{prefix}c/" + names.time_part(now_ms) + "/~",
+            )
+            if int(names.fields_of(entry["content_type"])["e"]) > now_ms
+        )
+        delayed, next_due = 0, None
+        for entry in self._swift.walk(
+            self._container(names.INDEX),
+            f"{prefix}d/",
+            marker=f"{prefix}d/{names.time_part(now_ms)}/~",
+        ):
+            if int(names.fields_of(entry["content_type"])["e"]) > now_ms:
+                delayed += 1
+                next_due = next_due or int(entry["name"].rsplit("/", 2)[1])
+        return QueueStats(
+            total=total,
+            claimed=claimed,
+            delayed=delayed,
+            next_due_ms=next_due,
+            expired=0,  # expired messages are removed as claims meet them, uncounted
+            oldest=oldest,
+            newest=newest,
+        )
