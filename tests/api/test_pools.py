@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.conftest import PROJECT, Api, api_on, pooled_api_on
-from tests.conftest import store_url
+from tests.conftest import open_test_driver, store_url
 from tests.processes import free_port, wait_gone
 from zaqar_delay import errors
 from zaqar_delay.conf import Settings
@@ -392,3 +392,53 @@ def test_a_cluster_or_sentinel_store_is_a_pool(
     deleted = pooled.delete(f"/v2/queues/q/messages/{mid}", params={"claim_id": claim_id})
     assert deleted.status_code == 204
     assert pooled.get("/v2/queues/q/stats").json["messages"]["total"] == 0
+
+
+def test_a_swift_flavor_beside_a_redis_one(pooled: Api, request: pytest.FixtureRequest) -> None:
+    """One deployment, two flavors: "durable" on a Swift pool, "fast" on a Redis pool."""
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    swift = {
+        "uri": store_url(request, "swift"),
+        "weight": 100,
+        "options": {"key_prefix": namespace},
+    }
+    assert pooled.put("/v2/pools/swift", json=swift).status_code == 201
+    assert pooled.put("/v2/flavors/durable", json={"pool_list": ["swift"]}).status_code == 201
+    assert pooled.put("/v2/flavors/fast", json={"pool_list": ["redis"]}).status_code == 201
+    assert pooled.get("/v2/flavors/durable").json["capabilities"] == [
+        "FIFO",
+        "CLAIMS",
+        "DURABILITY",
+        "AOD",
+    ]
+    assert pooled.put("/v2/queues/archive", json={"_flavor": "durable"}).status_code == 201
+    assert pooled.put("/v2/queues/hot", json={"_flavor": "fast"}).status_code == 201
+    stores = pooled.service.stores
+    assert (stores.pool_of(PROJECT, "archive"), stores.pool_of(PROJECT, "hot")) == (
+        "swift",
+        "redis",
+    )
+    due_at = pooled.clock.now_ms() + 30_000
+    [later] = pooled.post_messages("archive", {"body": "later", "deliver_at": due_at})
+    [now] = pooled.post_messages("archive", {"body": "now"})
+    pooled.post_messages("hot", {"body": "hot"})
+    # The archive's messages are objects in the Swift pool's containers, and nowhere else.
+    on_swift = open_test_driver(store_url(request, "swift"), namespace=namespace)
+    try:
+        found = on_swift.get_messages(PROJECT, "archive", [later, now], pooled.clock.now_ms())
+        assert sorted(m.body for m in found) == ["later", "now"]
+    finally:
+        on_swift.close()
+    assert stores.for_queue(PROJECT, "hot").get_messages(PROJECT, "archive", [now], 0) == []
+    claimed = pooled.post("/v2/queues/archive/claims", json={"ttl": 60})
+    assert [m["body"] for m in claimed.json["messages"]] == ["now"]
+    pooled.clock.advance(seconds=30)
+    claimed = pooled.post("/v2/queues/archive/claims", json={"ttl": 60})
+    assert [m["id"] for m in claimed.json["messages"]] == [later]
+    hot = pooled.post("/v2/queues/hot/claims")
+    assert [m["body"] for m in hot.json["messages"]] == ["hot"]
+    placements = pooled.get("/v2/placements").json
+    assert {p["queue"]: p["pool"] for p in placements["placements"]} == {
+        "archive": "swift",
+        "hot": "redis",
+    }

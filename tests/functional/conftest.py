@@ -1,5 +1,5 @@
 """A real zaqar-delay-server under gunicorn, on the embedded store, a redis-server, a Redis
-Cluster and MongoDB's wire protocol."""
+Cluster, MongoDB's wire protocol and a Swift all-in-one."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.processes import RedisCluster, RedisServer, SecantusServer, ServiceProcess
+from tests.swift_aio import SwiftAllInOne
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 
@@ -50,11 +51,19 @@ def mongodb_service(secantus_server: SecantusServer) -> Iterator[ServiceProcess]
     service.stop()
 
 
+@pytest.fixture(scope="session")
+def swift_service(swift_aio: SwiftAllInOne) -> Iterator[ServiceProcess]:
+    service = ServiceProcess(env={STORAGE_URI_ENV: swift_aio.store_uri}).start()
+    yield service
+    service.stop()
+
+
 SERVICES = {
     "embedded": "embedded_service",
     "redis-server": "external_service",
     "redis-cluster": "cluster_service",
     "mongodb": "mongodb_service",
+    "swift": "swift_service",
 }
 
 

@@ -1,6 +1,8 @@
 """What survives kill -9 of the server and of the store, on the embedded store, on a
-redis-server with the append-only file (fsync every second, the default, and always), and on
-MongoDB's wire protocol with journaled writes (secantusdb on WiredTiger, log fsynced at commit).
+redis-server with the append-only file (fsync every second, the default, and always), on
+MongoDB's wire protocol with journaled writes (secantusdb on WiredTiger, log fsynced at commit),
+and on a Swift all-in-one (every Swift server killed: proxy, account, container, object,
+memcached).
 
 Every process meant to be killed is checked to be gone (on the embedded store, the server's
 redis-server child too) before anything else is. Every message whose POST answered 201 is
@@ -28,6 +30,7 @@ from tests.processes import (
     embedded_store_pids,
     is_gone,
 )
+from tests.swift_aio import SwiftAllInOne, missing_binaries
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = [pytest.mark.functional, pytest.mark.faults, pytest.mark.wallclock]
@@ -45,9 +48,14 @@ class Deployment:
     def __init__(self, store: str) -> None:
         self.kind = store
         fsync = ["--appendfsync", "always"] if store == "redis-aof-always" else []
-        self.store: RedisServer | SecantusServer | None = None
+        self.store: RedisServer | SecantusServer | SwiftAllInOne | None = None
         self.uri = ""
-        if store.startswith("redis"):
+        if store == "swift":
+            if missing_binaries():
+                pytest.skip(f"Swift's servers are needed ({', '.join(missing_binaries())})")
+            swift = SwiftAllInOne()
+            self.store, self.uri = swift, swift.store_uri
+        elif store.startswith("redis"):
             redis = RedisServer(aof=True, extra_args=fsync)
             self.store, self.uri = redis, redis.url
         elif store == "mongodb":
@@ -86,7 +94,7 @@ class Deployment:
             self.store.stop()
 
 
-@pytest.fixture(params=["embedded", "redis-aof", "redis-aof-always", "mongodb"])
+@pytest.fixture(params=["embedded", "redis-aof", "redis-aof-always", "mongodb", "swift"])
 def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
     deployment = Deployment(request.param)
     yield deployment

@@ -1,6 +1,7 @@
 """Faults under load: the store going away and coming back, the server killed and restarted,
-on a redis-server with the append-only file and on MongoDB's wire protocol with journaled
-writes (secantusdb on WiredTiger, log fsynced at commit).
+on a redis-server with the append-only file, on MongoDB's wire protocol with journaled
+writes (secantusdb on WiredTiger, log fsynced at commit), and on a Swift all-in-one (its proxy
+and object server are what go away).
 
 Clients see 503 JSON errors (never a 500, never a hang) while the store is away, or connection
 errors while the server is away; the service recovers by itself; no message whose POST was
@@ -19,6 +20,7 @@ import pytest
 import requests
 
 from tests.processes import RedisServer, SecantusServer, ServiceProcess, wait_until
+from tests.swift_aio import SwiftAllInOne, missing_binaries
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = [pytest.mark.functional, pytest.mark.faults]
@@ -103,22 +105,41 @@ def total(url: str, queue: str) -> int:
     return int(response.json()["messages"]["total"])
 
 
+# The Swift servers an outage kills: the proxy, the entry point, and the object server, which
+# holds the data.
+SWIFT_OUTAGE = ("proxy", "object")
+
+
 @dataclass
 class Store:
     """A durable store process that can be killed and started again on its data."""
 
-    server: RedisServer | SecantusServer
+    server: RedisServer | SecantusServer | SwiftAllInOne
     uri: str
 
     def kill(self) -> None:
-        self.server.kill()
+        if isinstance(self.server, SwiftAllInOne):
+            self.server.kill(SWIFT_OUTAGE)  # fails unless each died of SIGKILL
+        else:
+            self.server.kill()
 
     def start(self) -> None:
-        self.server.start()
+        if isinstance(self.server, SwiftAllInOne):
+            for name in SWIFT_OUTAGE:
+                self.server.restart(name)
+        else:
+            self.server.start()
 
 
-@pytest.fixture(params=["redis-aof", "mongodb"])
+@pytest.fixture(params=["redis-aof", "mongodb", "swift"])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    if request.param == "swift":
+        if missing_binaries():
+            pytest.skip(f"Swift's servers are needed ({', '.join(missing_binaries())})")
+        swift = SwiftAllInOne().start()
+        yield Store(swift, swift.store_uri)
+        swift.stop()
+        return
     if request.param == "redis-aof":
         # always: with everysec Redis may answer writes it has not written yet while a slow
         # fsync runs (README, Durability), which this test is not about.

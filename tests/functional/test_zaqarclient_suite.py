@@ -83,7 +83,7 @@ def client_source() -> Path:
     return target
 
 
-@pytest.mark.parametrize("store", ["embedded", "redis-cluster", "mongodb"])
+@pytest.mark.parametrize("store", ["embedded", "redis-cluster", "mongodb", "swift"])
 def test_upstream_client_functional_suite(
     client_source: Path, store: str, request: pytest.FixtureRequest
 ) -> None:
@@ -93,6 +93,8 @@ def test_upstream_client_functional_suite(
     if store == "mongodb":
         secantus = request.getfixturevalue("secantus_server")
         env[STORAGE_URI_ENV] = secantus.database_url("zaqarclient_suite")
+    if store == "swift":
+        env[STORAGE_URI_ENV] = request.getfixturevalue("swift_aio").store_uri
     with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
         conf.write("[signed_url]\nsecret_key = functional-suite-key\n")  # for test_signed_url
     service = ServiceProcess(env=env, args=["--config-file", conf.name]).start()

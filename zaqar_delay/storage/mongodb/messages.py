@@ -21,6 +21,7 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import metadata_version_of
+from zaqar_delay.storage.dedup_ids import PostDedupIds
 from zaqar_delay.storage.mongodb.common import (
     CLAIM_ATTEMPTS,
     SCAN_FIELDS,
@@ -165,26 +166,14 @@ class MessageOps(MongoBase):
     ) -> dict[int, str]:
         """{position: id of the earlier message} for messages whose dedup id the queue
         remembers (or an earlier message of this post carries); remembers the others'."""
-        first_position: dict[str, int] = {}
-        repeated: dict[int, int] = {}
-        for i, message in enumerate(messages):
-            if message.dedup_id:
-                repeated[i] = first_position.setdefault(message.dedup_id, i)
-        if not first_position:
+        post = PostDedupIds(messages)
+        if not post.first:
             return {}
         candidates = [
-            (dedup_id, documents[i]["_id"], documents[i]["e"])
-            for dedup_id, i in first_position.items()
+            (dedup_id, documents[i]["_id"], documents[i]["e"]) for dedup_id, i in post.first.items()
         ]
         remembered = self._dedup.remember(project, queue, candidates, now_ms)
-        duplicate_of: dict[int, str] = {}
-        for i, first in repeated.items():
-            earlier = remembered.get(messages[first].dedup_id)
-            if earlier is not None:
-                duplicate_of[i] = earlier
-            elif first != i:
-                duplicate_of[i] = documents[first]["_id"]
-        return duplicate_of
+        return post.duplicates(remembered, [d["_id"] for d in documents])
 
     def list_messages(
         self,

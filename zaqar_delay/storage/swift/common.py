@@ -12,9 +12,11 @@ message was handed out does not raise.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import secrets
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -37,7 +39,30 @@ DELETE_AT_SLACK_S = 3600
 # creation: before that, its post may still be writing the message.
 ORPHAN_GRACE_MS = 60_000
 
+# Posts of several messages this process has seen committed (a fact that never changes), so
+# reads look each one up once.
+COMMITTED_POSTS_KEPT = 65_536
+
 Doc = dict[str, Any]
+
+
+class CommittedPosts:
+    """The posts of several messages known to be committed, the most recent kept."""
+
+    def __init__(self, kept: int = COMMITTED_POSTS_KEPT) -> None:
+        self._kept = kept
+        self._known: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, name: str) -> bool:
+        with self._lock:
+            return name in self._known
+
+    def add(self, name: str) -> None:
+        with self._lock:
+            self._known[name] = None
+            if len(self._known) > self._kept:
+                self._known.popitem(last=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -110,6 +135,7 @@ class SwiftBase(Driver):
     _swift: SwiftClient
     _namespace: str
     _list_scan_budget: int
+    _committed_posts: CommittedPosts
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -152,17 +178,46 @@ class SwiftBase(Driver):
     # -- messages ------------------------------------------------------------------------------
 
     def _read_message(self, project: str, queue: str, message_id: str) -> Doc | None:
+        """The message, or None when it is missing or its post was never committed."""
         found = self._swift.get(
             self._container(names.MESSAGES), self._message_name(project, queue, message_id)
         )
-        return None if found is None else dict(json.loads(found[1]))
+        if found is None:
+            return None
+        doc = dict(json.loads(found[1]))
+        return doc if self._committed(project, queue, doc.get("bt", "")) else None
+
+    def _post_name(self, project: str, queue: str, post: str) -> str:
+        """The object that commits a post of several messages (``post``: its first id)."""
+        return f"{names.queue_prefix(project, queue)}b/{post}"
+
+    def _committed(self, project: str, queue: str, post: str) -> bool:
+        """Whether the post a message belongs to (``bt``; "" for a post of one message,
+        which its one write commits) was committed."""
+        if not post:
+            return True
+        name = self._post_name(project, queue, post)
+        if name in self._committed_posts:
+            return True
+        if not self._swift.exists(self._container(names.MESSAGES), name):
+            return False
+        self._committed_posts.add(name)
+        return True
+
+    def _committed_listing(
+        self, project: str, queue: str, entries: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The message listing ``entries`` whose posts were committed."""
+        posts = {names.fields_of(e["content_type"]).get("bt", "") for e in entries}
+        done = {post for post in posts if self._committed(project, queue, post)}
+        return [e for e in entries if names.fields_of(e["content_type"]).get("bt", "") in done]
 
     def _write_message(self, project: str, queue: str, message_id: str, doc: Doc) -> None:
         self._swift.put(
             self._container(names.MESSAGES),
             self._message_name(project, queue, message_id),
             json.dumps(doc).encode(),
-            names.content_type(e=doc["e"], d=doc["d"], u=doc["u"]),
+            names.content_type(e=doc["e"], d=doc["d"], u=doc["u"], bt=doc.get("bt", "")),
             delete_at(int(doc["e"])),
         )
 
@@ -175,7 +230,9 @@ class SwiftBase(Driver):
             self._container(names.INDEX),
             self._due_entry(project, queue, int(doc["d"]), message_id),
             b"",
-            names.content_type(e=doc["e"], u=doc["u"], n=latest.n, cc=latest.claim_count),
+            names.content_type(
+                e=doc["e"], u=doc["u"], n=latest.n, cc=latest.claim_count, bt=doc.get("bt", "")
+            ),
             delete_at(int(doc["e"])),
         )
 

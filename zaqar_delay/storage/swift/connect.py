@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import requests
 import swiftclient
+from keystoneauth1.exceptions import ClientException as KeystoneError
 from swiftclient.exceptions import ClientException
 
 from zaqar_delay import errors
@@ -182,7 +183,8 @@ class SwiftClient:
             return getattr(self._connection(), method)(*args, **kwargs)
         except ClientException:
             raise
-        except (requests.RequestException, OSError) as exc:
+        except (requests.RequestException, OSError, KeystoneError) as exc:
+            # Keystone unreachable, or refusing the credentials: no request can be made.
             raise _unavailable(exc) from exc
 
     def put_container(self, container: str) -> None:

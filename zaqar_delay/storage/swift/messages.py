@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from collections.abc import Sequence
@@ -18,8 +19,9 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import metadata_version_of
+from zaqar_delay.storage.dedup_ids import PostDedupIds
 from zaqar_delay.storage.swift import names
-from zaqar_delay.storage.swift.common import Doc, Slot, SwiftBase, message_of
+from zaqar_delay.storage.swift.common import Doc, Slot, SwiftBase, delete_at, message_of
 from zaqar_delay.storage.swift.dedup import SwiftDedup
 
 # Rounds an edit makes while concurrent claims take the message's next slot first.
@@ -39,31 +41,58 @@ class MessageOps(SwiftBase):
 
     # -- posting -------------------------------------------------------------------------------
 
-    def _store(
-        self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], *, create_only: bool
-    ) -> list[str]:
-        """Write the messages' index entries, then the messages: a crash in between leaves
-        entries that claimers remove, never a message no claim can find. Returns the ids
-        written (``create_only``: those not already stored). If a write fails, what was
-        written is deleted again before the error is raised."""
-        if not stored:
-            return []
+    def _store(self, project: str, queue: str, stored: Sequence[tuple[str, Doc]]) -> None:
+        """Post ``stored``: their index entries, then the messages, then, for several
+        messages, the object that commits them (``bt`` in each names it), which one write
+        creates: a post is read whole or not at all. A crash before the messages are written
+        leaves entries that claimers remove. If a write fails, what was written is deleted
+        again before the error is raised."""
+        post = stored[0][0] if len(stored) > 1 else ""
         try:
             self._swift.each(
                 lambda item: self._write_due_entry(project, queue, item[0], item[1], Slot()), stored
             )
-            if create_only:
-                created = self._swift.each(
-                    lambda item: self._create_message(project, queue, item[0], item[1]), stored
-                )
-                return [mid for (mid, _), fresh in zip(stored, created, strict=True) if fresh]
             self._swift.each(lambda item: self._write_message(project, queue, *item), stored)
+            if post:
+                expires_ms = max(int(doc["e"]) for _, doc in stored)
+                self._swift.put(
+                    self._container(names.MESSAGES),
+                    self._post_name(project, queue, post),
+                    b"",
+                    names.CONTENT_TYPE,
+                    delete_at(expires_ms),
+                )
         except errors.StorageUnavailable:
+            self._undo_post(project, queue, stored, post)
+            raise
+        if post:
+            self._committed_posts.add(self._post_name(project, queue, post))
+
+    def _undo_post(
+        self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], post: str
+    ) -> None:
+        """Delete what a refused post wrote, the object that commits it first: while that
+        may exist, no message is deleted, so the post is never seen in part."""
+        with contextlib.suppress(errors.StorageUnavailable):
+            if post:
+                self._swift.delete(
+                    self._container(names.MESSAGES), self._post_name(project, queue, post)
+                )
             self._swift.each(
                 lambda item: self._remove_message(project, queue, item[0], item[1], None), stored
             )
-            raise
-        return [mid for mid, _ in stored]
+
+    def _copy(self, project: str, queue: str, copies: Sequence[tuple[str, Doc]]) -> list[str]:
+        """Store dead-letter copies, each created only if its id is not stored yet (an earlier
+        attempt's); returns the ids stored now. Each is whole by itself: a failure part-way
+        leaves copies that the next attempt skips."""
+        self._swift.each(
+            lambda item: self._write_due_entry(project, queue, item[0], item[1], Slot()), copies
+        )
+        created = self._swift.each(
+            lambda item: self._create_message(project, queue, item[0], item[1]), copies
+        )
+        return [mid for (mid, _), fresh in zip(copies, created, strict=True) if fresh]
 
     def _create_message(self, project: str, queue: str, message_id: str, doc: Doc) -> bool:
         return self._swift.create(
@@ -99,8 +128,10 @@ class MessageOps(SwiftBase):
             project, queue, messages, ids, documents, now_ms
         )
         fresh = [(ids[i], documents[i]) for i in range(len(ids)) if i not in duplicate_of]
+        if len(fresh) > 1:
+            fresh = [(mid, {**doc, "bt": fresh[0][0]}) for mid, doc in fresh]
         try:
-            self._store(project, queue, fresh, create_only=False)
+            self._store(project, queue, fresh)
         except errors.StorageUnavailable:
             self._dedup.forget(generations)
             raise
@@ -122,32 +153,23 @@ class MessageOps(SwiftBase):
         """{position: id of the earlier message} for messages whose dedup id the queue
         remembers (or an earlier message of this post carries), and the generations this
         post created for the others."""
-        first_position: dict[str, int] = {}
-        repeated: dict[int, int] = {}
-        for i, message in enumerate(messages):
-            if message.dedup_id:
-                repeated[i] = first_position.setdefault(message.dedup_id, i)
-        if not first_position:
+        post = PostDedupIds(messages)
+        if not post.first:
             return {}, []
+        firsts = list(post.first.items())
         answers = self._swift.each(
             lambda item: self._dedup.remember(
                 project, queue, item[0], ids[item[1]], int(documents[item[1]]["e"]), now_ms
             ),
-            list(first_position.items()),
+            firsts,
         )
         remembered = {
             dedup_id: earlier
-            for (dedup_id, _), (earlier, _) in zip(first_position.items(), answers, strict=True)
+            for (dedup_id, _), (earlier, _) in zip(firsts, answers, strict=True)
+            if earlier is not None
         }
         generations = [name for _, name in answers if name]
-        duplicate_of: dict[int, str] = {}
-        for i, first in repeated.items():
-            earlier = remembered.get(messages[first].dedup_id or "")
-            if earlier is not None:
-                duplicate_of[i] = earlier
-            elif first != i:
-                duplicate_of[i] = ids[first]
-        return duplicate_of, generations
+        return post.duplicates(remembered, ids), generations
 
     def receive_dead_letters(
         self,
@@ -163,7 +185,7 @@ class MessageOps(SwiftBase):
             new = NewMessage(json.dumps(message.body), ttl_s or message.ttl_s, 0)
             stored.append((message.id, self._document(new, message.client_id, now_ms)))
         # Create-only and keyed by id: a copy an earlier attempt stored is not stored again.
-        created = set(self._store(project, queue, stored, create_only=True))
+        created = set(self._copy(project, queue, stored))
         self._owe_pushes(project, queue, [item for item in stored if item[0] in created], now_ms)
 
     def post_if_current(
@@ -208,7 +230,8 @@ class MessageOps(SwiftBase):
         # A marker is a message id (next links name the last message examined); anything
         # else names nothing and lists from the start, as Zaqar does.
         start = prefix + after if isinstance(after, str) and names.is_message_id(after) else ""
-        scanned = [
+        # Messages sort before the objects that commit posts (``b/``), digits before letters.
+        listed = [
             entry
             for entry in self._swift.listing(
                 self._container(names.MESSAGES),
@@ -218,15 +241,17 @@ class MessageOps(SwiftBase):
             )
             if "/" not in entry["name"][len(prefix) :]
         ]
-        ids = [entry["name"][len(prefix) :] for entry in scanned]
+        committed = {id(entry) for entry in self._committed_listing(project, queue, listed)}
+        ids = [entry["name"][len(prefix) :] for entry in listed]
         slots = self._slots_of(project, queue, ids) if ids else {}
         kept, cursor = [], None
-        for message_id, entry in zip(ids, scanned, strict=True):
+        for message_id, entry in zip(ids, listed, strict=True):
             cursor = message_id
             fields = names.fields_of(entry["content_type"])
             claimed = slots.get(message_id, Slot()).live(now_ms)
             if (
-                int(fields["e"]) > now_ms
+                id(entry) in committed
+                and int(fields["e"]) > now_ms
                 and (echo or fields["u"] != client_id)
                 and (include_claimed or not claimed)
                 and (include_delayed or int(fields["d"]) <= now_ms)
@@ -234,7 +259,7 @@ class MessageOps(SwiftBase):
                 kept.append(message_id)
                 if len(kept) == limit:
                     break
-        more = len(kept) < limit and len(scanned) == self._list_scan_budget
+        more = len(kept) < limit and len(listed) == self._list_scan_budget
         docs = self._read_messages(project, queue, kept)
         found = tuple(
             message_of(i, docs[i], slots.get(i, Slot()), now_ms) for i in kept if i in docs

@@ -80,10 +80,13 @@ class QueueOps(SwiftBase):
         """Counted from listings: names and content types, no message is read."""
         prefix = names.queue_prefix(project, queue)
         total, oldest, newest = 0, None, None
-        for entry in self._swift.walk(self._container(names.MESSAGES), prefix):
+        messages = [
+            entry
+            for entry in self._swift.walk(self._container(names.MESSAGES), prefix)
+            if "/" not in entry["name"][len(prefix) :]
+        ]
+        for entry in self._committed_listing(project, queue, messages):
             message_id = entry["name"][len(prefix) :]
-            if "/" in message_id:
-                continue
             if int(names.fields_of(entry["content_type"])["e"]) > now_ms:
                 total += 1
                 ref = MessageRef(message_id, names.created_ms_of(message_id))
@@ -99,11 +102,12 @@ class QueueOps(SwiftBase):
             if int(names.fields_of(entry["content_type"])["e"]) > now_ms
         )
         delayed, next_due = 0, None
-        for entry in self._swift.walk(
+        later = self._swift.walk(
             self._container(names.INDEX),
             f"{prefix}d/",
             marker=f"{prefix}d/{names.time_part(now_ms)}/~",
-        ):
+        )
+        for entry in self._committed_listing(project, queue, list(later)):
             if int(names.fields_of(entry["content_type"])["e"]) > now_ms:
                 delayed += 1
                 next_due = next_due or int(entry["name"].rsplit("/", 2)[1])

@@ -1,0 +1,225 @@
+"""What the Swift driver's design stands on, and its answers to faults, on a Swift all-in-one:
+create-only writes race (so owners are settled), a post is committed by one object, and an
+index entry a claimer left behind is repaired, not dropped."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import close_test_driver, open_test_driver
+from tests.keystone_standin import KeystoneStandIn
+from tests.swift_aio import SwiftAllInOne
+from zaqar_delay import errors
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.conf import Settings
+from zaqar_delay.models import NewMessage
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.common import Slot
+from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.driver import SwiftDriver
+from zaqar_delay.storage.uri import open_driver
+
+P, Q = "project-s", "jobs"
+ALICE = "a" * 32
+RACERS = 8
+RACES = 20
+
+
+@pytest.fixture
+def swift(swift_aio: SwiftAllInOne) -> Iterator[SwiftDriver]:
+    driver = open_test_driver(swift_aio.store_uri)
+    assert isinstance(driver, SwiftDriver)
+    yield driver
+    close_test_driver(driver)
+
+
+def race(swift_aio: SwiftAllInOne, attempt: Any) -> list[int]:
+    """``attempt(client, name, body)`` by RACERS threads at once on one new object name, RACES
+    times; how many of them said they won, each time."""
+    clients = [SwiftClient(access_from_uri(swift_aio.store_uri)) for _ in range(RACERS)]
+    container = f"race-{uuid.uuid4().hex[:8]}"
+    clients[0].put_container(container)
+    winners = []
+    try:
+        for round_number in range(RACES):
+            winners.append(one_race(clients, container, f"o{round_number}", attempt))
+    finally:
+        for client in clients:
+            client.close()
+    return winners
+
+
+def one_race(clients: list[SwiftClient], container: str, name: str, attempt: Any) -> int:
+    barrier = threading.Barrier(len(clients))
+    won: list[bool] = []
+
+    def run(client: SwiftClient) -> None:
+        client.ping()  # authenticated before the start
+        barrier.wait()
+        body = json.dumps({"racer": uuid.uuid4().hex}).encode()
+        won.append(attempt(client, container, name, body))
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(won) == len(clients)
+    return sum(won)
+
+
+def test_if_none_match_lets_concurrent_creations_all_succeed(swift_aio: SwiftAllInOne) -> None:
+    """Why create_settled exists: each object server checks that the object is absent before
+    the data arrives, so creations that start together all get 201."""
+    winners = race(
+        swift_aio, lambda client, container, name, body: client.create(container, name, body, "x")
+    )
+    assert all(count >= 1 for count in winners)
+    assert max(winners) > 1, winners
+
+
+def test_a_settled_creation_has_exactly_one_winner(swift_aio: SwiftAllInOne) -> None:
+    winners = race(
+        swift_aio,
+        lambda client, container, name, body: client.create_settled(container, name, body, "x"),
+    )
+    assert winners == [1] * RACES
+
+
+class FailingWrites:
+    """Makes the driver's client refuse writes of objects whose names contain ``part``, and
+    records each refusal."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, part: str) -> None:
+        self.refused: list[str] = []
+        put, delete = SwiftClient.put, SwiftClient.delete
+
+        def failing_put(client: SwiftClient, container: str, name: str, *args: Any) -> None:
+            if part in name:
+                self.refused.append(f"PUT {name}")
+                raise errors.StorageUnavailable("injected")
+            put(client, container, name, *args)
+
+        def failing_delete(client: SwiftClient, container: str, name: str) -> None:
+            if part in name:
+                self.refused.append(f"DELETE {name}")
+                raise errors.StorageUnavailable("injected")
+            delete(client, container, name)
+
+        monkeypatch.setattr(SwiftClient, "put", failing_put)
+        monkeypatch.setattr(SwiftClient, "delete", failing_delete)
+
+
+def test_a_post_whose_commit_failed_is_never_seen_in_part(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    swift.post_messages(P, Q, [NewMessage('"before"', 3600, 0)], ALICE, clock.now_ms())
+    # The commit object can be neither written nor deleted, as when Swift goes away mid-post;
+    # the messages themselves are written, and the undo cannot remove them.
+    faults = FailingWrites(monkeypatch, "/b/")
+    messages = [NewMessage(json.dumps(i), 3600, 0) for i in range(5)]
+    with pytest.raises(errors.StorageUnavailable):
+        swift.post_messages(P, Q, messages, ALICE, clock.now_ms())
+    assert faults.refused[0].startswith("PUT ") and "/b/" in faults.refused[0]
+    prefix = names.queue_prefix(P, Q)
+    stored = [
+        e["name"]
+        for e in swift._swift.listing(swift._container(names.MESSAGES), prefix)
+        if "/" not in e["name"][len(prefix) :]
+    ]
+    assert len(stored) == 6, "the five messages of the cut-off post are in Swift"
+    now = clock.now_ms()
+    listed = swift.list_messages(
+        P,
+        Q,
+        marker=None,
+        limit=20,
+        client_id="b" * 32,
+        echo=True,
+        include_claimed=True,
+        include_delayed=True,
+        now_ms=now,
+    )
+    assert [m.body for m in listed.messages] == ["before"]
+    assert swift.stats(P, Q, now).total == 1
+    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=now)
+    assert claim is not None and [m.body for m in claim.messages] == ["before"]
+    cut_off = [name[len(prefix) :] for name in stored]
+    assert [m.body for m in swift.get_messages(P, Q, cut_off, now)] == ["before"]
+
+
+def test_a_claimer_that_died_after_taking_a_slot_leaves_the_message_to_come_back(
+    swift: SwiftDriver,
+) -> None:
+    clock = FakeClock()
+    [mid] = swift.post_messages(P, Q, [NewMessage('"x"', 3600, 0)], ALICE, clock.now_ms()).ids
+    # A claimer takes the message's first slot, then dies before it indexes the claim.
+    dead = Slot(1, 1, "d" * 32, clock.now_ms() + 30_000)
+    assert swift._take_slot(P, Q, mid, dead)
+    entries = swift._swift.listing(swift._container(names.INDEX), names.queue_prefix(P, Q))
+    assert [e["name"].split("/")[-3] for e in entries] == ["d"], "only the due entry is left"
+    # The next claim meets that entry, finds the slot taken, and indexes the claim instead.
+    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
+    entries = swift._swift.listing(swift._container(names.INDEX), names.queue_prefix(P, Q))
+    assert [e["name"].split("/")[-3] for e in entries] == ["c"]
+    clock.advance(seconds=29)
+    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
+    clock.advance(seconds=1)
+    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
+    assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 2)]
+
+
+def test_keystone_v3_finds_swift_in_the_catalog_by_region_and_interface(
+    swift_aio: SwiftAllInOne,
+) -> None:
+    """auth_url on Keystone v3: the user and project in their domains, the object-store
+    endpoint of the configured region and interface (the others point nowhere)."""
+    found = swift_aio.token()
+    assert found is not None
+    storage_url = found[0]
+    nowhere = "http://127.0.0.1:9/v1/AUTH_test"
+    keystone = KeystoneStandIn(
+        {"demo": "s3cret"},
+        token=lambda: swift_aio.token()[1],  # type: ignore[index]
+        endpoints=[
+            {"interface": "public", "region": "RegionOne", "url": nowhere},
+            {"interface": "internal", "region": "RegionOne", "url": nowhere},
+            {"interface": "public", "region": "RegionTwo", "url": nowhere},
+            {"interface": "internal", "region": "RegionTwo", "url": storage_url},
+        ],
+    ).start()
+    settings = Settings(
+        swift_auth_url=keystone.url,
+        swift_user_domain_name="users",
+        swift_project_domain_id="d0",
+        swift_region_name="RegionTwo",
+        swift_interface="internal",
+        key_prefix=f"t{uuid.uuid4().hex[:12]}",
+    )
+    driver = open_driver("swift://demo:s3cret@/demo-project", settings)
+    refused = open_driver("swift://demo:wrong@/demo-project", settings)
+    try:
+        assert driver.ping()
+        driver.prepare()
+        clock = FakeClock()
+        [mid] = driver.post_messages(P, Q, [NewMessage('"x"', 60, 0)], ALICE, clock.now_ms()).ids
+        claim = driver.create_claim(P, Q, ttl_s=60, grace_s=0, limit=1, now_ms=clock.now_ms())
+        assert claim is not None and [m.id for m in claim.messages] == [mid]
+        # Keystone refuses the password: the store is unavailable (503), never a 500.
+        assert not refused.ping()
+        with pytest.raises(errors.StorageUnavailable, match="Swift is unavailable"):
+            refused.get_metadata(P, Q)
+    finally:
+        driver.close()
+        refused.close()
+        keystone.stop()
+    auth = keystone.requests[0]["auth"]
+    assert auth["identity"]["password"]["user"]["domain"] == {"name": "users"}
+    assert auth["scope"]["project"] == {"name": "demo-project", "domain": {"id": "d0"}}
