@@ -43,7 +43,10 @@ def missing_binaries() -> list[str]:
 class SwiftAllInOne:
     """Swift's proxy, account, container and object servers and a memcached."""
 
-    def __init__(self) -> None:
+    def __init__(self, access_log_port: int | None = None) -> None:
+        """``access_log_port``: the proxy sends a syslog line per request it serves to this
+        UDP port on loopback (a benchmark counts them)."""
+        self.access_log_port = access_log_port
         self.directory = Path(tempfile.mkdtemp(prefix="zd-swift-"))
         self.ports = {name: free_port() for name in (*SERVERS, "proxy", "memcached")}
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -91,6 +94,12 @@ class SwiftAllInOne:
             f"memcache_servers = 127.0.0.1:{self.ports['memcached']}\n\n"
             "[filter:catch_errors]\nuse = egg:swift#catch_errors\n\n"
             "[filter:proxy-logging]\nuse = egg:swift#proxy_logging\n"
+            + (
+                "access_log_level = INFO\naccess_log_udp_host = 127.0.0.1\n"
+                f"access_log_udp_port = {self.access_log_port}\n"
+                if self.access_log_port
+                else ""
+            )
         )
 
     def _build_rings(self) -> None:

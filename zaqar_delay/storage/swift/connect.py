@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import requests
@@ -30,6 +30,8 @@ SCHEMES = ("swift",)
 LISTING_LIMIT = 10_000
 # Requests a driver runs at once for one call (a post's objects, a claim's messages).
 PARALLEL_REQUESTS = 16
+# The names of the threads that make a driver's requests in parallel.
+POOL_THREADS = "zd-swift"
 # How long after a create-only write an object server may still commit a concurrent one (see
 # SwiftClient.create_settled); [drivers:message_store:swift] settle_ms.
 SETTLE_MS = 100
@@ -151,6 +153,14 @@ def access_from_uri(uri: str, **options: Any) -> SwiftAccess:
     )
 
 
+# Set in the pool's threads (greenlets under gevent), so nested calls can tell.
+_POOL_THREAD = threading.local()
+
+
+def _mark_pool_thread() -> None:
+    _POOL_THREAD.marked = True
+
+
 def _unavailable(exc: Exception) -> errors.StorageUnavailable:
     return errors.StorageUnavailable(f"Swift is unavailable: {exc}")
 
@@ -167,7 +177,9 @@ class SwiftClient:
         self._local = threading.local()
         self._connections: list[swiftclient.Connection] = []
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(parallel, thread_name_prefix="zd-swift")
+        self._pool = ThreadPoolExecutor(
+            parallel, thread_name_prefix=POOL_THREADS, initializer=_mark_pool_thread
+        )
 
     def _connection(self) -> swiftclient.Connection:
         connection = getattr(self._local, "connection", None)
@@ -336,11 +348,28 @@ class SwiftClient:
             return False
         return True
 
+    @staticmethod
+    def _in_pool() -> bool:
+        return getattr(_POOL_THREAD, "marked", False)
+
+    def submit(self, function: Callable[..., R], *args: Any) -> Future[R]:
+        """``function(*args)`` on the pool's threads (at once, from a pool thread)."""
+        if self._in_pool():
+            done: Future[R] = Future()
+            try:
+                done.set_result(function(*args))
+            except Exception as exc:  # noqa: BLE001 - handed over with the future
+                done.set_exception(exc)
+            return done
+        return self._pool.submit(function, *args)
+
     def each(self, function: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``function`` over ``items`` on the pool's threads, results in order; the first
         failure is raised once every call has ended."""
         batch = list(items)
-        if len(batch) <= 1:
+        if len(batch) <= 1 or self._in_pool():
+            # Called from the pool itself: waiting there for more of its threads could wait
+            # forever once they are all busy, so nested calls run one after another.
             return [function(item) for item in batch]
         futures = [self._pool.submit(function, item) for item in batch]
         results: list[R] = []

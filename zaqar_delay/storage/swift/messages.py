@@ -36,8 +36,15 @@ class MessageOps(SwiftBase):
     if TYPE_CHECKING:
 
         def _owe_pushes(
-            self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], now_ms: int
+            self,
+            project: str,
+            queue: str,
+            stored: Sequence[tuple[str, Doc]],
+            now_ms: int,
+            subscriptions: Sequence[str] | None = None,
         ) -> int: ...
+
+        def _live_subscription_ids(self, project: str, queue: str, now_ms: int) -> list[str]: ...
 
     # -- posting -------------------------------------------------------------------------------
 
@@ -121,12 +128,32 @@ class MessageOps(SwiftBase):
         client_id: str,
         now_ms: int,
     ) -> Posted:
-        self._ensure_queue(project, queue, now_ms)
+        return self._post(project, queue, messages, client_id, now_ms, queue_exists=False)
+
+    def _post(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        client_id: str,
+        now_ms: int,
+        *,
+        queue_exists: bool,
+    ) -> Posted:
+        """``queue_exists``: its metadata was just read, so it is not created again."""
         ids = names.new_ids(now_ms, len(messages))
         documents = [self._document(m, client_id, now_ms) for m in messages]
+        # Independent of the dedup ids, and made meanwhile: the queue created if absent, and
+        # the subscriptions owed these messages read.
+        queue_made = self._swift.submit(
+            lambda: None if queue_exists else self._ensure_queue(project, queue, now_ms)
+        )
+        subscribed = self._swift.submit(self._live_subscription_ids, project, queue, now_ms)
         duplicate_of, generations = self._remember_dedup_ids(
             project, queue, messages, ids, documents, now_ms
         )
+        queue_made.result()
+        subscriptions = subscribed.result()
         fresh = [(ids[i], documents[i]) for i in range(len(ids)) if i not in duplicate_of]
         if len(fresh) > 1:
             fresh = [(mid, {**doc, "bt": fresh[0][0]}) for mid, doc in fresh]
@@ -138,7 +165,7 @@ class MessageOps(SwiftBase):
         return Posted(
             [duplicate_of.get(i) or ids[i] for i in range(len(ids))],
             tuple(sorted(duplicate_of)),
-            push_due_ms=self._owe_pushes(project, queue, fresh, now_ms),
+            push_due_ms=self._owe_pushes(project, queue, fresh, now_ms, subscriptions),
         )
 
     def _remember_dedup_ids(
@@ -203,7 +230,9 @@ class MessageOps(SwiftBase):
         current = metadata_version_of(stored)
         if current != metadata_version:
             return VersionedMetadata({} if stored is None else dict(json.loads(stored)), current)
-        posted = self.post_messages(project, queue, messages, client_id, now_ms)
+        posted = self._post(
+            project, queue, messages, client_id, now_ms, queue_exists=stored is not None
+        )
         return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or "{}"))
 
     # -- reading -------------------------------------------------------------------------------

@@ -112,19 +112,29 @@ class PushOps(SubscriptionOps, PushLimitOps):
 
     # -- owing ---------------------------------------------------------------------------------
 
-    def _owe_pushes(
-        self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], now_ms: int
-    ) -> int:
-        """Owe each stored message to each live subscription of the queue at its due time;
-        returns the earliest of those times (0: none owed)."""
-        if not stored:
-            return 0
+    def _live_subscription_ids(self, project: str, queue: str, now_ms: int) -> list[str]:
         prefix = f"{names.queue_prefix(project, queue)}s/"
-        subscriptions = [
+        return [
             entry["name"][len(prefix) :]
             for entry in self._swift.walk(self._container(names.SUBSCRIPTIONS), prefix)
             if int(names.fields_of(entry["content_type"])["e"]) > now_ms
         ]
+
+    def _owe_pushes(
+        self,
+        project: str,
+        queue: str,
+        stored: Sequence[tuple[str, Doc]],
+        now_ms: int,
+        subscriptions: Sequence[str] | None = None,
+    ) -> int:
+        """Owe each stored message to each live subscription of the queue (``subscriptions``,
+        read now when not given) at its due time; returns the earliest of those times (0:
+        none owed)."""
+        if not stored:
+            return 0
+        if subscriptions is None:
+            subscriptions = self._live_subscription_ids(project, queue, now_ms)
         owed = [
             Owed(f"{sid}:{message_id}", int(doc["d"]))
             for sid in subscriptions
