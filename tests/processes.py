@@ -252,7 +252,9 @@ class RedisSentinelGroup:
                     return False
             return True
 
-        wait_until(watched, 30, "Redis Sentinel")
+        # Sentinels find the replicas by polling the primary's INFO every 10 s and each other
+        # through its hello channel every 2 s: on a loaded machine that takes more than 30 s.
+        wait_until(watched, 60, "Redis Sentinel")
         return self
 
     def primary_address(self, skip: int = 0) -> tuple[str, int]:
