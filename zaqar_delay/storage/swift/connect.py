@@ -341,6 +341,11 @@ class SwiftClient:
                 return
             marker = found[-1]["name"]
 
+    def delete_all(self, container: str, *prefixes: str) -> None:
+        """Delete every object named with one of ``prefixes``, in parallel."""
+        found = [entry["name"] for prefix in prefixes for entry in self.walk(container, prefix)]
+        self.each(lambda name: self.delete(container, name), found)
+
     def ping(self) -> bool:
         try:
             self._call("head_account")

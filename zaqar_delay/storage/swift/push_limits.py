@@ -122,13 +122,8 @@ class PushLimitOps(SwiftBase):
         return False
 
     def _forget_limit_state(self, project: str, queue: str, sid: str) -> None:
-        container = self._container(names.PUSHES)
-        found = [
-            entry["name"]
-            for prefix in (
-                self._rate_prefix(project, queue, sid),
-                self._places_prefix(project, queue, sid),
-            )
-            for entry in self._swift.walk(container, prefix)
-        ]
-        self._swift.each(lambda name: self._swift.delete(container, name), found)
+        self._swift.delete_all(
+            self._container(names.PUSHES),
+            self._rate_prefix(project, queue, sid),
+            self._places_prefix(project, queue, sid),
+        )

@@ -386,11 +386,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
         self._swift.each(
             lambda o: self._drop_owed(project, queue, o), self._queue_owed(project, queue)
         )
-        container = self._container(names.PUSHES)
         prefix = names.queue_prefix(project, queue)
-        found = [
-            entry["name"]
-            for kind in ("l", "r", "p")
-            for entry in self._swift.walk(container, f"{kind}/{prefix}")
-        ]
-        self._swift.each(lambda name: self._swift.delete(container, name), found)
+        self._swift.delete_all(
+            self._container(names.PUSHES), *(f"{kind}/{prefix}" for kind in ("l", "r", "p"))
+        )

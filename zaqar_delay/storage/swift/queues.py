@@ -33,17 +33,12 @@ class QueueOps(SwiftBase):
             raise errors.QueueDoesNotExist(queue, project)
         self._swift.put(container, name, json.dumps(metadata).encode(), names.CONTENT_TYPE)
 
-    def _delete_all(self, kind: str, prefix: str) -> None:
-        container = self._container(kind)
-        found = [entry["name"] for entry in self._swift.walk(container, prefix)]
-        self._swift.each(lambda name: self._swift.delete(container, name), found)
-
     def purge(self, project: str, queue: str) -> None:
         prefix = names.queue_prefix(project, queue)
         # Messages first, as one message is deleted: entries left by a failure part-way are
         # removed by the claims that meet them.
         for kind in (names.MESSAGES, names.INDEX, names.CLAIMS, names.DEDUP):
-            self._delete_all(kind, prefix)
+            self._swift.delete_all(self._container(kind), prefix)
 
     def delete_queue(self, project: str, queue: str) -> None:
         self.purge(project, queue)

@@ -226,12 +226,9 @@ class SubscriptionOps(SwiftBase):
         self._subscription_gone(project, queue, subscription_id)
 
     def purge_subscriptions(self, project: str, queue: str) -> None:
-        container = self._container(names.SUBSCRIPTIONS)
-        found = [
-            entry["name"]
-            for entry in self._swift.walk(container, names.queue_prefix(project, queue))
-        ]
-        self._swift.each(lambda name: self._swift.delete(container, name), found)
+        self._swift.delete_all(
+            self._container(names.SUBSCRIPTIONS), names.queue_prefix(project, queue)
+        )
         self._subscriptions_purged(project, queue)
 
     def _subscriptions_purged(self, project: str, queue: str) -> None:
