@@ -655,7 +655,10 @@ class Settings:
             "addresses (0.0.0.0/8, ::), and link-local and cloud metadata addresses "
             "(169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32). IPv6 forms "
             "of an IPv4 address (::ffff:a.b.c.d, NAT64, 6to4, ...) are matched as that "
-            "address. Checked when subscribing and before every connection."
+            "address. Checked when subscribing and before every connection. With "
+            "auth_strategy = keystone, also denied by default: loopback, RFC 1918, CGNAT "
+            "(100.64.0.0/10), unique-local IPv6 (fc00::/7) and every address of this "
+            "machine's interfaces; allowed_networks reopens them."
         ),
         convert=tuple,
     )

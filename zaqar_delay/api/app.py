@@ -24,7 +24,7 @@ from zaqar_delay.metrics import Metrics
 from zaqar_delay.pooling.setup import pooled_stores, registry
 from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.dispatcher import Dispatcher
-from zaqar_delay.push.guard import AddressGuard
+from zaqar_delay.push.guard import AddressGuard, tenant_guard
 from zaqar_delay.push.mail import MailRules, MailSender
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import WebhookSender
@@ -51,7 +51,7 @@ def create_wsgi_app(
 
 def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
     """Run a dispatcher on the service's store, woken by the posts this process serves."""
-    guard = AddressGuard(settings.denied_networks, settings.allowed_networks)
+    guard = push_guard(settings)
     sender = Senders(*push_senders(settings, guard))
     dispatcher = Dispatcher(
         service,
@@ -62,6 +62,16 @@ def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
     service.lifecycle.pushes_owed = dispatcher.notify
     dispatcher.start()
     return dispatcher
+
+
+def push_guard(settings: Settings) -> AddressGuard:
+    """Where this service's pushes may connect: under keystone, any tenant subscribes, so
+    the operator's own networks are denied by default too."""
+    return tenant_guard(
+        settings.denied_networks,
+        settings.allowed_networks,
+        strangers=settings.auth_strategy == "keystone",
+    )
 
 
 def push_senders(settings: Settings, guard: AddressGuard) -> tuple[WebhookSender, MailSender]:
@@ -135,7 +145,7 @@ def build(
     app.req_options.strip_url_path_trailing_slash = False
     api_errors.register(app)
 
-    guard = AddressGuard(settings.denied_networks, settings.allowed_networks)
+    guard = push_guard(settings)
     confirmations = None
     if settings.require_confirmation:
         webhook, mail = push_senders(settings, guard)

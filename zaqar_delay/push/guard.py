@@ -9,7 +9,11 @@ Three layers, in this order:
   could make the service read a cloud's credentials. Denied whatever ``denied_networks`` says;
   only an ``allowed_networks`` entry that lies inside one of them opens it (so allowing
   ``0.0.0.0/0`` or ``10.0.0.0/8`` never reopens ``169.254.169.254``).
-- **The operator's lists**: ``allow`` is checked first, then ``deny``.
+- **The operator's lists**: ``allow`` is checked first, then ``deny``. A guard for a service
+  whose tenants are strangers to the operator (``auth_strategy = keystone``, see
+  :func:`tenant_guard`) also denies, by default, the operator's own networks (``PRIVATE``:
+  loopback, RFC 1918, CGNAT, unique-local IPv6) and every address of this machine; as with
+  ``deny``, only ``allow`` reopens them.
 
 An IPv6 address that carries an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible
 ``::a.b.c.d``, SIIT ``::ffff:0:a.b.c.d``, NAT64 ``64:ff9b::/96`` and ``64:ff9b:1::/48``, 6to4
@@ -24,13 +28,31 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import psutil
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 NEVER = ("0.0.0.0/8", "::/128")
 PROTECTED = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32")
+
+# Where a push would reach the operator's own hosts rather than a tenant's endpoint: loopback,
+# RFC 1918, CGNAT (RFC 6598) and unique-local IPv6 (RFC 4193).
+PRIVATE = (
+    "127.0.0.0/8",
+    "::1/128",
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "fc00::/7",
+)
+# Seconds the list of this machine's addresses is kept before it is read again.
+OWN_ADDRESSES_REFRESH_S = 10.0
 
 _NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
 _SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")
@@ -39,6 +61,16 @@ _LOW_32 = 0xFFFFFFFF
 
 class DeniedAddress(Exception):
     """The subscriber resolves to an address pushes may not reach."""
+
+
+def tenant_guard(deny: Sequence[str], allow: Sequence[str], *, strangers: bool) -> AddressGuard:
+    """The guard of a service's pushes. ``strangers``: any tenant of a cloud may subscribe
+    (keystone), so the operator's networks (``PRIVATE``) and this machine's addresses are
+    denied too, unless ``allow`` reopens them; otherwise (noauth, one trusted tenant) only
+    the operator's lists apply."""
+    if not strangers:
+        return AddressGuard(deny, allow)
+    return AddressGuard((*PRIVATE, *deny), allow, OwnAddresses())
 
 
 def _networks(names: Sequence[str]) -> list[Network]:
@@ -69,11 +101,41 @@ def embedded_ipv4(ip: Address) -> list[ipaddress.IPv4Address]:
     return found
 
 
-class AddressGuard:
-    """Permits an address unless it is never reachable, protected, or in ``deny`` and not in
-    ``allow`` (see the module's docstring for the order)."""
+class OwnAddresses:
+    """The addresses of this machine's interfaces, read again after ``refresh_s`` seconds so
+    that an address added while the service runs is denied too."""
 
-    def __init__(self, deny: Sequence[str] = (), allow: Sequence[str] = ()) -> None:
+    def __init__(self, refresh_s: float = OWN_ADDRESSES_REFRESH_S) -> None:
+        self._refresh_s = refresh_s
+        self._lock = threading.Lock()
+        self._read_at = float("-inf")
+        self._addresses: frozenset[Address] = frozenset()
+
+    def __call__(self) -> frozenset[Address]:
+        with self._lock:
+            if time.monotonic() - self._read_at >= self._refresh_s:
+                self._addresses = frozenset(
+                    parse(entry.address)
+                    for entries in psutil.net_if_addrs().values()
+                    for entry in entries
+                    if entry.family in (socket.AF_INET, socket.AF_INET6)
+                )
+                self._read_at = time.monotonic()
+            return self._addresses
+
+
+class AddressGuard:
+    """Permits an address unless it is never reachable, protected, or in ``deny`` (or, with
+    ``own``, one of the addresses it returns) and not in ``allow`` (see the module's docstring
+    for the order)."""
+
+    def __init__(
+        self,
+        deny: Sequence[str] = (),
+        allow: Sequence[str] = (),
+        own: Callable[[], frozenset[Address]] | None = None,
+    ) -> None:
+        self.own = own
         self.never = _networks(NEVER)
         self.protected = _networks(PROTECTED)
         self.deny = _networks(deny)
@@ -100,6 +162,8 @@ class AddressGuard:
             return any(ip in network for network in self.allow_protected)
         if any(ip in network for network in self.allow):
             return True
+        if self.own is not None and ip in self.own():
+            return False
         return not any(ip in network for network in self.deny)
 
     def resolve(self, host: str, port: int) -> list[tuple[str, int]]:
