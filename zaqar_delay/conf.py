@@ -726,6 +726,20 @@ def make_conf() -> cfg.ConfigOpts:
     return conf
 
 
+def conf_of(settings: Settings) -> cfg.ConfigOpts:
+    """A ConfigOpts that read the files ``settings`` came from, for the libraries configured
+    through oslo.config itself (keystonemiddleware's ``[keystone_authtoken]``, oslo.policy's
+    ``[oslo_policy]``), which register their own options on it."""
+    conf = make_conf()
+    conf(
+        args=[],
+        project="zaqar-delay",
+        default_config_files=list(settings.config_files),
+        default_config_dirs=[],
+    )
+    return conf
+
+
 # zaqar-delay-server's command line; --config-file is oslo.config's own.
 cli_opts: list[cfg.Opt] = [
     cfg.StrOpt("bind", metavar="HOST:PORT", help="Address to listen on ([server] bind)."),

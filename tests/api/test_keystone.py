@@ -28,6 +28,7 @@ from zaqar_delay.service import Service
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
 CLIENT = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c"}
+IMPLIED_ROLES = {"admin": ("member",), "member": ("reader",)}
 
 
 class Keystone:
@@ -36,12 +37,17 @@ class Keystone:
         self.tokens = tokens
 
     def token(self, project: str, *roles: str) -> str:
+        """A token of ``project`` with ``roles`` (default: member) and the roles they imply,
+        as keystone's bootstrap roles do (admin implies member, member implies reader)."""
         token_id = uuid.uuid4().hex
+        granted = list(roles) or ["member"]
+        for role in granted:
+            granted.extend(r for r in IMPLIED_ROLES.get(role, ()) if r not in granted)
         self.tokens.add_token_data(
             token_id=token_id,
             project_id=project,
             user_id="u-" + project,
-            role_list=list(roles) or ["member"],
+            role_list=granted,
         )
         return token_id
 

@@ -437,7 +437,7 @@ def test_in_keystone_mode_a_token_shows_its_own_projects_queues(
             token_id=tokens_by_project[project],
             project_id=project,
             user_id=f"u-{project}",
-            role_list=["member"],
+            role_list=["member", "reader"],
         )
         headers = {"Client-ID": str(uuid.uuid4()), "X-Auth-Token": tokens_by_project[project]}
         created = requests.put(f"{url}/v2/queues/{project}-q", json={}, headers=headers, timeout=10)

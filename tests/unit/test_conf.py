@@ -21,10 +21,8 @@ def test_sample_config_is_generated_from_the_options(tmp_path: pathlib.Path) -> 
             sys.executable,
             "-m",
             "oslo_config.generator",
-            "--namespace",
-            "zaqar_delay",
-            "--wrap-width",
-            "79",
+            "--config-file",
+            str(ROOT / "etc" / "zaqar-delay-config-generator.conf"),
             "--output-file",
             str(generated),
         ],
@@ -32,6 +30,26 @@ def test_sample_config_is_generated_from_the_options(tmp_path: pathlib.Path) -> 
     )
     committed = (ROOT / "etc" / "zaqar-delay.conf.sample").read_text()
     assert generated.read_text() == committed, "run: tox -e genconfig"
+
+
+def test_sample_policy_is_generated_from_the_rules(tmp_path: pathlib.Path) -> None:
+    generated = tmp_path / "policy.yaml"
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from oslo_policy.generator import generate_sample; "
+            "generate_sample(sys.argv[1:])",
+            "--config-file",
+            str(ROOT / "etc" / "zaqar-delay-policy-generator.conf"),
+            "--output-file",
+            str(generated),
+        ],
+        check=True,
+    )
+    committed = (ROOT / "etc" / "policy.yaml.sample").read_text()
+    assert generated.read_text() == committed, "run: tox -e genpolicy"
+    assert '#"claims:create": "role:member and project_id:%(project_id)s"' in committed
 
 
 def test_defaults() -> None:

@@ -11,9 +11,11 @@ from zaqar_delay import jsondoc
 from zaqar_delay.api import errors as api_errors
 from zaqar_delay.api import home, openapi
 from zaqar_delay.api.auth import WSGIApp, protect
+from zaqar_delay.api.authorization import keystone_authorizer
 from zaqar_delay.api.middleware import RequestContext, RequestTimer
+from zaqar_delay.api.oslo_stack import with_oslo_middleware
 from zaqar_delay.api.routes import ROUTES
-from zaqar_delay.api.v2 import health, pools, queues, subscriptions, versions
+from zaqar_delay.api.v2 import pools, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings
@@ -41,12 +43,12 @@ def create_wsgi_app(
     settings: Settings, driver: Driver | None = None, clock: Clock | None = None
 ) -> WSGIApp:
     """:func:`create_app` behind the configured authentication, with the dashboard's static
-    page beside it (what servers run), and, with ``[notification] push``, this process's
-    push dispatcher."""
+    page beside it, inside oslo.middleware (``oslo_stack.py``): what servers run; and, with
+    ``[notification] push``, this process's push dispatcher."""
     app, service = build(settings, driver, clock)
     if settings.push:
         start_dispatcher(service, settings)
-    return with_dashboard(protect(app, settings))
+    return with_oslo_middleware(with_dashboard(protect(app, settings)), settings)
 
 
 def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
@@ -134,7 +136,13 @@ def build(
     open_admin_api = settings.auth_strategy == "noauth" and settings.admin_mode
     middleware: list[Any] = [
         RequestTimer(service.metrics),
-        RequestContext(service, signer, default_project, open_admin_api),
+        RequestContext(
+            service,
+            signer,
+            default_project,
+            open_admin_api,
+            keystone_authorizer(settings) if settings.auth_strategy == "keystone" else None,
+        ),
     ]
     app = falcon.App(middleware=middleware)
     # Responses in the form bodies are stored in: compact, ASCII (a lone surrogate in a body
@@ -165,7 +173,6 @@ def build(
             )
         },
         # Its labels name projects and queues: with keystone, for admin tokens only.
-        health.Metrics: health.Metrics(service, settings.auth_strategy == "keystone"),
         queues.QueueShare: queues.QueueShare(service, signer),
         # Documents made from the route table, which names these resources too.
         versions.Home: versions.Home(service, home.dumps()),

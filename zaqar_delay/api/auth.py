@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from zaqar_delay.api.routes import TOKENLESS_PATHS
-from zaqar_delay.conf import Settings, make_conf
+from zaqar_delay.conf import Settings, conf_of
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -26,9 +26,7 @@ def protect(app: WSGIApp, settings: Settings) -> WSGIApp:
         return app
     from keystonemiddleware import auth_token
 
-    conf = make_conf()
-    conf(args=[], project="zaqar-delay", default_config_files=list(settings.config_files))
-    checked = auth_token.AuthProtocol(app, {"oslo_config_config": conf})
+    checked = auth_token.AuthProtocol(app, {"oslo_config_config": conf_of(settings)})
 
     def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if "HTTP_URL_SIGNATURE" in environ or environ.get("PATH_INFO") in TOKENLESS_PATHS:

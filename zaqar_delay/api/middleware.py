@@ -1,7 +1,9 @@
 """What every request goes through before its responder, in Zaqar's order.
 
 Request id; urlencoded bodies refused; Accept checked; Client-ID and X-Project-ID required
-and validated; queue names validated; admin-only routes need the admin role.
+and validated; queue names validated; then, under keystone, the route's policy rule
+(``api/authorization.py``; a verified pre-signed request is authorised by its signature), or,
+with noauth, the admin role for admin-only routes.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from typing import Any
 import falcon
 
 from zaqar_delay import errors, validation
+from zaqar_delay.api.authorization import Authorizer
 from zaqar_delay.api.routes import ADMIN_TEMPLATES, POOLING_TEMPLATES, PUBLIC_TEMPLATES
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
 
 REQUEST_ID_HEADER = "x-openstack-request-id"
+ENV_REQUEST_ID = "openstack.request_id"
 
 
 class RequestContext:
@@ -31,16 +35,24 @@ class RequestContext:
         signer: Signer,
         default_project: str = "",
         open_admin_api: bool = False,
+        authorizer: Authorizer | None = None,
     ) -> None:
         """``signer`` checks pre-signed requests; ``default_project`` (noauth only) stands in
         for a missing X-Project-ID header; ``open_admin_api`` (noauth with ``admin_mode``)
-        serves the pools and flavors API without the admin role, as Zaqar does."""
+        serves the pools and flavors API without the admin role, as Zaqar does;
+        ``authorizer`` (keystone) enforces the policy of every route."""
+        self._authorizer = authorizer
         self._limits = service.limits
         self._signer = signer
         self._default_project = default_project
         self._open_admin_api = open_admin_api
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        # oslo.middleware's request_id (oslo_stack.py) made one and adds the header itself.
+        given = req.env.get(ENV_REQUEST_ID)
+        if given is not None:
+            req.context.request_id = given
+            return
         # Random, not secret: the generator's bits spare a getrandom() call per request.
         req.context.request_id = f"req-{uuid.UUID(int=random.getrandbits(128), version=4)}"
         resp.set_header(REQUEST_ID_HEADER, req.context.request_id)
@@ -52,8 +64,12 @@ class RequestContext:
         if resource is None or not hasattr(resource, f"on_{req.method.lower()}"):
             return
         if req.uri_template in PUBLIC_TEMPLATES:
+            # No headers needed; under keystone a token still is, and the route's rule holds.
+            if self._authorizer is not None:
+                self._authorizer.authorize(req, req.get_header("X-Project-ID") or "")
             return
-        if req.get_header("URL-Signature") is not None and not self._signer.allows(
+        signed = req.get_header("URL-Signature") is not None
+        if signed and not self._signer.allows(
             req.method,
             req.path,
             req.headers,  # names upper-cased by falcon
@@ -85,6 +101,10 @@ class RequestContext:
                 raise falcon.HTTPBadRequest(
                     title="Invalid queue identification", description=exc.description
                 ) from exc
+        if self._authorizer is not None:
+            if not signed:
+                self._authorizer.authorize(req, req.context.project)
+            return
         open_to_all = self._open_admin_api and req.uri_template in POOLING_TEMPLATES
         needs_admin = req.uri_template in ADMIN_TEMPLATES and not open_to_all
         if needs_admin and "admin" not in req.context.roles:

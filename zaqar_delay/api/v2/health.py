@@ -9,13 +9,12 @@ from typing import Any
 
 import falcon
 
-from zaqar_delay import errors, metrics
+from zaqar_delay import metrics
 from zaqar_delay.api import schemas
 from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import ADMIN, ok
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.models import ClaimTimes
-from zaqar_delay.service import Service
 
 HEALTH_PROJECT = "zaqar-delay-health"
 HEALTH_CLAIM = ClaimTimes(ttl_s=60, grace_s=60)
@@ -121,13 +120,9 @@ class Health(Resource):
 
 
 class Metrics(Resource):
-    """Prometheus text exposition. Needs no Client-ID or project (scrapers send none); with
-    ``admin_token`` (keystone) only a token with the admin role may read it, since its labels
+    """Prometheus text exposition. Needs no Client-ID or project (scrapers send none); under
+    keystone its rule (``metrics:get``, admin by default) needs a token, since its labels
     name projects and queues. In noauth mode keep it on a trusted network."""
-
-    def __init__(self, service: Service, admin_token: bool = False) -> None:
-        super().__init__(service)
-        self.admin_token = admin_token
 
     @operation(
         "Prometheus metrics (with keystone: a token with the admin role)",
@@ -135,10 +130,5 @@ class Metrics(Resource):
         plain=True,
     )
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if self.admin_token:
-            # keystonemiddleware has replaced X-Roles with the token's roles (auth.py).
-            roles = {r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",")}
-            if "admin" not in roles:
-                raise errors.Forbidden()
         resp.content_type = metrics.CONTENT_TYPE
         resp.data = self.service.metrics.render()

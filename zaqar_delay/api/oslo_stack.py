@@ -1,0 +1,135 @@
+"""oslo.middleware around the API, as an OpenStack operator expects it, outermost first:
+
+- ``http_proxy_to_wsgi`` (with ``[oslo_middleware] enable_proxy_headers_parsing``): behind a
+  TLS proxy, the scheme, host and client address are the forwarded ones
+  (``Forwarded``, or ``X-Forwarded-Proto``/``-Host``/``-For``);
+- ``request_id``: ``x-openstack-request-id`` on every response, authentication refusals
+  included; the API and the logs use the same id (``openstack.request_id`` in the
+  environment);
+- ``cors`` (with ``[cors] allowed_origin``): the dashboard or another web client served from
+  another origin;
+- ``healthcheck`` at ``/healthcheck`` (``[healthcheck]`` options, such as
+  ``disable_by_file_path`` to drain a server): no token needed, so a load balancer probes
+  it; its details (``detailed``, for ``Accept: application/json``) are shown only to a
+  caller the ``health:get`` rule allows (keystone) or that sends the admin role (noauth).
+
+Layers that an option turns on are left out when it is off, so a deployment pays only for
+what it uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from oslo_config import cfg
+from oslo_middleware import cors, healthcheck, http_proxy_to_wsgi, request_id
+from oslo_middleware.healthcheck import opts as healthcheck_opts
+
+from zaqar_delay import errors
+from zaqar_delay.api.auth import WSGIApp, protect
+from zaqar_delay.api.authorization import Authorizer, keystone_authorizer
+from zaqar_delay.conf import Settings, conf_of
+
+HEALTHCHECK_PATH = "/healthcheck"
+# What a browser client of the API sends and reads (``[cors]`` options may change them).
+CORS_DEFAULTS: dict[str, list[str]] = {
+    "allow_headers": [
+        "X-Auth-Token",
+        "Client-ID",
+        "X-Project-ID",
+        "Content-Type",
+        "URL-Signature",
+        "URL-Expires",
+        "URL-Methods",
+        "URL-Paths",
+        "X-OpenStack-Request-ID",
+    ],
+    "expose_headers": ["X-OpenStack-Request-ID", "Location"],
+    "allow_methods": ["GET", "HEAD", "PUT", "POST", "PATCH", "DELETE"],
+}
+
+
+def _healthcheck(app: WSGIApp, conf: cfg.ConfigOpts, detailed: bool) -> healthcheck.Healthcheck:
+    """oslo's healthcheck on ``conf``'s ``[healthcheck]``, with or without its details; a
+    probe it declines (``allowed_source_ranges``, ``ignore_proxied_requests``) goes on to
+    ``app``, which does not know the path (404)."""
+    conf.register_opts(healthcheck_opts.HEALTHCHECK_OPTS, group="healthcheck")
+    conf.set_override("detailed", detailed, group="healthcheck")
+    return healthcheck.Healthcheck(app, conf)
+
+
+class HealthcheckRoute:
+    """``/healthcheck`` answered before authentication; everything else passes to ``app``.
+    A caller that presents credentials gets the details when they are an admin's."""
+
+    def __init__(self, app: WSGIApp, settings: Settings) -> None:
+        self._app = app
+        self._plain = _healthcheck(app, conf_of(settings), detailed=False)
+        self._detailed = _healthcheck(app, conf_of(settings), detailed=True)
+        self._keystone = settings.auth_strategy == "keystone"
+        self._authorizer: Authorizer | None = None
+        self._checked: WSGIApp | None = None
+        if self._keystone:
+            # A token is validated by keystonemiddleware, then held to the health:get rule.
+            self._authorizer = keystone_authorizer(settings)
+            self._checked = protect(self._admin_or_plain, settings)
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != HEALTHCHECK_PATH:
+            return self._app(environ, start_response)
+        if self._checked is not None:
+            if "HTTP_X_AUTH_TOKEN" in environ:
+                return self._checked(environ, start_response)
+            return self._answer(self._plain, environ, start_response)
+        roles = {r.strip().lower() for r in environ.get("HTTP_X_ROLES", "").split(",")}
+        probe = self._detailed if "admin" in roles else self._plain
+        return self._answer(probe, environ, start_response)
+
+    def _admin_or_plain(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        assert self._authorizer is not None
+        try:
+            self._authorizer.authorize_rule(
+                "health:get", environ, environ.get("HTTP_X_PROJECT_ID", "")
+            )
+            probe = self._detailed
+        except errors.Forbidden:
+            probe = self._plain
+        return self._answer(probe, environ, start_response)
+
+    @staticmethod
+    def _answer(
+        probe: healthcheck.Healthcheck,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+    ) -> Iterable[bytes]:
+        result: Iterable[bytes] = probe(environ, start_response)
+        return result
+
+
+def with_oslo_middleware(app: WSGIApp, settings: Settings) -> WSGIApp:
+    """``app`` (authentication included) inside the layers of the module's docstring."""
+    conf = conf_of(settings)
+    conf.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
+    conf.register_opts(cors.CORS_OPTS, group="cors")
+    for name, default in CORS_DEFAULTS.items():
+        conf.set_default(name, default, group="cors")
+    wrapped: WSGIApp = HealthcheckRoute(app, settings)
+    if conf.cors.allowed_origin:
+        wrapped = cors.CORS(wrapped, conf)
+    wrapped = request_id.RequestId(wrapped)
+    if conf.oslo_middleware.enable_proxy_headers_parsing:
+        wrapped = http_proxy_to_wsgi.HTTPProxyToWSGI(wrapped, conf)
+    outermost = wrapped
+
+    # A plain function: servers and falcon's test client inspect the app's signature, which
+    # webob's decorated middleware does not have.
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        result: Iterable[bytes] = outermost(environ, start_response)
+        return result
+
+    return application
