@@ -8,6 +8,7 @@ with noauth, the admin role for admin-only routes.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 import uuid
@@ -18,10 +19,12 @@ import falcon
 from zaqar_delay import errors, validation
 from zaqar_delay.api.authorization import Authorizer
 from zaqar_delay.api.routes import ADMIN_TEMPLATES, POOLING_TEMPLATES, PUBLIC_TEMPLATES
+from zaqar_delay.logs import request_context
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
 
+LOG = logging.getLogger(__name__)
 REQUEST_ID_HEADER = "x-openstack-request-id"
 ENV_REQUEST_ID = "openstack.request_id"
 
@@ -52,10 +55,12 @@ class RequestContext:
         given = req.env.get(ENV_REQUEST_ID)
         if given is not None:
             req.context.request_id = given
-            return
-        # Random, not secret: the generator's bits spare a getrandom() call per request.
-        req.context.request_id = f"req-{uuid.UUID(int=random.getrandbits(128), version=4)}"
-        resp.set_header(REQUEST_ID_HEADER, req.context.request_id)
+        else:
+            # Random, not secret: the generator's bits spare a getrandom() call per request.
+            req.context.request_id = f"req-{uuid.UUID(int=random.getrandbits(128), version=4)}"
+            resp.set_header(REQUEST_ID_HEADER, req.context.request_id)
+        # What oslo.log's formatters read: each line logged while serving names the request.
+        req.context.logging = request_context(req.context.request_id)
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
@@ -90,6 +95,7 @@ class RequestContext:
             )
         req.context.client_id = self._client_id(req)
         req.context.project = self._project(req)
+        req.context.logging.project_id = req.context.project
         req.context.roles = [
             r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()
         ]
@@ -165,4 +171,7 @@ class RequestTimer:
         if started is None:
             return
         route = req.uri_template or "unmatched"
-        self._metrics.observe_request(req.method, route, time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        self._metrics.observe_request(req.method, route, elapsed)
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug("%s %s %d %.1f ms", req.method, req.path, resp.status_code, elapsed * 1e3)

@@ -16,6 +16,7 @@ from oslo_config import cfg
 
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings, settings_from_command_line
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.logs import setup_logging
 from zaqar_delay.storage.resolve import redact, resolve_store
 
 LOG = logging.getLogger("zaqar_delay")
@@ -89,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except cfg.Error as exc:
         print(f"zaqar-delay-server: configuration error: {exc}", file=sys.stderr)
         return 2
+    # Until here, lines went to stderr; now [DEFAULT] debug, log_file, use_json... apply.
+    setup_logging(store.settings)
     metrics_dir = _metrics_directory()
     for warning in store.warnings:
         LOG.warning("%s", warning)
