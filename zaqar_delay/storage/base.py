@@ -125,6 +125,17 @@ class Driver(SubscriptionStore, DeliveryStore):
         when the driver cannot tell."""
         return None
 
+    def deployment_warnings(self) -> list[str]:
+        """The checks of ``prepare`` without its changes (``zaqar-delay-status upgrade
+        check``): warnings about the deployment; StorageConfigError when ``prepare`` would
+        refuse it. Read-only."""
+        return []
+
+    def pending_changes(self) -> list[str]:
+        """What the next ``prepare`` would change in the store (indexes to build, data to
+        move to a new layout), one line each; empty when nothing. Read-only."""
+        return []
+
     def wakeups(self) -> Wakeups | None:
         """The store's wake-up channel for waiting claims; None when it has none (waiting
         claims then rely on ``next_claimable_ms`` and a slow re-check)."""

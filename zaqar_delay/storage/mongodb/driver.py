@@ -107,13 +107,25 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
         return self._queues.find_one({}, {"_id": 1}) is not None
 
     @translate_errors
+    def pending_changes(self) -> list[str]:
+        missing = schema.missing_indexes(self._db)
+        return [
+            f"index {collection}.{name} to build at the next start" for collection, name in missing
+        ]
+
+    @translate_errors
     def prepare(self) -> list[str]:
         """Create the indexes; refuse a standalone server (unless ``unreliable``) and a
         ``replica_acks`` the replica set cannot give, or gives below a majority."""
+        warnings = self.deployment_warnings()
+        schema.create_indexes(self._db)
+        return warnings
+
+    @translate_errors
+    def deployment_warnings(self) -> list[str]:
         hello = self._client.admin.command("hello")
         if self._replica_acks:
             self._check_replica_acks(hello)
-        schema.create_indexes(self._db)
         if hello.get("setName") or _is_mongos(hello):
             return []
         if not self._unreliable:

@@ -133,3 +133,12 @@ def create_indexes(db: pymongo.database.Database) -> None:  # type: ignore[type-
             for name, (keys, options) in indexes.items()
         ]
         db[collection].create_indexes(models)
+
+
+def missing_indexes(db: pymongo.database.Database) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+    """(collection, index name) of each index :func:`create_indexes` would create."""
+    missing = []
+    for collection, indexes in INDEXES.items():
+        present = set(db[collection].index_information())
+        missing += [(collection, name) for name in indexes if name not in present]
+    return missing

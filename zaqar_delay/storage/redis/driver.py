@@ -115,6 +115,19 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
     def durability(self) -> Durability:
         return durability.describe(self._client, self._acks.replicas)
 
+    def deployment_warnings(self) -> list[str]:
+        return durability.check(self._client, self._acks.replicas)
+
+    def pending_changes(self) -> list[str]:
+        if self._client.get(self._keys.layout()) == LAYOUT:
+            return []
+        legacy = sum(
+            1 for _ in self._client.scan_iter(match=self._keys.legacy_fifo_pattern(), count=1000)
+        )
+        if not legacy:
+            return []
+        return [f"{legacy} queue(s) in the layout before buckets: moved at the next start"]
+
     def close(self) -> None:
         self._closed.set()  # wake-up listeners stop with the driver
         if self._script_connections is not None:

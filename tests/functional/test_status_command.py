@@ -1,0 +1,116 @@
+"""``zaqar-delay-status upgrade check`` against real stores: each check's success, warning
+and failure, and oslo.upgradecheck's exit codes (0, 1, 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.processes import RedisServer, SecantusServer
+from zaqar_delay.conf import load_settings
+from zaqar_delay.storage.uri import open_driver
+
+pytestmark = pytest.mark.functional
+
+
+def upgrade_check(tmp_path: Path, conf_text: str) -> tuple[int, str]:
+    conf = tmp_path / f"status-{uuid.uuid4().hex[:6]}.conf"
+    conf.write_text(conf_text)
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zaqar_delay.cmd.status",
+            "--config-file",
+            str(conf),
+            "upgrade",
+            "check",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    # The table's cells, wrapped over lines, joined into one text.
+    return ran.returncode, " ".join(w for w in ran.stdout.split() if w.strip("+-|"))
+
+
+def result_of(table: str, check: str) -> str:
+    """``Success``, ``Warning`` or ``Failure``: the result the table gives ``check``."""
+    after = table.split(f"Check: {check} Result", 1)[1]
+    after = "Result" + after
+    return after.split("Result: ", 1)[1].split(" ", 1)[0]
+
+
+def test_a_redis_with_fsync_always_and_nothing_pending_passes(tmp_path: Path) -> None:
+    server = RedisServer(aof=True, extra_args=["--appendfsync", "always"]).start()
+    try:
+        code, table = upgrade_check(tmp_path, f"[storage]\nuri = {server.url}\n")
+    finally:
+        server.stop()
+    assert code == 0, table
+    assert [result_of(table, c) for c in ("Store durability", "Store settings")] == [
+        "Success",
+        "Success",
+    ]
+    assert "survives process crash, power loss" in table
+
+
+def test_a_redis_without_persistence_fails_durability_and_warns_of_its_settings(
+    tmp_path: Path,
+) -> None:
+    server = RedisServer(aof=False).start()
+    try:
+        client = redis.Redis(server.host, server.port)
+        assert client.config_get("appendonly")["appendonly"] == "no"
+        code, table = upgrade_check(tmp_path, f"[storage]\nuri = {server.url}\n")
+    finally:
+        server.stop()
+    assert code == 2, table
+    assert result_of(table, "Store durability") == "Failure"
+    assert result_of(table, "Store settings") == "Warning"
+    assert "neither an append-only file nor a replica" in table
+
+
+def test_a_redis_that_evicts_keys_fails_the_settings_check(tmp_path: Path) -> None:
+    server = RedisServer(
+        aof=True, extra_args=["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"]
+    ).start()
+    try:
+        code, table = upgrade_check(tmp_path, f"[storage]\nuri = {server.url}\n")
+    finally:
+        server.stop()
+    assert code == 2, table
+    assert result_of(table, "Store settings") == "Failure"
+    assert "evicts keys under memory pressure" in table
+
+
+def test_mongodb_indexes_not_built_yet_are_pending_until_the_server_starts(
+    tmp_path: Path, secantus_server: SecantusServer
+) -> None:
+    uri = secantus_server.database_url(f"status{uuid.uuid4().hex[:8]}")
+    conf_text = f"[storage]\nuri = {uri}\nunreliable = true\n"
+    code, table = upgrade_check(tmp_path, conf_text)
+    assert result_of(table, "Pending schema changes") == "Warning", table
+    assert "to build at the next start" in table
+    assert code == 1  # warnings: a standalone server, indexes to build
+    # What the server does at start.
+    driver = open_driver(uri, load_settings([]))
+    try:
+        driver.prepare()
+    finally:
+        driver.close()
+    code, table = upgrade_check(tmp_path, conf_text)
+    assert result_of(table, "Pending schema changes") == "Success", table
+
+
+def test_an_unreachable_store_fails_every_check(tmp_path: Path) -> None:
+    code, table = upgrade_check(tmp_path, "[storage]\nuri = redis://127.0.0.1:1/0\n")
+    assert code == 2
+    assert table.count("Result: Failure") == 3
+    assert "cannot reach the store at redis://127.0.0.1:1/0" in table
