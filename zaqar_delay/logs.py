@@ -15,6 +15,8 @@ from oslo_log import log
 from zaqar_delay.conf import Settings, make_conf
 
 PROJECT = "zaqar-delay"
+# A log_config_append file that cannot be used.
+LogConfigError = log.LogConfigError
 
 
 def setup_logging(settings: Settings) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -114,3 +116,19 @@ def test_log_config_append_takes_over(tmp_path: Path) -> None:
         assert "GET /v2/queues 200" in line
     finally:
         server.stop()
+
+
+def test_an_unusable_log_config_append_is_a_one_line_error(tmp_path: Path) -> None:
+    conf = tmp_path / "logging.conf"
+    conf.write_text(f"[DEFAULT]\nlog_config_append = {tmp_path / 'missing.ini'}\n")
+    ran = subprocess.run(
+        [sys.executable, "-m", "zaqar_delay.cmd.server", "--config-file", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 2
+    assert "Traceback" not in ran.stderr
+    (line,) = ran.stderr.strip().splitlines()
+    assert line.startswith("zaqar-delay-server: ") and "missing.ini" in line

@@ -16,7 +16,7 @@ from oslo_config import cfg
 
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings, settings_from_command_line
 from zaqar_delay.errors import StorageConfigError
-from zaqar_delay.logs import setup_logging
+from zaqar_delay.logs import LogConfigError, setup_logging
 from zaqar_delay.storage.resolve import redact, resolve_store
 
 LOG = logging.getLogger("zaqar_delay")
@@ -83,15 +83,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from_command_line(
             sys.argv[1:] if argv is None else argv, "zaqar-delay-server", DESCRIPTION
         )
+        # From here [DEFAULT] debug, log_file, use_json... apply (before, lines go to stderr).
+        setup_logging(settings)
         store = resolve_store(settings)
-    except (StorageConfigError, ValueError, OSError) as exc:
+    except (StorageConfigError, ValueError, OSError, LogConfigError) as exc:
         print(f"zaqar-delay-server: {getattr(exc, 'description', exc)}", file=sys.stderr)
         return 2
     except cfg.Error as exc:
         print(f"zaqar-delay-server: configuration error: {exc}", file=sys.stderr)
         return 2
-    # Until here, lines went to stderr; now [DEFAULT] debug, log_file, use_json... apply.
-    setup_logging(store.settings)
     metrics_dir = _metrics_directory()
     for warning in store.warnings:
         LOG.warning("%s", warning)
