@@ -246,29 +246,23 @@ def test_zaqars_rule_names_keep_their_meaning() -> None:
             assert rule.deprecated_rule.check_str == policies.ZAQAR_OPEN
 
 
-def generator(name: str) -> str:
-    return str(Path(sys.executable).with_name(name))
+def generated(tool: str, cwd: Path) -> str:
+    """What an oslo.policy generator beside this Python prints for the namespace."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name(tool)), "--namespace", "zaqar_delay"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=cwd,
+    ).stdout
 
 
 def test_the_oslo_policy_generators_know_the_namespace(tmp_path: Path) -> None:
-    sample = subprocess.run(
-        [generator("oslopolicy-sample-generator"), "--namespace", "zaqar_delay"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=tmp_path,
-    ).stdout
+    sample = generated("oslopolicy-sample-generator", tmp_path)
     assert '#"messages:create": "role:member and project_id:%(project_id)s"' in sample
     assert sample.count("# Intended scope(s): project") == len(policies.RULES)
-    effective = subprocess.run(
-        [generator("oslopolicy-policy-generator"), "--namespace", "zaqar_delay"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=tmp_path,
-    ).stdout
+    effective = generated("oslopolicy-policy-generator", tmp_path)
     assert '"pools:create": "role:admin"' in effective
     assert '"queues:get_all": "role:reader and project_id:%(project_id)s"' in effective
 
