@@ -215,11 +215,12 @@ class Limits:
         "transport",
         cfg.ListOpt,
         "subscriber_types",
-        default=["http", "https", "mailto"],
-        item_type=types.String(choices=["http", "https", "mailto"]),
+        default=["http", "https", "mailto", "trust+http", "trust+https"],
+        item_type=types.String(choices=["http", "https", "mailto", "trust+http", "trust+https"]),
         help=(
-            "URI schemes a subscriber may have. Zaqar's trust+http and trust+https (Keystone "
-            "trusts) are not supported."
+            "URI schemes a subscriber may have. trust+http(s) subscribers are pushed with a "
+            "token of the subscribing user, through a Keystone trust to the [trustee] "
+            "service user (auth_strategy = keystone; without [trustee], with no token)."
         ),
         convert=tuple,
     )

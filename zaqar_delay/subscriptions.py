@@ -1,13 +1,16 @@
 """The subscription use cases of the v2 API (Zaqar's rules and wording), independent of HTTP.
 
-A subscription names who is pushed a queue's messages: an ``http(s)://`` endpoint or a
-``mailto:`` address, for ``ttl`` seconds, with ``options`` (Zaqar's ``post_data``,
-``post_headers`` and ``_retry_policy``; zaqar-delay's dispatch limits, ``push.limits``).
-Subscriptions are unique by project, queue and subscriber.
+A subscription names who is pushed a queue's messages: an ``http(s)://`` endpoint, a
+``trust+http(s)://`` one (pushed with a token of the subscribing user, through a Keystone
+trust: ``push/trusts.py``) or a ``mailto:`` address, for ``ttl`` seconds, with ``options``
+(Zaqar's ``post_data``, ``post_headers`` and ``_retry_policy``; zaqar-delay's dispatch
+limits, ``push.limits``). Subscriptions are unique by project, queue and subscriber.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import secrets
 from typing import Any
 
@@ -21,6 +24,7 @@ from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 from zaqar_delay.push.limits import check as limits_check
 from zaqar_delay.push.mail import MailRefused, MailRules
+from zaqar_delay.push.trusts import TRUST_ID, Caller, Trusts, is_trust
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.stores import Stores
 
@@ -72,6 +76,8 @@ def subscription_change(
     options = document.get("options")
     if options and not isinstance(options, dict):
         raise errors.InvalidRequest("Options must be a dict.")
+    if isinstance(options, dict) and TRUST_ID in options:
+        raise errors.InvalidRequest(f"The option {TRUST_ID} is set by the service only.")
     retry_policy.check(options, limits.max_message_ttl)
     limits_check(options)
     post_headers.check(options)
@@ -108,11 +114,14 @@ class Subscriptions:
         guard: AddressGuard | None = None,
         confirmations: Confirmations | None = None,
         mail: MailRules | None = None,
+        trusts: Trusts | None = None,
     ) -> None:
         """``stores`` says which store holds a queue's subscriptions; ``guard`` refuses
         subscribers whose address pushes may not reach; ``mail`` the senders a mail
         subscription may name; with ``confirmations`` (``require_confirmation``),
-        unconfirmed subscriptions are sent a confirmation request when subscribed."""
+        unconfirmed subscriptions are sent a confirmation request when subscribed; with
+        ``trusts`` (keystone and ``[trustee]``), a ``trust+`` subscriber gets a trust."""
+        self.trusts = trusts
         self.stores = stores
         self.limits = limits
         self.clock = clock
@@ -123,12 +132,15 @@ class Subscriptions:
     def _store(self, project: str, queue: str) -> Driver:
         return self.stores.for_queue(project, queue)
 
-    def create(self, project: str, queue: str, document: Any) -> tuple[str, str | None]:
+    def create(
+        self, project: str, queue: str, document: Any, caller: Caller | None = None
+    ) -> tuple[str, str | None]:
         """Subscribe; ``(id, signing secret)``, the secret only when the subscription is new.
 
         A live subscription with the same subscriber is a Conflict once it is confirmed;
         before that it is answered again (``(its id, None)``): Zaqar's rule, so that
-        subscribing again re-sends the confirmation request."""
+        subscribing again re-sends the confirmation request. A ``trust+`` subscriber of a
+        ``caller`` gets a trust from them (deleted again if no subscription keeps it)."""
         if isinstance(document, dict) and "subscriber" not in document:
             raise errors.InvalidRequest("Missing parameter subscriber in body.")
         change = subscription_change(document, self.limits, self.guard, self.mail)
@@ -139,16 +151,25 @@ class Subscriptions:
         )
         now_ms = self.clock.now_ms()
         secret = secrets.token_urlsafe(32)
-        # Subscribing creates the queue when it does not exist: place it first.
-        subscription_id, created = self.stores.place(project, queue).create_subscription(
-            project,
-            queue,
-            subscriber,
-            change.ttl_s or self.limits.default_subscription_ttl,
-            change.options or {},
-            secret,
-            now_ms,
-        )
+        ttl_s = change.ttl_s or self.limits.default_subscription_ttl
+        options = dict(change.options or {})
+        trust_id = None
+        if is_trust(subscriber) and self.trusts is not None:
+            if caller is None:  # a pre-signed request, which carries no token
+                raise errors.InvalidRequest("A trust+ subscriber needs a Keystone token.")
+            expires = datetime.datetime.fromtimestamp(now_ms / 1000 + ttl_s, datetime.UTC)
+            trust_id = self.trusts.create(caller, project, expires)
+            options[TRUST_ID] = trust_id
+        try:
+            # Subscribing creates the queue when it does not exist: place it first.
+            subscription_id, created = self.stores.place(project, queue).create_subscription(
+                project, queue, subscriber, ttl_s, options, secret, now_ms
+            )
+        except BaseException:
+            self._forget_trust(caller, trust_id)
+            raise
+        if not created:
+            self._forget_trust(caller, trust_id)  # the subscription there keeps its own
         if not created or self.confirmations is not None:
             existing = self._store(project, queue).get_subscription(
                 project, queue, subscription_id, now_ms
@@ -177,9 +198,27 @@ class Subscriptions:
             raise errors.SubscriptionDoesNotExist(subscription_id, queue, project)
         return found
 
+    def _forget_trust(self, caller: Caller | None, trust_id: str | None) -> None:
+        if trust_id is not None and self.trusts is not None and caller is not None:
+            self.trusts.delete(caller, trust_id)
+
     def update(self, project: str, queue: str, subscription_id: str, document: Any) -> None:
+        """Change a subscription. A ``trust+`` subscriber stays one (and keeps its trust):
+        changing between kinds means subscribing again."""
         change = subscription_change(document, self.limits, self.guard, self.mail)
         now_ms = self.clock.now_ms()
+        if change.subscriber is not None or change.options is not None:
+            current = self.get(project, queue, subscription_id)
+            if change.subscriber is not None and (
+                is_trust(change.subscriber) != is_trust(current.subscriber)
+            ):
+                raise errors.InvalidRequest(
+                    "A trust+ subscriber cannot become another kind, nor another kind a "
+                    "trust+ one: delete the subscription and subscribe again."
+                )
+            if change.options is not None and TRUST_ID in current.options:
+                options = {**change.options, TRUST_ID: current.options[TRUST_ID]}
+                change = dataclasses.replace(change, options=options)
         self._store(project, queue).update_subscription(
             project, queue, subscription_id, change, now_ms
         )
@@ -200,5 +239,15 @@ class Subscriptions:
             if subscription is not None:
                 self.confirmations.request(project, queue, subscription, unsubscribed=True)
 
-    def delete(self, project: str, queue: str, subscription_id: str) -> None:
-        self._store(project, queue).delete_subscription(project, queue, subscription_id)
+    def delete(
+        self, project: str, queue: str, subscription_id: str, caller: Caller | None = None
+    ) -> None:
+        """Delete a subscription, its trust first (if Keystone cannot delete the trust, 503
+        and the subscription stays)."""
+        store = self._store(project, queue)
+        if self.trusts is not None and caller is not None:
+            current = store.get_subscription(project, queue, subscription_id, self.clock.now_ms())
+            trust_id = current.options.get(TRUST_ID) if current is not None else None
+            if isinstance(trust_id, str):
+                self.trusts.delete(caller, trust_id)
+        store.delete_subscription(project, queue, subscription_id)

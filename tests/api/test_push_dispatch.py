@@ -25,17 +25,22 @@ from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 from zaqar_delay.push.mail import MailSender
 from zaqar_delay.push.senders import Senders
+from zaqar_delay.push.trusts import Trusts
 from zaqar_delay.push.webhook import WebhookSender
 
 
 def senders(
-    guard: AddressGuard | None = None, smtp_port: int = 0, allowed_senders: tuple[str, ...] = ()
+    guard: AddressGuard | None = None,
+    smtp_port: int = 0,
+    allowed_senders: tuple[str, ...] = (),
+    trusts: Trusts | None = None,
 ) -> Senders:
-    """Webhooks through ``guard``; mail through an SMTP server on ``smtp_port`` (0: none),
-    from zd@example.com or ``allowed_senders``."""
+    """Webhooks through ``guard`` (with the tokens of ``trusts``); mail through an SMTP
+    server on ``smtp_port`` (0: none), from zd@example.com or ``allowed_senders``."""
     host = "127.0.0.1" if smtp_port else ""
     mail = MailSender(host, smtp_port, "zd@example.com", 5, allowed_senders=allowed_senders)
-    return Senders(WebhookSender(guard or AddressGuard(), timeout_s=5), mail)
+    webhook = WebhookSender(guard or AddressGuard(), timeout_s=5, trusts=trusts)
+    return Senders(webhook, mail)
 
 
 @pytest.fixture

@@ -112,18 +112,18 @@ def test_purge_subscriptions_keeps_messages(api: Api) -> None:
         (
             {"subscriber": "ftp://example.com/x"},
             "The subscriber type of subscription must be supported in the list "
-            "['http', 'https', 'mailto'].",
+            "['http', 'https', 'mailto', 'trust+http', 'trust+https'].",
         ),
         (
-            {"subscriber": "trust+http://example.com/x"},
+            {"subscriber": "trust+ftp://example.com/x"},
             "The subscriber type of subscription must be supported in the list "
-            "['http', 'https', 'mailto'].",
+            "['http', 'https', 'mailto', 'trust+http', 'trust+https'].",
         ),
         ({"subscriber": "http:///nohost"}, "The subscriber http:///nohost names no host."),
         (
             {"subscriber": "", "ttl": 0, "options": {}},
             "The subscriber type of subscription must be supported in the list "
-            "['http', 'https', 'mailto'].",
+            "['http', 'https', 'mailto', 'trust+http', 'trust+https'].",
         ),
         ({"subscriber": "mailto:nobody"}, "A mailto: subscriber needs an e-mail address."),
         ({"subscriber": HOOK, "ttl": "60"}, "TTL must be an integer."),

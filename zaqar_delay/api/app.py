@@ -18,7 +18,7 @@ from zaqar_delay.api.routes import ROUTES
 from zaqar_delay.api.v2 import pools, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.clock import Clock, SystemClock
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import Settings, conf_of
 from zaqar_delay.dashboard import with_dashboard
 from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import open_journal
@@ -29,6 +29,7 @@ from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard, tenant_guard
 from zaqar_delay.push.mail import MailRules, MailSender
 from zaqar_delay.push.senders import Senders
+from zaqar_delay.push.trusts import Trusts, trusts_of
 from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
@@ -54,7 +55,7 @@ def create_wsgi_app(
 def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
     """Run a dispatcher on the service's store, woken by the posts this process serves."""
     guard = push_guard(settings)
-    sender = Senders(*push_senders(settings, guard))
+    sender = Senders(*push_senders(settings, guard, push_trusts(settings)))
     dispatcher = Dispatcher(
         service,
         sender,
@@ -76,9 +77,19 @@ def push_guard(settings: Settings) -> AddressGuard:
     )
 
 
-def push_senders(settings: Settings, guard: AddressGuard) -> tuple[WebhookSender, MailSender]:
-    """The webhook and mail senders of ``[notification]``."""
-    webhook = WebhookSender(guard, settings.push_timeout, settings.push_concurrency)
+def push_trusts(settings: Settings) -> Trusts | None:
+    """Keystone trusts for ``trust+`` subscribers: under keystone, with ``[trustee]``."""
+    if settings.auth_strategy != "keystone":
+        return None
+    return trusts_of(conf_of(settings))
+
+
+def push_senders(
+    settings: Settings, guard: AddressGuard, trusts: Trusts | None = None
+) -> tuple[WebhookSender, MailSender]:
+    """The webhook and mail senders of ``[notification]``; ``trusts`` give the tokens of
+    pushes to ``trust+`` subscribers."""
+    webhook = WebhookSender(guard, settings.push_timeout, settings.push_concurrency, trusts)
     mail = MailSender(
         settings.smtp_host,
         settings.smtp_port,
@@ -160,7 +171,13 @@ def build(
         confirmations = Confirmations(signer, clock, webhook, mail)
     mail_rules = MailRules(settings.smtp_sender, settings.smtp_allowed_senders)
     subscribing = Subscriptions(
-        service.stores, settings.limits, clock, guard, confirmations, mail_rules
+        service.stores,
+        settings.limits,
+        clock,
+        guard,
+        confirmations,
+        mail_rules,
+        push_trusts(settings),
     )
     # The resources that need more than the service.
     special: dict[type[Resource], Resource] = {

@@ -33,6 +33,7 @@ from zaqar_delay.models import Delivery
 from zaqar_delay.push import headers as post_headers
 from zaqar_delay.push.connections import ConnectionPool
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
+from zaqar_delay.push.trusts import TRUST_ID, TrustRefused, Trusts, is_trust, target_of
 
 DELIVERY_ID_HEADER = "X-Zaqar-Delay-Delivery-Id"
 SIGNATURE_HEADER = "X-Zaqar-Delay-Signature"
@@ -110,8 +111,17 @@ def outcome_of(status: int, retry_after: str | None) -> Outcome:
 class WebhookSender:
     """Sends pushes over keep-alive connections that only reach addresses ``guard`` permits."""
 
-    def __init__(self, guard: AddressGuard, timeout_s: float, pool_size: int = 32) -> None:
-        """``pool_size``: idle connections kept per receiver (the dispatcher's concurrency)."""
+    def __init__(
+        self,
+        guard: AddressGuard,
+        timeout_s: float,
+        pool_size: int = 32,
+        trusts: Trusts | None = None,
+    ) -> None:
+        """``pool_size``: idle connections kept per receiver (the dispatcher's concurrency);
+        ``trusts``: where the token of a push to a ``trust+`` subscriber comes from (without
+        them such a push carries none)."""
+        self.trusts = trusts
         self.timeout_s = timeout_s
         self.connections = ConnectionPool(guard, timeout_s, pool_size)
 
@@ -124,7 +134,16 @@ class WebhookSender:
         headers[SIGNATURE_HEADER] = signature(
             delivery.subscription.secret, now_ms, delivery.id, body
         )
-        return self.post(delivery.subscription.subscriber, body, headers)
+        subscriber = delivery.subscription.subscriber
+        trust_id = options.get(TRUST_ID)
+        if is_trust(subscriber) and self.trusts is not None and isinstance(trust_id, str):
+            try:
+                headers["X-Auth-Token"] = self.trusts.token(trust_id)
+            except TrustRefused as exc:
+                return Outcome("permanent", f"the trust was refused: {exc}")
+            except OSError as exc:
+                return Outcome("retry", str(exc))
+        return self.post(target_of(subscriber), body, headers)
 
     def post(self, url: str, body: bytes, headers: dict[str, str]) -> Outcome:
         """POST ``body`` to ``url`` once, through the guard, without following redirects."""

@@ -10,8 +10,20 @@ from zaqar_delay.api import body, params, schemas, views
 from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import ok, query
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.push.trusts import Caller
 from zaqar_delay.service import Service
 from zaqar_delay.subscriptions import Subscriptions
+
+
+def caller_of(req: falcon.Request) -> Caller | None:
+    """The user keystonemiddleware validated (it replaced the identity headers with the
+    token's); None without a token, or for a pre-signed request, which skipped validation.
+    Used only under keystone, where trusts are made."""
+    token, user_id = req.get_header("X-Auth-Token"), req.get_header("X-User-Id")
+    if not token or not user_id or req.get_header("URL-Signature") is not None:
+        return None
+    roles = tuple(r.strip() for r in (req.get_header("X-Roles") or "").split(",") if r.strip())
+    return Caller(token, user_id, roles)
 
 
 class SubscriptionResource(Resource):
@@ -55,7 +67,7 @@ class SubscriptionCollection(SubscriptionResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         document = body.read_json(req)
         subscription_id, secret = self.subscriptions.create(
-            req.context.project, queue_name, {} if document is None else document
+            req.context.project, queue_name, {} if document is None else document, caller_of(req)
         )
         resp.status = falcon.HTTP_201
         resp.location = req.path
@@ -94,7 +106,7 @@ class SubscriptionItem(SubscriptionResource):
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, subscription_id: str
     ) -> None:
-        self.subscriptions.delete(req.context.project, queue_name, subscription_id)
+        self.subscriptions.delete(req.context.project, queue_name, subscription_id, caller_of(req))
         resp.status = falcon.HTTP_204
 
 

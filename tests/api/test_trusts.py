@@ -1,0 +1,181 @@
+"""``trust+http(s)://`` subscribers under keystone: a trust from the subscribing user to the
+``[trustee]`` service user is made when subscribing, each push carries a token obtained
+through it, and it is deleted with the subscription.
+
+keystonemiddleware validates the user's token (its AuthTokenFixture); the trust calls and the
+service user's authentication go to a Keystone v3 stand-in (``tests/keystone_standin.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.api.conftest import Api
+from tests.api.test_keystone import Keystone, keystone_app
+from tests.api.test_push_dispatch import senders
+from tests.api.test_push_security import dispatching
+from tests.keystone_standin import KeystoneStandIn
+from tests.receiver import receiver
+from zaqar_delay.api.app import push_trusts
+from zaqar_delay.conf import load_settings
+from zaqar_delay.push.dispatcher import Dispatcher
+from zaqar_delay.push.guard import AddressGuard
+from zaqar_delay.service import Service
+from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+
+SUBS = "/v2/queues/q/subscriptions"
+SERVICE_USER, SERVICE_PASSWORD = "zaqar-delay", "service-secret"
+
+
+@pytest.fixture
+def keystone_server() -> Iterator[KeystoneStandIn]:
+    server = KeystoneStandIn({SERVICE_USER: SERVICE_PASSWORD}, lambda: "unused", []).start()
+    yield server
+    server.stop()
+
+
+def trustee_conf(keystone_server: KeystoneStandIn) -> str:
+    return (
+        "[trustee]\nauth_type = password\n"
+        f"auth_url = {keystone_server.url}\nusername = {SERVICE_USER}\n"
+        f"password = {SERVICE_PASSWORD}\nuser_domain_id = default\n"
+        "[notification]\nallowed_networks = 127.0.0.0/8\n"
+    )
+
+
+@pytest.fixture
+def deployment(
+    tmp_path: Path, embedded_redis: EmbeddedRedis, keystone_server: KeystoneStandIn
+) -> Iterator[tuple[Keystone, Service, Path]]:
+    extra = trustee_conf(keystone_server)
+    for keystone, service in keystone_app(tmp_path, embedded_redis, extra):
+        yield keystone, service, tmp_path / "zaqar-delay.conf"
+
+
+def user_token(keystone: Keystone, server: KeystoneStandIn) -> str:
+    """A member of p1 (user ``u-p1``), known to keystonemiddleware and to the stand-in."""
+    token = keystone.token("p1", "member")
+    server.user_tokens[token] = "u-p1"
+    return token
+
+
+def dispatch_once(service: Service, conf: Path) -> None:
+    trusts = push_trusts(load_settings([str(conf)]))
+    assert trusts is not None
+    dispatcher = Dispatcher(service, senders(AddressGuard(), trusts=trusts), concurrency=2)
+    try:
+        assert dispatcher.run_once() == 1
+    finally:
+        dispatcher.stop()
+
+
+def test_a_trust_subscriber_is_pushed_with_a_token_obtained_through_its_trust(
+    deployment: tuple[Keystone, Service, Path], keystone_server: KeystoneStandIn
+) -> None:
+    keystone, service, conf = deployment
+    token = user_token(keystone, keystone_server)
+    with receiver() as hook:
+        created = keystone.call(
+            "POST", SUBS, token=token, json={"subscriber": "trust+" + hook.url, "ttl": 3600}
+        )
+        assert created.status_code == 201, created.text
+        # The trust: from the user to the service user, on the project, with the user's roles.
+        (trust,) = keystone_server.trusts.values()
+        assert trust["trustor_user_id"] == "u-p1"
+        assert trust["trustee_user_id"] == SERVICE_USER
+        assert trust["project_id"] == "p1"
+        assert sorted(r["name"] for r in trust["roles"]) == ["member", "reader"]
+        assert trust["impersonation"] is True
+        posted = keystone.call(
+            "POST", "/v2/queues/q/messages", token=token, json={"messages": [{"body": 1}]}
+        )
+        assert posted.status_code == 201, posted.text
+        dispatch_once(service, conf)
+        (push,) = hook.wait_for(1)
+        sent = push.headers["X-Auth-Token"]
+        assert keystone_server.trust_tokens[sent] == trust["id"]
+        assert push.json()["body"] == 1
+        sid = created.json["subscription_id"]
+        shown = keystone.call("GET", f"{SUBS}/{sid}", token=token).json
+        assert shown["subscriber"] == "trust+" + hook.url
+        assert shown["last_delivery"]["outcome"] == "delivered"
+        # Deleting the subscription deletes its trust.
+        assert keystone.call("DELETE", f"{SUBS}/{sid}", token=token).status_code == 204
+        assert keystone_server.trusts == {}
+
+
+def test_a_deleted_trust_fails_the_push_for_good_and_sends_nothing(
+    deployment: tuple[Keystone, Service, Path], keystone_server: KeystoneStandIn
+) -> None:
+    keystone, service, conf = deployment
+    token = user_token(keystone, keystone_server)
+    with receiver() as hook:
+        created = keystone.call(
+            "POST", SUBS, token=token, json={"subscriber": "trust+" + hook.url, "ttl": 3600}
+        )
+        assert created.status_code == 201, created.text
+        keystone_server.trusts.clear()  # the user revoked it in Keystone
+        keystone.call(
+            "POST", "/v2/queues/q/messages", token=token, json={"messages": [{"body": 1}]}
+        )
+        dispatch_once(service, conf)
+        assert hook.received == []
+        sid = created.json["subscription_id"]
+        shown = keystone.call("GET", f"{SUBS}/{sid}", token=token).json
+        assert shown["last_delivery"]["outcome"] == "permanent"
+
+
+def test_only_the_service_sets_a_trust_id(
+    deployment: tuple[Keystone, Service, Path], keystone_server: KeystoneStandIn
+) -> None:
+    keystone, _, _ = deployment
+    token = user_token(keystone, keystone_server)
+    # The attack: naming another user's trust to the service user, to act as them.
+    stolen = {"subscriber": "trust+http://203.0.113.9/x", "options": {"trust_id": "someone"}}
+    refused = keystone.call("POST", SUBS, token=token, json=stolen)
+    assert refused.status_code == 400
+    assert "trust_id" in refused.json["description"]
+    assert keystone_server.trusts == {}
+    created = keystone.call(
+        "POST", SUBS, token=token, json={"subscriber": "trust+http://203.0.113.9/x"}
+    )
+    sid = created.json["subscription_id"]
+    patch = keystone.call(
+        "PATCH", f"{SUBS}/{sid}", token=token, json={"options": {"trust_id": "someone"}}
+    )
+    assert patch.status_code == 400
+    # Other options change; the trust stays.
+    kept = keystone.call("PATCH", f"{SUBS}/{sid}", token=token, json={"options": {"a": 1}})
+    assert kept.status_code == 204, kept.text
+    options = keystone.call("GET", f"{SUBS}/{sid}", token=token).json["options"]
+    assert options["a"] == 1 and options["trust_id"] in keystone_server.trusts
+
+
+def test_when_keystone_refuses_the_trust_nothing_is_subscribed(
+    deployment: tuple[Keystone, Service, Path], keystone_server: KeystoneStandIn
+) -> None:
+    keystone, _, _ = deployment
+    token = keystone.token("p1", "member")  # not a token the stand-in knows: 403 there
+    answer = keystone.call(
+        "POST", SUBS, token=token, json={"subscriber": "trust+http://203.0.113.9/x"}
+    )
+    assert answer.status_code == 503, answer.text
+    assert keystone_server.trusts == {}
+    listed = keystone.call("GET", SUBS, token=keystone.token("p1", "reader")).json
+    assert listed["subscriptions"] == []
+
+
+def test_under_noauth_a_trust_subscriber_is_pushed_without_a_token(api: Api) -> None:
+    with receiver() as hook:
+        created = api.post(SUBS, json={"subscriber": "trust+" + hook.url})
+        assert created.status_code == 201, created.text
+        api.post_messages("q", {"body": 1})
+        with dispatching(api) as dispatcher:
+            assert dispatcher.run_once() == 1
+        (push,) = hook.wait_for(1)
+        # Sent to the URI without trust+ (no Keystone here: no trust, no token).
+        assert "X-Auth-Token" not in push.headers
+        assert push.json()["body"] == 1
