@@ -115,6 +115,13 @@ def test_a_refusal_by_keystonemiddleware_carries_a_request_id_too(
     assert REQUEST_ID.match(refused.headers["x-openstack-request-id"])
 
 
+def test_a_location_stays_relative_as_zaqars(deploy: Callable[[str], Deployment]) -> None:
+    noauth = deploy("")
+    created = noauth.client.simulate_put("/v2/queues/q", headers=HEADERS, json={})
+    assert created.status_code == 201
+    assert created.headers["Location"] == "/v2/queues/q"
+
+
 # -- /healthcheck ------------------------------------------------------------------------------
 
 

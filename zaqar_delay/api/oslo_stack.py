@@ -3,9 +3,9 @@
 - ``http_proxy_to_wsgi`` (with ``[oslo_middleware] enable_proxy_headers_parsing``): behind a
   TLS proxy, the scheme, host and client address are the forwarded ones
   (``Forwarded``, or ``X-Forwarded-Proto``/``-Host``/``-For``);
-- ``request_id``: ``x-openstack-request-id`` on every response, authentication refusals
-  included; the API and the logs use the same id (``openstack.request_id`` in the
-  environment);
+- ``request_id``'s contract (:class:`RequestIds`): ``x-openstack-request-id`` on every
+  response, authentication refusals included; the API and the logs use the same id
+  (``openstack.request_id`` in the environment);
 - ``cors`` (with ``[cors] allowed_origin``): the dashboard or another web client served from
   another origin;
 - ``healthcheck`` at ``/healthcheck`` (``[healthcheck]`` options, such as
@@ -14,15 +14,19 @@
   caller the ``health:get`` rule allows (keystone) or that sends the admin role (noauth).
 
 Layers that an option turns on are left out when it is off, so a deployment pays only for
-what it uses.
+what it uses. ``cors`` and ``http_proxy_to_wsgi`` answer through webob, which makes a
+``Location`` header absolute (from the forwarded host, behind a proxy); without them it stays
+the relative one Zaqar sends.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from oslo_config import cfg
+from oslo_context import context
 from oslo_middleware import cors, healthcheck, http_proxy_to_wsgi, request_id
 from oslo_middleware.healthcheck import opts as healthcheck_opts
 
@@ -32,6 +36,8 @@ from zaqar_delay.api.authorization import Authorizer, keystone_authorizer
 from zaqar_delay.conf import Settings, conf_of
 
 HEALTHCHECK_PATH = "/healthcheck"
+GLOBAL_ID = re.compile(request_id.ID_FORMAT)
+_INBOUND_ENV = "HTTP_" + request_id.INBOUND_HEADER.upper().replace("-", "_")
 # What a browser client of the API sends and reads (``[cors]`` options may change them).
 CORS_DEFAULTS: dict[str, list[str]] = {
     "allow_headers": [
@@ -124,6 +130,37 @@ class HealthcheckRoute:
         return result
 
 
+class RequestIds:
+    """oslo.middleware's ``request_id`` contract, as plain WSGI: a fresh id (oslo.context's
+    generator) in ``openstack.request_id``, a valid inbound ``X-OpenStack-Request-ID`` in
+    ``openstack.global_request_id``, and the id in ``x-openstack-request-id`` on every
+    response. oslo's own class answers through webob, which rewrites a relative
+    ``Location`` (Zaqar's) into an absolute URI, and costs about 19 µs a request."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self._app = app
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        inbound = environ.get(_INBOUND_ENV, "")
+        if GLOBAL_ID.match(inbound):
+            environ[request_id.GLOBAL_REQ_ID] = inbound
+        given = context.generate_request_id()
+        environ[request_id.ENV_REQUEST_ID] = given
+
+        def start_with_id(
+            status: str, headers: list[tuple[str, str]], *exc_info: Any
+        ) -> Callable[[bytes], Any]:
+            if not any(k.lower() == request_id.HTTP_RESP_HEADER_REQUEST_ID for k, _ in headers):
+                headers = [*headers, (request_id.HTTP_RESP_HEADER_REQUEST_ID, given)]
+            result: Callable[[bytes], Any] = start_response(status, headers, *exc_info)
+            return result
+
+        result: Iterable[bytes] = self._app(environ, start_with_id)
+        return result
+
+
 def with_oslo_middleware(app: WSGIApp, settings: Settings) -> WSGIApp:
     """``app`` (authentication included) inside the layers of the module's docstring."""
     conf = conf_of(settings)
@@ -134,7 +171,7 @@ def with_oslo_middleware(app: WSGIApp, settings: Settings) -> WSGIApp:
     wrapped: WSGIApp = HealthcheckRoute(app, settings)
     if conf.cors.allowed_origin:
         wrapped = cors.CORS(wrapped, conf)
-    wrapped = request_id.RequestId(wrapped)
+    wrapped = RequestIds(wrapped)
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         wrapped = http_proxy_to_wsgi.HTTPProxyToWSGI(wrapped, conf)
     outermost = wrapped
