@@ -62,6 +62,15 @@ def user_token(keystone: Keystone, server: KeystoneStandIn) -> str:
     return token
 
 
+def subscribe_trust(keystone: Keystone, token: str, url: str) -> str:
+    """Subscribe ``trust+url`` with ``token``; the subscription's id."""
+    created = keystone.call(
+        "POST", SUBS, token=token, json={"subscriber": "trust+" + url, "ttl": 3600}
+    )
+    assert created.status_code == 201, created.text
+    return str(created.json["subscription_id"])
+
+
 def dispatch_once(service: Service, conf: Path) -> None:
     trusts = push_trusts(load_settings([str(conf)]))
     assert trusts is not None
@@ -78,10 +87,7 @@ def test_a_trust_subscriber_is_pushed_with_a_token_obtained_through_its_trust(
     keystone, service, conf = deployment
     token = user_token(keystone, keystone_server)
     with receiver() as hook:
-        created = keystone.call(
-            "POST", SUBS, token=token, json={"subscriber": "trust+" + hook.url, "ttl": 3600}
-        )
-        assert created.status_code == 201, created.text
+        sid = subscribe_trust(keystone, token, hook.url)
         # The trust: from the user to the service user, on the project, with the user's roles.
         (trust,) = keystone_server.trusts.values()
         assert trust["trustor_user_id"] == "u-p1"
@@ -98,7 +104,6 @@ def test_a_trust_subscriber_is_pushed_with_a_token_obtained_through_its_trust(
         sent = push.headers["X-Auth-Token"]
         assert keystone_server.trust_tokens[sent] == trust["id"]
         assert push.json()["body"] == 1
-        sid = created.json["subscription_id"]
         shown = keystone.call("GET", f"{SUBS}/{sid}", token=token).json
         assert shown["subscriber"] == "trust+" + hook.url
         assert shown["last_delivery"]["outcome"] == "delivered"
@@ -113,17 +118,13 @@ def test_a_deleted_trust_fails_the_push_for_good_and_sends_nothing(
     keystone, service, conf = deployment
     token = user_token(keystone, keystone_server)
     with receiver() as hook:
-        created = keystone.call(
-            "POST", SUBS, token=token, json={"subscriber": "trust+" + hook.url, "ttl": 3600}
-        )
-        assert created.status_code == 201, created.text
+        sid = subscribe_trust(keystone, token, hook.url)
         keystone_server.trusts.clear()  # the user revoked it in Keystone
         keystone.call(
             "POST", "/v2/queues/q/messages", token=token, json={"messages": [{"body": 1}]}
         )
         dispatch_once(service, conf)
         assert hook.received == []
-        sid = created.json["subscription_id"]
         shown = keystone.call("GET", f"{SUBS}/{sid}", token=token).json
         assert shown["last_delivery"]["outcome"] == "permanent"
 
