@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 import falcon
+from oslo_middleware import request_id
 
 from zaqar_delay import errors, validation
 from zaqar_delay.api.authorization import Authorizer
@@ -25,8 +26,12 @@ from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
 
 LOG = logging.getLogger(__name__)
-REQUEST_ID_HEADER = "x-openstack-request-id"
-ENV_REQUEST_ID = "openstack.request_id"
+
+
+def new_request_id() -> str:
+    """A request id in oslo.context's form (``req-<uuid4>``). Random, not secret: the
+    generator's bits spare a getrandom() call per request."""
+    return f"req-{uuid.UUID(int=random.getrandbits(128), version=4)}"
 
 
 class RequestContext:
@@ -52,13 +57,12 @@ class RequestContext:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         # oslo.middleware's request_id (oslo_stack.py) made one and adds the header itself.
-        given = req.env.get(ENV_REQUEST_ID)
+        given = req.env.get(request_id.ENV_REQUEST_ID)
         if given is not None:
             req.context.request_id = given
         else:
-            # Random, not secret: the generator's bits spare a getrandom() call per request.
-            req.context.request_id = f"req-{uuid.UUID(int=random.getrandbits(128), version=4)}"
-            resp.set_header(REQUEST_ID_HEADER, req.context.request_id)
+            req.context.request_id = new_request_id()
+            resp.set_header(request_id.HTTP_RESP_HEADER_REQUEST_ID, req.context.request_id)
         # What oslo.log's formatters read: each line logged while serving names the request.
         req.context.logging = request_context(req.context.request_id)
 

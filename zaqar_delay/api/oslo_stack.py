@@ -21,9 +21,7 @@ the relative one Zaqar sends.
 
 from __future__ import annotations
 
-import random
 import re
-import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -34,6 +32,7 @@ from oslo_middleware.healthcheck import opts as healthcheck_opts
 from zaqar_delay import errors
 from zaqar_delay.api.auth import WSGIApp, protect
 from zaqar_delay.api.authorization import Authorizer, keystone_authorizer
+from zaqar_delay.api.middleware import new_request_id
 from zaqar_delay.conf import Settings, conf_of
 
 HEALTHCHECK_PATH = "/healthcheck"
@@ -147,9 +146,7 @@ class RequestIds:
         inbound = environ.get(_INBOUND_ENV, "")
         if GLOBAL_ID.match(inbound):
             environ[request_id.GLOBAL_REQ_ID] = inbound
-        # oslo.context's form (req-<uuid4>); random, not secret: the generator's bits spare
-        # the getrandom() call of uuid4 on every request.
-        given = f"req-{uuid.UUID(int=random.getrandbits(128), version=4)}"
+        given = new_request_id()
         environ[request_id.ENV_REQUEST_ID] = given
 
         def start_with_id(
