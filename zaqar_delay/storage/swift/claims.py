@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from zaqar_delay import errors
@@ -59,10 +60,11 @@ class ClaimOps(SwiftBase):
         )
 
     def _return_lapsed_claims(
-        self, project: str, queue: str, policy: QueuePolicy, now_ms: int
+        self, project: str, queue: str, policy_of: Callable[[], QueuePolicy], now_ms: int
     ) -> bool:
         """Messages whose claim ran out become claimable again, at their own due time or after
-        the queue's retry backoff; True when any did."""
+        the queue's retry backoff; True when any did. ``policy_of()`` gives the queue's
+        policy, asked for only when a claim lapsed."""
         prefix = self._index_prefix(project, queue, "c")
         lapsed = self._swift.listing(
             self._container(names.INDEX),
@@ -70,6 +72,9 @@ class ClaimOps(SwiftBase):
             end_marker=prefix + names.time_part(now_ms + 1),
             limit=self._list_scan_budget,
         )
+        if not lapsed:
+            return False
+        policy = policy_of()
 
         def give_back(entry: dict[str, Any]) -> None:
             fields = names.fields_of(entry["content_type"])
@@ -94,7 +99,7 @@ class ClaimOps(SwiftBase):
             self._delete_index_entry(entry["name"])
 
         self._swift.each(give_back, lapsed)
-        return bool(lapsed)
+        return True
 
     # -- taking --------------------------------------------------------------------------------
 
@@ -212,8 +217,10 @@ class ClaimOps(SwiftBase):
     ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
         expires_ms = now_ms + ttl_s * 1000
-        policy = self._policy(project, queue)
-        self._return_lapsed_claims(project, queue, policy, now_ms)
+        # Needed for dead letters in any case: read while lapsed claims are looked for.
+        policy_read = self._swift.submit(self._policy, project, queue)
+        self._return_lapsed_claims(project, queue, policy_read.result, now_ms)
+        policy = policy_read.result()
         taken = self._take(project, queue, Slot(0, 0, claim_id, expires_ms), limit, now_ms)
         if not taken:
             return ClaimOutcome(None)
@@ -274,7 +281,7 @@ class ClaimOps(SwiftBase):
 
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
         holder = Slot(0, 0, secrets.token_hex(16), now_ms + POP_HOLD_MS)
-        self._return_lapsed_claims(project, queue, self._policy(project, queue), now_ms)
+        self._return_lapsed_claims(project, queue, lambda: self._policy(project, queue), now_ms)
         taken = self._take(project, queue, holder, limit, now_ms)
         self._swift.each(
             lambda t: self._remove_message(project, queue, t.message_id, t.doc, None), taken
@@ -400,7 +407,7 @@ class ClaimOps(SwiftBase):
         after = markers.due(marker)
         if after is not None and not names.is_message_id(after[1]):
             raise errors.InvalidParameter('The "marker" parameter is invalid.')
-        self._return_lapsed_claims(project, queue, self._policy(project, queue), now_ms)
+        self._return_lapsed_claims(project, queue, lambda: self._policy(project, queue), now_ms)
         prefix = self._index_prefix(project, queue, "d")
         start = f"{prefix}{names.time_part(after[0])}/{after[1]}" if after else ""
         end = prefix + names.time_part(now_ms + 1) if not include_delayed else ""

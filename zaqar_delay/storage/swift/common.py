@@ -367,15 +367,24 @@ class SwiftBase(Driver):
             raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
 
     def _remove_message(
-        self, project: str, queue: str, message_id: str, doc: Doc | None, slot: Slot | None
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        doc: Doc | None,
+        slot: Slot | None,
+        held: bool = False,
     ) -> None:
         """Delete the message, then what indexes it. A failure part-way leaves index entries
-        without a message, which claimers remove when they meet them (``ORPHAN_GRACE_MS``)."""
+        without a message, which claimers remove when they meet them (``ORPHAN_GRACE_MS``).
+        ``held``: ``slot``'s live claim holds it, and that claim replaced its due entry with
+        a claimed one, so only the latter is deleted (should the claimer have died before
+        deleting the due entry, claimers remove it as any orphan)."""
         self._swift.delete(
             self._container(names.MESSAGES), self._message_name(project, queue, message_id)
         )
         entries = []
-        if doc is not None:
+        if doc is not None and not held:
             entries.append(self._due_entry(project, queue, int(doc["d"]), message_id))
         if slot is not None and slot.expires_ms:
             entries.append(self._claimed_entry(project, queue, slot.expires_ms, message_id))

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from zaqar_delay import errors
@@ -128,7 +129,8 @@ class MessageOps(SwiftBase):
         client_id: str,
         now_ms: int,
     ) -> Posted:
-        return self._post(project, queue, messages, client_id, now_ms, queue_exists=False)
+        subscribed = self._swift.submit(self._live_subscription_ids, project, queue, now_ms)
+        return self._post(project, queue, messages, client_id, now_ms, subscribed, False)
 
     def _post(
         self,
@@ -137,23 +139,22 @@ class MessageOps(SwiftBase):
         messages: Sequence[NewMessage],
         client_id: str,
         now_ms: int,
-        *,
+        subscribed: Future[list[str]],
         queue_exists: bool,
     ) -> Posted:
-        """``queue_exists``: its metadata was just read, so it is not created again."""
+        """``subscribed``: the reading of the queue's live subscriptions, started by the
+        caller and awaited only once the messages are stored, since nothing before needs it;
+        ``queue_exists``: its metadata was just read, so it is not created again."""
         ids = names.new_ids(now_ms, len(messages))
         documents = [self._document(m, client_id, now_ms) for m in messages]
-        # Independent of the dedup ids, and made meanwhile: the queue created if absent, and
-        # the subscriptions owed these messages read.
+        # Independent of the dedup ids, and made meanwhile: the queue created if absent.
         queue_made = self._swift.submit(
             lambda: None if queue_exists else self._ensure_queue(project, queue, now_ms)
         )
-        subscribed = self._swift.submit(self._live_subscription_ids, project, queue, now_ms)
         duplicate_of, generations = self._remember_dedup_ids(
             project, queue, messages, ids, documents, now_ms
         )
         queue_made.result()
-        subscriptions = subscribed.result()
         fresh = [(ids[i], documents[i]) for i in range(len(ids)) if i not in duplicate_of]
         if len(fresh) > 1:
             fresh = [(mid, {**doc, "bt": fresh[0][0]}) for mid, doc in fresh]
@@ -165,7 +166,7 @@ class MessageOps(SwiftBase):
         return Posted(
             [duplicate_of.get(i) or ids[i] for i in range(len(ids))],
             tuple(sorted(duplicate_of)),
-            push_due_ms=self._owe_pushes(project, queue, fresh, now_ms, subscriptions),
+            push_due_ms=self._owe_pushes(project, queue, fresh, now_ms, subscribed.result()),
         )
 
     def _remember_dedup_ids(
@@ -225,13 +226,15 @@ class MessageOps(SwiftBase):
         metadata_version: str,
     ) -> Posted | VersionedMetadata:
         """Reads the metadata text first: the check is not atomic with the write (a change in
-        between is stored under, as on MongoDB)."""
+        between is stored under, as on MongoDB). The queue's subscriptions are read meanwhile,
+        so a post waits for one read before its writes, not two."""
+        subscribed = self._swift.submit(self._live_subscription_ids, project, queue, now_ms)
         stored = self._metadata_text(project, queue)
         current = metadata_version_of(stored)
         if current != metadata_version:
             return VersionedMetadata({} if stored is None else dict(json.loads(stored)), current)
         posted = self._post(
-            project, queue, messages, client_id, now_ms, queue_exists=stored is not None
+            project, queue, messages, client_id, now_ms, subscribed, stored is not None
         )
         return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or "{}"))
 
@@ -315,13 +318,16 @@ class MessageOps(SwiftBase):
     ) -> None:
         if not names.is_message_id(message_id):
             return
+        # Both are needed for any message there is to delete: read at once.
+        latest = self._swift.submit(self._current_slot, project, queue, message_id)
         doc = self._read_message(project, queue, message_id)
         if doc is None:
             return
-        slot = self._current_slot(project, queue, message_id)
+        slot = latest.result()
+        held = int(doc["e"]) > now_ms and slot.live(now_ms)
         if int(doc["e"]) > now_ms:
             self._check_claim(project, queue, slot, claim_id, now_ms)
-        self._remove_message(project, queue, message_id, doc, slot)
+        self._remove_message(project, queue, message_id, doc, slot, held)
 
     def delete_messages(
         self,
@@ -348,7 +354,15 @@ class MessageOps(SwiftBase):
                 if slot.live(now_ms) and slot.claim_id not in allowed:
                     raise errors.MessageIsClaimed()
         self._swift.each(
-            lambda i: self._remove_message(project, queue, i, docs[i], slots[i]), present
+            lambda i: self._remove_message(
+                project,
+                queue,
+                i,
+                docs[i],
+                slots[i],
+                int(docs[i]["e"]) > now_ms and slots[i].live(now_ms),
+            ),
+            present,
         )
 
     def edit_message(
