@@ -37,6 +37,9 @@ class KeystoneStandIn:
         self.user_tokens: dict[str, str] = {}  # trustor tokens the test registers -> user id
         self.trusts: dict[str, dict[str, Any]] = {}  # live trusts by id
         self.trust_tokens: dict[str, str] = {}  # trust-scoped tokens issued -> trust id
+        # Told of each trust-scoped token as it is issued (token, trust), to make it known to
+        # the services it is sent to.
+        self.on_trust_token: Callable[[str, dict[str, Any]], None] | None = None
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -147,6 +150,8 @@ class KeystoneStandIn:
                 now = datetime.datetime.now(datetime.UTC)
                 issued = f"trust-{uuid.uuid4().hex}"
                 standin.trust_tokens[issued] = trust_id
+                if standin.on_trust_token is not None:
+                    standin.on_trust_token(issued, trust)
                 token = {
                     "methods": ["password"],
                     "issued_at": now.isoformat(),

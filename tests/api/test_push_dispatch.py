@@ -78,6 +78,7 @@ def test_pushed_when_due_never_before(api: Api, dispatcher: Dispatcher) -> None:
             "age": 30,
             "body": {"n": 1},
             "queue_name": "q",
+            "Message_Type": "Notification",
         }
         assert push.headers["X-Zaqar-Delay-Delivery-Id"] == f"{sid}:{mid}"
         assert push.headers["X-Zaqar-Delay-Attempt"] == "1"
@@ -285,11 +286,17 @@ def test_post_data_template_and_headers(api: Api, dispatcher: Dispatcher) -> Non
             post_data='{"event": "due", "message": "$zaqar_message$"}',
             post_headers={"X-Team": "billing"},
         )
-        api.post_messages("q", {"body": 7})
+        [mid] = api.post_messages("q", {"body": 7, "ttl": 120})
         dispatcher.run_once()
         [push] = hook.wait_for(1)
-        assert push.json()["event"] == "due" and push.json()["message"]["body"] == 7
+        # A template embeds Zaqar's own notification: the message as posted, its queue and
+        # type, as Zaqar clients expect; the delivery id header still names the message.
+        assert push.json() == {
+            "event": "due",
+            "message": {"body": 7, "ttl": 120, "queue_name": "q", "Message_Type": "Notification"},
+        }
         assert push.headers["X-Team"] == "billing"
+        assert push.headers["X-Zaqar-Delay-Delivery-Id"].endswith(f":{mid}")
 
 
 def test_a_denied_address_is_never_connected_to(api: Api) -> None:

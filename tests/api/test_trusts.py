@@ -8,8 +8,14 @@ service user's authentication go to a Keystone v3 stand-in (``tests/keystone_sta
 
 from __future__ import annotations
 
+import contextlib
+import json
+import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 
@@ -180,3 +186,71 @@ def test_under_noauth_a_trust_subscriber_is_pushed_without_a_token(api: Api) -> 
         # Sent to the URI without trust+ (no Keystone here: no trust, no token).
         assert "X-Auth-Token" not in push.headers
         assert push.json()["body"] == 1
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def served(app: Any) -> Iterator[str]:
+    """``app`` served over HTTP on a loopback port; its base URL."""
+    server = make_server("127.0.0.1", 0, app, handler_class=QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_tempests_trust_subscription_posts_zaqars_notification_to_another_queue(
+    deployment: tuple[Keystone, Service, Path], keystone_server: KeystoneStandIn
+) -> None:
+    """Tempest's ``test_trust_subscription``: a ``trust+`` subscriber that is the API itself,
+    posting each notification to another queue of the project through a ``post_data``
+    template, with the token of the trust. Every notification there is Zaqar's: the message
+    as posted, its queue's name and ``Message_Type``."""
+    keystone, service, conf = deployment
+    token = user_token(keystone, keystone_server)
+    issued: list[str] = []
+
+    def validated_as_keystone_would(trust_token: str, trust: dict[str, Any]) -> None:
+        # A trust-scoped token with impersonation is the trustor's, on the trust's project,
+        # with the trust's roles.
+        issued.append(trust_token)
+        keystone.tokens.add_token_data(
+            token_id=trust_token,
+            project_id=trust["project_id"],
+            user_id=trust["trustor_user_id"],
+            role_list=[role["name"] for role in trust["roles"]],
+        )
+
+    keystone_server.on_trust_token = validated_as_keystone_would
+    with served(keystone.client.app) as api_url:
+        options = {
+            "post_data": json.dumps({"messages": [{"body": "$zaqar_message$", "ttl": 60}]}),
+            "post_headers": {"X-Project-ID": "p1", "Client-ID": str(uuid.uuid4())},
+        }
+        subscriber = f"trust+{api_url}/v2/queues/sub/messages"
+        created = keystone.call(
+            "POST",
+            SUBS,
+            token=token,
+            json={"ttl": 1200, "subscriber": subscriber, "options": options},
+        )
+        assert created.status_code == 201, created.text
+        message = {"body": {"key1": "value1", "key2": 7}, "ttl": 300}
+        posted = keystone.call(
+            "POST", "/v2/queues/q/messages", token=token, json={"messages": [message]}
+        )
+        assert posted.status_code == 201, posted.text
+        dispatch_once(service, conf)
+    assert len(issued) == 1, "the push was not made with a token of the trust"
+    listed = keystone.call("GET", "/v2/queues/sub/messages", token=token)
+    assert listed.status_code == 200, listed.text
+    [notification] = listed.json["messages"]
+    assert notification["body"] == {**message, "queue_name": "q", "Message_Type": "Notification"}
+    assert notification["ttl"] == 60

@@ -1,10 +1,14 @@
 """One push of a message to an ``http(s)://`` subscriber, and what its answer means.
 
-The body is Zaqar's webhook payload: the message as the API shows it plus ``queue_name``, or
-the subscription's ``post_data`` template with ``"$zaqar_message$"`` replaced by it; its
-``post_headers`` are sent too, but for those that would frame or route the request
-(``push.headers``). Every request carries a stable delivery id and an HMAC-SHA256 signature
-over the timestamp, the delivery id and the body, keyed with the subscription's secret:
+The body is the message as the API shows it plus ``queue_name`` and Zaqar's ``Message_Type``
+(``Notification``; confirmations are of other types). With a ``post_data`` template, its
+``"$zaqar_message$"`` is replaced by Zaqar's own notification, the message as posted: ``body``,
+``ttl``, ``queue_name`` and ``Message_Type``. A template embeds the message in a request to
+another API (another queue, Heat, Mistral), built by Zaqar clients against Zaqar's shape; the
+delivery id header still names the message. The ``post_headers`` are sent too, but for those
+that would frame or route the request (``push.headers``). Every request carries a stable
+delivery id and an HMAC-SHA256 signature over the timestamp, the delivery id and the body,
+keyed with the subscription's secret:
 
     X-Zaqar-Delay-Signature: t=<ms>,v2=<hex of HMAC-SHA256(secret, "<ms>.<delivery id>." + body)>
 
@@ -39,6 +43,8 @@ DELIVERY_ID_HEADER = "X-Zaqar-Delay-Delivery-Id"
 SIGNATURE_HEADER = "X-Zaqar-Delay-Signature"
 ATTEMPT_HEADER = "X-Zaqar-Delay-Attempt"
 TEMPLATE = '"$zaqar_message$"'
+# Zaqar's Message_Type of a message's push (confirmations are SubscriptionConfirmation...).
+NOTIFICATION = "Notification"
 USER_AGENT = f"zaqar-delay/{zaqar_delay.__version__}"
 # A receiver's Retry-After is honoured up to a day: a larger one would push a retry's time
 # past what the store keeps, and past any message's life anyway.
@@ -69,14 +75,25 @@ def message_document(delivery: Delivery, now_ms: int) -> dict[str, Any]:
     }
 
 
+def zaqar_notification(delivery: Delivery) -> dict[str, Any]:
+    """Zaqar's notification of a message: as posted (``body``, ``ttl``), its queue, its type."""
+    return {
+        "body": delivery.message.body,
+        "ttl": delivery.message.ttl_s,
+        "queue_name": delivery.queue,
+        "Message_Type": NOTIFICATION,
+    }
+
+
 def request_body(delivery: Delivery, now_ms: int) -> bytes:
-    document = jsondoc.dumps(message_document(delivery, now_ms))
     template = delivery.subscription.options.get("post_data")
+    if template is None:
+        payload = {**message_document(delivery, now_ms), "Message_Type": NOTIFICATION}
+        return jsondoc.dumps(payload).encode()
+    document = jsondoc.dumps(zaqar_notification(delivery))
     if isinstance(template, str):
         return template.replace(TEMPLATE, document).encode()
-    if template is not None:
-        return json.dumps(template).replace(TEMPLATE, document).encode()
-    return document.encode()
+    return json.dumps(template).replace(TEMPLATE, document).encode()
 
 
 def signature(secret: str, timestamp_ms: int, delivery_id: str, body: bytes) -> str:
