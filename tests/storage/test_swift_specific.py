@@ -20,9 +20,11 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.claims import TAKER_GRACE_MS
 from zaqar_delay.storage.swift.common import Slot
 from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver
+from zaqar_delay.storage.swift.messages import MessageOps
 from zaqar_delay.storage.uri import open_driver
 
 P, Q = "project-s", "jobs"
@@ -174,6 +176,46 @@ def test_a_claimer_that_died_after_taking_a_slot_leaves_the_message_to_come_back
     clock.advance(seconds=1)
     claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
     assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 2)]
+
+
+def test_a_slot_taken_just_now_is_left_to_its_taker_then_repaired(swift: SwiftDriver) -> None:
+    """A claimer that loses a message's slot to a claim taken moments ago leaves the index to
+    that claim's claimer for TAKER_GRACE_MS; after that it indexes the claim itself (its
+    claimer died), and the message comes back when that claim lapses."""
+    clock = FakeClock()
+    [mid] = swift.post_messages(P, Q, [NewMessage('"x"', 3600, 0)], ALICE, clock.now_ms()).ids
+    taker = Slot(1, 1, "d" * 32, clock.now_ms() + 30_000, taken_ms=clock.now_ms())
+    assert swift._take_slot(P, Q, mid, taker)
+
+    def kinds() -> list[str]:
+        entries = swift._swift.listing(swift._container(names.INDEX), names.queue_prefix(P, Q))
+        return [e["name"].split("/")[-3] for e in entries]
+
+    clock.advance(ms=TAKER_GRACE_MS - 1)
+    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
+    assert kinds() == ["d"], "the taker's index entry was written for it"
+    clock.advance(ms=1)
+    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
+    assert kinds() == ["c"]
+    clock.advance(seconds=20)
+    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
+    assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 2)]
+
+
+def test_a_slot_taken_before_its_message_is_written_is_voided(swift: SwiftDriver) -> None:
+    """A post writes a message's index entry before the message. A claimer that takes the
+    slot in between finds no message, and voids the slot: when the message is written, the
+    next claim takes it, with the claim count the void slot left unchanged."""
+    clock = FakeClock()
+    [mid] = names.new_ids(clock.now_ms(), 1)
+    doc = MessageOps._document(NewMessage('"late"', 3600, 0), ALICE, clock.now_ms())
+    swift._write_due_entry(P, Q, mid, doc, Slot())
+    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
+    void = swift._read_slot(P, Q, mid, 1)
+    assert void is not None and not void.live(clock.now_ms()) and void.claim_count == 0
+    swift._write_message(P, Q, mid, doc)
+    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
+    assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 1)]
 
 
 def test_keystone_v3_finds_swift_in_the_catalog_by_region_and_interface(

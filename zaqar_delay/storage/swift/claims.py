@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -23,10 +24,19 @@ from zaqar_delay.storage.swift.common import (
     SwiftBase,
     message_of,
     redelivery_due,
+    slot_from_document,
 )
 
 # How long a pop holds what it takes before deleting it (a crash in between returns them).
 POP_HOLD_MS = 60_000
+# A claim indexes a message it took as claimed a few requests after taking its slot. A claimer
+# that lost that slot leaves the message's index to the taker for this long, and only then
+# repairs it (the taker may have died): concurrent claimers meet the same due entries, and
+# each of them repairing what the winner is about to index cost five requests per message.
+TAKER_GRACE_MS = 10_000
+# How many more due entries than it wants a claim that lost slots to concurrent claims lists,
+# to try a random choice of them.
+CONTENDED_SPREAD = 4
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -106,47 +116,112 @@ class ClaimOps(SwiftBase):
     def _try_take(
         self, project: str, queue: str, entry: dict[str, Any], claim: Slot, now_ms: int
     ) -> Taken | None:
-        """Take one message for ``claim`` through the index entry ``entry``: read it, check it
-        is due and unexpired, then create its next slot. None when it is not there to take
-        (the entry is stale, or another claim took the slot first)."""
-        name = entry["name"]
+        """Take one message for ``claim`` through the index entry ``entry``: create its next
+        slot, then check that the message is there, due and unexpired. Only the claimer that
+        created the slot reads the message, while the slot settles: under concurrent claims,
+        which meet the same entries, the others are spared that read. None when there is
+        nothing to take: another claim took the slot first, or the message is not to be
+        taken, and the slot is then voided so no claim holds it without having it."""
+        fields = names.fields_of(entry["content_type"])
+        latest = Slot(int(fields.get("n", 0)), int(fields.get("cc", 0)))
+        # A second round when the first finds the entry stale and rewrites it as due: the
+        # message is then free to take (its slot was voided, or its claim lapsed).
+        for _ in range(2):
+            outcome = self._take_through(project, queue, entry["name"], latest, claim, now_ms)
+            if not isinstance(outcome, Slot):
+                return outcome
+            latest = outcome
+        return None
+
+    def _take_through(
+        self, project: str, queue: str, name: str, latest: Slot, claim: Slot, now_ms: int
+    ) -> Taken | Slot | None:
+        """One round of :meth:`_try_take` through index entry ``name``, which names
+        ``latest`` as the message's latest slot. A Slot when the entry was stale and is now
+        rewritten as due with that latest slot, to take the one after."""
         message_id = name.rsplit("/", 1)[1]
-        listed_due = int(name.rsplit("/", 2)[1])
+        count = latest.claim_count
+        slot = Slot(latest.n + 1, count + 1, claim.claim_id, claim.expires_ms, now_ms)
+        container = self._container(names.CLAIMS)
+        slot_name = self._slot_name(project, queue, message_id, slot.n)
+        body = slot.document()
+        if not self._swift.create(container, slot_name, body, slot.content_type()):
+            taker = self._read_slot(project, queue, message_id, slot.n)
+            return self._after_losing(project, queue, message_id, name, taker, now_ms)
+        reading = self._swift.submit(self._read_message, project, queue, message_id)
+        kept = self._swift.settled(container, slot_name)
+        if kept != body:
+            taker = None if kept is None else slot_from_document(slot.n, kept)
+            return self._after_losing(project, queue, message_id, name, taker, now_ms)
+        doc = reading.result()
+        if doc is not None and self._due_and_alive(project, queue, message_id, name, doc, now_ms):
+            return Taken(message_id, doc, slot)
+        if doc is None and names.created_ms_of(message_id) + ORPHAN_GRACE_MS < now_ms:
+            self._delete_index_entry(name)  # its message was deleted
+        else:
+            # Not handed out: the slot is voided, its claim count left as it was.
+            self._write_slot(project, queue, message_id, Slot(slot.n, count))
+        return None
+
+    def _due_and_alive(
+        self, project: str, queue: str, message_id: str, name: str, doc: Doc, now_ms: int
+    ) -> bool:
+        """Whether the message of index entry ``name`` is due by its document, and unexpired;
+        an expired one is removed, a stale entry (the message was rescheduled, and another
+        entry names its due time) deleted."""
+        if int(doc["e"]) <= now_ms:
+            self._remove_message(project, queue, message_id, doc, None)
+            return False
+        if int(doc["d"]) != int(name.rsplit("/", 2)[1]):
+            self._delete_index_entry(name)
+            return False
+        return int(doc["d"]) <= now_ms
+
+    def _after_losing(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        name: str,
+        taker: Slot | None,
+        now_ms: int,
+    ) -> Slot | None:
+        """Another claimer created the slot index entry ``name`` promised (``taker``, as
+        read). A live claim, or an edit's void slot (no claim, taken at a time), taken less
+        than ``TAKER_GRACE_MS`` ago is still to index the message itself; otherwise (its
+        taker may have died) the index is repaired here. Returns the message's latest slot
+        when the entry now names it as due, unchanged, so it may be taken at once."""
+        if (
+            taker is not None
+            and (taker.live(now_ms) or not taker.claim_id)
+            and taker.taken_ms + TAKER_GRACE_MS > now_ms
+        ):
+            return None
         doc = self._read_message(project, queue, message_id)
         if doc is None:
             if names.created_ms_of(message_id) + ORPHAN_GRACE_MS < now_ms:
                 self._delete_index_entry(name)  # its message was deleted
             return None
-        if int(doc["e"]) <= now_ms:
-            self._remove_message(project, queue, message_id, doc, None)
-            return None
-        if int(doc["d"]) != listed_due:
-            self._delete_index_entry(name)  # rescheduled: another entry names its due time
-            return None
-        if int(doc["d"]) > now_ms:
-            return None
-        fields = names.fields_of(entry["content_type"])
-        n, count = int(fields.get("n", 0)), int(fields.get("cc", 0))
-        slot = Slot(n + 1, count + 1, claim.claim_id, claim.expires_ms)
-        if not self._take_slot(project, queue, message_id, slot):
-            self._repair_index(project, queue, message_id, doc, name, now_ms)
-            return None
-        return Taken(message_id, doc, slot)
+        latest = self._repair_index(project, queue, message_id, doc, name, now_ms)
+        unchanged = int(doc["d"]) == int(name.rsplit("/", 2)[1])
+        return latest if unchanged else None
 
     def _repair_index(
         self, project: str, queue: str, message_id: str, doc: Doc, stale: str, now_ms: int
-    ) -> None:
+    ) -> Slot | None:
         """The slot an index entry promised was taken: index the message by its latest slot
         instead. A claimer that took the slot and died before indexing the message leaves
         only this entry, so it is rewritten, never just deleted: as claimed until that
-        claim ends, or as due with the right slot number."""
+        claim ends, or as due with the right slot number. Returns that latest slot when the
+        message is due again (no live claim holds it)."""
         latest = self._current_slot(project, queue, message_id)
         if latest.live(now_ms):
             self._write_claimed_entry(project, queue, message_id, doc, latest)
             self._delete_index_entry(stale)
-        else:
-            # The same name: rewritten with the number a claimer must take next.
-            self._write_due_entry(project, queue, message_id, doc, latest)
+            return None
+        # The same name: rewritten with the number a claimer must take next.
+        self._write_due_entry(project, queue, message_id, doc, latest)
+        return latest
 
     def _remove_if_expired(
         self, project: str, queue: str, entry: dict[str, Any], now_ms: int
@@ -167,21 +242,33 @@ class ClaimOps(SwiftBase):
         limit: int,
         now_ms: int,
     ) -> list[Taken]:
-        """Put up to ``limit`` claimable messages under ``claim``, oldest due first."""
+        """Put up to ``limit`` claimable messages under ``claim``, oldest due first.
+
+        Concurrent claims list the same entries, the oldest due, and all but one lose each
+        slot. A claim that lost some spreads out: its later rounds list ``CONTENDED_SPREAD``
+        times the entries it still wants and try a random choice of them, so concurrent
+        claims mostly try different messages (a claim alone keeps strict due order)."""
         taken: list[Taken] = []
         marker = ""
+        contended = False
         for _ in range(CLAIM_ATTEMPTS):
-            entries = self._due_entries(project, queue, now_ms, marker, limit - len(taken))
+            wanted = limit - len(taken)
+            listed = wanted * CONTENDED_SPREAD if contended else wanted
+            entries = self._due_entries(project, queue, now_ms, marker, listed)
             if not entries:
                 break
             marker = entries[-1]["name"]
             fresh = [
                 e for e in entries if int(names.fields_of(e["content_type"]).get("e", 0)) > now_ms
             ]
+            tried = fresh
+            if len(fresh) > wanted:
+                tried = sorted(random.sample(fresh, wanted), key=lambda e: str(e["name"]))
             results = self._swift.each(
-                lambda e: self._try_take(project, queue, e, claim, now_ms), fresh
+                lambda e: self._try_take(project, queue, e, claim, now_ms), tried
             )
             taken += [t for t in results if t is not None]
+            contended = contended or None in results
             # Expired ones are removed as they are met, so later claims do not list them.
             self._swift.each(
                 lambda e: self._remove_if_expired(project, queue, e, now_ms),
@@ -236,14 +323,10 @@ class ClaimOps(SwiftBase):
         if not kept:
             return outcome
         docs = self._swift.each(lambda t: self._hold(project, queue, t, grace_s, ttl_s), kept)
-        record = {
-            "t": ttl_s,
-            "g": grace_s,
-            "u": now_ms,
-            "e": expires_ms,
-            "m": {t.message_id: t.slot.n for t in kept},
-        }
+        numbers = {t.message_id: t.slot.n for t in kept}
+        record = {"t": ttl_s, "g": grace_s, "u": now_ms, "e": expires_ms, "m": numbers}
         self._write_claim(project, queue, claim_id, record)
+        self._claim_slots.learn(self._claim_name(project, queue, claim_id), numbers)
         messages = tuple(
             message_of(t.message_id, doc, t.slot, now_ms) for t, doc in zip(kept, docs, strict=True)
         )
@@ -298,10 +381,8 @@ class ClaimOps(SwiftBase):
 
         def still_held(item: tuple[str, int]) -> tuple[str, Doc, Slot] | None:
             message_id, n = item
-            slot = self._read_slot(project, queue, message_id, n)
-            if slot is None or slot.claim_id != claim_id or not slot.live(now_ms):
-                return None
-            if self._read_slot(project, queue, message_id, n + 1) is not None:
+            slot = self._holding_slot(project, queue, message_id, n, claim_id, now_ms)
+            if slot is None:
                 return None
             doc = self._read_message(project, queue, message_id)
             return None if doc is None else (message_id, doc, slot)

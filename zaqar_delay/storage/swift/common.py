@@ -19,7 +19,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from zaqar_delay import errors
 from zaqar_delay.models import Message
@@ -39,28 +39,33 @@ DELETE_AT_SLACK_S = 3600
 # creation: before that, its post may still be writing the message.
 ORPHAN_GRACE_MS = 60_000
 
-# Posts of several messages this process has seen committed (a fact that never changes), so
-# reads look each one up once.
-COMMITTED_POSTS_KEPT = 65_536
+# Facts this process has seen that never change, so reads look each one up once: posts of
+# several messages committed, and the slot a claim took of each of its messages.
+FACTS_KEPT = 65_536
 
 Doc = dict[str, Any]
+V = TypeVar("V")
 
 
-class CommittedPosts:
-    """The posts of several messages known to be committed, the most recent kept."""
+class Facts(Generic[V]):
+    """Facts by name that never change once true, the most recently learnt kept."""
 
-    def __init__(self, kept: int = COMMITTED_POSTS_KEPT) -> None:
+    def __init__(self, kept: int = FACTS_KEPT) -> None:
         self._kept = kept
-        self._known: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._known: collections.OrderedDict[str, V] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def __contains__(self, name: str) -> bool:
         with self._lock:
             return name in self._known
 
-    def add(self, name: str) -> None:
+    def get(self, name: str) -> V | None:
         with self._lock:
-            self._known[name] = None
+            return self._known.get(name)
+
+    def learn(self, name: str, fact: V) -> None:
+        with self._lock:
+            self._known[name] = fact
             if len(self._known) > self._kept:
                 self._known.popitem(last=False)
 
@@ -74,6 +79,8 @@ class Slot:
     claim_count: int = 0
     claim_id: str = ""
     expires_ms: int = 0
+    # When a claim took it (0: unknown, or not taken by a claim).
+    taken_ms: int = 0
     # Makes each writer's document its own, so a creator can tell whether its write is kept.
     nonce: str = dataclasses.field(default_factory=lambda: secrets.token_hex(8), compare=False)
 
@@ -82,11 +89,23 @@ class Slot:
 
     def document(self) -> bytes:
         return json.dumps(
-            {"c": self.claim_id, "e": self.expires_ms, "cc": self.claim_count, "k": self.nonce}
+            {
+                "c": self.claim_id,
+                "e": self.expires_ms,
+                "cc": self.claim_count,
+                "t": self.taken_ms,
+                "k": self.nonce,
+            }
         ).encode()
 
     def content_type(self) -> str:
         return names.content_type(c=self.claim_id, e=self.expires_ms, cc=self.claim_count)
+
+
+def slot_from_document(n: int, document: bytes) -> Slot:
+    """Slot ``n`` as :meth:`Slot.document` stored it."""
+    doc = json.loads(document)
+    return Slot(n, int(doc["cc"]), str(doc["c"]), int(doc["e"]), int(doc.get("t", 0)))
 
 
 def slot_from_listing(entry: dict[str, Any]) -> Slot:
@@ -135,7 +154,9 @@ class SwiftBase(Driver):
     _swift: SwiftClient
     _namespace: str
     _list_scan_budget: int
-    _committed_posts: CommittedPosts
+    _committed_posts: Facts[bool]
+    # Claim object name -> {message id: the slot number the claim took}.
+    _claim_slots: Facts[dict[str, int]]
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -201,7 +222,7 @@ class SwiftBase(Driver):
             return True
         if not self._swift.exists(self._container(names.MESSAGES), name):
             return False
-        self._committed_posts.add(name)
+        self._committed_posts.learn(name, True)
         return True
 
     def _committed_listing(
@@ -288,10 +309,7 @@ class SwiftBase(Driver):
             self._slot_name(project, queue, message_id, n),
             newest=True,
         )
-        if found is None:
-            return None
-        doc = json.loads(found[1])
-        return Slot(n, int(doc["cc"]), str(doc["c"]), int(doc["e"]))
+        return None if found is None else slot_from_document(n, found[1])
 
     def _current_slot(self, project: str, queue: str, message_id: str) -> Slot:
         """The message's latest slot, read from the slot itself. A listing may not show the
@@ -347,6 +365,31 @@ class SwiftBase(Driver):
             return None
         doc = dict(json.loads(found[1]))
         return doc if int(doc["e"]) > now_ms else None
+
+    def _holding_slot(
+        self, project: str, queue: str, message_id: str, n: int, claim_id: str, now_ms: int
+    ) -> Slot | None:
+        """Slot ``n`` of the message when ``claim_id``'s live claim holds the message through
+        it: the slot is the claim's, live, and the message's latest (no slot after it)."""
+        later = self._swift.submit(self._read_slot, project, queue, message_id, n + 1)
+        slot = self._read_slot(project, queue, message_id, n)
+        if slot is None or slot.claim_id != claim_id or not slot.live(now_ms):
+            return None
+        return slot if later.result() is None else None
+
+    def _slot_numbers(self, project: str, queue: str, claim_id: str) -> dict[str, int] | None:
+        """{message id: slot number} of the messages the claim took (never changed after the
+        claim is made, so known once read), or None when there is no such claim."""
+        name = self._claim_name(project, queue, claim_id)
+        known = self._claim_slots.get(name)
+        if known is not None:
+            return known
+        found = self._swift.get(self._container(names.CLAIMS), name)
+        if found is None:
+            return None
+        numbers = {str(i): int(n) for i, n in dict(json.loads(found[1])["m"]).items()}
+        self._claim_slots.learn(name, numbers)
+        return numbers
 
     def _check_claim(
         self, project: str, queue: str, slot: Slot, claim_id: str | None, now_ms: int

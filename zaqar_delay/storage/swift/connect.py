@@ -270,9 +270,15 @@ class SwiftClient:
         reads the same winner (``X-Newest``: from every replica)."""
         if not self.create(container, name, body, content_type, headers):
             return False
+        return self.settled(container, name) == body
+
+    def settled(self, container: str, name: str) -> bytes | None:
+        """The body Swift keeps of an object just created with :meth:`create`, once every
+        creation that could overwrite it is committed (see :meth:`create_settled`); None
+        when it is gone."""
         time.sleep(self._access.settle_ms / 1000)
         found = self.get(container, name, newest=True)
-        return found is not None and found[1] == body
+        return None if found is None else found[1]
 
     def get(
         self, container: str, name: str, *, newest: bool = False

@@ -24,7 +24,7 @@ from zaqar_delay.storage.base import Durability, Wakeups
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.claims import ClaimOps
-from zaqar_delay.storage.swift.common import LIST_SCAN_BUDGET, CommittedPosts
+from zaqar_delay.storage.swift.common import LIST_SCAN_BUDGET, Facts
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.dedup import SwiftDedup
 from zaqar_delay.storage.swift.messages import MessageOps
@@ -47,7 +47,8 @@ class SwiftDriver(QueueOps, MessageOps, ClaimOps, PushOps):
         self._namespace = namespace
         self._list_scan_budget = list_scan_budget
         self._dedup = SwiftDedup(swift, self._container(names.DEDUP))
-        self._committed_posts = CommittedPosts()
+        self._committed_posts: Facts[bool] = Facts()
+        self._claim_slots: Facts[dict[str, int]] = Facts()
 
     def ping(self) -> bool:
         return self._swift.ping()

@@ -74,7 +74,7 @@ class MessageOps(SwiftBase):
             self._undo_post(project, queue, stored, post)
             raise
         if post:
-            self._committed_posts.add(self._post_name(project, queue, post))
+            self._committed_posts.learn(self._post_name(project, queue, post), True)
 
     def _undo_post(
         self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], post: str
@@ -318,6 +318,8 @@ class MessageOps(SwiftBase):
     ) -> None:
         if not names.is_message_id(message_id):
             return
+        if claim_id is not None and self._delete_held(project, queue, message_id, claim_id, now_ms):
+            return
         # Both are needed for any message there is to delete: read at once.
         latest = self._swift.submit(self._current_slot, project, queue, message_id)
         doc = self._read_message(project, queue, message_id)
@@ -328,6 +330,22 @@ class MessageOps(SwiftBase):
         if int(doc["e"]) > now_ms:
             self._check_claim(project, queue, slot, claim_id, now_ms)
         self._remove_message(project, queue, message_id, doc, slot, held)
+
+    def _delete_held(
+        self, project: str, queue: str, message_id: str, claim_id: str, now_ms: int
+    ) -> bool:
+        """Delete the message if ``claim_id``'s live claim holds it, from the claim's slot
+        alone: the message need not be read, since the claim made its entry a claimed one and
+        keeps it alive. False (nothing done) otherwise, for the full checks to decide."""
+        numbers = self._slot_numbers(project, queue, claim_id)
+        n = None if numbers is None else numbers.get(message_id)
+        if n is None:
+            return False
+        slot = self._holding_slot(project, queue, message_id, n, claim_id, now_ms)
+        if slot is None:
+            return False
+        self._remove_message(project, queue, message_id, None, slot, held=True)
+        return True
 
     def delete_messages(
         self,
@@ -409,7 +427,8 @@ class MessageOps(SwiftBase):
         if slot.live(now_ms):
             self._write_slot(project, queue, message_id, dataclasses.replace(slot, expires_ms=0))
             return True
-        void = Slot(slot.n + 1, slot.claim_count)
+        # Taken at now: claimers that meet the old entry leave it to this edit for a while.
+        void = Slot(slot.n + 1, slot.claim_count, taken_ms=now_ms)
         return self._take_slot(project, queue, message_id, void)
 
     def _apply_edit(
