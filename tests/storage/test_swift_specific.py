@@ -18,7 +18,8 @@ from tests.swift_aio import SwiftAllInOne
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings
-from zaqar_delay.models import NewMessage
+from zaqar_delay.models import NewMessage, Posted
+from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.claims import TAKER_GRACE_MS
 from zaqar_delay.storage.swift.common import Slot
@@ -265,3 +266,91 @@ def test_keystone_v3_finds_swift_in_the_catalog_by_region_and_interface(
     auth = keystone.requests[0]["auth"]
     assert auth["identity"]["password"]["user"]["domain"] == {"name": "users"}
     assert auth["scope"]["project"] == {"name": "demo-project", "domain": {"id": "d0"}}
+
+
+def subscribed_mark(swift: SwiftDriver) -> str | None:
+    headers = swift._swift.head(swift._container(names.QUEUES), names.queue_object(P, Q))
+    assert headers is not None
+    return headers.get(names.SUBSCRIBED.lower())
+
+
+class ListedPrefixes:
+    """The prefixes the driver lists, recorded (wrapping its client's ``listing``)."""
+
+    def __init__(self, swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.prefixes: list[str] = []
+        real = swift._swift.listing
+
+        def listing(container: str, prefix: str, **kwargs: Any) -> list[dict[str, Any]]:
+            self.prefixes.append(prefix)
+            return real(container, prefix, **kwargs)
+
+        monkeypatch.setattr(swift._swift, "listing", listing)
+
+    def subscription_lookups(self) -> int:
+        return sum(1 for prefix in self.prefixes if prefix.endswith("/s/"))
+
+
+def test_a_post_looks_for_subscriptions_only_once_the_queue_may_have_some(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    assert swift.create_queue(P, Q, {}, clock.now_ms())
+    assert subscribed_mark(swift) == "0"
+    listed = ListedPrefixes(swift, monkeypatch)
+    version = metadata_version_of(json.dumps({}))
+    message = NewMessage('"x"', 3600, 0)
+    posted = swift.post_if_current(P, Q, [message], ALICE, clock.now_ms(), version)
+    assert isinstance(posted, Posted), "the version is current"
+    assert not posted.push_due_ms and listed.subscription_lookups() == 0
+    swift.create_subscription(P, Q, "http://203.0.113.5/h", 600, {}, "s", clock.now_ms())
+    assert subscribed_mark(swift) == "1"
+    posted = swift.post_if_current(P, Q, [message], ALICE, clock.now_ms(), version)
+    assert isinstance(posted, Posted)
+    assert listed.subscription_lookups() == 1 and posted.push_due_ms
+    # A metadata write keeps the mark.
+    swift.set_metadata(P, Q, {"_default_message_ttl": 60})
+    assert subscribed_mark(swift) == "1"
+
+
+def test_a_metadata_write_that_undid_the_mark_of_a_new_subscription_restores_it(
+    swift: SwiftDriver,
+) -> None:
+    clock = FakeClock()
+    assert swift.create_queue(P, Q, {}, clock.now_ms())
+    # The race: a metadata write read the queue unmarked, a subscription then marked it and
+    # was stored, and the write landed with the old mark.
+    swift.create_subscription(P, Q, "http://203.0.113.5/h", 600, {}, "s", clock.now_ms())
+    container, name = swift._container(names.QUEUES), names.queue_object(P, Q)
+    swift._swift.put(container, name, b"{}", names.CONTENT_TYPE, {names.SUBSCRIBED: "0"})
+    assert subscribed_mark(swift) == "0", "the mark was undone"
+    # The write's own check after it: it finds the subscription and marks the queue again.
+    swift.set_metadata(P, Q, {"_default_message_ttl": 60})
+    assert subscribed_mark(swift) == "1"
+
+
+def test_a_subscription_restores_a_mark_a_metadata_write_undid_meanwhile(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    assert swift.create_queue(P, Q, {}, clock.now_ms())
+    container, name = swift._container(names.QUEUES), names.queue_object(P, Q)
+    real = swift._write_subscription
+
+    def metadata_written_meanwhile(*args: Any) -> None:
+        # A metadata write that read the queue before the mark lands now.
+        swift._swift.put(container, name, b"{}", names.CONTENT_TYPE, {names.SUBSCRIBED: "0"})
+        assert subscribed_mark(swift) == "0", "the mark was undone"
+        real(*args)
+
+    monkeypatch.setattr(swift, "_write_subscription", metadata_written_meanwhile)
+    swift.create_subscription(P, Q, "http://203.0.113.5/h", 600, {}, "s", clock.now_ms())
+    assert subscribed_mark(swift) == "1"
+
+
+def test_a_queue_stored_without_the_mark_is_looked_up_for_subscriptions(
+    swift: SwiftDriver,
+) -> None:
+    container, name = swift._container(names.QUEUES), names.queue_object(P, Q)
+    swift._swift.put(container, name, b"{}", names.CONTENT_TYPE)
+    assert swift._queue_object(P, Q) == ("{}", True)

@@ -181,8 +181,16 @@ class SwiftBase(Driver):
     # -- queues --------------------------------------------------------------------------------
 
     def _metadata_text(self, project: str, queue: str) -> str | None:
+        return self._queue_object(project, queue)[0]
+
+    def _queue_object(self, project: str, queue: str) -> tuple[str | None, bool]:
+        """The queue's metadata text (None: no such queue), and whether it may have
+        subscriptions (see ``names.SUBSCRIBED``; a queue that does not exist may)."""
         found = self._swift.get(self._container(names.QUEUES), names.queue_object(project, queue))
-        return None if found is None else found[1].decode()
+        if found is None:
+            return None, True
+        headers, body = found
+        return body.decode(), headers.get(names.SUBSCRIBED.lower()) != "0"
 
     def _ensure_queue(self, project: str, queue: str, now_ms: int) -> None:
         self._swift.create(
@@ -190,7 +198,27 @@ class SwiftBase(Driver):
             names.queue_object(project, queue),
             b"{}",
             names.content_type(cr=now_ms),
+            {names.SUBSCRIBED: "0"},
         )
+
+    def _mark_subscribed(self, project: str, queue: str) -> None:
+        """Record that the queue may have subscriptions, so posts look for them."""
+        self._swift.set_user_metadata(
+            self._container(names.QUEUES),
+            names.queue_object(project, queue),
+            {names.SUBSCRIBED: "1"},
+        )
+
+    def _has_subscriptions(self, project: str, queue: str) -> bool:
+        """Whether any subscription of the queue is stored, live or not."""
+        prefix = f"{names.queue_prefix(project, queue)}s/"
+        return bool(self._swift.listing(self._container(names.SUBSCRIPTIONS), prefix, limit=1))
+
+    def _marked_subscribed(self, project: str, queue: str) -> bool:
+        headers = self._swift.head(
+            self._container(names.QUEUES), names.queue_object(project, queue)
+        )
+        return headers is None or headers.get(names.SUBSCRIBED.lower()) != "0"
 
     def _policy(self, project: str, queue: str) -> QueuePolicy:
         text = self._metadata_text(project, queue)

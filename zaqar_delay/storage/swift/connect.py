@@ -296,8 +296,22 @@ class SwiftClient:
         return headers, body
 
     def exists(self, container: str, name: str) -> bool:
+        return self.head(container, name) is not None
+
+    def head(self, container: str, name: str) -> dict[str, str] | None:
+        """The object's headers (names in lower case), or None when there is no such object."""
         try:
-            self._call("head_object", container, name)
+            return dict(self._call("head_object", container, name))
+        except ClientException as exc:
+            if exc.http_status == 404:
+                return None
+            raise _unavailable(exc) from exc
+
+    def set_user_metadata(self, container: str, name: str, headers: Mapping[str, str]) -> bool:
+        """Replace the object's ``X-Object-Meta-*`` headers with ``headers`` (a POST: its
+        body and content type are kept); False when there is no such object."""
+        try:
+            self._call("post_object", container, name, dict(headers))
         except ClientException as exc:
             if exc.http_status == 404:
                 return False

@@ -226,13 +226,18 @@ class MessageOps(SwiftBase):
         metadata_version: str,
     ) -> Posted | VersionedMetadata:
         """Reads the metadata text first: the check is not atomic with the write (a change in
-        between is stored under, as on MongoDB). The queue's subscriptions are read meanwhile,
-        so a post waits for one read before its writes, not two."""
-        subscribed = self._swift.submit(self._live_subscription_ids, project, queue, now_ms)
-        stored = self._metadata_text(project, queue)
+        between is stored under, as on MongoDB). The queue's subscriptions are read while the
+        messages are written, and only if the queue is marked as possibly having some
+        (``names.SUBSCRIBED``)."""
+        stored, may_have_subscriptions = self._queue_object(project, queue)
         current = metadata_version_of(stored)
         if current != metadata_version:
             return VersionedMetadata({} if stored is None else dict(json.loads(stored)), current)
+        subscribed: Future[list[str]] = Future()
+        if may_have_subscriptions:
+            subscribed = self._swift.submit(self._live_subscription_ids, project, queue, now_ms)
+        else:
+            subscribed.set_result([])
         posted = self._post(
             project, queue, messages, client_id, now_ms, subscribed, stored is not None
         )

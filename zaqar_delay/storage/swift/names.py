@@ -4,7 +4,8 @@ container listings without fetching objects.
 Every queue's objects share a name prefix ``<project>/<queue>/`` (both percent-encoded, so
 neither holds a ``/``) in a few containers of the driver's namespace:
 
-- ``<ns>_queues``: ``<project>/<queue>``, the queue's metadata JSON;
+- ``<ns>_queues``: ``<project>/<queue>``, the queue's metadata JSON, and in its ``SUBSCRIBED``
+  header whether the queue may have subscriptions;
 - ``<ns>_messages``: ``<p>/<q>/<id>``, one message each; ids sort in posting order;
 - ``<ns>_index``: the claim index, empty objects named for when a message is next claimable:
   ``<p>/<q>/d/<due>/<id>`` for an unclaimed message due at ``due``, ``<p>/<q>/c/<expiry>/<id>``
@@ -39,6 +40,10 @@ QUEUES, MESSAGES, INDEX, CLAIMS, DEDUP, SUBSCRIPTIONS, PUSHES = (
 )
 CONTAINERS = (QUEUES, MESSAGES, INDEX, CLAIMS, DEDUP, SUBSCRIPTIONS, PUSHES)
 CONTENT_TYPE = "application/x-zaqar-delay"
+# On a queue's metadata object: "0" while the queue has never had a subscription, so a post
+# need not list its subscriptions; "1" once it may have. Queues stored before it have none,
+# which reads as "1".
+SUBSCRIBED = "X-Object-Meta-Subscribed"
 TIME_DIGITS = 13
 # Push times: parked pushes are owed at PARKED (2**51) + their time, sixteen digits.
 PUSH_TIME_DIGITS = 16

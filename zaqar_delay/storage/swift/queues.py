@@ -19,6 +19,7 @@ class QueueOps(SwiftBase):
             names.queue_object(project, queue),
             json.dumps(metadata).encode(),
             names.content_type(cr=now_ms),
+            {names.SUBSCRIBED: "0"},
         )
 
     def get_metadata(self, project: str, queue: str) -> Metadata | None:
@@ -27,11 +28,27 @@ class QueueOps(SwiftBase):
 
     def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
         """Checks the queue exists first: a delete in between is not seen (Swift has no
-        conditional overwrite), and recreates the queue with this metadata."""
+        conditional overwrite), and recreates the queue with this metadata.
+
+        The write keeps the ``SUBSCRIBED`` mark it read. A subscription created meanwhile
+        marks the queue before it is written, which this write may undo: so a write that
+        leaves the queue unmarked then looks for subscriptions and marks it if there are any,
+        and a subscription checks the mark once it is written (see ``create_subscription``).
+        One of the two sees the other."""
         container, name = self._container(names.QUEUES), names.queue_object(project, queue)
-        if not self._swift.exists(container, name):
+        headers = self._swift.head(container, name)
+        if headers is None:
             raise errors.QueueDoesNotExist(queue, project)
-        self._swift.put(container, name, json.dumps(metadata).encode(), names.CONTENT_TYPE)
+        subscribed = "0" if headers.get(names.SUBSCRIBED.lower()) == "0" else "1"
+        self._swift.put(
+            container,
+            name,
+            json.dumps(metadata).encode(),
+            names.CONTENT_TYPE,
+            {names.SUBSCRIBED: subscribed},
+        )
+        if subscribed == "0" and self._has_subscriptions(project, queue):
+            self._mark_subscribed(project, queue)
 
     def purge(self, project: str, queue: str) -> None:
         prefix = names.queue_prefix(project, queue)

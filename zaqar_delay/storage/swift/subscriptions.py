@@ -127,6 +127,10 @@ class SubscriptionOps(SwiftBase):
             "c": False,
             "sk": secret,
         }
+        # Posts look for subscriptions once the queue is marked: marked before the
+        # subscription is written, and checked again after, since a metadata write in
+        # between may have undone the mark (``set_metadata``).
+        self._mark_subscribed(project, queue)
         # Written before it holds the subscriber, so whoever reads the holder finds it.
         self._write_subscription(project, queue, subscription_id, doc)
         holder = self._hold_subscriber(project, queue, subscriber, subscription_id, now_ms)
@@ -136,6 +140,8 @@ class SubscriptionOps(SwiftBase):
                 self._subscription_name(project, queue, subscription_id),
             )
             return holder, False
+        if not self._marked_subscribed(project, queue):
+            self._mark_subscribed(project, queue)
         return subscription_id, True
 
     def list_subscriptions(
