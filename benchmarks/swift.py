@@ -8,7 +8,8 @@ its management store), and zaqar-delay on the same account (tempauth directly). 
 server in turn (``--workers`` gunicorn workers each):
 
 - ``produce``: ``--messages`` single-message posts from ``--threads`` threads;
-- ``consume``: claims of 10 and a DELETE of each message with its claim id, until none is left;
+- ``consume``: claims of 10 and a DELETE of each message with its claim id, until none is left
+  (messages per second, and distinct messages per second: one consumed twice counts once);
 - ``claim latency``: ``--backlog`` messages posted in batches of 10, then ``--claims`` claims of
   one message, one after another: p50, p95 and max;
 - ``early``: ``--delayed`` messages with delays of 1-5 s on a queue whose
@@ -210,6 +211,8 @@ def measure(
 
     seconds = in_threads(args.threads, consume)
     report["consume_per_s"] = len(consumed) / seconds
+    # Messages consumed twice count once: the second delivery is work wasted, not done.
+    report["consume_distinct_per_s"] = len(set(consumed)) / seconds
     report["consumed"] = len(consumed)
     report["consumed_twice"] = len(consumed) - len(set(consumed))
     report["delete_refused"] = len(refused)
@@ -339,7 +342,8 @@ def main() -> None:
             f"{report['server']:>12}: produce {report['produce_per_s']:.0f}/s "
             f"({report['produce_requests_per_message']:.1f} Swift requests, "
             f"{report['objects_per_message']:.1f} objects per message); consume "
-            f"{report['consume_per_s']:.0f}/s ({report['consume_requests_per_message']:.1f} "
+            f"{report['consume_per_s']:.0f}/s, {report['consume_distinct_per_s']:.0f}/s distinct "
+            f"({report['consume_requests_per_message']:.1f} "
             f"requests per message, {report['consumed_twice']} consumed twice, "
             f"{report['left_after_consume']} never consumed); claim with "
             f"{args.backlog:,} outstanding p50 {report['claim_ms']['p50']:.0f} ms, p95 "
