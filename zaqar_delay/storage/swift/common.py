@@ -340,20 +340,12 @@ class SwiftBase(Driver):
         return None if found is None else slot_from_document(n, found[1])
 
     def _current_slot(self, project: str, queue: str, message_id: str) -> Slot:
-        """The message's latest slot, read from the slot itself. A listing may not show the
-        newest slots yet, so the numbers after the highest listed are probed until one is
-        missing: a slot, once created, is always found."""
-        listed = self._swift.listing(
+        """The message's latest slot, read from the slot itself (``Slot()``: never claimed);
+        a slot once created is always found (``SwiftClient.latest_numbered``)."""
+        n, body = self._swift.latest_numbered(
             self._container(names.CLAIMS), self._slots_prefix(project, queue, message_id)
         )
-        highest = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
-        latest = (
-            self._read_slot(project, queue, message_id, highest) if highest else None
-        ) or Slot()
-        probe = highest + 1
-        while (newer := self._read_slot(project, queue, message_id, probe)) is not None:
-            latest, probe = newer, probe + 1
-        return latest
+        return Slot() if body is None else slot_from_document(n, body)
 
     def _slots_of(self, project: str, queue: str, message_ids: Sequence[str]) -> dict[str, Slot]:
         """The latest slot of each message as listings show it (claim count and holder for

@@ -21,6 +21,7 @@ from keystoneauth1.exceptions import ClientException as KeystoneError
 from swiftclient.exceptions import ClientException
 
 from zaqar_delay import errors
+from zaqar_delay.storage.swift import names
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -294,6 +295,23 @@ class SwiftClient:
                 return None
             raise _unavailable(exc) from exc
         return headers, body
+
+    def latest_numbered(self, container: str, prefix: str) -> tuple[int, bytes | None]:
+        """The highest-numbered object ``<prefix><n>`` (numbers as ``names.number_part``) and
+        its body, read from every replica: ``(0, None)`` when there is none. A listing may
+        not show the newest yet, so the numbers after the highest listed are read until one
+        is missing: an object once created is always found."""
+        listed = self.listing(container, prefix)
+        highest = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
+        body = None
+        if highest:
+            found = self.get(container, prefix + names.number_part(highest), newest=True)
+            body = None if found is None else found[1]
+        while (
+            newer := self.get(container, prefix + names.number_part(highest + 1), newest=True)
+        ) is not None:
+            highest, body = highest + 1, newer[1]
+        return highest, body
 
     def exists(self, container: str, name: str) -> bool:
         return self.head(container, name) is not None

@@ -32,22 +32,9 @@ class PushLimitOps(SwiftBase):
     """Take and give back what subscriptions' dispatch limits allow."""
 
     def _latest_generation(self, prefix: str) -> tuple[int, dict[str, Any] | None]:
-        """The highest generation under ``prefix`` and what it holds (0, None: none). Listings
-        may lag: the numbers after the highest listed are read until one is missing."""
-        container = self._container(names.PUSHES)
-        listed = self._swift.listing(container, prefix)
-        generation = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
-        held = None
-        if generation:
-            found = self._swift.get(container, prefix + names.number_part(generation), newest=True)
-            held = None if found is None else dict(json.loads(found[1]))
-        while True:
-            newer = self._swift.get(
-                container, prefix + names.number_part(generation + 1), newest=True
-            )
-            if newer is None:
-                return generation, held
-            generation, held = generation + 1, dict(json.loads(newer[1]))
+        """The highest generation under ``prefix`` and what it holds (0, None: none)."""
+        generation, body = self._swift.latest_numbered(self._container(names.PUSHES), prefix)
+        return generation, None if body is None else dict(json.loads(body))
 
     def _create_generation(self, prefix: str, generation: int, held: dict[str, Any]) -> bool:
         body = json.dumps({**held, "k": secrets.token_hex(8)}).encode()
