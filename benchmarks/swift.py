@@ -18,8 +18,9 @@ server in turn (``--workers`` gunicorn workers each):
   certainly claimed early; a message claimed twice was in two claims (each claim deletes what
   it took at once).
 
-Also printed: Swift requests per message (proxy log lines during produce, consume) and Swift
-objects per stored message (after produce, counted container by container).
+Also printed: Swift requests per message (proxy log lines during produce, consume; the JSON
+has them by kind, ``produce_requests`` and ``consume_requests``) and Swift objects per stored
+message (after produce, counted container by container).
 
     python -m benchmarks.swift [--messages 300] [--backlog 10000] [--claims 30]
 """
@@ -27,13 +28,16 @@ objects per stored message (after produce, counted container by container).
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import random
+import re
 import socket
 import statistics
 import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -66,8 +70,27 @@ uri = {redis}
 """
 
 
+REQUEST_LINE = re.compile(r" (GET|PUT|POST|DELETE|HEAD|COPY) (\S+) HTTP/1\.\d (\d{3}) ")
+
+
+def request_kind(line: str) -> str:
+    """``METHOD container object-shape status`` of a proxy access-log line: numbers and hex
+    runs in names become ``N`` and ``H``, a container listing is ``?list``."""
+    found = REQUEST_LINE.search(line)
+    if found is None:
+        return "other"
+    method, path, status = found.groups()
+    path, _, query = urllib.parse.unquote(path).partition("?")
+    parts = path.split("/", 4)[3:]  # after /v1/<account>/
+    shape = "/".join(parts)
+    shape = re.sub(r"[0-9a-f]{16,}", "H", shape)
+    shape = re.sub(r"\d+", "N", shape)
+    listing = " ?list" if len(parts) == 1 and "format=json" in query else ""
+    return f"{method} {shape}{listing} {status}"
+
+
 class RequestCounter:
-    """Counts the proxy's access-log lines arriving on a UDP port."""
+    """Counts the proxy's access-log lines arriving on a UDP port, by kind of request."""
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -75,6 +98,7 @@ class RequestCounter:
         self._socket.bind(("127.0.0.1", self.port))
         self._socket.settimeout(0.2)
         self.count = 0
+        self.kinds: collections.Counter[str] = collections.Counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._receive, daemon=True)
         self._thread.start()
@@ -82,10 +106,16 @@ class RequestCounter:
     def _receive(self) -> None:
         while not self._stop.is_set():
             try:
-                self._socket.recv(65536)
+                line = self._socket.recv(65536)
             except TimeoutError:
                 continue
+            self.kinds[request_kind(line.decode(errors="replace"))] += 1
             self.count += 1
+
+    def per_message(self, before: collections.Counter[str], messages: int) -> dict[str, float]:
+        """Requests of each kind since ``before`` (a copy of ``kinds``), per message."""
+        grown = self.kinds - before
+        return {kind: round(n / messages, 2) for kind, n in grown.most_common()}
 
     def settled(self) -> int:
         """The count once lines stop arriving (they trail their requests a little)."""
@@ -180,6 +210,7 @@ def measure(
     objects_before = sum(swift_objects(swift).values())
     client.call("PUT", "/v2/queues/work")
     requests_before = counter.settled()
+    kinds_before = counter.kinds.copy()
     per_thread = args.messages // args.threads
 
     def produce(i: int) -> None:
@@ -190,10 +221,12 @@ def measure(
     produced = per_thread * args.threads
     report["produce_per_s"] = produced / seconds
     report["produce_requests_per_message"] = (counter.settled() - requests_before) / produced
+    report["produce_requests"] = counter.per_message(kinds_before, produced)
     report["objects_per_message"] = (sum(swift_objects(swift).values()) - objects_before) / produced
 
     # consume
     requests_before = counter.settled()
+    kinds_before = counter.kinds.copy()
     consumed: list[str] = []
     refused: list[str] = []
 
@@ -220,6 +253,7 @@ def measure(
     report["consume_requests_per_message"] = (counter.settled() - requests_before) / max(
         len(consumed), 1
     )
+    report["consume_requests"] = counter.per_message(kinds_before, max(len(consumed), 1))
 
     # claim latency with a backlog
     client.call("PUT", "/v2/queues/backlog")
