@@ -1,6 +1,7 @@
 """A throw-away OpenStack Swift all-in-one on loopback ports, from Debian's packages.
 
-One replica, one device: rings built with ``swift-ring-builder`` in a temporary directory
+One replica on one device by default, or ``replicas`` devices on the same servers, one
+replica each: rings built with ``swift-ring-builder`` in a temporary directory
 that is also every server's ``swift_dir`` (so ``/etc/swift`` is never read), the object,
 container and account servers with ``mount_check = false`` and ``user = root``, memcached for
 the proxy's tempauth, and a proxy with tempauth whose user ``test:tester`` (key ``testing``)
@@ -43,10 +44,12 @@ def missing_binaries() -> list[str]:
 class SwiftAllInOne:
     """Swift's proxy, account, container and object servers and a memcached."""
 
-    def __init__(self, access_log_port: int | None = None) -> None:
+    def __init__(self, access_log_port: int | None = None, replicas: int = 1) -> None:
         """``access_log_port``: the proxy sends a syslog line per request it serves to this
-        UDP port on loopback (a benchmark counts them)."""
+        UDP port on loopback (a benchmark counts them); ``replicas``: copies of every
+        account, container and object, each on its own device (``sdb1``...)."""
         self.access_log_port = access_log_port
+        self.replicas = replicas
         self.directory = Path(tempfile.mkdtemp(prefix="zd-swift-"))
         self.ports = {name: free_port() for name in (*SERVERS, "proxy", "memcached")}
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -64,7 +67,8 @@ class SwiftAllInOne:
 
     def _write_configuration(self) -> None:
         devices = self.directory / "srv"
-        (devices / "sdb1").mkdir(parents=True)
+        for device in self._devices():
+            (devices / device).mkdir(parents=True)
         (self.directory / "swift.conf").write_text(
             "[swift-hash]\nswift_hash_path_suffix = zaqar-delay-tests\n"
             "swift_hash_path_prefix = zaqar-delay\n\n"
@@ -102,14 +106,17 @@ class SwiftAllInOne:
             )
         )
 
+    def _devices(self) -> list[str]:
+        return [f"sdb{n}" for n in range(1, self.replicas + 1)]
+
     def _build_rings(self) -> None:
         for kind in SERVERS:
             builder = str(self.directory / f"{kind}.builder")
-            for args in (
-                ["create", "6", "1", "1"],
-                ["add", f"r1z1-127.0.0.1:{self.ports[kind]}/sdb1", "1"],
-                ["rebalance"],
-            ):
+            adds = [
+                ["add", f"r1z{z}-127.0.0.1:{self.ports[kind]}/{device}", "1"]
+                for z, device in enumerate(self._devices(), start=1)
+            ]
+            for args in (["create", "6", str(self.replicas), "1"], *adds, ["rebalance"]):
                 run = subprocess.run(
                     ["swift-ring-builder", builder, *args], capture_output=True, text=True
                 )
