@@ -203,20 +203,48 @@ def test_a_slot_taken_just_now_is_left_to_its_taker_then_repaired(swift: SwiftDr
     assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 2)]
 
 
-def test_a_slot_taken_before_its_message_is_written_is_voided(swift: SwiftDriver) -> None:
+def test_a_slot_taken_before_its_message_is_written_is_given_back(swift: SwiftDriver) -> None:
     """A post writes a message's index entry before the message. A claimer that takes the
-    slot in between finds no message, and voids the slot: when the message is written, the
-    next claim takes it, with the claim count the void slot left unchanged."""
+    slot in between finds no message, and deletes the slot again: when the message is
+    written, the next claim takes it as its first claim."""
     clock = FakeClock()
     [mid] = names.new_ids(clock.now_ms(), 1)
     doc = MessageOps._document(NewMessage('"late"', 3600, 0), ALICE, clock.now_ms())
     swift._write_due_entry(P, Q, mid, doc, Slot())
     assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
-    void = swift._read_slot(P, Q, mid, 1)
-    assert void is not None and not void.live(clock.now_ms()) and void.claim_count == 0
+    assert swift._read_slot(P, Q, mid, 1) is None
     swift._write_message(P, Q, mid, doc)
     claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
     assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 1)]
+
+
+def slot_objects(swift: SwiftDriver) -> list[str]:
+    prefix = f"{names.queue_prefix(P, Q)}m/"
+    return [e["name"] for e in swift._swift.listing(swift._container(names.CLAIMS), prefix)]
+
+
+def test_a_message_leaves_no_claim_slots_behind(swift: SwiftDriver) -> None:
+    """Consumed, popped, dead-lettered or expired, a message's claim slots go with it."""
+    clock = FakeClock()
+    messages = [NewMessage(str(i), 3600, 0) for i in range(4)]
+    ids = swift.post_messages(P, Q, messages, ALICE, clock.now_ms()).ids
+    first = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=2, now_ms=clock.now_ms())
+    assert first is not None
+    clock.advance(seconds=61)  # the first claim lapses: its messages are claimed again
+    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=3, now_ms=clock.now_ms())
+    assert claim is not None and len(claim.messages) == 3
+    assert len(slot_objects(swift)) == 5, "two messages claimed twice, one once"
+    for message in claim.messages:
+        swift.delete_message(P, Q, message.id, claim.id, clock.now_ms())
+    assert [m.id for m in swift.pop_messages(P, Q, 1, clock.now_ms())] == [ids[3]]
+    assert slot_objects(swift) == []
+    # Expired while claimed: removed, with its slot, by the claim that meets it.
+    [short] = swift.post_messages(P, Q, [NewMessage('"s"', 60, 0)], ALICE, clock.now_ms()).ids
+    assert swift.create_claim(P, Q, ttl_s=60, grace_s=0, limit=1, now_ms=clock.now_ms())
+    clock.advance(seconds=61)
+    assert swift.create_claim(P, Q, ttl_s=60, grace_s=0, limit=1, now_ms=clock.now_ms()) is None
+    assert swift.get_messages(P, Q, [short], clock.now_ms()) == []
+    assert slot_objects(swift) == []
 
 
 def test_keystone_v3_finds_swift_in_the_catalog_by_region_and_interface(

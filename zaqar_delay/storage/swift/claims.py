@@ -154,28 +154,23 @@ class ClaimOps(SwiftBase):
             taker = None if kept is None else slot_from_document(slot.n, kept)
             return self._after_losing(project, queue, message_id, name, taker, now_ms)
         doc = reading.result()
-        if doc is not None and self._due_and_alive(project, queue, message_id, name, doc, now_ms):
-            return Taken(message_id, doc, slot)
-        if doc is None and names.created_ms_of(message_id) + ORPHAN_GRACE_MS < now_ms:
-            self._delete_index_entry(name)  # its message was deleted
-        else:
-            # Not handed out: the slot is voided, its claim count left as it was.
-            self._write_slot(project, queue, message_id, Slot(slot.n, count))
-        return None
-
-    def _due_and_alive(
-        self, project: str, queue: str, message_id: str, name: str, doc: Doc, now_ms: int
-    ) -> bool:
-        """Whether the message of index entry ``name`` is due by its document, and unexpired;
-        an expired one is removed, a stale entry (the message was rescheduled, and another
-        entry names its due time) deleted."""
+        if doc is None:
+            # Deleted, or its post has yet to write it: the slot goes again, so the message,
+            # if it comes, is taken as if this claim had never met it.
+            self._swift.delete(container, slot_name)
+            if names.created_ms_of(message_id) + ORPHAN_GRACE_MS < now_ms:
+                self._delete_index_entry(name)  # its message was deleted
+            return None
         if int(doc["e"]) <= now_ms:
-            self._remove_message(project, queue, message_id, doc, None)
-            return False
+            self._remove_message(project, queue, message_id, doc, None, slots=slot.n)
+            return None
         if int(doc["d"]) != int(name.rsplit("/", 2)[1]):
-            self._delete_index_entry(name)
-            return False
-        return int(doc["d"]) <= now_ms
+            self._delete_index_entry(name)  # rescheduled: another entry names its due time
+        elif int(doc["d"]) <= now_ms:
+            return Taken(message_id, doc, slot)
+        # Not handed out: the slot is voided, its claim count left as it was.
+        self._write_slot(project, queue, message_id, Slot(slot.n, count))
+        return None
 
     def _after_losing(
         self,
@@ -366,8 +361,12 @@ class ClaimOps(SwiftBase):
         holder = Slot(0, 0, secrets.token_hex(16), now_ms + POP_HOLD_MS)
         self._return_lapsed_claims(project, queue, lambda: self._policy(project, queue), now_ms)
         taken = self._take(project, queue, holder, limit, now_ms)
+        # No claimed entry was written for them: only their slots go with them.
         self._swift.each(
-            lambda t: self._remove_message(project, queue, t.message_id, t.doc, None), taken
+            lambda t: self._remove_message(
+                project, queue, t.message_id, t.doc, None, slots=t.slot.n
+            ),
+            taken,
         )
         return [message_of(t.message_id, t.doc, Slot(0, t.slot.claim_count), now_ms) for t in taken]
 

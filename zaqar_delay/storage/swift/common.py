@@ -437,18 +437,42 @@ class SwiftBase(Driver):
         doc: Doc | None,
         slot: Slot | None,
         held: bool = False,
+        slots: int | None = None,
     ) -> None:
-        """Delete the message, then what indexes it. A failure part-way leaves index entries
-        without a message, which claimers remove when they meet them (``ORPHAN_GRACE_MS``).
-        ``held``: ``slot``'s live claim holds it, and that claim replaced its due entry with
-        a claimed one, so only the latter is deleted (should the claimer have died before
-        deleting the due entry, claimers remove it as any orphan)."""
+        """Delete the message, then what indexes it and its claim slots. A failure part-way
+        leaves index entries without a message, which claimers remove when they meet them
+        (``ORPHAN_GRACE_MS``), or slots, which are never read again. ``held``: ``slot``'s
+        live claim holds it, and that claim replaced its due entry with a claimed one, so
+        only the latter is deleted (should the claimer have died before deleting the due
+        entry, claimers remove it as any orphan). ``slots``: the number of its latest slot
+        (0: it has none); by default ``slot``'s, else the slots are listed.
+
+        A slot deleted after its message cannot hand the message out again: a claimer that
+        creates a slot anew then finds no message and takes nothing."""
         self._swift.delete(
             self._container(names.MESSAGES), self._message_name(project, queue, message_id)
         )
+        claims = self._container(names.CLAIMS)
         entries = []
         if doc is not None and not held:
-            entries.append(self._due_entry(project, queue, int(doc["d"]), message_id))
+            entries.append(
+                (names.INDEX, self._due_entry(project, queue, int(doc["d"]), message_id))
+            )
         if slot is not None and slot.expires_ms:
-            entries.append(self._claimed_entry(project, queue, slot.expires_ms, message_id))
-        self._swift.each(self._delete_index_entry, entries)
+            entries.append(
+                (names.INDEX, self._claimed_entry(project, queue, slot.expires_ms, message_id))
+            )
+        highest = slot.n if slots is None and slot is not None else slots
+        if highest is None:
+            prefix = self._slots_prefix(project, queue, message_id)
+            entries += [
+                (names.CLAIMS, entry["name"]) for entry in self._swift.listing(claims, prefix)
+            ]
+        else:
+            entries += [
+                (names.CLAIMS, self._slot_name(project, queue, message_id, n))
+                for n in range(1, highest + 1)
+            ]
+        self._swift.each(
+            lambda item: self._swift.delete(self._container(item[0]), item[1]), entries
+        )

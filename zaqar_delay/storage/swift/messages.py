@@ -87,7 +87,8 @@ class MessageOps(SwiftBase):
                     self._container(names.MESSAGES), self._post_name(project, queue, post)
                 )
             self._swift.each(
-                lambda item: self._remove_message(project, queue, item[0], item[1], None), stored
+                lambda item: self._remove_message(project, queue, item[0], item[1], None, slots=0),
+                stored,
             )
 
     def _copy(self, project: str, queue: str, copies: Sequence[tuple[str, Doc]]) -> list[str]:
