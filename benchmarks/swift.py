@@ -80,9 +80,12 @@ def request_kind(line: str) -> str:
     if found is None:
         return "other"
     method, path, status = found.groups()
-    path, _, query = urllib.parse.unquote(path).partition("?")
+    # The proxy logs the path quoted once more than it was sent.
+    path, _, query = urllib.parse.unquote(urllib.parse.unquote(path)).partition("?")
     parts = path.split("/", 4)[3:]  # after /v1/<account>/
-    shape = "/".join(parts)
+    shape = re.sub(r"[\x00-\x1f]", "|", "/".join(parts))  # upstream separates with \x1f
+    shape = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "U", shape)
+    shape = re.sub(r"bench-[0-9a-f]{8}", "P", shape)
     shape = re.sub(r"[0-9a-f]{16,}", "H", shape)
     shape = re.sub(r"\d+", "N", shape)
     listing = " ?list" if len(parts) == 1 and "format=json" in query else ""
