@@ -23,7 +23,7 @@ from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.claims import TAKER_GRACE_MS
 from zaqar_delay.storage.swift.common import Slot
-from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient, access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.messages import MessageOps
 from zaqar_delay.storage.uri import open_driver
@@ -382,3 +382,59 @@ def test_a_queue_stored_without_the_mark_is_looked_up_for_subscriptions(
     container, name = swift._container(names.QUEUES), names.queue_object(P, Q)
     swift._swift.put(container, name, b"{}", names.CONTENT_TYPE)
     assert swift._queue_object(P, Q) == ("{}", True)
+
+
+def test_concurrent_marks_of_a_queue_overtaken_by_each_other_all_succeed(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Swift refuses (409) an update of an object that a newer one overtook: concurrent
+    subscriptions marking their queue meet that, and read the mark instead of failing."""
+    clock = FakeClock()
+    assert swift.create_queue(P, Q, {}, clock.now_ms())
+    overtaken: list[str] = []
+    real = SwiftClient.set_user_metadata
+
+    def counted(client: SwiftClient, *args: Any) -> bool:
+        try:
+            return real(client, *args)
+        except ConcurrentUpdate:
+            overtaken.append(args[1])
+            raise
+
+    monkeypatch.setattr(SwiftClient, "set_user_metadata", counted)
+    clients = [
+        SwiftDriver(SwiftClient(swift._swift._access), swift._namespace) for _ in range(RACERS)
+    ]
+    try:
+        for _ in range(RACES):
+            swift._swift.put(
+                swift._container(names.QUEUES),
+                names.queue_object(P, Q),
+                b"{}",
+                names.CONTENT_TYPE,
+                {names.SUBSCRIBED: "0"},
+            )
+            barrier = threading.Barrier(RACERS)
+            failures: list[BaseException] = []
+
+            def mark(
+                driver: SwiftDriver, barrier: threading.Barrier, failures: list[BaseException]
+            ) -> None:
+                driver._swift.ping()
+                barrier.wait()
+                try:
+                    driver._mark_subscribed(P, Q)
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    failures.append(exc)
+
+            threads = [threading.Thread(target=mark, args=(d, barrier, failures)) for d in clients]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            assert failures == []
+            assert subscribed_mark(swift) == "1"
+        assert overtaken, "no mark was overtaken: the race did not happen"
+    finally:
+        for driver in clients:
+            driver.close()

@@ -26,7 +26,7 @@ from zaqar_delay.models import Message
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.swift import names
-from zaqar_delay.storage.swift.connect import SwiftClient
+from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient
 
 # Rounds a claim makes when concurrent claimers take its candidates first.
 CLAIM_ATTEMPTS = 5
@@ -42,6 +42,9 @@ ORPHAN_GRACE_MS = 60_000
 # Facts this process has seen that never change, so reads look each one up once: posts of
 # several messages committed, and the slot a claim took of each of its messages.
 FACTS_KEPT = 65_536
+
+# Marks of a queue as subscribed tried while concurrent updates of its object overtake them.
+MARK_ATTEMPTS = 10
 
 Doc = dict[str, Any]
 V = TypeVar("V")
@@ -202,12 +205,18 @@ class SwiftBase(Driver):
         )
 
     def _mark_subscribed(self, project: str, queue: str) -> None:
-        """Record that the queue may have subscriptions, so posts look for them."""
-        self._swift.set_user_metadata(
-            self._container(names.QUEUES),
-            names.queue_object(project, queue),
-            {names.SUBSCRIBED: "1"},
-        )
+        """Record that the queue may have subscriptions, so posts look for them. An update
+        that overtook this one (concurrent subscriptions mark it too) leaves the mark to be
+        read again, and set again if that update was a metadata write without it."""
+        container, name = self._container(names.QUEUES), names.queue_object(project, queue)
+        for _ in range(MARK_ATTEMPTS):
+            try:
+                self._swift.set_user_metadata(container, name, {names.SUBSCRIBED: "1"})
+                return
+            except ConcurrentUpdate:
+                if self._marked_subscribed(project, queue):
+                    return
+        raise errors.StorageUnavailable("The queue kept changing while it was marked.")
 
     def _has_subscriptions(self, project: str, queue: str) -> bool:
         """Whether any subscription of the queue is stored, live or not."""

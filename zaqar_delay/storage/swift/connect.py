@@ -166,6 +166,10 @@ def _unavailable(exc: Exception) -> errors.StorageUnavailable:
     return errors.StorageUnavailable(f"Swift is unavailable: {exc}")
 
 
+class ConcurrentUpdate(Exception):
+    """Swift refused an update of an object another update overtook (409 Conflict)."""
+
+
 class SwiftClient:
     """The requests the driver makes, one connection per thread.
 
@@ -327,12 +331,16 @@ class SwiftClient:
 
     def set_user_metadata(self, container: str, name: str, headers: Mapping[str, str]) -> bool:
         """Replace the object's ``X-Object-Meta-*`` headers with ``headers`` (a POST: its
-        body and content type are kept); False when there is no such object."""
+        body and content type are kept); False when there is no such object. Raises
+        :class:`ConcurrentUpdate` when the object changed at the same moment: Swift orders an
+        object's updates by timestamp and refuses one older than what it has (409)."""
         try:
             self._call("post_object", container, name, dict(headers))
         except ClientException as exc:
             if exc.http_status == 404:
                 return False
+            if exc.http_status == 409:
+                raise ConcurrentUpdate(f"{container}/{name}") from exc
             raise _unavailable(exc) from exc
         return True
 
