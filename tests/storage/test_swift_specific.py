@@ -394,9 +394,9 @@ def test_concurrent_marks_of_a_queue_overtaken_by_each_other_all_succeed(
     overtaken: list[str] = []
     real = SwiftClient.set_user_metadata
 
-    def counted(client: SwiftClient, *args: Any) -> bool:
+    def counted(client: SwiftClient, *args: Any) -> None:
         try:
-            return real(client, *args)
+            real(client, *args)
         except ConcurrentUpdate:
             overtaken.append(args[1])
             raise

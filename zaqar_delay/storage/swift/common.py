@@ -193,7 +193,7 @@ class SwiftBase(Driver):
         if found is None:
             return None, True
         headers, body = found
-        return body.decode(), headers.get(names.SUBSCRIBED.lower()) != "0"
+        return body.decode(), names.may_have_subscriptions(headers)
 
     def _ensure_queue(self, project: str, queue: str, now_ms: int) -> None:
         self._swift.create(
@@ -227,7 +227,7 @@ class SwiftBase(Driver):
         headers = self._swift.head(
             self._container(names.QUEUES), names.queue_object(project, queue)
         )
-        return headers is None or headers.get(names.SUBSCRIBED.lower()) != "0"
+        return headers is None or names.may_have_subscriptions(headers)
 
     def _policy(self, project: str, queue: str) -> QueuePolicy:
         text = self._metadata_text(project, queue)

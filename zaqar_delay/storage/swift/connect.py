@@ -329,20 +329,18 @@ class SwiftClient:
                 return None
             raise _unavailable(exc) from exc
 
-    def set_user_metadata(self, container: str, name: str, headers: Mapping[str, str]) -> bool:
+    def set_user_metadata(self, container: str, name: str, headers: Mapping[str, str]) -> None:
         """Replace the object's ``X-Object-Meta-*`` headers with ``headers`` (a POST: its
-        body and content type are kept); False when there is no such object. Raises
+        body and content type are kept); nothing when there is no such object. Raises
         :class:`ConcurrentUpdate` when the object changed at the same moment: Swift orders an
         object's updates by timestamp and refuses one older than what it has (409)."""
         try:
             self._call("post_object", container, name, dict(headers))
         except ClientException as exc:
-            if exc.http_status == 404:
-                return False
             if exc.http_status == 409:
                 raise ConcurrentUpdate(f"{container}/{name}") from exc
-            raise _unavailable(exc) from exc
-        return True
+            if exc.http_status != 404:
+                raise _unavailable(exc) from exc
 
     def delete(self, container: str, name: str) -> None:
         """Delete the object; one already gone is not an error."""

@@ -44,6 +44,14 @@ CONTENT_TYPE = "application/x-zaqar-delay"
 # need not list its subscriptions; "1" once it may have. Queues stored before it have none,
 # which reads as "1".
 SUBSCRIBED = "X-Object-Meta-Subscribed"
+
+
+def may_have_subscriptions(queue_headers: dict[str, str]) -> bool:
+    """Whether the queue whose metadata object has these headers (in lower case, as read)
+    may have subscriptions: unless it is marked "0"."""
+    return queue_headers.get(SUBSCRIBED.lower()) != "0"
+
+
 TIME_DIGITS = 13
 # Push times: parked pushes are owed at PARKED (2**51) + their time, sixteen digits.
 PUSH_TIME_DIGITS = 16

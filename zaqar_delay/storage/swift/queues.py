@@ -39,15 +39,15 @@ class QueueOps(SwiftBase):
         headers = self._swift.head(container, name)
         if headers is None:
             raise errors.QueueDoesNotExist(queue, project)
-        subscribed = "0" if headers.get(names.SUBSCRIBED.lower()) == "0" else "1"
+        marked = names.may_have_subscriptions(headers)
         self._swift.put(
             container,
             name,
             json.dumps(metadata).encode(),
             names.CONTENT_TYPE,
-            {names.SUBSCRIBED: subscribed},
+            {names.SUBSCRIBED: "1" if marked else "0"},
         )
-        if subscribed == "0" and self._has_subscriptions(project, queue):
+        if not marked and self._has_subscriptions(project, queue):
             self._mark_subscribed(project, queue)
 
     def purge(self, project: str, queue: str) -> None:
