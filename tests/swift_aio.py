@@ -89,7 +89,7 @@ class SwiftAllInOne:
         (self.directory / "proxy-server.conf").write_text(
             f"[DEFAULT]\nbind_ip = 127.0.0.1\nbind_port = {self.ports['proxy']}\n"
             f"swift_dir = {self.directory}\nuser = root\nworkers = 1\nlog_level = WARNING\n\n"
-            "[pipeline:main]\npipeline = catch_errors cache tempauth proxy-logging "
+            "[pipeline:main]\npipeline = catch_errors gatekeeper cache tempauth proxy-logging "
             "proxy-server\n\n"
             "[app:proxy-server]\nuse = egg:swift#proxy\naccount_autocreate = true\n\n"
             "[filter:tempauth]\nuse = egg:swift#tempauth\n"
@@ -97,6 +97,10 @@ class SwiftAllInOne:
             "[filter:cache]\nuse = egg:swift#memcache\n"
             f"memcache_servers = 127.0.0.1:{self.ports['memcached']}\n\n"
             "[filter:catch_errors]\nuse = egg:swift#catch_errors\n\n"
+            # A client's X-Timestamp is kept, as for peers syncing containers, so a test can
+            # write as a proxy whose clock is ahead would. The driver never sends one.
+            "[filter:gatekeeper]\nuse = egg:swift#gatekeeper\n"
+            "shunt_inbound_x_timestamp = false\n\n"
             "[filter:proxy-logging]\nuse = egg:swift#proxy_logging\n"
             + (
                 "access_log_level = INFO\naccess_log_udp_host = 127.0.0.1\n"

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
+from swiftclient.exceptions import ClientException
 
 from tests.conftest import close_test_driver, open_test_driver
 from tests.keystone_standin import KeystoneStandIn
@@ -414,27 +417,95 @@ def test_concurrent_marks_of_a_queue_overtaken_by_each_other_all_succeed(
                 names.CONTENT_TYPE,
                 {names.SUBSCRIBED: "0"},
             )
-            barrier = threading.Barrier(RACERS)
-            failures: list[BaseException] = []
-
-            def mark(
-                driver: SwiftDriver, barrier: threading.Barrier, failures: list[BaseException]
-            ) -> None:
-                driver._swift.ping()
-                barrier.wait()
-                try:
-                    driver._mark_subscribed(P, Q)
-                except BaseException as exc:  # noqa: BLE001 - reported below
-                    failures.append(exc)
-
-            threads = [threading.Thread(target=mark, args=(d, barrier, failures)) for d in clients]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(30)
+            failures = at_once(clients, lambda driver, _: driver._mark_subscribed(P, Q))
             assert failures == []
             assert subscribed_mark(swift) == "1"
         assert overtaken, "no mark was overtaken: the race did not happen"
     finally:
         for driver in clients:
             driver.close()
+
+
+@pytest.fixture
+def refused_as_overtaken(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The methods of the requests Swift refused as overtaken (409), as they are refused."""
+    refused: list[str] = []
+    real = SwiftClient._call
+
+    def recorded(client: SwiftClient, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return real(client, method, *args, **kwargs)
+        except ClientException as exc:
+            if exc.http_status == 409:
+                refused.append(method)
+            raise
+
+    monkeypatch.setattr(SwiftClient, "_call", recorded)
+    return refused
+
+
+def written_by_a_proxy_ahead(client: SwiftClient, container: str, name: str) -> None:
+    """Write ``container/name`` as a proxy whose clock is 0.5 s ahead would (the all-in-one's
+    proxy keeps a client's ``X-Timestamp``, as proxies keep their peers')."""
+    ahead = f"{time.time() + 0.5:016.5f}"  # Swift's form of a timestamp
+    client._call("put_object", container, name, b"ahead", headers={"X-Timestamp": ahead})
+
+
+def test_an_overwrite_older_than_the_object_is_accepted_and_not_kept(
+    swift_aio: SwiftAllInOne,
+) -> None:
+    """What ``SwiftClient.put`` stands on: an overwrite that a concurrent one overtook is not
+    refused, it is ordered first and so overwritten."""
+    client = SwiftClient(access_from_uri(swift_aio.store_uri))
+    try:
+        client.put_container("overtaken")
+        written_by_a_proxy_ahead(client, "overtaken", "o")
+        answer: dict[str, Any] = {}
+        client._call("put_object", "overtaken", "o", b"older", response_dict=answer)
+        assert answer["status"] == 202
+        client.put("overtaken", "o", b"older", "x")
+        assert client.get("overtaken", "o", newest=True) == (ANY, b"ahead")
+    finally:
+        client.close()
+
+
+def test_a_delete_overtaken_by_a_newer_write_is_sent_again(
+    swift_aio: SwiftAllInOne, refused_as_overtaken: list[str]
+) -> None:
+    """Before, it answered 503."""
+    client = SwiftClient(access_from_uri(swift_aio.store_uri))
+    try:
+        client.put_container("overtaken")
+        written_by_a_proxy_ahead(client, "overtaken", "d")
+        with pytest.raises(ClientException) as refused:
+            client._call("delete_object", "overtaken", "d")
+        assert refused.value.http_status == 409
+        client.delete("overtaken", "d")
+        assert refused_as_overtaken.count("delete_object") > 1, "the delete was never refused"
+        assert client.get("overtaken", "d", newest=True) is None
+    finally:
+        client.close()
+
+
+def at_once(
+    drivers: list[SwiftDriver], act: Callable[[SwiftDriver, int], object]
+) -> list[BaseException]:
+    """``act(driver, i)`` for each driver, in a thread each, started together; what they
+    raised."""
+    barrier = threading.Barrier(len(drivers))
+    failures: list[BaseException] = []
+
+    def run(driver: SwiftDriver, i: int) -> None:
+        driver._swift.ping()  # authenticated before the start
+        barrier.wait()
+        try:
+            act(driver, i)
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(d, i)) for i, d in enumerate(drivers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return failures

@@ -36,6 +36,11 @@ POOL_THREADS = "zd-swift"
 # How long after a create-only write an object server may still commit a concurrent one (see
 # SwiftClient.create_settled); [drivers:message_store:swift] settle_ms.
 SETTLE_MS = 100
+# Times a delete is sent while newer writes of its object overtake it, and the
+# pauses before sending it again (doubling up to the longest): about 2 s in all, enough for
+# the timestamp of an update from a proxy whose clock is ahead of this one's to pass.
+OVERTAKEN_ATTEMPTS = 10
+OVERTAKEN_PAUSE_S = (0.01, 0.5)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,6 +223,9 @@ class SwiftClient:
         content_type: str,
         headers: Mapping[str, str] | None = None,
     ) -> None:
+        """Store the object, replacing any: a blind overwrite. One older than the object's
+        latest update (proxy timestamps; a concurrent update overtook it) is accepted (202)
+        and not kept: as if it had come first and been overwritten."""
         try:
             self._call(
                 "put_object",
@@ -343,12 +351,27 @@ class SwiftClient:
                 raise _unavailable(exc) from exc
 
     def delete(self, container: str, name: str) -> None:
-        """Delete the object; one already gone is not an error."""
-        try:
-            self._call("delete_object", container, name)
-        except ClientException as exc:
-            if exc.http_status != 404:
-                raise _unavailable(exc) from exc
+        """Delete the object; one already gone is not an error.
+
+        A delete that a concurrent write overtook (409: an object server orders an object's
+        updates by their proxy timestamps, and refuses a delete older than the data it has)
+        is sent again, with a newer timestamp, so it applies after that write: the order the
+        two would have had had this one arrived later, which proxies on other clocks can give
+        anyway, so no caller relies on the order of concurrent updates. The pauses between
+        sends let the timestamp of a write from a proxy whose clock is ahead pass."""
+        pause, longest = OVERTAKEN_PAUSE_S
+        for attempt in range(OVERTAKEN_ATTEMPTS):
+            try:
+                self._call("delete_object", container, name)
+                return
+            except ClientException as exc:
+                if exc.http_status == 404:
+                    return
+                if exc.http_status != 409:
+                    raise _unavailable(exc) from exc
+            if attempt + 1 < OVERTAKEN_ATTEMPTS:
+                time.sleep(min(pause * 2**attempt, longest))
+        raise errors.StorageUnavailable(f"Swift object {container}/{name} kept being rewritten")
 
     def listing(
         self,
