@@ -215,3 +215,35 @@ def test_swift_benchmark_measures_zaqar_delay_on_swift(tmp_path: Path) -> None:
     assert report["delayed_claimed"] == 8
     assert report["objects_per_message"] > 0 and report["produce_requests_per_message"] > 0
     assert list(tmp_path.glob("swift-*.json"))
+
+
+def test_swift_patterns_benchmark_measures_each_pattern_and_zaqar_delay(tmp_path: Path) -> None:
+    from tests.swift_aio import missing_binaries
+
+    if missing_binaries():
+        pytest.skip(f"Swift's servers are needed ({', '.join(missing_binaries())})")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.swift_patterns",
+            "--only",
+            "zaqar-delay",
+            "--operations",
+            "16",
+            "--rounds",
+            "1",
+            "--results",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    [out] = tmp_path.glob("swift-patterns-*.json")
+    recorded = json.loads(out.read_text())
+    assert set(recorded["patterns"]) == {"get-put-put", "get-put", "put-put", "put"}
+    assert all(len(rates) == 1 and rates[0] > 0 for rates in recorded["patterns"].values())
+    assert list(recorded["servers"]) == ["zaqar-delay"] and recorded["servers"]["zaqar-delay"] > 0
