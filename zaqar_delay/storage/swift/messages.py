@@ -332,10 +332,9 @@ class MessageOps(SwiftBase):
         if doc is None:
             return
         slot = latest.result()
-        held = int(doc["e"]) > now_ms and slot.live(now_ms)
         if int(doc["e"]) > now_ms:
             self._check_claim(project, queue, slot, claim_id, now_ms)
-        self._remove_message(project, queue, message_id, doc, slot, held)
+        self._remove_message(project, queue, message_id, doc, slot, _held(doc, slot, now_ms))
 
     def _delete_held(
         self, project: str, queue: str, message_id: str, claim_id: str, now_ms: int
@@ -384,7 +383,7 @@ class MessageOps(SwiftBase):
                 i,
                 docs[i],
                 slots[i],
-                int(docs[i]["e"]) > now_ms and slots[i].live(now_ms),
+                _held(docs[i], slots[i], now_ms),
             ),
             present,
         )
@@ -466,3 +465,9 @@ class MessageOps(SwiftBase):
                 self._write_claimed_entry(project, queue, message_id, changed, slot)
             else:
                 self._write_due_entry(project, queue, message_id, changed, slot)
+
+
+def _held(doc: Doc, latest: Slot, now_ms: int) -> bool:
+    """Whether a live claim holds the message ``doc`` whose latest slot is ``latest``: its
+    index entry is then a claimed one."""
+    return int(doc["e"]) > now_ms and latest.live(now_ms)
