@@ -29,6 +29,7 @@ from zaqar_delay.storage.swift.common import Slot
 from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient, access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.messages import MessageOps
+from zaqar_delay.storage.swift.pushes import LEASE_TAKER_GRACE_MS
 from zaqar_delay.storage.uri import open_driver
 
 P, Q = "project-s", "jobs"
@@ -509,3 +510,66 @@ def at_once(
     for thread in threads:
         thread.join(30)
     return failures
+
+
+class DispatcherKilled(Exception):
+    """Stands for a kill -9 of the dispatcher at that point."""
+
+
+def test_a_push_whose_lease_taker_died_before_moving_it_is_sent_when_that_lease_ends(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the next dispatcher found the lease taken and dropped the push: it was never
+    sent."""
+    clock = FakeClock()
+    sid, _ = swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, {}, "s", clock.now_ms())
+    [mid] = swift.post_messages(P, Q, [NewMessage('"x"', 3600, 0)], ALICE, clock.now_ms()).ids
+    push_id, due_ms, lease_ms = f"{sid}:{mid}", clock.now_ms(), 30_000
+
+    def killed(*_: Any) -> None:
+        raise DispatcherKilled
+
+    with monkeypatch.context() as patched:
+        patched.setattr(SwiftDriver, "_move_owed", killed)
+        with pytest.raises(DispatcherKilled):
+            swift.lease_pushes(P, Q, clock.now_ms(), lease_ms, 10)
+    container = swift._container(names.PUSHES)
+    assert swift._swift.exists(container, swift._lease_name(P, Q, push_id, 1)), "no lease taken"
+    assert swift.next_push_ms() == due_ms, "the push was moved before the kill"
+
+    assert swift.lease_pushes(P, Q, clock.now_ms(), lease_ms, 10) == []
+    assert swift.next_push_ms() == due_ms, "left to the lease's taker, still owed"
+    clock.advance(ms=LEASE_TAKER_GRACE_MS)
+    assert swift.lease_pushes(P, Q, clock.now_ms(), lease_ms, 10) == []
+    assert swift.next_push_ms() == due_ms + lease_ms, "moved to the end of the taker's lease"
+    clock.advance(ms=lease_ms - LEASE_TAKER_GRACE_MS)
+    [delivery] = swift.lease_pushes(P, Q, clock.now_ms(), lease_ms, 10)
+    assert delivery.id == push_id and delivery.message.id == mid
+    swift.settle_pushes(P, Q, [(delivery, None)], clock.now_ms())
+    assert swift.next_push_ms() is None
+
+
+def test_a_push_whose_lease_was_just_taken_elsewhere_is_left_to_its_taker(
+    swift: SwiftDriver, swift_aio: SwiftAllInOne
+) -> None:
+    """Two dispatchers racing for one push: the one that loses writes nothing, and the push
+    is sent once."""
+    clock = FakeClock()
+    swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, {}, "s", clock.now_ms())
+    swift.post_messages(P, Q, [NewMessage('"x"', 3600, 0)], ALICE, clock.now_ms())
+    other = open_test_driver(swift_aio.store_uri, namespace=swift._namespace)
+    try:
+        leased: list[list[Any]] = []
+        failures = at_once(
+            [swift, other],  # type: ignore[list-item]
+            lambda driver, _: leased.append(driver.lease_pushes(P, Q, clock.now_ms(), 30_000, 10)),
+        )
+        assert failures == []
+        assert sorted(len(found) for found in leased) == [0, 1]
+        [delivery] = [d for found in leased for d in found]
+        swift.settle_pushes(P, Q, [(delivery, None)], clock.now_ms())
+        assert swift.next_push_ms() is None
+        clock.advance(ms=LEASE_TAKER_GRACE_MS + 30_000)
+        assert swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10) == []
+    finally:
+        close_test_driver(other)

@@ -8,8 +8,11 @@ has two empty index entries, its fields (attempts ``a``, leases so far ``k``, ra
 
 Changing ``n`` writes the new entries, then deletes the old. A lease takes the push's next
 lease number, ``l/<p>/<q>/<push id>/<k + 1>``, which one dispatcher only can create
-(``SwiftClient.create_settled``), and moves it to the lease's end; a settle counts only while
-no later lease was taken. Entries left stale by a race are removed by whoever meets them.
+(``SwiftClient.create_settled``; it records the lease's end ``e`` and when it was taken
+``at``), and moves the push to the lease's end; a settle counts only while no later lease was
+taken. A dispatcher that finds the next lease taken leaves the push to its taker, and moves
+it for the taker once ``LEASE_TAKER_GRACE_MS`` has passed (the taker may have died before it
+moved it), so a push is never dropped for a lease that nobody holds.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from zaqar_delay.storage.swift.subscriptions import SubscriptionOps, subscriptio
 # Due pushes looked at per lease beyond its limit, so a subscription at its limits does not
 # hide the pushes of the others behind it.
 SCAN_EXTRA = 100
+# How long a push whose next lease another dispatcher took is left for it to move; a push
+# still not moved after that is moved for it (it may have died in between). A dispatcher
+# moves a push at once after taking its lease (``settle_ms`` later), so this is ample.
+LEASE_TAKER_GRACE_MS = 10_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -231,12 +238,14 @@ class PushOps(SubscriptionOps, PushLimitOps):
             owed, send_ms = item
             lease_number = owed.leases + 1
             name = self._lease_name(project, queue, owed.push_id, lease_number)
-            held = json.dumps({"t": token, "k": secrets.token_hex(8)}).encode()
+            held = json.dumps(
+                {"t": token, "k": secrets.token_hex(8), "e": lease_end, "at": now_ms}
+            ).encode()
             expires_ms = int(messages[owed.message_id]["e"])
             if not self._swift.create_settled(
                 self._container(names.PUSHES), name, held, names.CONTENT_TYPE, delete_at(expires_ms)
             ):
-                self._drop_owed(project, queue, owed)  # leased since: this entry is stale
+                self._leased_elsewhere(project, queue, owed, lease_end, now_ms)
                 if owed.push_id in places:
                     self._give_back(project, queue, places[owed.push_id], f"{owed.push_id}@{token}")
                 return None
@@ -256,6 +265,31 @@ class PushOps(SubscriptionOps, PushLimitOps):
 
         leased = self._swift.each(take, chosen)
         return [delivery for delivery in leased if delivery is not None]
+
+    def _leased_elsewhere(
+        self, project: str, queue: str, owed: Owed, lease_end: int, now_ms: int
+    ) -> None:
+        """Lease ``owed.leases + 1`` of the push was taken by another dispatcher, which then
+        moves the push to its lease's end. Within ``LEASE_TAKER_GRACE_MS`` of the taking, the
+        push is left to it. After that, if this entry is still there (its taker died before
+        it moved the push, or the delete of this entry failed), the move is made for it: to
+        the same entries, so a move made by both is one. The push stays owed and is sent when
+        that lease ends; a push that was sent and whose old entry a failure left is sent
+        again (at least once). A lease of an earlier release, which recorded neither time,
+        ends with this one's (``lease_end``)."""
+        container = self._container(names.PUSHES)
+        found = self._swift.get(
+            container, self._lease_name(project, queue, owed.push_id, owed.leases + 1), newest=True
+        )
+        if found is None:
+            return  # gone with its expired message: so goes the push
+        lease = json.loads(found[1])
+        if now_ms - int(lease.get("at", 0)) < LEASE_TAKER_GRACE_MS:
+            return
+        if not self._swift.exists(container, self._push_entries(project, queue, owed)[1]):
+            return  # moved already: the listing had not caught up
+        taken = Owed(owed.push_id, int(lease.get("e", lease_end)), owed.attempts, owed.leases + 1)
+        self._move_owed(project, queue, owed, taken)
 
     def _within_limits(
         self,
