@@ -27,6 +27,7 @@ from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.claims import TAKER_GRACE_MS
 from zaqar_delay.storage.swift.common import Slot
 from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.dedup import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.messages import MessageOps
 from zaqar_delay.storage.swift.pushes import LEASE_TAKER_GRACE_MS
@@ -573,3 +574,61 @@ def test_a_push_whose_lease_was_just_taken_elsewhere_is_left_to_its_taker(
         assert swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10) == []
     finally:
         close_test_driver(other)
+
+
+def test_a_repeat_of_a_post_refused_before_its_dedup_id_was_forgotten_is_stored(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Swift went away mid-post: the message was not stored, and its dedup id could not be
+    forgotten. Before, a repeat was answered with the id of the message never stored."""
+    clock = FakeClock()
+    post = [NewMessage('"once"', 3600, 0, "job-1")]
+    with monkeypatch.context() as patched:
+        entries = FailingWrites(patched, "/d/")
+        generations = FailingWrites(patched, names.dedup_key("job-1"))
+        with pytest.raises(errors.StorageUnavailable):
+            swift.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert entries.refused[0].startswith("PUT "), "the message was stored"
+    assert generations.refused, "the dedup id was forgotten"
+
+    clock.advance(ms=FIRST_POST_GRACE_MS)  # past the time its post could still be storing it
+    stored = swift.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert stored.duplicates == ()
+    [message] = swift.get_messages(P, Q, stored.ids, clock.now_ms())
+    assert message.body == "once"
+    repeat = swift.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert (repeat.ids, repeat.duplicates) == (stored.ids, (0,))
+
+
+def test_a_repeat_while_the_first_post_is_being_stored_waits_for_it(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first post remembered the dedup id and has not stored its message yet: a repeat
+    then waits for it, and is its duplicate."""
+    clock = FakeClock()
+    post = [NewMessage('"once"', 3600, 0, "job-2")]
+    repeats: list[Posted] = []
+    store = MessageOps._store
+    first_store: list[bool] = []
+
+    def repeated_meanwhile(driver: MessageOps, *args: Any) -> None:
+        if first_store:
+            store(driver, *args)
+            return
+        first_store.append(True)
+        repeat = threading.Thread(
+            target=lambda: repeats.append(driver.post_messages(P, Q, post, ALICE, clock.now_ms()))
+        )
+        repeat.start()
+        time.sleep(0.5)  # the repeat has read the unconfirmed generation, and waits
+        assert repeat.is_alive(), "the repeat did not wait for the first post"
+        store(driver, *args)
+        repeat.join(15)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(MessageOps, "_store", repeated_meanwhile)
+        first = swift.post_messages(P, Q, post, ALICE, clock.now_ms())
+    [repeat] = repeats
+    assert (repeat.ids, repeat.duplicates) == (first.ids, (0,))
+    assert len(swift.get_messages(P, Q, first.ids, clock.now_ms())) == 1
+    assert swift.stats(P, Q, clock.now_ms()).total == 1

@@ -4,11 +4,24 @@ Each id has numbered generations, ``<p>/<q>/<sha1 of the id>/<g>`` in the dedup 
 each created only if absent. A post reads the latest generation: while it is unexpired the id
 is a duplicate of its message; otherwise the post creates the next generation, and of
 concurrent posts exactly one is kept (``SwiftClient.create_settled``).
+
+A generation is created unconfirmed (``s`` 0) before its message is stored, and confirmed
+once it is. Of an unconfirmed one, the message is looked for: found, the id is a duplicate
+of it; missing, its post is still storing it, and the repeat waits for it until
+``FIRST_POST_GRACE_MS`` after the generation was made; still missing then, that post failed
+without undoing the generation (Swift went away in between, or the process died), and the
+id is remembered afresh. So a repeat is never answered with the id of a message that was
+never stored. A post of several ids that meets one being stored gives back the ids it took
+and takes them again one at a time in ``dedup_key`` order, waiting where it must: posts wait
+only in that order, so none waits on a post that waits on it.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from zaqar_delay import errors
 from zaqar_delay.storage.swift import names
@@ -16,6 +29,18 @@ from zaqar_delay.storage.swift.connect import SwiftClient
 
 # Generations a post tries to create while concurrent posts create them first.
 REMEMBER_ATTEMPTS = 10
+# How long an unconfirmed generation's post may still be storing its message, and how often
+# a repeat waiting for it looks.
+FIRST_POST_GRACE_MS = 10_000
+FIRST_POST_POLL_S = 0.05
+
+
+# A generation forgotten: expired, so the next post with its id makes the next one.
+LAPSED = json.dumps({"m": "", "e": 0, "at": 0, "s": 1}).encode()
+
+
+class FirstPostPending(Exception):
+    """The first message posted with a dedup id is still being stored."""
 
 
 class SwiftDedup:
@@ -36,9 +61,32 @@ class SwiftDedup:
         message_id: str,
         expires_ms: int,
         now_ms: int,
+        stored: Callable[[str], bool],
+        wait: bool = True,
     ) -> tuple[str | None, str]:
         """``(id of the first message, "")`` when the queue remembers ``dedup_id``, else
-        ``(None, generation object)`` after remembering ``message_id`` under it."""
+        ``(None, generation object)`` after remembering ``message_id`` under it, unconfirmed
+        until :meth:`confirm`. ``stored(id)``: whether a message is stored (asked only of
+        an unconfirmed generation's). When the first message is still being stored, this
+        waits for it, or with ``wait`` False answers ``(None, "")`` at once."""
+        try:
+            return self._remember(
+                project, queue, dedup_id, message_id, expires_ms, now_ms, stored, wait
+            )
+        except FirstPostPending:
+            return None, ""
+
+    def _remember(
+        self,
+        project: str,
+        queue: str,
+        dedup_id: str,
+        message_id: str,
+        expires_ms: int,
+        now_ms: int,
+        stored: Callable[[str], bool],
+        wait: bool,
+    ) -> tuple[str | None, str]:
         prefix = self._prefix(project, queue, dedup_id)
         listed = self._swift.listing(self._container, prefix)
         generation = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
@@ -47,15 +95,75 @@ class SwiftDedup:
                 found = self._swift.get(self._container, prefix + names.number_part(generation))
                 if found is not None:
                     doc = json.loads(found[1])
-                    if int(doc["e"]) > now_ms:
+                    if int(doc["e"]) > now_ms and self._first_post_stored(
+                        prefix + names.number_part(generation), doc, stored, now_ms, wait
+                    ):
                         return str(doc["m"]), ""
             name = prefix + names.number_part(generation + 1)
-            remembered = json.dumps({"m": message_id, "e": expires_ms}).encode()
-            if self._swift.create_settled(self._container, name, remembered, names.CONTENT_TYPE):
+            if self._swift.create_settled(
+                self._container,
+                name,
+                _record(message_id, expires_ms, now_ms, confirmed=False),
+                names.CONTENT_TYPE,
+            ):
                 return None, name
             generation += 1  # a concurrent post created it: read what it remembers
         raise errors.StorageUnavailable("The dedup id could not be remembered.")
 
+    def _first_post_stored(
+        self,
+        name: str,
+        doc: dict[str, Any],
+        stored: Callable[[str], bool],
+        now_ms: int,
+        wait: bool,
+    ) -> bool:
+        """Whether the post that made the unexpired generation ``name`` (read as ``doc``)
+        stored its message, waiting for it while that post may still be storing it (without
+        ``wait``: raises :class:`FirstPostPending` then). A generation of an earlier
+        release, without ``s``, did."""
+        deadline = time.monotonic() + (FIRST_POST_GRACE_MS - (now_ms - int(doc["at"]))) / 1000
+        while not doc.get("s", 1):
+            if stored(str(doc["m"])):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            if not wait:
+                raise FirstPostPending(name)
+            time.sleep(FIRST_POST_POLL_S)
+            found = self._swift.get(self._container, name)
+            doc = {"e": 0} if found is None else json.loads(found[1])
+            if int(doc["e"]) <= now_ms:
+                return False  # its post failed, and forgot it
+        return True
+
+    def confirm(self, generations: Sequence[tuple[str, str, int, int]]) -> None:
+        """Confirm the generations ``(name, message id, expires ms, created ms)`` that
+        :meth:`remember` made, once their messages are stored."""
+        self._swift.each(
+            lambda item: self._swift.put(
+                self._container,
+                item[0],
+                _record(item[1], item[2], item[3], confirmed=True),
+                names.CONTENT_TYPE,
+            ),
+            generations,
+        )
+
     def forget(self, generations: list[str]) -> None:
-        """Forget what :meth:`remember` stored (a post that is refused after all)."""
-        self._swift.each(lambda name: self._swift.delete(self._container, name), generations)
+        """Forget what :meth:`remember` stored (a post that is refused after all, or that
+        gives its ids back): each generation is overwritten as lapsed, not deleted, so its
+        number is never taken again while a later one may be live."""
+        self._swift.each(
+            lambda name: self._swift.put(self._container, name, LAPSED, names.CONTENT_TYPE),
+            generations,
+        )
+
+
+def _record(message_id: str, expires_ms: int, now_ms: int, *, confirmed: bool) -> bytes:
+    """A generation's body: the message, when it expires (so does the generation), when the
+    generation was made, and whether the message is known to be stored. Unique to the
+    call: ``create_settled`` compares bodies."""
+    return json.dumps(
+        {"m": message_id, "e": expires_ms, "at": now_ms, "s": int(confirmed)}
+    ).encode()

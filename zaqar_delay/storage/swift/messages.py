@@ -162,8 +162,9 @@ class MessageOps(SwiftBase):
         try:
             self._store(project, queue, fresh)
         except errors.StorageUnavailable:
-            self._dedup.forget(generations)
+            self._dedup.forget([name for name, *_ in generations])
             raise
+        self._dedup.confirm(generations)
         return Posted(
             [duplicate_of.get(i) or ids[i] for i in range(len(ids))],
             tuple(sorted(duplicate_of)),
@@ -178,26 +179,48 @@ class MessageOps(SwiftBase):
         ids: Sequence[str],
         documents: Sequence[Doc],
         now_ms: int,
-    ) -> tuple[dict[int, str], list[str]]:
+    ) -> tuple[dict[int, str], list[tuple[str, str, int, int]]]:
         """{position: id of the earlier message} for messages whose dedup id the queue
         remembers (or an earlier message of this post carries), and the generations this
-        post created for the others."""
+        post created for the others, as ``SwiftDedup.confirm`` takes them."""
         post = PostDedupIds(messages)
         if not post.first:
             return {}, []
         firsts = list(post.first.items())
-        answers = self._swift.each(
-            lambda item: self._dedup.remember(
-                project, queue, item[0], ids[item[1]], int(documents[item[1]]["e"]), now_ms
-            ),
-            firsts,
-        )
+
+        def remember(item: tuple[str, int], wait: bool) -> tuple[str | None, str]:
+            return self._dedup.remember(
+                project,
+                queue,
+                item[0],
+                ids[item[1]],
+                int(documents[item[1]]["e"]),
+                now_ms,
+                lambda earlier: self._read_message(project, queue, earlier) is not None,
+                wait,
+            )
+
+        answers = self._swift.each(lambda item: remember(item, len(firsts) == 1), firsts)
+        if any(earlier is None and not name for earlier, name in answers):
+            # Another post is storing the first message of one of these ids. Waiting for it
+            # while holding ids of this post's own could wait on a post that waits on this
+            # one: they are given back, and taken again one at a time in a fixed order.
+            self._dedup.forget([name for _, name in answers if name])
+            by_id = {
+                item[0]: remember(item, True)
+                for item in sorted(firsts, key=lambda item: names.dedup_key(item[0]))
+            }
+            answers = [by_id[dedup_id] for dedup_id, _ in firsts]
         remembered = {
             dedup_id: earlier
             for (dedup_id, _), (earlier, _) in zip(firsts, answers, strict=True)
             if earlier is not None
         }
-        generations = [name for _, name in answers if name]
+        generations = [
+            (name, ids[position], int(documents[position]["e"]), now_ms)
+            for (_, position), (_, name) in zip(firsts, answers, strict=True)
+            if name
+        ]
         return post.duplicates(remembered, ids), generations
 
     def receive_dead_letters(
