@@ -174,35 +174,10 @@ def test_pooling_benchmark_compares_both_servers_and_spreads_by_weight() -> None
 def test_swift_benchmark_measures_zaqar_delay_on_swift(tmp_path: Path) -> None:
     """Upstream Zaqar's leg needs its virtualenv (installed from PyPI on the first full run);
     the smoke runs zaqar-delay's leg only."""
-    from tests.swift_aio import missing_binaries
-
-    if missing_binaries():
-        pytest.skip(f"Swift's servers are needed ({', '.join(missing_binaries())})")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.swift",
-            "--only",
-            "zaqar-delay",
-            "--messages",
-            "20",
-            "--backlog",
-            "40",
-            "--claims",
-            "3",
-            "--delayed",
-            "8",
-            "--claim-for",
-            "6",
-            "--results",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
+    run = on_swift(
+        "benchmarks.swift",
+        *("--messages", "20", "--backlog", "40", "--claims", "3", "--delayed", "8"),
+        *("--claim-for", "6", "--results", str(tmp_path)),
     )
     [report] = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     assert report["server"] == "zaqar-delay"
@@ -218,32 +193,29 @@ def test_swift_benchmark_measures_zaqar_delay_on_swift(tmp_path: Path) -> None:
 
 
 def test_swift_patterns_benchmark_measures_each_pattern_and_zaqar_delay(tmp_path: Path) -> None:
-    from tests.swift_aio import missing_binaries
-
-    if missing_binaries():
-        pytest.skip(f"Swift's servers are needed ({', '.join(missing_binaries())})")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.swift_patterns",
-            "--only",
-            "zaqar-delay",
-            "--operations",
-            "16",
-            "--rounds",
-            "1",
-            "--results",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
+    on_swift(
+        "benchmarks.swift_patterns",
+        *("--operations", "16", "--rounds", "1", "--results", str(tmp_path)),
     )
     [out] = tmp_path.glob("swift-patterns-*.json")
     recorded = json.loads(out.read_text())
     assert set(recorded["patterns"]) == {"get-put-put", "get-put", "put-put", "put"}
     assert all(len(rates) == 1 and rates[0] > 0 for rates in recorded["patterns"].values())
     assert list(recorded["servers"]) == ["zaqar-delay"] and recorded["servers"]["zaqar-delay"] > 0
+
+
+def on_swift(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a Swift benchmark's zaqar-delay leg (upstream's needs its virtualenv, installed
+    from PyPI on the first full run), skipping the test when Swift is not installed."""
+    from tests.swift_aio import missing_binaries
+
+    if missing_binaries():
+        pytest.skip(f"Swift's servers are needed ({', '.join(missing_binaries())})")
+    return subprocess.run(
+        [sys.executable, "-m", module, "--only", "zaqar-delay", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )

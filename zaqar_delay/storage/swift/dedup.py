@@ -39,10 +39,6 @@ FIRST_POST_POLL_S = 0.05
 LAPSED = json.dumps({"m": "", "e": 0, "at": 0, "s": 1}).encode()
 
 
-class FirstPostPending(Exception):
-    """The first message posted with a dedup id is still being stored."""
-
-
 class SwiftDedup:
     """The dedup ids of every queue, in one container."""
 
@@ -69,24 +65,6 @@ class SwiftDedup:
         until :meth:`confirm`. ``stored(id)``: whether a message is stored (asked only of
         an unconfirmed generation's). When the first message is still being stored, this
         waits for it, or with ``wait`` False answers ``(None, "")`` at once."""
-        try:
-            return self._remember(
-                project, queue, dedup_id, message_id, expires_ms, now_ms, stored, wait
-            )
-        except FirstPostPending:
-            return None, ""
-
-    def _remember(
-        self,
-        project: str,
-        queue: str,
-        dedup_id: str,
-        message_id: str,
-        expires_ms: int,
-        now_ms: int,
-        stored: Callable[[str], bool],
-        wait: bool,
-    ) -> tuple[str | None, str]:
         prefix = self._prefix(project, queue, dedup_id)
         listed = self._swift.listing(self._container, prefix)
         generation = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
@@ -95,10 +73,14 @@ class SwiftDedup:
                 found = self._swift.get(self._container, prefix + names.number_part(generation))
                 if found is not None:
                     doc = json.loads(found[1])
-                    if int(doc["e"]) > now_ms and self._first_post_stored(
-                        prefix + names.number_part(generation), doc, stored, now_ms, wait
-                    ):
-                        return str(doc["m"]), ""
+                    if int(doc["e"]) > now_ms:
+                        first = self._first_post_stored(
+                            prefix + names.number_part(generation), doc, stored, now_ms, wait
+                        )
+                        if first is None:
+                            return None, ""
+                        if first:
+                            return str(doc["m"]), ""
             name = prefix + names.number_part(generation + 1)
             if self._swift.create_settled(
                 self._container,
@@ -117,11 +99,10 @@ class SwiftDedup:
         stored: Callable[[str], bool],
         now_ms: int,
         wait: bool,
-    ) -> bool:
+    ) -> bool | None:
         """Whether the post that made the unexpired generation ``name`` (read as ``doc``)
         stored its message, waiting for it while that post may still be storing it (without
-        ``wait``: raises :class:`FirstPostPending` then). A generation of an earlier
-        release, without ``s``, did."""
+        ``wait``: None then). A generation of an earlier release, without ``s``, did."""
         deadline = time.monotonic() + (FIRST_POST_GRACE_MS - (now_ms - int(doc["at"]))) / 1000
         while not doc.get("s", 1):
             if stored(str(doc["m"])):
@@ -129,7 +110,7 @@ class SwiftDedup:
             if time.monotonic() >= deadline:
                 return False
             if not wait:
-                raise FirstPostPending(name)
+                return None
             time.sleep(FIRST_POST_POLL_S)
             found = self._swift.get(self._container, name)
             doc = {"e": 0} if found is None else json.loads(found[1])
