@@ -35,10 +35,6 @@ FIRST_POST_GRACE_MS = 10_000
 FIRST_POST_POLL_S = 0.05
 
 
-# A generation forgotten: expired, so the next post with its id makes the next one.
-LAPSED = json.dumps({"m": "", "e": 0, "at": 0, "s": 1}).encode()
-
-
 class SwiftDedup:
     """The dedup ids of every queue, in one container."""
 
@@ -148,3 +144,7 @@ def _record(message_id: str, expires_ms: int, now_ms: int, *, confirmed: bool) -
     return json.dumps(
         {"m": message_id, "e": expires_ms, "at": now_ms, "s": int(confirmed)}
     ).encode()
+
+
+# A generation forgotten: expired, so the next post with its id makes the next one.
+LAPSED = _record("", 0, 0, confirmed=True)
