@@ -1,16 +1,27 @@
 """Idempotent posting on MongoDB: the dedup ids a queue remembers, one document each.
 
 ``dedup``: {p: project, q: queue, i: dedup id, m: id of the message first posted with it,
-e: ms until which it is remembered (that message's expiry), ex: e as a date (TTL index)}.
-The unique index on (p, q, i) decides races: of concurrent posts with one id, exactly one
-insert succeeds and the others read its message id.
+e: ms until which it is remembered (that message's expiry), ex: e as a date (TTL index),
+at: ms it was remembered, s: 1 once its message is stored}. The unique index on (p, q, i)
+decides races: of concurrent posts with one id, exactly one insert succeeds and the others
+read its message id.
 
 Ids are remembered before the messages are inserted, so a consumer can never see a message
-twice; if the insert then fails, :meth:`DedupIds.forget` withdraws them again.
+twice; if the insert then fails, :meth:`DedupIds.forget` withdraws them again, and once it
+succeeds :meth:`DedupIds.confirm` marks them stored. A repeat that meets an unconfirmed id
+looks for its message: found, the repeat is a duplicate of it; missing, the first post is
+still storing it, and the repeat waits for it until ``FIRST_POST_GRACE_MS`` after the id was
+remembered; still missing then, that post failed without withdrawing the id (MongoDB went
+away in between, or the process died), and the id is remembered afresh. So a repeat is
+never answered with the id of a message that was never stored. A post of several ids that
+meets one being stored gives back the ids it took and takes them again one at a time in id
+order, waiting where it must: posts wait only in that order, so none waits on a post that
+waits on it.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,13 +36,33 @@ Doc = dict[str, Any]
 DUPLICATE_KEY = 11000
 # Rounds one id may take when concurrent posts and the TTL monitor race over a lapsed record.
 REMEMBER_ATTEMPTS = 3
+# How long the post that remembered an id may still be storing its message, and how often a
+# repeat waiting for it looks.
+FIRST_POST_GRACE_MS = 10_000
+FIRST_POST_POLL_S = 0.05
+# _settle's answer, without waiting, for an id whose first post is still storing its message.
+PENDING = "\x00pending"
+
+# A record a post took: (its _id, its message id).
+Taken = tuple[Any, str]
+
+
+def _records(taken: Sequence[Taken]) -> Doc:
+    """A filter matching these records while they remember these messages (found by _id)."""
+    return {"_id": {"$in": [r for r, _ in taken]}, "m": {"$in": [m for _, m in taken]}}
 
 
 class DedupIds:
-    """The dedup ids of every queue, in one collection."""
+    """The dedup ids of every queue, in one collection; ``messages``: where their messages
+    are stored, looked in for an unconfirmed id's."""
 
-    def __init__(self, collection: pymongo.collection.Collection[Doc]) -> None:
+    def __init__(
+        self,
+        collection: pymongo.collection.Collection[Doc],
+        messages: pymongo.collection.Collection[Doc],
+    ) -> None:
         self._collection = collection
+        self._messages = messages
 
     def remember(
         self,
@@ -39,60 +70,125 @@ class DedupIds:
         queue: str,
         candidates: Sequence[tuple[str, str, int]],
         now_ms: int,
-    ) -> dict[str, str]:
+    ) -> tuple[dict[str, str], list[Taken]]:
         """Remember each (dedup id, message id, expires ms) unless the queue already does.
 
         Returns {dedup id: remembered message id} for the ids that were already remembered
-        and live at ``now_ms``; the others are now remembered with the given message id.
-        Dedup ids must be distinct.
+        and live at ``now_ms`` (waiting for a message still being stored); the others are
+        now remembered, unconfirmed until :meth:`confirm`, with the given message id, and
+        returned second as :meth:`confirm` and :meth:`forget` take them. Dedup ids must be
+        distinct.
         """
         if not candidates:
-            return {}
-        documents = [
-            {"p": project, "q": queue, "i": i, "m": m, "e": e, "ex": as_date(e)}
+            return {}, []
+        documents: list[Doc] = [
+            {
+                # Records are confirmed and withdrawn by _id: a new one's is its message id.
+                "_id": m,
+                "p": project,
+                "q": queue,
+                "i": i,
+                "m": m,
+                "e": e,
+                "ex": as_date(e),
+                "at": now_ms,
+                "s": 0,
+            }
             for i, m, e in candidates
         ]
+        wait = len(documents) == 1
+        answers = {
+            doc["i"]: self._settle(doc, now_ms, wait=wait) for doc in self._insert(documents)
+        }
+        if PENDING in answers.values():
+            self.forget([(doc["_id"], doc["m"]) for doc in documents])
+            answers = {}
+            for doc in sorted(documents, key=lambda doc: str(doc["i"])):
+                if self._insert([doc]):
+                    answers[doc["i"]] = self._settle(doc, now_ms, wait=True)
+        earlier = {i: m for i, m in answers.items() if m is not None}
+        taken = [(doc["_id"], doc["m"]) for doc in documents if doc["i"] not in earlier]
+        return earlier, taken
+
+    def _insert(self, documents: list[Doc]) -> list[Doc]:
+        """Insert ``documents``; the ones an id already remembered refused."""
         try:
-            self._collection.insert_many(documents, ordered=False)
-            return {}
+            self._collection.insert_many([dict(doc) for doc in documents], ordered=False)
+            return []
         except BulkWriteError as exc:
             write_errors = exc.details.get("writeErrors", [])
             if any(error.get("code") != DUPLICATE_KEY for error in write_errors):
                 raise
-            clashing = [documents[error["index"]] for error in write_errors]
-        return {
-            doc["i"]: found
-            for doc in clashing
-            if (found := self._settle(project, queue, doc, now_ms)) is not None
-        }
+            return [documents[error["index"]] for error in write_errors]
 
-    def _settle(self, project: str, queue: str, document: Doc, now_ms: int) -> str | None:
-        """An id whose insert clashed: the live message id remembered for it, or None when
-        the record had lapsed and now remembers ``document`` instead."""
-        scope = {"p": project, "q": queue, "i": document["i"]}
+    def _settle(self, document: Doc, now_ms: int, *, wait: bool) -> str | None:
+        """An id whose insert clashed: the message id remembered for it, or None when the
+        record had lapsed, or its post failed, and now remembers ``document`` instead (its
+        ``_id`` then set to the record's); without ``wait``, ``PENDING`` while its first
+        post may still be storing it."""
+        scope = {k: document[k] for k in ("p", "q", "i")}
         for _ in range(REMEMBER_ATTEMPTS):
-            existing = self._collection.find_one(scope, {"m": 1, "e": 1})
-            if existing is not None and existing["e"] > now_ms:
-                return str(existing["m"])
-            if existing is not None:
-                taken = self._collection.update_one(
-                    {"_id": existing["_id"], "e": {"$lte": now_ms}},
-                    {"$set": {k: document[k] for k in ("m", "e", "ex")}},
-                )
-                if taken.modified_count:
+            existing = self._collection.find_one(scope, {"m": 1, "e": 1, "at": 1, "s": 1})
+            if existing is None:
+                try:
+                    self._collection.insert_one(dict(document))
                     return None
-                continue  # a concurrent post took the lapsed record first: read it again
-            try:
-                self._collection.insert_one(dict(document))
+                except DuplicateKeyError:
+                    continue
+            if existing["e"] > now_ms:
+                stored, existing = self._first_post_stored(existing, now_ms, wait=wait)
+                if stored is None:
+                    return PENDING
+                if stored:
+                    return str(existing["m"])
+            # Lapsed, or its post failed: taken over unless a concurrent post took it, or its
+            # post withdrew it, first.
+            taken = self._collection.update_one(
+                {"_id": existing["_id"], "m": existing["m"]},
+                {"$set": {k: document[k] for k in ("m", "e", "ex", "at", "s")}},
+            )
+            if taken.modified_count:
+                document["_id"] = existing["_id"]
                 return None
-            except DuplicateKeyError:
-                continue
         raise errors.StorageUnavailable("A dedup id kept changing hands; retry the post.")
 
-    def forget(self, project: str, queue: str, message_ids: Sequence[str]) -> None:
-        """Withdraw the ids remembered for these messages (their post failed)."""
-        if message_ids:
-            self._collection.delete_many({"p": project, "q": queue, "m": {"$in": message_ids}})
+    def _first_post_stored(
+        self, record: Doc, now_ms: int, *, wait: bool
+    ) -> tuple[bool | None, Doc]:
+        """Whether the post that remembered the live ``record`` stored its message, waiting
+        while that post may still be storing it (without ``wait``: None then); with the
+        record as last read (as first read once withdrawn). A record of an earlier release, without
+        ``s``, was stored."""
+        elapsed_ms = now_ms - int(record.get("at", now_ms))
+        deadline = time.monotonic() + (FIRST_POST_GRACE_MS - elapsed_ms) / 1000
+        while not record.get("s", 1):
+            if self._messages.find_one({"_id": record["m"]}, {"_id": 1}) is not None:
+                return True, record
+            if time.monotonic() >= deadline:
+                return False, record
+            if not wait:
+                return None, record
+            time.sleep(FIRST_POST_POLL_S)
+            found = self._collection.find_one(
+                {"_id": record["_id"]}, {"m": 1, "e": 1, "at": 1, "s": 1}
+            )
+            if found is None:
+                return False, record
+            if found["e"] <= now_ms:
+                return False, found
+            record = found
+        return True, record
+
+    def confirm(self, taken: Sequence[Taken]) -> None:
+        """Mark the records :meth:`remember` took as stored."""
+        if taken:
+            self._collection.update_many({**_records(taken), "s": 0}, {"$set": {"s": 1}})
+
+    def forget(self, taken: Sequence[Taken]) -> None:
+        """Withdraw the records :meth:`remember` took (their post failed, or gives them
+        back); one another post has taken since stays."""
+        if taken:
+            self._collection.delete_many(_records(taken))
 
     def forget_queue(self, project: str, queue: str) -> None:
         self._collection.delete_many({"p": project, "q": queue})

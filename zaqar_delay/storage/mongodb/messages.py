@@ -29,6 +29,7 @@ from zaqar_delay.storage.mongodb.common import (
     MongoBase,
     message_of,
 )
+from zaqar_delay.storage.mongodb.dedup import Taken
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
 from zaqar_delay.storage.mongodb.schema import as_date
 
@@ -89,7 +90,9 @@ class MessageOps(MongoBase):
         now_ms: int,
     ) -> Posted:
         documents, subscribed = self._documents(project, queue, messages, client_id, now_ms)
-        duplicate_of = self._remember_dedup_ids(project, queue, messages, documents, now_ms)
+        duplicate_of, remembered = self._remember_dedup_ids(
+            project, queue, messages, documents, now_ms
+        )
         fresh = [d for i, d in enumerate(documents) if i not in duplicate_of]
 
         # One ordered insert command; if it fails part-way, the documents it did write are
@@ -103,8 +106,9 @@ class MessageOps(MongoBase):
                 self._messages.insert_many(fresh)
             except pymongo.errors.PyMongoError:
                 self._messages.delete_many({"_id": {"$in": fresh_ids}})
-                self._dedup.forget(project, queue, fresh_ids)
+                self._dedup.forget(remembered)
                 raise
+            self._dedup.confirm(remembered)
             self._wakeups.wake(project, queue)
         push_due = self._owe_pushes(project, queue, fresh, now_ms) if subscribed else 0
         ids = [duplicate_of.get(i) or str(d["_id"]) for i, d in enumerate(documents)]
@@ -163,17 +167,18 @@ class MessageOps(MongoBase):
         messages: Sequence[NewMessage],
         documents: Sequence[Doc],
         now_ms: int,
-    ) -> dict[int, str]:
+    ) -> tuple[dict[int, str], list[Taken]]:
         """{position: id of the earlier message} for messages whose dedup id the queue
-        remembers (or an earlier message of this post carries); remembers the others'."""
+        remembers (or an earlier message of this post carries); remembers the others', and
+        returns their records for ``DedupIds.confirm``."""
         post = PostDedupIds(messages)
         if not post.first:
-            return {}
+            return {}, []
         candidates = [
             (dedup_id, documents[i]["_id"], documents[i]["e"]) for dedup_id, i in post.first.items()
         ]
-        remembered = self._dedup.remember(project, queue, candidates, now_ms)
-        return post.duplicates(remembered, [d["_id"] for d in documents])
+        earlier, remembered = self._dedup.remember(project, queue, candidates, now_ms)
+        return post.duplicates(earlier, [d["_id"] for d in documents]), remembered
 
     def list_messages(
         self,
