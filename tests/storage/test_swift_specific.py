@@ -100,24 +100,35 @@ def test_a_settled_creation_has_exactly_one_winner(swift_aio: SwiftAllInOne) -> 
     assert winners == [1] * RACES
 
 
-class FailingWrites:
-    """Makes the driver's client refuse writes of objects whose names contain ``part``, and
-    records each refusal."""
+class ProcessKilled(BaseException):
+    """The process dying mid-call: nothing after the call runs, not even an undo."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, part: str) -> None:
+
+class FailingWrites:
+    """Makes the driver's client refuse writes of objects whose names contain ``part`` with
+    ``fault`` (by default, as Swift going away would), and records each refusal."""
+
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        part: str,
+        fault: type[BaseException] = errors.StorageUnavailable,
+        deletes: bool = True,
+    ) -> None:
+        """``deletes``: deletes are refused too."""
         self.refused: list[str] = []
         put, delete = SwiftClient.put, SwiftClient.delete
 
         def failing_put(client: SwiftClient, container: str, name: str, *args: Any) -> None:
             if part in name:
                 self.refused.append(f"PUT {name}")
-                raise errors.StorageUnavailable("injected")
+                raise fault("injected")
             put(client, container, name, *args)
 
         def failing_delete(client: SwiftClient, container: str, name: str) -> None:
-            if part in name:
+            if part in name and deletes:
                 self.refused.append(f"DELETE {name}")
-                raise errors.StorageUnavailable("injected")
+                raise fault("injected")
             delete(client, container, name)
 
         monkeypatch.setattr(SwiftClient, "put", failing_put)
@@ -608,27 +619,103 @@ def test_a_repeat_while_the_first_post_is_being_stored_waits_for_it(
     clock = FakeClock()
     post = [NewMessage('"once"', 3600, 0, "job-2")]
     repeats: list[Posted] = []
+    threads: list[threading.Thread] = []
     store = MessageOps._store
-    first_store: list[bool] = []
 
     def repeated_meanwhile(driver: MessageOps, *args: Any) -> None:
-        if first_store:
+        if threads:
             store(driver, *args)
             return
-        first_store.append(True)
-        repeat = threading.Thread(
-            target=lambda: repeats.append(driver.post_messages(P, Q, post, ALICE, clock.now_ms()))
+        threads.append(
+            threading.Thread(
+                target=lambda: repeats.append(
+                    driver.post_messages(P, Q, post, ALICE, clock.now_ms())
+                )
+            )
         )
-        repeat.start()
+        threads[0].start()
         time.sleep(0.5)  # the repeat has read the unconfirmed generation, and waits
-        assert repeat.is_alive(), "the repeat did not wait for the first post"
+        assert threads[0].is_alive(), "the repeat did not wait for the first post"
         store(driver, *args)
-        repeat.join(15)
 
     with monkeypatch.context() as patched:
         patched.setattr(MessageOps, "_store", repeated_meanwhile)
         first = swift.post_messages(P, Q, post, ALICE, clock.now_ms())
+    threads[0].join(15)
     [repeat] = repeats
     assert (repeat.ids, repeat.duplicates) == (first.ids, (0,))
     assert len(swift.get_messages(P, Q, first.ids, clock.now_ms())) == 1
     assert swift.stats(P, Q, clock.now_ms()).total == 1
+
+
+def leased_now(swift: SwiftDriver, clock: FakeClock) -> list[str]:
+    """The ids of the messages whose pushes are due now, leased."""
+    return [d.message.id for d in swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10)]
+
+
+def test_a_post_whose_pushes_could_not_be_owed_is_refused_whole(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Swift refused to owe the pushes, and then took the undo. Before, the messages stayed
+    stored, never pushed, behind a 503."""
+    clock = FakeClock()
+    sid, _ = swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, {}, "s", clock.now_ms())
+    post = [NewMessage('"once"', 3600, 0, "job-3"), NewMessage('"plain"', 3600, 0)]
+    with monkeypatch.context() as patched:
+        pushes = FailingWrites(patched, sid, deletes=False)
+        with pytest.raises(errors.StorageUnavailable):
+            swift.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert pushes.refused[0].startswith("PUT "), "the pushes were owed"
+    assert swift.stats(P, Q, clock.now_ms()).total == 0
+    assert leased_now(swift, clock) == []
+
+    stored = swift.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert stored.duplicates == ()
+    assert sorted(leased_now(swift, clock)) == sorted(stored.ids)
+
+
+def test_a_repeat_of_a_post_killed_before_owing_its_pushes_owes_them(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process died between storing the message and owing its push: the repeat, once the
+    first post's time is up, is its duplicate and owes the push."""
+    clock = FakeClock()
+    sid, _ = swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, {}, "s", clock.now_ms())
+    post = [NewMessage('"once"', 3600, 0, "job-4")]
+    with monkeypatch.context() as patched:
+        pushes = FailingWrites(patched, sid, ProcessKilled)
+        with pytest.raises(ProcessKilled):
+            swift.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert pushes.refused[0].startswith("PUT "), "the pushes were owed"
+    assert swift.stats(P, Q, clock.now_ms()).total == 1
+    assert leased_now(swift, clock) == []
+
+    clock.advance(ms=FIRST_POST_GRACE_MS)
+    repeat = swift.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert repeat.duplicates == (0,)
+    assert leased_now(swift, clock) == repeat.ids
+    assert swift.stats(P, Q, clock.now_ms()).total == 1
+
+
+def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first copy into the dead-letter queue stored the copy and failed to owe its push;
+    the claim that copies it again (the original is still held) owes it."""
+    clock = FakeClock()
+    sid, _ = swift.create_subscription(
+        P, "dlq", "http://127.0.0.1:9/x", 3600, {}, "s", clock.now_ms()
+    )
+    posted = swift.post_messages(P, Q, [NewMessage('"dead"', 3600, 0)], ALICE, clock.now_ms())
+    dead = swift.get_messages(P, Q, posted.ids, clock.now_ms())
+    with monkeypatch.context() as patched:
+        pushes = FailingWrites(patched, sid)
+        with pytest.raises(errors.StorageUnavailable):
+            swift.receive_dead_letters(P, "dlq", dead, None, clock.now_ms())
+    assert pushes.refused[0].startswith("PUT "), "the push was owed"
+    assert swift.stats(P, "dlq", clock.now_ms()).total == 1
+
+    swift.receive_dead_letters(P, "dlq", dead, None, clock.now_ms())
+    assert swift.stats(P, "dlq", clock.now_ms()).total == 1
+    leased = swift.lease_pushes(P, "dlq", clock.now_ms(), 30_000, 10)
+    assert [d.message.id for d in leased] == posted.ids

@@ -7,33 +7,33 @@ decides races: of concurrent posts with one id, exactly one insert succeeds and 
 read its message id.
 
 Ids are remembered before the messages are inserted, so a consumer can never see a message
-twice; if the insert then fails, :meth:`DedupIds.forget` withdraws them again, and once it
-succeeds :meth:`DedupIds.confirm` marks them stored. A repeat that meets an unconfirmed id
-looks for its message: found, the repeat is a duplicate of it; missing, the first post is
-still storing it, and the repeat waits for it until ``FIRST_POST_GRACE_MS`` after the id was
-remembered; still missing then, that post failed without withdrawing the id (MongoDB went
-away in between, or the process died), and the id is remembered afresh. So a repeat is
-never answered with the id of a message that was never stored. A post of several ids that
-meets one being stored gives back the ids it took and takes them again one at a time in id
-order, waiting where it must: posts wait only in that order, so none waits on a post that
-waits on it.
+twice; if the insert (or the pushes owed for the messages) then fails, :meth:`DedupIds.forget`
+withdraws them again, and once the post is stored whole :meth:`DedupIds.confirm` marks them.
+A repeat that meets an unconfirmed id waits for its post to confirm it, until
+``FIRST_POST_GRACE_MS`` after the id was remembered. Unconfirmed then, that post failed part-way
+and could not undo it (MongoDB went away, or the process died): if its message is stored, the
+repeat completes it (owes the pushes it may not have owed) and confirms it; if not, the id is
+remembered afresh. So a repeat is never answered with the id of a message that was never
+stored, nor of one never pushed. A post of several ids that meets one being stored gives back
+the ids it took and takes them again one at a time in id order, waiting where it must: posts
+wait only in that order, so none waits on a post that waits on it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pymongo
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from zaqar_delay import errors
+from zaqar_delay.storage.mongodb.errors import duplicate_positions
 from zaqar_delay.storage.mongodb.schema import as_date
 
 Doc = dict[str, Any]
 
-DUPLICATE_KEY = 11000
 # Rounds one id may take when concurrent posts and the TTL monitor race over a lapsed record.
 REMEMBER_ATTEMPTS = 3
 # How long the post that remembered an id may still be storing its message, and how often a
@@ -42,6 +42,9 @@ FIRST_POST_GRACE_MS = 10_000
 FIRST_POST_POLL_S = 0.05
 # _settle's answer, without waiting, for an id whose first post is still storing its message.
 PENDING = "\x00pending"
+
+# What a post reads of a record.
+RECORD_FIELDS = {"p": 1, "q": 1, "m": 1, "e": 1, "at": 1, "s": 1}
 
 # A record a post took: (its _id, its message id).
 Taken = tuple[Any, str]
@@ -53,16 +56,17 @@ def _records(taken: Sequence[Taken]) -> Doc:
 
 
 class DedupIds:
-    """The dedup ids of every queue, in one collection; ``messages``: where their messages
-    are stored, looked in for an unconfirmed id's."""
+    """The dedup ids of every queue, in one collection. ``complete(project, queue, message
+    id, now ms)``: whether a message is stored, once the pushes its post may not have owed
+    are owed (asked of an unconfirmed id's message when its post's time is up)."""
 
     def __init__(
         self,
         collection: pymongo.collection.Collection[Doc],
-        messages: pymongo.collection.Collection[Doc],
+        complete: Callable[[str, str, str, int], bool],
     ) -> None:
         self._collection = collection
-        self._messages = messages
+        self._complete = complete
 
     def remember(
         self,
@@ -116,10 +120,10 @@ class DedupIds:
             self._collection.insert_many([dict(doc) for doc in documents], ordered=False)
             return []
         except BulkWriteError as exc:
-            write_errors = exc.details.get("writeErrors", [])
-            if any(error.get("code") != DUPLICATE_KEY for error in write_errors):
+            duplicates = duplicate_positions(exc)
+            if duplicates is None:
                 raise
-            return [documents[error["index"]] for error in write_errors]
+            return [documents[i] for i in duplicates]
 
     def _settle(self, document: Doc, now_ms: int, *, wait: bool) -> str | None:
         """An id whose insert clashed: the message id remembered for it, or None when the
@@ -128,7 +132,7 @@ class DedupIds:
         post may still be storing it."""
         scope = {k: document[k] for k in ("p", "q", "i")}
         for _ in range(REMEMBER_ATTEMPTS):
-            existing = self._collection.find_one(scope, {"m": 1, "e": 1, "at": 1, "s": 1})
+            existing = self._collection.find_one(scope, RECORD_FIELDS)
             if existing is None:
                 try:
                     self._collection.insert_one(dict(document))
@@ -157,21 +161,23 @@ class DedupIds:
     ) -> tuple[bool | None, Doc]:
         """Whether the post that remembered the live ``record`` stored its message, waiting
         while that post may still be storing it (without ``wait``: None then); with the
-        record as last read (as first read once withdrawn). A record of an earlier release, without
-        ``s``, was stored."""
+        record as last read (as first read once withdrawn). Past that time an unconfirmed
+        record's message, if stored, is completed and the record confirmed. A record of an
+        earlier release, without ``s``, was stored."""
         elapsed_ms = now_ms - int(record.get("at", now_ms))
         deadline = time.monotonic() + (FIRST_POST_GRACE_MS - elapsed_ms) / 1000
         while not record.get("s", 1):
-            if self._messages.find_one({"_id": record["m"]}, {"_id": 1}) is not None:
-                return True, record
             if time.monotonic() >= deadline:
-                return False, record
+                if not self._complete(record["p"], record["q"], record["m"], now_ms):
+                    return False, record
+                self._collection.update_one(
+                    {"_id": record["_id"], "m": record["m"]}, {"$set": {"s": 1}}
+                )
+                return True, record
             if not wait:
                 return None, record
             time.sleep(FIRST_POST_POLL_S)
-            found = self._collection.find_one(
-                {"_id": record["_id"]}, {"m": 1, "e": 1, "at": 1, "s": 1}
-            )
+            found = self._collection.find_one({"_id": record["_id"]}, RECORD_FIELDS)
             if found is None:
                 return False, record
             if found["e"] <= now_ms:

@@ -53,7 +53,7 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
         self._subscriptions = db[schema.SUBSCRIPTIONS]
         self._pushes = db[schema.PUSHES]
         self._push_limits = db[schema.PUSH_LIMITS]
-        self._dedup = DedupIds(db[schema.DEDUP], self._messages)
+        self._dedup = DedupIds(db[schema.DEDUP], self._complete_post)
         self._closed = threading.Event()
         self._wakeups = MongoWakeups(db, self._closed)
 

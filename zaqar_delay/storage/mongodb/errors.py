@@ -22,6 +22,18 @@ TRANSIENT = (
     mongo_errors.WTimeoutError,
 )
 
+# MongoDB's error code for a unique index refusing a document.
+DUPLICATE_KEY = 11000
+
+
+def duplicate_positions(exc: mongo_errors.BulkWriteError) -> list[int] | None:
+    """The positions of the documents an unordered bulk insert refused as duplicates of a
+    unique key; None when any write failed for another reason."""
+    write_errors = exc.details.get("writeErrors", [])
+    if any(error.get("code") != DUPLICATE_KEY for error in write_errors):
+        return None
+    return [int(error["index"]) for error in write_errors]
+
 
 def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
     """Re-raise transient MongoDB failures as StorageUnavailable (503); others propagate."""

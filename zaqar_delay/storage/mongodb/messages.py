@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import secrets
@@ -30,11 +31,8 @@ from zaqar_delay.storage.mongodb.common import (
     message_of,
 )
 from zaqar_delay.storage.mongodb.dedup import Taken
-from zaqar_delay.storage.mongodb.errors import translate_class_errors
+from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_class_errors
 from zaqar_delay.storage.mongodb.schema import as_date
-
-# MongoDB's error code for a unique index refusing a document.
-DUPLICATE_KEY = 11000
 
 
 @translate_class_errors
@@ -95,24 +93,48 @@ class MessageOps(MongoBase):
         )
         fresh = [d for i, d in enumerate(documents) if i not in duplicate_of]
 
-        # One ordered insert command; if it fails part-way, the documents it did write are
-        # deleted again (and their dedup ids forgotten) before the error is reported, so a
-        # refused post leaves nothing. (Multi-document transactions would also cover a crash
-        # of this process between the two, at the price of a replica set and much slower
-        # posts.)
+        # The messages, then the pushes owed for them, then their dedup ids confirmed. If a
+        # write fails, what was written is deleted again (and the dedup ids withdrawn) before
+        # the error is reported, so a refused post leaves nothing. A crash of this process in
+        # between leaves dedup ids unconfirmed, which a repeat completes or takes over
+        # (dedup.py). (Multi-document transactions would also cover that crash, at the price
+        # of a replica set and much slower posts.)
+        push_due = 0
         if fresh:
-            fresh_ids = [d["_id"] for d in fresh]
             try:
                 self._messages.insert_many(fresh)
+                if subscribed:
+                    push_due = self._owe_pushes(project, queue, fresh, now_ms)
             except pymongo.errors.PyMongoError:
-                self._messages.delete_many({"_id": {"$in": fresh_ids}})
-                self._dedup.forget(remembered)
+                self._undo_post(project, queue, [d["_id"] for d in fresh], remembered)
                 raise
             self._dedup.confirm(remembered)
             self._wakeups.wake(project, queue)
-        push_due = self._owe_pushes(project, queue, fresh, now_ms) if subscribed else 0
         ids = [duplicate_of.get(i) or str(d["_id"]) for i, d in enumerate(documents)]
         return Posted(ids, tuple(sorted(duplicate_of)), push_due_ms=push_due)
+
+    def _undo_post(
+        self, project: str, queue: str, message_ids: list[str], remembered: Sequence[Taken]
+    ) -> None:
+        """Delete what a refused post wrote: its pushes, then its messages, then its dedup
+        ids, stopping at the first write the store refuses. So a dedup id left behind is
+        unconfirmed, naming a message that is either gone or stored with its pushes perhaps
+        not owed, which a repeat completes (dedup.py)."""
+        with contextlib.suppress(pymongo.errors.PyMongoError):
+            self._pushes.delete_many(
+                {**self._queue_filter(project, queue), "m": {"$in": message_ids}}
+            )
+            self._messages.delete_many({"_id": {"$in": message_ids}})
+            self._dedup.forget(remembered)
+
+    def _complete_post(self, project: str, queue: str, message_id: str, now_ms: int) -> bool:
+        """Whether the message ``message_id`` is stored, once the pushes its post may not
+        have owed yet are owed (a push owed already stays as it is)."""
+        stored = self._messages.find_one({"_id": message_id}, {"d": 1})
+        if stored is None:
+            return False
+        self._owe_pushes(project, queue, [stored], now_ms)
+        return True
 
     def receive_dead_letters(
         self,
@@ -131,15 +153,16 @@ class MessageOps(MongoBase):
         try:
             self._messages.insert_many(documents, ordered=False)
         except pymongo.errors.BulkWriteError as exc:
-            errors_seen = exc.details.get("writeErrors", [])
-            if any(e.get("code") != DUPLICATE_KEY for e in errors_seen):
+            duplicates = duplicate_positions(exc)
+            if duplicates is None:
                 raise
-            refused = {int(e["index"]) for e in errors_seen}
-        fresh = [d for i, d in enumerate(documents) if i not in refused]
-        if fresh:
+            refused = set(duplicates)
+        if len(refused) < len(documents):
             self._wakeups.wake(project, queue)
+        # Owed for every copy, the ones an earlier attempt stored too: that attempt may have
+        # failed before it owed them. A push owed already stays as it is.
         if subscribed:
-            self._owe_pushes(project, queue, fresh, now_ms)
+            self._owe_pushes(project, queue, documents, now_ms)
 
     def post_if_current(
         self,

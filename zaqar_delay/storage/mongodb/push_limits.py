@@ -22,6 +22,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, MongoBase
+from zaqar_delay.storage.mongodb.errors import duplicate_positions
 
 # Compare-and-set attempts at a rate's next free time before a push waits for the next lease.
 RATE_ATTEMPTS = 8
@@ -89,7 +90,7 @@ class PushLimitOps(MongoBase):
                 self._push_limits.insert_many(missing, ordered=False)
             except BulkWriteError as exc:
                 # Places another dispatcher made first are fine; nothing else is.
-                if any(e.get("code") != 11000 for e in exc.details.get("writeErrors", [])):
+                if duplicate_positions(exc) is None:
                     raise
 
     def _give_back_place(self, sid: str, holder: str) -> bool:

@@ -12,12 +12,13 @@ import secrets
 from collections.abc import Sequence
 
 from pymongo import DeleteMany, UpdateOne
+from pymongo.errors import BulkWriteError
 
 from zaqar_delay.models import Delivery
 from zaqar_delay.push.limits import DispatchLimits
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, message_of
-from zaqar_delay.storage.mongodb.errors import translate_class_errors
+from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_class_errors
 from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
 from zaqar_delay.storage.mongodb.subscriptions import subscription_of
 
@@ -31,8 +32,9 @@ class PushOps(PushLimitOps):
     """Owe, find, lease and settle pushes."""
 
     def _owe_pushes(self, project: str, queue: str, stored: Sequence[Doc], now_ms: int) -> int:
-        """Owe each stored message to each live subscription of the queue at its due time;
-        returns the earliest of those times (0: none owed)."""
+        """Owe each stored message to each live subscription of the queue at its due time
+        (a push already owed stays as it is); returns the earliest of those times (0: none
+        owed)."""
         if not stored:
             return 0
         subscriptions = self._subscriptions.find(
@@ -53,7 +55,11 @@ class PushOps(PushLimitOps):
         ]
         if not pushes:
             return 0
-        self._pushes.insert_many(pushes, ordered=False)
+        try:
+            self._pushes.insert_many(pushes, ordered=False)
+        except BulkWriteError as exc:
+            if duplicate_positions(exc) is None:
+                raise
         return min(int(m["d"]) for m in stored)
 
     def due_push_queues(self, now_ms: int, limit: int) -> list[tuple[str, str]]:

@@ -6,14 +6,15 @@ is a duplicate of its message; otherwise the post creates the next generation, a
 concurrent posts exactly one is kept (``SwiftClient.create_settled``).
 
 A generation is created unconfirmed (``s`` 0) before its message is stored, and confirmed
-once it is. Of an unconfirmed one, the message is looked for: found, the id is a duplicate
-of it; missing, its post is still storing it, and the repeat waits for it until
-``FIRST_POST_GRACE_MS`` after the generation was made; still missing then, that post failed
-without undoing the generation (Swift went away in between, or the process died), and the
-id is remembered afresh. So a repeat is never answered with the id of a message that was
-never stored. A post of several ids that meets one being stored gives back the ids it took
-and takes them again one at a time in ``dedup_key`` order, waiting where it must: posts wait
-only in that order, so none waits on a post that waits on it.
+once the post is stored whole (its messages and the pushes owed for them). A repeat that
+meets an unconfirmed one waits for it to be confirmed until ``FIRST_POST_GRACE_MS`` after it
+was made. Unconfirmed then, its post failed part-way without undoing it (Swift went away in
+between, or the process died): if its message is stored, the repeat completes the post (owes
+the pushes it may not have owed) and confirms the generation; if not, the id is remembered
+afresh. So a repeat is never answered with the id of a message that was never stored, nor of
+one never pushed. A post of several ids that meets one being stored gives back the ids it
+took and takes them again one at a time in ``dedup_key`` order, waiting where it must: posts
+wait only in that order, so none waits on a post that waits on it.
 """
 
 from __future__ import annotations
@@ -53,13 +54,14 @@ class SwiftDedup:
         message_id: str,
         expires_ms: int,
         now_ms: int,
-        stored: Callable[[str], bool],
+        complete: Callable[[str], bool],
         wait: bool = True,
     ) -> tuple[str | None, str]:
         """``(id of the first message, "")`` when the queue remembers ``dedup_id``, else
         ``(None, generation object)`` after remembering ``message_id`` under it, unconfirmed
-        until :meth:`confirm`. ``stored(id)``: whether a message is stored (asked only of
-        an unconfirmed generation's). When the first message is still being stored, this
+        until :meth:`confirm`. ``complete(id)``: whether a message is stored, once the pushes
+        its post may not have owed are owed (asked of an unconfirmed generation's message
+        when its post's time is up). When the first message is still being stored, this
         waits for it, or with ``wait`` False answers ``(None, "")`` at once."""
         prefix = self._prefix(project, queue, dedup_id)
         listed = self._swift.listing(self._container, prefix)
@@ -71,7 +73,7 @@ class SwiftDedup:
                     doc = json.loads(found[1])
                     if int(doc["e"]) > now_ms:
                         first = self._first_post_stored(
-                            prefix + names.number_part(generation), doc, stored, now_ms, wait
+                            prefix + names.number_part(generation), doc, complete, now_ms, wait
                         )
                         if first is None:
                             return None, ""
@@ -92,19 +94,22 @@ class SwiftDedup:
         self,
         name: str,
         doc: dict[str, Any],
-        stored: Callable[[str], bool],
+        complete: Callable[[str], bool],
         now_ms: int,
         wait: bool,
     ) -> bool | None:
         """Whether the post that made the unexpired generation ``name`` (read as ``doc``)
         stored its message, waiting for it while that post may still be storing it (without
-        ``wait``: None then). A generation of an earlier release, without ``s``, did."""
+        ``wait``: None then). Past that time an unconfirmed generation's message, if stored,
+        is completed and the generation confirmed. A generation of an earlier release,
+        without ``s``, was stored."""
         deadline = time.monotonic() + (FIRST_POST_GRACE_MS - (now_ms - int(doc["at"]))) / 1000
         while not doc.get("s", 1):
-            if stored(str(doc["m"])):
-                return True
             if time.monotonic() >= deadline:
-                return False
+                if not complete(str(doc["m"])):
+                    return False
+                self.confirm([(name, str(doc["m"]), int(doc["e"]), int(doc["at"]))])
+                return True
             if not wait:
                 return None
             time.sleep(FIRST_POST_POLL_S)

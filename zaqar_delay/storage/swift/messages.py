@@ -47,6 +47,14 @@ class MessageOps(SwiftBase):
 
         def _live_subscription_ids(self, project: str, queue: str, now_ms: int) -> list[str]: ...
 
+        def _unowe_pushes(
+            self,
+            project: str,
+            queue: str,
+            stored: Sequence[tuple[str, Doc]],
+            subscriptions: Sequence[str],
+        ) -> None: ...
+
     # -- posting -------------------------------------------------------------------------------
 
     def _store(self, project: str, queue: str, stored: Sequence[tuple[str, Doc]]) -> None:
@@ -55,7 +63,7 @@ class MessageOps(SwiftBase):
         creates: a post is read whole or not at all. A crash before the messages are written
         leaves entries that claimers remove. If a write fails, what was written is deleted
         again before the error is raised."""
-        post = stored[0][0] if len(stored) > 1 else ""
+        post = _post_of(stored)
         try:
             self._swift.each(
                 lambda item: self._write_due_entry(project, queue, item[0], item[1], Slot()), stored
@@ -91,17 +99,16 @@ class MessageOps(SwiftBase):
                 stored,
             )
 
-    def _copy(self, project: str, queue: str, copies: Sequence[tuple[str, Doc]]) -> list[str]:
+    def _copy(self, project: str, queue: str, copies: Sequence[tuple[str, Doc]]) -> None:
         """Store dead-letter copies, each created only if its id is not stored yet (an earlier
-        attempt's); returns the ids stored now. Each is whole by itself: a failure part-way
-        leaves copies that the next attempt skips."""
+        attempt's). Each is whole by itself: a failure part-way leaves copies that the next
+        attempt skips."""
         self._swift.each(
             lambda item: self._write_due_entry(project, queue, item[0], item[1], Slot()), copies
         )
-        created = self._swift.each(
+        self._swift.each(
             lambda item: self._create_message(project, queue, item[0], item[1]), copies
         )
-        return [mid for (mid, _), fresh in zip(copies, created, strict=True) if fresh]
 
     def _create_message(self, project: str, queue: str, message_id: str, doc: Doc) -> bool:
         return self._swift.create(
@@ -159,16 +166,30 @@ class MessageOps(SwiftBase):
         fresh = [(ids[i], documents[i]) for i in range(len(ids)) if i not in duplicate_of]
         if len(fresh) > 1:
             fresh = [(mid, {**doc, "bt": fresh[0][0]}) for mid, doc in fresh]
+        # The messages, then the pushes owed for them, then their dedup ids confirmed; a
+        # refused write undoes what was written before the error is reported. Undoing the
+        # pushes stops at the first write Swift refuses too, leaving the dedup ids
+        # unconfirmed: like a crash in between, a repeat then completes the post or takes
+        # the ids over (dedup.py).
         try:
             self._store(project, queue, fresh)
         except errors.StorageUnavailable:
             self._dedup.forget([name for name, *_ in generations])
             raise
+        subscriptions = subscribed.result()
+        try:
+            push_due = self._owe_pushes(project, queue, fresh, now_ms, subscriptions)
+        except errors.StorageUnavailable:
+            with contextlib.suppress(errors.StorageUnavailable):
+                self._unowe_pushes(project, queue, fresh, subscriptions)
+                self._undo_post(project, queue, fresh, _post_of(fresh))
+                self._dedup.forget([name for name, *_ in generations])
+            raise
         self._dedup.confirm(generations)
         return Posted(
             [duplicate_of.get(i) or ids[i] for i in range(len(ids))],
             tuple(sorted(duplicate_of)),
-            push_due_ms=self._owe_pushes(project, queue, fresh, now_ms, subscribed.result()),
+            push_due_ms=push_due,
         )
 
     def _remember_dedup_ids(
@@ -196,7 +217,7 @@ class MessageOps(SwiftBase):
                 ids[item[1]],
                 int(documents[item[1]]["e"]),
                 now_ms,
-                lambda earlier: self._read_message(project, queue, earlier) is not None,
+                lambda earlier: self._complete_post(project, queue, earlier, now_ms),
                 wait,
             )
 
@@ -223,6 +244,15 @@ class MessageOps(SwiftBase):
         ]
         return post.duplicates(remembered, ids), generations
 
+    def _complete_post(self, project: str, queue: str, message_id: str, now_ms: int) -> bool:
+        """Whether the message ``message_id`` is stored, once the pushes its post may not
+        have owed yet are owed (owing one again is a second delivery at worst)."""
+        stored = self._read_message(project, queue, message_id)
+        if stored is None:
+            return False
+        self._owe_pushes(project, queue, [(message_id, stored)], now_ms)
+        return True
+
     def receive_dead_letters(
         self,
         project: str,
@@ -237,8 +267,9 @@ class MessageOps(SwiftBase):
             new = NewMessage(json.dumps(message.body), ttl_s or message.ttl_s, 0)
             stored.append((message.id, self._document(new, message.client_id, now_ms)))
         # Create-only and keyed by id: a copy an earlier attempt stored is not stored again.
-        created = set(self._copy(project, queue, stored))
-        self._owe_pushes(project, queue, [item for item in stored if item[0] in created], now_ms)
+        # Its pushes are owed again, since that attempt may have failed before it owed them.
+        self._copy(project, queue, stored)
+        self._owe_pushes(project, queue, stored, now_ms)
 
     def post_if_current(
         self,
@@ -494,3 +525,8 @@ def _held(doc: Doc, latest: Slot, now_ms: int) -> bool:
     """Whether a live claim holds the message ``doc`` whose latest slot is ``latest``: its
     index entry is then a claimed one."""
     return int(doc["e"]) > now_ms and latest.live(now_ms)
+
+
+def _post_of(stored: Sequence[tuple[str, Doc]]) -> str:
+    """The id that names the object committing a post of several messages ("": one)."""
+    return stored[0][0] if len(stored) > 1 else ""

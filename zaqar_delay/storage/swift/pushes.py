@@ -142,13 +142,21 @@ class PushOps(SubscriptionOps, PushLimitOps):
             return 0
         if subscriptions is None:
             subscriptions = self._live_subscription_ids(project, queue, now_ms)
-        owed = [
-            Owed(f"{sid}:{message_id}", int(doc["d"]))
-            for sid in subscriptions
-            for message_id, doc in stored
-        ]
+        owed = _owed_for(stored, subscriptions)
         self._swift.each(lambda o: self._put_owed(project, queue, o), owed)
         return min((int(doc["d"]) for _, doc in stored), default=0) if owed else 0
+
+    def _unowe_pushes(
+        self,
+        project: str,
+        queue: str,
+        stored: Sequence[tuple[str, Doc]],
+        subscriptions: Sequence[str],
+    ) -> None:
+        """Withdraw what :meth:`_owe_pushes` owed for ``stored`` to ``subscriptions`` (their
+        post is refused)."""
+        owed = _owed_for(stored, subscriptions)
+        self._swift.each(lambda o: self._drop_owed(project, queue, o), owed)
 
     # -- finding -------------------------------------------------------------------------------
 
@@ -424,3 +432,13 @@ class PushOps(SubscriptionOps, PushLimitOps):
         self._swift.delete_all(
             self._container(names.PUSHES), *(f"{kind}/{prefix}" for kind in ("l", "r", "p"))
         )
+
+
+def _owed_for(stored: Sequence[tuple[str, Doc]], subscriptions: Sequence[str]) -> list[Owed]:
+    """The pushes of the ``stored`` (message id, document) to ``subscriptions``, each owed
+    at its message's due time."""
+    return [
+        Owed(f"{sid}:{message_id}", int(doc["d"]))
+        for sid in subscriptions
+        for message_id, doc in stored
+    ]

@@ -1,0 +1,266 @@
+"""MongoDB posts that fail or stall between their writes (dedup ids, messages, pushes owed):
+a refused post leaves nothing, and a repeat is never answered with a message that was never
+stored or never pushed."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pymongo
+import pytest
+
+from tests.conftest import close_test_driver, open_test_driver, store_url
+from zaqar_delay import errors
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.models import NewMessage, Posted
+from zaqar_delay.storage.mongodb.dedup import FIRST_POST_GRACE_MS
+from zaqar_delay.storage.mongodb.driver import MongoDriver
+
+P, Q = "p", "q"
+ALICE = "a" * 32
+LEASE_MS = 30_000
+
+
+@pytest.fixture
+def mongo(request: pytest.FixtureRequest) -> Iterator[MongoDriver]:
+    driver = open_test_driver(store_url(request, "mongodb"))
+    assert isinstance(driver, MongoDriver)
+    driver.create_queue(P, Q, {}, FakeClock().now_ms())
+    yield driver
+    close_test_driver(driver)
+
+
+class ProcessKilled(BaseException):
+    """The process dying mid-call: nothing after the call runs, not even an undo."""
+
+
+class Refusing:
+    """Makes one method of one collection fail every call, with ``fault`` (by default, as a
+    store going away would); ``refused`` counts the calls."""
+
+    def __init__(
+        self,
+        patched: pytest.MonkeyPatch,
+        collection: Any,
+        method: str,
+        fault: type[BaseException] | None = None,
+    ) -> None:
+        self.refused = 0
+
+        def refuse(*args: Any, **kwargs: Any) -> None:
+            self.refused += 1
+            if fault is not None:
+                raise fault(method)
+            raise pymongo.errors.AutoReconnect(f"{method} refused")
+
+        patched.setattr(collection, method, refuse)
+
+
+@contextlib.contextmanager
+def stalled_insert(mongo: MongoDriver, meanwhile: Callable[[], None]) -> Iterator[None]:
+    """The first messages inserted meanwhile run ``meanwhile`` just before they are."""
+    insert_many = mongo._messages.insert_many
+    stalled: list[bool] = []
+
+    def insert(*args: Any, **kwargs: Any) -> Any:
+        if not stalled:
+            stalled.append(True)
+            meanwhile()
+        return insert_many(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(mongo._messages, "insert_many", insert)
+        yield
+
+
+def posting(
+    mongo: MongoDriver, clock: FakeClock, results: dict[str, Posted], name: str, *dedup_ids: str
+) -> threading.Thread:
+    """A post of one message per dedup id, in a thread of its own; its result in ``results``."""
+    messages = [NewMessage(f'"{name}-{i}"', 3600, 0, i) for i in dedup_ids]
+    thread = threading.Thread(
+        target=lambda: results.update(
+            {name: mongo.post_messages(P, Q, messages, ALICE, clock.now_ms())}
+        )
+    )
+    thread.start()
+    return thread
+
+
+def owed(mongo: MongoDriver, clock: FakeClock) -> list[str]:
+    """The ids of the messages whose pushes are due now."""
+    return [d.message.id for d in mongo.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 10)]
+
+
+def test_a_repeat_of_a_post_refused_before_its_dedup_id_was_forgotten_is_stored(
+    mongo: MongoDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MongoDB went away mid-post: the message was not stored, and its dedup id could not be
+    withdrawn. Before, a repeat was answered with the id of the message never stored."""
+    clock = FakeClock()
+    post = [NewMessage('"once"', 3600, 0, "job-1")]
+    with monkeypatch.context() as patched:
+        inserts = Refusing(patched, mongo._messages, "insert_many")
+        withdrawals = Refusing(patched, mongo._dedup._collection, "delete_many")
+        with pytest.raises(errors.StorageUnavailable):
+            mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert inserts.refused == 1, "the message was stored"
+    assert withdrawals.refused == 1, "the dedup id was withdrawn"
+    assert mongo.stats(P, Q, clock.now_ms()).total == 0
+
+    clock.advance(ms=FIRST_POST_GRACE_MS)  # past the time its post could still be storing it
+    stored = mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert stored.duplicates == ()
+    [message] = mongo.get_messages(P, Q, stored.ids, clock.now_ms())
+    assert message.body == "once"
+    repeat = mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert (repeat.ids, repeat.duplicates) == (stored.ids, (0,))
+
+
+def test_a_repeat_of_a_refused_post_is_stored_at_once_when_its_id_was_withdrawn(
+    mongo: MongoDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    post = [NewMessage('"once"', 3600, 0, "job-2")]
+    with monkeypatch.context() as patched:
+        inserts = Refusing(patched, mongo._messages, "insert_many")
+        with pytest.raises(errors.StorageUnavailable):
+            mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert inserts.refused == 1, "the message was stored"
+    stored = mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert stored.duplicates == ()
+    assert len(mongo.get_messages(P, Q, stored.ids, clock.now_ms())) == 1
+
+
+def test_a_post_whose_pushes_could_not_be_owed_is_refused_whole(
+    mongo: MongoDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the messages stayed stored, never pushed, behind a 503."""
+    clock = FakeClock()
+    mongo.create_subscription(P, Q, "http://127.0.0.1:9/a", 3600, {}, "s", clock.now_ms())
+    post = [NewMessage('"once"', 3600, 0, "job-3"), NewMessage('"plain"', 3600, 0)]
+    with monkeypatch.context() as patched:
+        pushes = Refusing(patched, mongo._pushes, "insert_many")
+        with pytest.raises(errors.StorageUnavailable):
+            mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert pushes.refused == 1, "the pushes were owed"
+    assert mongo.stats(P, Q, clock.now_ms()).total == 0
+    assert owed(mongo, clock) == []
+
+    stored = mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert stored.duplicates == ()
+    assert sorted(owed(mongo, clock)) == sorted(stored.ids)
+
+
+def test_a_repeat_of_a_post_killed_before_owing_its_pushes_owes_them(
+    mongo: MongoDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process died between storing the message and owing its push: the repeat, once the
+    first post's time is up, is its duplicate and owes the push."""
+    clock = FakeClock()
+    mongo.create_subscription(P, Q, "http://127.0.0.1:9/a", 3600, {}, "s", clock.now_ms())
+    post = [NewMessage('"once"', 3600, 0, "job-4")]
+    with monkeypatch.context() as patched:
+        pushes = Refusing(patched, mongo._pushes, "insert_many", ProcessKilled)
+        with pytest.raises(ProcessKilled):
+            mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert pushes.refused == 1, "the pushes were owed"
+    [stored] = mongo.list_messages(
+        P,
+        Q,
+        marker=None,
+        limit=10,
+        client_id="",
+        echo=True,
+        include_claimed=True,
+        include_delayed=True,
+        now_ms=clock.now_ms(),
+    ).messages
+    assert owed(mongo, clock) == []
+
+    clock.advance(ms=FIRST_POST_GRACE_MS)
+    repeat = mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert (repeat.ids, repeat.duplicates) == ([stored.id], (0,))
+    assert owed(mongo, clock) == [stored.id]
+    assert mongo.stats(P, Q, clock.now_ms()).total == 1
+
+
+def test_a_repeat_while_the_first_post_is_being_stored_waits_for_it(mongo: MongoDriver) -> None:
+    """The first post remembered the dedup id and has not stored its message yet: a repeat
+    then waits for it, and is its duplicate."""
+    clock = FakeClock()
+    results: dict[str, Posted] = {}
+    repeats: list[threading.Thread] = []
+
+    def repeated_meanwhile() -> None:
+        repeats.append(posting(mongo, clock, results, "repeat", "job-5"))
+        time.sleep(0.5)  # the repeat has read the unconfirmed id, and waits
+        assert repeats[0].is_alive(), "the repeat did not wait for the first post"
+
+    with stalled_insert(mongo, repeated_meanwhile):
+        first = mongo.post_messages(
+            P, Q, [NewMessage('"once"', 3600, 0, "job-5")], ALICE, clock.now_ms()
+        )
+    repeats[0].join(15)
+    assert (results["repeat"].ids, results["repeat"].duplicates) == (first.ids, (0,))
+    assert mongo.stats(P, Q, clock.now_ms()).total == 1
+
+
+def test_a_post_of_several_ids_waits_holding_only_ids_ordered_before_the_awaited_one(
+    mongo: MongoDriver,
+) -> None:
+    """A post of ids b and a meets a being stored by another post: it gives b back and waits
+    for a, so a post of b alone is not kept waiting on it. Posts wait only in id order, so
+    none waits on a post that waits on it."""
+    clock = FakeClock()
+    results: dict[str, Posted] = {}
+    both: list[threading.Thread] = []
+
+    def others_meanwhile() -> None:
+        both.append(posting(mongo, clock, results, "both", "b", "a"))
+        time.sleep(0.5)  # "both" met a unconfirmed, and waits for it
+        assert both[0].is_alive(), "the post of both ids did not wait for a"
+        alone = posting(mongo, clock, results, "alone", "b")
+        alone.join(5)
+        assert not alone.is_alive(), "a post of b alone waited on the post that waits for a"
+
+    with stalled_insert(mongo, others_meanwhile):
+        first = mongo.post_messages(
+            P, Q, [NewMessage('"first-a"', 3600, 0, "a")], ALICE, clock.now_ms()
+        )
+    both[0].join(15)
+    assert results["alone"].duplicates == ()
+    assert results["both"].ids == [results["alone"].ids[0], first.ids[0]]
+    assert results["both"].duplicates == (0, 1)
+    assert mongo.stats(P, Q, clock.now_ms()).total == 2
+
+
+def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(
+    mongo: MongoDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first copy into the dead-letter queue stored the copy and failed to owe its push;
+    the claim that copies it again (the original is still held) owes it."""
+    clock = FakeClock()
+    mongo.create_subscription(P, "dlq", "http://127.0.0.1:9/a", 3600, {}, "s", clock.now_ms())
+    posted = mongo.post_messages(P, Q, [NewMessage('"dead"', 3600, 0)], ALICE, clock.now_ms())
+    # As if from another store: in this one, dead letters move by an update, not a copy.
+    dead = [
+        dataclasses.replace(m, id=f"{m.id}-elsewhere")
+        for m in mongo.get_messages(P, Q, posted.ids, clock.now_ms())
+    ]
+    with monkeypatch.context() as patched:
+        pushes = Refusing(patched, mongo._pushes, "insert_many")
+        with pytest.raises(errors.StorageUnavailable):
+            mongo.receive_dead_letters(P, "dlq", dead, None, clock.now_ms())
+    assert pushes.refused == 1, "the push was owed"
+    assert mongo.stats(P, "dlq", clock.now_ms()).total == 1
+
+    mongo.receive_dead_letters(P, "dlq", dead, None, clock.now_ms())
+    assert mongo.stats(P, "dlq", clock.now_ms()).total == 1
+    leased = mongo.lease_pushes(P, "dlq", clock.now_ms(), LEASE_MS, 10)
+    assert [d.message.id for d in leased] == [m.id for m in dead]
