@@ -9,8 +9,9 @@ claims:   {_id: claim id, p, q, t: ttl s, g: grace s, u: updated ms, e: expires 
 waiters:  {_id: wake channel, ex: date until which some server waits on the queue}
 wakeups:  {c: wake channel, ex: date}: inserted only while a waiter is announced; servers
           watch inserts with a change stream
-dedup:    {p, q, i: dedup id, m: message id, e: remembered until ms, ex: date, at: remembered
-          ms, s: 1 once its message is stored} (dedup.py)
+dedup:    {_id: id of the message that first took it, p, q, i: dedup id, m: message id, e:
+          remembered until ms, ex: date, at: remembered ms, s: 1 once its post is stored
+          whole} (dedup.py)
 subscriptions: {_id: id, p, q, u: subscriber, t: ttl s, o: options JSON text, st: ms its ttl
           started, e: expires ms, ex: date, c: confirmed, sk: signing secret}
 pushes:   {_id: "<subscription id>:<message id>", p, q, s: subscription id, m: message id,
