@@ -10,9 +10,11 @@ is a reseller admin of account ``AUTH_test``. ``.ci/run`` installs the packages.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import urllib.parse
@@ -178,11 +180,23 @@ class SwiftAllInOne:
             assert process.wait(10) == -signal.SIGKILL, f"{name} was not killed"
 
     def restart(self, name: str) -> None:
-        """Start one server killed by :meth:`kill` again, with its configuration."""
+        """Start one server killed by :meth:`kill` again, with its configuration. A storage
+        server is waited for until it accepts connections: a proxy that meets it refusing
+        them more than ``error_suppression_limit`` (10) times stops asking it for
+        ``error_suppression_interval`` (60 s), so it must be listening before the proxy
+        starts (or goes on) sending it requests."""
         if name == "memcached":
             self._spawn(name, self._memcached_command())
-        else:
-            self._spawn(name, [f"swift-{name}-server", str(self.directory / f"{name}-server.conf")])
+            return
+        self._spawn(name, [f"swift-{name}-server", str(self.directory / f"{name}-server.conf")])
+        if name in SERVERS:
+            wait_until(lambda: self._accepts(self.ports[name]), 30, f"swift-{name}-server")
+
+    @staticmethod
+    def _accepts(port: int) -> bool:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return True
+        return False
 
     def log(self, name: str) -> str:
         return (self.directory / f"{name}.log").read_text(errors="replace")

@@ -219,3 +219,25 @@ def on_swift(module: str, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=600,
         check=True,
     )
+
+
+def test_dedup_posts_benchmark_measures_each_kind_on_each_store(tmp_path: Path) -> None:
+    from tests.swift_aio import missing_binaries
+
+    stores = "redis-server,mongodb" + ("" if missing_binaries() else ",swift")
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.dedup_posts", "--stores", stores),
+            *("--posts", "5", "--rounds", "1", "--results", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    [out] = tmp_path.glob("dedup-posts-*.json")
+    rates = json.loads(out.read_text())["posts_per_s"]
+    assert list(rates) == stores.split(",")
+    assert all(len(r) == 1 and r[0] > 0 for kinds in rates.values() for r in kinds.values())
+    assert all(set(kinds) == {"plain", "dedup"} for kinds in rates.values())

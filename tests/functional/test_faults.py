@@ -105,9 +105,9 @@ def total(url: str, queue: str) -> int:
     return int(response.json()["messages"]["total"])
 
 
-# The Swift servers an outage kills: the proxy, the entry point, and the object server, which
-# holds the data.
-SWIFT_OUTAGE = ("proxy", "object")
+# The Swift servers an outage kills: the object server, which holds the data, and the proxy,
+# the entry point. They start again in that order (SwiftAllInOne.restart says why).
+SWIFT_OUTAGE = ("object", "proxy")
 
 
 @dataclass

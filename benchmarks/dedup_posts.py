@@ -1,0 +1,108 @@
+"""What remembering a dedup id costs a post, on each store, at the driver.
+
+On each of ``--stores`` (a redis-server, secantusdb for MongoDB's wire protocol, a Swift
+all-in-one), one client makes ``--posts`` single-message posts without a dedup id, then as many
+with a fresh one each, ``--rounds`` times, every run on a store started for it (secantusdb
+slows as it fills, so runs must not share one). On Redis the id is remembered in the post's
+script; on MongoDB and Swift it is a write before the message and a confirmation after it.
+
+    python -m benchmarks.dedup_posts [--stores redis-server,mongodb,swift] [--posts 500]
+        [--rounds 2] [--results DIR]
+
+Prints, and writes to ``DIR/dedup-posts-<time>.json``, posts/s by store and kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from benchmarks.swift import RESULTS
+from tests.conftest import close_test_driver, open_test_driver
+from tests.processes import RedisServer, SecantusServer
+from tests.swift_aio import SwiftAllInOne
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.models import NewMessage
+
+KINDS = ("plain", "dedup")
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[str]:
+    server = RedisServer().start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def secantus() -> Iterator[str]:
+    server = SecantusServer().start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def swift() -> Iterator[str]:
+    aio = SwiftAllInOne().start()
+    try:
+        yield aio.store_uri
+    finally:
+        aio.stop()
+
+
+STORES: dict[str, Callable[[], contextlib.AbstractContextManager[str]]] = {
+    "redis-server": redis_server,
+    "mongodb": secantus,
+    "swift": swift,
+}
+
+
+def posts_per_second(uri: str, posts: int, dedup: bool) -> float:
+    """``posts`` single-message posts to one queue of a fresh namespace, one at a time."""
+    driver: Any = open_test_driver(uri)
+    clock = FakeClock()
+    try:
+        driver.create_queue("p", "q", {}, clock.now_ms())
+        started = time.perf_counter()
+        for _ in range(posts):
+            message = NewMessage('"x"', 3600, 0, uuid.uuid4().hex if dedup else "")
+            driver.post_messages("p", "q", [message], "a" * 32, clock.now_ms())
+        return posts / (time.perf_counter() - started)
+    finally:
+        close_test_driver(driver)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stores", default=",".join(STORES))
+    parser.add_argument("--posts", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
+    args = parser.parse_args()
+    stores = args.stores.split(",")
+    rates: dict[str, dict[str, list[float]]] = {s: {k: [] for k in KINDS} for s in stores}
+    for _ in range(args.rounds):
+        for store in stores:
+            for kind in KINDS:
+                with STORES[store]() as uri:
+                    rate = posts_per_second(uri, args.posts, kind == "dedup")
+                rates[store][kind].append(round(rate, 1))
+    report = {"args": {"posts": args.posts, "rounds": args.rounds}, "posts_per_s": rates}
+    print(json.dumps(report, indent=1))
+    args.results.mkdir(parents=True, exist_ok=True)
+    out = args.results / f"dedup-posts-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
