@@ -33,38 +33,23 @@ from zaqar_delay.models import NewMessage
 KINDS = ("plain", "dedup")
 
 
-@contextlib.contextmanager
-def redis_server() -> Iterator[str]:
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
-
-
-@contextlib.contextmanager
-def secantus() -> Iterator[str]:
-    server = SecantusServer().start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
-
-
-@contextlib.contextmanager
-def swift() -> Iterator[str]:
-    aio = SwiftAllInOne().start()
-    try:
-        yield aio.store_uri
-    finally:
-        aio.stop()
-
-
-STORES: dict[str, Callable[[], contextlib.AbstractContextManager[str]]] = {
-    "redis-server": redis_server,
-    "mongodb": secantus,
-    "swift": swift,
+# Each store's server, and the URI a driver opens it by.
+STORES: dict[str, tuple[Callable[[], Any], Callable[[Any], str]]] = {
+    "redis-server": (RedisServer, lambda server: server.url),
+    "mongodb": (SecantusServer, lambda server: server.url),
+    "swift": (SwiftAllInOne, lambda server: server.store_uri),
 }
+
+
+@contextlib.contextmanager
+def running(store: str) -> Iterator[str]:
+    """A fresh server of ``store``, stopped afterwards; yields its URI."""
+    make, uri_of = STORES[store]
+    server = make().start()
+    try:
+        yield uri_of(server)
+    finally:
+        server.stop()
 
 
 def posts_per_second(uri: str, posts: int, dedup: bool) -> float:
@@ -94,7 +79,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for store in stores:
             for kind in KINDS:
-                with STORES[store]() as uri:
+                with running(store) as uri:
                     rate = posts_per_second(uri, args.posts, kind == "dedup")
                 rates[store][kind].append(round(rate, 1))
     report = {"args": {"posts": args.posts, "rounds": args.rounds}, "posts_per_s": rates}
