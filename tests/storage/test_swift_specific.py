@@ -182,12 +182,12 @@ def test_a_claimer_that_died_after_taking_a_slot_leaves_the_message_to_come_back
     # A claimer takes the message's first slot, then dies before it indexes the claim.
     dead = Slot(1, 1, "d" * 32, clock.now_ms() + 30_000)
     assert swift._take_slot(P, Q, mid, dead)
-    entries = swift._swift.listing(swift._container(names.INDEX), names.queue_prefix(P, Q))
-    assert [e["name"].split("/")[-3] for e in entries] == ["d"], "only the due entry is left"
-    # The next claim meets that entry, finds the slot taken, and indexes the claim instead.
+    assert index_kinds(swift) == [], "it is indexed by nothing"
+    assert is_named(swift, mid), "it is still claimable by its name"
+    # The next claim meets it, finds the slot taken, and indexes the claim instead.
     assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
-    entries = swift._swift.listing(swift._container(names.INDEX), names.queue_prefix(P, Q))
-    assert [e["name"].split("/")[-3] for e in entries] == ["c"]
+    assert index_kinds(swift) == ["c"]
+    assert not is_named(swift, mid)
     clock.advance(seconds=29)
     assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
     clock.advance(seconds=1)
@@ -204,27 +204,25 @@ def test_a_slot_taken_just_now_is_left_to_its_taker_then_repaired(swift: SwiftDr
     taker = Slot(1, 1, "d" * 32, clock.now_ms() + 30_000, taken_ms=clock.now_ms())
     assert swift._take_slot(P, Q, mid, taker)
 
-    def kinds() -> list[str]:
-        entries = swift._swift.listing(swift._container(names.INDEX), names.queue_prefix(P, Q))
-        return [e["name"].split("/")[-3] for e in entries]
-
     clock.advance(ms=TAKER_GRACE_MS - 1)
     assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
-    assert kinds() == ["d"], "the taker's index entry was written for it"
+    assert index_kinds(swift) == [], "the taker's claim was not indexed for it"
+    assert is_named(swift, mid)
     clock.advance(ms=1)
     assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
-    assert kinds() == ["c"]
+    assert index_kinds(swift) == ["c"]
+    assert not is_named(swift, mid)
     clock.advance(seconds=20)
     claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
     assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 2)]
 
 
 def test_a_slot_taken_before_its_message_is_written_is_given_back(swift: SwiftDriver) -> None:
-    """A post writes a message's index entry before the message. A claimer that takes the
-    slot in between finds no message, and deletes the slot again: when the message is
+    """A dead-letter copy's due entry is written before the message. A claimer that takes
+    the slot in between finds no message, and deletes the slot again: when the message is
     written, the next claim takes it as its first claim."""
     clock = FakeClock()
-    [mid] = names.new_ids(clock.now_ms(), 1)
+    [mid] = names.new_ids([clock.now_ms()])
     doc = MessageOps._document(NewMessage('"late"', 3600, 0), ALICE, clock.now_ms())
     swift._write_due_entry(P, Q, mid, doc, Slot())
     assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
@@ -232,6 +230,20 @@ def test_a_slot_taken_before_its_message_is_written_is_given_back(swift: SwiftDr
     swift._write_message(P, Q, mid, doc)
     claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
     assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 1)]
+
+
+def index_kinds(swift: SwiftDriver) -> list[str]:
+    """The kinds of the queue's index entries (``d``, ``c``), in name order."""
+    entries = swift._swift.listing(swift._container(names.INDEX), names.queue_prefix(P, Q))
+    return [e["name"].split("/")[-3] for e in entries]
+
+
+def is_named(swift: SwiftDriver, message_id: str) -> bool:
+    """Whether the message is listed as claimable by its name."""
+    [entry] = swift._swift.listing(
+        swift._container(names.MESSAGES), names.queue_prefix(P, Q) + message_id
+    )
+    return names.fields_of(entry["content_type"]).get("i") == "1"
 
 
 def slot_objects(swift: SwiftDriver) -> list[str]:
@@ -595,7 +607,8 @@ def test_a_repeat_of_a_post_refused_before_its_dedup_id_was_forgotten_is_stored(
     clock = FakeClock()
     post = [NewMessage('"once"', 3600, 0, "job-1")]
     with monkeypatch.context() as patched:
-        entries = FailingWrites(patched, "/d/")
+        # The message's name begins with its due time, now.
+        entries = FailingWrites(patched, names.queue_prefix(P, Q) + names.time_part(clock.now_ms()))
         generations = FailingWrites(patched, names.dedup_key("job-1"))
         with pytest.raises(errors.StorageUnavailable):
             swift.post_messages(P, Q, post, ALICE, clock.now_ms())

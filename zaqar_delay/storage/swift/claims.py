@@ -4,10 +4,11 @@ returning lapsed claims, dead-lettering, and the due-order reads of the claim in
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import json
 import random
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from zaqar_delay import errors
@@ -22,6 +23,7 @@ from zaqar_delay.storage.swift.common import (
     Doc,
     Slot,
     SwiftBase,
+    is_named_entry,
     message_of,
     redelivery_due,
     slot_from_document,
@@ -37,6 +39,37 @@ TAKER_GRACE_MS = 10_000
 # How many more due entries than it wants a claim that lost slots to concurrent claims lists,
 # to try a random choice of them.
 CONTENDED_SPREAD = 4
+# Messages posted longer ago than this are named before any message posted from now on, even
+# by a process whose clock is behind by less: how far a queue's front of messages no longer
+# claimable by their names may be remembered and skipped.
+FRONTIER_SLACK_MS = 60_000
+
+
+@dataclasses.dataclass(slots=True)
+class DueCursor:
+    """How far a claim's rounds have listed each source of due messages: the last due entry
+    of the index, and the last message name."""
+
+    indexed: str = ""
+    named: str = ""
+    # Whether messages after ``named`` are still to be listed (the scan budget ran out).
+    more_named: bool = False
+
+
+def _due_order(entry: dict[str, Any]) -> list[str]:
+    """The due time and message id a due entry is named for (see ``SwiftBase._due_entry``)."""
+    return str(entry["name"]).rsplit("/", 2)[1:]
+
+
+def _named_marker(due_ms: int, message_id: str) -> str:
+    """Where to list messages claimable by their names (whose ids begin with their due
+    times) from, to find those after ``(due_ms, message_id)`` in due order."""
+    due = names.time_part(due_ms)
+    if message_id.startswith(due):
+        return message_id
+    # The marker's id tells a different time (a message rescheduled): due order puts every
+    # message named for ``due`` before it (a greater id) or after it (a smaller one).
+    return due + ("~" if message_id > due else "")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,17 +90,88 @@ class ClaimOps(SwiftBase):
         return f"{names.queue_prefix(project, queue)}{kind}/"
 
     def _due_entries(
-        self, project: str, queue: str, now_ms: int, marker: str = "", limit: int = 0
+        self, project: str, queue: str, now_ms: int, cursor: DueCursor, limit: int
     ) -> list[dict[str, Any]]:
-        """Entries of unclaimed messages due by ``now_ms``, in due order."""
+        """Up to ``limit`` entries of unclaimed messages due by ``now_ms`` after ``cursor``,
+        in due order, and ``cursor`` moved past them: the index's due entries and the
+        messages claimable by their names (as entries named by ``_named_entry``), merged."""
         prefix = self._index_prefix(project, queue, "d")
-        return self._swift.listing(
-            self._container(names.INDEX),
-            prefix,
-            marker=marker,
-            end_marker=prefix + names.time_part(now_ms + 1),
-            limit=limit or self._list_scan_budget,
+        indexed = self._swift.submit(
+            lambda: self._swift.listing(
+                self._container(names.INDEX),
+                prefix,
+                marker=cursor.indexed,
+                end_marker=prefix + names.time_part(now_ms + 1),
+                limit=limit,
+            )
         )
+        named, scanned_to, cursor.more_named = self._named_due(
+            project, queue, now_ms, cursor.named, limit
+        )
+        entries = list(heapq.merge(indexed.result(), named, key=_due_order))[:limit]
+        taken_indexed = [e["name"] for e in entries if not is_named_entry(e["name"])]
+        taken_named = [e["listed"] for e in entries if is_named_entry(e["name"])]
+        cursor.indexed = taken_indexed[-1] if taken_indexed else cursor.indexed
+        # Messages passed over (claimed, indexed) are not listed again; those due but not
+        # taken here are.
+        if taken_named:
+            cursor.named = taken_named[-1]
+        elif not named:
+            cursor.named = scanned_to
+        return entries
+
+    def _named_due(
+        self, project: str, queue: str, now_ms: int, marker: str, limit: int
+    ) -> tuple[list[dict[str, Any]], str, bool]:
+        """Up to ``limit`` messages claimable by their names and due by ``now_ms``, after the
+        message name ``marker``, as due entries (``listed``: the message's name); the last
+        name listed; and whether the scan budget ran out before the listing did.
+
+        The listing also shows the messages claimed or indexed since their post, which are
+        passed over: pages grow while they hold fewer than wanted, up to the scan budget in
+        all. Those at the front, posted before ``FRONTIER_SLACK_MS`` ago, are passed over once
+        per process: a message no longer claimable by its name never is again, and every
+        message posted later has a later name, so where the first claimable one is, or that
+        time, is remembered (``_named_frontiers``) and listings start there."""
+        prefix = names.queue_prefix(project, queue)
+        known = self._named_frontiers.get(prefix) or ""
+        marker = max(marker, known)
+        settled = prefix + names.time_part(now_ms - FRONTIER_SLACK_MS)
+        # Whether this listing starts at the remembered front, so it may move it on.
+        at_front, frontier = marker == known, known
+        found: list[dict[str, Any]] = []
+        scanned, page_size, exhausted = 0, limit, False
+        while len(found) < limit and scanned < self._list_scan_budget:
+            page_size = min(page_size, self._list_scan_budget - scanned)
+            page = self._swift.listing(
+                self._container(names.MESSAGES),
+                prefix,
+                marker=marker,
+                end_marker=prefix + names.time_part(now_ms + 1),
+                limit=page_size,
+            )
+            scanned += len(page)
+            for entry in page:
+                marker = entry["name"]
+                fields = names.fields_of(entry["content_type"])
+                named = fields.get("i") == "1"
+                at_front = at_front and not named and marker < settled
+                if at_front:
+                    frontier = marker  # it and all before it are no longer claimable so
+                due_ms = int(fields.get("d", now_ms + 1))
+                if named and due_ms <= now_ms:
+                    message_id = entry["name"][len(prefix) :]
+                    name = self._named_entry(project, queue, due_ms, message_id)
+                    found.append({**entry, "name": name, "listed": entry["name"]})
+                    if len(found) == limit:
+                        break
+            if len(page) < page_size:
+                exhausted = True
+                break
+            page_size *= CONTENDED_SPREAD
+        if frontier > known:
+            self._named_frontiers.learn(prefix, frontier)
+        return found, marker, len(found) < limit and not exhausted
 
     def _return_lapsed_claims(
         self, project: str, queue: str, policy_of: Callable[[], QueuePolicy], now_ms: int
@@ -124,13 +228,17 @@ class ClaimOps(SwiftBase):
         taken, and the slot is then voided so no claim holds it without having it."""
         fields = names.fields_of(entry["content_type"])
         latest = Slot(int(fields.get("n", 0)), int(fields.get("cc", 0)))
+        name = entry["name"]
         # A second round when the first finds the entry stale and rewrites it as due: the
-        # message is then free to take (its slot was voided, or its claim lapsed).
+        # message is then free to take (its slot was voided, or its claim lapsed), through
+        # a due entry of the index (which a named one is rewritten as).
         for _ in range(2):
-            outcome = self._take_through(project, queue, entry["name"], latest, claim, now_ms)
+            outcome = self._take_through(project, queue, name, latest, claim, now_ms)
             if not isinstance(outcome, Slot):
                 return outcome
             latest = outcome
+            _, due, message_id = name.rsplit("/", 2)
+            name = self._due_entry(project, queue, int(due), message_id)
         return None
 
     def _take_through(
@@ -158,8 +266,7 @@ class ClaimOps(SwiftBase):
             # Deleted, or its post has yet to write it: the slot goes again, so the message,
             # if it comes, is taken as if this claim had never met it.
             self._swift.delete(container, slot_name)
-            if names.created_ms_of(message_id) + ORPHAN_GRACE_MS < now_ms:
-                self._delete_index_entry(name)  # its message was deleted
+            self._remove_orphan(project, queue, name, now_ms)
             return None
         if int(doc["e"]) <= now_ms:
             self._remove_message(project, queue, message_id, doc, None, slots=slot.n)
@@ -194,8 +301,7 @@ class ClaimOps(SwiftBase):
             return None
         doc = self._read_message(project, queue, message_id)
         if doc is None:
-            if names.created_ms_of(message_id) + ORPHAN_GRACE_MS < now_ms:
-                self._delete_index_entry(name)  # its message was deleted
+            self._remove_orphan(project, queue, name, now_ms)
             return None
         latest = self._repair_index(project, queue, message_id, doc, name, now_ms)
         unchanged = int(doc["d"]) == int(name.rsplit("/", 2)[1])
@@ -212,11 +318,36 @@ class ClaimOps(SwiftBase):
         latest = self._current_slot(project, queue, message_id)
         if latest.live(now_ms):
             self._write_claimed_entry(project, queue, message_id, doc, latest)
-            self._delete_index_entry(stale)
+            self._leave_entry(project, queue, message_id, doc, stale)
             return None
-        # The same name: rewritten with the number a claimer must take next.
+        # The same name, rewritten with the number a claimer must take next; a message
+        # claimable by its name gets a due entry instead, its name telling no slot number.
         self._write_due_entry(project, queue, message_id, doc, latest)
+        if is_named_entry(stale):
+            self._unname(project, queue, message_id, doc)
         return latest
+
+    def _leave_entry(self, project: str, queue: str, message_id: str, doc: Doc, entry: str) -> None:
+        """The message ``doc`` is indexed otherwise now: its due entry ``entry`` goes (or,
+        for a message claimable by its name, it is so no longer)."""
+        if is_named_entry(entry):
+            self._unname(project, queue, message_id, doc)
+        else:
+            self._delete_index_entry(entry)
+
+    def _remove_orphan(self, project: str, queue: str, entry: str, now_ms: int) -> None:
+        """The message of the due entry ``entry`` was not found (or its post not committed).
+        Its post may still be writing it for ``ORPHAN_GRACE_MS`` after it was due; after that
+        the entry goes, and a message of a post never committed with it."""
+        message_id = entry.rsplit("/", 1)[1]
+        if names.named_ms_of(message_id) + ORPHAN_GRACE_MS >= now_ms:
+            return
+        if is_named_entry(entry):
+            self._swift.delete(
+                self._container(names.MESSAGES), self._message_name(project, queue, message_id)
+            )
+        else:
+            self._delete_index_entry(entry)
 
     def _remove_if_expired(
         self, project: str, queue: str, entry: dict[str, Any], now_ms: int
@@ -244,15 +375,14 @@ class ClaimOps(SwiftBase):
         times the entries it still wants and try a random choice of them, so concurrent
         claims mostly try different messages (a claim alone keeps strict due order)."""
         taken: list[Taken] = []
-        marker = ""
+        cursor = DueCursor()
         contended = False
         for _ in range(CLAIM_ATTEMPTS):
             wanted = limit - len(taken)
             listed = wanted * CONTENDED_SPREAD if contended else wanted
-            entries = self._due_entries(project, queue, now_ms, marker, listed)
-            if not entries:
+            entries = self._due_entries(project, queue, now_ms, cursor, listed)
+            if not entries and not cursor.more_named:
                 break
-            marker = entries[-1]["name"]
             fresh = [
                 e for e in entries if int(names.fields_of(e["content_type"]).get("e", 0)) > now_ms
             ]
@@ -275,15 +405,25 @@ class ClaimOps(SwiftBase):
 
     def _hold(self, project: str, queue: str, taken: Taken, grace_s: int, ttl_s: int) -> Doc:
         """Index a taken message as claimed, and let it live until the claim's end plus
-        ``grace_s``; returns its document as it now is."""
-        doc = taken.doc
-        if int(doc["e"]) < taken.slot.expires_ms:
+        ``grace_s``; returns its document as it now is. A message claimable by its name is
+        so no longer once its claimed entry is written (the order: it is never without
+        either)."""
+        doc, message_id = taken.doc, taken.message_id
+        extended = int(doc["e"]) < taken.slot.expires_ms
+        if extended:
             doc = {**doc, "e": taken.slot.expires_ms + grace_s * 1000, "t": ttl_s + grace_s}
-            self._write_message(project, queue, taken.message_id, doc)
-        self._write_claimed_entry(project, queue, taken.message_id, doc, taken.slot)
-        self._delete_index_entry(
-            self._due_entry(project, queue, int(taken.doc["d"]), taken.message_id)
-        )
+        if doc.get("i"):
+            self._write_claimed_entry(project, queue, message_id, doc, taken.slot)
+            doc = {**doc, "i": 0}
+            if extended:
+                self._write_message(project, queue, message_id, doc)
+            else:
+                self._unname(project, queue, message_id, doc)
+            return doc
+        if extended:
+            self._write_message(project, queue, message_id, doc)
+        self._write_claimed_entry(project, queue, message_id, doc, taken.slot)
+        self._delete_index_entry(self._due_entry(project, queue, int(taken.doc["d"]), message_id))
         return doc
 
     def claim(
@@ -470,7 +610,28 @@ class ClaimOps(SwiftBase):
                 if int(names.fields_of(entry["content_type"]).get("e", 0)) > now_ms:
                     times.append(int(entry["name"].rsplit("/", 2)[1]))
                     break
+        prefix = names.queue_prefix(project, queue)
+        named = self._named_later(project, queue, f"{prefix}{names.time_part(now_ms)}~", "")
+        for entry in named:
+            if int(names.fields_of(entry["content_type"])["e"]) > now_ms:
+                times.append(int(_due_order(entry)[0]))
+                break
         return min(times, default=None)
+
+    def _named_later(
+        self, project: str, queue: str, marker: str, end_marker: str
+    ) -> Iterator[dict[str, Any]]:
+        """The messages claimable by their names listed after the message name ``marker``
+        (and before ``end_marker``, if any), as due entries in due order."""
+        prefix = names.queue_prefix(project, queue)
+        for entry in self._swift.walk(
+            self._container(names.MESSAGES), prefix, marker=marker, end_marker=end_marker
+        ):
+            rest = entry["name"][len(prefix) :]
+            fields = names.fields_of(entry["content_type"])
+            if "/" not in rest and fields.get("i") == "1":
+                name = self._named_entry(project, queue, int(fields["d"]), rest)
+                yield {**entry, "name": name}
 
     def list_messages_by_due(
         self,
@@ -491,10 +652,18 @@ class ClaimOps(SwiftBase):
         prefix = self._index_prefix(project, queue, "d")
         start = f"{prefix}{names.time_part(after[0])}/{after[1]}" if after else ""
         end = prefix + names.time_part(now_ms + 1) if not include_delayed else ""
-        kept: list[tuple[str, int]] = []
-        for entry in self._swift.walk(
+        indexed = self._swift.walk(
             self._container(names.INDEX), prefix, marker=start, end_marker=end
-        ):
+        )
+        message_prefix = names.queue_prefix(project, queue)
+        named = self._named_later(
+            project,
+            queue,
+            message_prefix + _named_marker(*after) if after else "",
+            message_prefix + names.time_part(now_ms + 1) if not include_delayed else "",
+        )
+        kept: list[tuple[str, int]] = []
+        for entry in heapq.merge(indexed, named, key=_due_order):
             fields = names.fields_of(entry["content_type"])
             if int(fields["e"]) > now_ms and (echo or fields["u"] != client_id):
                 kept.append((entry["name"].rsplit("/", 1)[1], int(fields.get("cc", 0))))

@@ -13,6 +13,7 @@ message was handed out does not raise.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import secrets
@@ -40,7 +41,8 @@ DELETE_AT_SLACK_S = 3600
 ORPHAN_GRACE_MS = 60_000
 
 # Facts this process has seen that never change, so reads look each one up once: posts of
-# several messages committed, and the slot a claim took of each of its messages.
+# several messages committed, the slot a claim took of each of its messages, and how far each
+# queue's messages are no longer claimable by their names.
 FACTS_KEPT = 65_536
 
 # Marks of a queue as subscribed tried while concurrent updates of its object overtake them.
@@ -128,6 +130,21 @@ def delete_at(expires_ms: int) -> dict[str, str]:
     return {"X-Delete-At": str(at)} if at > time.time() + 1 else {}
 
 
+def message_content_type(doc: Doc) -> str:
+    """The content type of the message ``doc``: the fields listings filter on, and ``i=1``
+    while it is claimable by its name (see ``names``)."""
+    named = {"i": 1} if doc.get("i") else {}
+    return names.content_type(
+        e=doc["e"], d=doc["d"], u=doc["u"], bt=doc.get("bt", ""), cr=doc["cr"], **named
+    )
+
+
+def is_named_entry(name: str) -> bool:
+    """Whether the due entry ``name`` stands for a message claimable by its name, rather than
+    being an object of the index (see ``SwiftBase._named_entry``)."""
+    return name.rsplit("/", 3)[1] == "i"
+
+
 def message_of(message_id: str, doc: Doc, slot: Slot, now_ms: int) -> Message:
     return Message(
         id=message_id,
@@ -160,6 +177,8 @@ class SwiftBase(Driver):
     _committed_posts: Facts[bool]
     # Claim object name -> {message id: the slot number the claim took}.
     _claim_slots: Facts[dict[str, int]]
+    # Queue prefix -> a message name before which no message is claimable by its name.
+    _named_frontiers: Facts[str]
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -171,6 +190,11 @@ class SwiftBase(Driver):
 
     def _due_entry(self, project: str, queue: str, due_ms: int, message_id: str) -> str:
         return f"{names.queue_prefix(project, queue)}d/{names.time_part(due_ms)}/{message_id}"
+
+    def _named_entry(self, project: str, queue: str, due_ms: int, message_id: str) -> str:
+        """What claims call a message claimable by its name (``i=1``; see ``names``): the name
+        of a due entry of kind ``i``, which no object has."""
+        return f"{names.queue_prefix(project, queue)}i/{names.time_part(due_ms)}/{message_id}"
 
     def _claimed_entry(self, project: str, queue: str, expires_ms: int, message_id: str) -> str:
         return f"{names.queue_prefix(project, queue)}c/{names.time_part(expires_ms)}/{message_id}"
@@ -242,7 +266,10 @@ class SwiftBase(Driver):
         )
         if found is None:
             return None
-        doc = dict(json.loads(found[1]))
+        headers, body = found
+        doc = dict(json.loads(body))
+        # Whether it is claimable by its name is in its content type, which a claim changes.
+        doc["i"] = int(names.fields_of(headers.get("content-type", "")).get("i", 0))
         return doc if self._committed(project, queue, doc.get("bt", "")) else None
 
     def _post_name(self, project: str, queue: str, post: str) -> str:
@@ -271,13 +298,26 @@ class SwiftBase(Driver):
         return [e for e in entries if names.fields_of(e["content_type"]).get("bt", "") in done]
 
     def _write_message(self, project: str, queue: str, message_id: str, doc: Doc) -> None:
+        """Store the message ``doc``, claimable by its name if ``doc["i"]`` says so."""
         self._swift.put(
             self._container(names.MESSAGES),
             self._message_name(project, queue, message_id),
-            json.dumps(doc).encode(),
-            names.content_type(e=doc["e"], d=doc["d"], u=doc["u"], bt=doc.get("bt", "")),
+            json.dumps({key: value for key, value in doc.items() if key != "i"}).encode(),
+            message_content_type(doc),
             delete_at(int(doc["e"])),
         )
+
+    def _unname(self, project: str, queue: str, message_id: str, doc: Doc) -> None:
+        """Make the message (``doc``, as read) no longer claimable by its name, once an index
+        entry makes it claimable: its content type loses ``i``, and listings show that at
+        once. Nothing when it is gone, or when a newer write of it overtook this one."""
+        with contextlib.suppress(ConcurrentUpdate):
+            self._swift.set_content_type(
+                self._container(names.MESSAGES),
+                self._message_name(project, queue, message_id),
+                message_content_type({**doc, "i": 0}),
+                delete_at(int(doc["e"])),
+            )
 
     def _write_due_entry(
         self, project: str, queue: str, message_id: str, doc: Doc, latest: Slot
@@ -315,7 +355,10 @@ class SwiftBase(Driver):
         )
 
     def _delete_index_entry(self, name: str) -> None:
-        self._swift.delete(self._container(names.INDEX), name)
+        """Delete the index entry ``name``; nothing for the entry of a message claimable by
+        its name, which is no object (:meth:`_unname` ends that)."""
+        if not is_named_entry(name):
+            self._swift.delete(self._container(names.INDEX), name)
 
     # -- claim slots ---------------------------------------------------------------------------
 
@@ -463,7 +506,7 @@ class SwiftBase(Driver):
         )
         claims = self._container(names.CLAIMS)
         entries = []
-        if doc is not None and not held:
+        if doc is not None and not held and not doc.get("i"):
             entries.append(
                 (names.INDEX, self._due_entry(project, queue, int(doc["d"]), message_id))
             )

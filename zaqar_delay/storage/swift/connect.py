@@ -342,8 +342,19 @@ class SwiftClient:
         body and content type are kept); nothing when there is no such object. Raises
         :class:`ConcurrentUpdate` when the object changed at the same moment: Swift orders an
         object's updates by timestamp and refuses one older than what it has (409)."""
+        self._post(container, name, dict(headers))
+
+    def set_content_type(
+        self, container: str, name: str, content_type: str, headers: Mapping[str, str]
+    ) -> None:
+        """Give the object a new content type, which its container listing shows at once, and
+        ``headers`` (a POST: the body is kept; user metadata and ``X-Delete-At`` not in
+        ``headers`` are removed); as :meth:`set_user_metadata` otherwise."""
+        self._post(container, name, {**headers, "Content-Type": content_type})
+
+    def _post(self, container: str, name: str, headers: dict[str, str]) -> None:
         try:
-            self._call("post_object", container, name, dict(headers))
+            self._call("post_object", container, name, headers)
         except ClientException as exc:
             if exc.http_status == 409:
                 raise ConcurrentUpdate(f"{container}/{name}") from exc

@@ -49,6 +49,7 @@ class SwiftDriver(QueueOps, MessageOps, ClaimOps, PushOps):
         self._dedup = SwiftDedup(swift, self._container(names.DEDUP))
         self._committed_posts: Facts[bool] = Facts()
         self._claim_slots: Facts[dict[str, int]] = Facts()
+        self._named_frontiers: Facts[str] = Facts()
 
     def ping(self) -> bool:
         return self._swift.ping()

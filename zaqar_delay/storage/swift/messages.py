@@ -22,7 +22,14 @@ from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.dedup_ids import PostDedupIds
 from zaqar_delay.storage.swift import names
-from zaqar_delay.storage.swift.common import Doc, Slot, SwiftBase, delete_at, message_of
+from zaqar_delay.storage.swift.common import (
+    Doc,
+    Slot,
+    SwiftBase,
+    delete_at,
+    message_content_type,
+    message_of,
+)
 from zaqar_delay.storage.swift.dedup import SwiftDedup
 
 # Rounds an edit makes while concurrent claims take the message's next slot first.
@@ -58,16 +65,12 @@ class MessageOps(SwiftBase):
     # -- posting -------------------------------------------------------------------------------
 
     def _store(self, project: str, queue: str, stored: Sequence[tuple[str, Doc]]) -> None:
-        """Post ``stored``: their index entries, then the messages, then, for several
-        messages, the object that commits them (``bt`` in each names it), which one write
-        creates: a post is read whole or not at all. A crash before the messages are written
-        leaves entries that claimers remove. If a write fails, what was written is deleted
-        again before the error is raised."""
+        """Post ``stored``: the messages, claimable by their names (no index entry is
+        written), then, for several messages, the object that commits them (``bt`` in each
+        names it), which one write creates: a post is read whole or not at all. If a write
+        fails, what was written is deleted again before the error is raised."""
         post = _post_of(stored)
         try:
-            self._swift.each(
-                lambda item: self._write_due_entry(project, queue, item[0], item[1], Slot()), stored
-            )
             self._swift.each(lambda item: self._write_message(project, queue, *item), stored)
             if post:
                 expires_ms = max(int(doc["e"]) for _, doc in stored)
@@ -111,11 +114,12 @@ class MessageOps(SwiftBase):
         )
 
     def _create_message(self, project: str, queue: str, message_id: str, doc: Doc) -> bool:
+        """Store the message, indexed by its due entry, only if its id is not stored yet."""
         return self._swift.create(
             self._container(names.MESSAGES),
             self._message_name(project, queue, message_id),
             json.dumps(doc).encode(),
-            names.content_type(e=doc["e"], d=doc["d"], u=doc["u"]),
+            message_content_type(doc),
         )
 
     @staticmethod
@@ -153,8 +157,8 @@ class MessageOps(SwiftBase):
         """``subscribed``: the reading of the queue's live subscriptions, started by the
         caller and awaited only once the messages are stored, since nothing before needs it;
         ``queue_exists``: its metadata was just read, so it is not created again."""
-        ids = names.new_ids(now_ms, len(messages))
-        documents = [self._document(m, client_id, now_ms) for m in messages]
+        documents = [{**self._document(m, client_id, now_ms), "i": 1} for m in messages]
+        ids = names.new_ids([int(doc["d"]) for doc in documents])
         # Independent of the dedup ids, and made meanwhile: the queue created if absent.
         queue_made = self._swift.submit(
             lambda: None if queue_exists else self._ensure_queue(project, queue, now_ms)
@@ -500,8 +504,12 @@ class MessageOps(SwiftBase):
         held: bool,
     ) -> None:
         """Write the edited message (``versions``: as read, as edited) and the index entry
-        that makes it claimable; ``held``: a live claim held it when read."""
+        that makes it claimable; ``held``: a live claim held it when read. A message
+        claimable by its name stays so unless its due time changes: then it is indexed by a
+        due entry, as its name no longer tells when it is due."""
         doc, changed = versions
+        if changed["d"] != doc["d"]:
+            changed = {**changed, "i": 0}
         self._write_message(project, queue, message_id, changed)
         if changed["d"] != doc["d"]:
             # It left its claim, if any, and is due at the new time; the void slot (or the
@@ -510,14 +518,17 @@ class MessageOps(SwiftBase):
             self._write_due_entry(project, queue, message_id, changed, latest)
             new = self._due_entry(project, queue, int(changed["d"]), message_id)
             old = [self._due_entry(project, queue, int(doc["d"]), message_id)]
+            if doc.get("i"):
+                old = []  # it had no due entry
             if held:
                 old.append(self._claimed_entry(project, queue, slot.expires_ms, message_id))
             self._swift.each(self._delete_index_entry, [name for name in old if name != new])
         elif changed["e"] != doc["e"]:
-            # Entries carry the expiry that listings and claims filter on.
+            # Entries carry the expiry that listings and claims filter on; the content type
+            # of a message claimable by its name, written above, is its entry.
             if held:
                 self._write_claimed_entry(project, queue, message_id, changed, slot)
-            else:
+            elif not doc.get("i"):
                 self._write_due_entry(project, queue, message_id, changed, slot)
 
 

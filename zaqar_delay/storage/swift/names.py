@@ -6,11 +6,15 @@ neither holds a ``/``) in a few containers of the driver's namespace:
 
 - ``<ns>_queues``: ``<project>/<queue>``, the queue's metadata JSON, and in its ``SUBSCRIBED``
   header whether the queue may have subscriptions;
-- ``<ns>_messages``: ``<p>/<q>/<id>``, one message each; ids sort in posting order;
-- ``<ns>_index``: the claim index, empty objects named for when a message is next claimable:
-  ``<p>/<q>/d/<due>/<id>`` for an unclaimed message due at ``due``, ``<p>/<q>/c/<expiry>/<id>``
-  for a claimed one whose claim ends at ``expiry`` (times as 13 digits, so name order is time
-  order and ``end_marker`` stops a listing at "now");
+- ``<ns>_messages``: ``<p>/<q>/<id>``, one message each. An id begins with the time the
+  message was due when posted, so the listing is in due order, and a message posted and not
+  indexed since (its content type carries ``i=1``) is claimable by its name alone: a post
+  writes one object;
+- ``<ns>_index``: the claim index of the other messages, empty objects named for when a
+  message is next claimable: ``<p>/<q>/d/<due>/<id>`` for an unclaimed message due at
+  ``due`` (once rescheduled, given back by a claim, or a dead-letter copy),
+  ``<p>/<q>/c/<expiry>/<id>`` for a claimed one whose claim ends at ``expiry`` (times as 13
+  digits, so name order is time order and ``end_marker`` stops a listing at "now");
 - ``<ns>_claims``: ``<p>/<q>/m/<id>/<n>``, a message's n-th claim (create-only: the number is
   taken once), and ``<p>/<q>/c/<claim id>``, a claim with the messages it took;
 - ``<ns>_dedup``: ``<p>/<q>/<sha1 of the dedup id>/<generation>``, create-only as well;
@@ -28,6 +32,7 @@ import re
 import secrets
 import threading
 import urllib.parse
+from collections.abc import Sequence
 
 QUEUES, MESSAGES, INDEX, CLAIMS, DEDUP, SUBSCRIPTIONS, PUSHES = (
     "queues",
@@ -58,24 +63,36 @@ PUSH_TIME_DIGITS = 16
 # Claim and generation numbers in object names: six digits keep name order numeric order.
 NUMBER_DIGITS = 6
 
-# <created ms, 13 digits><process sequence, 12 digits><random, 8 hex>: posting order in a
-# process, creation order across processes.
+# <due ms, 13 digits><process sequence, 12 digits><random, 8 hex>: due order, and posting
+# order among messages due at the same millisecond in a process. Ids stored by earlier
+# releases begin with the creation time instead.
 ID_PATTERN = re.compile(r"^\d{25}[0-9a-f]{8}$")
 _sequence = itertools.count()
 _sequence_lock = threading.Lock()
 
 
-def new_ids(now_ms: int, count: int) -> list[str]:
-    """``count`` fresh message ids, in order, sorting after every id this process made."""
+def new_ids(due_ms: Sequence[int]) -> list[str]:
+    """Fresh message ids for messages due at ``due_ms``, each beginning with its due time and
+    sorting after every id this process made for that time."""
     with _sequence_lock:
         first = next(_sequence)
-        for _ in range(count - 1):
+        for _ in range(len(due_ms) - 1):
             next(_sequence)
-    return [f"{now_ms:0{TIME_DIGITS}d}{first + i:012d}{secrets.token_hex(4)}" for i in range(count)]
+    return [
+        f"{due:0{TIME_DIGITS}d}{first + i:012d}{secrets.token_hex(4)}"
+        for i, due in enumerate(due_ms)
+    ]
 
 
-def created_ms_of(message_id: str) -> int:
+def named_ms_of(message_id: str) -> int:
+    """The time a message id begins with: when the message was due when posted (its
+    creation, for an id stored by an earlier release). Never before its creation."""
     return int(message_id[:TIME_DIGITS])
+
+
+def sequence_of(message_id: str) -> str:
+    """The part of a message id that orders the ids a process made by when it made them."""
+    return message_id[TIME_DIGITS:]
 
 
 def is_message_id(text: str) -> bool:

@@ -91,7 +91,8 @@ class QueueOps(SwiftBase):
     def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
         """Counted from listings: names and content types, no message is read."""
         prefix = names.queue_prefix(project, queue)
-        total, oldest, newest = 0, None, None
+        total, refs = 0, []
+        delayed, next_due = 0, None
         messages = [
             entry
             for entry in self._swift.walk(self._container(names.MESSAGES), prefix)
@@ -99,11 +100,17 @@ class QueueOps(SwiftBase):
         ]
         for entry in self._committed_listing(project, queue, messages):
             message_id = entry["name"][len(prefix) :]
-            if int(names.fields_of(entry["content_type"])["e"]) > now_ms:
+            fields = names.fields_of(entry["content_type"])
+            if int(fields["e"]) > now_ms:
                 total += 1
-                ref = MessageRef(message_id, names.created_ms_of(message_id))
-                oldest = oldest or ref
-                newest = ref
+                # Messages stored by earlier releases tell their creation by their ids only.
+                created_ms = int(fields.get("cr") or names.named_ms_of(message_id))
+                refs.append(MessageRef(message_id, created_ms))
+                if fields.get("i") == "1" and int(fields["d"]) > now_ms:
+                    delayed += 1  # claimable by its name, and not due yet
+                    next_due = min(next_due or int(fields["d"]), int(fields["d"]))
+        oldest = min(refs, key=_creation_order, default=None)
+        newest = max(refs, key=_creation_order, default=None)
         claimed = sum(
             1
             for entry in self._swift.walk(
@@ -113,7 +120,6 @@ class QueueOps(SwiftBase):
             )
             if int(names.fields_of(entry["content_type"])["e"]) > now_ms
         )
-        delayed, next_due = 0, None
         later = self._swift.walk(
             self._container(names.INDEX),
             f"{prefix}d/",
@@ -122,7 +128,8 @@ class QueueOps(SwiftBase):
         for entry in self._committed_listing(project, queue, list(later)):
             if int(names.fields_of(entry["content_type"])["e"]) > now_ms:
                 delayed += 1
-                next_due = next_due or int(entry["name"].rsplit("/", 2)[1])
+                due = int(entry["name"].rsplit("/", 2)[1])
+                next_due = min(next_due or due, due)
         return QueueStats(
             total=total,
             claimed=claimed,
@@ -132,3 +139,8 @@ class QueueOps(SwiftBase):
             oldest=oldest,
             newest=newest,
         )
+
+
+def _creation_order(ref: MessageRef) -> tuple[int, str]:
+    """Creation time, then posting order in a process (the sequence number in the id)."""
+    return ref.created_ms, names.sequence_of(ref.id)
