@@ -223,3 +223,32 @@ def test_the_front_stays_where_messages_may_still_be_posted(swift_aio: SwiftAllI
         assert claim_bodies(driver, clock) == ["from behind"]
     finally:
         close_test_driver(driver)
+
+
+def test_due_order_pages_merge_named_and_rescheduled_messages(swift: SwiftDriver) -> None:
+    """A page's marker may name a rescheduled message, whose id tells another time than its
+    due time, on either side of it."""
+    clock = FakeClock()
+    now = clock.now_ms()
+    [a] = post(swift, clock, "a", delay_ms=10_000)
+    post(swift, clock, "b", delay_ms=20_000)
+    [c] = post(swift, clock, "c", delay_ms=30_000)
+    swift.edit_message(P, Q, c, None, MessageEdit(due_ms=now + 15_000), now)
+    swift.edit_message(P, Q, a, None, MessageEdit(due_ms=now + 25_000), now)
+    pages, marker = [], None
+    for _ in range(5):
+        page = swift.list_messages_by_due(
+            P,
+            Q,
+            marker=marker,
+            limit=1,
+            client_id=ALICE,
+            echo=True,
+            include_delayed=True,
+            now_ms=now,
+        )
+        pages.append([m.body for m in page.messages])
+        if page.next_marker is None:
+            break
+        marker = page.next_marker
+    assert pages == [["c"], ["b"], ["a"], []]

@@ -43,6 +43,8 @@ CONTENDED_SPREAD = 4
 # by a process whose clock is behind by less: how far a queue's front of messages no longer
 # claimable by their names may be remembered and skipped.
 FRONTIER_SLACK_MS = 60_000
+# Entries the reads in due order list first, when they will likely stop after a few.
+FIRST_PAGE = 100
 
 
 @dataclasses.dataclass(slots=True)
@@ -605,13 +607,18 @@ class ClaimOps(SwiftBase):
         for kind in ("d", "c"):
             prefix = self._index_prefix(project, queue, kind)
             for entry in self._swift.walk(
-                self._container(names.INDEX), prefix, marker=f"{prefix}{names.time_part(now_ms)}/~"
+                self._container(names.INDEX),
+                prefix,
+                marker=f"{prefix}{names.time_part(now_ms)}/~",
+                page=FIRST_PAGE,
             ):
                 if int(names.fields_of(entry["content_type"]).get("e", 0)) > now_ms:
                     times.append(int(entry["name"].rsplit("/", 2)[1]))
                     break
         prefix = names.queue_prefix(project, queue)
-        named = self._named_later(project, queue, f"{prefix}{names.time_part(now_ms)}~", "")
+        named = self._named_later(
+            project, queue, f"{prefix}{names.time_part(now_ms)}~", "", FIRST_PAGE
+        )
         for entry in named:
             if int(names.fields_of(entry["content_type"])["e"]) > now_ms:
                 times.append(int(_due_order(entry)[0]))
@@ -619,13 +626,18 @@ class ClaimOps(SwiftBase):
         return min(times, default=None)
 
     def _named_later(
-        self, project: str, queue: str, marker: str, end_marker: str
+        self, project: str, queue: str, marker: str, end_marker: str, page: int
     ) -> Iterator[dict[str, Any]]:
         """The messages claimable by their names listed after the message name ``marker``
-        (and before ``end_marker``, if any), as due entries in due order."""
+        (and before ``end_marker``, if any), as due entries in due order, listed ``page`` at
+        a time."""
         prefix = names.queue_prefix(project, queue)
         for entry in self._swift.walk(
-            self._container(names.MESSAGES), prefix, marker=marker, end_marker=end_marker
+            self._container(names.MESSAGES),
+            prefix,
+            marker=marker,
+            end_marker=end_marker,
+            page=page,
         ):
             rest = entry["name"][len(prefix) :]
             fields = names.fields_of(entry["content_type"])
@@ -652,8 +664,11 @@ class ClaimOps(SwiftBase):
         prefix = self._index_prefix(project, queue, "d")
         start = f"{prefix}{names.time_part(after[0])}/{after[1]}" if after else ""
         end = prefix + names.time_part(now_ms + 1) if not include_delayed else ""
+        # Each source may give the whole page, and the messages listing passes over claimed
+        # ones too.
+        page = max(FIRST_PAGE, limit * CONTENDED_SPREAD)
         indexed = self._swift.walk(
-            self._container(names.INDEX), prefix, marker=start, end_marker=end
+            self._container(names.INDEX), prefix, marker=start, end_marker=end, page=page
         )
         message_prefix = names.queue_prefix(project, queue)
         named = self._named_later(
@@ -661,6 +676,7 @@ class ClaimOps(SwiftBase):
             queue,
             message_prefix + _named_marker(*after) if after else "",
             message_prefix + names.time_part(now_ms + 1) if not include_delayed else "",
+            page,
         )
         kept: list[tuple[str, int]] = []
         for entry in heapq.merge(indexed, named, key=_due_order):

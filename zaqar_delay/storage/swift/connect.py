@@ -409,13 +409,23 @@ class SwiftClient:
         return list(found)
 
     def walk(
-        self, container: str, prefix: str, *, marker: str = "", end_marker: str = ""
+        self,
+        container: str,
+        prefix: str,
+        *,
+        marker: str = "",
+        end_marker: str = "",
+        page: int = LISTING_LIMIT,
     ) -> Iterator[dict[str, Any]]:
-        """Every object :meth:`listing` would name, one listing request per 10,000."""
+        """Every object :meth:`listing` would name, one listing request per ``page`` (at most
+        10,000): a smaller page for a caller that may stop early."""
+        page = min(page, LISTING_LIMIT)
         while True:
-            found = self.listing(container, prefix, marker=marker, end_marker=end_marker)
+            found = self.listing(
+                container, prefix, marker=marker, end_marker=end_marker, limit=page
+            )
             yield from found
-            if len(found) < LISTING_LIMIT:
+            if len(found) < page:
                 return
             marker = found[-1]["name"]
 
