@@ -533,6 +533,20 @@ class Settings:
             "object once it has accepted it."
         ),
     )
+    swift_metadata_cache_ms: int = setting(
+        "drivers:message_store:swift",
+        cfg.IntOpt,
+        "metadata_cache_ms",
+        default=250,
+        min=0,
+        help=(
+            "Milliseconds a post may use a queue's metadata (its defaults, limits, and whether "
+            "it has subscriptions) as its server process last read it from Swift, rather than "
+            "reading it for each post. A write of the metadata, a queue's creation or "
+            "deletion, and a queue's first subscription wait this long before they answer, so "
+            "every post that starts after the answer sees them. 0 reads it for every post."
+        ),
+    )
     message_encryption_key: str = setting(
         "transport",
         cfg.StrOpt,

@@ -85,12 +85,13 @@ def test_a_tempauth_user_is_percent_encoded_and_the_query_overrides_the_options(
 
     access = access_from_uri(
         "swift://test%3Atester:testing@/test?auth_url=http%3A//127.0.0.1%3A8080/auth/v1.0"
-        "&insecure=true&settle_ms=250",
+        "&insecure=true&settle_ms=250&metadata_cache_ms=0",
         auth_url="http://keystone:5000/v3",
     )
     assert access.user == "test:tester" and access.password == "testing"
     assert access.auth_url == "http://127.0.0.1:8080/auth/v1.0" and access.tempauth
     assert access.insecure and access.settle_ms == 250
+    assert access.metadata_cache_ms == 0
 
 
 @pytest.mark.parametrize(

@@ -114,6 +114,7 @@ def _swift_driver(uri: str, settings: Settings) -> Driver:
         interface=settings.swift_interface,
         timeout=settings.socket_timeout,
         settle_ms=settings.swift_settle_ms,
+        metadata_cache_ms=settings.swift_metadata_cache_ms,
     )
     return SwiftDriver(SwiftClient(access), namespace=settings.key_prefix)
 

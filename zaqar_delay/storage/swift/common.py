@@ -75,6 +75,41 @@ class Facts(Generic[V]):
                 self._known.popitem(last=False)
 
 
+QueueObject = tuple[str | None, bool]
+
+
+class RecentQueueObjects:
+    """Each queue's metadata object as this process last read it (see
+    ``SwiftBase._queue_object``), usable until ``max_age_s`` after the read was sent: a read
+    sent before a write ended may show what the write replaced, and expires by the time the
+    write's caller answers (``SwiftBase._queue_object_written``)."""
+
+    def __init__(self, max_age_s: float, kept: int = FACTS_KEPT) -> None:
+        self.max_age_s = max_age_s
+        self._kept = kept
+        self._read: dict[str, tuple[float, QueueObject]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> QueueObject | None:
+        with self._lock:
+            found = self._read.get(name)
+        if found is None or found[0] + self.max_age_s <= time.monotonic():
+            return None
+        return found[1]
+
+    def keep(self, name: str, sent_at: float, found: QueueObject) -> None:
+        if self.max_age_s <= 0:
+            return
+        with self._lock:
+            if len(self._read) >= self._kept:
+                self._read.clear()
+            self._read[name] = (sent_at, found)
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._read.pop(name, None)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Slot:
     """A message's latest claim slot: number ``n`` (0 for never claimed), the claim count,
@@ -179,6 +214,7 @@ class SwiftBase(Driver):
     _claim_slots: Facts[dict[str, int]]
     # Queue prefix -> a message name before which no message is claimable by its name.
     _named_frontiers: Facts[str]
+    _recent_queue_objects: RecentQueueObjects
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -210,7 +246,26 @@ class SwiftBase(Driver):
     def _metadata_text(self, project: str, queue: str) -> str | None:
         return self._queue_object(project, queue)[0]
 
-    def _queue_object(self, project: str, queue: str) -> tuple[str | None, bool]:
+    def _recent_queue_object(self, project: str, queue: str) -> QueueObject:
+        """:meth:`_queue_object` as read at most ``metadata_cache_ms`` ago by this process:
+        what a post goes by. Writes that posts must see wait until it has expired
+        (:meth:`_queue_object_written`)."""
+        name = names.queue_object(project, queue)
+        found = self._recent_queue_objects.get(name)
+        if found is None:
+            sent_at = time.monotonic()
+            found = self._queue_object(project, queue)
+            self._recent_queue_objects.keep(name, sent_at, found)
+        return found
+
+    def _queue_object_written(self, project: str, queue: str) -> None:
+        """After a write of the queue's metadata object that posts must see (its metadata,
+        its existence, its first subscription): wait until no process goes by a copy read
+        before the write, so every post that starts after the caller answers sees it."""
+        self._recent_queue_objects.forget(names.queue_object(project, queue))
+        time.sleep(self._recent_queue_objects.max_age_s)
+
+    def _queue_object(self, project: str, queue: str) -> QueueObject:
         """The queue's metadata text (None: no such queue), and whether it may have
         subscriptions (see ``names.SUBSCRIBED``; a queue that does not exist may)."""
         found = self._swift.get(self._container(names.QUEUES), names.queue_object(project, queue))

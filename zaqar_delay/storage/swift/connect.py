@@ -36,6 +36,9 @@ POOL_THREADS = "zd-swift"
 # How long after a create-only write an object server may still commit a concurrent one (see
 # SwiftClient.create_settled); [drivers:message_store:swift] settle_ms.
 SETTLE_MS = 100
+# How long a post may use the queue's metadata object as its process last read it, and so how
+# long a write of it waits before it answers; [drivers:message_store:swift] metadata_cache_ms.
+METADATA_CACHE_MS = 250
 # Times a delete is sent while newer writes of its object overtake it, and the
 # pauses before sending it again (doubling up to the longest): about 2 s in all, enough for
 # the timestamp of an update from a proxy whose clock is ahead of this one's to pass.
@@ -64,6 +67,7 @@ class SwiftAccess:
     interface: str = "public"
     timeout: float = 10.0
     settle_ms: int = SETTLE_MS
+    metadata_cache_ms: int = METADATA_CACHE_MS
 
     @property
     def tempauth(self) -> bool:
@@ -106,6 +110,7 @@ class SwiftAccess:
 URI_OPTIONS: dict[str, Callable[[str], Any]] = {
     "auth_url": str,
     "settle_ms": int,
+    "metadata_cache_ms": int,
     "insecure": lambda text: text.lower() in ("1", "true", "yes", "on"),
     "user_domain_name": str,
     "user_domain_id": str,
@@ -190,6 +195,10 @@ class SwiftClient:
         self._pool = ThreadPoolExecutor(
             parallel, thread_name_prefix=POOL_THREADS, initializer=_mark_pool_thread
         )
+
+    @property
+    def access(self) -> SwiftAccess:
+        return self._access
 
     def _connection(self) -> swiftclient.Connection:
         connection = getattr(self._local, "connection", None)

@@ -24,7 +24,7 @@ from zaqar_delay.storage.base import Durability, Wakeups
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.claims import ClaimOps
-from zaqar_delay.storage.swift.common import LIST_SCAN_BUDGET, Facts
+from zaqar_delay.storage.swift.common import LIST_SCAN_BUDGET, Facts, RecentQueueObjects
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.dedup import SwiftDedup
 from zaqar_delay.storage.swift.messages import MessageOps
@@ -50,6 +50,7 @@ class SwiftDriver(QueueOps, MessageOps, ClaimOps, PushOps):
         self._committed_posts: Facts[bool] = Facts()
         self._claim_slots: Facts[dict[str, int]] = Facts()
         self._named_frontiers: Facts[str] = Facts()
+        self._recent_queue_objects = RecentQueueObjects(swift.access.metadata_cache_ms / 1000)
 
     def ping(self) -> bool:
         return self._swift.ping()

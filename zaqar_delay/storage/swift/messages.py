@@ -284,11 +284,12 @@ class MessageOps(SwiftBase):
         now_ms: int,
         metadata_version: str,
     ) -> Posted | VersionedMetadata:
-        """Reads the metadata text first: the check is not atomic with the write (a change in
-        between is stored under, as on MongoDB). The queue's subscriptions are read while the
-        messages are written, and only if the queue is marked as possibly having some
-        (``names.SUBSCRIBED``)."""
-        stored, may_have_subscriptions = self._queue_object(project, queue)
+        """Checks the metadata as this process read it at most ``metadata_cache_ms`` ago
+        (writes of it wait that long before they answer): the check is not atomic with the
+        write (a change in between is stored under, as on MongoDB). The queue's
+        subscriptions are read while the messages are written, and only if the queue is
+        marked as possibly having some (``names.SUBSCRIBED``)."""
+        stored, may_have_subscriptions = self._recent_queue_object(project, queue)
         current = metadata_version_of(stored)
         if current != metadata_version:
             return VersionedMetadata({} if stored is None else dict(json.loads(stored)), current)

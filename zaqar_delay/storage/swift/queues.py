@@ -14,13 +14,16 @@ class QueueOps(SwiftBase):
     """Create, read, change, list, count, purge and delete queues."""
 
     def create_queue(self, project: str, queue: str, metadata: Metadata, now_ms: int) -> bool:
-        return self._swift.create(
+        created = self._swift.create(
             self._container(names.QUEUES),
             names.queue_object(project, queue),
             json.dumps(metadata).encode(),
             names.content_type(cr=now_ms),
             {names.SUBSCRIBED: "0"},
         )
+        if created:
+            self._queue_object_written(project, queue)
+        return created
 
     def get_metadata(self, project: str, queue: str) -> Metadata | None:
         text = self._metadata_text(project, queue)
@@ -49,6 +52,7 @@ class QueueOps(SwiftBase):
         )
         if not marked and self._has_subscriptions(project, queue):
             self._mark_subscribed(project, queue)
+        self._queue_object_written(project, queue)
 
     def purge(self, project: str, queue: str) -> None:
         prefix = names.queue_prefix(project, queue)
@@ -61,6 +65,7 @@ class QueueOps(SwiftBase):
         self.purge(project, queue)
         self.purge_subscriptions(project, queue)
         self._swift.delete(self._container(names.QUEUES), names.queue_object(project, queue))
+        self._queue_object_written(project, queue)
 
     def list_queues(
         self, project: str, marker: str | None, limit: int, detailed: bool

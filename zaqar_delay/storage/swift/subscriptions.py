@@ -142,6 +142,7 @@ class SubscriptionOps(SwiftBase):
             return holder, False
         if not self._marked_subscribed(project, queue):
             self._mark_subscribed(project, queue)
+        self._queue_object_written(project, queue)  # posts now look for it
         return subscription_id, True
 
     def list_subscriptions(
