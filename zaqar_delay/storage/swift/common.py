@@ -275,13 +275,22 @@ class SwiftBase(Driver):
         return body.decode(), names.may_have_subscriptions(headers)
 
     def _ensure_queue(self, project: str, queue: str, now_ms: int) -> None:
-        self._swift.create(
+        """Create the queue, with no metadata, unless it exists. Posts of this process then
+        go by what it created (nothing is there to see yet that a read would show), or read
+        the queue that existed."""
+        name = names.queue_object(project, queue)
+        sent_at = time.monotonic()
+        created = self._swift.create(
             self._container(names.QUEUES),
-            names.queue_object(project, queue),
+            name,
             b"{}",
             names.content_type(cr=now_ms),
             {names.SUBSCRIBED: "0"},
         )
+        if created:
+            self._recent_queue_objects.keep(name, sent_at, ("{}", False))
+        else:
+            self._recent_queue_objects.forget(name)
 
     def _mark_subscribed(self, project: str, queue: str) -> None:
         """Record that the queue may have subscriptions, so posts look for them. An update
