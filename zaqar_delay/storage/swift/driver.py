@@ -4,8 +4,9 @@ Swift gives no transactions and no conditional overwrite; it gives create-only w
 (``If-None-Match: *``), name-ordered listings with markers, and expiry headers. The driver is
 built on those (see ``names`` for the layout and ``common`` for the claim slots):
 
-- a due message is found by listing the claim index up to "now" (``end_marker``), in due
-  order, never by reading every message;
+- a due message is found by listing up to "now" (``end_marker``), in due order, the
+  messages (named for their due times, and claimable by their names until a claim indexes
+  them) and the claim index, never by reading every message;
 - a message is taken by creating its next claim slot, which exactly one claimer can do, and
   only after reading it due: a due time is changed only by taking a slot too, so no claim
   takes a message a reschedule has made not yet due;
