@@ -4,14 +4,13 @@ indexes the message otherwise."""
 
 from __future__ import annotations
 
-import collections
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.conftest import close_test_driver, open_test_driver
+from tests.storage.conftest import SwiftRequests
 from tests.swift_aio import SwiftAllInOne
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import MessageEdit, NewMessage, Posted
@@ -19,34 +18,11 @@ from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.claims import FRONTIER_SLACK_MS
 from zaqar_delay.storage.swift.common import Slot
-from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.messages import MessageOps
 
 P, Q = "project-n", "named"
 ALICE = "a" * 32
-
-
-@pytest.fixture
-def swift(swift_aio: SwiftAllInOne) -> Iterator[SwiftDriver]:
-    driver = open_test_driver(swift_aio.store_uri)
-    assert isinstance(driver, SwiftDriver)
-    yield driver
-    close_test_driver(driver)
-
-
-class Requests:
-    """Counts the Swift requests the driver's clients make, by client method."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.made: collections.Counter[str] = collections.Counter()
-        call = SwiftClient._call
-
-        def counted(client: SwiftClient, method: str, *args: Any, **kwargs: Any) -> Any:
-            self.made[method] += 1
-            return call(client, method, *args, **kwargs)
-
-        monkeypatch.setattr(SwiftClient, "_call", counted)
 
 
 def index_entries(swift: SwiftDriver) -> list[str]:
@@ -81,7 +57,7 @@ def test_a_post_to_a_queue_without_subscriptions_is_two_requests(
     named for its due time and claimable by that name; no index entry."""
     clock = FakeClock()
     swift.create_queue(P, Q, {}, clock.now_ms())
-    requests = Requests(monkeypatch)
+    requests = SwiftRequests(monkeypatch)
     posted = swift.post_if_current(
         P, Q, [NewMessage('"x"', 3600, 5000)], ALICE, clock.now_ms(), metadata_version_of("{}")
     )

@@ -4,20 +4,18 @@ two drivers stand for two server processes."""
 
 from __future__ import annotations
 
-import collections
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from tests.conftest import close_test_driver, open_test_driver
+from tests.storage.conftest import SwiftRequests
 from tests.swift_aio import SwiftAllInOne
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage, Posted, VersionedMetadata
 from zaqar_delay.storage.base import metadata_version_of
-from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
 P, Q = "project-m", "recent"
@@ -47,17 +45,12 @@ def test_posts_read_the_metadata_once_per_period(
     one, _ = servers
     clock = FakeClock()
     assert one.create_queue(P, Q, {}, clock.now_ms())
-    made: collections.Counter[str] = collections.Counter()
-    call = SwiftClient._call
-
-    def counted(client: SwiftClient, method: str, *args: Any, **kwargs: Any) -> Any:
-        made[method] += 1
-        return call(client, method, *args, **kwargs)
-
-    monkeypatch.setattr(SwiftClient, "_call", counted)
+    requests = SwiftRequests(monkeypatch)
     assert isinstance(post(one, clock, EMPTY), Posted)
     assert isinstance(post(one, clock, EMPTY), Posted)
-    assert made == {"get_object": 1, "put_object": 2}, "the second post wrote its message only"
+    assert requests.made == {"get_object": 1, "put_object": 2}, (
+        "the second post wrote its message only"
+    )
 
 
 def test_a_post_after_a_metadata_write_in_another_process_sees_it(

@@ -8,7 +8,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from unittest.mock import ANY
 
@@ -37,14 +37,6 @@ P, Q = "project-s", "jobs"
 ALICE = "a" * 32
 RACERS = 8
 RACES = 20
-
-
-@pytest.fixture
-def swift(swift_aio: SwiftAllInOne) -> Iterator[SwiftDriver]:
-    driver = open_test_driver(swift_aio.store_uri)
-    assert isinstance(driver, SwiftDriver)
-    yield driver
-    close_test_driver(driver)
 
 
 def race(swift_aio: SwiftAllInOne, attempt: Any) -> list[int]:
