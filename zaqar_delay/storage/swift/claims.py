@@ -155,16 +155,12 @@ class ClaimOps(SwiftBase):
             scanned += len(page)
             for entry in page:
                 marker = entry["name"]
-                fields = names.fields_of(entry["content_type"])
-                named = fields.get("i") == "1"
-                at_front = at_front and not named and marker < settled
+                named = self._as_named_entry(project, queue, entry)
+                at_front = at_front and named is None and marker < settled
                 if at_front:
                     frontier = marker  # it and all before it are no longer claimable so
-                due_ms = int(fields.get("d", now_ms + 1))
-                if named and due_ms <= now_ms:
-                    message_id = entry["name"][len(prefix) :]
-                    name = self._named_entry(project, queue, due_ms, message_id)
-                    found.append({**entry, "name": name, "listed": entry["name"]})
+                if named is not None and int(_due_order(named)[0]) <= now_ms:
+                    found.append(named)
                     if len(found) == limit:
                         break
             if len(page) < page_size:
@@ -639,11 +635,22 @@ class ClaimOps(SwiftBase):
             end_marker=end_marker,
             page=page,
         ):
-            rest = entry["name"][len(prefix) :]
-            fields = names.fields_of(entry["content_type"])
-            if "/" not in rest and fields.get("i") == "1":
-                name = self._named_entry(project, queue, int(fields["d"]), rest)
-                yield {**entry, "name": name}
+            named = self._as_named_entry(project, queue, entry)
+            if named is not None:
+                yield named
+
+    def _as_named_entry(
+        self, project: str, queue: str, entry: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The messages listing's ``entry`` as a due entry (``_named_entry``, its name in
+        ``listed``), if it is a message claimable by its name; None otherwise."""
+        prefix = names.queue_prefix(project, queue)
+        message_id = entry["name"][len(prefix) :]
+        fields = names.fields_of(entry["content_type"])
+        if "/" in message_id or not names.claimable_by_name(fields):
+            return None
+        name = self._named_entry(project, queue, int(fields["d"]), message_id)
+        return {**entry, "name": name, "listed": entry["name"]}
 
     def list_messages_by_due(
         self,

@@ -90,6 +90,12 @@ def named_ms_of(message_id: str) -> int:
     return int(message_id[:TIME_DIGITS])
 
 
+def claimable_by_name(listed_fields: dict[str, str]) -> bool:
+    """Whether a message, by the fields of its listed content type, is claimable by its name
+    (``i=1``: posted and not indexed since)."""
+    return listed_fields.get("i") == "1"
+
+
 def sequence_of(message_id: str) -> str:
     """The part of a message id that orders the ids a process made by when it made them."""
     return message_id[TIME_DIGITS:]

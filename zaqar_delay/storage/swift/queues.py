@@ -111,7 +111,7 @@ class QueueOps(SwiftBase):
                 # Messages stored by earlier releases tell their creation by their ids only.
                 created_ms = int(fields.get("cr") or names.named_ms_of(message_id))
                 refs.append(MessageRef(message_id, created_ms))
-                if fields.get("i") == "1" and int(fields["d"]) > now_ms:
+                if names.claimable_by_name(fields) and int(fields["d"]) > now_ms:
                     delayed += 1  # claimable by its name, and not due yet
                     next_due = min(next_due or int(fields["d"]), int(fields["d"]))
         oldest = min(refs, key=_creation_order, default=None)
