@@ -83,9 +83,10 @@ def keystone_app(
     driver = open_test_driver(str(embedded_redis.uri))
     tokens = AuthTokenFixture()
     tokens.setUp()
-    app, service = build(settings, driver=driver, clock=FakeClock())
+    clock = FakeClock()
+    app, service = build(settings, driver=driver, clock=clock)
     try:
-        yield Keystone(falcon.testing.TestClient(protect(app, settings)), tokens), service
+        yield Keystone(falcon.testing.TestClient(protect(app, settings, clock)), tokens), service
     finally:
         tokens.cleanUp()
         service.stores.close()

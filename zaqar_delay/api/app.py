@@ -46,10 +46,11 @@ def create_wsgi_app(
     """:func:`create_app` behind the configured authentication, with the dashboard's static
     page beside it, inside oslo.middleware (``oslo_stack.py``): what servers run; and, with
     ``[notification] push``, this process's push dispatcher."""
+    clock = clock or SystemClock()
     app, service = build(settings, driver, clock)
     if settings.push:
         start_dispatcher(service, settings)
-    return with_oslo_middleware(with_dashboard(protect(app, settings)), settings)
+    return with_oslo_middleware(with_dashboard(protect(app, settings, clock)), settings)
 
 
 def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:

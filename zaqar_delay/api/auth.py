@@ -1,12 +1,19 @@
 """Authentication in front of the API: none (``noauth``) or Keystone tokens (``keystone``).
 
-With ``keystone``, keystonemiddleware's ``auth_token`` validates ``X-Auth-Token`` and replaces
-the identity headers (``X-Project-ID``, ``X-Roles``, ...) with the token's, so a client cannot
-claim another project or a role it lacks. As in Zaqar, requests that carry ``URL-Signature``
-skip the token check (the API verifies the signature instead, and answers 404 when it does not
-hold) and lose any ``X-Roles`` they sent; so do the routes the table marks ``tokenless``, the
-public documents (``/``, ``/openapi.json``). ``/metrics`` is not among them: its labels name
-every project's queues, so it needs a token with the admin role.
+With ``keystone``, every request first loses every identity header keystonemiddleware would
+set (``X-Roles``, ``X-Role``, ``X-User-Id``, ``X-Is-Admin-Project``, ``OpenStack-System-Scope``
+and the rest: :data:`IDENTITY_ENVIRON_KEYS`), whatever it carries, so nothing downstream
+(oslo.context, the policy, the trust checks) reads an identity the client made up. Then:
+
+- a request that carries ``URL-Signature`` is a pre-signed one: its signature is verified
+  here, before any policy rule runs, and a signature that does not hold the method and path
+  (a route no signed URL can reach among them) is answered 404, as Zaqar answers it. Only
+  ``X-Project-ID`` is kept for it: the signature binds that project;
+- the routes the table marks ``tokenless`` (the public documents ``/`` and
+  ``/openapi.json``) pass with no identity at all;
+- every other request goes through keystonemiddleware's ``auth_token``, which validates
+  ``X-Auth-Token`` and sets the identity headers from the token. ``/metrics`` is among them:
+  its labels name every project's queues, so it needs a token with the admin role.
 """
 
 from __future__ import annotations
@@ -14,23 +21,114 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import falcon
+
 from zaqar_delay.api.routes import TOKENLESS_PATHS
+from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Settings, conf_of
+from zaqar_delay.signed_urls import Signer
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
+# The headers keystonemiddleware's auth_token removes from every request before it sets them
+# from a token (its ``_AuthTokenRequest._all_auth_headers``), and the system scope it sets
+# besides; tests/unit/test_identity_headers.py holds the list to both libraries.
+_SCOPED = (
+    "Domain-Id",
+    "Domain-Name",
+    "Project-Id",
+    "Project-Name",
+    "Project-Domain-Id",
+    "Project-Domain-Name",
+    "User-Id",
+    "User-Name",
+    "User-Domain-Id",
+    "User-Domain-Name",
+    "Roles",
+)
+IDENTITY_HEADERS: tuple[str, ...] = (
+    *(f"X-{name}" for name in _SCOPED),
+    *(f"X-Service-{name}" for name in _SCOPED),
+    "X-Service-Catalog",
+    "X-Identity-Status",
+    "X-Service-Identity-Status",
+    "X-Is-Admin-Project",
+    "OpenStack-System-Scope",
+    # Deprecated names that keystonemiddleware still sets and oslo.context still reads.
+    "X-Role",
+    "X-User",
+    "X-Tenant-Id",
+    "X-Tenant-Name",
+    "X-Tenant",
+)
 
-def protect(app: WSGIApp, settings: Settings) -> WSGIApp:
-    """``app`` behind the configured authentication."""
-    if settings.auth_strategy == "noauth":
-        return app
+
+def environ_key(header: str) -> str:
+    """The WSGI environment's key of an HTTP header."""
+    return "HTTP_" + header.upper().replace("-", "_")
+
+
+IDENTITY_ENVIRON_KEYS = frozenset(environ_key(h) for h in IDENTITY_HEADERS)
+PROJECT_ENVIRON_KEY = environ_key("X-Project-Id")
+SIGNATURE_ENVIRON_KEY = environ_key("URL-Signature")
+
+
+def strip_identity(environ: dict[str, Any], keep_project: bool = False) -> None:
+    """Remove every identity header from ``environ`` (``X-Project-ID`` stays when
+    ``keep_project``: a pre-signed request's, which its signature binds)."""
+    for key in IDENTITY_ENVIRON_KEYS:
+        if keep_project and key == PROJECT_ENVIRON_KEY:
+            continue
+        environ.pop(key, None)
+
+
+def signed_request_allowed(signer: Signer, environ: dict[str, Any]) -> bool:
+    """Whether the ``URL-*`` headers of ``environ`` sign its method and path now."""
+    headers = {
+        key[5:].replace("_", "-"): value
+        for key, value in environ.items()
+        if key.startswith("HTTP_") and isinstance(value, str)
+    }
+    return signer.allows(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""), headers)
+
+
+def refuse_signature(start_response: Callable[..., Any]) -> Iterable[bytes]:
+    """The API's 404, as a signature that does not hold is answered."""
+    body = (
+        b'{"title": "404 Not Found", "description": '
+        b'"The pre-signed URL does not allow this request."}'
+    )
+    start_response(
+        falcon.HTTP_404,
+        [("Content-Type", falcon.MEDIA_JSON), ("Content-Length", str(len(body)))],
+    )
+    return [body]
+
+
+def token_checked(app: WSGIApp, settings: Settings) -> WSGIApp:
+    """``app`` behind keystonemiddleware's ``auth_token`` of ``settings``: a request reaches
+    it only with a valid token, its identity headers set from the token."""
     from keystonemiddleware import auth_token
 
-    checked = auth_token.AuthProtocol(app, {"oslo_config_config": conf_of(settings)})
+    checked: WSGIApp = auth_token.AuthProtocol(app, {"oslo_config_config": conf_of(settings)})
+    return checked
+
+
+def protect(app: WSGIApp, settings: Settings, clock: Clock) -> WSGIApp:
+    """``app`` behind the configured authentication; ``clock`` dates pre-signed URLs."""
+    if settings.auth_strategy == "noauth":
+        return app
+    checked = token_checked(app, settings)
+    signer = Signer(settings.signed_url_secret, clock)
 
     def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if "HTTP_URL_SIGNATURE" in environ or environ.get("PATH_INFO") in TOKENLESS_PATHS:
-            environ.pop("HTTP_X_ROLES", None)  # only a token can grant roles
+        signed = SIGNATURE_ENVIRON_KEY in environ
+        strip_identity(environ, keep_project=signed)
+        if signed:
+            if not signed_request_allowed(signer, environ):
+                return refuse_signature(start_response)
+            return app(environ, start_response)
+        if environ.get("PATH_INFO") in TOKENLESS_PATHS:
             return app(environ, start_response)
         result: Iterable[bytes] = checked(environ, start_response)
         return result

@@ -72,11 +72,8 @@ class RequestContext:
         # Checks run only for routes that exist and methods they answer: 404 and 405 come first.
         if resource is None or not hasattr(resource, f"on_{req.method.lower()}"):
             return
-        if req.uri_template in PUBLIC_TEMPLATES:
-            # No headers needed; under keystone a token still is, and the route's rule holds.
-            if self._authorizer is not None:
-                self._authorizer.authorize(req, req.get_header("X-Project-ID") or "")
-            return
+        # A claimed signature is verified before any rule runs (under keystone, auth.py has
+        # verified it already); no public route is ever signed, so there it is refused.
         signed = req.get_header("URL-Signature") is not None
         if signed and not self._signer.allows(
             req.method,
@@ -84,7 +81,12 @@ class RequestContext:
             req.headers,  # names upper-cased by falcon
         ):
             # As Zaqar: a pre-signed request that does not verify is a plain 404.
-            raise falcon.HTTPNotFound()
+            raise falcon.HTTPNotFound(description="The pre-signed URL does not allow this request.")
+        if req.uri_template in PUBLIC_TEMPLATES:
+            # No headers needed; under keystone a token still is, and the route's rule holds.
+            if self._authorizer is not None:
+                self._authorizer.authorize(req, req.get_header("X-Project-ID") or "")
+            return
         if req.content_length and (req.content_type or "").startswith(
             "application/x-www-form-urlencoded"
         ):

@@ -11,7 +11,9 @@
 - ``healthcheck`` at ``/healthcheck`` (``[healthcheck]`` options, such as
   ``disable_by_file_path`` to drain a server): no token needed, so a load balancer probes
   it; its details (``detailed``, for ``Accept: application/json``) are shown only to a
-  caller the ``health:get`` rule allows (keystone) or that sends the admin role (noauth).
+  caller the ``health:get`` rule allows (keystone: identity headers a client sent are
+  removed first, only a validated token counts, and a ``URL-Signature`` is refused with
+  404) or that sends the admin role (noauth).
 
 Layers that an option turns on are left out when it is off, so a deployment pays only for
 what it uses. ``cors`` and ``http_proxy_to_wsgi`` answer through webob, which makes a
@@ -30,7 +32,13 @@ from oslo_middleware import cors, healthcheck, http_proxy_to_wsgi, request_id
 from oslo_middleware.healthcheck import opts as healthcheck_opts
 
 from zaqar_delay import errors
-from zaqar_delay.api.auth import WSGIApp, protect
+from zaqar_delay.api.auth import (
+    SIGNATURE_ENVIRON_KEY,
+    WSGIApp,
+    refuse_signature,
+    strip_identity,
+    token_checked,
+)
 from zaqar_delay.api.authorization import Authorizer, keystone_authorizer
 from zaqar_delay.api.middleware import new_request_id
 from zaqar_delay.conf import Settings, conf_of
@@ -92,7 +100,7 @@ class HealthcheckRoute:
         if self._keystone:
             # A token is validated by keystonemiddleware, then held to the health:get rule.
             self._authorizer = keystone_authorizer(settings)
-            self._checked = protect(self._admin_or_plain, settings)
+            self._checked = token_checked(self._admin_or_plain, settings)
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -100,6 +108,10 @@ class HealthcheckRoute:
         if environ.get("PATH_INFO") != HEALTHCHECK_PATH:
             return self._app(environ, start_response)
         if self._checked is not None:
+            # Only a token says who the caller is; no signed URL reaches this path.
+            strip_identity(environ)
+            if SIGNATURE_ENVIRON_KEY in environ:
+                return refuse_signature(start_response)
             if "HTTP_X_AUTH_TOKEN" in environ:
                 return self._checked(environ, start_response)
             return self._answer(self._plain, environ, start_response)
