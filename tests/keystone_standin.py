@@ -73,6 +73,9 @@ class KeystoneStandIn:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
+                if "/OS-TRUST/trusts/" in self.path:
+                    self._show_trust(self.path.rstrip("/").rsplit("/", 1)[-1])
+                    return
                 version = {
                     "id": "v3.14",
                     "status": "stable",
@@ -141,6 +144,16 @@ class KeystoneStandIn:
                 created = {**trust, "id": uuid.uuid4().hex}
                 standin.trusts[created["id"]] = created
                 self._answer(201, {"trust": created}, {})
+
+            def _show_trust(self, trust_id: str) -> None:
+                trust = standin.trusts.get(trust_id)
+                user = standin.user_tokens.get(self.headers.get("X-Auth-Token", ""))
+                if trust is None:
+                    self._answer(404, {"error": {"code": 404, "title": "Not Found"}}, {})
+                elif user not in (trust["trustor_user_id"], trust["trustee_user_id"]):
+                    self._answer(403, {"error": {"code": 403, "title": "Forbidden"}}, {})
+                else:
+                    self._answer(200, {"trust": trust}, {})
 
             def _trust_token(self, user: dict[str, Any], trust_id: str) -> None:
                 trust = standin.trusts.get(trust_id)

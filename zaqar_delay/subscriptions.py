@@ -24,7 +24,14 @@ from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 from zaqar_delay.push.limits import check as limits_check
 from zaqar_delay.push.mail import MailRefused, MailRules
-from zaqar_delay.push.trusts import TRUST_ID, Caller, Trusts, is_trust
+from zaqar_delay.push.trusts import (
+    SERVICE_OPTIONS,
+    TRUST_ID,
+    TRUSTOR_ID,
+    Caller,
+    Trusts,
+    is_trust,
+)
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.stores import Stores
 
@@ -76,8 +83,10 @@ def subscription_change(
     options = document.get("options")
     if options and not isinstance(options, dict):
         raise errors.InvalidRequest("Options must be a dict.")
-    if isinstance(options, dict) and TRUST_ID in options:
-        raise errors.InvalidRequest(f"The option {TRUST_ID} is set by the service only.")
+    if isinstance(options, dict):
+        for name in SERVICE_OPTIONS:
+            if name in options:
+                raise errors.InvalidRequest(f"The option {name} is set by the service only.")
     retry_policy.check(options, limits.max_message_ttl)
     limits_check(options)
     post_headers.check(options)
@@ -157,9 +166,8 @@ class Subscriptions:
         if is_trust(subscriber) and self.trusts is not None:
             if caller is None:  # a pre-signed request, which carries no token
                 raise errors.InvalidRequest("A trust+ subscriber needs a Keystone token.")
-            expires = datetime.datetime.fromtimestamp(now_ms / 1000 + ttl_s, datetime.UTC)
-            trust_id = self.trusts.create(caller, project, expires)
-            options[TRUST_ID] = trust_id
+            trust_id = self._new_trust(caller, project, now_ms + ttl_s * 1000)
+            options.update({TRUST_ID: trust_id, TRUSTOR_ID: caller.user_id})
         try:
             # Subscribing creates the queue when it does not exist: place it first.
             subscription_id, created = self.stores.place(project, queue).create_subscription(
@@ -198,30 +206,85 @@ class Subscriptions:
             raise errors.SubscriptionDoesNotExist(subscription_id, queue, project)
         return found
 
+    def _new_trust(self, caller: Caller, project: str, expires_ms: int) -> str:
+        assert self.trusts is not None
+        expires = datetime.datetime.fromtimestamp(expires_ms / 1000, datetime.UTC)
+        return self.trusts.create(caller, project, expires)
+
     def _forget_trust(self, caller: Caller | None, trust_id: str | None) -> None:
         if trust_id is not None and self.trusts is not None and caller is not None:
             self.trusts.delete(caller, trust_id)
 
-    def update(self, project: str, queue: str, subscription_id: str, document: Any) -> None:
-        """Change a subscription. A ``trust+`` subscriber stays one (and keeps its trust):
-        changing between kinds means subscribing again."""
+    def _trust_held(self, subscription: Subscription, caller: Caller | None) -> str | None:
+        """The id of the trust ``subscription`` pushes with, once ``caller`` is shown to be its
+        trustor; None when it holds none. Forbidden for anyone else, and for a pre-signed
+        request (no token): the trust sends the trustor's token to the subscriber, so only
+        the trustor may redirect it, change it or delete it."""
+        trust_id = subscription.options.get(TRUST_ID)
+        if self.trusts is None or not isinstance(trust_id, str):
+            return None  # no trust: its pushes carry no token
+        if caller is None:
+            raise errors.Forbidden(
+                "A trust+ subscription is changed or deleted only with its trustor's Keystone "
+                "token, never through a pre-signed URL."
+            )
+        trustor = subscription.options.get(TRUSTOR_ID)
+        if not isinstance(trustor, str):
+            # Subscribed before the trustor was recorded: Keystone knows.
+            trustor = self.trusts.trustor_of(caller, trust_id)
+        if trustor != caller.user_id:
+            raise errors.Forbidden(
+                "A trust+ subscription is changed or deleted only by the user who subscribed "
+                "it (its trustor)."
+            )
+        return trust_id
+
+    def update(
+        self,
+        project: str,
+        queue: str,
+        subscription_id: str,
+        document: Any,
+        caller: Caller | None = None,
+    ) -> None:
+        """Change a subscription. A ``trust+`` subscriber stays one: changing between kinds
+        means subscribing again. A subscription holding a trust is changed by its trustor
+        only; a new subscriber gets a new trust, and the old one is deleted."""
         change = subscription_change(document, self.limits, self.guard, self.mail)
         now_ms = self.clock.now_ms()
-        if change.subscriber is not None or change.options is not None:
-            current = self.get(project, queue, subscription_id)
-            if change.subscriber is not None and (
-                is_trust(change.subscriber) != is_trust(current.subscriber)
-            ):
-                raise errors.InvalidRequest(
-                    "A trust+ subscriber cannot become another kind, nor another kind a "
-                    "trust+ one: delete the subscription and subscribe again."
-                )
-            if change.options is not None and TRUST_ID in current.options:
-                options = {**change.options, TRUST_ID: current.options[TRUST_ID]}
-                change = dataclasses.replace(change, options=options)
-        self._store(project, queue).update_subscription(
-            project, queue, subscription_id, change, now_ms
-        )
+        current = self.get(project, queue, subscription_id)
+        trust_id = self._trust_held(current, caller)
+        if change.subscriber is not None and (
+            is_trust(change.subscriber) != is_trust(current.subscriber)
+        ):
+            raise errors.InvalidRequest(
+                "A trust+ subscriber cannot become another kind, nor another kind a "
+                "trust+ one: delete the subscription and subscribe again."
+            )
+        if trust_id is None:
+            self._store(project, queue).update_subscription(
+                project, queue, subscription_id, change, now_ms
+            )
+            return
+        assert caller is not None  # _trust_held refuses a trust's change without one
+        kept = {name: current.options[name] for name in SERVICE_OPTIONS if name in current.options}
+        renewed = None
+        if change.subscriber is not None and change.subscriber != current.subscriber:
+            expires_ms = now_ms + change.ttl_s * 1000 if change.ttl_s else current.expires_ms
+            renewed = self._new_trust(caller, project, expires_ms)
+            kept = {TRUST_ID: renewed, TRUSTOR_ID: caller.user_id}
+        if change.options is not None or renewed is not None:
+            given = current.options if change.options is None else change.options
+            change = dataclasses.replace(change, options={**given, **kept})
+        try:
+            self._store(project, queue).update_subscription(
+                project, queue, subscription_id, change, now_ms
+            )
+        except BaseException:
+            self._forget_trust(caller, renewed)
+            raise
+        if renewed is not None:
+            self._forget_trust(caller, trust_id)
 
     def confirm(self, project: str, queue: str, subscription_id: str, document: Any) -> None:
         confirmed = document.get("confirmed") if isinstance(document, dict) else None
@@ -242,12 +305,10 @@ class Subscriptions:
     def delete(
         self, project: str, queue: str, subscription_id: str, caller: Caller | None = None
     ) -> None:
-        """Delete a subscription, its trust first (if Keystone cannot delete the trust, 503
-        and the subscription stays)."""
+        """Delete a subscription, its trust first: by its trustor only (Forbidden for anyone
+        else); if Keystone cannot delete the trust, 503 and the subscription stays."""
         store = self._store(project, queue)
-        if self.trusts is not None and caller is not None:
-            current = store.get_subscription(project, queue, subscription_id, self.clock.now_ms())
-            trust_id = current.options.get(TRUST_ID) if current is not None else None
-            if isinstance(trust_id, str):
-                self.trusts.delete(caller, trust_id)
+        current = store.get_subscription(project, queue, subscription_id, self.clock.now_ms())
+        trust_id = self._trust_held(current, caller) if current is not None else None
+        self._forget_trust(caller, trust_id)
         store.delete_subscription(project, queue, subscription_id)

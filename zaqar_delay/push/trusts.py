@@ -8,7 +8,9 @@
 - Each push to such a subscriber goes to the URI without ``trust+``, with a token obtained
   through the trust in ``X-Auth-Token`` (the service user authenticates scoped to the trust;
   keystoneauth keeps each token until it nears its expiry).
-- Deleting the subscription deletes its trust first (with the request's token).
+- The subscription records its trustor (``trustor_id``, set by the service only): only the
+  trustor, with their own token, changes or deletes it. A change of subscriber makes a new
+  trust and deletes the old one; deleting the subscription deletes its trust first.
 
 Keystone failures are ``StorageUnavailable`` (503) for the API; for a push they are a retry,
 or a permanent failure when Keystone refuses the trust (deleted, expired).
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
 
 PREFIX = "trust+"
 TRUST_ID = "trust_id"
+# The user whose trust a subscription holds: only they may change or delete it.
+TRUSTOR_ID = "trustor_id"
+SERVICE_OPTIONS = (TRUST_ID, TRUSTOR_ID)
 GROUP = "trustee"
 # Trust-scoped auth plugins kept (each holds its token until it nears expiry).
 CACHED_PLUGINS = 1024
@@ -119,6 +124,20 @@ class Trusts:
             return
         except ks_exceptions.ClientException as exc:
             raise errors.StorageUnavailable(f"Keystone did not delete the trust: {exc}") from exc
+
+    def trustor_of(self, caller: Caller, trust_id: str) -> str | None:
+        """The trustor of ``trust_id`` as Keystone shows it to ``caller`` (a trust's trustor
+        and trustee may read it); None when Keystone shows it to them not at all."""
+        from keystoneauth1 import exceptions as ks_exceptions
+
+        try:
+            trust = self._user_client(caller).trusts.get(trust_id)
+        except (ks_exceptions.NotFound, ks_exceptions.Forbidden, ks_exceptions.Unauthorized):
+            return None
+        except ks_exceptions.ClientException as exc:
+            raise errors.StorageUnavailable(f"Keystone did not show the trust: {exc}") from exc
+        trustor = getattr(trust, "trustor_user_id", None)
+        return str(trustor) if trustor else None
 
     def token(self, trust_id: str) -> str:
         """A token of the trustor obtained through ``trust_id``. TrustRefused when Keystone

@@ -90,7 +90,7 @@ class SubscriptionItem(SubscriptionResource):
 
     @operation(
         "Update a subscription",
-        {**ok("204", "updated"), **schemas.errors("404", "409")},
+        {**ok("204", "updated"), **schemas.errors("403", "404", "409")},
         body=schemas.SUBSCRIPTION_IN,
         home=HomeLink("rel/subscription_patch"),
     )
@@ -98,11 +98,17 @@ class SubscriptionItem(SubscriptionResource):
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, subscription_id: str
     ) -> None:
         document = body.read_json(req)
-        self.subscriptions.update(req.context.project, queue_name, subscription_id, document)
+        self.subscriptions.update(
+            req.context.project, queue_name, subscription_id, document, caller_of(req)
+        )
         resp.status = falcon.HTTP_204
         resp.location = req.path
 
-    @operation("Delete a subscription", ok("204", "deleted"), home=HomeLink("rel/subscription"))
+    @operation(
+        "Delete a subscription",
+        {**ok("204", "deleted"), **schemas.errors("403")},
+        home=HomeLink("rel/subscription"),
+    )
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, subscription_id: str
     ) -> None:
