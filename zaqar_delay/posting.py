@@ -95,7 +95,7 @@ class MessagePoster:
                 policy = QueuePolicy.of(known.metadata)
                 built = build(policy)
                 cipher = self.encryption.for_queue(policy, seal)
-                stored = built if cipher is None else cipher.seal(built)
+                stored = built if cipher is None else cipher.seal(built, project, queue)
             outcome = self.store_of(project, queue).post_if_current(
                 project, queue, stored, client_id, now_ms, known.version
             )

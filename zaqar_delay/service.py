@@ -202,7 +202,18 @@ class Service:
             now_ms=self.now_ms(),
             **filters,
         )
-        return ListPage(self.encryption.open(page.messages), page.next_marker)
+        opened = self.encryption.open(page.messages, project, self._encrypts(project, queue))
+        return ListPage(opened, page.next_marker)
+
+    def _encrypts(self, project: str, queue: str) -> Callable[[], bool]:
+        """Whether the queue encrypts its messages now, read from its metadata when asked
+        (only a body sealed by an earlier release asks: such bodies open only there)."""
+
+        def encrypts() -> bool:
+            metadata = self._store(project, queue).get_metadata(project, queue)
+            return QueuePolicy.of(metadata or {}).encrypt_messages
+
+        return encrypts
 
     def get_messages(self, project: str, queue: str, ids: Sequence[str]) -> list[Message]:
         """Bulk GET: NotFound when none of the ids exists."""
@@ -213,7 +224,7 @@ class Service:
                 f"No messages with IDs: {list(ids)!r} found in the queue {queue} for project "
                 f"{project}."
             )
-        return list(self.encryption.open(found))
+        return list(self.encryption.open(found, project, self._encrypts(project, queue)))
 
     def get_message(self, project: str, queue: str, message_id: str) -> Message:
         found = self._store(project, queue).get_messages(
@@ -221,7 +232,7 @@ class Service:
         )
         if not found:
             raise errors.MessageDoesNotExist(message_id, queue, project)
-        return self.encryption.open(found)[0]
+        return self.encryption.open(found, project, self._encrypts(project, queue))[0]
 
     def delete_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None
@@ -256,7 +267,7 @@ class Service:
         fields = validation.message_edit(jsondoc.loads(payload) if payload else None)
         now_ms, round_up = arrival(self.clock)
         edit = MessageEdit(
-            body_json=self._edited_body(fields, policy),
+            body_json=self._edited_body(fields, policy, project, queue),
             due_ms=self._edited_due(fields, now_ms, round_up),
             ttl_s=(
                 validation.message_ttl(validation.integer_field(fields, "ttl", 0), self.limits)
@@ -277,12 +288,14 @@ class Service:
         else:
             self.lifecycle.edited(project, queue, message_id, claim_id, edit, now_ms)
 
-    def _edited_body(self, fields: Mapping[str, Any], policy: QueuePolicy) -> str | None:
+    def _edited_body(
+        self, fields: Mapping[str, Any], policy: QueuePolicy, project: str, queue: str
+    ) -> str | None:
         if "body" not in fields:
             return None
-        body_json = jsondoc.dumps(fields["body"])
+        body_json = jsondoc.dumps(validation.message_body(fields["body"]))
         cipher = self.encryption.for_queue(policy)
-        return body_json if cipher is None else cipher.encrypt(body_json)
+        return body_json if cipher is None else cipher.encrypt(body_json, project, queue)
 
     def _edited_due(self, fields: Mapping[str, Any], now_ms: int, round_up: int) -> int | None:
         if "delay" not in fields and "deliver_at" not in fields:
@@ -307,7 +320,7 @@ class Service:
         now_ms = self.now_ms()
         popped = self._store(project, queue).pop_messages(project, queue, count, now_ms)
         self.lifecycle.popped(project, queue, popped, now_ms)
-        return list(self.encryption.open(popped))
+        return list(self.encryption.open(popped, project, self._encrypts(project, queue)))
 
     # -- claims --------------------------------------------------------------------------------
 
@@ -344,7 +357,9 @@ class Service:
             claim = outcome.claim
             if claim is not None:
                 self.lifecycle.claimed(project, queue, claim.id, claim.messages, now_ms)
-            return None if claim is None else self.encryption.open_claim(claim)
+            if claim is None:
+                return None
+            return self.encryption.open_claim(claim, project, self._encrypts(project, queue))
 
         if wait_s <= 0:
             return attempt()
@@ -360,7 +375,9 @@ class Service:
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
         return self.encryption.open_claim(
-            self._store(project, queue).get_claim(project, queue, claim_id, self.now_ms())
+            self._store(project, queue).get_claim(project, queue, claim_id, self.now_ms()),
+            project,
+            self._encrypts(project, queue),
         )
 
     def renew_claim(self, project: str, queue: str, claim_id: str, times: ClaimTimes) -> None:

@@ -16,6 +16,8 @@ from typing import Any
 
 from zaqar_delay import errors, jsondoc, policy, retry_policy
 from zaqar_delay.conf import Limits
+from zaqar_delay.encryption import FIELD as SEALED_FIELD
+from zaqar_delay.encryption import has_sealed_form
 from zaqar_delay.models import Metadata, NewMessage
 
 QUEUE_NAME_RE = re.compile(r"^[a-zA-Z0-9_\-.]+$")
@@ -260,7 +262,18 @@ def new_message(
         # Zaqar's rule: delay counts only on a delayed queue and is ignored elsewhere.
         delay_s = message_delay(integer_field(raw, "delay", queue_delay), limits)
         offset_ms = delay_ms(delay_s, round_up)
-    return NewMessage(jsondoc.dumps(raw["body"]), ttl, offset_ms, dedup_id(raw))
+    return NewMessage(jsondoc.dumps(message_body(raw["body"])), ttl, offset_ms, dedup_id(raw))
+
+
+def message_body(body: Any) -> Any:
+    """A posted or edited body: anything but the form the service seals bodies in, which is
+    refused so that no client can have a sealed body of its choosing opened."""
+    if has_sealed_form(body):
+        raise errors.InvalidRequest(
+            f'A message body may not be a lone "{SEALED_FIELD}" field: that form is reserved '
+            "for the bodies of encrypted queues."
+        )
+    return body
 
 
 # What an edit of one message may name.

@@ -3,14 +3,19 @@ readable after a key rotation, refused when no key is configured."""
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import hashlib
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import falcon.testing
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from tests.api.conftest import HEADERS, Api, api_on, assert_error
+from tests.api.conftest import HEADERS, PROJECT, Api, api_on, assert_error
 from tests.conftest import redis_values_text
 from tests.receiver import receiver
 from zaqar_delay.api.app import create_app
@@ -181,3 +186,99 @@ def test_a_failed_push_of_a_sealed_message_is_dead_lettered_sealed(
     [letter] = bodies(api.get("/v2/queues/dead/messages?echo=true"))
     assert letter["message"]["id"] == mid and letter["message"]["body"] == {"secret": SECRET}
     assert SECRET not in raw_store_text(api.driver)
+
+
+def test_a_claim_dead_letters_a_sealed_body_that_still_opens_there(api: Api) -> None:
+    metadata = {
+        "_enable_encrypt_messages": True,
+        "_max_claim_count": 1,
+        "_dead_letter_queue": "dead",
+    }
+    assert api.put("/v2/queues/sealed", json=metadata).status_code == 201
+    [mid] = api.post_messages("sealed", {"body": {"secret": SECRET}})
+    first = api.post("/v2/queues/sealed/claims")
+    assert bodies(first) == [{"secret": SECRET}]
+    assert api.delete(first.headers["location"]).status_code == 204
+    # Claimed once already: the next claim moves it to the (plain) dead-letter queue.
+    assert api.post("/v2/queues/sealed/claims").status_code == 204
+    got = api.get(f"/v2/queues/dead/messages/{mid}")
+    assert got.status_code == 200, got.text
+    assert got.json["body"] == {"secret": SECRET}
+    assert SECRET not in raw_store_text(api.driver)
+
+
+def as_project(project: str) -> dict[str, str]:
+    return {"X-Project-ID": project}
+
+
+def fresh_id(api: Api, queue: str, headers: dict[str, str] | None = None) -> str:
+    """A message id the store made for ``queue`` and holds no message under any more."""
+    [mid] = api.post_messages(queue, {"body": "placeholder"}, headers=headers or {})
+    assert (
+        api.delete(f"/v2/queues/{queue}/messages/{mid}", headers=headers or {}).status_code == 204
+    )
+    return mid
+
+
+def test_a_sealed_body_of_another_project_is_never_opened(api: Api) -> None:
+    victim, attacker = as_project("victim"), as_project("attacker")
+    encrypted = {"_enable_encrypt_messages": True}
+    assert api.put("/v2/queues/orders", json=encrypted, headers=victim).status_code == 201
+    [mid] = api.post_messages("orders", {"body": {"secret": SECRET}}, headers=victim)
+    now_ms = api.clock.now_ms()
+    [at_rest] = api.driver.get_messages("victim", "orders", [mid], now_ms)
+    sealed = at_rest.body
+    # What a backup or a replica shows: a working seal, which the server opens for its owner.
+    cipher = api.service.encryption.cipher
+    assert cipher is not None and cipher.decrypt(sealed, "victim") == {"secret": SECRET}
+    assert SECRET not in json.dumps(sealed)
+
+    # Posted or edited into the attacker's own queues, plain or encrypted, it is refused.
+    api.put("/v2/queues/loot", json=encrypted, headers=attacker)
+    for queue in ("plain", "loot"):
+        refused = api.post(
+            f"/v2/queues/{queue}/messages",
+            json={"messages": [{"body": sealed}]},
+            headers=attacker,
+        )
+        assert_error(refused, 400, "Invalid API request")
+        assert "reserved" in refused.json["description"]
+        [own] = api.post_messages(queue, {"body": "mine"}, headers=attacker)
+        edited = api.patch(
+            f"/v2/queues/{queue}/messages/{own}", json={"body": sealed}, headers=attacker
+        )
+        assert edited.status_code == 400, edited.text
+    # Written into the attacker's queues behind the API's back (a restored backup), it stays
+    # sealed: the seal names the victim's project.
+    for queue in ("plain", "loot"):
+        copy = dataclasses.replace(at_rest, id=fresh_id(api, queue, attacker))
+        api.driver.receive_dead_letters("attacker", queue, [copy], None, now_ms)
+        got = api.get(f"/v2/queues/{queue}/messages/{copy.id}", headers=attacker)
+        assert got.status_code == 200, got.text
+        assert got.json["body"] == sealed
+        assert SECRET not in got.text
+
+
+def legacy_sealed(key: str, body: Any) -> dict[str, str]:
+    """A body as earlier releases sealed it: ``v1``, with no associated data."""
+    aes_key = hashlib.sha256(key.encode()).digest()
+    nonce = os.urandom(12)
+    token = AESGCM(aes_key).encrypt(nonce, json.dumps(body).encode(), None)
+    key_id = hashlib.sha256(b"zaqar-delay key id\0" + aes_key).hexdigest()[:8]
+    return {"_zd_enc": f"v1.{key_id}.{base64.urlsafe_b64encode(nonce + token).decode()}"}
+
+
+def test_an_earlier_releases_seal_opens_only_in_a_queue_that_encrypts(api: Api) -> None:
+    old = legacy_sealed("key-1", {"secret": SECRET})
+    api.put("/v2/queues/sealed", json={"_enable_encrypt_messages": True})
+    api.put("/v2/queues/plain")
+    now_ms = api.clock.now_ms()
+    for queue in ("sealed", "plain"):
+        [mid] = api.post_messages(queue, {"body": "placeholder"})
+        [message] = api.driver.get_messages(PROJECT, queue, [mid], now_ms)
+        legacy = dataclasses.replace(message, id=fresh_id(api, queue), body=old)
+        api.driver.receive_dead_letters(PROJECT, queue, [legacy], None, now_ms)
+        got = api.get(f"/v2/queues/{queue}/messages/{legacy.id}")
+        assert got.status_code == 200, got.text
+        expected = {"secret": SECRET} if queue == "sealed" else old
+        assert got.json["body"] == expected, queue
