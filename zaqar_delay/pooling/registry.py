@@ -8,15 +8,19 @@ computed from the pools' store types, never taken from the request.
 from __future__ import annotations
 
 import dataclasses
+import re
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
 from zaqar_delay import errors, validation
 from zaqar_delay.storage.catalog import CatalogStore, FlavorRecord, PoolRecord
+from zaqar_delay.storage.resolve import redact
 
 MAX_WEIGHT = 2**32 - 1
 MAX_TEXT = 255
+# Pool and flavor names, as queue names: they appear in URLs, metrics labels and placements.
+NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 # Zaqar's storage capabilities, in its order.
 CAPABILITIES = ("FIFO", "CLAIMS", "DURABILITY", "AOD", "HIGH_THROUGHPUT")
 DURABLE_SCHEMES = frozenset({"mongodb", "mongodb+srv", "swift"})
@@ -63,6 +67,8 @@ def _pool_field(name: str, value: Any) -> Any:
     if name == "uri":
         if not isinstance(value, str) or len(value) > MAX_TEXT:
             raise errors.InvalidBody(f"uri must be a string of at most {MAX_TEXT} characters.")
+        if any(not c.isprintable() for c in value + urllib.parse.unquote(value)):
+            raise errors.InvalidBody("uri may not hold control characters, encoded or not.")
         scheme = urllib.parse.urlsplit(value).scheme
         if scheme not in POOL_SCHEMES:
             raise errors.InvalidBody(
@@ -114,6 +120,15 @@ def pool_list_of(document: Any, *, required: bool) -> list[str] | None:
     return list(dict.fromkeys(pools))
 
 
+def check_name(kind: str, name: str) -> None:
+    """A new pool's or flavor's name: 1 to 64 letters, digits, ``_`` or ``-`` (400 else)."""
+    if not NAME.match(name):
+        raise errors.InvalidRequest(
+            f"{kind} names may not be more than 64 characters long and must contain only "
+            "ASCII letters, digits, underscores and dashes."
+        )
+
+
 def check_capabilities(document: Any) -> None:
     """A flavor body's ``capabilities``, when given, is an object or a list (Zaqar's schema);
     its content is ignored: a flavor's capabilities are its pools'."""
@@ -140,12 +155,15 @@ class Registry:
         settle: Callable[[], None],
         changed: Callable[[], None],
         check_uri: Callable[[str], None] | None = None,
+        store_of: Callable[[str], str] = str,
     ) -> None:
         """``settle()`` waits until every process has seen the catalog change just made
         (two refresh periods); ``changed()`` tells this process's placements at once;
-        ``check_uri(uri)`` raises InvalidBody for a URI the deployment refuses."""
+        ``check_uri(uri)`` raises InvalidBody for a URI the deployment refuses;
+        ``store_of(uri)`` names the store a (checked) URI reaches, whatever its spelling."""
         self.store = store
         self._check_uri = check_uri
+        self._store_of = store_of
         self._reachable = reachable
         self._holds_queues = holds_queues
         self._settle = settle
@@ -178,14 +196,14 @@ class Registry:
         from its flavor's other pools, 409 when another pool has its URI."""
         if name == VIRTUAL_POOL:
             raise errors.InvalidRequest(f"The pool name {VIRTUAL_POOL!r} is reserved.")
+        current = self.store.get_pool(name)
+        if current is None:
+            check_name("Pool", name)
         fields = pool_fields(document, creating=True)
         record = PoolRecord(
             name, fields["uri"], fields["weight"], fields.get("flavor"), fields.get("options", {})
         )
-        for other in self.store.list_pools(None, None):
-            if other.name != name and other.uri == record.uri and other.options == record.options:
-                raise errors.Conflict(f"Pool {other.name} already has the URI {record.uri}")
-        self._check_fits(record)
+        self._check_fits(record, current)
         self.store.put_pool(record)
         self._changed()
 
@@ -193,28 +211,41 @@ class Registry:
         current = self.get_pool(name)
         fields = pool_fields(document, creating=False)
         record = dataclasses.replace(current, **fields)
-        if record.uri != current.uri and self.store.queues_on_pool(name):
-            raise errors.Conflict(
-                f"Queues live on pool {name}: its URI cannot change under them. Set its weight "
-                "to 0, delete or empty its queues, then change it."
-            )
-        self._check_fits(record)
+        self._check_fits(record, current)
         self.store.put_pool(record)
         self._changed()
         return record
 
-    def _check_fits(self, record: PoolRecord) -> None:
+    def _check_fits(self, record: PoolRecord, current: PoolRecord | None) -> None:
+        """Refuse ``record`` (replacing ``current``, if any) when its URI is refused, names a
+        store another pool has, would move the queues of ``current`` away from their store,
+        or does not fit its flavor; or when its store does not answer."""
+        if self._check_uri is not None:
+            self._check_uri(record.uri)
+        shown = redact(record.uri)
+        store = self._store_of(record.uri)
+        moved = current is not None and store != self._store_of(current.uri)
+        if moved and self.store.queues_on_pool(record.name):
+            raise errors.Conflict(
+                f"Queues live on pool {record.name}: its URI cannot change under them. Set "
+                "its weight to 0, delete or empty its queues, then change it."
+            )
+        for other in self.store.list_pools(None, None):
+            if (
+                other.name != record.name
+                and self._store_of(other.uri) == store
+                and other.options == record.options
+            ):
+                raise errors.Conflict(f"Pool {other.name} already has the URI {shown}")
         if record.flavor is not None and self.store.get_flavor(record.flavor) is not None:
             expected = self._flavor_capabilities(record.flavor, leaving=record.name)
             if expected is not None and capabilities_of(record.uri) != expected:
                 raise errors.PoolRefused(
-                    f"The capabilities of pool {record.name} ({record.uri}) differ from the "
+                    f"The capabilities of pool {record.name} ({shown}) differ from the "
                     f"other pools of flavor {record.flavor}."
                 )
-        if self._check_uri is not None:
-            self._check_uri(record.uri)
         if not self._reachable(record):
-            raise errors.InvalidBody(f"cannot connect to {record.uri}")
+            raise errors.InvalidBody(f"cannot connect to {shown}")
 
     def delete_pool(self, name: str) -> None:
         """Forget a pool: 403 while a flavor uses it, 409 while a queue lives on it (its
@@ -275,6 +306,8 @@ class Registry:
     def put_flavor(self, name: str, document: Any) -> None:
         """Create or replace a flavor of the pools ``pool_list`` names (400 when one does not
         exist or their capabilities differ)."""
+        if self.store.get_flavor(name) is None:
+            check_name("Flavor", name)
         check_capabilities(document)
         pool_list = pool_list_of(document, required=True)
         assert pool_list is not None
@@ -339,10 +372,11 @@ def _shared_capabilities(pools: list[PoolRecord]) -> list[str] | None:
 
 
 def pool_view(pool: PoolRecord, detailed: bool) -> dict[str, Any]:
-    """A pool as the API shows it (``options`` only when detailed)."""
+    """A pool as the API shows it (``options`` only when detailed), its URI's password
+    redacted."""
     view: dict[str, Any] = {
         "name": pool.name,
-        "uri": pool.uri,
+        "uri": redact(pool.uri),
         "weight": pool.weight,
         "flavor": pool.flavor,
     }

