@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from zaqar_delay import errors
@@ -30,9 +30,10 @@ STICKY_MARGIN_S = 1.0
 
 
 class Upkeep(Protocol):
-    """Keeps stores a process started running, and stops them at its end."""
+    """Keeps the stores of registered pools a process started running, and stops them at
+    its end."""
 
-    def keep_running(self) -> None: ...
+    def keep_running(self, registered: Iterable[PoolRecord]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -137,15 +138,25 @@ class PooledStores(Stores):
             return
         if self._retired and now - self._retired[0][0] >= RETIRED_DRIVER_GRACE_S:
             self._close_retired(now)
-        if self._upkeep is not None:
-            self._upkeep.keep_running()
         generation = self.catalog.generation()
         with self._lock:
-            if generation != self._generation:
+            changed = generation != self._generation
+            if changed:
                 self._placed.clear()
                 self._records = None
                 self._generation = generation
             self._checked_at = now
+        if changed:
+            self._retire_deleted(now)
+        if self._upkeep is not None:
+            self._upkeep.keep_running(self.pools().values())
+
+    def _retire_deleted(self, now: float) -> None:
+        """Retire the drivers of pools no longer registered (closed after the grace)."""
+        registered = self.pools()
+        with self._opening:
+            for name in [n for n in self._drivers if n not in registered]:
+                self._retired.append((now, self._drivers.pop(name)[1]))
 
     def invalidate(self) -> None:
         """Forget everything cached (this process changed the catalog)."""

@@ -17,6 +17,7 @@ from oslo_config import cfg
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings, settings_from_command_line
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.logs import LogConfigError, setup_logging
+from zaqar_delay.pooling.embedded import stop_pool_stores
 from zaqar_delay.storage.resolve import redact, resolve_store
 
 LOG = logging.getLogger("zaqar_delay")
@@ -102,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         Server(store.settings, store.keep_running).run()
     finally:
+        if store.settings.pooling:
+            # The workers started the embedded pools' stores and are gone now.
+            for directory in stop_pool_stores(store.settings):
+                LOG.info("stopped the embedded pool store in %s", directory)
         store.close()
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -3,21 +3,26 @@ starts or joins.
 
 An embedded pool's file must lie under the service's data directory (``[storage]
 data_dir``): registering a pool must not let an admin make the service write files anywhere
-it may. Every process keeps the embedded stores it uses running (``keep_running``, called
-with the catalog refresh): one that died is started again on the same files, as the
-server's master does for the default store. They are shut down when the process closes its
-stores, unless another process still uses them.
+it may. Every process keeps the embedded stores of registered pools it uses running
+(``keep_running``, called with the catalog refresh): one that died is started again on the
+same files, as the server's master does for the default store. A deleted pool's store is
+stopped by the process that deleted it, once every process has seen the pool go; the
+server's master stops every pool store below the data directory when it ends, after its
+workers (unless another server still uses one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import urllib.parse
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from zaqar_delay.conf import Settings
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.storage.uri import EMBEDDED_SCHEME, default_data_dir
 
 if TYPE_CHECKING:
@@ -87,9 +92,18 @@ class EmbeddedPools:
                 self._stores[path] = store
         return store.uri
 
-    def keep_running(self) -> None:
-        """Start again, on the same files, each store that has died."""
+    def keep_running(self, registered: Iterable[PoolRecord]) -> None:
+        """Start again, on the same files, each store of a ``registered`` pool that has died;
+        forget the stores of pools no longer registered (the process that deleted the pool
+        stops its store: :func:`stop_pool_store`)."""
+        live = set()
+        for record in registered:
+            if is_embedded(record.uri):
+                with contextlib.suppress(StorageConfigError):
+                    live.add(embedded_pool_path(record.uri, self._settings))
         with self._lock:
+            for path in [p for p in self._stores if p not in live]:
+                del self._stores[path]
             stores = list(self._stores.values())
         for store in stores:
             store.keep_running()
@@ -99,3 +113,21 @@ class EmbeddedPools:
             stores, self._stores = list(self._stores.values()), {}
         for store in stores:
             store.close()
+
+
+def stop_pool_store(uri: str, settings: Settings) -> None:
+    """Stop the store of a deleted embedded pool, whoever still has a connection to it: every
+    process has seen the pool go (the registry waited for that), and no queue lives there."""
+    from zaqar_delay.storage.redis.embedded import shut_down
+
+    shut_down(embedded_store_directory(uri, settings), shared_grace_s=None)
+
+
+def stop_pool_stores(settings: Settings) -> list[str]:
+    """At a server's end, once its workers are gone: stop the stores of the embedded pools
+    below the data directory, each unless another server still uses it. The directories of
+    those stopped."""
+    from zaqar_delay.storage.redis.embedded import shut_down, store_directories_below
+
+    root = settings.data_dir or default_data_dir()
+    return [d for d in store_directories_below(root) if shut_down(d)]

@@ -156,12 +156,16 @@ class Registry:
         changed: Callable[[], None],
         check_uri: Callable[[str], None] | None = None,
         store_of: Callable[[str], str] = str,
+        retired: Callable[[PoolRecord], None] = lambda _: None,
     ) -> None:
         """``settle()`` waits until every process has seen the catalog change just made
         (two refresh periods); ``changed()`` tells this process's placements at once;
         ``check_uri(uri)`` raises InvalidBody for a URI the deployment refuses;
-        ``store_of(uri)`` names the store a (checked) URI reaches, whatever its spelling."""
+        ``store_of(uri)`` names the store a (checked) URI reaches, whatever its spelling;
+        ``retired(record)`` is told of a pool's store no pool uses any more, once every
+        process has seen that (it stops the store if this service runs it)."""
         self.store = store
+        self._retired = retired
         self._check_uri = check_uri
         self._store_of = store_of
         self._reachable = reachable
@@ -204,17 +208,24 @@ class Registry:
             name, fields["uri"], fields["weight"], fields.get("flavor"), fields.get("options", {})
         )
         self._check_fits(record, current)
-        self.store.put_pool(record)
-        self._changed()
+        self._replace(record, current)
 
     def patch_pool(self, name: str, document: Any) -> PoolRecord:
         current = self.get_pool(name)
         fields = pool_fields(document, creating=False)
         record = dataclasses.replace(current, **fields)
         self._check_fits(record, current)
+        self._replace(record, current)
+        return record
+
+    def _replace(self, record: PoolRecord, current: PoolRecord | None) -> None:
+        """Store ``record``; a store it moved away from (holding no queue) is retired once
+        every process has seen the move."""
         self.store.put_pool(record)
         self._changed()
-        return record
+        if current is not None and self._store_of(current.uri) != self._store_of(record.uri):
+            self._settle()
+            self._retired(current)
 
     def _check_fits(self, record: PoolRecord, current: PoolRecord | None) -> None:
         """Refuse ``record`` (replacing ``current``, if any) when its URI is refused, names a
@@ -269,6 +280,7 @@ class Registry:
             self.store.put_pool(pool)
             self._changed()
             raise self._in_use(name)
+        self._retired(pool)
 
     @staticmethod
     def _in_use(name: str) -> errors.Conflict:

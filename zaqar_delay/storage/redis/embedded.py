@@ -317,21 +317,7 @@ class EmbeddedRedis:
         a second server on the same directory, is connected."""
         if os.getpid() != self._owner_pid:
             return
-        client = self._client()
-        try:
-            # Connections of workers killed a moment ago take a moment to close.
-            deadline = time.monotonic() + CLOSE_GRACE_S
-            while len(client.client_list()) > 1:
-                if time.monotonic() > deadline:
-                    return  # still in use: it stays up, and its users' supervisors watch it
-                time.sleep(0.1)
-            client.shutdown(nosave=True)  # still fsyncs the append-only file
-        except redis.ConnectionError:
-            pass  # down already, or shut down by the command above
-        except redis.RedisError as exc:
-            LOG.warning("the embedded Redis at %s did not shut down: %s", self.directory, exc)
-        finally:
-            client.close()
+        shut_down(self.directory)
         self._reap_after_shutdown()
 
     def _reap_after_shutdown(self, timeout: float = 10.0) -> None:
@@ -339,6 +325,39 @@ class EmbeddedRedis:
         while self._child is not None and time.monotonic() < deadline:
             self._reap()
             time.sleep(0.05)
+
+
+def shut_down(directory: str, shared_grace_s: float | None = CLOSE_GRACE_S) -> bool:
+    """Shut down the redis-server of the embedded store in ``directory``, if one runs (it
+    fsyncs the append-only file first). With ``shared_grace_s``, only once it has no client
+    but this one, waiting that long for others (workers killed a moment ago) to leave;
+    ``None``: whoever is connected. False when it stays up for other clients."""
+    client = redis.Redis(unix_socket_path=os.path.join(directory, SOCKET_FILE), socket_timeout=5.0)
+    try:
+        if shared_grace_s is not None:
+            deadline = time.monotonic() + shared_grace_s
+            while len(client.client_list()) > 1:
+                if time.monotonic() > deadline:
+                    return False  # still in use: its users' supervisors watch it
+                time.sleep(0.1)
+        client.shutdown(nosave=True)  # still fsyncs the append-only file
+    except (redis.ConnectionError, FileNotFoundError):
+        pass  # not running, or shut down by the command above
+    except redis.RedisError as exc:
+        LOG.warning("the embedded Redis at %s did not shut down: %s", directory, exc)
+        return False
+    finally:
+        client.close()
+    return True
+
+
+def store_directories_below(root: str) -> list[str]:
+    """The directories strictly below ``root`` that hold an embedded store (its socket)."""
+    found = []
+    for directory, _, files in os.walk(root):
+        if SOCKET_FILE in files and os.path.realpath(directory) != os.path.realpath(root):
+            found.append(directory)
+    return sorted(found)
 
 
 def _alive(pid: int | None) -> bool:
