@@ -139,6 +139,44 @@ class Limits:
         min=1,
         help="Largest queue metadata document, in bytes.",
     )
+    max_messages_per_post: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_messages_per_post",
+        default=1000,
+        min=1,
+        help="Most messages one post may hold (Zaqar sets no count, only max_messages_post_size: "
+        "a post of tens of thousands of tiny messages answered a Location header proxies "
+        "refuse, after storing them).",
+    )
+    max_queues_per_project: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_queues_per_project",
+        default=10000,
+        min=0,
+        help="Most queues one project may have; creating one more (PUT, or the first post or "
+        "subscription of a queue) answers 403. 0: no limit. Checked against the count when a "
+        "queue is created, so creations racing each other may pass it by a few.",
+    )
+    max_subscriptions_per_queue: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_subscriptions_per_queue",
+        default=20,
+        min=0,
+        help="Most live subscriptions one queue may have (each message is pushed to each of "
+        "them); one more answers 403. 0: no limit.",
+    )
+    max_subscriptions_per_project: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_subscriptions_per_project",
+        default=200,
+        min=0,
+        help="Most live subscriptions one project may have over all its queues; one more "
+        "answers 403. 0: no limit.",
+    )
     max_messages_post_size: int = setting(
         "transport",
         cfg.IntOpt,

@@ -111,6 +111,14 @@ class Forbidden(ZaqarDelayError):
             self.title = title
 
 
+class QuotaExceeded(Forbidden):
+    """A project or queue is at one of its configured limits (queues per project,
+    subscriptions per queue or per project): 403."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description, title="Quota exceeded")
+
+
 class PoolRefused(InvalidRequest):
     """A pool or flavor change the catalog cannot take (400): an unknown pool, pools of
     different capabilities in one flavor."""

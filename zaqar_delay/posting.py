@@ -38,6 +38,10 @@ class MessagePoster:
         self.encryption = encryption
         self._known: dict[tuple[str, str], VersionedMetadata] = {}
 
+    def knows(self, project: str, queue: str) -> bool:
+        """Whether this poster stored messages in the queue lately (so it existed)."""
+        return (project, queue) in self._known
+
     def post(
         self,
         project: str,
@@ -118,8 +122,7 @@ class MessagePoster:
             for m in raw_messages
         ]
 
-    @staticmethod
-    def _raw_messages(payload: bytes) -> list[Any]:
+    def _raw_messages(self, payload: bytes) -> list[Any]:
         document = jsondoc.loads(payload)
         if not isinstance(document, dict) or "messages" not in document:
             raise errors.InvalidRequest("No messages were found in the request body.")
@@ -128,6 +131,11 @@ class MessagePoster:
             raise errors.InvalidBody("Document type not supported.")
         if not raw_messages:
             raise errors.InvalidRequest("No messages to enqueu.")
+        most = self.limits.max_messages_per_post
+        if len(raw_messages) > most:
+            raise errors.InvalidRequest(
+                f"A post may hold at most {most} messages; this one holds {len(raw_messages)}."
+            )
         return raw_messages
 
     def check_size(self, policy: QueuePolicy, size: int) -> None:

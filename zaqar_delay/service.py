@@ -35,6 +35,7 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
+from zaqar_delay.quotas import Quotas
 from zaqar_delay.storage.base import Driver, Durability
 from zaqar_delay.stores import Stores
 from zaqar_delay.waiting import WaitRooms
@@ -67,6 +68,7 @@ class Service:
         self.lifecycle = Lifecycle(self.metrics, journal or NullJournal())
         self.wait_rooms = WaitRooms(clock)
         self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption)
+        self.quotas = Quotas(self.stores, limits)
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -92,6 +94,7 @@ class Service:
         """Create the queue; False if it existed (its metadata is then left as it was)."""
         validation.reserved_metadata(metadata, self.limits)
         self.encryption.for_queue(QueuePolicy.of(metadata))
+        self.quotas.check_new_queue(project, queue)
         store = self.stores.place(project, queue, validation.flavor(metadata))
         self._colocate_dead_letters(project, queue, metadata)
         return store.create_queue(project, queue, metadata, self.now_ms())
@@ -157,6 +160,9 @@ class Service:
         """Validate and store a ``{"messages": [...]}`` post, all or nothing; returns the ids
         and which messages matched a remembered ``dedup_id`` (see ``Driver.post_messages``).
         Defaults and limits are the queue's when the messages are stored (``posting``)."""
+        if not self.poster.knows(project, queue):
+            # The post may create the queue (a queue this process posted to lately exists).
+            self.quotas.check_new_queue(project, queue)
         now_ms, round_up = arrival(self.clock)
         posted, messages = self.poster.post(project, queue, payload, client_id, now_ms, round_up)
         self._written(project, queue)

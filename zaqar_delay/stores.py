@@ -29,6 +29,10 @@ RETIRED_DRIVER_GRACE_S = 30.0
 STICKY_MARGIN_S = 1.0
 
 
+# Queue names read at a time when counting a project's subscriptions.
+COUNT_PAGE = 1000
+
+
 class Upkeep(Protocol):
     """Keeps the stores of registered pools a process started running, and stops them at
     its end."""
@@ -80,6 +84,24 @@ class Stores:
 
     def count_queues(self, project: str) -> int:
         return self.default.count_queues(project)
+
+    def count_subscriptions(self, project: str, most: int, now_ms: int) -> int:
+        """The project's live subscriptions over all its queues, counted up to ``most``: a
+        read of each of its queues (subscribing is rare, and the queues per project are
+        bounded), in pages of queue names."""
+        counted, marker = 0, None
+        while counted < most:
+            page = self.list_queues(project, marker, COUNT_PAGE, False)
+            for info in page:
+                store = self.for_queue(project, info.name)
+                found = store.list_subscriptions(project, info.name, None, most - counted, now_ms)
+                counted += len(found)
+                if counted >= most:
+                    return counted
+            if len(page) < COUNT_PAGE:
+                break
+            marker = page[-1].name
+        return counted
 
     def all(self) -> tuple[Driver, ...]:
         """Each store once: the push dispatcher leases from every one."""

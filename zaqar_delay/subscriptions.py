@@ -32,6 +32,7 @@ from zaqar_delay.push.trusts import (
     Trusts,
     is_trust,
 )
+from zaqar_delay.quotas import Quotas
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.stores import Stores
 
@@ -132,6 +133,7 @@ class Subscriptions:
         ``trusts`` (keystone and ``[trustee]``), a ``trust+`` subscriber gets a trust."""
         self.trusts = trusts
         self.stores = stores
+        self.quotas = Quotas(stores, limits)
         self.limits = limits
         self.clock = clock
         self.guard = guard
@@ -159,6 +161,9 @@ class Subscriptions:
             document["subscriber"], self.limits, self.guard
         )
         now_ms = self.clock.now_ms()
+        # Subscribing creates the queue when it does not exist.
+        self.quotas.check_new_queue(project, queue)
+        self.quotas.check_new_subscription(project, queue, subscriber, now_ms)
         secret = secrets.token_urlsafe(32)
         ttl_s = change.ttl_s or self.limits.default_subscription_ttl
         options = dict(change.options or {})

@@ -2,7 +2,8 @@
 
 - ``http_proxy_to_wsgi`` (with ``[oslo_middleware] enable_proxy_headers_parsing``): behind a
   TLS proxy, the scheme, host and client address are the forwarded ones
-  (``Forwarded``, or ``X-Forwarded-Proto``/``-Host``/``-For``);
+  (``Forwarded``, or ``X-Forwarded-Proto``/``-Host``/``-For``); a forwarded scheme other than
+  ``http``/``https``, or a host that is not one, is refused (:class:`ForwardedChecked`);
 - ``request_id``'s contract (:class:`RequestIds`): ``x-openstack-request-id`` on every
   response, authentication refusals included; the API and the logs use the same id
   (``openstack.request_id`` in the environment);
@@ -23,6 +24,7 @@ the relative one Zaqar sends.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -142,6 +144,43 @@ class HealthcheckRoute:
         return result
 
 
+FORWARDED_SCHEMES = frozenset({"http", "https"})
+# A host name or an IPv4 address, or an IPv6 address in brackets, with an optional port.
+FORWARDED_HOST = re.compile(
+    r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_][A-Za-z0-9_.-]{0,252})(?::\d{1,5})?$"
+)
+
+
+class ForwardedChecked:
+    """Behind ``http_proxy_to_wsgi``: a request whose forwarded scheme is not ``http`` or
+    ``https``, or whose forwarded host is not a host, is refused (400) before anything
+    builds a URL (``Location``) from them."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self._app = app
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        scheme = environ.get("wsgi.url_scheme", "")
+        host = environ.get("HTTP_HOST")
+        if scheme not in FORWARDED_SCHEMES or (host is not None and not FORWARDED_HOST.match(host)):
+            body = json.dumps(
+                {
+                    "title": "Invalid forwarded header",
+                    "description": "A forwarded scheme must be http or https, and a forwarded "
+                    "host a host name or address with an optional port.",
+                }
+            ).encode()
+            start_response(
+                "400 Bad Request",
+                [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
+        result: Iterable[bytes] = self._app(environ, start_response)
+        return result
+
+
 class RequestIds:
     """oslo.middleware's ``request_id`` contract, as plain WSGI: a fresh id (oslo.context's
     form) in ``openstack.request_id``, a valid inbound ``X-OpenStack-Request-ID`` in
@@ -185,7 +224,7 @@ def with_oslo_middleware(app: WSGIApp, settings: Settings) -> WSGIApp:
         wrapped = cors.CORS(wrapped, conf)
     wrapped = RequestIds(wrapped)
     if conf.oslo_middleware.enable_proxy_headers_parsing:
-        wrapped = http_proxy_to_wsgi.HTTPProxyToWSGI(wrapped, conf)
+        wrapped = http_proxy_to_wsgi.HTTPProxyToWSGI(ForwardedChecked(wrapped), conf)
     outermost = wrapped
 
     # A plain function: servers and falcon's test client inspect the app's signature, which

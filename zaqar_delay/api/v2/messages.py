@@ -16,7 +16,10 @@ from zaqar_delay.api.v2.base import Resource
 class MessageCollection(Resource):
     @operation(
         "Post messages",
-        ok("201", "the message hrefs, and which were duplicates", schemas.POSTED),
+        {
+            **ok("201", "the message hrefs, and which were duplicates", schemas.POSTED),
+            **schemas.errors("403"),
+        },
         body={
             "type": "object",
             "required": ["messages"],
@@ -32,7 +35,12 @@ class MessageCollection(Resource):
         )
         hrefs = [views.message_href(queue_name, i) for i in posted.ids]
         resp.status = falcon.HTTP_201
-        resp.location = f"/v2/queues/{queue_name}/messages?ids={','.join(posted.ids)}"
+        # Zaqar's Location names every id; past a page of ids (what a GET of ?ids= takes) it
+        # names the queue's messages instead, so the header stays short for proxies.
+        if len(posted.ids) <= self.service.limits.max_messages_per_page:
+            resp.location = f"/v2/queues/{queue_name}/messages?ids={','.join(posted.ids)}"
+        else:
+            resp.location = f"/v2/queues/{queue_name}/messages"
         # "duplicates" (an extension): the hrefs of messages a remembered dedup_id matched.
         resp.media = {"resources": hrefs, "duplicates": [hrefs[i] for i in posted.duplicates]}
 

@@ -66,8 +66,8 @@ class QueueCollection(Resource):
 
 class QueueItem(Resource):
     @operation(
-        "Create a queue",
-        {**ok("201", "created"), **ok("204", "existed")},
+        "Create a queue (403: the project has max_queues_per_project queues)",
+        {**ok("201", "created"), **ok("204", "existed"), **errors("403")},
         body=METADATA,
         home=HomeLink("rel/queue"),
     )

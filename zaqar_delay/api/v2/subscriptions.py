@@ -59,8 +59,8 @@ class SubscriptionCollection(SubscriptionResource):
         }
 
     @operation(
-        "Subscribe (409: the subscriber is subscribed already)",
-        {**ok("201", "created", schemas.SUBSCRIPTION_ID), **schemas.errors("409")},
+        "Subscribe (409: the subscriber is subscribed already; 403: a quota)",
+        {**ok("201", "created", schemas.SUBSCRIPTION_ID), **schemas.errors("403", "409")},
         body=schemas.SUBSCRIPTION_IN,
         home=HomeLink("rel/subscriptions_post", accept_post=True),
     )
