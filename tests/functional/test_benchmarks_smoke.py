@@ -107,6 +107,15 @@ def test_hostile_retry_benchmark_keeps_pushing_the_other_tenant() -> None:
     assert isinstance(result["worker_rss_mib_after"], float)
 
 
+def test_push_fairness_benchmark_pushes_the_other_tenant_beside_a_backlog() -> None:
+    result = run_benchmark(
+        "push_fairness", "--seconds", "1", "--subscriptions", "2", "--messages", "20"
+    )
+    assert result["hostile_pushes_owed"] == 40
+    assert isinstance(result["victim_pushed"], int) and result["victim_pushed"] > 0
+    assert "p99" in result["victim_lateness_ms"]
+
+
 def test_memory_benchmark_reports_bytes_per_message_on_each_store() -> None:
     result = run_benchmark("memory", "--messages", "400", "--mongodb-messages", "0", "--no-record")
     # The last document is MongoDB's: the 400 messages are there, with their index entries.

@@ -23,6 +23,15 @@ pushes, and a crash repeats at most ``concurrency`` pushes.
 While nothing is in flight the dispatcher sleeps until the earliest owed push (less
 ``lease_ahead_ms``), at most ``recheck_s``; a post in this process that owes an earlier push
 wakes it at once (``notify``).
+
+Projects are served fairly: each lease round gives the free slots first to the projects with
+the fewest pushes in flight, each at most its share. The bound: a push of a project with
+nothing in flight, owed at T, is leased in the first round after ``T - lease_ahead_ms`` in
+which a slot is free. While requests are in flight, rounds run every ``settle_every_s``, so
+another project's backlog delays it by at most the time until one of that backlog's
+requests ends (``[notification] push_timeout`` at worst, the receiver's answer time in
+general) plus ``settle_every_s``, as long as its queue is among the ``QUEUES_PER_ROUND``
+queues owing the oldest pushes.
 """
 
 from __future__ import annotations
@@ -46,7 +55,9 @@ LOG = logging.getLogger(__name__)
 # Characters of an error kept as a subscription's last push result.
 MAX_RESULT_DETAIL = 200
 
-QUEUES_PER_ROUND = 32
+# Queues owing pushes read per lease round, oldest first: the projects served fairly are
+# those among them.
+QUEUES_PER_ROUND = 128
 RECHECK_S = 1.0
 LEASE_AHEAD_MS = 50
 SETTLE_EVERY_S = 0.005
@@ -95,6 +106,7 @@ class Dispatcher:
         self.concurrency = concurrency
         self._pool = concurrent.futures.ThreadPoolExecutor(concurrency, "zaqar-delay-push")
         self._in_flight = 0
+        self._in_flight_by_project: collections.Counter[str] = collections.Counter()
         self._in_flight_lock = threading.Lock()
         self._ended: list[Attempt] = []
         # While the loop sleeps: when it leases next (ms); None while it is awake.
@@ -182,31 +194,73 @@ class Dispatcher:
         with self._in_flight_lock:
             return self.concurrency - self._in_flight
 
-    def _take_slots(self, n: int) -> None:
+    def _take_slots(self, project: str, n: int) -> None:
         with self._in_flight_lock:
             self._in_flight += n
+            self._in_flight_by_project[project] += n
+            if self._in_flight_by_project[project] <= 0:
+                del self._in_flight_by_project[project]
+
+    def _projects_in_flight(self) -> dict[str, int]:
+        with self._in_flight_lock:
+            return dict(self._in_flight_by_project)
 
     def _lease_round(self, ahead: bool) -> list[concurrent.futures.Future[None]]:
-        """Lease owed pushes (oldest queues first) into the free slots and start each; with
-        ``ahead``, those owed within the lease-ahead time too."""
+        """Lease owed pushes into the free slots and start each; with ``ahead``, those owed
+        within the lease-ahead time too.
+
+        Projects are served fairly: of the queues owing pushes (oldest first), those of the
+        projects with the fewest pushes in flight lease first, each project at most its
+        share of the free slots; what is left then goes, in the same order, to the queues
+        that had more. So one project's backlog, however large, holds the slots it has, and
+        another project's push takes the first slot that frees (see the module's docstring
+        for the bound)."""
         now_ms = self.clock.now_ms()
         until_ms = now_ms + (self.lease_ahead_ms if ahead else 0)
-        started: list[concurrent.futures.Future[None]] = []
         due = [
             queue
             for store in self.stores.all()
             for queue in store.due_push_queues(until_ms, QUEUES_PER_ROUND)
         ]
+        in_flight = self._projects_in_flight()
+        # sorted() is stable: within a project, and among equals, the oldest queue first.
+        due.sort(key=lambda owed: in_flight.get(owed[0], 0))
+        free = self._free_slots()
+        share = -(-free // max(1, len({project for project, _ in due})))  # rounded up
+        leased_by_project: collections.Counter[str] = collections.Counter()
+        started: list[concurrent.futures.Future[None]] = []
+        more: list[tuple[str, str]] = []
         for project, queue in due:
+            allowed = min(self._free_slots(), share - leased_by_project[project])
+            if allowed <= 0:
+                more.append((project, queue))
+                continue
+            leased = self._lease(project, queue, now_ms, allowed, until_ms, started)
+            leased_by_project[project] += leased
+            if leased == allowed:
+                more.append((project, queue))
+        for project, queue in more:
             free = self._free_slots()
             if free == 0:
                 break
-            leased = self.service.lease_pushes(
-                project, queue, now_ms, self.lease_ms, free, until_ms
-            )
-            self._take_slots(len(leased))
-            started += [self._pool.submit(self._attempt, delivery) for delivery in leased]
+            self._lease(project, queue, now_ms, free, until_ms, started)
         return started
+
+    def _lease(
+        self,
+        project: str,
+        queue: str,
+        now_ms: int,
+        limit: int,
+        until_ms: int,
+        started: list[concurrent.futures.Future[None]],
+    ) -> int:
+        """Lease up to ``limit`` pushes of the queue and start each (into ``started``); how
+        many."""
+        leased = self.service.lease_pushes(project, queue, now_ms, self.lease_ms, limit, until_ms)
+        self._take_slots(project, len(leased))
+        started += [self._pool.submit(self._attempt, delivery) for delivery in leased]
+        return len(leased)
 
     # -- one push ------------------------------------------------------------------------------
 
@@ -216,7 +270,7 @@ class Dispatcher:
         ends."""
         try:
             if not self._wait_for(delivery.owed_ms):
-                self._take_slots(-1)
+                self._take_slots(delivery.project, -1)
                 return
             sent_ms = self.clock.now_ms()
             if self.require_confirmation and not delivery.subscription.confirmed:
@@ -225,7 +279,7 @@ class Dispatcher:
                 outcome = self.sender.send(delivery, sent_ms)
         except Exception:
             LOG.exception("push %s failed unexpectedly; sent again later", delivery.id)
-            self._take_slots(-1)
+            self._take_slots(delivery.project, -1)
         else:
             with self._in_flight_lock:
                 self._ended.append(Attempt(delivery, outcome, sent_ms))
@@ -255,7 +309,8 @@ class Dispatcher:
         except StorageUnavailable as exc:
             LOG.warning("%d pushes not recorded, sent again later: %s", len(ended), exc)
         finally:
-            self._take_slots(-len(ended))
+            for attempt in ended:
+                self._take_slots(attempt.delivery.project, -1)
 
     def _settle(self, project: str, queue: str, attempts: list[Attempt]) -> None:
         now_ms = self.clock.now_ms()
