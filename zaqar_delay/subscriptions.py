@@ -17,6 +17,7 @@ from typing import Any
 from zaqar_delay import errors, retry_policy, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
+from zaqar_delay.keystone.trusts import Trusts
 from zaqar_delay.models import Subscription, SubscriptionChange
 from zaqar_delay.push import headers as post_headers
 from zaqar_delay.push import subscribers
@@ -24,14 +25,7 @@ from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 from zaqar_delay.push.limits import check as limits_check
 from zaqar_delay.push.mail import MailRefused, MailRules
-from zaqar_delay.push.trusts import (
-    SERVICE_OPTIONS,
-    TRUST_ID,
-    TRUSTOR_ID,
-    Caller,
-    Trusts,
-    is_trust,
-)
+from zaqar_delay.push.trusts import SERVICE_OPTIONS, TRUST_ID, TRUSTOR_ID, Caller, is_trust
 from zaqar_delay.quotas import Quotas
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.stores import Stores

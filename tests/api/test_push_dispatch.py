@@ -21,11 +21,11 @@ from tests.api.conftest import PROJECT, Api, api_on, signed_headers
 from tests.receiver import Receiver, receiver
 from zaqar_delay.api import views
 from zaqar_delay.conf import load_settings
+from zaqar_delay.keystone.trusts import Trusts
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 from zaqar_delay.push.mail import MailSender
 from zaqar_delay.push.senders import Senders
-from zaqar_delay.push.trusts import Trusts
 from zaqar_delay.push.webhook import WebhookSender
 
 

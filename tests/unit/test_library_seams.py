@@ -4,7 +4,7 @@ Each override below replaces a private step of a library because the public path
 measurably more CPU (the module of each says how much). A library release that renames or
 stops calling one of them would not break the server: the override would just stop being
 used, silently. These tests serve a real request through each and fail, naming the override,
-when the library no longer calls it. setup.cfg bounds these libraries to the major versions
+when the library no longer calls it. pyproject.toml bounds these libraries to the major versions
 checked here.
 """
 

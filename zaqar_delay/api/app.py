@@ -22,6 +22,7 @@ from zaqar_delay.conf import Settings, conf_of
 from zaqar_delay.dashboard import with_dashboard
 from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import open_journal
+from zaqar_delay.keystone.trusts import Trusts, trusts_of
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.pooling.setup import pooled_stores, registry
 from zaqar_delay.push.confirmation import Confirmations
@@ -29,7 +30,6 @@ from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard, tenant_guard
 from zaqar_delay.push.mail import MailRules, MailSender
 from zaqar_delay.push.senders import Senders
-from zaqar_delay.push.trusts import Trusts, trusts_of
 from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer

@@ -25,10 +25,11 @@ import falcon
 
 from zaqar_delay.api.routes import TOKENLESS_PATHS
 from zaqar_delay.clock import Clock
-from zaqar_delay.conf import Settings, conf_of
+from zaqar_delay.conf import Settings
+from zaqar_delay.keystone.auth_token import WSGIApp, token_checked
 from zaqar_delay.signed_urls import Signer
 
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+__all__ = ["WSGIApp", "protect", "refuse_signature", "strip_identity", "token_checked"]
 
 # The headers keystonemiddleware's auth_token removes from every request before it sets them
 # from a token (its ``_AuthTokenRequest._all_auth_headers``), and the system scope it sets
@@ -103,15 +104,6 @@ def refuse_signature(start_response: Callable[..., Any]) -> Iterable[bytes]:
         [("Content-Type", falcon.MEDIA_JSON), ("Content-Length", str(len(body)))],
     )
     return [body]
-
-
-def token_checked(app: WSGIApp, settings: Settings) -> WSGIApp:
-    """``app`` behind keystonemiddleware's ``auth_token`` of ``settings``: a request reaches
-    it only with a valid token, its identity headers set from the token."""
-    from keystonemiddleware import auth_token
-
-    checked: WSGIApp = auth_token.AuthProtocol(app, {"oslo_config_config": conf_of(settings)})
-    return checked
 
 
 def protect(app: WSGIApp, settings: Settings, clock: Clock) -> WSGIApp:

@@ -33,11 +33,12 @@ from typing import Any
 
 import zaqar_delay
 from zaqar_delay import jsondoc
+from zaqar_delay.keystone.trusts import Trusts
 from zaqar_delay.models import Delivery
 from zaqar_delay.push import headers as post_headers
 from zaqar_delay.push.connections import ConnectionPool
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
-from zaqar_delay.push.trusts import TRUST_ID, TrustRefused, Trusts, is_trust, target_of
+from zaqar_delay.push.trusts import TRUST_ID, TrustRefused, is_trust, target_of
 
 DELIVERY_ID_HEADER = "X-Zaqar-Delay-Delivery-Id"
 SIGNATURE_HEADER = "X-Zaqar-Delay-Signature"
