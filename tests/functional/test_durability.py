@@ -140,7 +140,7 @@ def test_acknowledged_messages_survive_kill_9_of_server_and_store(
 
     if deployment.kind == "redis-aof":
         # everysec: Redis may hold answered writes in memory up to 2 s while a slow fsync runs
-        # (README, Durability); the claim under test is about what was written.
+        # (doc/source/manual/durability.rst); the claim under test is about what was written.
         time.sleep(2.5)
     deployment.kill()
     service = deployment.start()

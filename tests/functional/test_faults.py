@@ -142,7 +142,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[Store]:
         return
     if request.param == "redis-aof":
         # always: with everysec Redis may answer writes it has not written yet while a slow
-        # fsync runs (README, Durability), which this test is not about.
+        # fsync runs (doc/source/manual/durability.rst), which this test is not about.
         redis = RedisServer(aof=True, extra_args=["--appendfsync", "always"]).start()
         yield Store(redis, redis.url)
         redis.stop()

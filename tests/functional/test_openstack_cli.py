@@ -1,5 +1,5 @@
 """``openstack messaging`` (python-openstackclient with python-zaqarclient's plugin) against a
-noauth server, with the exact command line the README gives."""
+noauth server, with the exact command line the manual gives (doc/source/manual/running.rst)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def noauth_server() -> Iterator[ServiceProcess]:
 
 
 def cli(service: ServiceProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    # The README's line: no auth, the endpoint, and a client id for message commands.
+    # The manual's line: no auth, the endpoint, and a client id for message commands.
     command = [
         openstack_binary(),
         "--os-auth-type",
