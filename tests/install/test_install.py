@@ -100,10 +100,14 @@ def pip_install(bin_dir: Path, *requirements: str) -> None:
     )
 
 
-def run_in(bin_dir: Path, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        list(args), env=env, capture_output=True, text=True, timeout=300, **kwargs
+def run_in(
+    bin_dir: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``args`` run with the virtualenv of ``bin_dir`` first on PATH."""
+    base = env if env is not None else dict(os.environ)
+    path = f"{bin_dir}{os.pathsep}{base.get('PATH', os.environ['PATH'])}"
+    return subprocess.run(
+        list(args), env={**base, "PATH": path}, capture_output=True, text=True, timeout=300
     )
 
 
@@ -258,8 +262,25 @@ def test_the_status_and_pipeline_commands_run_from_the_wheel(core: Path, tmp_pat
     checked = run_in(core, "zaqar-delay-status", "upgrade", "check", env=env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "Store durability" in checked.stdout
+    # It started the embedded store for the check, and stopped it again.
+    assert (tmp_path / ".local" / "share" / "zaqar-delay").is_dir()
+    assert not stores_running_under(tmp_path)
     helped = run_in(core, "zaqar-delay-pipeline", "--help")
     assert helped.returncode == 0 and "schedule" in helped.stdout, helped.stderr
+
+
+def stores_running_under(directory: Path) -> list[int]:
+    """Live redis-servers whose socket lies under ``directory`` (their /proc titles)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if f"unixsocket:{directory}/".encode() in cmdline and state not in ("Z", "X"):
+            found.append(int(entry))
+    return found
 
 
 MISSING_EXTRA = {
@@ -287,7 +308,9 @@ def test_without_the_spark_extra_the_pipeline_says_what_to_install(
 ) -> None:
     journal = tmp_path / "journal"
     journal.mkdir()
-    failed = run_in(core, "zaqar-delay-pipeline", "report", str(journal), str(tmp_path / "out"))
+    failed = run_in(
+        core, "zaqar-delay-pipeline", "report", "--journal", str(journal), "--out", str(tmp_path)
+    )
     assert failed.returncode == 2
     assert "pip install 'zaqar-delay[spark]'" in failed.stderr.strip().splitlines()[-1]
 

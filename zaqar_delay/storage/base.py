@@ -43,7 +43,8 @@ def metadata_version_of(stored_json: str | bytes | None) -> str:
     return hashlib.sha1(text).hexdigest()
 
 
-#: What a write the store acknowledged may survive, in the order the manual's durability table lists them.
+#: What a write the store acknowledged may survive, in the order of the manual's durability
+#: table.
 FAULTS = ("process crash", "power loss", "machine loss", "failover")
 
 

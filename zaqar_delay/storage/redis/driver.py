@@ -133,6 +133,11 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         if self._script_connections is not None:
             self._script_connections.close()
         self._client.close()
+        # A client given its pool leaves the pool's connections open on close(): an embedded
+        # store would then see a client still connected and stay up after its last user.
+        pool = getattr(self._client, "connection_pool", None)
+        if pool is not None:
+            pool.disconnect()
 
     def wakeups(self) -> Wakeups:
         from zaqar_delay.storage.redis.wakeups import RedisWakeups
