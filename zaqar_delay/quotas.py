@@ -54,12 +54,10 @@ class Quotas:
                     f"Queue {queue} has {per_queue} subscriptions, the most a queue may have "
                     "([transport] max_subscriptions_per_queue): delete one first."
                 )
-        if per_project and self._project_subscriptions(project, per_project, now_ms) >= per_project:
+        if not per_project:
+            return
+        if self.stores.count_subscriptions(project, per_project, now_ms) >= per_project:
             raise errors.QuotaExceeded(
                 f"Project {project} has {per_project} subscriptions, the most it may have "
                 "([transport] max_subscriptions_per_project): delete one first."
             )
-
-    def _project_subscriptions(self, project: str, most: int, now_ms: int) -> int:
-        """The project's live subscriptions, counted up to ``most``."""
-        return self.stores.count_subscriptions(project, most, now_ms)

@@ -251,10 +251,15 @@ class Subscriptions:
         only; a new subscriber gets a new trust, and the old one is deleted."""
         change = subscription_change(document, self.limits, self.guard, self.mail)
         now_ms = self.clock.now_ms()
-        current = self.get(project, queue, subscription_id)
-        trust_id = self._trust_held(current, caller)
-        if change.subscriber is not None and (
-            is_trust(change.subscriber) != is_trust(current.subscriber)
+        current, trust_id = None, None
+        # Read only when there is a trust or a subscriber's kind to check.
+        if self.trusts is not None or change.subscriber is not None:
+            current = self.get(project, queue, subscription_id)
+            trust_id = self._trust_held(current, caller)
+        if (
+            current is not None
+            and change.subscriber is not None
+            and is_trust(change.subscriber) != is_trust(current.subscriber)
         ):
             raise errors.InvalidRequest(
                 "A trust+ subscriber cannot become another kind, nor another kind a "
@@ -265,7 +270,7 @@ class Subscriptions:
                 project, queue, subscription_id, change, now_ms
             )
             return
-        assert caller is not None  # _trust_held refuses a trust's change without one
+        assert caller is not None and current is not None  # _trust_held saw both
         kept = {name: current.options[name] for name in SERVICE_OPTIONS if name in current.options}
         renewed = None
         if change.subscriber is not None and change.subscriber != current.subscriber:

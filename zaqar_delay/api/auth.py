@@ -33,7 +33,7 @@ __all__ = ["WSGIApp", "protect", "refuse_signature", "strip_identity", "token_ch
 
 # The headers keystonemiddleware's auth_token removes from every request before it sets them
 # from a token (its ``_AuthTokenRequest._all_auth_headers``), and the system scope it sets
-# besides; tests/unit/test_identity_headers.py holds the list to both libraries.
+# besides; tests/api/test_identity_spoofing.py holds the list to both libraries.
 _SCOPED = (
     "Domain-Id",
     "Domain-Name",
