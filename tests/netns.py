@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import subprocess
+import time
 
 
 def available() -> bool:
@@ -52,8 +53,23 @@ class Link:
     def partition(self) -> None:
         ip("link", "set", self.outer_device, "down")
 
-    def heal(self) -> None:
+    def heal(self, timeout: float = 10.0) -> None:
+        """Bring this side's end up, and return once the kernel has the link up again: the
+        carrier of a veth end that comes back up is reported a moment later (link events are
+        batched), and until then packets are still dropped."""
         ip("link", "set", self.outer_device, "up")
+        deadline = time.monotonic() + timeout
+        while not self._carrier():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.outer_device} did not come back up in {timeout}s")
+            time.sleep(0.05)
+
+    def _carrier(self) -> bool:
+        try:
+            with open(f"/sys/class/net/{self.outer_device}/operstate") as f:
+                return f.read().strip() == "up"
+        except OSError:
+            return False
 
     def __exit__(self, *exc: object) -> None:
         # Deleting the namespace deletes its end of the pair, and so the pair.
