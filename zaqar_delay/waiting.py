@@ -25,9 +25,14 @@ LOG = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Writers are asked to send wake-ups for this long, and asked again before it runs out.
+# Writers are asked to send wake-ups for this long, and asked again before it runs out (by
+# each waiter before it tries, and for every line by the process's renewer thread).
 ANNOUNCE_TTL_MS = 10_000
 ANNOUNCE_EVERY_S = 3.0
+# With wake-ups from the store, the head of a line sleeps until the queue's next due time or
+# claim expiry, or a wake-up: a reconnection wakes every head, so this timer only bounds what
+# a wake-up lost without a reconnection could cost.
+RECHECK_WITH_WAKEUPS_S = 30.0
 # Without wake-ups from the store, the head of a line re-checks this often.
 RECHECK_WITHOUT_WAKEUPS_S = 1.0
 # Longest a first waiter waits for the process's wake-up subscription to be in place.
@@ -72,15 +77,23 @@ class WaitRoom:
         self._lock = threading.Lock()
         self._lines: dict[str, collections.deque[Seat]] = {}
         self._announced: dict[str, float] = {}
+        # The (project, queue) each line's channel names, for the renewer.
+        self._queues: dict[str, tuple[str, str]] = {}
         self._listener: threading.Thread | None = None
         self._listening = threading.Event()
+        # Set once the store's wake-ups ended for good (a MongoDB without change streams, or
+        # the driver closed): from then on the heads poll as without wake-ups.
+        self._polling = threading.Event()
         # Never set in production: the listener ends when its driver is closed.
         self._stop = threading.Event()
 
     @property
     def recheck_s(self) -> float:
-        """Longest sleep of a line's head: it renews the announcement, or polls slowly."""
-        return ANNOUNCE_EVERY_S if self._wakeups else RECHECK_WITHOUT_WAKEUPS_S
+        """Longest sleep of a line's head: a safety net when the store sends wake-ups, the
+        polling period when it does not."""
+        if self._wakeups is None or self._polling.is_set():
+            return RECHECK_WITHOUT_WAKEUPS_S
+        return RECHECK_WITH_WAKEUPS_S
 
     @contextlib.contextmanager
     def seat(self, project: str, queue: str) -> Iterator[Seat]:
@@ -90,6 +103,7 @@ class WaitRoom:
         seat = Seat(self, channel)
         with self._lock:
             self._lines.setdefault(channel, collections.deque()).append(seat)
+            self._queues[channel] = (project, queue)
         try:
             yield seat
         finally:
@@ -99,6 +113,7 @@ class WaitRoom:
                 line.remove(seat)
                 if not line:
                     del self._lines[channel]
+                    del self._queues[channel]
                 elif was_head:
                     line[0].wake()  # the new head takes over the timer
 
@@ -181,6 +196,7 @@ class WaitRoom:
                 target=self._listen, name="zaqar-delay-wakeups", daemon=True
             )
             self._listener.start()
+            threading.Thread(target=self._renew, name="zaqar-delay-announcer", daemon=True).start()
         # A wake-up sent before the subscription exists would be lost: the first waiter of
         # the process waits (briefly) until it is in place.
         self._listening.wait(LISTENER_START_S)
@@ -191,6 +207,25 @@ class WaitRoom:
             self._wakeups.listen(self._wake_head, self._wake_everyone, self._stop)
         except StorageUnavailable:  # pragma: no cover - listen() handles outages itself
             LOG.exception("wake-up listener stopped")
+        finally:
+            # No more wake-ups will come: every head re-checks, and polls from now on.
+            self._polling.set()
+            self._wake_everyone()
+
+    def _renew(self) -> None:
+        """Keep writers sending wake-ups for every queue with a line here, while heads sleep
+        past the announcement's lifetime; ends with the listener (its driver closed)."""
+        assert self._listener is not None
+        while not self._stop.wait(ANNOUNCE_EVERY_S) and self._listener.is_alive():
+            with self._lock:
+                queues = list(self._queues.values())
+            for project, queue in queues:
+                try:
+                    self.announce(project, queue)
+                except StorageUnavailable:  # the next round tries again
+                    LOG.debug("announcing wake-ups for %s/%s failed", project, queue)
+                except Exception:  # a bug: keep renewing the other lines
+                    LOG.exception("announcing wake-ups for %s/%s failed", project, queue)
 
     def written(self, project: str, queue: str) -> None:
         """This process made the queue's messages claimable (a post, a release, a
@@ -199,6 +234,8 @@ class WaitRoom:
         messages at their next re-check (``RECHECK_WITHOUT_WAKEUPS_S``)."""
         if self._wakeups is None:
             self._wake_head(f"{project}/{queue}")
+        elif self._polling.is_set():
+            self._wake_head(self._wakeups.channel(project, queue))
 
     def _wake_head(self, channel: str) -> None:
         seat = self.head(channel)

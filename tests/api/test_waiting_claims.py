@@ -5,23 +5,37 @@ from __future__ import annotations
 import threading
 import time
 
+import falcon.testing
 import pytest
 
 from tests.api.conftest import PROJECT, Api, assert_error
 from zaqar_delay import waiting
 
+# A waiting claim in these tests waits this long, and must be answered well within it: a
+# wake-up takes milliseconds, and a claim answered only when its wait runs out was not woken.
+WAIT_S = 20
+WOKEN_WITHIN_S = 8
 
-def claim_in_background(
-    api: Api, wait: float, **params: str
-) -> tuple[threading.Thread, list[object]]:
-    result: list[object] = []
 
-    def run() -> None:
-        result.append(api.post("/v2/queues/q/claims", params={"wait": str(wait), **params}))
+class Waiter:
+    """A claim on queue q that waits ``WAIT_S`` seconds, made in a thread of its own."""
 
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, result
+    def __init__(self, api: Api, **params: str) -> None:
+        self._result: list[falcon.testing.Result] = []
+        self._thread = threading.Thread(
+            target=lambda: self._result.append(
+                api.post("/v2/queues/q/claims", params={"wait": str(WAIT_S), **params})
+            )
+        )
+        self._thread.start()
+
+    def answer(self) -> falcon.testing.Result:
+        """The claim's answer, which must come before ``WOKEN_WITHIN_S`` seconds from now
+        (so from a wake-up, not from the end of its wait)."""
+        self._thread.join(WOKEN_WITHIN_S)
+        assert not self._thread.is_alive(), "the waiting claim was not woken"
+        [response] = self._result
+        return response
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +43,7 @@ def timers_beyond_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
     """A waiting claim's timer re-checks the queue only after a minute: within a test, only
     the store's wake-up can end a wait early, so a wake-up that never comes fails it."""
     monkeypatch.setattr(waiting, "ANNOUNCE_EVERY_S", 60.0)
+    monkeypatch.setattr(waiting, "RECHECK_WITH_WAKEUPS_S", 60.0)
     monkeypatch.setattr(waiting, "RECHECK_WITHOUT_WAKEUPS_S", 60.0)
 
 
@@ -50,32 +65,47 @@ def test_wait_ends_with_204_when_nothing_comes(api: Api) -> None:
 
 
 def test_a_post_wakes_a_waiting_claim(api: Api) -> None:
-    thread, result = claim_in_background(api, 10)
+    waiter = Waiter(api)
     settle(api)
     [mid] = api.post_messages("q", {"body": "wake up"})
-    thread.join(10)
-    [response] = result
-    assert response.status_code == 201  # type: ignore[attr-defined]
-    assert [m["id"] for m in response.json["messages"]] == [mid]  # type: ignore[attr-defined]
+    response = waiter.answer()
+    assert response.status_code == 201
+    assert [m["id"] for m in response.json["messages"]] == [mid]
+
+
+def test_a_head_asleep_past_the_announcement_is_still_woken(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Writers send wake-ups only while a waiter's announcement lives; the head sleeps longer
+    # than that, so the process's renewer must keep it alive for the post below to wake it.
+    if api.store("q").wakeups() is None:
+        pytest.skip("the store sends no wake-ups: its waiters poll")
+    monkeypatch.setattr(waiting, "ANNOUNCE_TTL_MS", 300)
+    monkeypatch.setattr(waiting, "ANNOUNCE_EVERY_S", 0.1)
+    waiter = Waiter(api)
+    settle(api)
+    time.sleep(1.0)  # the first announcement has expired three times over
+    [mid] = api.post_messages("q", {"body": "wake up"})
+    response = waiter.answer()
+    assert response.status_code == 201
+    assert [m["id"] for m in response.json["messages"]] == [mid]
 
 
 def test_a_release_wakes_a_waiting_claim(api: Api) -> None:
     api.post_messages("q", {"body": "held"})
     held = api.post("/v2/queues/q/claims")
-    thread, result = claim_in_background(api, 10)
+    waiter = Waiter(api)
     settle(api)
     api.delete(held.headers["location"])
-    thread.join(10)
-    assert result[0].status_code == 201  # type: ignore[attr-defined]
+    assert waiter.answer().status_code == 201
 
 
 def test_a_reschedule_to_now_wakes_a_waiting_claim(api: Api) -> None:
     [mid] = api.post_messages("q", {"body": "later", "deliver_at": api.clock.now_ms() + 600_000})
-    thread, result = claim_in_background(api, 10)
+    waiter = Waiter(api)
     settle(api)
     api.patch(f"/v2/queues/q/messages/{mid}", json={"delay": 0})
-    thread.join(10)
-    assert result[0].status_code == 201  # type: ignore[attr-defined]
+    assert waiter.answer().status_code == 201
 
 
 def test_a_delayed_message_is_not_claimed_early_by_a_waiter(api: Api) -> None:
@@ -85,14 +115,14 @@ def test_a_delayed_message_is_not_claimed_early_by_a_waiter(api: Api) -> None:
 
 
 def test_many_waiters_each_get_one_message(api: Api) -> None:
-    waiters = [claim_in_background(api, 10, limit="1") for _ in range(5)]
+    waiters = [Waiter(api, limit="1") for _ in range(5)]
     settle(api, 5)
     api.post_messages("q", *[{"body": i} for i in range(5)])
     bodies = []
-    for thread, result in waiters:
-        thread.join(10)
-        assert result[0].status_code == 201  # type: ignore[attr-defined]
-        bodies += [m["body"] for m in result[0].json["messages"]]  # type: ignore[attr-defined]
+    for waiter in waiters:
+        response = waiter.answer()
+        assert response.status_code == 201
+        bodies += [m["body"] for m in response.json["messages"]]
     assert sorted(bodies) == [0, 1, 2, 3, 4]
 
 

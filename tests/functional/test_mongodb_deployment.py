@@ -3,8 +3,10 @@ and (on a real MongoDB only) the claim query served by its index."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 
 import pymongo
@@ -13,7 +15,14 @@ import requests
 
 from tests.conftest import REAL_MONGODB_ENV, close_test_driver, open_test_driver
 from tests.functional.test_server_command import run_server
-from tests.processes import SecantusServer, ServiceProcess, free_port, is_gone, process_tree
+from tests.processes import (
+    SecantusServer,
+    ServiceProcess,
+    free_port,
+    is_gone,
+    process_tree,
+    wait_until,
+)
 from zaqar_delay.conf import STORAGE_URI_ENV
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.mongodb import schema
@@ -104,3 +113,33 @@ def test_claim_query_uses_the_claimable_index_on_real_mongodb() -> None:
             assert stats["totalKeysExamined"] <= 11
     finally:
         close_test_driver(driver)
+
+
+def test_without_change_streams_waiting_claims_poll(standalone: SecantusServer) -> None:
+    # A standalone server has no change streams, so no wake-ups: a claim waiting in one
+    # worker must still find a message another worker stored, by polling.
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
+        conf.write("[storage]\nunreliable = true\n")
+    uri = standalone.database_url("zd_polling")
+    service = ServiceProcess(env={STORAGE_URI_ENV: uri}, args=["--config-file", conf.name])
+    service.start().wait_for_workers()
+    url = f"{service.url}/v2/queues/polled"
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(
+                requests.post, f"{url}/claims", params={"wait": 20}, headers=HEADERS, timeout=30
+            )
+            time.sleep(1.0)
+            posted = requests.post(
+                f"{url}/messages", json={"messages": [{"body": 1}]}, headers=HEADERS, timeout=10
+            )
+            assert posted.status_code == 201, posted.text
+            # The store refused the change stream: the fault this test is about happened.
+            wait_until(
+                lambda: "no change streams on this MongoDB" in service.log(), 10, "the warning"
+            )
+            answer = waiting.result(8)  # by polling (every second), not at the end of the wait
+        assert answer.status_code == 201, answer.text
+        assert [m["body"] for m in answer.json()["messages"]] == [1]
+    finally:
+        service.stop()

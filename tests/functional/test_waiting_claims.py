@@ -42,6 +42,21 @@ def post(service: ServiceProcess, queue: str, *messages: dict[str, Any]) -> list
     return [href.rsplit("/", 1)[1] for href in response.json()["resources"]]
 
 
+# A claim that must be woken waits this long, and must be answered well within it: a
+# wake-up takes milliseconds, and a claim answered only when its wait runs out (its last
+# attempt finds the message) was not woken.
+WAIT_S = 20
+WOKEN_WITHIN_S = 8
+
+
+def woken(waiting: concurrent.futures.Future[requests.Response]) -> requests.Response:
+    """The answer of a waiting claim, which must come within ``WOKEN_WITHIN_S`` seconds."""
+    try:
+        return waiting.result(WOKEN_WITHIN_S)
+    except concurrent.futures.TimeoutError:
+        raise AssertionError("the waiting claim was not woken") from None
+
+
 @pytest.fixture(scope="module")
 def second_service(redis_server: RedisServer) -> Iterator[ServiceProcess]:
     service = ServiceProcess(env={STORAGE_URI_ENV: redis_server.url}).start()
@@ -53,10 +68,10 @@ def test_a_post_to_another_server_wakes_the_waiting_claim(
     external_service: ServiceProcess, second_service: ServiceProcess
 ) -> None:
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        waiting = pool.submit(claim, external_service, "cross", 15)
+        waiting = pool.submit(claim, external_service, "cross", WAIT_S)
         time.sleep(0.5)  # let it start waiting; a post before that is claimed at once anyway
         [mid] = post(second_service, "cross", {"body": "from elsewhere"})
-        response = waiting.result()
+        response = woken(waiting)
     assert response.status_code == 201
     assert [m["id"] for m in response.json()["messages"]] == [mid]
 
@@ -80,7 +95,7 @@ def test_many_waiting_claims_each_get_one_message(service: ServiceProcess) -> No
     queue = f"many-{uuid.uuid4().hex[:8]}"
     count = 100
     with concurrent.futures.ThreadPoolExecutor(count) as pool:
-        waiting = [pool.submit(claim, service, queue, 15, limit=1) for _ in range(count)]
+        waiting = [pool.submit(claim, service, queue, WAIT_S, limit=1) for _ in range(count)]
         time.sleep(1.0)
         ping = requests.get(f"{service.url}/v2/ping", headers=headers(), timeout=10)
         assert ping.status_code == 204  # other requests are served while claims wait
@@ -128,10 +143,10 @@ def test_pooled_a_post_to_another_server_wakes_a_claim_waiting_on_a_pool(
         assert put.status_code == 201, put.text
         time.sleep(2.1)  # every worker reads the new pool within [pooling:catalog] refresh
         with concurrent.futures.ThreadPoolExecutor(1) as executor:
-            waiting = executor.submit(claim, servers[0], "pooled-cross", 15)
+            waiting = executor.submit(claim, servers[0], "pooled-cross", WAIT_S)
             time.sleep(0.5)
             [mid] = post(servers[1], "pooled-cross", {"body": "from elsewhere"})
-            response = waiting.result()
+            response = woken(waiting)
         assert response.status_code == 201
         assert [m["id"] for m in response.json()["messages"]] == [mid]
         placed = requests.get(f"{servers[1].url}/v2/placements", headers=headers()).json()
