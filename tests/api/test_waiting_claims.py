@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.api.conftest import PROJECT, Api, assert_error
+from tests.helpers.api import PROJECT, Api, assert_error
 from zaqar_delay import waiting
 
 

@@ -11,9 +11,9 @@ import pymongo
 import pytest
 import requests
 
-from tests.conftest import REAL_MONGODB_ENV, close_test_driver, open_test_driver
-from tests.functional.test_server_command import run_server
-from tests.processes import SecantusServer, ServiceProcess, free_port, is_gone, process_tree
+from testbed.processes import SecantusServer, ServiceProcess, free_port, is_gone, process_tree
+from tests.helpers.commands import run_server
+from tests.helpers.stores import REAL_MONGODB_ENV, close_test_driver, open_test_driver
 from zaqar_delay.conf import STORAGE_URI_ENV
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.mongodb import schema

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import SecantusServer, ServiceProcess, _bindable
+from testbed.processes import SecantusServer, ServiceProcess, _bindable
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
