@@ -18,7 +18,7 @@ from typing import Any
 import redis
 
 from benchmarks.loadgen import run_in_child
-from tests.processes import RedisCluster, RedisServer, ServiceProcess
+from testbed.processes import RedisCluster, RedisServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from benchmarks.loadgen import run_in_child
 from benchmarks.procstat import cpu_seconds
-from tests.processes import (
+from testbed.processes import (
     RedisServer,
     ServiceProcess,
     free_port,

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.swift import RESULTS
-from tests.conftest import close_test_driver, open_test_driver
-from tests.processes import RedisServer, SecantusServer
-from tests.swift_aio import SwiftAllInOne
+from testbed.processes import RedisServer, SecantusServer
+from testbed.swift_aio import SwiftAllInOne
+from tests.helpers.stores import close_test_driver, open_test_driver
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage
 

@@ -22,7 +22,7 @@ import time
 
 import requests
 
-from tests.processes import RedisSentinelGroup, ServiceProcess
+from testbed.processes import RedisSentinelGroup, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 HEADERS = {"X-Project-ID": "failover", "Client-ID": "00000000-0000-4000-8000-000000000001"}

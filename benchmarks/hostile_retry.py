@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import requests
 
 from benchmarks.loadgen import latency_summary
-from tests.processes import RedisServer, ServiceProcess, free_port
+from testbed.processes import RedisServer, ServiceProcess, free_port
 from zaqar_delay.conf import STORAGE_URI_ENV, Settings
 from zaqar_delay.storage.uri import open_driver
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.loadgen import run_in_child
 from benchmarks.procstat import cpu_seconds
-from tests.processes import ServiceProcess
+from testbed.processes import ServiceProcess
 from zaqar_delay.journal import Journal
 from zaqar_delay.models import Message, NewMessage
 

@@ -36,7 +36,7 @@ import redis
 import requests
 
 from benchmarks.compare import PEER, ZAQAR_CONF, Gunicorn, peer_venv
-from tests.processes import RedisServer, SecantusServer, ServiceProcess
+from testbed.processes import RedisServer, SecantusServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 HERE = Path(__file__).resolve().parent

@@ -28,7 +28,7 @@ from typing import Any
 
 import requests
 
-from tests.processes import ServiceProcess
+from testbed.processes import ServiceProcess
 from zaqar_delay.pipeline import report, schedule
 from zaqar_delay.pipeline.cli import spark_session
 from zaqar_delay.pipeline.client import Target

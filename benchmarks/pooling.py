@@ -33,7 +33,7 @@ import redis
 import requests
 
 from benchmarks.loadgen import run_in_child
-from tests.processes import RedisServer, ServiceProcess
+from testbed.processes import RedisServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 CATALOG_PREFIX = "zd"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tests.processes import process_tree as tree
+from testbed.processes import process_tree as tree
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -39,7 +39,7 @@ from benchmarks.aio import TRANSPORT_ERRORS, Connection, zaqar_headers
 from benchmarks.compare import ZAQAR_CONF, Gunicorn, peer_venv
 from benchmarks.loadgen import latency_summary
 from benchmarks.procstat import cpu_seconds
-from tests.processes import RedisServer, ServiceProcess
+from testbed.processes import RedisServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 # Upstream Zaqar with its notifier (subscriptions are pushed by the message pipeline).

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import requests
 
 from benchmarks.loadgen import latency_summary
-from tests.processes import RedisServer, ServiceProcess
+from testbed.processes import RedisServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "Content-Type": "application/json"}

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from tests.processes import RedisSentinelGroup, ServiceProcess
+from testbed.processes import RedisSentinelGroup, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 SCENARIOS = ("produce", "consume")

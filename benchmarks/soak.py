@@ -38,7 +38,7 @@ from benchmarks.aio import TRANSPORT_ERRORS, Connection, epoch_ms, zaqar_headers
 from benchmarks.compare import hello_world_falcon
 from benchmarks.loadgen import latency_summary
 from benchmarks.procstat import context_switches, cpu_seconds, rss_bytes, tree
-from tests.processes import RedisServer, ServiceProcess
+from testbed.processes import RedisServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 

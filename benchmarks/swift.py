@@ -1,6 +1,6 @@
 """zaqar-delay and upstream Zaqar 23.0.1, each on OpenStack Swift, on one Swift all-in-one.
 
-Starts a Swift all-in-one (``tests/swift_aio.py``) whose proxy sends a line per request to a
+Starts a Swift all-in-one (``testbed/swift_aio.py``) whose proxy sends a line per request to a
 UDP port this script counts, a Keystone v3 stand-in for upstream Zaqar (its Swift driver
 authenticates through Keystone only; the token it hands out is a tempauth token), upstream
 Zaqar in the cached virtualenv of ``compare.py`` (with python-swiftclient, and a redis-server as
@@ -47,9 +47,9 @@ from typing import Any
 import requests
 
 from benchmarks.compare import Gunicorn, peer_venv
-from tests.keystone_standin import KeystoneStandIn
-from tests.processes import RedisServer, ServiceProcess, free_port
-from tests.swift_aio import SwiftAllInOne
+from testbed.keystone_standin import KeystoneStandIn
+from testbed.processes import RedisServer, ServiceProcess, free_port
+from testbed.swift_aio import SwiftAllInOne
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -1,6 +1,6 @@
 """What a post's Swift requests cost by themselves, beside what each server makes of them.
 
-On one Swift all-in-one (``tests/swift_aio.py``), ``--threads`` clients (``SwiftClient``, no
+On one Swift all-in-one (``testbed/swift_aio.py``), ``--threads`` clients (``SwiftClient``, no
 API server) each make ``--operations`` / ``--threads`` posts' worth of requests, in each of
 these patterns, ``--rounds`` times:
 
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.swift import RESULTS, Client, in_threads, ours, upstream
-from tests.swift_aio import SwiftAllInOne
+from testbed.swift_aio import SwiftAllInOne
 from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
 
 BODY = json.dumps({"b": "x" * 20, "u": "client", "t": 3600, "e": 0, "d": 0}).encode()

@@ -2,127 +2,29 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-import falcon.testing
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import Envelope
+from keystonemiddleware.fixture import AuthTokenFixture
 
-from tests.conftest import close_test_driver, open_test_driver, store_url
-from tests.processes import free_port
-from zaqar_delay.api.app import build
+from testbed.keystone_standin import KeystoneStandIn
+from testbed.processes import free_port
+from tests.helpers.api import (
+    Api,
+    api_on,
+    pooled_api_on,
+)
+from tests.helpers.keystone import SERVICE_PASSWORD, SERVICE_USER
+from tests.helpers.oslo import Deployment
+from tests.helpers.stores import close_test_driver, open_test_driver
+from zaqar_delay.api.app import create_wsgi_app
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.conf import Settings
-from zaqar_delay.service import Service
-from zaqar_delay.storage.base import Driver
-
-CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
-OTHER_CLIENT_ID = "9d1f1c8e-9d6f-4e3c-8d5c-6f8b2a3c4d5e"
-PROJECT = "project-1"
-HEADERS = {"Client-ID": CLIENT_ID, "X-Project-ID": PROJECT}
-
-
-class Api:
-    """falcon's TestClient with Zaqar's headers, a clock and shorthands."""
-
-    def __init__(
-        self,
-        client: falcon.testing.TestClient,
-        clock: FakeClock,
-        driver: Driver,
-        service: Service,
-    ) -> None:
-        self.client = client
-        self.clock = clock
-        self.driver = driver
-        self.service = service
-
-    def store(self, queue: str) -> Driver:
-        """The store the queue lives on (with pooling: placed there first if new)."""
-        return self.service.stores.place(PROJECT, queue)
-
-    def request(self, method: str, path: str, **kwargs: Any) -> falcon.testing.Result:
-        headers = {**HEADERS, **kwargs.pop("headers", {})}
-        for name in [k for k, v in headers.items() if v is None]:
-            del headers[name]
-        return self.client.simulate_request(method, path, headers=headers, **kwargs)
-
-    def get(self, path: str, **kwargs: Any) -> falcon.testing.Result:
-        return self.request("GET", path, **kwargs)
-
-    def put(self, path: str, **kwargs: Any) -> falcon.testing.Result:
-        return self.request("PUT", path, **kwargs)
-
-    def post(self, path: str, **kwargs: Any) -> falcon.testing.Result:
-        return self.request("POST", path, **kwargs)
-
-    def patch(self, path: str, **kwargs: Any) -> falcon.testing.Result:
-        return self.request("PATCH", path, **kwargs)
-
-    def delete(self, path: str, **kwargs: Any) -> falcon.testing.Result:
-        return self.request("DELETE", path, **kwargs)
-
-    def post_messages(self, queue: str, *messages: dict[str, Any], **kwargs: Any) -> list[str]:
-        result = self.post(
-            f"/v2/queues/{queue}/messages", json={"messages": list(messages)}, **kwargs
-        )
-        assert result.status_code == 201, result.text
-        return [href.rsplit("/", 1)[1] for href in result.json["resources"]]
-
-
-def signed_headers(share: dict[str, Any]) -> dict[str, str]:
-    """What python-zaqarclient's signed-url backend sends (no Client-ID of the creator)."""
-    return {
-        "URL-Signature": share["signature"],
-        "URL-Expires": share["expires"],
-        "URL-Methods": ",".join(share["methods"]),
-        "URL-Paths": ",".join(share["paths"]),
-        "X-Project-ID": share["project"],
-        "Client-ID": "7c3f6a2e-6f5e-4b1a-9d8e-2b1c0a9f8e7d",
-    }
-
-
-def api_on(request: pytest.FixtureRequest, store: str, **settings: Any) -> Iterator[Api]:
-    """The API on a fresh namespace of a ``store`` (conftest.STORES), with extra settings."""
-    clock = FakeClock()
-    uri = store_url(request, store)
-    driver = open_test_driver(uri)
-    app, service = build(Settings(storage_uri=uri, **settings), driver=driver, clock=clock)
-    yield Api(falcon.testing.TestClient(app), clock, driver, service)
-    close_test_driver(driver)
-
-
-def pooled_api_on(request: pytest.FixtureRequest, **settings: Any) -> Iterator[Api]:
-    """The API with pooling on the embedded store (the catalog), and two pools registered
-    through the admin API: "redis" on the redis-server and "mongo" on MongoDB, each on a
-    namespace of its own, with equal weights."""
-    clock = FakeClock()
-    uri = store_url(request, "embedded")
-    driver = open_test_driver(uri)
-    settings = {"pooling": True, "admin_mode": True, "catalog_refresh": 0.05, **settings}
-    app, service = build(Settings(storage_uri=uri, **settings), driver=driver, clock=clock)
-    api = Api(falcon.testing.TestClient(app), clock, driver, service)
-    namespaces = {}
-    for name, store, option in (
-        ("redis", "redis-server", "key_prefix"),
-        ("mongo", "mongodb", "database"),
-    ):
-        namespaces[name] = f"t{uuid.uuid4().hex[:12]}"
-        document = {
-            "uri": store_url(request, store),
-            "weight": 100,
-            "options": {option: namespaces[name]},
-        }
-        result = api.put(f"/v2/pools/{name}", json=document)
-        assert result.status_code == 201, result.text
-    yield api
-    service.stores.close()
-    for name, store, _ in (("redis", "redis-server", ""), ("mongo", "mongodb", "")):
-        close_test_driver(open_test_driver(store_url(request, store), namespace=namespaces[name]))
-    close_test_driver(driver)
+from zaqar_delay.conf import load_settings
+from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
 
 @pytest.fixture(params=["embedded", "mongodb", "swift", "pooled"])
@@ -133,16 +35,6 @@ def api(request: pytest.FixtureRequest) -> Iterator[Api]:
         yield from pooled_api_on(request)
     else:
         yield from api_on(request, request.param)
-
-
-def assert_error(
-    result: falcon.testing.Result, status: int, title: str, description: str | None = None
-) -> None:
-    """An error response with Zaqar's JSON shape."""
-    assert result.status_code == status, result.text
-    assert result.json["title"] == title
-    if description is not None:
-        assert result.json["description"] == description
 
 
 @pytest.fixture
@@ -160,3 +52,35 @@ def smtp_inbox() -> Iterator[tuple[int, list[Envelope]]]:
     smtp.start()
     yield port, received
     smtp.stop()
+
+
+@pytest.fixture
+def keystone_server() -> Iterator[KeystoneStandIn]:
+    server = KeystoneStandIn({SERVICE_USER: SERVICE_PASSWORD}, lambda: "unused", []).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def deploy(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Callable[[str], Deployment]]:
+    """Builds a deployment from configuration text (with keystone when it says so)."""
+    opened: list[tuple[Any, AuthTokenFixture | None]] = []
+
+    def build(text: str) -> Deployment:
+        conf = tmp_path / f"oslo-{len(opened)}.conf"
+        conf.write_text(text)
+        settings = load_settings([str(conf)])
+        tokens = None
+        if settings.auth_strategy == "keystone":
+            tokens = AuthTokenFixture()
+            tokens.setUp()
+        driver = open_test_driver(str(embedded_redis.uri))
+        opened.append((driver, tokens))
+        app = create_wsgi_app(settings, driver=driver, clock=FakeClock())
+        return Deployment(app, tokens)
+
+    yield build
+    for driver, tokens in opened:
+        if tokens is not None:
+            tokens.cleanUp()
+        close_test_driver(driver)

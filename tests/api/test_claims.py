@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.api.conftest import Api, assert_error
+from tests.helpers.api import Api, assert_error
 
 CLAIM_TTL = (
     "The TTL for a claim may not exceed 43200 seconds, and must be at least 60 seconds long."

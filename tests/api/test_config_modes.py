@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import falcon.testing
 import pytest
 
-from tests.api.conftest import PROJECT, assert_error
+from tests.helpers.api import PROJECT, assert_error
 from zaqar_delay.api.app import create_app
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Limits, Settings

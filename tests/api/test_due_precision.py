@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import Api
+from tests.helpers.api import Api
 
 DELAY_S = 2
 

@@ -15,9 +15,9 @@ import falcon.testing
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from tests.api.conftest import HEADERS, PROJECT, Api, api_on, assert_error
-from tests.conftest import redis_values_text
-from tests.receiver import receiver
+from testbed.receiver import receiver
+from tests.helpers.api import HEADERS, PROJECT, Api, api_on, assert_error
+from tests.helpers.stores import redis_values_text
 from zaqar_delay.api.app import create_app
 from zaqar_delay.conf import Settings
 from zaqar_delay.push.dispatcher import Dispatcher

@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from tests.api.conftest import Api, assert_error
+from tests.helpers.api import Api, assert_error
 from zaqar_delay.api import views
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import falcon.testing
 import pytest
 
-from tests.api.conftest import HEADERS, Api, assert_error
-from tests.processes import RedisServer
+from testbed.processes import RedisServer
+from tests.helpers.api import HEADERS, Api, assert_error
 from zaqar_delay.api.app import create_app
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings

@@ -16,14 +16,12 @@ import pytest
 from keystonemiddleware.auth_token import _request as ksm_request
 from oslo_context import context
 
-from tests.api.test_keystone import KEYSTONE_CONF
-from tests.api.test_oslo_middleware import Deployment, deploy, details_of
+from tests.helpers.keystone import KEYSTONE_CONF
+from tests.helpers.oslo import Deployment, details_of
 from zaqar_delay.api.auth import IDENTITY_ENVIRON_KEYS, IDENTITY_HEADERS, environ_key
 from zaqar_delay.api.authorization import keystone_authorizer
 from zaqar_delay.conf import load_settings
 from zaqar_delay.errors import Forbidden
-
-__all__ = ["deploy"]  # the deployment fixture, shared with the oslo.middleware tests
 
 CLIENT = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c"}
 # What the probe sent: a made-up signature, and the admin role in the deprecated header.

@@ -7,17 +7,13 @@ message ids and claim id, tries every route; afterwards A's state is exactly as 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from tests.api.conftest import Api
+from tests.helpers.api import HOOK, Api, other_project_calls
 
 OTHER = {"X-Project-ID": "project-b"}
-PATCH_TYPE = "application/openstack-messaging-v2.0-json-patch"
-HOOK = "http://127.0.0.1:9/hook"
-PATCH_TTL = json.dumps([{"op": "replace", "path": "/metadata/_default_message_ttl", "value": 60}])
 
 
 def setup_project_a(api: Api) -> dict[str, Any]:
@@ -47,45 +43,6 @@ def snapshot(api: Api, a: dict[str, Any]) -> dict[str, Any]:
         "claim": api.get(f"/v2/queues/shared/claims/{a['claim_id']}").json,
         "subscriptions": api.get("/v2/queues/shared/subscriptions").json["subscriptions"],
     }
-
-
-# Every route, as project B, aimed at project A's names and ids. Expected: what B sees.
-def other_project_calls(a: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], set[int]]]:
-    mid, cid, claimed = a["ids"][2], a["claim_id"], a["claimed"][0]
-    sid = a["subscription_id"]
-    confirm = {"json": {"confirmed": True}}
-    ids = ",".join(a["ids"])
-    return [
-        ("GET", "/v2/queues", {}, {200}),
-        ("GET", "/v2/queues/shared", {}, {200}),  # Zaqar: a missing queue shows the defaults
-        ("PATCH", "/v2/queues/shared", {"body": PATCH_TTL, "headers": {"Content-Type": PATCH_TYPE}}, {404}),
-        ("GET", "/v2/queues/shared/stats", {}, {200}),
-        ("POST", "/v2/queues/shared/purge", {"json": {"resource_types": ["messages"]}}, {204, 404}),
-        ("GET", f"/v2/queues/shared/messages?ids={ids}", {}, {404}),
-        ("GET", "/v2/queues/shared/messages?echo=true&include_claimed=true", {}, {200}),
-        ("GET", f"/v2/queues/shared/messages/{mid}", {}, {404}),
-        ("PATCH", f"/v2/queues/shared/messages/{mid}", {"json": {"delay": 100}}, {404}),
-        ("DELETE", f"/v2/queues/shared/messages/{mid}", {}, {204}),
-        ("DELETE", f"/v2/queues/shared/messages/{claimed}?claim_id={cid}", {}, {204, 400}),
-        ("DELETE", f"/v2/queues/shared/messages?ids={ids}", {}, {204}),
-        ("DELETE", "/v2/queues/shared/messages?pop=2", {}, {200}),
-        ("POST", "/v2/queues/shared/claims?limit=10", {"json": {"ttl": 60, "grace": 60}}, {204}),
-        ("GET", f"/v2/queues/shared/claims/{cid}", {}, {404}),
-        ("PATCH", f"/v2/queues/shared/claims/{cid}", {"json": {"ttl": 300}}, {404}),
-        ("DELETE", f"/v2/queues/shared/claims/{cid}", {}, {204}),
-        ("POST", "/v2/queues/shared/share", {"json": {}}, {403}),  # no signing key here
-        ("GET", "/v2/queues/shared/subscriptions", {}, {200}),
-        ("GET", f"/v2/queues/shared/subscriptions/{sid}", {}, {404}),
-        ("PATCH", f"/v2/queues/shared/subscriptions/{sid}", {"json": {"ttl": 120}}, {404}),
-        ("PUT", f"/v2/queues/shared/subscriptions/{sid}/confirm", confirm, {404}),
-        ("DELETE", f"/v2/queues/shared/subscriptions/{sid}", {}, {204}),
-        ("POST", "/v2/queues/shared/purge", {"json": {"resource_types": ["subscriptions"]}}, {204}),
-        # Last, since B then has a queue of that name: creating it and posting to it is B's.
-        ("PUT", "/v2/queues/shared", {"json": {"_default_message_ttl": 60}}, {201}),
-        ("POST", "/v2/queues/shared/messages", {"json": {"messages": [{"body": "b"}]}}, {201}),
-        ("POST", "/v2/queues/shared/subscriptions", {"json": {"subscriber": HOOK}}, {201}),
-        ("DELETE", "/v2/queues/shared", {}, {204}),
-    ]  # fmt: skip
 
 
 def test_another_project_sees_and_changes_nothing(api: Api) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import Api, api_on
+from tests.helpers.api import Api, api_on
 from zaqar_delay.journal import Journal, NullJournal, open_journal
 
 P = "project-1"

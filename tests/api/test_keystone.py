@@ -10,87 +10,14 @@ import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import falcon.testing
 import pytest
-from keystonemiddleware.fixture import AuthTokenFixture
 
-from tests.api.conftest import signed_headers
-from tests.conftest import close_test_driver, open_test_driver
-from tests.processes import RedisServer
-from zaqar_delay.api.app import build
-from zaqar_delay.api.auth import protect
+from testbed.processes import RedisServer
+from tests.helpers.api import signed_headers
+from tests.helpers.keystone import Keystone, keystone_app
 from zaqar_delay.api.routes import ROUTES, Route
-from zaqar_delay.clock import FakeClock
-from zaqar_delay.conf import load_settings
-from zaqar_delay.service import Service
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
-
-CLIENT = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c"}
-IMPLIED_ROLES = {"admin": ("member",), "member": ("reader",)}
-
-
-class Keystone:
-    def __init__(self, client: falcon.testing.TestClient, tokens: AuthTokenFixture) -> None:
-        self.client = client
-        self.tokens = tokens
-
-    def token(self, project: str, *roles: str) -> str:
-        """A token of ``project`` with ``roles`` (default: member) and the roles they imply,
-        as keystone's bootstrap roles do (admin implies member, member implies reader)."""
-        token_id = uuid.uuid4().hex
-        granted = list(roles) or ["member"]
-        for role in granted:
-            granted.extend(r for r in IMPLIED_ROLES.get(role, ()) if r not in granted)
-        self.tokens.add_token_data(
-            token_id=token_id,
-            project_id=project,
-            user_id="u-" + project,
-            role_list=granted,
-        )
-        return token_id
-
-    def call(
-        self,
-        method: str,
-        path: str,
-        token: str | None = None,
-        headers: dict[str, str] | None = None,
-        **kwargs: Any,
-    ) -> falcon.testing.Result:
-        headers = {**CLIENT, **(headers or {})}
-        if token is not None:
-            headers["X-Auth-Token"] = token
-        return self.client.simulate_request(method, path, headers=headers, **kwargs)
-
-
-KEYSTONE_CONF = (
-    "[server]\nauth_strategy = keystone\n"
-    "[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n"
-    "delay_auth_decision = false\n"
-)
-
-
-def keystone_app(
-    tmp_path: Path, embedded_redis: EmbeddedRedis, extra_conf: str
-) -> Iterator[tuple[Keystone, Service]]:
-    """The app behind keystonemiddleware on the embedded store, with ``extra_conf``, and the
-    service it serves."""
-    conf = tmp_path / "zaqar-delay.conf"
-    conf.write_text(KEYSTONE_CONF + extra_conf)
-    settings = load_settings([str(conf)])
-    driver = open_test_driver(str(embedded_redis.uri))
-    tokens = AuthTokenFixture()
-    tokens.setUp()
-    clock = FakeClock()
-    app, service = build(settings, driver=driver, clock=clock)
-    try:
-        yield Keystone(falcon.testing.TestClient(protect(app, settings, clock)), tokens), service
-    finally:
-        tokens.cleanUp()
-        service.stores.close()
-        close_test_driver(driver)
 
 
 @pytest.fixture

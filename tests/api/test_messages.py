@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.api.conftest import OTHER_CLIENT_ID, Api, assert_error
+from tests.helpers.api import OTHER_CLIENT_ID, Api, assert_error
 
 TTL_RANGE = (
     "The TTL for a message may not exceed 1209600 seconds, and must be at least 60 seconds long."

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.api.conftest import Api, api_on
+from tests.helpers.api import Api, api_on
 
 
 @pytest.fixture

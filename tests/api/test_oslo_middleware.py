@@ -7,82 +7,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import falcon.testing
-import pytest
-from keystonemiddleware.fixture import AuthTokenFixture
 
-from tests.api.test_keystone import IMPLIED_ROLES, KEYSTONE_CONF
-from tests.conftest import close_test_driver, open_test_driver
-from zaqar_delay.api.app import create_wsgi_app
+from tests.helpers.keystone import KEYSTONE_CONF
+from tests.helpers.oslo import HEADERS, Deployment, details_of
 from zaqar_delay.api.oslo_stack import with_oslo_middleware
-from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import load_settings
-from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
-HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "p1"}
 REQUEST_ID = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 DASHBOARD_ORIGIN = "https://dashboard.example.com"
-
-
-class Deployment:
-    """The server's WSGI app on the embedded store, and (keystone) the token fixture."""
-
-    def __init__(self, app: Any, tokens: AuthTokenFixture | None):
-        self.app = app
-        self.client = falcon.testing.TestClient(app)
-        self.tokens = tokens
-
-    def preflight(self, path: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
-        """An OPTIONS request straight to the WSGI app (oslo's CORS answers a preflight
-        without a Content-Type, which falcon's test client refuses): status and headers."""
-        answered: list[tuple[str, dict[str, str]]] = []
-        environ = falcon.testing.create_environ(path, method="OPTIONS", headers=headers)
-        body = self.app(environ, lambda status, head, *_: answered.append((status, dict(head))))
-        b"".join(body)
-        return answered[0]
-
-    def token(self, *roles: str) -> str:
-        assert self.tokens is not None
-        granted = list(roles)
-        for role in granted:
-            granted.extend(r for r in IMPLIED_ROLES.get(role, ()) if r not in granted)
-        token_id = "t-" + "-".join(roles)
-        self.tokens.add_token_data(
-            token_id=token_id, project_id="p1", user_id="u1", role_list=granted
-        )
-        return token_id
-
-    def get(self, path: str, **kwargs: Any) -> falcon.testing.Result:
-        return self.client.simulate_get(path, **kwargs)
-
-
-@pytest.fixture
-def deploy(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Callable[[str], Deployment]]:
-    """Builds a deployment from configuration text (with keystone when it says so)."""
-    opened: list[tuple[Any, AuthTokenFixture | None]] = []
-
-    def build(text: str) -> Deployment:
-        conf = tmp_path / f"oslo-{len(opened)}.conf"
-        conf.write_text(text)
-        settings = load_settings([str(conf)])
-        tokens = None
-        if settings.auth_strategy == "keystone":
-            tokens = AuthTokenFixture()
-            tokens.setUp()
-        driver = open_test_driver(str(embedded_redis.uri))
-        opened.append((driver, tokens))
-        app = create_wsgi_app(settings, driver=driver, clock=FakeClock())
-        return Deployment(app, tokens)
-
-    yield build
-    for driver, tokens in opened:
-        if tokens is not None:
-            tokens.cleanUp()
-        close_test_driver(driver)
 
 
 # -- request ids -------------------------------------------------------------------------------
@@ -123,11 +60,6 @@ def test_a_location_stays_relative_as_zaqars(deploy: Callable[[str], Deployment]
 
 
 # -- /healthcheck ------------------------------------------------------------------------------
-
-
-def details_of(answer: falcon.testing.Result) -> dict[str, Any]:
-    assert answer.status_code == 200, answer.text
-    return dict(json.loads(answer.text))
 
 
 def test_healthcheck_needs_no_headers_and_shows_details_to_admins_only(

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import signed_headers
-from tests.api.test_keystone import Keystone, keystone_app
+from tests.helpers.api import signed_headers
+from tests.helpers.keystone import Keystone, keystone_app
 from zaqar_delay.api import policies
 from zaqar_delay.api.routes import ROUTES
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis

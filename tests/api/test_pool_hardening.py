@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.api.conftest import PROJECT, Api, pooled_api_on
+from tests.helpers.api import PROJECT, Api, pooled_api_on
 from zaqar_delay.storage.catalog import PoolRecord
 
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.api.conftest import PROJECT, Api, api_on, pooled_api_on
-from tests.conftest import open_test_driver, store_url
-from tests.processes import free_port, wait_gone
+from testbed.processes import free_port, wait_gone
+from tests.helpers.api import PROJECT, Api, api_on, pooled_api_on
+from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.conf import Settings
 from zaqar_delay.pooling.setup import registry

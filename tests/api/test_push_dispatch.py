@@ -17,30 +17,13 @@ from pathlib import Path
 import pytest
 from aiosmtpd.smtp import Envelope
 
-from tests.api.conftest import PROJECT, Api, api_on, signed_headers
-from tests.receiver import Receiver, receiver
+from testbed.receiver import receiver
+from tests.helpers.api import PROJECT, Api, api_on, signed_headers
+from tests.helpers.push import senders, subscribe
 from zaqar_delay.api import views
 from zaqar_delay.conf import load_settings
-from zaqar_delay.keystone.trusts import Trusts
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
-from zaqar_delay.push.mail import MailSender
-from zaqar_delay.push.senders import Senders
-from zaqar_delay.push.webhook import WebhookSender
-
-
-def senders(
-    guard: AddressGuard | None = None,
-    smtp_port: int = 0,
-    allowed_senders: tuple[str, ...] = (),
-    trusts: Trusts | None = None,
-) -> Senders:
-    """Webhooks through ``guard`` (with the tokens of ``trusts``); mail through an SMTP
-    server on ``smtp_port`` (0: none), from zd@example.com or ``allowed_senders``."""
-    host = "127.0.0.1" if smtp_port else ""
-    mail = MailSender(host, smtp_port, "zd@example.com", 5, allowed_senders=allowed_senders)
-    webhook = WebhookSender(guard or AddressGuard(), timeout_s=5, trusts=trusts)
-    return Senders(webhook, mail)
 
 
 @pytest.fixture
@@ -49,14 +32,6 @@ def dispatcher(api: Api) -> Iterator[Dispatcher]:
     dispatcher = Dispatcher(api.service, sender, concurrency=4)
     yield dispatcher
     dispatcher.stop()
-
-
-def subscribe(api: Api, hook: Receiver, queue: str = "q", **options: object) -> str:
-    created = api.post(
-        f"/v2/queues/{queue}/subscriptions", json={"subscriber": hook.url, "options": options}
-    )
-    assert created.status_code == 201, created.text
-    return str(created.json["subscription_id"])
 
 
 def test_pushed_when_due_never_before(api: Api, dispatcher: Dispatcher) -> None:

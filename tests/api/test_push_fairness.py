@@ -4,9 +4,9 @@ taking every slot in turn (``push/dispatcher.py``)."""
 
 from __future__ import annotations
 
-from tests.api.conftest import Api
-from tests.api.test_push_dispatch import senders
-from tests.receiver import receiver
+from testbed.receiver import receiver
+from tests.helpers.api import Api
+from tests.helpers.push import senders
 from zaqar_delay.push.dispatcher import Dispatcher
 
 BACKLOG = {"X-Project-ID": "backlog"}

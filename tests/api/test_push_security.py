@@ -34,14 +34,12 @@ from typing import Any
 import pytest
 from aiosmtpd.smtp import Envelope
 
-from tests.api.conftest import PROJECT, Api, api_on
-from tests.api.test_push_dispatch import senders
-from tests.processes import free_port
-from tests.receiver import receiver
+from testbed.processes import free_port
+from testbed.receiver import receiver
+from tests.helpers.api import PROJECT, Api, api_on
+from tests.helpers.push import dispatching, senders
 from zaqar_delay import retry_policy
-from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
-from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
@@ -57,17 +55,6 @@ def store_subscription(api: Api, subscriber: str, **options: Any) -> str:
     )
     assert created
     return sid
-
-
-@contextmanager
-def dispatching(api: Api, sender: Senders | None = None) -> Iterator[Dispatcher]:
-    """A dispatcher on the API's store and clock (through ``sender``; default: the guard's
-    defaults, no SMTP server), stopped afterwards."""
-    dispatcher = Dispatcher(api.service, sender or senders(), concurrency=4)
-    try:
-        yield dispatcher
-    finally:
-        dispatcher.stop()
 
 
 def last_delivery(api: Api, sid: str) -> dict[str, Any]:

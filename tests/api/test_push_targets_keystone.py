@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests import netns
-from tests.api.test_keystone import Keystone, keystone_app
-from tests.api.test_push_dispatch import senders
-from tests.receiver import receiver
+from testbed import netns
+from testbed.receiver import receiver
+from tests.helpers.keystone import Keystone, keystone_app
+from tests.helpers.push import senders
 from zaqar_delay.api.app import push_guard
 from zaqar_delay.conf import Settings, load_settings
 from zaqar_delay.push.dispatcher import Dispatcher

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.api.conftest import Api, assert_error
+from tests.helpers.api import Api, assert_error
 from zaqar_delay.api import views
 
 PATCH = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import HEADERS, PROJECT, Api, api_on, assert_error, signed_headers
+from tests.helpers.api import HEADERS, PROJECT, Api, api_on, assert_error, signed_headers
 
 SECRET = "s3cret"
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.api.conftest import PROJECT, Api, api_on
-from tests.api.test_push_dispatch import senders, subscribe
-from tests.conftest import close_test_driver, open_test_driver, store_url
-from tests.receiver import receiver
+from testbed.receiver import receiver
+from tests.helpers.api import PROJECT, Api, api_on
+from tests.helpers.push import senders, subscribe
+from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.stores import Stores

@@ -12,7 +12,7 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-from tests.api.conftest import Api
+from tests.helpers.api import Api
 
 SUBS = "/v2/queues/q/subscriptions"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import Api, api_on, assert_error
+from tests.helpers.api import Api, api_on, assert_error
 
 SUBS = "/v2/queues/q/subscriptions"
 HOOK = "http://127.0.0.1:9/hook"

@@ -14,11 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import Api, api_on, assert_error, pooled_api_on
-from tests.api.test_oslo_middleware import HEADERS, Deployment, deploy
+from tests.helpers.api import Api, api_on, assert_error, pooled_api_on
+from tests.helpers.oslo import HEADERS, Deployment
 from zaqar_delay.conf import Limits
-
-__all__ = ["deploy"]  # the deployment fixture, shared with the oslo.middleware tests
 
 QUOTAS = Limits(
     max_messages_per_post=50,

@@ -15,16 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.conftest import signed_headers
-from tests.api.test_keystone import Keystone, keystone_app
-from tests.api.test_trusts import SUBS, dispatch_once, keystone_server, trustee_conf
-from tests.keystone_standin import KeystoneStandIn
-from tests.receiver import receiver
+from testbed.keystone_standin import KeystoneStandIn
+from testbed.receiver import receiver
+from tests.helpers.api import signed_headers
+from tests.helpers.keystone import SUBS, Keystone, dispatch_once, keystone_app, trustee_conf
 from zaqar_delay.push.trusts import TRUST_ID, TRUSTOR_ID
 from zaqar_delay.service import Service
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
-
-__all__ = ["keystone_server"]  # the Keystone stand-in fixture, shared with test_trusts
 
 
 @pytest.fixture

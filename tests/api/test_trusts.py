@@ -3,7 +3,7 @@
 through it, and it is deleted with the subscription.
 
 keystonemiddleware validates the user's token (its AuthTokenFixture); the trust calls and the
-service user's authentication go to a Keystone v3 stand-in (``tests/keystone_standin.py``).
+service user's authentication go to a Keystone v3 stand-in (``testbed/keystone_standin.py``).
 """
 
 from __future__ import annotations
@@ -19,37 +19,20 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 
-from tests.api.conftest import Api
-from tests.api.test_keystone import Keystone, keystone_app
-from tests.api.test_push_dispatch import senders
-from tests.api.test_push_security import dispatching
-from tests.keystone_standin import KeystoneStandIn
-from tests.receiver import receiver
-from zaqar_delay.api.app import push_trusts
-from zaqar_delay.conf import load_settings
-from zaqar_delay.push.dispatcher import Dispatcher
-from zaqar_delay.push.guard import AddressGuard
+from testbed.keystone_standin import KeystoneStandIn
+from testbed.receiver import receiver
+from tests.helpers.api import Api
+from tests.helpers.keystone import (
+    SERVICE_USER,
+    SUBS,
+    Keystone,
+    dispatch_once,
+    keystone_app,
+    trustee_conf,
+)
+from tests.helpers.push import dispatching
 from zaqar_delay.service import Service
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
-
-SUBS = "/v2/queues/q/subscriptions"
-SERVICE_USER, SERVICE_PASSWORD = "zaqar-delay", "service-secret"
-
-
-@pytest.fixture
-def keystone_server() -> Iterator[KeystoneStandIn]:
-    server = KeystoneStandIn({SERVICE_USER: SERVICE_PASSWORD}, lambda: "unused", []).start()
-    yield server
-    server.stop()
-
-
-def trustee_conf(keystone_server: KeystoneStandIn) -> str:
-    return (
-        "[trustee]\nauth_type = password\n"
-        f"auth_url = {keystone_server.url}\nusername = {SERVICE_USER}\n"
-        f"password = {SERVICE_PASSWORD}\nuser_domain_id = default\n"
-        "[notification]\nallowed_networks = 127.0.0.0/8\n"
-    )
 
 
 @pytest.fixture
@@ -75,16 +58,6 @@ def subscribe_trust(keystone: Keystone, token: str, url: str) -> str:
     )
     assert created.status_code == 201, created.text
     return str(created.json["subscription_id"])
-
-
-def dispatch_once(service: Service, conf: Path) -> None:
-    trusts = push_trusts(load_settings([str(conf)]))
-    assert trusts is not None
-    dispatcher = Dispatcher(service, senders(AddressGuard(), trusts=trusts), concurrency=2)
-    try:
-        assert dispatcher.run_once() == 1
-    finally:
-        dispatcher.stop()
 
 
 def test_a_trust_subscriber_is_pushed_with_a_token_obtained_through_its_trust(

@@ -8,7 +8,7 @@ import time
 import falcon.testing
 import pytest
 
-from tests.api.conftest import PROJECT, Api, assert_error
+from tests.helpers.api import PROJECT, Api, assert_error
 from zaqar_delay import waiting
 
 # A waiting claim in these tests waits this long, and must be answered well within it: a

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.processes import RedisServer, ServiceProcess
-from tests.receiver import receiver
+from testbed.processes import RedisServer, ServiceProcess
+from testbed.receiver import receiver
 
 pytestmark = pytest.mark.functional
 
@@ -391,7 +391,7 @@ def keystone_server(tmp_path: pathlib.Path, embedded_redis: Any) -> Iterator[tup
 
     from keystonemiddleware.fixture import AuthTokenFixture
 
-    from tests.conftest import close_test_driver, open_test_driver
+    from tests.helpers.stores import close_test_driver, open_test_driver
     from zaqar_delay.api.app import create_wsgi_app
     from zaqar_delay.conf import load_settings
 

@@ -3,12 +3,14 @@ Cluster, MongoDB's wire protocol and a Swift all-in-one."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
-from tests.processes import RedisCluster, RedisServer, SecantusServer, ServiceProcess
-from tests.swift_aio import SwiftAllInOne
+from testbed.processes import RedisCluster, RedisServer, SecantusServer, ServiceProcess
+from testbed.swift_aio import SwiftAllInOne, missing_binaries
+from tests.helpers.faults import Store
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 
@@ -70,3 +72,25 @@ SERVICES = {
 @pytest.fixture(params=list(SERVICES))
 def service(request: pytest.FixtureRequest) -> ServiceProcess:
     return request.getfixturevalue(SERVICES[request.param])  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=["redis-aof", "mongodb", "swift"])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    if request.param == "swift":
+        if missing_binaries():
+            pytest.skip(f"Swift's servers are needed ({', '.join(missing_binaries())})")
+        swift = SwiftAllInOne().start()
+        yield Store(swift, swift.store_uri)
+        swift.stop()
+        return
+    if request.param == "redis-aof":
+        # always: with everysec Redis may answer writes it has not written yet while a slow
+        # fsync runs (doc/source/manual/durability.rst), which this test is not about.
+        redis = RedisServer(aof=True, extra_args=["--appendfsync", "always"]).start()
+        yield Store(redis, redis.url)
+        redis.stop()
+        return
+    path = tempfile.mkdtemp(prefix="zd-secantus-")
+    mongo = SecantusServer(storage_path=path, durable=True).start()
+    yield Store(mongo, mongo.database_url("zaqar_delay_faults"))
+    mongo.stop()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import ServiceProcess
+from testbed.processes import ServiceProcess
 
 pytestmark = [pytest.mark.functional, pytest.mark.benchmark]
 
@@ -216,7 +216,7 @@ def test_swift_patterns_benchmark_measures_each_pattern_and_zaqar_delay(tmp_path
 def on_swift(module: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run a Swift benchmark's zaqar-delay leg (upstream's needs its virtualenv, installed
     from PyPI on the first full run), skipping the test when Swift is not installed."""
-    from tests.swift_aio import missing_binaries
+    from testbed.swift_aio import missing_binaries
 
     if missing_binaries():
         pytest.skip(f"Swift's servers are needed ({', '.join(missing_binaries())})")
@@ -231,7 +231,7 @@ def on_swift(module: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_dedup_posts_benchmark_measures_each_kind_on_each_store(tmp_path: Path) -> None:
-    from tests.swift_aio import missing_binaries
+    from testbed.swift_aio import missing_binaries
 
     stores = "redis-server,mongodb" + ("" if missing_binaries() else ",swift")
     subprocess.run(

@@ -23,14 +23,14 @@ from typing import Any
 import pytest
 import requests
 
-from tests.processes import (
+from testbed.processes import (
     RedisServer,
     SecantusServer,
     ServiceProcess,
     embedded_store_pids,
     is_gone,
 )
-from tests.swift_aio import SwiftAllInOne, missing_binaries
+from testbed.swift_aio import SwiftAllInOne, missing_binaries
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = [pytest.mark.functional, pytest.mark.faults, pytest.mark.wallclock]

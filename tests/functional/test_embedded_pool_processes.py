@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.processes import ServiceProcess, is_gone, wait_gone, wait_until
+from testbed.processes import ServiceProcess, is_gone, wait_gone, wait_until
 
 pytestmark = pytest.mark.functional
 

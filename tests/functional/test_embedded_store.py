@@ -19,14 +19,8 @@ import pytest
 import redis
 import requests
 
-from tests.functional.test_faults import HEADERS, Load, stored_ids, total
-from tests.processes import (
-    ServiceProcess,
-    embedded_store_pids,
-    is_gone,
-    wait_gone,
-    wait_until,
-)
+from testbed.processes import ServiceProcess, embedded_store_pids, is_gone, wait_gone, wait_until
+from tests.helpers.faults import HEADERS, Load, stored_ids, total
 
 pytestmark = [pytest.mark.functional, pytest.mark.faults]
 

@@ -14,8 +14,8 @@ import pytest
 import redis
 import requests
 
-from tests.conftest import redis_values_text
-from tests.processes import ServiceProcess
+from testbed.processes import ServiceProcess
+from tests.helpers.stores import redis_values_text
 from zaqar_delay.conf import Limits
 from zaqar_delay.pipeline import rows
 from zaqar_delay.pipeline.client import Poster, Target

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.processes import ServiceProcess
+from testbed.processes import ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 MESSAGES = 400

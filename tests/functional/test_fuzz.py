@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.processes import ServiceProcess
+from testbed.processes import ServiceProcess
 from zaqar_delay.api import openapi
 from zaqar_delay.conf import Limits
 

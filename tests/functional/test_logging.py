@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.processes import ServiceProcess
+from testbed.processes import ServiceProcess
 
 pytestmark = pytest.mark.functional
 

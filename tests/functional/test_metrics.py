@@ -10,7 +10,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.processes import ServiceProcess
+from testbed.processes import ServiceProcess
 
 pytestmark = pytest.mark.functional
 

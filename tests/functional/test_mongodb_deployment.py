@@ -13,9 +13,7 @@ import pymongo
 import pytest
 import requests
 
-from tests.conftest import REAL_MONGODB_ENV, close_test_driver, open_test_driver
-from tests.functional.test_server_command import run_server
-from tests.processes import (
+from testbed.processes import (
     SecantusServer,
     ServiceProcess,
     free_port,
@@ -23,6 +21,8 @@ from tests.processes import (
     process_tree,
     wait_until,
 )
+from tests.helpers.commands import run_server
+from tests.helpers.stores import REAL_MONGODB_ENV, close_test_driver, open_test_driver
 from zaqar_delay.conf import STORAGE_URI_ENV
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.mongodb import schema

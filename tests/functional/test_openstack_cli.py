@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.processes import ServiceProcess
+from testbed.processes import ServiceProcess
 
 pytestmark = pytest.mark.functional
 

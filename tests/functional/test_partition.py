@@ -20,8 +20,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests import netns
-from tests.functional.test_failover import (
+from testbed import netns
+from testbed.processes import Placement, RedisSentinelGroup, ServiceProcess, wait_until
+from tests.helpers.failover import (
     QUEUE,
     STORE_CONFIG,
     Run,
@@ -31,7 +32,6 @@ from tests.functional.test_failover import (
     wait_for_posting,
     wake_up_listeners,
 )
-from tests.processes import Placement, RedisSentinelGroup, ServiceProcess, wait_until
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = [

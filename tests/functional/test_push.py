@@ -14,9 +14,9 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.functional.test_faults import HEADERS, Store, store  # noqa: F401 - the fixture
-from tests.processes import ServiceProcess, is_gone
-from tests.receiver import Received, Receiver, receiver
+from testbed.processes import ServiceProcess, is_gone
+from testbed.receiver import Received, Receiver, receiver
+from tests.helpers.faults import HEADERS, Store
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -127,7 +127,7 @@ def test_each_message_is_pushed_when_due_and_never_before(server: ServiceProcess
 
 @pytest.mark.faults
 def test_kill_9_of_every_server_process_mid_delivery_loses_no_push(
-    store: Store,  # noqa: F811 - the fixture
+    store: Store,
 ) -> None:
     # The receiver answers slowly, so the kill lands while pushes are in flight; a lease
     # lasts three push timeouts (3 s here), after which the restarted server sends them.

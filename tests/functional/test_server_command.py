@@ -4,30 +4,19 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 
 import pytest
 import requests
 
-from tests.processes import RedisServer, ServiceProcess, free_port, process_tree
+from testbed.processes import RedisServer, ServiceProcess, free_port, process_tree
+from tests.helpers.commands import run_server
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
 
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "p"}
-
-
-def run_server(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zaqar_delay.cmd.server", *args],
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 @pytest.mark.parametrize(

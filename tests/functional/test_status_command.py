@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.processes import RedisServer, SecantusServer
+from testbed.processes import RedisServer, SecantusServer
 from zaqar_delay.conf import load_settings
 from zaqar_delay.storage.uri import open_driver
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.swift_aio import SwiftAllInOne, missing_binaries
+from testbed.swift_aio import SwiftAllInOne, missing_binaries
 
 pytestmark = pytest.mark.functional
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.processes import RedisServer, free_port, wait_until
+from testbed.processes import RedisServer, free_port, wait_until
 
 pytestmark = pytest.mark.functional
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.processes import RedisServer, SecantusServer, ServiceProcess
+from testbed.processes import RedisServer, SecantusServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from zaqarclient.queues import client as zaqar
 
-from tests.processes import ServiceProcess
+from testbed.processes import ServiceProcess
 
 pytestmark = pytest.mark.functional
 

@@ -8,6 +8,7 @@ Every test must pass except those listed in EXPECTED_FAILURES, each with its rea
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import SecantusServer, ServiceProcess, _bindable
+from testbed.processes import SecantusServer, ServiceProcess, _bindable
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -78,8 +79,16 @@ def client_source() -> Path:
             check=True,
         )
         [archive] = Path(download).glob("*.tar.gz")
+        # Unpacked beside the cache and renamed into place: parallel test workers may all
+        # get here, and each must find the tree whole or not at all.
+        unpacked = Path(tempfile.mkdtemp(dir=target.parent))
         with tarfile.open(archive) as tar:
-            tar.extractall(target.parent, filter="data")
+            tar.extractall(unpacked, filter="data")
+        try:
+            (unpacked / target.name).rename(target)
+        except OSError:  # another worker's tree got there first
+            assert (target / SUITES[0]).exists(), f"{target} is there but incomplete"
+        shutil.rmtree(unpacked, ignore_errors=True)
     return target
 
 

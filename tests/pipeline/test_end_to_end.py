@@ -14,8 +14,8 @@ import pytest
 import requests
 from pyspark.sql import SparkSession
 
-from tests.conftest import store_url
-from tests.processes import RedisServer, ServiceProcess
+from testbed.processes import RedisServer, ServiceProcess
+from tests.helpers.stores import store_url
 from zaqar_delay.conf import STORAGE_URI_ENV
 from zaqar_delay.pipeline import cli
 from zaqar_delay.pipeline.client import Poster, Target

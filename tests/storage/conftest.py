@@ -1,18 +1,16 @@
-"""The storage suites' stores: the contract modules also run pooled (``tests/storage/pooled.py``)
+"""The storage suites' stores: the contract modules also run pooled (``tests/helpers/pooled.py``)
 by parametrizing ``store_uri`` with ``CONTRACT_STORES``."""
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import STORES, close_test_driver, open_test_driver, store_url
-from tests.storage.pooled import POOLED, pooled_driver
-from tests.swift_aio import SwiftAllInOne
-from zaqar_delay.storage.swift.connect import SwiftClient
+from testbed.swift_aio import SwiftAllInOne
+from tests.helpers.pooled import POOLED, pooled_driver
+from tests.helpers.stores import STORES, close_test_driver, open_test_driver, store_url
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
 
@@ -40,17 +38,3 @@ def swift(swift_aio: SwiftAllInOne) -> Iterator[SwiftDriver]:
     assert isinstance(driver, SwiftDriver)
     yield driver
     close_test_driver(driver)
-
-
-class SwiftRequests:
-    """Counts the Swift requests every driver's client makes, by client method."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.made: collections.Counter[str] = collections.Counter()
-        call = SwiftClient._call
-
-        def counted(client: SwiftClient, method: str, *args: Any, **kwargs: Any) -> Any:
-            self.made[method] += 1
-            return call(client, method, *args, **kwargs)
-
-        monkeypatch.setattr(SwiftClient, "_call", counted)

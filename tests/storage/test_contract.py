@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import close_test_driver, namespace_of, open_test_driver
-from tests.storage.pooled import CONTRACT_STORES, PooledDriver, one_store
+from tests.helpers.pooled import CONTRACT_STORES, PooledDriver, one_store
+from tests.helpers.stores import close_test_driver, namespace_of, open_test_driver
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock, arrival
 from zaqar_delay.conf import Limits

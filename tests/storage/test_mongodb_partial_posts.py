@@ -14,7 +14,7 @@ from typing import Any
 import pymongo
 import pytest
 
-from tests.conftest import close_test_driver, open_test_driver, store_url
+from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage, Posted

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from tests.processes import SecantusServer
+from testbed.processes import SecantusServer
 from zaqar_delay.errors import StorageConfigError, WriteNotReplicated
 from zaqar_delay.storage.mongodb.connect import mongo_client
 from zaqar_delay.storage.mongodb.driver import MongoDriver

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import close_test_driver, open_test_driver, store_url
-from tests.storage.pooled import pooled_driver
+from tests.helpers.pooled import pooled_driver
+from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import ClaimOutcome, NewMessage

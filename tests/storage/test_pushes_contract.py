@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import STORES, namespace_of, open_test_driver
+from tests.helpers.stores import STORES, namespace_of, open_test_driver
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import MessageEdit, NewMessage, SubscriptionChange
 from zaqar_delay.storage.base import Driver

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tests.conftest import close_test_driver, open_test_driver
-from tests.processes import RedisCluster
+from testbed.processes import RedisCluster
+from tests.helpers.stores import close_test_driver, open_test_driver
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.errors import StorageConfigError, StorageUnavailable
 from zaqar_delay.models import NewMessage

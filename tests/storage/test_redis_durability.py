@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.conftest import close_test_driver, open_test_driver
-from tests.processes import RedisCluster, RedisSentinelGroup, RedisServer
+from testbed.processes import RedisCluster, RedisSentinelGroup, RedisServer
+from tests.helpers.stores import close_test_driver, open_test_driver
 from zaqar_delay.conf import Settings
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.redis import durability

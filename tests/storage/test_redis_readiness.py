@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.processes import RedisServer
+from testbed.processes import RedisServer
 
 WORKER = textwrap.dedent(
     """

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.processes import RedisServer, is_gone, wait_until
+from testbed.processes import RedisServer, is_gone, wait_until
 from zaqar_delay.conf import Settings
 from zaqar_delay.errors import StorageConfigError, StorageUnavailable, WriteNotReplicated
 from zaqar_delay.models import NewMessage

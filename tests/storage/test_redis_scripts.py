@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.processes import RedisServer
+from testbed.processes import RedisServer
 from zaqar_delay.storage.redis import layout, scripts
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.scripts import (

@@ -11,7 +11,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from tests.conftest import open_test_driver, store_url
+from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.redis.driver import RedisDriver

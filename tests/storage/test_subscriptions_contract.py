@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from tests.conftest import namespace_of, open_test_driver
-from tests.storage.pooled import CONTRACT_STORES, one_store
+from tests.helpers.pooled import CONTRACT_STORES, one_store
+from tests.helpers.stores import namespace_of, open_test_driver
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import PushResult, SubscriptionChange

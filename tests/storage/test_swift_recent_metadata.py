@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import close_test_driver, open_test_driver
-from tests.storage.conftest import SwiftRequests
-from tests.swift_aio import SwiftAllInOne
+from testbed.swift_aio import SwiftAllInOne
+from tests.helpers.stores import close_test_driver, open_test_driver
+from tests.helpers.swift import SwiftRequests
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage, Posted, VersionedMetadata
 from zaqar_delay.storage.base import metadata_version_of

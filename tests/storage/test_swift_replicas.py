@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import close_test_driver, open_test_driver
-from tests.storage.test_swift_specific import RACES, race
-from tests.swift_aio import SwiftAllInOne, missing_binaries
+from testbed.swift_aio import SwiftAllInOne, missing_binaries
+from tests.helpers.stores import close_test_driver, open_test_driver
+from tests.helpers.swift import RACES, race
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver

@@ -15,9 +15,10 @@ from unittest.mock import ANY
 import pytest
 from swiftclient.exceptions import ClientException
 
-from tests.conftest import close_test_driver, open_test_driver
-from tests.keystone_standin import KeystoneStandIn
-from tests.swift_aio import SwiftAllInOne
+from testbed.keystone_standin import KeystoneStandIn
+from testbed.swift_aio import SwiftAllInOne
+from tests.helpers.stores import close_test_driver, open_test_driver
+from tests.helpers.swift import RACERS, RACES, race
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings
@@ -35,43 +36,6 @@ from zaqar_delay.storage.uri import open_driver
 
 P, Q = "project-s", "jobs"
 ALICE = "a" * 32
-RACERS = 8
-RACES = 20
-
-
-def race(swift_aio: SwiftAllInOne, attempt: Any) -> list[int]:
-    """``attempt(client, name, body)`` by RACERS threads at once on one new object name, RACES
-    times; how many of them said they won, each time."""
-    clients = [SwiftClient(access_from_uri(swift_aio.store_uri)) for _ in range(RACERS)]
-    container = f"race-{uuid.uuid4().hex[:8]}"
-    clients[0].put_container(container)
-    winners = []
-    try:
-        for round_number in range(RACES):
-            winners.append(one_race(clients, container, f"o{round_number}", attempt))
-    finally:
-        for client in clients:
-            client.close()
-    return winners
-
-
-def one_race(clients: list[SwiftClient], container: str, name: str, attempt: Any) -> int:
-    barrier = threading.Barrier(len(clients))
-    won: list[bool] = []
-
-    def run(client: SwiftClient) -> None:
-        client.ping()  # authenticated before the start
-        barrier.wait()
-        body = json.dumps({"racer": uuid.uuid4().hex}).encode()
-        won.append(attempt(client, container, name, body))
-
-    threads = [threading.Thread(target=run, args=(c,)) for c in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert len(won) == len(clients)
-    return sum(won)
 
 
 def test_if_none_match_lets_concurrent_creations_all_succeed(swift_aio: SwiftAllInOne) -> None:

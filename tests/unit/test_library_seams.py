@@ -22,7 +22,7 @@ import pytest
 import redis
 from gunicorn.workers import ggevent
 
-from tests.unit.gevent_thread import serve_in_thread
+from tests.helpers.gevent_thread import serve_in_thread
 from zaqar_delay.cmd import headers, worker
 from zaqar_delay.cmd.headers import Handler, RequestHeaders
 

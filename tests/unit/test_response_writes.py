@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from gevent import pywsgi
 
-from tests.unit.gevent_thread import serve_in_thread
+from tests.helpers.gevent_thread import serve_in_thread
 from zaqar_delay.cmd.headers import Handler
 
 LARGE = 100_000

@@ -10,7 +10,7 @@ from pathlib import Path
 import falcon.testing
 import pytest
 
-from tests.api.test_isolation import other_project_calls
+from tests.helpers.api import other_project_calls
 from zaqar_delay.api import home, openapi
 from zaqar_delay.api.operations import operation_of
 from zaqar_delay.api.routes import ROUTES, Route

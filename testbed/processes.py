@@ -85,12 +85,27 @@ def _bindable(port: int) -> bool:
 
 
 def free_cluster_port() -> int:
-    """A free port whose cluster bus port (port + 10000) is free too; both must be < 65536."""
+    """A free port whose cluster bus port (port + 10000) is free too; both must be < 65536.
+
+    Under pytest-xdist each worker draws from its own slice of the range, so two workers
+    starting clusters at once never pick the same port between the check and the bind."""
+    low, high = _worker_slice(20000, 30000)
     for _ in range(1000):
-        port = random.randrange(20000, 30000)
+        port = random.randrange(low, high)
         if _bindable(port) and _bindable(port + 10000):
             return port
     raise RuntimeError("no free port pair for a Redis Cluster node")
+
+
+def _worker_slice(low: int, high: int) -> tuple[int, int]:
+    """This pytest-xdist worker's share of ``[low, high)`` (all of it outside xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ...
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count <= 1:
+        return low, high
+    size = (high - low) // count
+    start = low + int(worker[2:]) * size
+    return start, start + size
 
 
 def redis_server_binary() -> str:

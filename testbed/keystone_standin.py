@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tests.processes import free_port
+from testbed.processes import free_port
 
 Endpoint = dict[str, str]
 

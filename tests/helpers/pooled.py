@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import STORES, close_test_driver, open_test_driver, store_url
+from tests.helpers.stores import STORES, close_test_driver, open_test_driver, store_url
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import requests
 
-from tests.processes import free_port, wait_until
+from testbed.processes import free_port, wait_until
 
 USER, KEY = "test:tester", "testing"
 BINARIES = (

@@ -1,0 +1,1 @@
+"""Helpers the test suites share: stores, the API under test, pushes, Keystone, faults."""

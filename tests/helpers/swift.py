@@ -1,0 +1,68 @@
+"""Swift driver helpers: counting a client's requests, and racing attempts."""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+from testbed.swift_aio import SwiftAllInOne
+from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
+
+RACERS = 8
+
+
+class SwiftRequests:
+    """Counts the Swift requests every driver's client makes, by client method."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.made: collections.Counter[str] = collections.Counter()
+        call = SwiftClient._call
+
+        def counted(client: SwiftClient, method: str, *args: Any, **kwargs: Any) -> Any:
+            self.made[method] += 1
+            return call(client, method, *args, **kwargs)
+
+        monkeypatch.setattr(SwiftClient, "_call", counted)
+
+
+RACES = 20
+
+
+def race(swift_aio: SwiftAllInOne, attempt: Any) -> list[int]:
+    """``attempt(client, name, body)`` by RACERS threads at once on one new object name, RACES
+    times; how many of them said they won, each time."""
+    clients = [SwiftClient(access_from_uri(swift_aio.store_uri)) for _ in range(RACERS)]
+    container = f"race-{uuid.uuid4().hex[:8]}"
+    clients[0].put_container(container)
+    winners = []
+    try:
+        for round_number in range(RACES):
+            winners.append(one_race(clients, container, f"o{round_number}", attempt))
+    finally:
+        for client in clients:
+            client.close()
+    return winners
+
+
+def one_race(clients: list[SwiftClient], container: str, name: str, attempt: Any) -> int:
+    barrier = threading.Barrier(len(clients))
+    won: list[bool] = []
+
+    def run(client: SwiftClient) -> None:
+        client.ping()  # authenticated before the start
+        barrier.wait()
+        body = json.dumps({"racer": uuid.uuid4().hex}).encode()
+        won.append(attempt(client, container, name, body))
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(won) == len(clients)
+    return sum(won)
