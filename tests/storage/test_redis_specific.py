@@ -93,7 +93,13 @@ def test_expired_buckets_are_collected_and_never_counted(
 
 
 @pytest.mark.parametrize(
-    "client", [uuid.uuid4().hex, str(uuid.uuid4()), "a-free-form-client", "ABCDEF" * 6]
+    "client",
+    [
+        "5c0f5e0a9b2d4e7f8a1b3c5d7e9f0a2b",
+        "5c0f5e0a-9b2d-4e7f-8a1b-3c5d7e9f0a2b",
+        "a-free-form-client",
+        "ABCDEF" * 6,
+    ],
 )
 def test_every_form_of_client_id_reads_back_as_posted(
     redis_driver: RedisDriver, clock: FakeClock, client: str

