@@ -345,9 +345,9 @@ class RedisCluster:
                 for n in self.nodes
             )
 
-        wait_until(cluster_ok, 30, "Redis Cluster")
+        wait_until(cluster_ok, 60, "Redis Cluster")
         if self.replicas:
-            wait_until(self._replicas_in_sync, 30, "Redis Cluster replicas")
+            wait_until(self._replicas_in_sync, 60, "Redis Cluster replicas")
         return self
 
     def _replicas_in_sync(self) -> bool:

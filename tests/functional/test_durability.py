@@ -38,6 +38,7 @@ pytestmark = [pytest.mark.functional, pytest.mark.faults, pytest.mark.wallclock]
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "durable"}
 POSTS = 120
 CLAIMED = 10
+LATER_MS = 12_000  # when the messages not claimed before the crash start to be due
 # Stores on which the test also waits out the pre-crash claim (a minute: the shortest ttl).
 CLAIM_EXPIRY_LEGS = ("embedded", "mongodb")
 
@@ -118,11 +119,12 @@ def test_acknowledged_messages_survive_kill_9_of_server_and_store(
 ) -> None:
     service = deployment.start()
     assert call(service, "PUT", "/v2/queues/jobs").status_code == 201
-    # The first CLAIMED messages are due at once; the rest 6 to 9 seconds from now.
+    # The first CLAIMED messages are due at once; the rest LATER_MS to LATER_MS + 3 s from
+    # now, after the claim below (the posts take a few seconds on a busy machine).
     base = now_ms()
     due = {}
     for i in range(POSTS):
-        deliver_at = base if i < CLAIMED else base + 6000 + 25 * i
+        deliver_at = base if i < CLAIMED else base + LATER_MS + 25 * i
         response = call(
             service,
             "POST",
@@ -132,6 +134,7 @@ def test_acknowledged_messages_survive_kill_9_of_server_and_store(
         assert response.status_code == 201, response.text
         due[response.json()["resources"][0].rsplit("/", 1)[1]] = max(deliver_at, base)
     claim_sent = now_ms()
+    assert claim_sent < base + LATER_MS, "the posts outlasted the later messages' delay"
     claim = call(service, "POST", "/v2/queues/jobs/claims?limit=20", json={"ttl": 60, "grace": 60})
     assert claim.status_code == 201
     claim_href = claim.headers["location"]

@@ -76,7 +76,8 @@ def open_test_driver(
         swift.prepare()
         return swift
     if uri.startswith("mongodb"):
-        client, _ = mongo_client(uri, 10.0)
+        # secantusdb is a Python server: a large batch on a busy machine takes seconds.
+        client, _ = mongo_client(uri, 30.0)
         driver: Driver = MongoDriver(client, namespace, list_scan_budget=list_scan_budget)
         driver.prepare()
         return driver
