@@ -29,17 +29,12 @@ from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 SLOW_MARKERS = ("faults", "fuzz", "spark", "benchmark", "wallclock")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith("tests/pipeline/"):
             item.add_marker(pytest.mark.spark)
         if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
-        if "swift" in item.nodeid.lower():
-            # Under pytest-xdist (--dist loadgroup) every Swift test runs in one worker: one
-            # Swift all-in-one (five servers) for the run instead of one per worker.
-            item.add_marker(pytest.mark.xdist_group("swift"))
 
 
 @pytest.fixture(scope="session")

@@ -26,8 +26,20 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import load_settings
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
+# The API suite runs on the embedded Redis and on every other kind of store. The lane to run
+# while working (tox -e fast) leaves the other stores to the gate, except in the modules marked
+# ``store_paths``, whose tests take paths of the store's own (the contract suite holds every
+# store to the rest).
+API_STORES = [
+    "embedded",
+    *(
+        pytest.param(store, marks=pytest.mark.other_store)
+        for store in ("mongodb", "swift", "pooled")
+    ),
+]
 
-@pytest.fixture(params=["embedded", "mongodb", "swift", "pooled"])
+
+@pytest.fixture(params=API_STORES)
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
     """The API on each kind of driver (the contract suite covers every store), and pooled:
     queues spread over a Redis and a MongoDB pool."""

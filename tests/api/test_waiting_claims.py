@@ -11,6 +11,9 @@ import pytest
 from tests.helpers.api import PROJECT, Api, assert_error
 from zaqar_delay import waiting
 
+# Wake-ups are the store's own (Redis pub/sub, MongoDB change streams, polling on Swift).
+pytestmark = pytest.mark.store_paths
+
 # A waiting claim in these tests waits this long, and must be answered well within it: a
 # wake-up takes milliseconds, and a claim answered only when its wait runs out was not woken.
 WAIT_S = 20

@@ -28,6 +28,9 @@ CLIENT = "c" * 32
 MESSAGES = 60
 CLAIMERS = 6
 
+# One worker runs the module, so one three-replica all-in-one is started (under pytest-xdist).
+pytestmark = pytest.mark.xdist_group("swift-replicas")
+
 
 @pytest.fixture(scope="module")
 def three_replicas() -> Iterator[SwiftAllInOne]:
