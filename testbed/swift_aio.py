@@ -40,8 +40,6 @@ SERVERS = ("account", "container", "object")
 # small object within settle_ms (0.1 s), as on a storage node of its own, and a parallel test
 # run keeps every core of a small machine busy.
 AHEAD_OF_THE_TESTS = ("nice", "-n", "-10")
-# settle_ms of the store URI the tests use (see SwiftAllInOne.store_uri).
-TEST_SETTLE_MS = 300
 # How each storage server is started, and the WSGI pipeline of its configuration.
 STORAGE_PIPELINE = "[pipeline:main]\npipeline = {kind}-server\n\n[app:{kind}-server]\n"
 
@@ -109,12 +107,8 @@ class SwiftAllInOne:
 
     @property
     def store_uri(self) -> str:
-        """The storage URI of the test account, naming this all-in-one's auth URL, with
-        ``settle_ms`` as a deployment sets it: the time its object servers take at most to
-        commit a small object. The default (100 ms) is for storage nodes of their own; this
-        all-in-one shares a small machine with a parallel test run, and at 100 ms two
-        concurrent creations both won now and then (a dedup id stored twice)."""
-        query = urllib.parse.urlencode({"auth_url": self.auth_url, "settle_ms": TEST_SETTLE_MS})
+        """The storage URI of the test account, naming this all-in-one's auth URL."""
+        query = urllib.parse.urlencode({"auth_url": self.auth_url})
         return f"swift://{urllib.parse.quote(USER, safe='')}:{KEY}@/test?{query}"
 
     def _write_configuration(self) -> None:
