@@ -4,7 +4,7 @@ A subscription names who is pushed a queue's messages: an ``http(s)://`` endpoin
 ``trust+http(s)://`` one (pushed with a token of the subscribing user, through a Keystone
 trust: ``push/trusts.py``) or a ``mailto:`` address, for ``ttl`` seconds, with ``options``
 (Zaqar's ``post_data``, ``post_headers`` and ``_retry_policy``; zaqar-delay's dispatch
-limits, ``push.limits``). Subscriptions are unique by project, queue and subscriber.
+limits, ``dispatch_limits``). Subscriptions are unique by project, queue and subscriber.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any
 from zaqar_delay import errors, retry_policy, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
+from zaqar_delay.dispatch_limits import check as limits_check
 from zaqar_delay.keystone.trusts import Trusts
 from zaqar_delay.models import Subscription, SubscriptionChange
 from zaqar_delay.push import headers as post_headers
 from zaqar_delay.push import subscribers
 from zaqar_delay.push.confirmation import Confirmations
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
-from zaqar_delay.push.limits import check as limits_check
 from zaqar_delay.push.mail import MailRefused, MailRules
 from zaqar_delay.push.trusts import SERVICE_OPTIONS, TRUST_ID, TRUSTOR_ID, Caller, is_trust
 from zaqar_delay.quotas import Quotas

@@ -1,7 +1,7 @@
 """The queue policy is read in one place (zaqar_delay.policy); the Redis scripts, which read
 the metadata themselves, use the same key names (the backoff formula is checked on every store
 by the contract suite's TestRetryBackoff), as they do for subscriptions' dispatch limits
-(zaqar_delay.push.limits)."""
+(zaqar_delay.dispatch_limits)."""
 
 from __future__ import annotations
 

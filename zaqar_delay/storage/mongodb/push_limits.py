@@ -1,4 +1,4 @@
-"""Dispatch limits of subscriptions on MongoDB (``zaqar_delay.push.limits``), kept in the
+"""Dispatch limits of subscriptions on MongoDB (``zaqar_delay.dispatch_limits``), kept in the
 ``push_limits`` collection so that every server process shares them:
 
 - ``{_id: "<sid>/rate", s, p, q, t}``: the next free time (ms) of the subscription's rate; a

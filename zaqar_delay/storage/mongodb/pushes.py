@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pymongo import DeleteMany, UpdateOne
 from pymongo.errors import BulkWriteError
 
+from zaqar_delay.dispatch_limits import DispatchLimits
 from zaqar_delay.models import Delivery
-from zaqar_delay.push.limits import DispatchLimits
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, message_of
 from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_class_errors

@@ -5,7 +5,7 @@ and placed before ``lua/lib.lua``, so no script spells one itself: the order of 
 (``KEYS``, from :class:`~zaqar_delay.storage.redis.keys.QueueKeys`), the message record layout
 and its kind bits, the bucket size, the parked-push marker, the claim-refusal replies, and the
 metadata and option names the scripts read (:mod:`zaqar_delay.policy`,
-:mod:`zaqar_delay.push.limits`).
+:mod:`zaqar_delay.dispatch_limits`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import struct
 
+from zaqar_delay import dispatch_limits as limits
 from zaqar_delay import policy
-from zaqar_delay.push import limits
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.redis.keys import QueueKeys
 

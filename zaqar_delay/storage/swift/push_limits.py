@@ -1,4 +1,4 @@
-"""Dispatch limits of subscriptions on Swift (``zaqar_delay.push.limits``), shared by every
+"""Dispatch limits of subscriptions on Swift (``zaqar_delay.dispatch_limits``), shared by every
 server process through objects of the pushes container, each changed only by creating its
 next generation (``SwiftClient.create_settled``):
 

@@ -23,8 +23,8 @@ import secrets
 import urllib.parse
 from collections.abc import Sequence
 
+from zaqar_delay.dispatch_limits import DispatchLimits
 from zaqar_delay.models import Delivery, Subscription
-from zaqar_delay.push.limits import DispatchLimits
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, Slot, delete_at, message_of
 from zaqar_delay.storage.swift.push_limits import PushLimitOps

@@ -11,6 +11,9 @@ and its requests in flight, and leases a push only within them (``lua/push.lua``
 limit reserves for it; one held back by concurrency waits, parked, until a request of its
 subscription ends (or its lease runs out). The option names are read by the store's scripts
 too; ``tests/unit/test_policy.py`` fails when the two drift apart.
+
+A module of its own, beside ``subscriptions.py``: the service checks the limits and the
+stores apply them, and ``storage`` imports nothing of ``push`` (``lint-imports``).
 """
 
 from __future__ import annotations
