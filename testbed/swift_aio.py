@@ -267,9 +267,8 @@ class SwiftAllInOne:
         return (self.directory / f"{name}.log").read_text(errors="replace")
 
     def stop(self) -> None:
-        """Stop every server and remove the all-in-one's files. The servers are killed: their
-        data is thrown away, and a Swift server asked to stop waits for its connections to
-        close (seconds, after a busy run)."""
+        """Stop every server and remove the all-in-one's files. The servers are killed, not
+        asked to stop: their data is thrown away with the files."""
         for process in self.processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
