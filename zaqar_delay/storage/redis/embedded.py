@@ -315,12 +315,13 @@ class EmbeddedRedis:
     # -- stopping ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Shut the store down (it fsyncs the append-only file) unless another client, such as
-        a second server on the same directory, is connected."""
+        """Shut the store down (it fsyncs the append-only file) and collect its process,
+        unless another client, such as a second server on the same directory, is still
+        connected after a short grace: then it returns, and the store stays up for them."""
         if os.getpid() != self._owner_pid:
             return
-        shut_down(self.directory)
-        self._reap_after_shutdown()
+        if shut_down(self.directory):
+            self._reap_after_shutdown()
 
     def _reap_after_shutdown(self, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
