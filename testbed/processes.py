@@ -69,7 +69,55 @@ def embedded_store_pids(data_dir: str) -> list[int]:
     return found
 
 
+# Ports handed to test servers come from below the kernel's ephemeral range, where no
+# outgoing connection takes one between the check and the server's bind; each pytest-xdist
+# worker has a slice of its own, and within a process they are handed out in turn, so two
+# servers drawn before either binds never get the same one. Cluster nodes need their bus
+# port (port + 10000) too, so they draw from a range of their own.
+SERVER_PORTS = (10000, 16000)
+CLUSTER_PORTS = (16000, 22000)
+CLUSTER_BUS_OFFSET = 10000
+
+
+class _PortCursor:
+    """Hands out the ports of one range in turn, from a random start, skipping those in use."""
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = _worker_slice(low, high)
+        self.next = random.randrange(self.low, self.high)
+
+    def draw(self, free: Callable[[int], bool]) -> int:
+        for _ in range(self.high - self.low):
+            port = self.next
+            self.next = self.low if port + 1 >= self.high else port + 1
+            if free(port):
+                return port
+        raise RuntimeError(f"no free port in {self.low}-{self.high}")
+
+
+_server_ports: _PortCursor | None = None
+_cluster_ports: _PortCursor | None = None
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A loopback port no process listens on, outside the kernel's ephemeral range."""
+    global _server_ports
+    if _ephemeral_low() < SERVER_PORTS[1]:
+        return _kernel_port()
+    if _server_ports is None:
+        _server_ports = _PortCursor(*SERVER_PORTS)
+    return _server_ports.draw(_bindable)
+
+
+def _kernel_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -85,16 +133,17 @@ def _bindable(port: int) -> bool:
 
 
 def free_cluster_port() -> int:
-    """A free port whose cluster bus port (port + 10000) is free too; both must be < 65536.
-
-    Under pytest-xdist each worker draws from its own slice of the range, so two workers
-    starting clusters at once never pick the same port between the check and the bind."""
-    low, high = _worker_slice(20000, 30000)
-    for _ in range(1000):
-        port = random.randrange(low, high)
-        if _bindable(port) and _bindable(port + 10000):
-            return port
-    raise RuntimeError("no free port pair for a Redis Cluster node")
+    """A free port whose cluster bus port (port + 10000) is free too, both outside the
+    kernel's ephemeral range when it leaves room."""
+    global _cluster_ports
+    if _cluster_ports is None:
+        low, high = CLUSTER_PORTS
+        if _ephemeral_low() < high + CLUSTER_BUS_OFFSET:
+            low, high = 20000, 30000
+        _cluster_ports = _PortCursor(low, high)
+    return _cluster_ports.draw(
+        lambda port: _bindable(port) and _bindable(port + CLUSTER_BUS_OFFSET)
+    )
 
 
 def _worker_slice(low: int, high: int) -> tuple[int, int]:
@@ -176,11 +225,15 @@ class RedisServer:
             *self.extra_args,
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(
-            lambda: redis.Redis(self.host, self.port, socket_timeout=0.5).ping(),
-            10,
-            "redis-server",
-        )
+        try:
+            wait_until(
+                lambda: redis.Redis(self.host, self.port, socket_timeout=0.5).ping(),
+                10,
+                "redis-server",
+            )
+        except RuntimeError:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
@@ -244,6 +297,15 @@ class RedisSentinelGroup:
         return f"redis://{hosts}?master={self.master}{'&' + query if query else ''}"
 
     def start(self) -> RedisSentinelGroup:
+        """Start every node and wait until each Sentinel sees the others and the replicas;
+        what was started is stopped again if that fails."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> RedisSentinelGroup:
         for node in self.data_nodes:
             node.start()
         primary = self.data_nodes[0]
@@ -336,6 +398,15 @@ class RedisCluster:
         return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
 
     def start(self) -> RedisCluster:
+        """Start the nodes, make them one cluster and wait until it serves (and every
+        primary has its replicas); what was started is stopped again if that fails."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> RedisCluster:
         for node in self.nodes:
             node.start()
         subprocess.run(

@@ -4,9 +4,7 @@ from ``testbed``, the helpers that reach them from ``tests.helpers``."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import tempfile
 from collections.abc import Iterator
 
@@ -19,11 +17,12 @@ from tests.helpers.stores import (
     STORES,
     close_test_driver,
     open_test_driver,
+    races,
     store_url,
 )
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.storage.base import Driver
-from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+from zaqar_delay.storage.redis.embedded import EmbeddedRedis, shut_down
 
 # Tests with one of these markers are slow legs: tox -e slow runs them, tox -e fast leaves them.
 SLOW_MARKERS = ("faults", "fuzz", "spark", "benchmark", "wallclock")
@@ -42,10 +41,9 @@ def embedded_redis() -> Iterator[EmbeddedRedis]:
     directory = tempfile.mkdtemp(prefix="zd-embedded-")
     server = EmbeddedRedis(os.path.join(directory, "test.db"))
     yield server
-    pid = server.pid
-    server.close()  # leaves it up while test clients stay connected; none are needed now
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+    # Whoever is still connected: close() alone would wait for test clients to leave.
+    shut_down(server.directory, shared_grace_s=None)
+    server.close()  # collects the exited redis-server
 
 
 @pytest.fixture(scope="session")
@@ -107,8 +105,8 @@ def store_uri(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def driver(store_uri: str) -> Iterator[Driver]:
+def driver(request: pytest.FixtureRequest, store_uri: str) -> Iterator[Driver]:
     """A driver whose data no other test sees."""
-    driver = open_test_driver(store_uri)
+    driver = open_test_driver(store_uri, racing=races(request))
     yield driver
     close_test_driver(driver)

@@ -97,7 +97,7 @@ def api_on(request: pytest.FixtureRequest, store: str, **settings: Any) -> Itera
     """The API on a fresh namespace of a ``store`` (conftest.STORES), with extra settings."""
     clock = FakeClock()
     uri = store_url(request, store)
-    driver = open_test_driver(uri)
+    driver = open_test_driver(uri, racing=True)  # API tests race requests
     app, service = build(Settings(storage_uri=uri, **settings), driver=driver, clock=clock)
     yield Api(falcon.testing.TestClient(app), clock, driver, service)
     close_test_driver(driver)
@@ -109,7 +109,7 @@ def pooled_api_on(request: pytest.FixtureRequest, **settings: Any) -> Iterator[A
     namespace of its own, with equal weights."""
     clock = FakeClock()
     uri = store_url(request, "embedded")
-    driver = open_test_driver(uri)
+    driver = open_test_driver(uri, racing=True)  # API tests race requests
     settings = {"pooling": True, "admin_mode": True, "catalog_refresh": 0.05, **settings}
     app, service = build(Settings(storage_uri=uri, **settings), driver=driver, clock=clock)
     api = Api(falcon.testing.TestClient(app), clock, driver, service)

@@ -24,10 +24,12 @@ REAL_MONGODB_ENV = "ZAQAR_DELAY_TEST_MONGODB_URL"
 
 # The replicas of the redis-sentinel store (testbed.processes.RedisSentinelGroup's default).
 SENTINEL_REPLICAS = 2
-# settle_ms of the in-process Swift drivers, unless their URI names one. The driver's default
-# (100 ms) is for object servers on storage nodes of their own; the contract suite races up
-# to eight threads on one all-in-one that shares two cores with a parallel test run, and at
-# 100 ms two concurrent creations of a dedup generation both won now and then.
+# settle_ms of the in-process Swift drivers of tests that race writers on one store (marked
+# ``racing``, and the API suite's), unless their URI names one. The driver's default (100 ms)
+# is for object servers on storage nodes of their own; these tests race up to eight threads
+# on one all-in-one that shares two cores with a parallel test run, and at 100 ms two
+# concurrent creations of a dedup generation both won now and then. A test without
+# concurrent writers waits for the default: the settle cannot change what it sees.
 RACING_SETTLE_MS = 300
 
 
@@ -70,14 +72,20 @@ def store_url(request: pytest.FixtureRequest, store: str) -> str:
     return os.environ[REAL_MONGODB_ENV]
 
 
+def races(request: pytest.FixtureRequest) -> bool:
+    """Whether the test races writers on one store (its ``racing`` marker)."""
+    return request.node.get_closest_marker("racing") is not None
+
+
 def open_test_driver(
-    uri: str, list_scan_budget: int = 2000, namespace: str | None = None
+    uri: str, list_scan_budget: int = 2000, namespace: str | None = None, racing: bool = False
 ) -> Driver:
-    """A driver on a namespace of its own (key prefix or database), indexes in place."""
+    """A driver on a namespace of its own (key prefix or database), indexes in place;
+    ``racing``: its test races writers on the store (Swift then settles longer)."""
     namespace = namespace or f"t{uuid.uuid4().hex[:12]}"
     if uri.startswith("swift"):
         access = access_from_uri(uri)
-        if "settle_ms=" not in uri:
+        if racing and "settle_ms=" not in uri:
             access = dataclasses.replace(access, settle_ms=RACING_SETTLE_MS)
         swift = SwiftDriver(SwiftClient(access), namespace, list_scan_budget=list_scan_budget)
         swift.prepare()

@@ -10,7 +10,7 @@ import pytest
 
 from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.pooled import POOLED, pooled_driver
-from tests.helpers.stores import STORES, close_test_driver, open_test_driver, store_url
+from tests.helpers.stores import STORES, close_test_driver, open_test_driver, races, store_url
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
 
@@ -26,15 +26,15 @@ def driver(request: pytest.FixtureRequest, store_uri: str) -> Iterator[Any]:
     if store_uri == POOLED:
         yield from pooled_driver(request)
         return
-    driver = open_test_driver(store_uri)
+    driver = open_test_driver(store_uri, racing=races(request))
     yield driver
     close_test_driver(driver)
 
 
 @pytest.fixture
-def swift(swift_aio: SwiftAllInOne) -> Iterator[SwiftDriver]:
+def swift(request: pytest.FixtureRequest, swift_aio: SwiftAllInOne) -> Iterator[SwiftDriver]:
     """A Swift driver on a namespace of its own, on the all-in-one."""
-    driver = open_test_driver(swift_aio.store_uri)
+    driver = open_test_driver(swift_aio.store_uri, racing=races(request))
     assert isinstance(driver, SwiftDriver)
     yield driver
     close_test_driver(driver)

@@ -630,6 +630,7 @@ class TestClaims:
             assert held is not None
             driver.release_claim(P, Q, held.id, clock.now_ms())
 
+    @pytest.mark.racing
     def test_concurrent_claimers_never_share_a_message(
         self, driver: Driver, clock: FakeClock
     ) -> None:
@@ -658,7 +659,7 @@ class TestClaims:
 
 def _claim_until_empty(uri: str, namespace: str, now_ms: int) -> list[str]:
     """Runs in a child process: claim batches of 3 until nothing is left."""
-    driver = open_test_driver(uri, namespace=namespace)
+    driver = open_test_driver(uri, namespace=namespace, racing=True)
     seen: list[str] = []
     try:
         while True:
@@ -670,12 +671,17 @@ def _claim_until_empty(uri: str, namespace: str, now_ms: int) -> list[str]:
         driver.close()
 
 
+@pytest.mark.racing
 def test_concurrent_claimers_in_several_processes(
     store_uri: str, driver: Driver, clock: FakeClock
 ) -> None:
     one_store(store_uri)
     ids = post(driver, clock, *range(120))
-    context = multiprocessing.get_context("spawn")
+    # Forked from a server process that imported this module once (not spawned: each of
+    # four spawned children would import it again for each store), never from this threaded
+    # worker itself.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
     with context.Pool(4) as pool:
         results = pool.starmap(
             _claim_until_empty, [(one_store(store_uri), namespace_of(driver), clock.now_ms())] * 4
@@ -762,6 +768,7 @@ class TestDedup:
         posted = post_dedup(driver, clock, ("m", "k"))
         assert posted.duplicates == () and posted.ids != [second]
 
+    @pytest.mark.racing
     def test_concurrent_duplicates_store_each_id_once(
         self, store_uri: str, driver: Driver, clock: FakeClock
     ) -> None:
@@ -771,7 +778,9 @@ class TestDedup:
         errors_seen: list[Exception] = []
 
         def poster() -> None:
-            own = open_test_driver(one_store(store_uri), namespace=namespace_of(driver))
+            own = open_test_driver(
+                one_store(store_uri), namespace=namespace_of(driver), racing=True
+            )
             try:
                 for start in range(0, len(keys), 5):
                     chunk = keys[start : start + 5]

@@ -157,6 +157,7 @@ def test_projects_do_not_see_each_other_s(driver: Driver, clock: FakeClock) -> N
     assert driver.get_subscription(P, Q, sid, now) is not None
 
 
+@pytest.mark.racing
 def test_concurrent_creations_of_one_subscriber_make_one(
     driver: Driver, clock: FakeClock, store_uri: str
 ) -> None:
@@ -166,7 +167,7 @@ def test_concurrent_creations_of_one_subscriber_make_one(
     lock = threading.Lock()
 
     def create() -> None:
-        own = open_test_driver(store_uri, namespace=namespace)
+        own = open_test_driver(store_uri, namespace=namespace, racing=True)
         try:
             result = own.create_subscription(P, Q, HOOK, 600, {}, "s", clock.now_ms())
             with lock:

@@ -29,7 +29,8 @@ MESSAGES = 60
 CLAIMERS = 6
 
 # One worker runs the module, so one three-replica all-in-one is started (under pytest-xdist).
-pytestmark = pytest.mark.xdist_group("swift-replicas")
+# Every test here races writers on the three replicas.
+pytestmark = [pytest.mark.xdist_group("swift-replicas"), pytest.mark.racing]
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def test_a_settled_creation_has_exactly_one_winner_across_replicas(
 def test_concurrent_claims_never_share_a_message_across_replicas(
     three_replicas: SwiftAllInOne,
 ) -> None:
-    driver = open_test_driver(three_replicas.store_uri)
+    driver = open_test_driver(three_replicas.store_uri, racing=True)
     assert isinstance(driver, SwiftDriver)
     try:
         now_ms = int(time.time() * 1000)
