@@ -1,8 +1,11 @@
 """A network namespace linked to this one by a veth pair, for partition tests (root only).
 
 ``Link.inner`` is the namespace's address, ``Link.outer`` this side's; ``Link.prefix`` runs a
-command inside. ``partition()`` takes this side's end down, so nothing crosses until
-``heal()``.
+command inside. ``partition()`` takes the namespace's end down, so nothing crosses until
+``heal()``: what this side sends to ``inner`` is dropped, unanswered, as a real partition
+does. (Taking this side's end down instead would remove the route to ``inner``: connections
+would then follow the default route, and whatever the machine's network does with them, a
+refusal at once on one machine, an answer on another, would stand in for the partition.)
 """
 
 from __future__ import annotations
@@ -51,13 +54,15 @@ class Link:
         return self
 
     def partition(self) -> None:
-        ip("link", "set", self.outer_device, "down")
+        """Take the namespace's end down: this side's end stays up with no carrier, its route
+        to ``inner`` stays, and what it sends there is dropped."""
+        ip("netns", "exec", self.namespace, "ip", "link", "set", self.inner_device, "down")
 
     def heal(self, timeout: float = 10.0) -> None:
-        """Bring this side's end up, and return once the kernel has the link up again: the
-        carrier of a veth end that comes back up is reported a moment later (link events are
-        batched), and until then packets are still dropped."""
-        ip("link", "set", self.outer_device, "up")
+        """Bring the namespace's end up, and return once this side's end has its carrier
+        again: that is reported a moment later (link events are batched), and until then
+        packets are still dropped."""
+        ip("netns", "exec", self.namespace, "ip", "link", "set", self.inner_device, "up")
         deadline = time.monotonic() + timeout
         while not self._carrier():
             if time.monotonic() > deadline:

@@ -108,14 +108,10 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port no process listens on at ``host``: on loopback, outside the kernel's ephemeral
-    range. Elsewhere (an address in a network namespace a test made) the kernel's choice,
-    inside that range: a test that checks that a partition holds connects to it, and a
-    machine's network may answer connections to other ports itself (this one's does, to every
-    port outside the ephemeral range), where a partitioned server should refuse them."""
+def free_port() -> int:
+    """A loopback port no process listens on, outside the kernel's ephemeral range."""
     global _server_ports
-    if host != "127.0.0.1" or _ephemeral_low() < SERVER_PORTS[1]:
+    if _ephemeral_low() < SERVER_PORTS[1]:
         return _kernel_port()
     if _server_ports is None:
         _server_ports = _PortCursor(*SERVER_PORTS)
@@ -216,7 +212,7 @@ class RedisServer:
     ) -> None:
         """``host``: the address to bind (loopback, or one a test made in a network
         namespace); ``prefix``: what runs the server (``ip netns exec NAME`` for one)."""
-        self.port = port or free_port(host)
+        self.port = port or free_port()
         self.directory = directory or tempfile.mkdtemp(prefix="zd-redis-")
         self.aof = aof
         self.extra_args = extra_args or []
@@ -304,10 +300,7 @@ class RedisSentinelGroup:
                     aof=True, extra_args=follow + (extra_args or []), host=host, prefix=prefix
                 )
             )
-        self.sentinels = [
-            (host, prefix, free_port(host))
-            for host, prefix in (place("sentinel", i) for i in range(sentinels))
-        ]
+        self.sentinels = [(*place("sentinel", i), free_port()) for i in range(sentinels)]
         self.sentinel_processes: list[subprocess.Popen[bytes]] = []
         self.directory = tempfile.mkdtemp(prefix="zd-sentinel-")
 
