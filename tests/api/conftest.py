@@ -12,7 +12,7 @@ from aiosmtpd.smtp import Envelope
 from keystonemiddleware.fixture import AuthTokenFixture
 
 from testbed.keystone_standin import KeystoneStandIn
-from testbed.processes import free_port
+from testbed.processes import SecantusServer, free_port
 from tests.helpers.api import (
     Api,
     api_on,
@@ -20,7 +20,7 @@ from tests.helpers.api import (
 )
 from tests.helpers.keystone import SERVICE_PASSWORD, SERVICE_USER
 from tests.helpers.oslo import Deployment
-from tests.helpers.stores import close_test_driver, open_test_driver
+from tests.helpers.stores import close_test_driver, open_test_driver, secantus_of_its_own
 from zaqar_delay.api.app import create_wsgi_app
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import load_settings
@@ -96,3 +96,9 @@ def deploy(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Callable[[
         if tokens is not None:
             tokens.cleanUp()
         close_test_driver(driver)
+
+
+@pytest.fixture(scope="session")
+def secantus_server() -> Iterator[SecantusServer]:
+    """This suite's own secantusdb (tests.helpers.stores.secantus_of_its_own says why)."""
+    yield from secantus_of_its_own()

@@ -11,6 +11,7 @@ import pytest
 from testbed.processes import RedisCluster, RedisServer, SecantusServer, ServiceProcess
 from testbed.swift_aio import SwiftAllInOne, missing_binaries
 from tests.helpers.faults import Store
+from tests.helpers.stores import secantus_of_its_own
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 
@@ -37,12 +38,8 @@ def cluster_service(redis_cluster: RedisCluster) -> Iterator[ServiceProcess]:
 
 @pytest.fixture(scope="session")
 def secantus_server() -> Iterator[SecantusServer]:
-    """The functional suite's own secantusdb. Servers stopped with requests and change
-    streams open can leave secantusdb (a test-only server) stuck; a separate instance keeps
-    that from reaching the storage and API suites."""
-    server = SecantusServer().start()
-    yield server
-    server.stop()
+    """This suite's own secantusdb (tests.helpers.stores.secantus_of_its_own says why)."""
+    yield from secantus_of_its_own()
 
 
 @pytest.fixture(scope="session")

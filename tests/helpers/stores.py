@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from testbed.processes import SecantusServer
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.mongodb.connect import mongo_client
 from zaqar_delay.storage.mongodb.driver import MongoDriver
@@ -70,6 +72,18 @@ def store_url(request: pytest.FixtureRequest, store: str) -> str:
     if store == "swift":
         return str(request.getfixturevalue("swift_aio").store_uri)
     return os.environ[REAL_MONGODB_ENV]
+
+
+def secantus_of_its_own() -> Iterator[SecantusServer]:
+    """A secantusdb for one suite's session (its conftest's ``secantus_server``). Servers
+    and wake-up listeners stopped with requests and change streams open can leave
+    secantusdb (a test-only server) holding its storage lock for minutes: the storage
+    contract's 5,000-message post then timed out after 30 s. The storage suite's instance
+    serves only drivers its own fixtures open and close; the API, pipeline and functional
+    suites, which run servers and listeners on MongoDB, each have theirs."""
+    server = SecantusServer().start()
+    yield server
+    server.stop()
 
 
 def races(request: pytest.FixtureRequest) -> bool:

@@ -1,4 +1,4 @@
-"""A local[1] SparkSession shared by the whole test session."""
+"""A local[1] SparkSession shared by the whole test session, and the suite's own secantusdb."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
+
+from testbed.processes import SecantusServer
+from tests.helpers.stores import secantus_of_its_own
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +31,9 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def secantus_server() -> Iterator[SecantusServer]:
+    """This suite's own secantusdb (tests.helpers.stores.secantus_of_its_own says why)."""
+    yield from secantus_of_its_own()
