@@ -75,12 +75,15 @@ def store_url(request: pytest.FixtureRequest, store: str) -> str:
 
 
 def secantus_of_its_own() -> Iterator[SecantusServer]:
-    """A secantusdb for one suite's session (its conftest's ``secantus_server``). Servers
-    and wake-up listeners stopped with requests and change streams open can leave
-    secantusdb (a test-only server) holding its storage lock for minutes: the storage
-    contract's 5,000-message post then timed out after 30 s. The storage suite's instance
-    serves only drivers its own fixtures open and close; the API, pipeline and functional
-    suites, which run servers and listeners on MongoDB, each have theirs."""
+    """A secantusdb for one suite's session (its conftest's ``secantus_server``).
+
+    secantusdb is a test-only server. The functional suite saw it stuck after servers were
+    stopped with requests and change streams open; the storage suite, while it shared one
+    with the API and pipeline suites, saw it hold its storage lock for minutes (the
+    contract's 5,000-message post timed out after 30 s), which of their operations left it
+    so was not found. The storage suite's instance serves only the drivers its own fixtures
+    open and close; the API, pipeline and functional suites, which run servers and wake-up
+    listeners on MongoDB, each have theirs."""
     server = SecantusServer().start()
     yield server
     server.stop()
