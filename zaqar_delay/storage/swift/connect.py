@@ -176,6 +176,40 @@ def _unavailable(exc: Exception) -> errors.StorageUnavailable:
     return errors.StorageUnavailable(f"Swift is unavailable: {exc}")
 
 
+class _WriteBody:
+    """The body of one PUT, as python-swiftclient reads it: sent again only after Swift
+    refused the connection's token, once swiftclient has authenticated again (it clears the
+    token first). After any other failure the write may have been applied: sent again, a
+    create-only write would find its own object and answer that another call created it.
+    That failure is reported instead, with Swift's answer when there was one (swiftclient
+    could only say that the body could not be sent again)."""
+
+    def __init__(self, data: bytes, connection: swiftclient.Connection, answer: dict[str, Any]):
+        """``answer``: the ``response_dict`` the request fills in."""
+        self._data = data
+        self._offset = 0
+        self._connection = connection
+        self._answer = answer
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self._data) if size < 0 else self._offset + size
+        chunk = self._data[self._offset : end]
+        self._offset += len(chunk)
+        return chunk
+
+    def tell(self) -> int:
+        return self._offset
+
+    def seek(self, offset: int) -> None:
+        if self._connection.token is not None:
+            status = self._answer.get("status")
+            if status is None:
+                raise ClientException("the write got no answer from Swift")
+            reason = self._answer.get("reason", "")
+            raise ClientException(f"Swift answered {status} {reason}", http_status=status)
+        self._offset = offset
+
+
 class ConcurrentUpdate(Exception):
     """Swift refused an update of an object another update overtook (409 Conflict)."""
 
@@ -236,16 +270,25 @@ class SwiftClient:
         latest update (proxy timestamps; a concurrent update overtook it) is accepted (202)
         and not kept: as if it had come first and been overwritten."""
         try:
-            self._call(
-                "put_object",
-                container,
-                name,
-                body,
-                content_type=content_type,
-                headers=dict(headers or {}),
-            )
+            self._write(container, name, body, content_type, dict(headers or {}))
         except ClientException as exc:
             raise _unavailable(exc) from exc
+
+    def _write(
+        self, container: str, name: str, body: bytes, content_type: str, headers: dict[str, str]
+    ) -> None:
+        """PUT the object; sent a second time only after Swift refused the token."""
+        answer: dict[str, Any] = {}
+        self._call(
+            "put_object",
+            container,
+            name,
+            _WriteBody(body, self._connection(), answer),
+            content_length=len(body),
+            content_type=content_type,
+            headers=headers,
+            response_dict=answer,
+        )
 
     def create(
         self,
@@ -258,13 +301,8 @@ class SwiftClient:
         """Store the object only if no object has that name (``If-None-Match: *``); False
         when one has."""
         try:
-            self._call(
-                "put_object",
-                container,
-                name,
-                body,
-                content_type=content_type,
-                headers={**(headers or {}), "If-None-Match": "*"},
+            self._write(
+                container, name, body, content_type, {**(headers or {}), "If-None-Match": "*"}
             )
         except ClientException as exc:
             if exc.http_status == 412:
