@@ -138,8 +138,7 @@ class SwiftAllInOne:
         (self.directory / "proxy-server.conf").write_text(
             f"[DEFAULT]\nbind_ip = 127.0.0.1\nbind_port = {self.ports['proxy']}\n"
             f"swift_dir = {self.directory}\nuser = root\nworkers = 1\nlog_level = WARNING\n\n"
-            "[pipeline:main]\npipeline = catch_errors gatekeeper cache tempauth proxy-logging "
-            "proxy-server\n\n"
+            f"[pipeline:main]\npipeline = {self._proxy_pipeline()}\n\n"
             "[app:proxy-server]\nuse = egg:swift#proxy\naccount_autocreate = true\n\n"
             "[filter:tempauth]\nuse = egg:swift#tempauth\n"
             f"user_test_tester = {KEY} .admin .reseller_admin\n\n"
@@ -158,6 +157,13 @@ class SwiftAllInOne:
                 else ""
             )
         )
+
+    def _proxy_pipeline(self) -> str:
+        """The proxy's middlewares: its access log only when a benchmark counts the lines
+        (without a port they go nowhere, and logging them costs about a tenth of the proxy's
+        CPU per object write: 5,000 writes, 8.5-8.9 CPU-s instead of 9.7)."""
+        logging = "proxy-logging " if self.access_log_port else ""
+        return f"catch_errors gatekeeper cache tempauth {logging}proxy-server"
 
     def _devices(self) -> list[str]:
         return [f"sdb{n}" for n in range(1, self.replicas + 1)]
