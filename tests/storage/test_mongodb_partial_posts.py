@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage, Posted
 from zaqar_delay.storage.mongodb.dedup import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.mongodb.driver import MongoDriver
+from zaqar_delay.storage.mongodb.errors import duplicate_positions
 
 P, Q = "p", "q"
 ALICE = "a" * 32
@@ -264,3 +266,60 @@ def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(
     assert mongo.stats(P, "dlq", clock.now_ms()).total == 1
     leased = mongo.lease_pushes(P, "dlq", clock.now_ms(), LEASE_MS, 10)
     assert [d.message.id for d in leased] == [m.id for m in dead]
+
+
+def test_a_retried_insert_that_finds_part_of_its_first_attempt_stores_the_post_whole(
+    mongo: MongoDriver,
+) -> None:
+    """pymongo sends a write again when its answer was lost; a server that applied part of
+    the first attempt then refuses the retry for duplicates of the post's own messages.
+    Before, the post was undone and answered 500."""
+    insert_many = mongo._messages.insert_many
+    refusals: list[pymongo.errors.BulkWriteError] = []
+
+    def first_attempt_applied_in_part(documents: list[dict[str, Any]], **kwargs: Any) -> Any:
+        if refusals:
+            return insert_many(documents, **kwargs)
+        insert_many(documents[:3])  # the first attempt, whose answer was lost
+        try:
+            return insert_many(documents, **kwargs)
+        except pymongo.errors.BulkWriteError as exc:
+            refusals.append(exc)
+            raise
+
+    clock = FakeClock()
+    messages = [NewMessage(json.dumps(i), 3600, 0) for i in range(10)]
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(mongo._messages, "insert_many", first_attempt_applied_in_part)
+        posted = mongo.post_messages(P, Q, messages, ALICE, clock.now_ms())
+    assert [duplicate_positions(exc) for exc in refusals] == [[0]], "no retry met its first"
+    assert mongo.stats(P, Q, clock.now_ms()).total == 10
+    stored = mongo.get_messages(P, Q, posted.ids, clock.now_ms())
+    assert [m.body for m in stored] == list(range(10))
+
+
+def test_a_post_refused_for_duplicates_of_other_messages_is_undone_and_unavailable(
+    mongo: MongoDriver,
+) -> None:
+    """Duplicates that are not the post's own messages (another message took one of its
+    posting positions) leave nothing of the post, and answer 503, not 500."""
+    insert_many = mongo._messages.insert_many
+    refusals: list[pymongo.errors.BulkWriteError] = []
+
+    def a_position_taken(documents: list[dict[str, Any]], **kwargs: Any) -> Any:
+        if not refusals:
+            insert_many([{**documents[0], "_id": "another message"}])
+        try:
+            return insert_many(documents, **kwargs)
+        except pymongo.errors.BulkWriteError as exc:
+            refusals.append(exc)
+            raise
+
+    clock = FakeClock()
+    messages = [NewMessage(json.dumps(i), 3600, 0) for i in range(5)]
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(mongo._messages, "insert_many", a_position_taken)
+        with pytest.raises(errors.StorageUnavailable):
+            mongo.post_messages(P, Q, messages, ALICE, clock.now_ms())
+    assert refusals, "no insert was refused"
+    assert mongo._messages.count_documents({}) == 1, "the post left messages behind"

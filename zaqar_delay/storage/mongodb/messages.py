@@ -102,16 +102,39 @@ class MessageOps(MongoBase):
         push_due = 0
         if fresh:
             try:
-                self._messages.insert_many(fresh)
+                self._insert_fresh(fresh)
                 if subscribed:
                     push_due = self._owe_pushes(project, queue, fresh, now_ms)
-            except pymongo.errors.PyMongoError:
+            except (pymongo.errors.PyMongoError, errors.StorageUnavailable):
                 self._undo_post(project, queue, [d["_id"] for d in fresh], remembered)
                 raise
             self._dedup.confirm(remembered)
             self._wakeups.wake(project, queue)
         ids = [duplicate_of.get(i) or str(d["_id"]) for i, d in enumerate(documents)]
         return Posted(ids, tuple(sorted(duplicate_of)), push_due_ms=push_due)
+
+    def _insert_fresh(self, documents: list[Doc]) -> None:
+        """Insert a post's new messages. pymongo sends a write again when its answer was
+        lost, and a server that applied part of the first attempt (one that does not
+        recognise retried writes) refuses the retry for duplicates. The messages' ids and
+        posting positions were made for this post alone, so those duplicates are its own
+        messages, stored: the rest are inserted unordered, and the post is stored whole,
+        checked by its ids."""
+        try:
+            self._messages.insert_many(documents)
+        except pymongo.errors.BulkWriteError as exc:
+            if duplicate_positions(exc) is None:
+                raise
+            try:
+                self._messages.insert_many(documents, ordered=False)
+            except pymongo.errors.BulkWriteError as again:
+                if duplicate_positions(again) is None:
+                    raise
+            ids = [d["_id"] for d in documents]
+            if self._messages.count_documents({"_id": {"$in": ids}}) != len(ids):
+                raise errors.StorageUnavailable(
+                    "MongoDB refused part of the post's messages as duplicates of others"
+                ) from exc
 
     def _undo_post(
         self, project: str, queue: str, message_ids: list[str], remembered: Sequence[Taken]
