@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from testbed.receiver import receiver
 from tests.helpers.api import Api, api_on
+from tests.helpers.push import dispatching, subscribe
 from zaqar_delay.journal import Journal, NullJournal, open_journal
 
 P = "project-1"
@@ -138,6 +140,23 @@ def test_dead_lettering_and_bulk_deletes(journaled: Api, tmp_path: pathlib.Path)
         ("dead_lettered", poison),
     ]
     assert events(tmp_path / "journal")[-1]["dead_letter_queue"] == "dead"
+
+
+def test_a_message_a_push_consumed_is_journaled_deleted(
+    journaled: Api, tmp_path: pathlib.Path
+) -> None:
+    """A queue with ``_delete_after_push``: the push that delivers a message deletes it, and
+    the journal (and so the Spark report) says so, as for a consumer's delete."""
+    api = journaled
+    api.put("/v2/queues/q", json={"_delete_after_push": True})
+    with receiver() as hook, dispatching(api) as dispatcher:
+        subscribe(api, hook)
+        [mid] = api.post_messages("q", {"body": 1})
+        dispatcher.run_once()
+        hook.wait_for(1)
+    assert api.get(f"/v2/queues/q/messages/{mid}").status_code == 404, "the push kept it"
+    kinds = [(e["event"], e["message_id"]) for e in events(tmp_path / "journal")]
+    assert kinds == [("posted", mid), ("pushed", mid), ("deleted", mid)]
 
 
 def test_files_rotate_with_whole_lines(tmp_path: pathlib.Path) -> None:

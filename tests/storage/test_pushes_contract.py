@@ -256,9 +256,10 @@ def test_consumed_messages_are_deleted_once_no_push_is_owed(
     subscribe(driver, clock, "b")
     [mid] = post(driver, clock, "x")
     first, second = lease(driver, clock)
-    driver.settle_pushes(P, Q, [(first, None)], clock.now_ms(), consume=[first.id])
+    assert driver.settle_pushes(P, Q, [(first, None)], clock.now_ms(), consume=[first.id]) == []
     assert driver.get_messages(P, Q, [mid], clock.now_ms())  # the other is still owed it
-    driver.settle_pushes(P, Q, [(second, None)], clock.now_ms(), consume=[second.id])
+    consumed = driver.settle_pushes(P, Q, [(second, None)], clock.now_ms(), consume=[second.id])
+    assert consumed == [mid]
     assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
 
 

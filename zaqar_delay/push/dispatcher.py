@@ -328,9 +328,12 @@ class Dispatcher:
             if outcome.kind == "delivered" and policy.delete_after_push:
                 consume.append(delivery.id)
             self._report(attempt, retry_at, policy, now_ms)
-        self.stores.for_queue(project, queue).settle_pushes(
+        consumed = self.stores.for_queue(project, queue).settle_pushes(
             project, queue, outcomes, now_ms, consume
         )
+        if consumed:
+            # Deleted by the push that delivered them (the queue's _delete_after_push).
+            self.lifecycle.deleted(project, queue, consumed, None, now_ms)
         self._record_last(project, queue, attempts)
 
     def _record_last(self, project: str, queue: str, attempts: list[Attempt]) -> None:

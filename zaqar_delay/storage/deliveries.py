@@ -58,8 +58,9 @@ class DeliveryStore(abc.ABC):
         outcomes: Sequence[tuple[Delivery, int | None]],
         now_ms: int,
         consume: Sequence[str] = (),
-    ) -> None:
+    ) -> list[str]:
         """Record attempts made under their lease: ``None`` ends a push (delivered or given
         up), a time makes it due again then with one attempt more. An outcome whose lease
         ran out and was taken again is ignored. The messages of the ``consume`` deliveries
-        (ended, delivered) are deleted once no push of theirs is owed any more."""
+        (ended, delivered) are deleted once no push of theirs is owed any more; returns the
+        ids of the messages this call deleted (for the journal and the metrics)."""

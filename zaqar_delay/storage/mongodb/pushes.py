@@ -209,7 +209,7 @@ class PushOps(PushLimitOps):
         outcomes: Sequence[tuple[Delivery, int | None]],
         now_ms: int,
         consume: Sequence[str] = (),
-    ) -> None:
+    ) -> list[str]:
         # Each attempt only while its own lease still holds the push; one bulk write.
         done: dict[str, list[str]] = {}
         writes: list[DeleteMany | UpdateOne] = []
@@ -231,7 +231,11 @@ class PushOps(PushLimitOps):
                 sid = delivery.subscription.id
                 self._give_back(sid, f"{delivery.id}@{delivery.lease}")
         scope = self._queue_filter(project, queue)
+        consumed: list[str] = []
         for delivery in (d for d, retry_at in outcomes if retry_at is None and d.id in consume):
             message_id = delivery.message.id
-            if self._pushes.find_one({**scope, "m": message_id}, {"_id": 1}) is None:
-                self._messages.delete_one({**scope, "_id": message_id})
+            if self._pushes.find_one({**scope, "m": message_id}, {"_id": 1}) is not None:
+                continue  # another subscription is still owed it
+            if self._messages.delete_one({**scope, "_id": message_id}).deleted_count:
+                consumed.append(message_id)
+        return consumed

@@ -128,14 +128,14 @@ class PushScripts(Driver):
         outcomes: Sequence[tuple[Delivery, int | None]],
         now_ms: int,
         consume: Sequence[str] = (),
-    ) -> None:
+    ) -> list[str]:
         if not outcomes:
-            return
+            return []
         consumed = set(consume)
         attempts: list[Any] = []
         for delivery, retry_at in outcomes:
             attempts += [delivery.id, delivery.lease, retry_at or 0, int(delivery.id in consumed)]
-        _, unparked = self._run("push", project, queue, "settle", now_ms, *attempts)
+        _, unparked, consumed = self._run("push", project, queue, "settle", now_ms, *attempts)
         owed_again = [retry_at for _, retry_at in outcomes if retry_at is not None]
         owed_again += [int(unparked)] if unparked else []
         if owed_again:
@@ -143,3 +143,4 @@ class PushScripts(Driver):
             # owed): lower it. A push that ended leaves the index at most too early, which the
             # next lease corrects.
             self._lower_push_index(project, queue, min(owed_again))
+        return [mid.decode() if isinstance(mid, bytes) else str(mid) for mid in consumed]

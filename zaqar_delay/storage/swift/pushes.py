@@ -350,7 +350,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
         outcomes: Sequence[tuple[Delivery, int | None]],
         now_ms: int,
         consume: Sequence[str] = (),
-    ) -> None:
+    ) -> list[str]:
         def settle(item: tuple[Delivery, int | None]) -> bool:
             delivery, retry_at = item
             token, number, lease_end = delivery.lease.split("/")
@@ -375,14 +375,16 @@ class PushOps(SubscriptionOps, PushLimitOps):
 
         self._swift.each(settle, outcomes)
         ended = [d.message.id for d, retry_at in outcomes if retry_at is None and d.id in consume]
-        if ended:
-            still_owed = {owed.message_id for owed in self._queue_owed(project, queue)}
-            gone = [mid for mid in dict.fromkeys(ended) if mid not in still_owed]
-            docs = self._swift.each(lambda m: self._read_message(project, queue, m), gone)
-            self._swift.each(
-                lambda item: self._remove_message(project, queue, item[0], item[1], None),
-                [(m, d) for m, d in zip(gone, docs, strict=True) if d is not None],
-            )
+        if not ended:
+            return []
+        still_owed = {owed.message_id for owed in self._queue_owed(project, queue)}
+        gone = [mid for mid in dict.fromkeys(ended) if mid not in still_owed]
+        docs = self._swift.each(lambda m: self._read_message(project, queue, m), gone)
+        stored = [(m, d) for m, d in zip(gone, docs, strict=True) if d is not None]
+        self._swift.each(
+            lambda item: self._remove_message(project, queue, item[0], item[1], None), stored
+        )
+        return [message_id for message_id, _ in stored]
 
     # -- limits and their parked pushes ---------------------------------------------------------
 

@@ -21,7 +21,8 @@
 --       with _delete_after_push): the message is deleted when no other subscription is owed
 --       it. A lease that ran out and was taken again is left to its new holder. Each request
 --       that ended frees a place for one parked push of its subscription.
---       Returns {earliest, the earliest owed time of the pushes it put back (0 for none)}.
+--       Returns {earliest, the earliest owed time of the pushes it put back (0 for none),
+--       the ids of the messages it deleted}.
 
 local action, now = ARGV[1], tonumber(ARGV[2])
 -- Due pushes looked at per lease beyond its limit, so a subscription at its limits does not
@@ -80,6 +81,9 @@ local function park(sid, delivery, owed)
     redis.call('ZADD', K_DELIVERIES, PARKED + owed, delivery)
 end
 
+-- The ids of the messages settle() deleted, in the order it deleted them.
+local consumed = {}
+
 -- The outcome of one attempt (see "settle" above); returns the earliest owed time of what it
 -- unparked (0 for none).
 local function settle(delivery, token, retry_at, consume)
@@ -118,6 +122,7 @@ local function settle(delivery, token, retry_at, consume)
         local info = load_info(mid)
         if info then
             remove_messages({info})
+            table.insert(consumed, mid)
         end
     end
     return unparked
@@ -220,6 +225,6 @@ elseif action == 'settle' then
             unparked = earliest
         end
     end
-    return {earliest_push(), unparked}
+    return {earliest_push(), unparked, consumed}
 end
 return redis.error_reply('unknown action ' .. action)
