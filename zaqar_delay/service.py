@@ -30,6 +30,7 @@ from zaqar_delay.models import (
     Metadata,
     NewMessage,
     Posted,
+    PushResult,
     QueueInfo,
     QueueStats,
 )
@@ -403,6 +404,41 @@ class Service:
         self.lifecycle.released(project, queue, claim_id, [m.id for m in held], now_ms)
 
     # -- pushes --------------------------------------------------------------------------------
+    # The push dispatcher's door to the stores: it never holds a store itself.
+
+    def next_push_ms(self) -> int | None:
+        """The earliest time a push is owed on any store (None: none is owed)."""
+        owed = [ms for store in self.stores.all() if (ms := store.next_push_ms()) is not None]
+        return min(owed, default=None)
+
+    def due_push_queues(self, until_ms: int, limit: int) -> list[tuple[str, str]]:
+        """(project, queue) of queues owing pushes by ``until_ms``, up to ``limit`` per store,
+        each store's oldest first."""
+        return [
+            queue for store in self.stores.all() for queue in store.due_push_queues(until_ms, limit)
+        ]
+
+    def settle_pushes(
+        self,
+        project: str,
+        queue: str,
+        outcomes: Sequence[tuple[Delivery, int | None]],
+        now_ms: int,
+        consume: Sequence[str] = (),
+    ) -> None:
+        """Record attempts made under their lease (``Driver.settle_pushes``). The messages
+        the ``consume`` deliveries deleted (a queue with ``_delete_after_push``) are
+        reported as deleted, as a consumer's delete is."""
+        store = self._store(project, queue)
+        consumed = store.settle_pushes(project, queue, outcomes, now_ms, consume)
+        if consumed:
+            self.lifecycle.deleted(project, queue, consumed, None, now_ms)
+
+    def record_push_results(
+        self, project: str, queue: str, results: Sequence[tuple[str, PushResult]]
+    ) -> None:
+        """Keep each subscription's last attempt for its readers (``last_delivery``)."""
+        self._store(project, queue).record_push_results(project, queue, results)
 
     def lease_pushes(
         self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int, until_ms: int

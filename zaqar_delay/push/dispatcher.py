@@ -95,7 +95,6 @@ class Dispatcher:
         unconfirmed is dropped unsent."""
         self.require_confirmation = require_confirmation
         self.service = service
-        self.stores = service.stores
         self.lifecycle = service.lifecycle
         self.lease_ms = int(sender.timeout_s * 3000)
         self.lease_ahead_ms = lease_ahead_ms
@@ -159,8 +158,7 @@ class Dispatcher:
     def _sleep(self) -> None:
         """Until the earliest owed push less the lease-ahead time, at most ``recheck_s``."""
         now_ms = self.clock.now_ms()
-        owed = [ms for store in self.stores.all() if (ms := store.next_push_ms()) is not None]
-        next_ms = min(owed, default=None)
+        next_ms = self.service.next_push_ms()
         sleep_s = self.recheck_s
         if next_ms is not None:
             sleep_s = min(sleep_s, max(0.0, (next_ms - self.lease_ahead_ms - now_ms) / 1000))
@@ -217,11 +215,7 @@ class Dispatcher:
         for the bound)."""
         now_ms = self.clock.now_ms()
         until_ms = now_ms + (self.lease_ahead_ms if ahead else 0)
-        due = [
-            queue
-            for store in self.stores.all()
-            for queue in store.due_push_queues(until_ms, QUEUES_PER_ROUND)
-        ]
+        due = self.service.due_push_queues(until_ms, QUEUES_PER_ROUND)
         in_flight = self._projects_in_flight()
         # sorted() is stable: within a project, and among equals, the oldest queue first.
         due.sort(key=lambda owed: in_flight.get(owed[0], 0))
@@ -328,12 +322,7 @@ class Dispatcher:
             if outcome.kind == "delivered" and policy.delete_after_push:
                 consume.append(delivery.id)
             self._report(attempt, retry_at, policy, now_ms)
-        consumed = self.stores.for_queue(project, queue).settle_pushes(
-            project, queue, outcomes, now_ms, consume
-        )
-        if consumed:
-            # Deleted by the push that delivered them (the queue's _delete_after_push).
-            self.lifecycle.deleted(project, queue, consumed, None, now_ms)
+        self.service.settle_pushes(project, queue, outcomes, now_ms, consume)
         self._record_last(project, queue, attempts)
 
     def _record_last(self, project: str, queue: str, attempts: list[Attempt]) -> None:
@@ -349,8 +338,7 @@ class Dispatcher:
                     attempt.sent_ms, outcome.kind, detail
                 )
         try:
-            store = self.stores.for_queue(project, queue)
-            store.record_push_results(project, queue, list(last.items()))
+            self.service.record_push_results(project, queue, list(last.items()))
         except StorageUnavailable as exc:
             LOG.warning("last push results of %s/%s not recorded: %s", project, queue, exc)
 
