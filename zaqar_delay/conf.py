@@ -18,6 +18,8 @@ from typing import Any
 
 from oslo_config import cfg, types
 
+from zaqar_delay.storage.bounds import SWIFT_METADATA_CACHE_MS, SWIFT_SETTLE_MS
+
 __all__ = ["STORAGE_URI_ENV", "Limits", "Settings", "load_settings", "make_conf"]
 
 STORAGE_URI_ENV = "ZAQAR_DELAY_STORAGE_URI"
@@ -561,7 +563,7 @@ class Settings:
         "drivers:message_store:swift",
         cfg.IntOpt,
         "settle_ms",
-        default=100,
+        default=SWIFT_SETTLE_MS,
         min=1,
         help=(
             "Milliseconds a claim or a dedup id waits after creating its object before it "
@@ -575,7 +577,7 @@ class Settings:
         "drivers:message_store:swift",
         cfg.IntOpt,
         "metadata_cache_ms",
-        default=250,
+        default=SWIFT_METADATA_CACHE_MS,
         min=0,
         help=(
             "Milliseconds a post may use a queue's metadata (its defaults, limits, and whether "

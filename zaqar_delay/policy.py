@@ -100,3 +100,10 @@ class QueuePolicy:
         """Whether messages claimed ``max_claim_count`` times move to ``dead_letter_queue``
         (both must be set, as in Zaqar)."""
         return self.max_claim_count is not None and self.dead_letter_queue is not None
+
+    def claimed_too_often(self, claim_count: int) -> bool:
+        """Whether a message a claim just took, its count raised to ``claim_count`` by that
+        claim, goes to the dead-letter queue instead: it had already been claimed
+        ``max_claim_count`` times. The decision of every store (Redis's claim.lua makes it
+        before raising the count: ``count >= max``)."""
+        return self.dead_letters and claim_count > (self.max_claim_count or 0)

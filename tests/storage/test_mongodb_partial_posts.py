@@ -19,7 +19,7 @@ from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage, Posted
-from zaqar_delay.storage.mongodb.dedup import FIRST_POST_GRACE_MS
+from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.mongodb.driver import MongoDriver
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
 

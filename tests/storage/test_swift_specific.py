@@ -24,11 +24,11 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings
 from zaqar_delay.models import NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
+from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.claims import TAKER_GRACE_MS
 from zaqar_delay.storage.swift.common import Slot
 from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient, access_from_uri
-from zaqar_delay.storage.swift.dedup import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.messages import MessageOps
 from zaqar_delay.storage.swift.pushes import LEASE_TAKER_GRACE_MS

@@ -16,8 +16,8 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import DeadLetterStore, Driver
+from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
 from zaqar_delay.storage.mongodb.common import (
-    CLAIM_ATTEMPTS,
     Doc,
     MongoBase,
     claimable_filter,
@@ -103,10 +103,7 @@ class ClaimOps(MongoBase):
         taken = self._take(project, queue, claim_id, expires_ms, limit, policy, now_ms)
         if not taken:
             return ClaimOutcome(None)
-        dead: list[Doc] = []
-        if policy.dead_letters:
-            # The count was raised when taking: more than the maximum means it was already there.
-            dead = [d for d in taken if d["cc"] > (policy.max_claim_count or 0)]
+        dead = [d for d in taken if policy.claimed_too_often(d["cc"])]
         moved: tuple[str, ...] = ()
         target = policy.dead_letter_queue or ""
         if dead:

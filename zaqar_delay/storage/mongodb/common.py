@@ -28,10 +28,6 @@ from zaqar_delay.storage.mongodb.wakeups import MongoWakeups
 
 Doc = dict[str, Any]
 
-# Documents one listing call may examine before it returns a short page (as on Redis).
-LIST_SCAN_BUDGET = 2000
-# Rounds a claim makes when concurrent claimers take its candidates first.
-CLAIM_ATTEMPTS = 5
 # Fields a listing scan reads before it fetches the bodies of the messages it keeps.
 SCAN_FIELDS = {"k": 1, "e": 1, "u": 1, "ce": 1, "d": 1}
 

@@ -29,6 +29,7 @@ import pymongo
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from zaqar_delay import errors
+from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS, FIRST_POST_POLL_S
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
 from zaqar_delay.storage.mongodb.schema import as_date
 
@@ -36,10 +37,6 @@ Doc = dict[str, Any]
 
 # Rounds one id may take when concurrent posts and the TTL monitor race over a lapsed record.
 REMEMBER_ATTEMPTS = 3
-# How long the post that remembered an id may still be storing its message, and how often a
-# repeat waiting for it looks.
-FIRST_POST_GRACE_MS = 10_000
-FIRST_POST_POLL_S = 0.05
 # _settle's answer, without waiting, for an id whose first post is still storing its message.
 PENDING = "\x00pending"
 

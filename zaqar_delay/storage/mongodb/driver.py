@@ -15,10 +15,11 @@ import pymongo
 
 from zaqar_delay import errors
 from zaqar_delay.storage.base import Durability, Wakeups
+from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.claims import ClaimOps
-from zaqar_delay.storage.mongodb.common import LIST_SCAN_BUDGET, Doc
+from zaqar_delay.storage.mongodb.common import Doc
 from zaqar_delay.storage.mongodb.dedup import DedupIds
 from zaqar_delay.storage.mongodb.errors import translate_errors
 from zaqar_delay.storage.mongodb.messages import MessageOps

@@ -22,9 +22,9 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import metadata_version_of
+from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
 from zaqar_delay.storage.dedup_ids import PostDedupIds
 from zaqar_delay.storage.mongodb.common import (
-    CLAIM_ATTEMPTS,
     SCAN_FIELDS,
     Doc,
     MongoBase,

@@ -20,12 +20,10 @@ import math
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from zaqar_delay.storage.bounds import RATE_ATTEMPTS
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, MongoBase
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
-
-# Compare-and-set attempts at a rate's next free time before a push waits for the next lease.
-RATE_ATTEMPTS = 8
 
 
 class PushLimitOps(MongoBase):

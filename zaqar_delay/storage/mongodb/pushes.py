@@ -16,15 +16,12 @@ from pymongo.errors import BulkWriteError
 
 from zaqar_delay.dispatch_limits import DispatchLimits
 from zaqar_delay.models import Delivery
+from zaqar_delay.storage.bounds import SCAN_EXTRA
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, message_of
 from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_class_errors
 from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
 from zaqar_delay.storage.mongodb.subscriptions import subscription_of
-
-# Due pushes looked at per lease beyond its limit, so a subscription at its limits does not
-# hide the pushes of the others behind it.
-SCAN_EXTRA = 100
 
 
 @translate_class_errors

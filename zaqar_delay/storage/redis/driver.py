@@ -30,6 +30,7 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import Durability, Wakeups, metadata_version_of
+from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.redis import durability, layout
 from zaqar_delay.storage.redis.acks import ReplicaAcks, write_acked
@@ -40,8 +41,6 @@ from zaqar_delay.storage.redis.pushes import PushScripts
 from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
 from zaqar_delay.storage.redis.subscriptions import SubscriptionScripts
 
-# Entries one listing call may examine before it returns a short page.
-LIST_SCAN_BUDGET = 2000
 # The message layout the scripts read and write (lua/lib.lua's buckets), and how many messages
 # one upgrade call moves out of the layout before it.
 LAYOUT = b"2"

@@ -3,8 +3,9 @@
 The scripts get them as a prelude of ``local`` constants generated from here (:func:`prelude`)
 and placed before ``lua/lib.lua``, so no script spells one itself: the order of a queue's keys
 (``KEYS``, from :class:`~zaqar_delay.storage.redis.keys.QueueKeys`), the message record layout
-and its kind bits, the bucket size, the parked-push marker, the claim-refusal replies, and the
-metadata and option names the scripts read (:mod:`zaqar_delay.policy`,
+and its kind bits, the bucket size, the parked-push marker, the claim-refusal replies, the
+protocols' bounds they use (:mod:`zaqar_delay.storage.bounds`), and the metadata and option
+names the scripts read (:mod:`zaqar_delay.policy`,
 :mod:`zaqar_delay.dispatch_limits`).
 """
 
@@ -15,6 +16,7 @@ import struct
 
 from zaqar_delay import dispatch_limits as limits
 from zaqar_delay import policy
+from zaqar_delay.storage import bounds
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.redis.keys import QueueKeys
 
@@ -79,6 +81,7 @@ def constants() -> dict[str, str]:
         "KIND_CLIENT_DASHED": str(KIND_CLIENT_DASHED),
         "MAX_CLAIM_COUNT": str(MAX_CLAIM_COUNT),
         "PARKED": str(PARKED),
+        "SCAN_EXTRA": str(bounds.SCAN_EXTRA),
         "ANY_METADATA_VERSION": _lua_string(ANY_METADATA_VERSION),
         "REFUSED_CLAIMED": _lua_string(REFUSED_CLAIMED),
         "REFUSED_NOT_CLAIMED": _lua_string(REFUSED_NOT_CLAIMED),

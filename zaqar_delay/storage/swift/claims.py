@@ -16,9 +16,9 @@ from zaqar_delay.models import Claim, ClaimOutcome, ListPage, Message
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import DeadLetterStore
+from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import (
-    CLAIM_ATTEMPTS,
     ORPHAN_GRACE_MS,
     Doc,
     Slot,
@@ -444,9 +444,7 @@ class ClaimOps(SwiftBase):
         taken = self._take(project, queue, Slot(0, 0, claim_id, expires_ms), limit, now_ms)
         if not taken:
             return ClaimOutcome(None)
-        dead: list[Taken] = []
-        if policy.dead_letters:
-            dead = [t for t in taken if t.slot.claim_count > (policy.max_claim_count or 0)]
+        dead = [t for t in taken if policy.claimed_too_often(t.slot.claim_count)]
         moved: tuple[str, ...] = ()
         target = policy.dead_letter_queue or ""
         if dead:

@@ -29,10 +29,6 @@ from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient
 
-# Rounds a claim makes when concurrent claimers take its candidates first.
-CLAIM_ATTEMPTS = 5
-# Index entries a listing call or a claim examines at most per round.
-LIST_SCAN_BUDGET = 2000
 # How long past its expiry Swift's object expirer may remove a message's objects: room for the
 # clocks of the servers writing them to disagree. Expiry itself is checked on every read.
 DELETE_AT_SLACK_S = 3600

@@ -21,6 +21,7 @@ from keystoneauth1.exceptions import ClientException as KeystoneError
 from swiftclient.exceptions import ClientException
 
 from zaqar_delay import errors
+from zaqar_delay.storage.bounds import SWIFT_METADATA_CACHE_MS, SWIFT_SETTLE_MS
 from zaqar_delay.storage.swift import names
 
 T = TypeVar("T")
@@ -33,12 +34,6 @@ LISTING_LIMIT = 10_000
 PARALLEL_REQUESTS = 16
 # The names of the threads that make a driver's requests in parallel.
 POOL_THREADS = "zd-swift"
-# How long after a create-only write an object server may still commit a concurrent one (see
-# SwiftClient.create_settled); [drivers:message_store:swift] settle_ms.
-SETTLE_MS = 100
-# How long a post may use the queue's metadata object as its process last read it, and so how
-# long a write of it waits before it answers; [drivers:message_store:swift] metadata_cache_ms.
-METADATA_CACHE_MS = 250
 # Times a delete is sent while newer writes of its object overtake it, and the
 # pauses before sending it again (doubling up to the longest): about 2 s in all, enough for
 # the timestamp of an update from a proxy whose clock is ahead of this one's to pass.
@@ -66,8 +61,9 @@ class SwiftAccess:
     region_name: str | None = None
     interface: str = "public"
     timeout: float = 10.0
-    settle_ms: int = SETTLE_MS
-    metadata_cache_ms: int = METADATA_CACHE_MS
+    # See SwiftClient.create_settled and RecentQueueObjects.
+    settle_ms: int = SWIFT_SETTLE_MS
+    metadata_cache_ms: int = SWIFT_METADATA_CACHE_MS
 
     @property
     def tempauth(self) -> bool:

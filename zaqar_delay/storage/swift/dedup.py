@@ -25,15 +25,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from zaqar_delay import errors
+from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS, FIRST_POST_POLL_S
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.connect import SwiftClient
 
 # Generations a post tries to create while concurrent posts create them first.
 REMEMBER_ATTEMPTS = 10
-# How long an unconfirmed generation's post may still be storing its message, and how often
-# a repeat waiting for it looks.
-FIRST_POST_GRACE_MS = 10_000
-FIRST_POST_POLL_S = 0.05
 
 
 class SwiftDedup:

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from zaqar_delay import errors
 from zaqar_delay.storage.base import Durability, Wakeups
+from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.claims import ClaimOps
-from zaqar_delay.storage.swift.common import LIST_SCAN_BUDGET, Facts, RecentQueueObjects
+from zaqar_delay.storage.swift.common import Facts, RecentQueueObjects
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.dedup import SwiftDedup
 from zaqar_delay.storage.swift.messages import MessageOps

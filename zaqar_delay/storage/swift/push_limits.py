@@ -21,11 +21,9 @@ import math
 import secrets
 from typing import Any
 
+from zaqar_delay.storage.bounds import RATE_ATTEMPTS
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import SwiftBase
-
-# Attempts at a rate's next free time before a push waits for the next lease.
-RATE_ATTEMPTS = 8
 
 
 class PushLimitOps(SwiftBase):

@@ -25,14 +25,12 @@ from collections.abc import Sequence
 
 from zaqar_delay.dispatch_limits import DispatchLimits
 from zaqar_delay.models import Delivery, Subscription
+from zaqar_delay.storage.bounds import SCAN_EXTRA
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, Slot, delete_at, message_of
 from zaqar_delay.storage.swift.push_limits import PushLimitOps
 from zaqar_delay.storage.swift.subscriptions import SubscriptionOps, subscription_of
 
-# Due pushes looked at per lease beyond its limit, so a subscription at its limits does not
-# hide the pushes of the others behind it.
-SCAN_EXTRA = 100
 # How long a push whose next lease another dispatcher took is left for it to move; a push
 # still not moved after that is moved for it (it may have died in between). A dispatcher
 # moves a push at once after taking its lease (``settle_ms`` later), so this is ample.

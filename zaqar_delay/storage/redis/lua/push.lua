@@ -25,9 +25,6 @@
 --       the ids of the messages it deleted}.
 
 local action, now = ARGV[1], tonumber(ARGV[2])
--- Due pushes looked at per lease beyond its limit, so a subscription at its limits does not
--- hide the pushes of the others behind it.
-local SCAN_EXTRA = 100
 
 local function forget(delivery)
     redis.call('ZREM', K_DELIVERIES, delivery)

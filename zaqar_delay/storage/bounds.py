@@ -1,0 +1,34 @@
+"""The bounds of the storage contract's protocols, written once for every driver.
+
+Each driver implements the same protocols (listing with a scan budget, claiming against
+concurrent claimers, dedup reservation, push leasing, dispatch rates); the numbers that bound
+them are the contract's, not a driver's, so they live here. The Redis scripts get the ones they
+use through the generated prelude (``storage/redis/layout.py``); ``conf.py`` takes the Swift
+defaults from here, without importing the Swift driver (an extra)."""
+
+from __future__ import annotations
+
+# Entries (index entries, documents) one listing call may examine before it returns a short
+# page; a claim examines at most as many per round.
+LIST_SCAN_BUDGET = 2000
+
+# Rounds a claim makes when concurrent claimers take its candidates first.
+CLAIM_ATTEMPTS = 5
+
+# Due pushes looked at per lease beyond its limit, so a subscription at its limits does not
+# hide the pushes of the others behind it.
+SCAN_EXTRA = 100
+
+# Compare-and-set attempts at a rate's next free time before a push waits for the next lease.
+RATE_ATTEMPTS = 8
+
+# How long the post that reserved a dedup id may still be storing its message, and how often a
+# repeat waiting for it looks.
+FIRST_POST_GRACE_MS = 10_000
+FIRST_POST_POLL_S = 0.05
+
+# Swift's defaults ([drivers:message_store:swift]): how long after a create-only write an
+# object server may still commit a concurrent one (settle_ms), and how long a post may use the
+# queue's metadata object as its process last read it (metadata_cache_ms).
+SWIFT_SETTLE_MS = 100
+SWIFT_METADATA_CACHE_MS = 250
