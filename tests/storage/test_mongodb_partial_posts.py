@@ -268,29 +268,41 @@ def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(
     assert [d.message.id for d in leased] == [m.id for m in dead]
 
 
-def test_a_retried_insert_that_finds_part_of_its_first_attempt_stores_the_post_whole(
-    mongo: MongoDriver,
-) -> None:
-    """pymongo sends a write again when its answer was lost; a server that applied part of
-    the first attempt then refuses the retry for duplicates of the post's own messages.
-    Before, the post was undone and answered 500."""
+@contextlib.contextmanager
+def stored_before_the_first_insert(
+    mongo: MongoDriver, stored: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+) -> Iterator[list[pymongo.errors.BulkWriteError]]:
+    """The first messages inserted meanwhile find ``stored(documents)`` already stored (as a
+    first attempt whose answer was lost leaves them); yields what that insert was refused."""
     insert_many = mongo._messages.insert_many
     refusals: list[pymongo.errors.BulkWriteError] = []
+    inserted: list[bool] = []
 
-    def first_attempt_applied_in_part(documents: list[dict[str, Any]], **kwargs: Any) -> Any:
-        if refusals:
+    def insert(documents: list[dict[str, Any]], **kwargs: Any) -> Any:
+        if inserted:
             return insert_many(documents, **kwargs)
-        insert_many(documents[:3])  # the first attempt, whose answer was lost
+        inserted.append(True)
+        insert_many(stored(documents))
         try:
             return insert_many(documents, **kwargs)
         except pymongo.errors.BulkWriteError as exc:
             refusals.append(exc)
             raise
 
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(mongo._messages, "insert_many", insert)
+        yield refusals
+
+
+def test_a_retried_insert_that_finds_part_of_its_first_attempt_stores_the_post_whole(
+    mongo: MongoDriver,
+) -> None:
+    """pymongo sends a write again when its answer was lost; a server that applied part of
+    the first attempt then refuses the retry for duplicates of the post's own messages.
+    Before, the post was undone and answered 500."""
     clock = FakeClock()
     messages = [NewMessage(json.dumps(i), 3600, 0) for i in range(10)]
-    with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(mongo._messages, "insert_many", first_attempt_applied_in_part)
+    with stored_before_the_first_insert(mongo, lambda documents: documents[:3]) as refusals:
         posted = mongo.post_messages(P, Q, messages, ALICE, clock.now_ms())
     assert [duplicate_positions(exc) for exc in refusals] == [[0]], "no retry met its first"
     assert mongo.stats(P, Q, clock.now_ms()).total == 10
@@ -303,23 +315,16 @@ def test_a_post_refused_for_duplicates_of_other_messages_is_undone_and_unavailab
 ) -> None:
     """Duplicates that are not the post's own messages (another message took one of its
     posting positions) leave nothing of the post, and answer 503, not 500."""
-    insert_many = mongo._messages.insert_many
-    refusals: list[pymongo.errors.BulkWriteError] = []
-
-    def a_position_taken(documents: list[dict[str, Any]], **kwargs: Any) -> Any:
-        if not refusals:
-            insert_many([{**documents[0], "_id": "another message"}])
-        try:
-            return insert_many(documents, **kwargs)
-        except pymongo.errors.BulkWriteError as exc:
-            refusals.append(exc)
-            raise
-
     clock = FakeClock()
     messages = [NewMessage(json.dumps(i), 3600, 0) for i in range(5)]
-    with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(mongo._messages, "insert_many", a_position_taken)
-        with pytest.raises(errors.StorageUnavailable):
-            mongo.post_messages(P, Q, messages, ALICE, clock.now_ms())
+
+    def another_at_the_first_position(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**documents[0], "_id": "another message"}]
+
+    with (
+        stored_before_the_first_insert(mongo, another_at_the_first_position) as refusals,
+        pytest.raises(errors.StorageUnavailable),
+    ):
+        mongo.post_messages(P, Q, messages, ALICE, clock.now_ms())
     assert refusals, "no insert was refused"
     assert mongo._messages.count_documents({}) == 1, "the post left messages behind"

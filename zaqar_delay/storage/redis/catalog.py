@@ -19,6 +19,7 @@ from typing import Any
 from zaqar_delay.storage.catalog import CatalogStore, FlavorRecord, PoolRecord
 from zaqar_delay.storage.redis.acks import ReplicaAcks, write_acked
 from zaqar_delay.storage.redis.errors import translate_class_errors
+from zaqar_delay.storage.redis.replies import text
 
 # KEYS: q, qi, on, removed. ARGV: queue, pool, member of on. The pool the queue is on.
 PLACE = """
@@ -123,7 +124,7 @@ class RedisCatalog(CatalogStore):
             (placed,) = self._write(lambda c: self._place(keys=keys, args=args, client=c))
         else:  # a script object loads itself on NOSCRIPT only when called on a client
             placed = self._place(keys=keys, args=args)
-        return placed.decode() if isinstance(placed, bytes) else str(placed)
+        return text(placed)
 
     def lookup_queue(self, project: str, queue: str) -> str | None:
         raw = self._client.hget(self._key("q", project), queue)

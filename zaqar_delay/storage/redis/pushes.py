@@ -25,7 +25,7 @@ from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
-from zaqar_delay.storage.redis.replies import message_of
+from zaqar_delay.storage.redis.replies import message_of, text
 from zaqar_delay.storage.redis.subscriptions import subscription_of
 
 # The index score of a queue that owes nothing now (kept rather than removed: see above).
@@ -143,4 +143,4 @@ class PushScripts(Driver):
             # owed): lower it. A push that ended leaves the index at most too early, which the
             # next lease corrects.
             self._lower_push_index(project, queue, min(owed_again))
-        return [mid.decode() if isinstance(mid, bytes) else str(mid) for mid in consumed]
+        return [text(mid) for mid in consumed]

@@ -18,6 +18,11 @@ _CLAIMED, _NOT_CLAIMED, _BAD_CLAIM = (
 )
 
 
+def text(value: bytes | str | int) -> str:
+    """A string a script or command answered: bytes (the client's default), or already text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def message_of(
     id_: bytes, body: bytes, record: bytes, claim: bytes, claim_expires: int, now_ms: int
 ) -> Message:

@@ -15,6 +15,7 @@ from zaqar_delay.models import Metadata, PushResult, Subscription, SubscriptionC
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
+from zaqar_delay.storage.redis.replies import text
 
 NOT_LIVE, SUBSCRIBER_TAKEN = -1, -2
 
@@ -26,23 +27,19 @@ def subscription_of(subscription_id: str, queue: str, raw: bytes) -> Subscriptio
     last = None
     if len(fields) > 7:  # S_LAST: the last push attempt, once there was one
         at_ms, outcome, detail = fields[7]
-        last = PushResult(int(at_ms), _text(outcome), _text(detail))
+        last = PushResult(int(at_ms), text(outcome), text(detail))
     return Subscription(
         id=subscription_id,
         queue=queue,
-        subscriber=_text(subscriber),
+        subscriber=text(subscriber),
         ttl_s=int(ttl),
         options=dict(json.loads(options)),
         started_ms=int(started),
         expires_ms=int(expires),
         confirmed=bool(confirmed),
-        secret=_text(secret),
+        secret=text(secret),
         last_delivery=last,
     )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 @translate_class_errors

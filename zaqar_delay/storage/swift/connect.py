@@ -8,6 +8,7 @@ each gevent greenlet's thread) gets its own, all built from one :class:`SwiftAcc
 from __future__ import annotations
 
 import dataclasses
+import io
 import threading
 import time
 import urllib.parse
@@ -172,38 +173,28 @@ def _unavailable(exc: Exception) -> errors.StorageUnavailable:
     return errors.StorageUnavailable(f"Swift is unavailable: {exc}")
 
 
-class _WriteBody:
+class _WriteBody(io.BytesIO):
     """The body of one PUT, as python-swiftclient reads it: sent again only after Swift
     refused the connection's token, once swiftclient has authenticated again (it clears the
-    token first). After any other failure the write may have been applied: sent again, a
-    create-only write would find its own object and answer that another call created it.
-    That failure is reported instead, with Swift's answer when there was one (swiftclient
-    could only say that the body could not be sent again)."""
+    token first, then rewinds the body). After any other failure the write may have been
+    applied: sent again, a create-only write would find its own object and answer that
+    another call created it. That failure is reported instead, with Swift's answer when
+    there was one (swiftclient could only say that the body could not be sent again)."""
 
     def __init__(self, data: bytes, connection: swiftclient.Connection, answer: dict[str, Any]):
         """``answer``: the ``response_dict`` the request fills in."""
-        self._data = data
-        self._offset = 0
+        super().__init__(data)
         self._connection = connection
         self._answer = answer
 
-    def read(self, size: int = -1) -> bytes:
-        end = len(self._data) if size < 0 else self._offset + size
-        chunk = self._data[self._offset : end]
-        self._offset += len(chunk)
-        return chunk
-
-    def tell(self) -> int:
-        return self._offset
-
-    def seek(self, offset: int) -> None:
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         if self._connection.token is not None:
             status = self._answer.get("status")
             if status is None:
                 raise ClientException("the write got no answer from Swift")
             reason = self._answer.get("reason", "")
             raise ClientException(f"Swift answered {status} {reason}", http_status=status)
-        self._offset = offset
+        return super().seek(offset, whence)
 
 
 class ConcurrentUpdate(Exception):
