@@ -566,11 +566,12 @@ class Settings:
         default=SWIFT_SETTLE_MS,
         min=1,
         help=(
-            "Milliseconds a claim or a dedup id waits after creating its object before it "
-            "reads which concurrent creation Swift kept. Swift's If-None-Match: * does not "
-            "stop concurrent creations (each object server checks before it receives the "
-            "data), so this must exceed the time an object server takes to commit a small "
-            "object once it has accepted it."
+            "Milliseconds a claim or a dedup id waits, beyond its creation's own round "
+            "trip, after creating its object before it reads which concurrent creation "
+            "Swift kept. Swift's If-None-Match: * does not stop concurrent creations (each "
+            "object server checks before it receives the data), so this plus the round trip "
+            "must exceed the time an object server takes to commit a small object once it "
+            "has accepted it."
         ),
     )
     swift_metadata_cache_ms: int = setting(

@@ -8,6 +8,7 @@ import heapq
 import json
 import random
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -251,11 +252,12 @@ class ClaimOps(SwiftBase):
         container = self._container(names.CLAIMS)
         slot_name = self._slot_name(project, queue, message_id, slot.n)
         body = slot.document()
+        sent = time.monotonic()
         if not self._swift.create(container, slot_name, body, slot.content_type()):
             taker = self._read_slot(project, queue, message_id, slot.n)
             return self._after_losing(project, queue, message_id, name, taker, now_ms)
         reading = self._swift.submit(self._read_message, project, queue, message_id)
-        kept = self._swift.settled(container, slot_name)
+        kept = self._swift.settled(container, slot_name, sent)
         if kept != body:
             taker = None if kept is None else slot_from_document(slot.n, kept)
             return self._after_losing(project, queue, message_id, name, taker, now_ms)

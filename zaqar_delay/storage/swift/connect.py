@@ -312,18 +312,27 @@ class SwiftClient:
         that the object is absent before it receives the data, so concurrent creations all
         pass the check and all succeed, and the one with the latest timestamp is kept. Any
         creation that can still overwrite this one passed its check before this one was
-        committed; once ``settle_ms`` has passed, they are committed too (the assumption:
-        an object server commits a small object within ``settle_ms``), and every creator
-        reads the same winner (``X-Newest``: from every replica)."""
+        committed; once they are committed too, every creator reads the same winner
+        (``X-Newest``: from every replica). :meth:`settled` says how long that is assumed to
+        take."""
+        sent = time.monotonic()
         if not self.create(container, name, body, content_type, headers):
             return False
-        return self.settled(container, name) == body
+        return self.settled(container, name, sent) == body
 
-    def settled(self, container: str, name: str) -> bytes | None:
-        """The body Swift keeps of an object just created with :meth:`create`, once every
-        creation that could overwrite it is committed (see :meth:`create_settled`); None
-        when it is gone."""
-        time.sleep(self._access.settle_ms / 1000)
+    def settled(self, container: str, name: str, sent: float) -> bytes | None:
+        """The body Swift keeps of an object just created with :meth:`create`, whose request
+        was sent at ``sent`` (``time.monotonic()``), once every creation that could overwrite
+        it is committed (see :meth:`create_settled`); None when it is gone.
+
+        The wait is ``settle_ms`` plus this creation's own round trip. The assumption: a
+        concurrent creation is committed within that long after its object server checked
+        that the object was absent. ``settle_ms`` alone would assume object servers answer
+        in a bounded time; a loaded cluster (or machine) slows every creation alike, and the
+        round trip this creation took is the measure of that load: waiting it again keeps
+        the margin where every commit is slow."""
+        round_trip = time.monotonic() - sent
+        time.sleep(self._access.settle_ms / 1000 + round_trip)
         found = self.get(container, name, newest=True)
         return None if found is None else found[1]
 

@@ -75,7 +75,7 @@ class SwiftDedup:
                         if first is None:
                             return None, ""
                         if first:
-                            return str(doc["m"]), ""
+                            return first, ""
             name = prefix + names.number_part(generation + 1)
             if self._swift.create_settled(
                 self._container,
@@ -94,27 +94,28 @@ class SwiftDedup:
         complete: Callable[[str], bool],
         now_ms: int,
         wait: bool,
-    ) -> bool | None:
-        """Whether the post that made the unexpired generation ``name`` (read as ``doc``)
-        stored its message, waiting for it while that post may still be storing it (without
-        ``wait``: None then). Past that time an unconfirmed generation's message, if stored,
-        is completed and the generation confirmed. A generation of an earlier release,
-        without ``s``, was stored."""
+    ) -> str | None:
+        """The id of the message the unexpired generation ``name`` (read as ``doc``)
+        remembers, once the post that made it stored it, waiting for it while that post may
+        still be storing it (without ``wait``: None then); "" when it did not. The id is the
+        one the generation holds when confirmed, which is the one read last. Past that time
+        an unconfirmed generation's message, if stored, is completed and the generation
+        confirmed. A generation of an earlier release, without ``s``, was stored."""
         deadline = time.monotonic() + (FIRST_POST_GRACE_MS - (now_ms - int(doc["at"]))) / 1000
         while not doc.get("s", 1):
             if time.monotonic() >= deadline:
                 if not complete(str(doc["m"])):
-                    return False
+                    return ""
                 self.confirm([(name, str(doc["m"]), int(doc["e"]), int(doc["at"]))])
-                return True
+                return str(doc["m"])
             if not wait:
                 return None
             time.sleep(FIRST_POST_POLL_S)
             found = self._swift.get(self._container, name)
             doc = {"e": 0} if found is None else json.loads(found[1])
             if int(doc["e"]) <= now_ms:
-                return False  # its post failed, and forgot it
-        return True
+                return ""  # its post failed, and forgot it
+        return str(doc["m"])
 
     def confirm(self, generations: Sequence[tuple[str, str, int, int]]) -> None:
         """Confirm the generations ``(name, message id, expires ms, created ms)`` that
