@@ -10,7 +10,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import swiftclient
@@ -28,6 +28,10 @@ SECOND_START_S = 0.2
 SECOND_BODY_DELAY_S = 1.5
 
 
+def _spawn(target: Callable[..., None], *args: object) -> None:
+    threading.Thread(target=target, args=args, daemon=True).start()
+
+
 class SlowBodyRelay:
     """A TCP relay to Swift's proxy that forwards each request's headers at once and its body
     ``body_delay_s`` later, as a congested network or a loaded machine would. Keeps what the
@@ -39,13 +43,7 @@ class SlowBodyRelay:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self.answered = bytearray()
-        self._threads: list[threading.Thread] = []
-        self._spawn(self._accept)
-
-    def _spawn(self, target: object, *args: object) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
-        thread.start()
-        self._threads.append(thread)
+        _spawn(self._accept)
 
     def _accept(self) -> None:
         while True:
@@ -54,8 +52,8 @@ class SlowBodyRelay:
             except OSError:
                 return  # closed
             upstream = socket.create_connection(("127.0.0.1", self._upstream_port), 10)
-            self._spawn(self._requests, client, upstream)
-            self._spawn(self._answers, upstream, client)
+            _spawn(self._requests, client, upstream)
+            _spawn(self._answers, upstream, client)
 
     def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
         pending = b""
