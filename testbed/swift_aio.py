@@ -20,10 +20,11 @@ import subprocess
 import tempfile
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import requests
 
-from testbed.processes import free_port, wait_until
+from testbed.processes import free_port, wait_gone, wait_until
 
 USER, KEY = "test:tester", "testing"
 BINARIES = (
@@ -88,17 +89,55 @@ def missing_binaries() -> list[str]:
 class SwiftAllInOne:
     """Swift's proxy, account, container and object servers and a memcached."""
 
-    def __init__(self, access_log_port: int | None = None, replicas: int = 1) -> None:
+    def __init__(
+        self, access_log_port: int | None = None, replicas: int = 1, workers: int = 1
+    ) -> None:
         """``access_log_port``: the proxy sends a syslog line per request it serves to this
         UDP port on loopback (a benchmark counts them); ``replicas``: copies of every
-        account, container and object, each on its own device (``sdb1``...)."""
+        account, container and object, each on its own device (``sdb1``...); ``workers``:
+        the processes each server serves requests with (forked once it has started)."""
         self.access_log_port = access_log_port
         self.replicas = replicas
+        self.workers = workers
         # Objects are written with fsync: in memory when the machine has a tmpfs, the
         # servers spend their time serving requests rather than waiting on a disk.
         self.directory = Path(tempfile.mkdtemp(prefix="zd-swift-", dir=_memory_directory()))
         self.ports = {name: free_port() for name in (*SERVERS, "proxy", "memcached")}
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def record(self) -> dict[str, Any]:
+        """How another process reaches these running servers (:meth:`attach`) and stops
+        them (:meth:`stop_recorded`), as JSON."""
+        return {
+            "directory": str(self.directory),
+            "ports": self.ports,
+            "replicas": self.replicas,
+            "workers": self.workers,
+            "access_log_port": self.access_log_port,
+            "pids": [process.pid for process in self.processes.values()],
+        }
+
+    @classmethod
+    def attach(cls, record: dict[str, Any]) -> SwiftAllInOne:
+        """The all-in-one another process started and recorded (:meth:`record`): its
+        addresses and logs, not its processes, which only :meth:`stop_recorded` stops (this
+        object's :meth:`kill` and :meth:`stop` have none to act on)."""
+        aio = cls(record["access_log_port"], record["replicas"], record["workers"])
+        aio.directory.rmdir()  # made by __init__, unused: the record names the directory
+        aio.directory = Path(record["directory"])
+        aio.ports = dict(record["ports"])
+        return aio
+
+    @staticmethod
+    def stop_recorded(record: dict[str, Any]) -> None:
+        """Stop the servers of a recorded all-in-one, from any process (each server leads a
+        process group of its own), and remove its files."""
+        pids = [int(pid) for pid in record["pids"]]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        wait_gone(pids)
+        shutil.rmtree(record["directory"], ignore_errors=True)
 
     @property
     def auth_url(self) -> str:
@@ -125,7 +164,7 @@ class SwiftAllInOne:
         # container server 2.3 instead of 2.7).
         common = (
             f"[DEFAULT]\nbind_ip = 127.0.0.1\nswift_dir = {self.directory}\n"
-            f"devices = {devices}\nmount_check = false\nuser = root\nworkers = 1\n"
+            f"devices = {devices}\nmount_check = false\nuser = root\nworkers = {self.workers}\n"
             "log_facility = LOG_LOCAL0\nlog_level = WARNING\ndisable_fallocate = true\n"
         )
         for kind in SERVERS:
@@ -137,7 +176,8 @@ class SwiftAllInOne:
             )
         (self.directory / "proxy-server.conf").write_text(
             f"[DEFAULT]\nbind_ip = 127.0.0.1\nbind_port = {self.ports['proxy']}\n"
-            f"swift_dir = {self.directory}\nuser = root\nworkers = 1\nlog_level = WARNING\n\n"
+            f"swift_dir = {self.directory}\nuser = root\nworkers = {self.workers}\n"
+            "log_level = WARNING\n\n"
             f"[pipeline:main]\npipeline = {self._proxy_pipeline()}\n\n"
             "[app:proxy-server]\nuse = egg:swift#proxy\naccount_autocreate = true\n\n"
             "[filter:tempauth]\nuse = egg:swift#tempauth\n"

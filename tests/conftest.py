@@ -5,12 +5,15 @@ from ``testbed``, the helpers that reach them from ``tests.helpers``."""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from testbed.processes import RedisCluster, RedisSentinelGroup, RedisServer, SecantusServer
+from testbed.shared import SharedServers
 from testbed.swift_aio import SwiftAllInOne, missing_binaries
 from tests.helpers.stores import (
     ACKED_CLUSTERS,
@@ -26,6 +29,43 @@ from zaqar_delay.storage.redis.embedded import EmbeddedRedis, shut_down
 
 # Tests with one of these markers are slow legs: tox -e slow runs them, tox -e fast leaves them.
 SLOW_MARKERS = ("faults", "fuzz", "spark", "benchmark", "wallclock")
+
+
+# The workers' input naming the directory of the servers they share (testbed.shared).
+SHARED_SERVERS_INPUT = "zaqar_delay_shared_servers"
+SHARED_SERVERS = pytest.StashKey[SharedServers]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, the controller makes the directory through which its workers
+    share servers."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        config.stash[SHARED_SERVERS] = SharedServers(tempfile.mkdtemp(prefix="zd-shared-"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist's hook, on the controller, for each worker it starts."""
+    shared = node.config.stash.get(SHARED_SERVERS, None)
+    if shared is not None:
+        node.workerinput[SHARED_SERVERS_INPUT] = str(shared.directory)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """On the controller, every worker done: stop the servers they shared."""
+    shared = config.stash.get(SHARED_SERVERS, None)
+    if shared is None:
+        return
+    for name, record in shared.records():
+        assert name == "swift", f"no way to stop the shared server {name}"
+        SwiftAllInOne.stop_recorded(record)
+    shutil.rmtree(shared.directory, ignore_errors=True)
+
+
+def shared_servers(config: pytest.Config) -> SharedServers | None:
+    """The servers this pytest-xdist worker shares with the others (None outside xdist)."""
+    directory = getattr(config, "workerinput", {}).get(SHARED_SERVERS_INPUT)
+    return None if directory is None else SharedServers(directory)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -82,13 +122,31 @@ def secantus_server() -> Iterator[SecantusServer]:
     server.stop()
 
 
+# The all-in-ones this process started for the others (referenced so they are not collected).
+_STARTED_FOR_THE_RUN: list[SwiftAllInOne] = []
+
+
+def _start_shared_swift() -> dict[str, Any]:
+    # Two processes per server: one proxy process would serve every worker's requests in turn.
+    aio = SwiftAllInOne(workers=2).start()
+    _STARTED_FOR_THE_RUN.append(aio)
+    return aio.record()
+
+
 @pytest.fixture(scope="session")
-def swift_aio() -> Iterator[SwiftAllInOne]:
+def swift_aio(request: pytest.FixtureRequest) -> Iterator[SwiftAllInOne]:
+    """A Swift all-in-one, one for the whole run: under pytest-xdist the first worker that
+    needs it starts it, and the controller stops it. Tests use it without stopping or
+    killing its servers (the fault tests start their own)."""
     missing = missing_binaries()
     if missing:
         pytest.skip(
             f"Swift's servers are needed ({', '.join(missing)} missing; .ci/run installs them)"
         )
+    shared = shared_servers(request.config)
+    if shared is not None:
+        yield SwiftAllInOne.attach(shared.get("swift", _start_shared_swift))
+        return
     aio = SwiftAllInOne().start()
     yield aio
     aio.stop()
