@@ -115,13 +115,28 @@ class Claim:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class OverLimit:
+    """Messages a claim took that had been claimed ``_max_claim_count`` times already: not
+    returned, and still where they were, held as the claim took them, to be moved to the
+    dead-letter queue ``queue`` (``storage.dead_letters``). ``ttl_s``: the copies' ttl
+    (``_dead_letter_queue_messages_ttl``), None when each keeps its own."""
+
+    queue: str
+    ttl_s: int | None
+    messages: tuple[Message, ...]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(m.id for m in self.messages)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClaimOutcome:
-    """What one claim did: the claim (None when nothing was claimable) and the messages it
-    moved to the queue's dead-letter queue instead of returning them."""
+    """What one claim took: the claim (None when nothing was claimable) and the messages to
+    move to the queue's dead-letter queue instead (None when there are none)."""
 
     claim: Claim | None
-    dead_lettered: tuple[str, ...] = ()
-    dead_letter_queue: str = ""
+    over_limit: OverLimit | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

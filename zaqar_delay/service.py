@@ -37,6 +37,7 @@ from zaqar_delay.models import (
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
 from zaqar_delay.quotas import Quotas
+from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver, Durability
 from zaqar_delay.stores import Stores
 from zaqar_delay.waiting import WaitRooms
@@ -345,7 +346,6 @@ class Service:
         # A waiting claim waits on the store the queue's first message will reach: with
         # pools, a queue not yet placed is placed now.
         store = self.stores.place(project, queue) if wait_s > 0 else self._store(project, queue)
-        dead_letter_store = functools.partial(self._dead_letter_store, project, queue)
 
         def attempt() -> Claim | None:
             now_ms = self.now_ms()
@@ -356,11 +356,12 @@ class Service:
                 grace_s=times.grace_s,
                 limit=limit,
                 now_ms=now_ms,
-                dead_letter_store=dead_letter_store,
             )
-            if outcome.dead_lettered:
-                target = outcome.dead_letter_queue
-                self.lifecycle.dead_lettered(project, queue, outcome.dead_lettered, target, now_ms)
+            over = outcome.over_limit
+            if over is not None:
+                target = self._dead_letter_store(project, queue, over.queue)
+                dead_letters.move(store, project, queue, over, target, now_ms)
+                self.lifecycle.dead_lettered(project, queue, over.ids, over.queue, now_ms)
             claim = outcome.claim
             if claim is not None:
                 self.lifecycle.claimed(project, queue, claim.id, claim.messages, now_ms)

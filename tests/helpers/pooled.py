@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from tests.helpers.stores import STORES, close_test_driver, open_test_driver, store_url
+from zaqar_delay.models import OverLimit
 from zaqar_delay.policy import QueuePolicy
+from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.stores import PooledStores
@@ -67,16 +69,21 @@ class PooledDriver:
         self.stores.for_queue(project, queue).delete_queue(project, queue)
         self.stores.forget(project, queue)
 
-    def claim(self, project: str, queue: str, **kwargs: Any) -> Any:
-        """As the service claims: a dead-letter queue placed nowhere is placed on the queue's
-        pool; one on another pool receives copies (``Driver.receive_dead_letters``)."""
+    def create_claim(self, project: str, queue: str, **kwargs: Any) -> Any:
+        """As the service claims: the queue's store claims, and what it reports over the
+        limit moves to the dead-letter queue's store (:meth:`move_dead_letters`)."""
+        outcome = self.stores.for_queue(project, queue).claim(project, queue, **kwargs)
+        if outcome.over_limit is not None:
+            self.move_dead_letters(project, queue, outcome.over_limit, kwargs["now_ms"])
+        return outcome.claim
 
-        def dead_letter_store(name: str) -> Driver:
-            self.stores.colocate(project, queue, name)
-            return self.stores.for_queue(project, name)
-
-        store = self.stores.for_queue(project, queue)
-        return store.claim(project, queue, dead_letter_store=dead_letter_store, **kwargs)
+    def move_dead_letters(self, project: str, queue: str, over: OverLimit, now_ms: int) -> None:
+        """As the service moves them: a dead-letter queue placed nowhere is placed on the
+        queue's pool; one on another pool receives copies (``storage.dead_letters``)."""
+        self.stores.colocate(project, queue, over.queue)
+        source = self.stores.for_queue(project, queue)
+        target = self.stores.for_queue(project, over.queue)
+        dead_letters.move(source, project, queue, over, target, now_ms)
 
     def _colocate(self, project: str, queue: str, metadata: Any) -> None:
         target = QueuePolicy.of(metadata).dead_letter_queue

@@ -20,7 +20,6 @@ from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import QueueEncryption
 from zaqar_delay.models import (
     UNKNOWN_METADATA,
-    ClaimOutcome,
     ListPage,
     MessageEdit,
     NewMessage,
@@ -607,9 +606,16 @@ class TestClaims:
             assert bodies_of(held) == ["poison"]
             assert held is not None
             driver.release_claim(P, Q, held.id, clock.now_ms())
-        # The claim says what it moved, and claims nothing.
+        # The claim reports the message over the limit, claims nothing, and leaves it where
+        # it was, taken, so no other claim takes it before it is moved.
         outcome = driver.claim(P, Q, ttl_s=300, grace_s=60, limit=10, now_ms=clock.now_ms())
-        assert outcome == ClaimOutcome(None, (mid,), "dlq")
+        assert outcome.claim is None and outcome.over_limit is not None
+        over = outcome.over_limit
+        assert (over.queue, over.ttl_s, over.ids) == ("dlq", 600, (mid,))
+        assert [m.body for m in over.messages] == ["poison"]
+        assert claim(driver, clock) is None
+        assert [m.id for m in driver.get_messages(P, Q, [mid], clock.now_ms())] == [mid]
+        driver.move_dead_letters(P, Q, over, clock.now_ms())
         assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
         [moved] = driver.get_messages(P, "dlq", [mid], clock.now_ms())
         assert (moved.body, moved.ttl_s, moved.claim_id, moved.claim_count) == (

@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
+from testbed.processes import free_port
 from tests.helpers.pooled import pooled_driver
 from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import ClaimOutcome, NewMessage
+from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import FlavorRecord, PoolRecord
 from zaqar_delay.stores import STICKY_MARGIN_S, PooledStores
@@ -50,16 +52,8 @@ def two_stores(request: pytest.FixtureRequest) -> Iterator[tuple[Driver, Driver]
     close_test_driver(target)
 
 
-def claim(driver: Driver, clock: FakeClock, dead_letter_store: Any) -> ClaimOutcome:
-    return driver.claim(
-        P,
-        "q",
-        ttl_s=30,
-        grace_s=30,
-        limit=5,
-        now_ms=clock.now_ms(),
-        dead_letter_store=dead_letter_store,
-    )
+def claim(driver: Driver, clock: FakeClock) -> ClaimOutcome:
+    return driver.claim(P, "q", ttl_s=30, grace_s=30, limit=5, now_ms=clock.now_ms())
 
 
 def poisoned(source: Driver, clock: FakeClock, metadata: dict[str, Any]) -> str:
@@ -67,7 +61,7 @@ def poisoned(source: Driver, clock: FakeClock, metadata: dict[str, Any]) -> str:
     source.create_queue(P, "q", metadata, clock.now_ms())
     message = NewMessage('{"n": 1}', 3600, 0)
     [mid] = source.post_messages(P, "q", [message], ALICE, clock.now_ms()).ids
-    first = claim(source, clock, None)
+    first = claim(source, clock)
     assert first.claim is not None and [m.id for m in first.claim.messages] == [mid]
     clock.advance(seconds=31)  # the claim lapses
     return mid
@@ -78,19 +72,10 @@ def test_a_message_claimed_too_often_moves_to_a_dead_letter_queue_on_another_sto
 ) -> None:
     source, target = two_stores
     mid = poisoned(source, clock, {**POISON, "_dead_letter_queue_messages_ttl": 600})
-    asked: list[str] = []
-
-    def dead_letter_store(name: str) -> Driver:
-        asked.append(name)
-        return target
-
-    outcome = claim(source, clock, dead_letter_store)
-    assert (outcome.claim, outcome.dead_lettered, outcome.dead_letter_queue) == (
-        None,
-        (mid,),
-        "dead",
-    )
-    assert asked == ["dead"]
+    outcome = claim(source, clock)
+    assert outcome.claim is None and outcome.over_limit is not None
+    assert (outcome.over_limit.queue, outcome.over_limit.ids) == ("dead", (mid,))
+    dead_letters.move(source, P, "q", outcome.over_limit, target, clock.now_ms())
     now = clock.now_ms()
     assert source.get_messages(P, "q", [mid], now) == []
     assert source.get_metadata(P, "dead") is None  # nothing of it on the queue's store
@@ -108,11 +93,15 @@ def test_a_failed_copy_keeps_the_message_and_a_repeated_copy_stores_it_once(
     source, target = two_stores
     mid = poisoned(source, clock, POISON)
 
-    def unreachable(name: str) -> Driver:
-        raise errors.StorageUnavailable(f"the store of {name} is down")
-
-    with pytest.raises(errors.StorageUnavailable):
-        claim(source, clock, unreachable)
+    outcome = claim(source, clock)
+    assert outcome.over_limit is not None
+    # The dead-letter queue's store is down: a Redis store on a port nothing listens on.
+    target_down = open_test_driver(f"redis://127.0.0.1:{free_port()}")
+    try:
+        with pytest.raises(errors.StorageUnavailable):
+            dead_letters.move(source, P, "q", outcome.over_limit, target_down, clock.now_ms())
+    finally:
+        target_down.close()
     # The fault happened: nothing reached the dead-letter queue; the message is still here.
     assert target.get_messages(P, "dead", [mid], clock.now_ms()) == []
     [kept] = source.get_messages(P, "q", [mid], clock.now_ms())
@@ -120,8 +109,9 @@ def test_a_failed_copy_keeps_the_message_and_a_repeated_copy_stores_it_once(
     # dead-letter queue still holds the message once.
     target.receive_dead_letters(P, "dead", [kept], None, clock.now_ms())
     clock.advance(seconds=61)  # any claim the failed attempt left has lapsed
-    outcome = claim(source, clock, lambda name: target)
-    assert outcome.dead_lettered == (mid,)
+    outcome = claim(source, clock)
+    assert outcome.over_limit is not None and outcome.over_limit.ids == (mid,)
+    dead_letters.move(source, P, "q", outcome.over_limit, target, clock.now_ms())
     listed = target.list_messages(
         P,
         "dead",

@@ -234,6 +234,25 @@ def test_a_message_leaves_no_claim_slots_behind(swift: SwiftDriver) -> None:
     assert slot_objects(swift) == []
 
 
+def test_a_dead_lettered_message_leaves_no_index_entry_or_slot_behind(swift: SwiftDriver) -> None:
+    """A claim takes a message over the limit through a slot without indexing it as
+    claimed: moved to the dead-letter queue, its due entry and slots go with it."""
+    clock = FakeClock()
+    metadata = {"_max_claim_count": 1, "_dead_letter_queue": "dlq"}
+    swift.create_queue(P, Q, metadata, clock.now_ms())
+    [mid] = swift.post_messages(P, Q, [NewMessage('"x"', 3600, 0)], ALICE, clock.now_ms()).ids
+    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=1, now_ms=clock.now_ms())
+    clock.advance(seconds=61)  # the claim lapses: the message is indexed as due again
+    outcome = swift.claim(P, Q, ttl_s=60, grace_s=60, limit=1, now_ms=clock.now_ms())
+    assert outcome.over_limit is not None and outcome.over_limit.ids == (mid,)
+    assert index_kinds(swift) == ["d"]
+    assert len(slot_objects(swift)) == 2
+    swift.move_dead_letters(P, Q, outcome.over_limit, clock.now_ms())
+    assert index_kinds(swift) == []
+    assert slot_objects(swift) == []
+    assert [m.id for m in swift.get_messages(P, "dlq", [mid], clock.now_ms())] == [mid]
+
+
 def test_keystone_v3_finds_swift_in_the_catalog_by_region_and_interface(
     swift_aio: SwiftAllInOne,
 ) -> None:

@@ -22,11 +22,13 @@ from zaqar_delay.models import (
     MessageEdit,
     Metadata,
     NewMessage,
+    OverLimit,
     Posted,
     QueueInfo,
     QueueStats,
     VersionedMetadata,
 )
+from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.deliveries import DeliveryStore
 from zaqar_delay.storage.subscriptions import SubscriptionStore
@@ -93,10 +95,6 @@ class Wakeups(abc.ABC):
     ) -> None:
         """Call ``on_wake(channel)`` for every wake-up until ``stop`` is set; reconnect by
         itself after a store outage and then call ``on_reconnect`` (wake-ups may be lost)."""
-
-
-#: Which store a dead-letter queue, by name, lives on (``Driver.claim``).
-DeadLetterStore = Callable[[str], "Driver"]
 
 
 class Driver(SubscriptionStore, DeliveryStore):
@@ -351,10 +349,15 @@ class Driver(SubscriptionStore, DeliveryStore):
         limit: int,
         now_ms: int,
     ) -> Claim | None:
-        """:meth:`claim`'s claim alone."""
-        return self.claim(
+        """:meth:`claim`'s claim, its messages over the limit moved to their dead-letter
+        queue in this store (:meth:`move_dead_letters`): a queue whose dead-letter queue
+        lives on the same store, as every queue does without pools."""
+        outcome = self.claim(
             project, queue, ttl_s=ttl_s, grace_s=grace_s, limit=limit, now_ms=now_ms
-        ).claim
+        )
+        if outcome.over_limit is not None:
+            self.move_dead_letters(project, queue, outcome.over_limit, now_ms)
+        return outcome.claim
 
     @abc.abstractmethod
     def claim(
@@ -366,25 +369,34 @@ class Driver(SubscriptionStore, DeliveryStore):
         grace_s: int,
         limit: int,
         now_ms: int,
-        dead_letter_store: DeadLetterStore | None = None,
     ) -> ClaimOutcome:
         """Claim up to ``limit`` claimable messages, oldest due first (no claim if there are
-        none), and say which messages went to the dead-letter queue instead.
+        none), and say which messages are to go to the dead-letter queue instead.
 
         Claimable: due, unexpired, and held by no live claim. Each claimed message's claim
         count goes up by one; a message that would expire before the claim lives until
         ``claim expiry + grace``. When the queue's metadata sets both ``_max_claim_count``
         (an integer >= 1) and ``_dead_letter_queue``, a message already claimed
-        ``_max_claim_count`` times moves to that queue (same id and body, claim count 0, due
-        now, ttl from ``_dead_letter_queue_messages_ttl`` or its own, expiring that long from
-        now) instead of being returned.
-
-        ``dead_letter_store(target)`` says which store the dead-letter queue ``target`` lives
-        on (asked only when a message is dead-lettered; pools). When it is another store, the
-        messages are copied there with :meth:`receive_dead_letters` and only then deleted
-        here: a crash in between leaves them here, claimed too often, and the next claim
-        copies them again, which stores nothing twice.
+        ``_max_claim_count`` times is not returned: it is reported in the outcome's
+        ``over_limit`` (target queue, ttl override, the messages as taken) and left where it
+        is, taken as a claim takes it, so no other claim takes it meanwhile; the caller
+        moves it (``storage.dead_letters``). Should the caller never move it, it is
+        claimable again when this claim would have ended, and the next claim reports it
+        again: a message over the limit is never returned and never lost.
         """
+
+    def move_dead_letters(self, project: str, queue: str, over: OverLimit, now_ms: int) -> None:
+        """Move the messages ``over`` reports (from this store's ``queue``) to their
+        dead-letter queue in this store: same ids and bodies, claim count 0, due now, ttl
+        ``over.ttl_s`` or their own, expiring that long from now. By default a copy
+        (:meth:`receive_dead_letters`) and then a delete: a crash in between leaves the
+        messages here, and the next claim moves them again, which stores nothing twice."""
+        dead_letters.copy_then_delete(self, project, queue, over, self, now_ms)
+
+    def delete_dead_letters(self, project: str, queue: str, over: OverLimit, now_ms: int) -> None:
+        """Delete from ``queue`` the messages ``over`` reports, once copied to their
+        dead-letter queue; those already gone are ignored."""
+        self.delete_messages(project, queue, over.ids, None, now_ms)
 
     @abc.abstractmethod
     def receive_dead_letters(
@@ -395,11 +407,11 @@ class Driver(SubscriptionStore, DeliveryStore):
         ttl_s: int | None,
         now_ms: int,
     ) -> None:
-        """Store copies of ``messages``, dead-lettered from a queue on another store, in
-        ``queue`` (created if needed): same ids, bodies as stored and client ids, claim count
-        0, due now, ttl ``ttl_s`` or their own, expiring that long from now; waiting claims
-        woken and pushes owed as for a post. Idempotent by id: a message already here is not
-        stored again."""
+        """Store copies of ``messages``, dead-lettered from a queue (on this store or
+        another), in ``queue`` (created if needed): same ids, bodies as stored and client
+        ids, claim count 0, due now, ttl ``ttl_s`` or their own, expiring that long from
+        now; waiting claims woken and pushes owed as for a post. Idempotent by id: a message
+        already here is not stored again."""
 
     @abc.abstractmethod
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:

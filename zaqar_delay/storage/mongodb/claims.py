@@ -1,9 +1,8 @@
 """Claims on MongoDB: taking messages by conditional updates, renewing, releasing, and the
-dead-letter moves of messages claimed too often."""
+in-place moves of messages dead-lettered within the store."""
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 
 import pymongo
@@ -13,9 +12,9 @@ from zaqar_delay.models import (
     Claim,
     ClaimOutcome,
     Message,
+    OverLimit,
 )
 from zaqar_delay.policy import QueuePolicy
-from zaqar_delay.storage.base import DeadLetterStore, Driver
 from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
 from zaqar_delay.storage.mongodb.common import (
     Doc,
@@ -77,12 +76,12 @@ class ClaimOps(MongoBase):
         held = self._messages.find({**scope, "cid": claim_id}).sort([("d", 1), ("k", 1)])
         return list(held)
 
-    def _extend_lifetimes(
-        self, scope: Doc, claim_id: str, expires_ms: int, ttl_s: int, grace_s: int
-    ) -> None:
+    def _extend_lifetimes(self, held: Doc, expires_ms: int, ttl_s: int, grace_s: int) -> None:
+        """Messages matching ``held`` that would expire before the claim ends live until its
+        end plus ``grace_s``."""
         extended = expires_ms + grace_s * 1000
         self._messages.update_many(
-            {**scope, "cid": claim_id, "e": {"$lt": expires_ms}},
+            {**held, "e": {"$lt": expires_ms}},
             {"$set": {"e": extended, "ex": as_date(extended), "t": ttl_s + grace_s}},
         )
 
@@ -95,7 +94,6 @@ class ClaimOps(MongoBase):
         grace_s: int,
         limit: int,
         now_ms: int,
-        dead_letter_store: DeadLetterStore | None = None,
     ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
         expires_ms = now_ms + ttl_s * 1000
@@ -104,23 +102,18 @@ class ClaimOps(MongoBase):
         if not taken:
             return ClaimOutcome(None)
         dead = [d for d in taken if policy.claimed_too_often(d["cc"])]
-        moved: tuple[str, ...] = ()
-        target = policy.dead_letter_queue or ""
+        over_limit = None
         if dead:
-            store = dead_letter_store(target) if dead_letter_store else self
-            if store is self:
-                moved = self._move_to_dead_letter(project, queue, dead, policy, now_ms)
-            else:
-                ttl = policy.dead_letter_ttl_s
-                moved = self._copy_to_dead_letter(
-                    project, queue, dead, (store, target), ttl, now_ms
-                )
-        outcome = ClaimOutcome(None, moved, target if moved else "")
-        kept = [d for d in taken if d not in dead]
+            over_limit = OverLimit(
+                policy.dead_letter_queue or "",
+                policy.dead_letter_ttl_s,
+                tuple(message_of(d, now_ms) for d in dead),
+            )
+        kept = [str(d["_id"]) for d in taken if d not in dead]
         if not kept:
-            return outcome
+            return ClaimOutcome(None, over_limit)
         scope = self._queue_filter(project, queue)
-        self._extend_lifetimes(scope, claim_id, expires_ms, ttl_s, grace_s)
+        self._extend_lifetimes({**scope, "_id": {"$in": kept}}, expires_ms, ttl_s, grace_s)
         self._claims.insert_one(
             {
                 **scope,
@@ -132,66 +125,41 @@ class ClaimOps(MongoBase):
                 "ex": as_date(expires_ms),
             }
         )
-        held = self._messages.find({**scope, "cid": claim_id}).sort([("d", 1), ("k", 1)])
-        messages = tuple(message_of(d, now_ms) for d in held)
+        held = self._messages.find({**scope, "_id": {"$in": kept}, "cid": claim_id})
+        ordered = held.sort([("d", 1), ("k", 1)])
+        messages = tuple(message_of(d, now_ms) for d in ordered)
         claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
-        return dataclasses.replace(outcome, claim=claim)
+        return ClaimOutcome(claim, over_limit)
 
-    def _move_to_dead_letter(
-        self,
-        project: str,
-        queue: str,
-        dead: list[Doc],
-        policy: QueuePolicy,
-        now_ms: int,
-    ) -> tuple[str, ...]:
-        """Move each message to the dead-letter queue in place (one atomic update each);
-        returns their ids."""
-        target, ttl_override = policy.dead_letter_queue or "", policy.dead_letter_ttl_s
-        first = self._reserve_sequence(project, target, len(dead), now_ms)
-        for i, doc in enumerate(dead):
-            ttl = ttl_override or doc["t"]
-            expires = now_ms + int(ttl) * 1000
-            self._messages.update_one(
-                {"_id": doc["_id"], "p": project, "q": queue, "cid": doc["cid"]},
-                {
-                    "$set": {
-                        "q": target,
-                        "k": first + i,
-                        "t": ttl,
-                        "e": expires,
-                        "ex": as_date(expires),
-                        "d": now_ms,
-                        "v": now_ms,
-                        "cid": None,
-                        "ce": 0,
-                        "cc": 0,
-                    }
-                },
+    def move_dead_letters(self, project: str, queue: str, over: OverLimit, now_ms: int) -> None:
+        """In place, in one bulk write: each message changes queue in one atomic update (no
+        copy, so never two of it), only while the claim that took it still holds it."""
+        first = self._reserve_sequence(project, over.queue, len(over.messages), now_ms)
+        moves = []
+        for i, message in enumerate(over.messages):
+            ttl = over.ttl_s or message.ttl_s
+            expires = now_ms + ttl * 1000
+            moves.append(
+                pymongo.UpdateOne(
+                    {"_id": message.id, "p": project, "q": queue, "cid": message.claim_id},
+                    {
+                        "$set": {
+                            "q": over.queue,
+                            "k": first + i,
+                            "t": ttl,
+                            "e": expires,
+                            "ex": as_date(expires),
+                            "d": now_ms,
+                            "v": now_ms,
+                            "cid": None,
+                            "ce": 0,
+                            "cc": 0,
+                        }
+                    },
+                )
             )
-        self._wakeups.wake(project, target)
-        return tuple(str(d["_id"]) for d in dead)
-
-    def _copy_to_dead_letter(
-        self,
-        project: str,
-        queue: str,
-        dead: list[Doc],
-        target: tuple[Driver, str],
-        ttl_s: int | None,
-        now_ms: int,
-    ) -> tuple[str, ...]:
-        """Copy each message to the dead-letter queue on another store (``target``: the store
-        and the queue's name), then delete it here: a crash in between leaves it here, held
-        by this claim, and a later claim copies it again (idempotent by id)."""
-        store, name = target
-        messages = [message_of(d, now_ms) for d in dead]
-        store.receive_dead_letters(project, name, messages, ttl_s, now_ms)
-        ids = [d["_id"] for d in dead]
-        self._messages.delete_many(
-            {"_id": {"$in": ids}, **self._queue_filter(project, queue), "cid": dead[0]["cid"]}
-        )
-        return tuple(str(i) for i in ids)
+        self._messages.bulk_write(moves, ordered=False)
+        self._wakeups.wake(project, over.queue)
 
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
         # Unclaimed messages have v = due, claimed ones v = claim expiry: one index lookup.
@@ -240,7 +208,7 @@ class ClaimOps(MongoBase):
             {**scope, "cid": claim_id, "ce": {"$gt": now_ms}},
             {"$set": {"ce": expires_ms, "v": expires_ms}},
         )
-        self._extend_lifetimes(scope, claim_id, expires_ms, ttl_s, grace_s)
+        self._extend_lifetimes({**scope, "cid": claim_id}, expires_ms, ttl_s, grace_s)
 
     def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
         scope = self._queue_filter(project, queue)

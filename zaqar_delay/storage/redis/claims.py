@@ -1,5 +1,5 @@
-"""Claims on Redis: one script call to claim, and the dead-letter moves of messages claimed
-too often."""
+"""Claims on Redis: one script call to claim, and the copies of messages dead-lettered into
+a queue of this store."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zaqar_delay import errors
-from zaqar_delay.models import Claim, ClaimOutcome, Message, NewMessage, Posted
-from zaqar_delay.storage.base import DeadLetterStore, Driver
+from zaqar_delay.models import Claim, ClaimOutcome, Message, NewMessage, OverLimit, Posted
+from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.replies import messages_of
 
@@ -42,47 +42,24 @@ class ClaimScripts(Driver):
         grace_s: int,
         limit: int,
         now_ms: int,
-        dead_letter_store: DeadLetterStore | None = None,
     ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
         claimed, dead, dead_letter_queue, dead_letter_ttl = self._run(
             "claim", project, queue, now_ms, claim_id, ttl_s, grace_s, limit
         )
-        moved: tuple[str, ...] = ()
+        over_limit = None
         if dead:
-            target = dead_letter_queue.decode()
-            store = dead_letter_store(target) if dead_letter_store else self
-            moved = self._move_to_dead_letter(
-                project,
-                queue,
-                messages_of(dead, now_ms),
-                (store, target),
+            over_limit = OverLimit(
+                dead_letter_queue.decode(),
                 int(dead_letter_ttl) or None,
-                now_ms,
+                tuple(messages_of(dead, now_ms)),
             )
         claim = None
         if claimed:
             expires_ms = now_ms + ttl_s * 1000
             messages = tuple(messages_of(claimed, now_ms))
             claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
-        return ClaimOutcome(claim, moved, dead_letter_queue.decode() if moved else "")
-
-    def _move_to_dead_letter(
-        self,
-        project: str,
-        queue: str,
-        messages: list[Message],
-        target: tuple[Driver, str],
-        ttl_s: int | None,
-        now_ms: int,
-    ) -> tuple[str, ...]:
-        """Copy to the dead-letter queue (``target``: its store and name) first, then delete:
-        a crash between repeats the move (the copy is idempotent by id) instead of losing the
-        message. Returns the ids."""
-        store, name = target
-        store.receive_dead_letters(project, name, messages, ttl_s, now_ms)
-        self._run("delete_many", project, queue, now_ms, 0, 0, *[m.id for m in messages])
-        return tuple(m.id for m in messages)
+        return ClaimOutcome(claim, over_limit)
 
     def receive_dead_letters(
         self,

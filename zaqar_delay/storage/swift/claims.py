@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from zaqar_delay import errors
-from zaqar_delay.models import Claim, ClaimOutcome, ListPage, Message
+from zaqar_delay.models import Claim, ClaimOutcome, ListPage, Message, OverLimit
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.base import DeadLetterStore
 from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import (
@@ -435,7 +434,6 @@ class ClaimOps(SwiftBase):
         grace_s: int,
         limit: int,
         now_ms: int,
-        dead_letter_store: DeadLetterStore | None = None,
     ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
         expires_ms = now_ms + ttl_s * 1000
@@ -447,14 +445,16 @@ class ClaimOps(SwiftBase):
         if not taken:
             return ClaimOutcome(None)
         dead = [t for t in taken if policy.claimed_too_often(t.slot.claim_count)]
-        moved: tuple[str, ...] = ()
-        target = policy.dead_letter_queue or ""
+        over_limit = None
         if dead:
-            moved = self._dead_letter(project, queue, dead, policy, dead_letter_store, now_ms)
-        outcome = ClaimOutcome(None, moved, target if moved else "")
+            over_limit = OverLimit(
+                policy.dead_letter_queue or "",
+                policy.dead_letter_ttl_s,
+                tuple(message_of(t.message_id, t.doc, t.slot, now_ms) for t in dead),
+            )
         kept = [t for t in taken if t not in dead]
         if not kept:
-            return outcome
+            return ClaimOutcome(None, over_limit)
         docs = self._swift.each(lambda t: self._hold(project, queue, t, grace_s, ttl_s), kept)
         numbers = {t.message_id: t.slot.n for t in kept}
         record = {"t": ttl_s, "g": grace_s, "u": now_ms, "e": expires_ms, "m": numbers}
@@ -464,7 +464,7 @@ class ClaimOps(SwiftBase):
             message_of(t.message_id, doc, t.slot, now_ms) for t, doc in zip(kept, docs, strict=True)
         )
         claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
-        return dataclasses.replace(outcome, claim=claim)
+        return ClaimOutcome(claim, over_limit)
 
     def _write_claim(self, project: str, queue: str, claim_id: str, record: Doc) -> None:
         self._swift.put(
@@ -474,26 +474,14 @@ class ClaimOps(SwiftBase):
             names.content_type(e=record["e"]),
         )
 
-    def _dead_letter(
-        self,
-        project: str,
-        queue: str,
-        dead: list[Taken],
-        policy: QueuePolicy,
-        dead_letter_store: DeadLetterStore | None,
-        now_ms: int,
-    ) -> tuple[str, ...]:
-        """Copy each message to the dead-letter queue (same id and body, claim count 0, due
-        now), then delete it here: a crash in between leaves it here, held by this claim,
-        and a later claim copies it again, which the copy's create-only write ignores."""
-        target = policy.dead_letter_queue or ""
-        messages = [message_of(t.message_id, t.doc, Slot(), now_ms) for t in dead]
-        store = dead_letter_store(target) if dead_letter_store else self
-        store.receive_dead_letters(project, target, messages, policy.dead_letter_ttl_s, now_ms)
+    def delete_dead_letters(self, project: str, queue: str, over: OverLimit, now_ms: int) -> None:
+        """As the claim that reported them left them: taken through a slot but not indexed
+        as claimed (a claim indexes so only what it returns), so each goes with its due
+        entry and its slots."""
         self._swift.each(
-            lambda t: self._remove_message(project, queue, t.message_id, t.doc, t.slot), dead
+            lambda m: self._remove_message(project, queue, m.id, {"d": m.due_ms}, None),
+            over.messages,
         )
-        return tuple(t.message_id for t in dead)
 
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
         holder = Slot(0, 0, secrets.token_hex(16), now_ms + POP_HOLD_MS)
