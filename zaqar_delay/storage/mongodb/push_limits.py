@@ -2,7 +2,8 @@
 ``push_limits`` collection so that every server process shares them:
 
 - ``{_id: "<sid>/rate", s, p, q, t}``: the next free time (ms) of the subscription's rate; a
-  push takes it, and moves it one interval on, with a compare-and-set.
+  push takes it, and moves it one interval on, with a compare-and-set
+  (``storage.rate_reservation``).
 - ``{_id: "<sid>/<i>", s, p, q, i, e, h}``: request place ``i`` of the subscription's
   concurrency, held by ``h`` (``"<push id>@<lease token>"``) until ``e``, the lease's end; a
   place whose lease ran out is free again. Places are made the first time they are needed.
@@ -15,15 +16,44 @@ ends.
 
 from __future__ import annotations
 
-import math
+import dataclasses
 
 from pymongo import UpdateOne
+from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from zaqar_delay.storage.bounds import RATE_ATTEMPTS
+from zaqar_delay.storage import rate_reservation
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, MongoBase
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RateDocument:
+    """A subscription's next free time (``rate_reservation.RateCell``): the document
+    ``{_id: "<sid>/rate", s, p, q, t}``, whose version is ``t`` itself (it only grows)."""
+
+    collection: Collection[Doc]
+    sid: str
+    project: str
+    queue: str
+
+    def read(self) -> tuple[float | None, object]:
+        current = self.collection.find_one({"_id": f"{self.sid}/rate"}, {"t": 1})
+        return (None, None) if current is None else (float(current["t"]), current["t"])
+
+    def replace(self, version: object, free_ms: float) -> bool:
+        key = f"{self.sid}/rate"
+        if version is None:
+            try:
+                self.collection.insert_one(
+                    {"_id": key, "s": self.sid, "p": self.project, "q": self.queue, "t": free_ms}
+                )
+            except DuplicateKeyError:
+                return False
+            return True
+        taken = self.collection.update_one({"_id": key, "t": version}, {"$set": {"t": free_ms}})
+        return taken.modified_count > 0
 
 
 class PushLimitOps(MongoBase):
@@ -34,25 +64,8 @@ class PushLimitOps(MongoBase):
     ) -> int | None:
         """The time the rate gives a push owed at ``owed_ms`` (reserved for it); None when
         other dispatchers kept changing it."""
-        key = f"{sid}/rate"
-        for _ in range(RATE_ATTEMPTS):
-            current = self._push_limits.find_one({"_id": key}, {"t": 1})
-            free_ms = float(current["t"]) if current else 0.0
-            send_ms = math.ceil(max(owed_ms, free_ms))
-            if current is None:
-                try:
-                    self._push_limits.insert_one(
-                        {"_id": key, "s": sid, "p": project, "q": queue, "t": send_ms + interval_ms}
-                    )
-                except DuplicateKeyError:
-                    continue
-                return send_ms
-            taken = self._push_limits.update_one(
-                {"_id": key, "t": current["t"]}, {"$set": {"t": send_ms + interval_ms}}
-            )
-            if taken.modified_count:
-                return send_ms
-        return None
+        cell = RateDocument(self._push_limits, sid, project, queue)
+        return rate_reservation.reserve(cell, owed_ms, interval_ms)
 
     def _take_place(
         self,

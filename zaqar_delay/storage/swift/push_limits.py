@@ -2,7 +2,8 @@
 server process through objects of the pushes container, each changed only by creating its
 next generation (``SwiftClient.create_settled``):
 
-- ``r/<p>/<q>/<sid>/<g>``: the next free time (ms) of the subscription's rate;
+- ``r/<p>/<q>/<sid>/<g>``: the next free time (ms) of the subscription's rate, reserved
+  from by ``storage.rate_reservation``;
 - ``p/<p>/<q>/<sid>/<i>/<g>``: request place ``i`` of its concurrency, held by ``h``
   (``"<push id>@<lease>"``) until ``e``, the lease's end; a place whose lease ran out is free.
 
@@ -16,14 +17,32 @@ never stranded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 import secrets
 from typing import Any
 
-from zaqar_delay.storage.bounds import RATE_ATTEMPTS
+from zaqar_delay.storage import rate_reservation
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import SwiftBase
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RateGenerations:
+    """A subscription's next free time (``rate_reservation.RateCell``): the generations
+    ``r/<p>/<q>/<sid>/<g>``, whose version is the generation number; a replace creates the
+    next one, and only one creator of a generation wins."""
+
+    ops: PushLimitOps
+    prefix: str
+
+    def read(self) -> tuple[float | None, object]:
+        generation, held = self.ops._latest_generation(self.prefix)
+        return (None if held is None else float(held["t"])), generation
+
+    def replace(self, version: object, free_ms: float) -> bool:
+        assert isinstance(version, int)
+        return self.ops._create_generation(self.prefix, version + 1, {"t": free_ms})
 
 
 class PushLimitOps(SwiftBase):
@@ -54,14 +73,8 @@ class PushLimitOps(SwiftBase):
     ) -> int | None:
         """The time the rate gives a push owed at ``owed_ms`` (reserved for it); None when
         other dispatchers kept taking it."""
-        prefix = self._rate_prefix(project, queue, sid)
-        for _ in range(RATE_ATTEMPTS):
-            generation, held = self._latest_generation(prefix)
-            free_ms = float(held["t"]) if held else 0.0
-            send_ms = math.ceil(max(owed_ms, free_ms))
-            if self._create_generation(prefix, generation + 1, {"t": send_ms + interval_ms}):
-                return send_ms
-        return None
+        cell = RateGenerations(self, self._rate_prefix(project, queue, sid))
+        return rate_reservation.reserve(cell, owed_ms, interval_ms)
 
     def _take_place(
         self,
