@@ -71,8 +71,9 @@ class RedisWakeups(Wakeups):
                     message = pubsub.get_message(timeout=POLL_S)
                     if message is not None and message["type"] == "pmessage":
                         on_wake(message["channel"].decode())
-            except (redis.RedisError, OSError, ValueError) as exc:
-                # ValueError/OSError: the client's sockets were closed under the listener.
+            except (redis.RedisError, OSError, ValueError, TypeError) as exc:
+                # ValueError/OSError/TypeError: the client's sockets were closed under the
+                # listener (redis-py 8's hiredis parser polls a socket that is already None).
                 if not stopped():
                     LOG.warning("wake-up subscription lost (%s); reconnecting", exc)
                 stop.wait(POLL_S)
