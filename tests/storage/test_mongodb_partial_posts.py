@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,7 +16,7 @@ import pytest
 from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import NewMessage, Posted
+from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.mongodb.driver import MongoDriver
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
@@ -63,37 +61,6 @@ class Refusing:
         patched.setattr(collection, method, refuse)
 
 
-@contextlib.contextmanager
-def stalled_insert(mongo: MongoDriver, meanwhile: Callable[[], None]) -> Iterator[None]:
-    """The first messages inserted meanwhile run ``meanwhile`` just before they are."""
-    insert_many = mongo._messages.insert_many
-    stalled: list[bool] = []
-
-    def insert(*args: Any, **kwargs: Any) -> Any:
-        if not stalled:
-            stalled.append(True)
-            meanwhile()
-        return insert_many(*args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(mongo._messages, "insert_many", insert)
-        yield
-
-
-def posting(
-    mongo: MongoDriver, clock: FakeClock, results: dict[str, Posted], name: str, *dedup_ids: str
-) -> threading.Thread:
-    """A post of one message per dedup id, in a thread of its own; its result in ``results``."""
-    messages = [NewMessage(f'"{name}-{i}"', 3600, 0, i) for i in dedup_ids]
-    thread = threading.Thread(
-        target=lambda: results.update(
-            {name: mongo.post_messages(P, Q, messages, ALICE, clock.now_ms())}
-        )
-    )
-    thread.start()
-    return thread
-
-
 def owed(mongo: MongoDriver, clock: FakeClock) -> list[str]:
     """The ids of the messages whose pushes are due now."""
     return [d.message.id for d in mongo.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 10)]
@@ -108,7 +75,7 @@ def test_a_repeat_of_a_post_refused_before_its_dedup_id_was_forgotten_is_stored(
     post = [NewMessage('"once"', 3600, 0, "job-1")]
     with monkeypatch.context() as patched:
         inserts = Refusing(patched, mongo._messages, "insert_many")
-        withdrawals = Refusing(patched, mongo._dedup._collection, "delete_many")
+        withdrawals = Refusing(patched, mongo._dedup_records._collection, "delete_many")
         with pytest.raises(errors.StorageUnavailable):
             mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
     assert inserts.refused == 1, "the message was stored"
@@ -190,56 +157,6 @@ def test_a_repeat_of_a_post_killed_before_owing_its_pushes_owes_them(
     assert (repeat.ids, repeat.duplicates) == ([stored.id], (0,))
     assert owed(mongo, clock) == [stored.id]
     assert mongo.stats(P, Q, clock.now_ms()).total == 1
-
-
-def test_a_repeat_while_the_first_post_is_being_stored_waits_for_it(mongo: MongoDriver) -> None:
-    """The first post remembered the dedup id and has not stored its message yet: a repeat
-    then waits for it, and is its duplicate."""
-    clock = FakeClock()
-    results: dict[str, Posted] = {}
-    repeats: list[threading.Thread] = []
-
-    def repeated_meanwhile() -> None:
-        repeats.append(posting(mongo, clock, results, "repeat", "job-5"))
-        time.sleep(0.5)  # the repeat has read the unconfirmed id, and waits
-        assert repeats[0].is_alive(), "the repeat did not wait for the first post"
-
-    with stalled_insert(mongo, repeated_meanwhile):
-        first = mongo.post_messages(
-            P, Q, [NewMessage('"once"', 3600, 0, "job-5")], ALICE, clock.now_ms()
-        )
-    repeats[0].join(15)
-    assert (results["repeat"].ids, results["repeat"].duplicates) == (first.ids, (0,))
-    assert mongo.stats(P, Q, clock.now_ms()).total == 1
-
-
-def test_a_post_of_several_ids_waits_holding_only_ids_ordered_before_the_awaited_one(
-    mongo: MongoDriver,
-) -> None:
-    """A post of ids b and a meets a being stored by another post: it gives b back and waits
-    for a, so a post of b alone is not kept waiting on it. Posts wait only in id order, so
-    none waits on a post that waits on it."""
-    clock = FakeClock()
-    results: dict[str, Posted] = {}
-    both: list[threading.Thread] = []
-
-    def others_meanwhile() -> None:
-        both.append(posting(mongo, clock, results, "both", "b", "a"))
-        time.sleep(0.5)  # "both" met a unconfirmed, and waits for it
-        assert both[0].is_alive(), "the post of both ids did not wait for a"
-        alone = posting(mongo, clock, results, "alone", "b")
-        alone.join(5)
-        assert not alone.is_alive(), "a post of b alone waited on the post that waits for a"
-
-    with stalled_insert(mongo, others_meanwhile):
-        first = mongo.post_messages(
-            P, Q, [NewMessage('"first-a"', 3600, 0, "a")], ALICE, clock.now_ms()
-        )
-    both[0].join(15)
-    assert results["alone"].duplicates == ()
-    assert results["both"].ids == [results["alone"].ids[0], first.ids[0]]
-    assert results["both"].duplicates == (0, 1)
-    assert mongo.stats(P, Q, clock.now_ms()).total == 2
 
 
 def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(

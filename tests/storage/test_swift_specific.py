@@ -602,43 +602,6 @@ def test_a_repeat_of_a_post_refused_before_its_dedup_id_was_forgotten_is_stored(
     assert (repeat.ids, repeat.duplicates) == (stored.ids, (0,))
 
 
-def test_a_repeat_while_the_first_post_is_being_stored_waits_for_it(
-    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The first post remembered the dedup id and has not stored its message yet: a repeat
-    then waits for it, and is its duplicate."""
-    clock = FakeClock()
-    post = [NewMessage('"once"', 3600, 0, "job-2")]
-    repeats: list[Posted] = []
-    threads: list[threading.Thread] = []
-    store = MessageOps._store
-
-    def repeated_meanwhile(driver: MessageOps, *args: Any) -> None:
-        if threads:
-            store(driver, *args)
-            return
-        threads.append(
-            threading.Thread(
-                target=lambda: repeats.append(
-                    driver.post_messages(P, Q, post, ALICE, clock.now_ms())
-                )
-            )
-        )
-        threads[0].start()
-        time.sleep(0.5)  # the repeat has read the unconfirmed generation, and waits
-        assert threads[0].is_alive(), "the repeat did not wait for the first post"
-        store(driver, *args)
-
-    with monkeypatch.context() as patched:
-        patched.setattr(MessageOps, "_store", repeated_meanwhile)
-        first = swift.post_messages(P, Q, post, ALICE, clock.now_ms())
-    threads[0].join(15)
-    [repeat] = repeats
-    assert (repeat.ids, repeat.duplicates) == (first.ids, (0,))
-    assert len(swift.get_messages(P, Q, first.ids, clock.now_ms())) == 1
-    assert swift.stats(P, Q, clock.now_ms()).total == 1
-
-
 def leased_now(swift: SwiftDriver, clock: FakeClock) -> list[str]:
     """The ids of the messages whose pushes are due now, leased."""
     return [d.message.id for d in swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10)]

@@ -23,7 +23,8 @@ from zaqar_delay import errors
 from zaqar_delay.models import Message
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import Driver
-from zaqar_delay.storage.mongodb.dedup import DedupIds
+from zaqar_delay.storage.dedup_reservation import DedupReservation
+from zaqar_delay.storage.mongodb.dedup import MongoDedupRecords
 from zaqar_delay.storage.mongodb.wakeups import MongoWakeups
 
 Doc = dict[str, Any]
@@ -80,7 +81,8 @@ class MongoBase(Driver):
     _subscriptions: Collection[Doc]
     _pushes: Collection[Doc]
     _push_limits: Collection[Doc]
-    _dedup: DedupIds
+    _dedup_records: MongoDedupRecords
+    _dedup: DedupReservation
     _closed: threading.Event
     _wakeups: MongoWakeups
     _unreliable: bool

@@ -17,10 +17,11 @@ from zaqar_delay import errors
 from zaqar_delay.storage.base import Durability, Wakeups
 from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
+from zaqar_delay.storage.dedup_reservation import DedupReservation
 from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.claims import ClaimOps
 from zaqar_delay.storage.mongodb.common import Doc
-from zaqar_delay.storage.mongodb.dedup import DedupIds
+from zaqar_delay.storage.mongodb.dedup import MongoDedupRecords
 from zaqar_delay.storage.mongodb.errors import translate_errors
 from zaqar_delay.storage.mongodb.messages import MessageOps
 from zaqar_delay.storage.mongodb.pushes import PushOps
@@ -54,7 +55,8 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
         self._subscriptions = db[schema.SUBSCRIPTIONS]
         self._pushes = db[schema.PUSHES]
         self._push_limits = db[schema.PUSH_LIMITS]
-        self._dedup = DedupIds(db[schema.DEDUP], self._complete_post)
+        self._dedup_records = MongoDedupRecords(db[schema.DEDUP])
+        self._dedup = DedupReservation(self._dedup_records, self._complete_post)
         self._closed = threading.Event()
         self._wakeups = MongoWakeups(db, self._closed)
 

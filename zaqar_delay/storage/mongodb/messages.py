@@ -23,14 +23,13 @@ from zaqar_delay.models import (
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
-from zaqar_delay.storage.dedup_ids import PostDedupIds
+from zaqar_delay.storage.dedup_reservation import DedupRecord
 from zaqar_delay.storage.mongodb.common import (
     SCAN_FIELDS,
     Doc,
     MongoBase,
     message_of,
 )
-from zaqar_delay.storage.mongodb.dedup import Taken
 from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_class_errors
 from zaqar_delay.storage.mongodb.schema import as_date
 
@@ -88,9 +87,15 @@ class MessageOps(MongoBase):
         now_ms: int,
     ) -> Posted:
         documents, subscribed = self._documents(project, queue, messages, client_id, now_ms)
-        duplicate_of, remembered = self._remember_dedup_ids(
-            project, queue, messages, documents, now_ms
+        reservation = self._dedup.reserve(
+            project,
+            queue,
+            messages,
+            [str(d["_id"]) for d in documents],
+            [int(d["e"]) for d in documents],
+            now_ms,
         )
+        duplicate_of, remembered = reservation.duplicate_of, reservation.taken
         fresh = [d for i, d in enumerate(documents) if i not in duplicate_of]
 
         # The messages, then the pushes owed for them, then their dedup ids confirmed. If a
@@ -108,7 +113,7 @@ class MessageOps(MongoBase):
             except (pymongo.errors.PyMongoError, errors.StorageUnavailable):
                 self._undo_post(project, queue, [d["_id"] for d in fresh], remembered)
                 raise
-            self._dedup.confirm(remembered)
+            self._dedup.confirm(project, queue, remembered)
             self._wakeups.wake(project, queue)
         ids = [duplicate_of.get(i) or str(d["_id"]) for i, d in enumerate(documents)]
         return Posted(ids, tuple(sorted(duplicate_of)), push_due_ms=push_due)
@@ -137,7 +142,11 @@ class MessageOps(MongoBase):
                 ) from exc
 
     def _undo_post(
-        self, project: str, queue: str, message_ids: list[str], remembered: Sequence[Taken]
+        self,
+        project: str,
+        queue: str,
+        message_ids: list[str],
+        remembered: Sequence[DedupRecord],
     ) -> None:
         """Delete what a refused post wrote: its pushes, then its messages, then its dedup
         ids, stopping at the first write the store refuses. So a dedup id left behind is
@@ -148,7 +157,7 @@ class MessageOps(MongoBase):
                 {**self._queue_filter(project, queue), "m": {"$in": message_ids}}
             )
             self._messages.delete_many({"_id": {"$in": message_ids}})
-            self._dedup.forget(remembered)
+            self._dedup.forget(project, queue, remembered)
 
     def _complete_post(self, project: str, queue: str, message_id: str, now_ms: int) -> bool:
         """Whether the message ``message_id`` is stored, once the pushes its post may not
@@ -205,26 +214,6 @@ class MessageOps(MongoBase):
             return VersionedMetadata({} if stored is None else dict(json.loads(stored)), current)
         posted = self.post_messages(project, queue, messages, client_id, now_ms)
         return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or "{}"))
-
-    def _remember_dedup_ids(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[NewMessage],
-        documents: Sequence[Doc],
-        now_ms: int,
-    ) -> tuple[dict[int, str], list[Taken]]:
-        """{position: id of the earlier message} for messages whose dedup id the queue
-        remembers (or an earlier message of this post carries); remembers the others', and
-        returns their records for ``DedupIds.confirm``."""
-        post = PostDedupIds(messages)
-        if not post.first:
-            return {}, []
-        candidates = [
-            (dedup_id, documents[i]["_id"], documents[i]["e"]) for dedup_id, i in post.first.items()
-        ]
-        earlier, remembered = self._dedup.remember(project, queue, candidates, now_ms)
-        return post.duplicates(earlier, [d["_id"] for d in documents]), remembered
 
     def list_messages(
         self,

@@ -50,7 +50,7 @@ class QueueOps(MongoBase):
         # Contents first: a failure part-way leaves a queue to delete again, not orphans.
         self._messages.delete_many(scope)
         self._claims.delete_many(scope)
-        self._dedup.forget_queue(project, queue)
+        self._dedup_records.forget_queue(project, queue)
         self._subscriptions.delete_many(scope)
         self._pushes.delete_many(scope)
         self._push_limits.delete_many(scope)
@@ -97,4 +97,4 @@ class QueueOps(MongoBase):
         scope = self._queue_filter(project, queue)
         self._messages.delete_many(scope)
         self._claims.delete_many(scope)
-        self._dedup.forget_queue(project, queue)
+        self._dedup_records.forget_queue(project, queue)

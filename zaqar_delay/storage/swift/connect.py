@@ -356,16 +356,20 @@ class SwiftClient:
         its body, read from every replica: ``(0, None)`` when there is none. A listing may
         not show the newest yet, so the numbers after the highest listed are read until one
         is missing: an object once created is always found."""
+
+        def read(number: int) -> bytes | None:
+            found = self.get(container, prefix + names.number_part(number), newest=True)
+            return None if found is None else found[1]
+
         listed = self.listing(container, prefix)
         highest = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
-        body = None
-        if highest:
-            found = self.get(container, prefix + names.number_part(highest), newest=True)
-            body = None if found is None else found[1]
-        while (
-            newer := self.get(container, prefix + names.number_part(highest + 1), newest=True)
-        ) is not None:
-            highest, body = highest + 1, newer[1]
+        # The highest listed and the one after it are read together.
+        after = self.submit(read, highest + 1)
+        body = read(highest) if highest else None
+        newer = after.result()
+        while newer is not None:
+            highest, body = highest + 1, newer
+            newer = read(highest + 1)
         return highest, body
 
     def exists(self, container: str, name: str) -> bool:

@@ -24,11 +24,12 @@ from zaqar_delay import errors
 from zaqar_delay.storage.base import Durability, Wakeups
 from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
+from zaqar_delay.storage.dedup_reservation import DedupReservation
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.claims import ClaimOps
 from zaqar_delay.storage.swift.common import Facts, RecentQueueObjects
 from zaqar_delay.storage.swift.connect import SwiftClient
-from zaqar_delay.storage.swift.dedup import SwiftDedup
+from zaqar_delay.storage.swift.dedup import SwiftDedupRecords
 from zaqar_delay.storage.swift.messages import MessageOps
 from zaqar_delay.storage.swift.pushes import PushOps
 from zaqar_delay.storage.swift.queues import QueueOps
@@ -48,7 +49,9 @@ class SwiftDriver(QueueOps, MessageOps, ClaimOps, PushOps):
         self._swift = swift
         self._namespace = namespace
         self._list_scan_budget = list_scan_budget
-        self._dedup = SwiftDedup(swift, self._container(names.DEDUP))
+        self._dedup = DedupReservation(
+            SwiftDedupRecords(swift, self._container(names.DEDUP)), self._complete_post, swift.each
+        )
         self._committed_posts: Facts[bool] = Facts()
         self._claim_slots: Facts[dict[str, int]] = Facts()
         self._named_frontiers: Facts[str] = Facts()

@@ -20,7 +20,7 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import metadata_version_of
-from zaqar_delay.storage.dedup_ids import PostDedupIds
+from zaqar_delay.storage.dedup_reservation import DedupReservation
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import (
     Doc,
@@ -30,7 +30,6 @@ from zaqar_delay.storage.swift.common import (
     message_content_type,
     message_of,
 )
-from zaqar_delay.storage.swift.dedup import SwiftDedup
 
 # Rounds an edit makes while concurrent claims take the message's next slot first.
 EDIT_ATTEMPTS = 5
@@ -39,7 +38,7 @@ EDIT_ATTEMPTS = 5
 class MessageOps(SwiftBase):
     """Every operation on messages that no claim makes."""
 
-    _dedup: SwiftDedup
+    _dedup: DedupReservation
 
     if TYPE_CHECKING:
 
@@ -163,9 +162,10 @@ class MessageOps(SwiftBase):
         queue_made = self._swift.submit(
             lambda: None if queue_exists else self._ensure_queue(project, queue, now_ms)
         )
-        duplicate_of, generations = self._remember_dedup_ids(
-            project, queue, messages, ids, documents, now_ms
+        reservation = self._dedup.reserve(
+            project, queue, messages, ids, [int(doc["e"]) for doc in documents], now_ms
         )
+        duplicate_of, generations = reservation.duplicate_of, reservation.taken
         queue_made.result()
         fresh = [(ids[i], documents[i]) for i in range(len(ids)) if i not in duplicate_of]
         if len(fresh) > 1:
@@ -178,7 +178,7 @@ class MessageOps(SwiftBase):
         try:
             self._store(project, queue, fresh)
         except errors.StorageUnavailable:
-            self._dedup.forget([name for name, *_ in generations])
+            self._dedup.forget(project, queue, generations)
             raise
         subscriptions = subscribed.result()
         try:
@@ -187,66 +187,14 @@ class MessageOps(SwiftBase):
             with contextlib.suppress(errors.StorageUnavailable):
                 self._unowe_pushes(project, queue, fresh, subscriptions)
                 self._undo_post(project, queue, fresh, _post_of(fresh))
-                self._dedup.forget([name for name, *_ in generations])
+                self._dedup.forget(project, queue, generations)
             raise
-        self._dedup.confirm(generations)
+        self._dedup.confirm(project, queue, generations)
         return Posted(
             [duplicate_of.get(i) or ids[i] for i in range(len(ids))],
             tuple(sorted(duplicate_of)),
             push_due_ms=push_due,
         )
-
-    def _remember_dedup_ids(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[NewMessage],
-        ids: Sequence[str],
-        documents: Sequence[Doc],
-        now_ms: int,
-    ) -> tuple[dict[int, str], list[tuple[str, str, int, int]]]:
-        """{position: id of the earlier message} for messages whose dedup id the queue
-        remembers (or an earlier message of this post carries), and the generations this
-        post created for the others, as ``SwiftDedup.confirm`` takes them."""
-        post = PostDedupIds(messages)
-        if not post.first:
-            return {}, []
-        firsts = list(post.first.items())
-
-        def remember(item: tuple[str, int], wait: bool) -> tuple[str | None, str]:
-            return self._dedup.remember(
-                project,
-                queue,
-                item[0],
-                ids[item[1]],
-                int(documents[item[1]]["e"]),
-                now_ms,
-                lambda earlier: self._complete_post(project, queue, earlier, now_ms),
-                wait,
-            )
-
-        answers = self._swift.each(lambda item: remember(item, len(firsts) == 1), firsts)
-        if any(earlier is None and not name for earlier, name in answers):
-            # Another post is storing the first message of one of these ids. Waiting for it
-            # while holding ids of this post's own could wait on a post that waits on this
-            # one: they are given back, and taken again one at a time in a fixed order.
-            self._dedup.forget([name for _, name in answers if name])
-            by_id = {
-                item[0]: remember(item, True)
-                for item in sorted(firsts, key=lambda item: names.dedup_key(item[0]))
-            }
-            answers = [by_id[dedup_id] for dedup_id, _ in firsts]
-        remembered = {
-            dedup_id: earlier
-            for (dedup_id, _), (earlier, _) in zip(firsts, answers, strict=True)
-            if earlier is not None
-        }
-        generations = [
-            (name, ids[position], int(documents[position]["e"]), now_ms)
-            for (_, position), (_, name) in zip(firsts, answers, strict=True)
-            if name
-        ]
-        return post.duplicates(remembered, ids), generations
 
     def _complete_post(self, project: str, queue: str, message_id: str, now_ms: int) -> bool:
         """Whether the message ``message_id`` is stored, once the pushes its post may not

@@ -1,0 +1,198 @@
+"""Reserving dedup ids (``storage.dedup_reservation``) on the stores that run it in Python,
+MongoDB and Swift, through their records: repeats wait for a first post still being stored,
+posts wait only in id order, and a first post that died before confirming is completed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from tests.helpers.stores import close_test_driver, open_test_driver, store_url
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.models import NewMessage, Posted
+from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
+from zaqar_delay.storage.dedup_reservation import DedupRecord, DedupReservation
+from zaqar_delay.storage.swift.dedup import SwiftDedupRecords
+from zaqar_delay.storage.swift.driver import SwiftDriver
+
+P, Q = "p", "q"
+ALICE = "a" * 32
+
+
+class ProcessKilled(BaseException):
+    """The process dying mid-call: nothing after the call runs, not even an undo."""
+
+
+@pytest.fixture(params=["mongodb", "swift"])
+def driver(request: pytest.FixtureRequest) -> Iterator[Any]:
+    opened = open_test_driver(store_url(request, request.param))
+    opened.create_queue(P, Q, {}, FakeClock().now_ms())
+    yield opened
+    close_test_driver(opened)
+
+
+def reservation(driver: Any) -> DedupReservation:
+    reserving = driver._dedup
+    assert isinstance(reserving, DedupReservation)
+    return reserving
+
+
+def confirming_after(
+    patched: pytest.MonkeyPatch, driver: Any, meanwhile: Callable[[], None]
+) -> None:
+    """The first post to confirm its dedup ids (stored whole) runs ``meanwhile`` first: until
+    then its records are unconfirmed, as while it stores its messages."""
+    reserving = reservation(driver)
+    confirm = reserving.confirm
+    stalled: list[bool] = []
+
+    def confirm_later(project: str, queue: str, taken: Sequence[DedupRecord]) -> None:
+        if not stalled:
+            stalled.append(True)
+            meanwhile()
+        confirm(project, queue, taken)
+
+    patched.setattr(reserving, "confirm", confirm_later)
+
+
+def posting(
+    driver: Any, clock: FakeClock, results: dict[str, Posted], name: str, *dedup_ids: str
+) -> threading.Thread:
+    """A post of one message per dedup id, in a thread of its own; its result in ``results``."""
+    messages = [NewMessage(f'"{name}-{i}"', 3600, 0, i) for i in dedup_ids]
+    thread = threading.Thread(
+        target=lambda: results.update(
+            {name: driver.post_messages(P, Q, messages, ALICE, clock.now_ms())}
+        )
+    )
+    thread.start()
+    return thread
+
+
+def test_a_repeat_while_the_first_post_is_being_stored_waits_for_it(
+    driver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    results: dict[str, Posted] = {}
+    repeats: list[threading.Thread] = []
+
+    def repeated_meanwhile() -> None:
+        repeats.append(posting(driver, clock, results, "repeat", "job"))
+        time.sleep(0.5)  # the repeat has read the unconfirmed record, and waits
+        assert repeats[0].is_alive(), "the repeat did not wait for the first post"
+
+    confirming_after(monkeypatch, driver, repeated_meanwhile)
+    first = driver.post_messages(
+        P, Q, [NewMessage('"once"', 3600, 0, "job")], ALICE, clock.now_ms()
+    )
+    repeats[0].join(15)
+    assert (results["repeat"].ids, results["repeat"].duplicates) == (first.ids, (0,))
+    assert driver.stats(P, Q, clock.now_ms()).total == 1
+
+
+def test_a_post_of_several_ids_waits_holding_only_ids_ordered_before_the_awaited_one(
+    driver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post of ids b and a meets a being stored by another post: it gives b back and waits
+    for a, so a post of b alone is not kept waiting on it."""
+    clock = FakeClock()
+    results: dict[str, Posted] = {}
+    both: list[threading.Thread] = []
+
+    def others_meanwhile() -> None:
+        both.append(posting(driver, clock, results, "both", "b", "a"))
+        time.sleep(0.5)  # "both" met a unconfirmed, and waits for it
+        assert both[0].is_alive(), "the post of both ids did not wait for a"
+        alone = posting(driver, clock, results, "alone", "b")
+        alone.join(10)
+        assert not alone.is_alive(), "a post of b alone waited on the post that waits for a"
+
+    confirming_after(monkeypatch, driver, others_meanwhile)
+    first = driver.post_messages(
+        P, Q, [NewMessage('"first-a"', 3600, 0, "a")], ALICE, clock.now_ms()
+    )
+    both[0].join(15)
+    assert results["alone"].duplicates == ()
+    assert results["both"].ids == [results["alone"].ids[0], first.ids[0]]
+    assert results["both"].duplicates == (0, 1)
+    assert driver.stats(P, Q, clock.now_ms()).total == 2
+
+
+def test_a_first_post_that_died_before_confirming_is_completed_by_a_repeat(
+    driver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first post stored its message and died before confirming its dedup id. Within its
+    grace a repeat would wait for it; past it, the repeat finds the message stored, confirms
+    the record, and is its duplicate: the message is not posted twice."""
+    clock = FakeClock()
+    post = [NewMessage('"once"', 3600, 0, "job")]
+
+    def killed() -> None:
+        raise ProcessKilled
+
+    with monkeypatch.context() as patched:
+        confirming_after(patched, driver, killed)
+        with pytest.raises(ProcessKilled):
+            driver.post_messages(P, Q, post, ALICE, clock.now_ms())
+    [stored] = driver.list_messages(
+        P,
+        Q,
+        marker=None,
+        limit=10,
+        client_id="",
+        echo=True,
+        include_claimed=True,
+        include_delayed=True,
+        now_ms=clock.now_ms(),
+    ).messages
+    assert stored.body == "once", "the first post stored its message"
+
+    clock.advance(ms=FIRST_POST_GRACE_MS)
+    confirmed: list[Sequence[DedupRecord]] = []
+    records = reservation(driver)._records
+    confirm = records.confirm
+    monkeypatch.setattr(
+        records, "confirm", lambda p, q, taken: (confirmed.append(taken), confirm(p, q, taken))
+    )
+    repeat = driver.post_messages(P, Q, post, ALICE, clock.now_ms())
+    assert (repeat.ids, repeat.duplicates) == ([stored.id], (0,))
+    assert [r.message_id for taken in confirmed for r in taken] == [stored.id]
+    latest = records.latest(P, Q, "job")
+    assert latest is not None and (latest.message_id, latest.stored) == (stored.id, True)
+    assert driver.stats(P, Q, clock.now_ms()).total == 1
+
+
+def test_swift_finds_generations_its_listing_does_not_show_yet(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container listing may lag the creations it lists: the latest generation is found
+    past the listing, so a post never takes a number already taken."""
+    clock = FakeClock()
+    records = reservation(swift)._records
+    assert isinstance(records, SwiftDedupRecords)
+    now = clock.now_ms()
+    [first] = records.create(P, Q, [DedupRecord("job", "m1", now + 1000, now)])
+    assert first is not None
+    second = records.replace(P, Q, first, DedupRecord("job", "m2", now + 5000, now))
+    assert second is not None and second.version != first.version
+    listing = swift._swift.listing
+    stale: list[str] = []
+
+    def lagging(container: str, prefix: str, **kwargs: Any) -> list[dict[str, Any]]:
+        found = listing(container, prefix, **kwargs)
+        if container == records._container:
+            stale.append(prefix)
+            return found[:1]  # the second generation is not listed yet
+        return found
+
+    monkeypatch.setattr(swift._swift, "listing", lagging)
+    assert records.latest(P, Q, "job") == second
+    assert stale, "the listing was asked"
+    monkeypatch.setattr(swift._swift, "listing", lambda *args, **kwargs: [])
+    assert records.latest(P, Q, "job") == second
+    third = records.replace(P, Q, first, DedupRecord("job", "m3", now + 9000, now))
+    assert third is None, "the number after the first generation was taken twice"

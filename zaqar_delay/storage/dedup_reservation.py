@@ -1,0 +1,243 @@
+"""Idempotent posting, written once for the stores whose shared writes are create-if-absent and
+compare-and-set (MongoDB, Swift): reserving a post's dedup ids. Redis does the same inside its
+post script, in one round trip.
+
+A queue remembers each dedup id in one record (``DedupRecord``): the message first posted with
+it, until that message expires. Of concurrent posts with one id, exactly one creates (or takes
+over) the record; the others read its message id.
+
+Ids are reserved before the messages are stored, so a consumer can never see a message twice;
+if storing them (or owing the pushes for them) then fails, the post forgets the ids again, and
+once it is stored whole it confirms them. A repeat that meets an unconfirmed record waits for
+its post to confirm it, until ``FIRST_POST_GRACE_MS`` after the record was made. Unconfirmed
+then, that post failed part-way and could not undo it (the store went away, or the process
+died): if its message is stored, the repeat completes it (owes the pushes it may not have owed)
+and confirms it; if not, the record is taken over. So a repeat is never answered with the id of
+a message that was never stored, nor of one never pushed.
+
+A post of several ids that meets one being stored gives back the ids it took and takes them
+again one at a time in id order, waiting where it must: posts wait only in that order, so none
+waits on a post that waits on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
+
+from zaqar_delay import errors
+from zaqar_delay.models import NewMessage
+from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS, FIRST_POST_POLL_S
+from zaqar_delay.storage.dedup_ids import PostDedupIds
+
+# Rounds one id may take while concurrent posts (and, on MongoDB, its TTL monitor) change its
+# record between the reads and the writes.
+RESERVE_ATTEMPTS = 10
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DedupRecord:
+    """What a queue remembers of a dedup id: the message first posted with it, until when (that
+    message's expiry), when it was remembered, and whether its post is stored whole.
+    ``version``: the store's name for this state of the record, which the port's writes take
+    (MongoDB: the document's ``_id``; Swift: the generation's object name); "" for a record
+    not written yet."""
+
+    dedup_id: str
+    message_id: str
+    expires_ms: int
+    at_ms: int
+    stored: bool = False
+    version: str = ""
+
+
+class DedupRecords(Protocol):
+    """Where a store keeps the dedup records of its queues."""
+
+    def create(
+        self, project: str, queue: str, records: Sequence[DedupRecord]
+    ) -> list[DedupRecord | None]:
+        """Create each record whose id the queue has no record of; for each, the record as
+        created (with its version), or None where the queue has one (or a concurrent post
+        created it first)."""
+
+    def latest(self, project: str, queue: str, dedup_id: str) -> DedupRecord | None:
+        """The queue's record of ``dedup_id``; None when it has none. A record the store could
+        not read back is answered lapsed (``expires_ms`` 0), to be replaced."""
+
+    def reread(self, project: str, queue: str, record: DedupRecord) -> DedupRecord | None:
+        """``record`` as it is now; None when its post forgot it."""
+
+    def replace(
+        self, project: str, queue: str, old: DedupRecord, new: DedupRecord
+    ) -> DedupRecord | None:
+        """Remember ``new`` in place of ``old`` if ``old`` is still the queue's record of the
+        id; None when another write came first."""
+
+    def confirm(self, project: str, queue: str, records: Sequence[DedupRecord]) -> None:
+        """Mark these records, as created or replaced by this post, stored."""
+
+    def forget(self, project: str, queue: str, records: Sequence[DedupRecord]) -> None:
+        """Withdraw these records (their post failed, or gives them back); one another post
+        has taken over since stays."""
+
+
+class Mapper(Protocol):
+    """How a store maps a call over several ids: ``function`` over ``items``, results in
+    order (Swift's client runs them in parallel)."""
+
+    def __call__(self, function: Callable[[T], R], items: Iterable[T], /) -> list[R]: ...
+
+
+def _one_by_one(function: Callable[[T], R], items: Iterable[T], /) -> list[R]:
+    return [function(item) for item in items]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reservation:
+    """What reserving a post's dedup ids found: ``duplicate_of`` maps each position of the post
+    that repeats a remembered id (or an id an earlier message of the post carries) to the id
+    of the earlier message; ``taken`` are the records this post made, to confirm once it is
+    stored, or to forget if it fails."""
+
+    duplicate_of: dict[int, str]
+    taken: list[DedupRecord]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Pending:
+    """An id whose first post may still be storing its message (answered without waiting)."""
+
+
+PENDING = _Pending()
+
+
+class DedupReservation:
+    """Reserves the dedup ids of posts on one store. ``complete(project, queue, message id,
+    now ms)``: whether a message is stored, once the pushes its post may not have owed are
+    owed (asked of an unconfirmed record's message when its post's time is up). ``each``: how
+    the store maps a call over several ids (Swift's in parallel; one after another by
+    default)."""
+
+    def __init__(
+        self,
+        records: DedupRecords,
+        complete: Callable[[str, str, str, int], bool],
+        each: Mapper = _one_by_one,
+    ) -> None:
+        self._records = records
+        self._complete = complete
+        self._each = each
+
+    def reserve(
+        self,
+        project: str,
+        queue: str,
+        messages: Sequence[NewMessage],
+        ids: Sequence[str],
+        expires_ms: Sequence[int],
+        now_ms: int,
+    ) -> Reservation:
+        """Reserve the dedup ids of a post of ``messages``, to be stored as ``ids``, expiring
+        at ``expires_ms``: the ids the queue remembers (live at ``now_ms``) are answered with
+        their first messages, waiting for those still being stored; the others are now
+        remembered, unconfirmed until :meth:`confirm`."""
+        post = PostDedupIds(messages)
+        wanted = [
+            DedupRecord(dedup_id, ids[i], expires_ms[i], now_ms)
+            for dedup_id, i in post.first.items()
+        ]
+        answers = self._answers(project, queue, wanted, now_ms)
+        earlier = {i: a for i, a in answers.items() if isinstance(a, str)}
+        taken = [a for a in answers.values() if isinstance(a, DedupRecord)]
+        return Reservation(post.duplicates(earlier, ids), taken)
+
+    def _answers(
+        self, project: str, queue: str, wanted: list[DedupRecord], now_ms: int
+    ) -> dict[str, str | DedupRecord]:
+        """{dedup id: the earlier message's id, or the record this post took}."""
+        if not wanted:
+            return {}
+        created = self._records.create(project, queue, wanted)
+        answers: dict[str, str | DedupRecord | _Pending] = {
+            r.dedup_id: c for r, c in zip(wanted, created, strict=True) if c is not None
+        }
+        clashed = [r for r, c in zip(wanted, created, strict=True) if c is None]
+        wait = len(wanted) == 1
+        settled = self._each(lambda r: self._settle(project, queue, r, now_ms, wait), clashed)
+        answers.update(zip((r.dedup_id for r in clashed), settled, strict=True))
+        if not any(isinstance(a, _Pending) for a in answers.values()):
+            return {i: a for i, a in answers.items() if not isinstance(a, _Pending)}
+        # Another post is storing the first message of one of these ids. Waiting for it while
+        # holding ids of this post's own could wait on a post that waits on this one: they are
+        # given back, and taken again one at a time in id order.
+        self.forget(project, queue, [a for a in answers.values() if isinstance(a, DedupRecord)])
+        ordered: dict[str, str | DedupRecord] = {}
+        for record in sorted(wanted, key=lambda r: r.dedup_id):
+            [made] = self._records.create(project, queue, [record])
+            answer = made or self._settle(project, queue, record, now_ms, wait=True)
+            assert not isinstance(answer, _Pending)  # waited for
+            ordered[record.dedup_id] = answer
+        return ordered
+
+    def _settle(
+        self, project: str, queue: str, wanted: DedupRecord, now_ms: int, wait: bool
+    ) -> str | DedupRecord | _Pending:
+        """An id the queue has a record of: the message id it remembers, or the record this
+        post took over (the old one had lapsed, or its post failed); without ``wait``,
+        ``PENDING`` while its first post may still be storing it."""
+        for _ in range(RESERVE_ATTEMPTS):
+            latest = self._records.latest(project, queue, wanted.dedup_id)
+            if latest is None:
+                [made] = self._records.create(project, queue, [wanted])
+                if made is not None:
+                    return made
+                continue
+            if latest.expires_ms > now_ms:
+                stored, latest = self._first_post_stored(project, queue, latest, now_ms, wait)
+                if stored is None:
+                    return PENDING
+                if stored:
+                    return latest.message_id
+            replaced = self._records.replace(project, queue, latest, wanted)
+            if replaced is not None:
+                return replaced
+        raise errors.StorageUnavailable("A dedup id kept changing hands; retry the post.")
+
+    def _first_post_stored(
+        self, project: str, queue: str, record: DedupRecord, now_ms: int, wait: bool
+    ) -> tuple[bool | None, DedupRecord]:
+        """Whether the post that made the live ``record`` stored its message, waiting while
+        that post may still be storing it (without ``wait``: None then); with the record as
+        last read. Past that time an unconfirmed record's message, if stored, is completed and
+        the record confirmed."""
+        deadline = time.monotonic() + (FIRST_POST_GRACE_MS - (now_ms - record.at_ms)) / 1000
+        while not record.stored:
+            if time.monotonic() >= deadline:
+                if not self._complete(project, queue, record.message_id, now_ms):
+                    return False, record
+                self._records.confirm(project, queue, [record])
+                return True, record
+            if not wait:
+                return None, record
+            time.sleep(FIRST_POST_POLL_S)
+            found = self._records.reread(project, queue, record)
+            if found is None or found.expires_ms <= now_ms:
+                return False, found or record  # its post failed, and forgot it
+            record = found
+        return True, record
+
+    def confirm(self, project: str, queue: str, taken: Sequence[DedupRecord]) -> None:
+        """Mark the records a post took as stored, once it is stored whole."""
+        if taken:
+            self._records.confirm(project, queue, taken)
+
+    def forget(self, project: str, queue: str, taken: Sequence[DedupRecord]) -> None:
+        """Withdraw the records a post took (it failed, or gives them back)."""
+        if taken:
+            self._records.forget(project, queue, taken)
