@@ -206,6 +206,15 @@ def test_pushes_of_gone_messages_and_subscriptions_are_dropped(
     assert [d.id for d in lease(driver, clock)] == [f"{kept}:{alive}"]
 
 
+def test_pushes_of_gone_messages_do_not_use_up_a_lease(driver: Driver, clock: FakeClock) -> None:
+    subscribe(driver, clock)
+    first, second, _ = post(driver, clock, 1, 2, 3)
+    for gone in (first, second):
+        driver.delete_message(P, Q, gone, None, clock.now_ms())
+    assert [d.message.body for d in lease(driver, clock, limit=1)] == ["3"]
+    assert lease(driver, clock) == []
+
+
 def test_only_stored_messages_and_live_subscriptions_are_owed(
     driver: Driver, clock: FakeClock
 ) -> None:

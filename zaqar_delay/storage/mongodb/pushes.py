@@ -8,6 +8,7 @@ it and moves ``n`` to the lease's end, so a concurrent dispatcher's update no lo
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Sequence
 
@@ -16,12 +17,14 @@ from pymongo.errors import BulkWriteError
 
 from zaqar_delay.dispatch_limits import DispatchLimits
 from zaqar_delay.models import Delivery
+from zaqar_delay.storage import push_leasing
 from zaqar_delay.storage.bounds import SCAN_EXTRA
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, message_of
 from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_class_errors
 from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
 from zaqar_delay.storage.mongodb.subscriptions import subscription_of
+from zaqar_delay.storage.push_leasing import DuePush, Lease
 
 
 @translate_class_errors
@@ -82,122 +85,59 @@ class PushOps(PushLimitOps):
         until_ms: int | None = None,
     ) -> list[Delivery]:
         until = now_ms if until_ms is None else until_ms
-        lease_end = until + lease_ms
         scope = self._queue_filter(project, queue)
         due = {**scope, "n": {"$lte": until}}
-        candidates = list(
-            self._pushes.find(due, {"_id": 1, "n": 1, "r": 1})
-            .sort("n", 1)
-            .limit(limit + SCAN_EXTRA)
-        )
-        if not candidates:
+        found = self._pushes.find(due, {"n": 1, "r": 1}).sort("n", 1).limit(limit + SCAN_EXTRA)
+        pushes = [DuePush(p["_id"], int(p["n"]), p.get("r") == p["n"]) for p in found]
+        if not pushes:
             return []
-        token = secrets.token_hex(8)
-        subscription_ids = {c["_id"].split(":", 1)[0] for c in candidates}
         live = {"e": {"$gt": now_ms}}
+        sids = list({p.subscription_id for p in pushes})
         subscriptions = {
             s["_id"]: subscription_of(s)
-            for s in self._subscriptions.find(
-                {**scope, **live, "_id": {"$in": list(subscription_ids)}}
-            )
+            for s in self._subscriptions.find({**scope, **live, "_id": {"$in": sids}})
         }
-        # Messages rescheduled or edited to a later due time since their push was owed.
-        due_later = {
-            m["_id"]: int(m["d"])
+        messages = {
+            m["_id"]: m
             for m in self._messages.find(
-                {
-                    **scope,
-                    "_id": {"$in": [c["_id"].split(":", 1)[1] for c in candidates]},
-                    "d": {"$gt": until},
-                },
-                {"d": 1},
+                {**scope, **live, "_id": {"$in": list({p.message_id for p in pushes})}}
             )
         }
-        owed: dict[str, int] = {}  # push id -> the time it is sent at
-        places: dict[str, str] = {}  # push id -> subscription, for the places taken
-        for candidate in candidates:
-            if len(owed) == limit:
-                break
-            push_id, owed_ms = candidate["_id"], int(candidate["n"])
-            sid, message_id = push_id.split(":", 1)
-            if message_id in due_later:
-                # Owed again when its message is due: never sent before.
-                self._pushes.update_one(
-                    {"_id": push_id, "n": owed_ms}, {"$set": {"n": due_later[message_id]}}
-                )
-                continue
-            subscription = subscriptions.get(sid)
-            rules = DispatchLimits.of(subscription.options if subscription else None)
-            holder = f"{push_id}@{token}"
-            if rules.concurrency:
-                if not self._take_place(
-                    project, queue, sid, rules.concurrency, holder, lease_end, now_ms
-                ):
-                    self._park(push_id, owed_ms)
-                    # A place freed since: its unpark may have run before this park.
-                    if self._take_place(
-                        project, queue, sid, rules.concurrency, holder, lease_end, now_ms
-                    ):
-                        self._give_back(sid, holder)
-                    continue
-                places[push_id] = sid
-            send_ms = owed_ms
-            if rules.interval_ms and candidate.get("r") != owed_ms:
-                reserved = self._take_rate(project, queue, sid, owed_ms, rules.interval_ms)
-                if reserved is None or reserved > until:
-                    if reserved is not None:
-                        # Owed again at the time reserved for it.
-                        self._pushes.update_one(
-                            {"_id": push_id, "n": owed_ms}, {"$set": {"n": reserved, "r": reserved}}
-                        )
-                    if places.pop(push_id, None):
-                        self._give_back(sid, holder)
-                    continue
-                send_ms = reserved
-            owed[push_id] = send_ms
-        if owed:
+        lease = Lease(project, queue, secrets.token_hex(8), until + lease_ms, now_ms)
+        writes = _LeaseWrites(self, lease)
+        chosen = push_leasing.choose(
+            pushes,
+            subscriptions,
+            {mid: int(m["d"]) for mid, m in messages.items()},
+            writes,
+            limit=limit,
+            until_ms=until,
+        )
+        send_ms = {push.push_id: at for push, at in chosen.pushes}
+        if send_ms:
             self._pushes.update_many(
-                {**due, "_id": {"$in": list(owed)}},
-                {"$set": {"n": lease_end, "l": token}, "$unset": {"r": ""}},
+                {**due, "_id": {"$in": list(send_ms)}},
+                {"$set": {"n": lease.end_ms, "l": lease.token}, "$unset": {"r": ""}},
             )
-        leased = list(self._pushes.find({**scope, "l": token}))
-        taken = {p["_id"] for p in leased}
-        for push_id, sid in places.items():
-            if push_id not in taken:  # another dispatcher leased or parked it first
-                self._give_back(sid, f"{push_id}@{token}")
-        for sid in subscription_ids - set(subscriptions):
+        leased = list(self._pushes.find({**scope, "l": lease.token}))
+        chosen.give_back_unleased({p["_id"] for p in leased}, writes)
+        for sid in set(sids) - set(subscriptions):
             self._drop_parked(sid)
         queue_metadata = self.get_metadata(project, queue) or {}
-        message_ids = {p["_id"].split(":", 1)[1] for p in leased}
-        messages = {
-            m["_id"]: message_of(m, now_ms)
-            for m in self._messages.find({**scope, **live, "_id": {"$in": list(message_ids)}})
-        }
-        deliveries, gone = [], []
-        for push in leased:
-            subscription_id, message_id = push["_id"].split(":", 1)
-            if subscription_id not in subscriptions or message_id not in messages:
-                gone.append(push["_id"])
-                continue
-            deliveries.append(
-                Delivery(
-                    id=push["_id"],
-                    project=project,
-                    queue=queue,
-                    subscription=subscriptions[subscription_id],
-                    message=messages[message_id],
-                    attempts=int(push["a"]),
-                    lease=token,
-                    owed_ms=owed.get(push["_id"], now_ms),
-                    queue_metadata=queue_metadata,
-                )
+        return [
+            Delivery(
+                id=push["_id"],
+                project=project,
+                queue=queue,
+                subscription=subscriptions[push["s"]],
+                message=message_of(messages[push["m"]], now_ms),
+                attempts=int(push["a"]),
+                lease=lease.token,
+                owed_ms=send_ms[push["_id"]],
+                queue_metadata=queue_metadata,
             )
-        if gone:
-            self._pushes.delete_many({"_id": {"$in": gone}, "l": token})
-            for push_id in gone:
-                if push_id in places:
-                    self._give_back(places[push_id], f"{push_id}@{token}")
-        return deliveries
+            for push in leased
+        ]
 
     def settle_pushes(
         self,
@@ -236,3 +176,51 @@ class PushOps(PushLimitOps):
             if self._messages.delete_one({**scope, "_id": message_id}).deleted_count:
                 consumed.append(message_id)
         return consumed
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _LeaseWrites:
+    """What one lease of a queue writes while it chooses (``push_leasing.LeaseWrites``):
+    each write to a push only while it is still owed at the time it was found."""
+
+    ops: PushOps
+    lease: Lease
+
+    def drop(self, push: DuePush) -> None:
+        self.ops._pushes.delete_one({"_id": push.push_id, "n": push.owed_ms})
+
+    def owe_again(self, push: DuePush, at_ms: int, *, rate_reserved: bool) -> None:
+        fields = {"n": at_ms, "r": at_ms} if rate_reserved else {"n": at_ms}
+        self.ops._pushes.update_one({"_id": push.push_id, "n": push.owed_ms}, {"$set": fields})
+
+    def hold_place(self, push: DuePush, subscription_id: str, concurrency: int) -> bool:
+        def take() -> bool:
+            lease = self.lease
+            return self.ops._take_place(
+                lease.project,
+                lease.queue,
+                subscription_id,
+                concurrency,
+                lease.holder(push),
+                lease.end_ms,
+                lease.now_ms,
+            )
+
+        if take():
+            return True
+        self.ops._park(push.push_id, push.owed_ms)
+        # A place freed since: its unpark may have run before this park.
+        if take():
+            self.ops._give_back(subscription_id, self.lease.holder(push))
+        return False
+
+    def take_rate(self, subscription_id: str, owed_ms: int, interval_ms: float) -> int | None:
+        return self.ops._take_rate(
+            self.lease.project, self.lease.queue, subscription_id, owed_ms, interval_ms
+        )
+
+    def give_back(self, push: DuePush, subscription_id: str) -> None:
+        self.ops._give_back(subscription_id, self.lease.holder(push))
+
+    def unpark(self, subscription_id: str) -> None:
+        self.ops._unpark(subscription_id, 1)

@@ -24,8 +24,10 @@ import urllib.parse
 from collections.abc import Sequence
 
 from zaqar_delay.dispatch_limits import DispatchLimits
-from zaqar_delay.models import Delivery, Subscription
+from zaqar_delay.models import Delivery
+from zaqar_delay.storage import push_leasing
 from zaqar_delay.storage.bounds import SCAN_EXTRA
+from zaqar_delay.storage.push_leasing import DuePush, Lease, PushIdentity
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, Slot, delete_at, message_of
 from zaqar_delay.storage.swift.push_limits import PushLimitOps
@@ -38,7 +40,7 @@ LEASE_TAKER_GRACE_MS = 10_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Owed:
+class Owed(PushIdentity):
     """One push as its index entries name it."""
 
     push_id: str
@@ -47,14 +49,6 @@ class Owed:
     leases: int = 0
     reserved: str = ""
     parked_from: str = ""  # parked: the time it was owed at before
-
-    @property
-    def subscription_id(self) -> str:
-        return self.push_id.split(":", 1)[0]
-
-    @property
-    def message_id(self) -> str:
-        return self.push_id.split(":", 1)[1]
 
     def content_type(self) -> str:
         return names.content_type(
@@ -190,12 +184,12 @@ class PushOps(SubscriptionOps, PushLimitOps):
         until_ms: int | None = None,
     ) -> list[Delivery]:
         until = now_ms if until_ms is None else until_ms
-        lease_end = until + lease_ms
-        candidates = self._queue_owed(project, queue, until_ms=until)[: limit + SCAN_EXTRA]
-        if not candidates:
+        found = self._queue_owed(project, queue, until_ms=until)[: limit + SCAN_EXTRA]
+        if not found:
             return []
-        sids = list(dict.fromkeys(o.subscription_id for o in candidates))
-        mids = list(dict.fromkeys(o.message_id for o in candidates))
+        owed = {o.push_id: o for o in found}
+        sids = list(dict.fromkeys(o.subscription_id for o in found))
+        mids = list(dict.fromkeys(o.message_id for o in found))
         subscriptions = {
             sid: subscription_of(sid, queue, doc)
             for sid, doc in zip(
@@ -214,63 +208,48 @@ class PushOps(SubscriptionOps, PushLimitOps):
             )
             if doc is not None and int(doc["e"]) > now_ms
         }
-        token = secrets.token_hex(8)
-        chosen: list[tuple[Owed, int]] = []  # (push, the time it is sent at)
-        places: dict[str, str] = {}  # push id -> subscription, for the places taken
-        for owed in candidates:
-            if len(chosen) == limit:
-                break
-            sid, message_id = owed.subscription_id, owed.message_id
-            subscription, doc = subscriptions.get(sid), messages.get(message_id)
-            if subscription is None or doc is None:
-                self._drop_owed(project, queue, owed)  # its message or subscription is gone
-                if subscription is not None and DispatchLimits.of(subscription.options).concurrency:
-                    # Had it held a place, the place is free now: owe what waits for one.
-                    self._unpark(project, queue, sid, 1)
-                continue
-            if int(doc["d"]) > until:
-                # Owed again when its message is due: never sent before.
-                self._move_owed(
-                    project, queue, owed, dataclasses.replace(owed, at_ms=int(doc["d"]))
-                )
-                continue
-            send_ms = self._within_limits(
-                project, queue, owed, subscription, (token, lease_end, until, now_ms), places
-            )
-            if send_ms is not None:
-                chosen.append((owed, send_ms))
+        lease = Lease(project, queue, secrets.token_hex(8), until + lease_ms, now_ms)
+        writes = _LeaseWrites(self, lease, owed)
+        chosen = push_leasing.choose(
+            [DuePush(o.push_id, o.at_ms, o.reserved == str(o.at_ms)) for o in found],
+            subscriptions,
+            {mid: int(doc["d"]) for mid, doc in messages.items()},
+            writes,
+            limit=limit,
+            until_ms=until,
+        )
 
-        def take(item: tuple[Owed, int]) -> Delivery | None:
-            owed, send_ms = item
-            lease_number = owed.leases + 1
-            name = self._lease_name(project, queue, owed.push_id, lease_number)
+        def take(item: tuple[DuePush, int]) -> Delivery | None:
+            push, send_ms = item
+            leasing = owed[push.push_id]
+            lease_number = leasing.leases + 1
+            name = self._lease_name(project, queue, push.push_id, lease_number)
             held = json.dumps(
-                {"t": token, "k": secrets.token_hex(8), "e": lease_end, "at": now_ms}
+                {"t": lease.token, "k": secrets.token_hex(8), "e": lease.end_ms, "at": now_ms}
             ).encode()
-            expires_ms = int(messages[owed.message_id]["e"])
+            expires_ms = int(messages[push.message_id]["e"])
             if not self._swift.create_settled(
                 self._container(names.PUSHES), name, held, names.CONTENT_TYPE, delete_at(expires_ms)
             ):
-                self._leased_elsewhere(project, queue, owed, lease_end, now_ms)
-                if owed.push_id in places:
-                    self._give_back(project, queue, places[owed.push_id], f"{owed.push_id}@{token}")
+                self._leased_elsewhere(project, queue, leasing, lease.end_ms, now_ms)
                 return None
-            leased = Owed(owed.push_id, lease_end, owed.attempts, lease_number)
-            self._move_owed(project, queue, owed, leased)
+            leased = Owed(push.push_id, lease.end_ms, leasing.attempts, lease_number)
+            self._move_owed(project, queue, leasing, leased)
             return Delivery(
-                id=owed.push_id,
+                id=push.push_id,
                 project=project,
                 queue=queue,
-                subscription=subscriptions[owed.subscription_id],
-                message=message_of(owed.message_id, messages[owed.message_id], Slot(), now_ms),
-                attempts=owed.attempts,
-                lease=f"{token}/{lease_number}/{lease_end}",
+                subscription=subscriptions[push.subscription_id],
+                message=message_of(push.message_id, messages[push.message_id], Slot(), now_ms),
+                attempts=leasing.attempts,
+                lease=f"{lease.token}/{lease_number}/{lease.end_ms}",
                 owed_ms=send_ms,
                 queue_metadata=self.get_metadata(project, queue) or {},
             )
 
-        leased = self._swift.each(take, chosen)
-        return [delivery for delivery in leased if delivery is not None]
+        deliveries = [d for d in self._swift.each(take, chosen.pushes) if d is not None]
+        chosen.give_back_unleased({d.id for d in deliveries}, writes)
+        return deliveries
 
     def _leased_elsewhere(
         self, project: str, queue: str, owed: Owed, lease_end: int, now_ms: int
@@ -296,48 +275,6 @@ class PushOps(SubscriptionOps, PushLimitOps):
             return  # moved already: the listing had not caught up
         taken = Owed(owed.push_id, int(lease.get("e", lease_end)), owed.attempts, owed.leases + 1)
         self._move_owed(project, queue, owed, taken)
-
-    def _within_limits(
-        self,
-        project: str,
-        queue: str,
-        owed: Owed,
-        subscription: Subscription,
-        lease: tuple[str, int, int, int],
-        places: dict[str, str],
-    ) -> int | None:
-        """When the push may be sent within its subscription's limits, its place taken; None
-        when it is held back (parked, or owed again at the time the rate reserved)."""
-        token, lease_end, until, now_ms = lease
-        sid = subscription.id
-        rules = DispatchLimits.of(subscription.options)
-        holder = f"{owed.push_id}@{token}"
-        if rules.concurrency:
-            frees_ms = self._take_place(
-                project, queue, sid, rules.concurrency, holder, lease_end, now_ms
-            )
-            if frees_ms is not None:
-                parked = dataclasses.replace(
-                    owed, at_ms=frees_ms, parked_from=owed.parked_from or str(owed.at_ms)
-                )
-                self._move_owed(project, queue, owed, parked)
-                return None
-            places[owed.push_id] = sid
-        if not rules.interval_ms or owed.reserved == str(owed.at_ms):
-            return owed.at_ms
-        reserved = self._take_rate(project, queue, sid, owed.at_ms, rules.interval_ms)
-        if reserved is None or reserved > until:
-            if reserved is not None:
-                self._move_owed(
-                    project,
-                    queue,
-                    owed,
-                    dataclasses.replace(owed, at_ms=reserved, reserved=str(reserved)),
-                )
-            if places.pop(owed.push_id, None):
-                self._give_back(project, queue, sid, holder)
-            return None
-        return reserved
 
     # -- settling ------------------------------------------------------------------------------
 
@@ -442,3 +379,57 @@ def _owed_for(stored: Sequence[tuple[str, Doc]], subscriptions: Sequence[str]) -
         for sid in subscriptions
         for message_id, doc in stored
     ]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _LeaseWrites:
+    """What one lease of a queue writes while it chooses (``push_leasing.LeaseWrites``), on
+    the pushes as their entries named them when listed (``owed``)."""
+
+    ops: PushOps
+    lease: Lease
+    owed: dict[str, Owed]
+
+    def drop(self, push: DuePush) -> None:
+        self.ops._drop_owed(self.lease.project, self.lease.queue, self.owed[push.push_id])
+
+    def owe_again(self, push: DuePush, at_ms: int, *, rate_reserved: bool) -> None:
+        owed = self.owed[push.push_id]
+        again = dataclasses.replace(owed, at_ms=at_ms)
+        if rate_reserved:
+            again = dataclasses.replace(again, reserved=str(at_ms))
+        self.ops._move_owed(self.lease.project, self.lease.queue, owed, again)
+
+    def hold_place(self, push: DuePush, subscription_id: str, concurrency: int) -> bool:
+        """A place, or the push parked until the time the first place frees at the latest
+        (a give-back owes it again sooner)."""
+        owed = self.owed[push.push_id]
+        frees_ms = self.ops._take_place(
+            self.lease.project,
+            self.lease.queue,
+            subscription_id,
+            concurrency,
+            self.lease.holder(push),
+            self.lease.end_ms,
+            self.lease.now_ms,
+        )
+        if frees_ms is None:
+            return True
+        parked = dataclasses.replace(
+            owed, at_ms=frees_ms, parked_from=owed.parked_from or str(owed.at_ms)
+        )
+        self.ops._move_owed(self.lease.project, self.lease.queue, owed, parked)
+        return False
+
+    def take_rate(self, subscription_id: str, owed_ms: int, interval_ms: float) -> int | None:
+        return self.ops._take_rate(
+            self.lease.project, self.lease.queue, subscription_id, owed_ms, interval_ms
+        )
+
+    def give_back(self, push: DuePush, subscription_id: str) -> None:
+        self.ops._give_back(
+            self.lease.project, self.lease.queue, subscription_id, self.lease.holder(push)
+        )
+
+    def unpark(self, subscription_id: str) -> None:
+        self.ops._unpark(self.lease.project, self.lease.queue, subscription_id, 1)
