@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from pymongo import DeleteMany, UpdateOne
 from pymongo.errors import BulkWriteError
 
-from zaqar_delay.dispatch_limits import DispatchLimits
 from zaqar_delay.models import Delivery
-from zaqar_delay.storage import push_leasing
+from zaqar_delay.storage import push_leasing, push_settlement
 from zaqar_delay.storage.bounds import SCAN_EXTRA
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, message_of
@@ -25,6 +24,7 @@ from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_cl
 from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
 from zaqar_delay.storage.mongodb.subscriptions import subscription_of
 from zaqar_delay.storage.push_leasing import DuePush, Lease
+from zaqar_delay.storage.push_settlement import Outcome
 
 
 @translate_class_errors
@@ -147,35 +147,8 @@ class PushOps(PushLimitOps):
         now_ms: int,
         consume: Sequence[str] = (),
     ) -> list[str]:
-        # Each attempt only while its own lease still holds the push; one bulk write.
-        done: dict[str, list[str]] = {}
-        writes: list[DeleteMany | UpdateOne] = []
-        for delivery, retry_at in outcomes:
-            if retry_at is None:
-                done.setdefault(delivery.lease, []).append(delivery.id)
-            else:
-                writes.append(
-                    UpdateOne(
-                        {"_id": delivery.id, "l": delivery.lease},
-                        {"$set": {"n": retry_at, "l": None}, "$inc": {"a": 1}},
-                    )
-                )
-        writes += [DeleteMany({"_id": {"$in": ids}, "l": token}) for token, ids in done.items()]
-        if writes:
-            self._pushes.bulk_write(writes, ordered=False)
-        for delivery, _ in outcomes:
-            if DispatchLimits.of(delivery.subscription.options).concurrency:
-                sid = delivery.subscription.id
-                self._give_back(sid, f"{delivery.id}@{delivery.lease}")
-        scope = self._queue_filter(project, queue)
-        consumed: list[str] = []
-        for delivery in (d for d, retry_at in outcomes if retry_at is None and d.id in consume):
-            message_id = delivery.message.id
-            if self._pushes.find_one({**scope, "m": message_id}, {"_id": 1}) is not None:
-                continue  # another subscription is still owed it
-            if self._messages.delete_one({**scope, "_id": message_id}).deleted_count:
-                consumed.append(message_id)
-        return consumed
+        writes = _SettleWrites(self, self._queue_filter(project, queue))
+        return push_settlement.settle(writes, outcomes, set(consume))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -224,3 +197,44 @@ class _LeaseWrites:
 
     def unpark(self, subscription_id: str) -> None:
         self.ops._unpark(subscription_id, 1)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _SettleWrites:
+    """What settling one queue's attempts writes (``push_settlement.SettleWrites``)."""
+
+    ops: PushOps
+    scope: Doc
+
+    def record(self, outcomes: Sequence[Outcome]) -> None:
+        """Each attempt only while its own lease still holds the push; one bulk write."""
+        done: dict[str, list[str]] = {}
+        writes: list[DeleteMany | UpdateOne] = []
+        for delivery, retry_at in outcomes:
+            if retry_at is None:
+                done.setdefault(delivery.lease, []).append(delivery.id)
+            else:
+                writes.append(
+                    UpdateOne(
+                        {"_id": delivery.id, "l": delivery.lease},
+                        {"$set": {"n": retry_at, "l": None}, "$inc": {"a": 1}},
+                    )
+                )
+        writes += [DeleteMany({"_id": {"$in": ids}, "l": token}) for token, ids in done.items()]
+        if writes:
+            self.ops._pushes.bulk_write(writes, ordered=False)
+
+    def give_back(self, delivery: Delivery) -> None:
+        self.ops._give_back(delivery.subscription.id, f"{delivery.id}@{delivery.lease}")
+
+    def still_owed(self, message_ids: Collection[str]) -> set[str]:
+        owed = self.ops._pushes.find({**self.scope, "m": {"$in": list(message_ids)}}, {"m": 1})
+        return {str(push["m"]) for push in owed}
+
+    def delete_consumed(self, message_ids: Sequence[str]) -> list[str]:
+        # One by one: each delete says whether this call deleted the message, which the
+        # journal counts once.
+        messages = self.ops._messages
+        return [
+            m for m in message_ids if messages.delete_one({**self.scope, "_id": m}).deleted_count
+        ]

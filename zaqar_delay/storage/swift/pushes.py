@@ -21,13 +21,13 @@ import dataclasses
 import json
 import secrets
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-from zaqar_delay.dispatch_limits import DispatchLimits
 from zaqar_delay.models import Delivery
-from zaqar_delay.storage import push_leasing
+from zaqar_delay.storage import push_leasing, push_settlement
 from zaqar_delay.storage.bounds import SCAN_EXTRA
 from zaqar_delay.storage.push_leasing import DuePush, Lease, PushIdentity
+from zaqar_delay.storage.push_settlement import Outcome
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, Slot, delete_at, message_of
 from zaqar_delay.storage.swift.push_limits import PushLimitOps
@@ -286,40 +286,28 @@ class PushOps(SubscriptionOps, PushLimitOps):
         now_ms: int,
         consume: Sequence[str] = (),
     ) -> list[str]:
-        def settle(item: tuple[Delivery, int | None]) -> bool:
-            delivery, retry_at = item
-            token, number, lease_end = delivery.lease.split("/")
-            lease_number = int(number)
-            container = self._container(names.PUSHES)
-            # Only while no later lease took the push (this one ran out first).
-            if self._swift.exists(
-                container, self._lease_name(project, queue, delivery.id, lease_number + 1)
-            ):
-                return False
-            leased = Owed(delivery.id, int(lease_end), delivery.attempts, lease_number)
-            if retry_at is None:
-                # Its lease numbers stay taken (Swift removes them once the message expires):
-                # an entry a race left behind can never be leased again.
-                self._drop_owed(project, queue, leased)
-            else:
-                again = Owed(delivery.id, retry_at, delivery.attempts + 1, lease_number)
-                self._move_owed(project, queue, leased, again)
-            if DispatchLimits.of(delivery.subscription.options).concurrency:
-                self._give_back(project, queue, delivery.subscription.id, f"{delivery.id}@{token}")
-            return True
+        return push_settlement.settle(_SettleWrites(self, project, queue), outcomes, set(consume))
 
-        self._swift.each(settle, outcomes)
-        ended = [d.message.id for d, retry_at in outcomes if retry_at is None and d.id in consume]
-        if not ended:
-            return []
-        still_owed = {owed.message_id for owed in self._queue_owed(project, queue)}
-        gone = [mid for mid in dict.fromkeys(ended) if mid not in still_owed]
-        docs = self._swift.each(lambda m: self._read_message(project, queue, m), gone)
-        stored = [(m, d) for m, d in zip(gone, docs, strict=True) if d is not None]
-        self._swift.each(
-            lambda item: self._remove_message(project, queue, item[0], item[1], None), stored
-        )
-        return [message_id for message_id, _ in stored]
+    def _record_outcome(
+        self, project: str, queue: str, delivery: Delivery, retry_at: int | None
+    ) -> None:
+        """One attempt's outcome, only while no later lease took the push (this one ran
+        out first)."""
+        _, number, lease_end = delivery.lease.split("/")
+        lease_number = int(number)
+        if self._swift.exists(
+            self._container(names.PUSHES),
+            self._lease_name(project, queue, delivery.id, lease_number + 1),
+        ):
+            return
+        leased = Owed(delivery.id, int(lease_end), delivery.attempts, lease_number)
+        if retry_at is None:
+            # Its lease numbers stay taken (Swift removes them once the message expires): an
+            # entry a race left behind can never be leased again.
+            self._drop_owed(project, queue, leased)
+        else:
+            again = Owed(delivery.id, retry_at, delivery.attempts + 1, lease_number)
+            self._move_owed(project, queue, leased, again)
 
     # -- limits and their parked pushes ---------------------------------------------------------
 
@@ -433,3 +421,40 @@ class _LeaseWrites:
 
     def unpark(self, subscription_id: str) -> None:
         self.ops._unpark(self.lease.project, self.lease.queue, subscription_id, 1)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _SettleWrites:
+    """What settling one queue's attempts writes (``push_settlement.SettleWrites``)."""
+
+    ops: PushOps
+    project: str
+    queue: str
+
+    def record(self, outcomes: Sequence[Outcome]) -> None:
+        self.ops._swift.each(
+            lambda item: self.ops._record_outcome(self.project, self.queue, *item), outcomes
+        )
+
+    def give_back(self, delivery: Delivery) -> None:
+        token = delivery.lease.split("/", 1)[0]
+        holder = f"{delivery.id}@{token}"
+        self.ops._give_back(self.project, self.queue, delivery.subscription.id, holder)
+
+    def still_owed(self, message_ids: Collection[str]) -> set[str]:
+        owed = {owed.message_id for owed in self.ops._queue_owed(self.project, self.queue)}
+        return owed & set(message_ids)
+
+    def delete_consumed(self, message_ids: Sequence[str]) -> list[str]:
+        """The messages still stored, removed; a message another call removed first is not
+        read, so not counted twice."""
+        ops = self.ops
+        docs = ops._swift.each(
+            lambda m: ops._read_message(self.project, self.queue, m), message_ids
+        )
+        stored = [(m, d) for m, d in zip(message_ids, docs, strict=True) if d is not None]
+        ops._swift.each(
+            lambda item: ops._remove_message(self.project, self.queue, item[0], item[1], None),
+            stored,
+        )
+        return [message_id for message_id, _ in stored]
