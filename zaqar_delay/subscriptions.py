@@ -76,25 +76,10 @@ def subscription_change(
         raise errors.InvalidRequest("Subscriptions must be a dict.")
     subscriber = document.get("subscriber")
     options = document.get("options")
-    if options and not isinstance(options, dict):
-        raise errors.InvalidRequest("Options must be a dict.")
-    if isinstance(options, dict):
-        for name in SERVICE_OPTIONS:
-            if name in options:
-                raise errors.InvalidRequest(f"The option {name} is set by the service only.")
-    retry_policy.check(options, limits.max_message_ttl)
-    limits_check(options)
-    post_headers.check(options)
+    _check_options(options, limits)
     ttl = document.get("ttl")
     if ttl:
-        if not validation.is_int(ttl):
-            raise errors.InvalidRequest("TTL must be an integer.")
-        if ttl < MIN_SUBSCRIPTION_TTL:
-            raise errors.InvalidRequest(
-                f"The TTL for a subscription must be at least {MIN_SUBSCRIPTION_TTL} seconds long."
-            )
-        if ttl > validation.INT64_MAX // 1000:
-            raise errors.InvalidRequest("The TTL for a subscription is too large.")
+        _check_ttl(ttl)
     checked = _subscriber(subscriber, limits, guard) if subscriber else None
     try:
         (mail or MailRules("")).check(checked, options if isinstance(options, dict) else None)
@@ -105,6 +90,33 @@ def subscription_change(
         ttl_s=int(ttl) if ttl else None,
         options=dict(options) if isinstance(options, dict) else None,
     )
+
+
+def _check_options(options: Any, limits: Limits) -> None:
+    """A subscription's options: a dict without the service's own, whose retry policy,
+    dispatch limits and post headers are valid."""
+    if options and not isinstance(options, dict):
+        raise errors.InvalidRequest("Options must be a dict.")
+    if isinstance(options, dict):
+        for name in SERVICE_OPTIONS:
+            if name in options:
+                raise errors.InvalidRequest(f"The option {name} is set by the service only.")
+    retry_policy.check(options, limits.max_message_ttl)
+    limits_check(options)
+    post_headers.check(options)
+
+
+def _check_ttl(ttl: Any) -> None:
+    """A subscription's ttl: an integer of at least ``MIN_SUBSCRIPTION_TTL`` seconds whose
+    expiry in ms fits a signed 64-bit integer."""
+    if not validation.is_int(ttl):
+        raise errors.InvalidRequest("TTL must be an integer.")
+    if ttl < MIN_SUBSCRIPTION_TTL:
+        raise errors.InvalidRequest(
+            f"The TTL for a subscription must be at least {MIN_SUBSCRIPTION_TTL} seconds long."
+        )
+    if ttl > validation.INT64_MAX // 1000:
+        raise errors.InvalidRequest("The TTL for a subscription is too large.")
 
 
 class Subscriptions:

