@@ -175,8 +175,8 @@ def test_swift_finds_generations_its_listing_does_not_show_yet(
     records = reservation(swift)._records
     assert isinstance(records, SwiftDedupRecords)
     now = clock.now_ms()
-    [first] = records.create(P, Q, [DedupRecord("job", "m1", now + 1000, now)])
-    assert first is not None
+    [(taken, first)] = records.create(P, Q, [DedupRecord("job", "m1", now + 1000, now)])
+    assert taken and first is not None
     second = records.replace(P, Q, first, DedupRecord("job", "m2", now + 5000, now))
     assert second is not None and second.version != first.version
     listing = swift._swift.listing

@@ -56,15 +56,18 @@ class DedupRecord:
     version: str = ""
 
 
+# What creating a record answered: created, and the record created or, if not, the one found.
+Created = tuple[bool, DedupRecord | None]
+
+
 class DedupRecords(Protocol):
     """Where a store keeps the dedup records of its queues."""
 
-    def create(
-        self, project: str, queue: str, records: Sequence[DedupRecord]
-    ) -> list[DedupRecord | None]:
-        """Create each record whose id the queue has no record of; for each, the record as
-        created (with its version), or None where the queue has one (or a concurrent post
-        created it first)."""
+    def create(self, project: str, queue: str, records: Sequence[DedupRecord]) -> list[Created]:
+        """Create each record whose id the queue has no record of. For each, ``(True, the
+        record as created, with its version)``, or ``(False, the queue's record)`` where it
+        has one (or a concurrent post created it first): the record as the store read it on
+        the way (as :meth:`latest` answers), or None when it did not read it."""
 
     def latest(self, project: str, queue: str, dedup_id: str) -> DedupRecord | None:
         """The queue's record of ``dedup_id``; None when it has none. A record the store could
@@ -165,12 +168,18 @@ class DedupReservation:
             return {}
         created = self._records.create(project, queue, wanted)
         answers: dict[str, str | DedupRecord | _Pending] = {
-            r.dedup_id: c for r, c in zip(wanted, created, strict=True) if c is not None
+            r.dedup_id: made
+            for r, (taken, made) in zip(wanted, created, strict=True)
+            if taken and made is not None
         }
-        clashed = [r for r, c in zip(wanted, created, strict=True) if c is None]
+        clashed = [
+            (r, found) for r, (taken, found) in zip(wanted, created, strict=True) if not taken
+        ]
         wait = len(wanted) == 1
-        settled = self._each(lambda r: self._settle(project, queue, r, now_ms, wait), clashed)
-        answers.update(zip((r.dedup_id for r in clashed), settled, strict=True))
+        settled = self._each(
+            lambda item: self._settle(project, queue, item[0], now_ms, wait, item[1]), clashed
+        )
+        answers.update(zip((r.dedup_id for r, _ in clashed), settled, strict=True))
         if not any(isinstance(a, _Pending) for a in answers.values()):
             return {i: a for i, a in answers.items() if not isinstance(a, _Pending)}
         # Another post is storing the first message of one of these ids. Waiting for it while
@@ -179,24 +188,36 @@ class DedupReservation:
         self.forget(project, queue, [a for a in answers.values() if isinstance(a, DedupRecord)])
         ordered: dict[str, str | DedupRecord] = {}
         for record in sorted(wanted, key=lambda r: r.dedup_id):
-            [made] = self._records.create(project, queue, [record])
-            answer = made or self._settle(project, queue, record, now_ms, wait=True)
+            [(taken, made)] = self._records.create(project, queue, [record])
+            if taken and made is not None:
+                answer: str | DedupRecord | _Pending = made
+            else:
+                answer = self._settle(project, queue, record, now_ms, True, made)
             assert not isinstance(answer, _Pending)  # waited for
             ordered[record.dedup_id] = answer
         return ordered
 
     def _settle(
-        self, project: str, queue: str, wanted: DedupRecord, now_ms: int, wait: bool
+        self,
+        project: str,
+        queue: str,
+        wanted: DedupRecord,
+        now_ms: int,
+        wait: bool,
+        found: DedupRecord | None = None,
     ) -> str | DedupRecord | _Pending:
-        """An id the queue has a record of: the message id it remembers, or the record this
-        post took over (the old one had lapsed, or its post failed); without ``wait``,
-        ``PENDING`` while its first post may still be storing it."""
+        """An id the queue has a record of (``found``, when the store read it already): the
+        message id it remembers, or the record this post took over (the old one had lapsed,
+        or its post failed); without ``wait``, ``PENDING`` while its first post may still be
+        storing it."""
         for _ in range(RESERVE_ATTEMPTS):
-            latest = self._records.latest(project, queue, wanted.dedup_id)
+            latest = found or self._records.latest(project, queue, wanted.dedup_id)
+            found = None
             if latest is None:
-                [made] = self._records.create(project, queue, [wanted])
-                if made is not None:
+                [(taken, made)] = self._records.create(project, queue, [wanted])
+                if taken and made is not None:
                     return made
+                found = made
                 continue
             if latest.expires_ms > now_ms:
                 stored, latest = self._first_post_stored(project, queue, latest, now_ms, wait)

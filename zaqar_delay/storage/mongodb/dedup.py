@@ -18,7 +18,7 @@ from typing import Any
 import pymongo
 from pymongo.errors import BulkWriteError
 
-from zaqar_delay.storage.dedup_reservation import DedupRecord
+from zaqar_delay.storage.dedup_reservation import Created, DedupRecord
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
 from zaqar_delay.storage.mongodb.schema import as_date
 
@@ -65,10 +65,9 @@ class MongoDedupRecords:
     def __init__(self, collection: pymongo.collection.Collection[Doc]) -> None:
         self._collection = collection
 
-    def create(
-        self, project: str, queue: str, records: Sequence[DedupRecord]
-    ) -> list[DedupRecord | None]:
-        """One unordered insert of them all; the unique index refuses the ids remembered."""
+    def create(self, project: str, queue: str, records: Sequence[DedupRecord]) -> list[Created]:
+        """One unordered insert of them all; the unique index refuses the ids remembered
+        (whose records it does not read)."""
         documents = [
             {"_id": r.message_id, "p": project, "q": queue, "i": r.dedup_id, **_fields(r)}
             for r in records
@@ -81,7 +80,10 @@ class MongoDedupRecords:
             if duplicates is None:
                 raise
             refused = set(duplicates)
-        return [None if i in refused else _record(doc) for i, doc in enumerate(documents)]
+        return [
+            (False, None) if i in refused else (True, _record(doc))
+            for i, doc in enumerate(documents)
+        ]
 
     def latest(self, project: str, queue: str, dedup_id: str) -> DedupRecord | None:
         found = self._collection.find_one({"p": project, "q": queue, "i": dedup_id}, RECORD_FIELDS)

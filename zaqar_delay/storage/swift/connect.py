@@ -351,17 +351,21 @@ class SwiftClient:
             raise _unavailable(exc) from exc
         return headers, body
 
-    def latest_numbered(self, container: str, prefix: str) -> tuple[int, bytes | None]:
+    def latest_numbered(
+        self, container: str, prefix: str, listed: list[dict[str, Any]] | None = None
+    ) -> tuple[int, bytes | None]:
         """The highest-numbered object ``<prefix><n>`` (numbers as ``names.number_part``) and
         its body, read from every replica: ``(0, None)`` when there is none. A listing may
         not show the newest yet, so the numbers after the highest listed are read until one
-        is missing: an object once created is always found."""
+        is missing: an object once created is always found. ``listed``: the prefix's
+        listing, when the caller has it."""
 
         def read(number: int) -> bytes | None:
             found = self.get(container, prefix + names.number_part(number), newest=True)
             return None if found is None else found[1]
 
-        listed = self.listing(container, prefix)
+        if listed is None:
+            listed = self.listing(container, prefix)
         highest = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
         # The highest listed and the one after it are read together.
         after = self.submit(read, highest + 1)

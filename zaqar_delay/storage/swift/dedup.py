@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
+from typing import Any
 
-from zaqar_delay.storage.dedup_reservation import DedupRecord
+from zaqar_delay.storage.dedup_reservation import Created, DedupRecord
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.connect import SwiftClient
 
@@ -42,20 +43,30 @@ class SwiftDedupRecords:
         found = self._swift.get(self._container, name)
         return None if found is None else _record(dedup_id, name, found[1])
 
-    def create(
-        self, project: str, queue: str, records: Sequence[DedupRecord]
-    ) -> list[DedupRecord | None]:
-        """Generation 1 of each id, created in parallel: refused where it exists, so where the
-        queue has a record (lapsed or not) of the id."""
-        return self._swift.each(
-            lambda r: self._create(self._generation(project, queue, r.dedup_id, 1), r), records
-        )
+    def create(self, project: str, queue: str, records: Sequence[DedupRecord]) -> list[Created]:
+        """In parallel, each id's generations listed: an id without any gets generation 1
+        (refused where a concurrent post created it first, or the listing lagged); an id with
+        some answers its latest, read past the listing (``latest_numbered``)."""
+        return self._swift.each(lambda r: self._create_first(project, queue, r), records)
+
+    def _create_first(self, project: str, queue: str, record: DedupRecord) -> Created:
+        prefix = self._prefix(project, queue, record.dedup_id)
+        listed = self._swift.listing(self._container, prefix)
+        if listed:
+            return False, self._latest(record.dedup_id, prefix, listed)
+        made = self._create(prefix + names.number_part(1), record)
+        return made is not None, made
 
     def latest(self, project: str, queue: str, dedup_id: str) -> DedupRecord | None:
-        """The highest generation, found past the listing if it lags (``latest_numbered``);
-        one listed but not read back is lapsed, to be replaced by the next."""
         prefix = self._prefix(project, queue, dedup_id)
-        number, body = self._swift.latest_numbered(self._container, prefix)
+        return self._latest(dedup_id, prefix, self._swift.listing(self._container, prefix))
+
+    def _latest(
+        self, dedup_id: str, prefix: str, listed: list[dict[str, Any]]
+    ) -> DedupRecord | None:
+        """The highest generation, found past ``listed`` if it lags (``latest_numbered``);
+        one listed but not read back is lapsed, to be replaced by the next."""
+        number, body = self._swift.latest_numbered(self._container, prefix, listed)
         if not number:
             return None
         name = prefix + names.number_part(number)
