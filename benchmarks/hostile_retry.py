@@ -25,7 +25,7 @@ import requests
 
 from benchmarks.loadgen import latency_summary
 from testbed.processes import RedisServer, ServiceProcess, free_port
-from zaqar_delay.conf import STORAGE_URI_ENV, Settings
+from zaqar_delay.conf import STORAGE_URI_ENV, Settings, StorageSettings
 from zaqar_delay.storage.uri import open_driver
 
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "Content-Type": "application/json"}
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     service.wait_for_workers()
     receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    driver = open_driver(redis.url, Settings(storage_uri=redis.url))
+    driver = open_driver(redis.url, Settings(storage=StorageSettings(uri=redis.url)))
     try:
         assert service.process is not None
         worker = worker_pid(service.process.pid)

@@ -83,7 +83,7 @@ def deploy(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Callable[[
         conf.write_text(text)
         settings = load_settings([str(conf)])
         tokens = None
-        if settings.auth_strategy == "keystone":
+        if settings.server.auth_strategy == "keystone":
             tokens = AuthTokenFixture()
             tokens.setUp()
         driver = open_test_driver(str(embedded_redis.uri))

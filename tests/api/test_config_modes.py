@@ -12,7 +12,7 @@ import pytest
 from tests.helpers.api import PROJECT, assert_error
 from zaqar_delay.api.app import create_app
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.conf import Limits, Settings
+from zaqar_delay.conf import Limits, ServerSettings, Settings, StorageSettings
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
@@ -30,7 +30,7 @@ def make_client(embedded_redis: EmbeddedRedis) -> Iterator[object]:
         )
         drivers.append(driver)
         configured = Settings(
-            storage_uri=embedded_redis.uri,
+            storage=StorageSettings(uri=embedded_redis.uri),
             limits=dataclasses.replace(Limits(), **limits),
             **(settings or {}),  # type: ignore[arg-type]
         )
@@ -103,7 +103,7 @@ def test_default_project_for_requests_without_one(make_client) -> None:  # type:
         "Project-Id Missing",
         "The header X-PROJECT-ID was missing",
     )
-    client = make_client(settings={"default_project": "cli"})
+    client = make_client(settings={"server": ServerSettings(default_project="cli")})
     assert client.simulate_put("/v2/queues/q", headers=headers).status_code == 201
     listed = client.simulate_get("/v2/queues", headers={**headers, "X-Project-ID": "cli"})
     assert [q["name"] for q in listed.json["queues"]] == ["q"]

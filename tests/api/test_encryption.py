@@ -19,7 +19,7 @@ from testbed.receiver import receiver
 from tests.helpers.api import HEADERS, PROJECT, Api, api_on, assert_error
 from tests.helpers.stores import redis_values_text
 from zaqar_delay.api.app import create_app
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import EncryptionSettings, Settings
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 from zaqar_delay.push.mail import MailSender
@@ -36,7 +36,7 @@ TURN_ON = [{"op": "add", "path": "/metadata/_enable_encrypt_messages", "value": 
 
 @pytest.fixture(params=["embedded", "mongodb"])
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
-    yield from api_on(request, request.param, message_encryption_key="key-1")
+    yield from api_on(request, request.param, encryption=EncryptionSettings(key="key-1"))
 
 
 def raw_store_text(driver: Driver) -> str:
@@ -105,19 +105,19 @@ def test_a_body_encrypted_under_an_old_key_reads_after_rotation(api: Api) -> Non
     api.put("/v2/queues/sealed", json={"_enable_encrypt_messages": True})
     [old_id] = api.post_messages("sealed", {"body": SECRET})
 
-    def server(**settings: Any) -> falcon.testing.TestClient:
-        uri = "unused://"  # the driver is given
-        app = create_app(Settings(storage_uri=uri, **settings), driver=api.driver, clock=api.clock)
+    def server(encryption: EncryptionSettings) -> falcon.testing.TestClient:
+        settings = Settings(encryption=encryption)  # the driver is given
+        app = create_app(settings, driver=api.driver, clock=api.clock)
         return falcon.testing.TestClient(app)
 
-    rotated = server(message_encryption_key="key-2", message_encryption_old_keys=("key-1",))
+    rotated = server(EncryptionSettings(key="key-2", old_keys=("key-1",)))
     path = "/v2/queues/sealed/messages"
     got = rotated.simulate_get(f"{path}/{old_id}", headers=HEADERS)
     assert got.json["body"] == SECRET
     posted = rotated.simulate_post(path, json={"messages": [{"body": "new"}]}, headers=HEADERS)
     new_id = posted.json["resources"][0].rsplit("/", 1)[1]
     # Without the old key, the old body stays sealed; the new one reads.
-    forgot = server(message_encryption_key="key-2")
+    forgot = server(EncryptionSettings(key="key-2"))
     assert forgot.simulate_get(f"{path}/{new_id}", headers=HEADERS).json["body"] == "new"
     assert SECRET not in json.dumps(forgot.simulate_get(f"{path}/{old_id}", headers=HEADERS).json)
 

@@ -9,7 +9,7 @@ from testbed.processes import RedisServer
 from tests.helpers.api import HEADERS, Api, assert_error
 from zaqar_delay.api.app import create_app
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import Settings, StorageSettings
 from zaqar_delay.stores import PooledStores
 
 
@@ -163,7 +163,7 @@ def test_storage_outage_is_503_and_recovers() -> None:
     """Stop the store mid-test: 503 with Zaqar's title, then success once it is back."""
     server = RedisServer().start()
     try:
-        settings = Settings(storage_uri=server.url, socket_timeout=1.0)
+        settings = Settings(storage=StorageSettings(uri=server.url, socket_timeout=1.0))
         client = falcon.testing.TestClient(create_app(settings, clock=FakeClock()), headers=HEADERS)
         assert (
             client.simulate_post(

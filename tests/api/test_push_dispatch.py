@@ -21,7 +21,7 @@ from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, api_on, signed_headers
 from tests.helpers.push import senders, subscribe
 from zaqar_delay.api import views
-from zaqar_delay.conf import load_settings
+from zaqar_delay.conf import JournalSettings, NotificationSettings, SignedUrlSettings, load_settings
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 
@@ -293,7 +293,7 @@ def test_a_denied_address_is_never_connected_to(api: Api) -> None:
 @pytest.fixture(params=["embedded", "mongodb"])
 def journaling(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Api]:
     """The API with its lifecycle journal in ``tmp_path``."""
-    yield from api_on(request, request.param, journal_path=str(tmp_path))
+    yield from api_on(request, request.param, journal=JournalSettings(path=str(tmp_path)))
 
 
 def test_every_attempt_is_counted_and_journaled(journaling: Api, tmp_path: Path) -> None:
@@ -346,7 +346,11 @@ def test_every_attempt_is_counted_and_journaled(journaling: Api, tmp_path: Path)
 @pytest.fixture(params=["embedded", "mongodb"])
 def mailing(request: pytest.FixtureRequest) -> Iterator[Api]:
     """The API with one sender besides the default that mail subscriptions may name."""
-    yield from api_on(request, request.param, smtp_allowed_senders=("q@example.com",))
+    yield from api_on(
+        request,
+        request.param,
+        notification=NotificationSettings(smtp_allowed_senders=("q@example.com",)),
+    )
 
 
 def test_mailto_subscribers_get_a_mail_through_the_smtp_server(
@@ -420,7 +424,12 @@ def test_delete_after_push_makes_a_push_only_queue(api: Api, dispatcher: Dispatc
 @pytest.fixture(params=["embedded", "mongodb"])
 def confirming(request: pytest.FixtureRequest) -> Iterator[Api]:
     """The API with Zaqar's require_confirmation on."""
-    yield from api_on(request, request.param, require_confirmation=True, signed_url_secret="s" * 32)
+    yield from api_on(
+        request,
+        request.param,
+        notification=NotificationSettings(require_confirmation=True),
+        signed_url=SignedUrlSettings(secret_key="s" * 32),
+    )
 
 
 def test_require_confirmation_sends_a_signed_url_and_pushes_only_once_confirmed(
@@ -505,8 +514,13 @@ def test_require_confirmation_mails_mailto_subscribers_the_signed_url(
     request: pytest.FixtureRequest, smtp_inbox: tuple[int, list[Envelope]]
 ) -> None:
     port, received = smtp_inbox
-    settings = {"smtp_host": "127.0.0.1", "smtp_port": port, "signed_url_secret": "s" * 32}
-    for api in api_on(request, "embedded", require_confirmation=True, **settings):
+    settings = {
+        "notification": NotificationSettings(
+            require_confirmation=True, smtp_host="127.0.0.1", smtp_port=port
+        ),
+        "signed_url": SignedUrlSettings(secret_key="s" * 32),
+    }
+    for api in api_on(request, "embedded", **settings):
         created = api.post(
             "/v2/queues/q/subscriptions", json={"subscriber": "mailto:ops@example.com"}
         )

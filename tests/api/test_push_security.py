@@ -39,6 +39,7 @@ from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, api_on
 from tests.helpers.push import dispatching, senders
 from zaqar_delay import retry_policy
+from zaqar_delay.conf import NotificationSettings
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
@@ -127,7 +128,11 @@ def request_line_recorder() -> Iterator[tuple[str, RequestLines]]:
 @pytest.fixture(params=["embedded", "mongodb"])
 def loopback_denied(request: pytest.FixtureRequest) -> Iterator[Api]:
     """An operator who keeps pushes off this machine."""
-    yield from api_on(request, request.param, denied_networks=("127.0.0.0/8", "::1/128"))
+    yield from api_on(
+        request,
+        request.param,
+        notification=NotificationSettings(denied_networks=("127.0.0.0/8", "::1/128")),
+    )
 
 
 # -- 1. the address guard ----------------------------------------------------------------------

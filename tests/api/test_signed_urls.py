@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 
 from tests.helpers.api import HEADERS, PROJECT, Api, api_on, assert_error, signed_headers
+from zaqar_delay.conf import SignedUrlSettings
 
 SECRET = "s3cret"
 
 
 @pytest.fixture(params=["embedded", "mongodb"])
 def signed_api(request: pytest.FixtureRequest) -> Iterator[Api]:
-    yield from api_on(request, request.param, signed_url_secret=SECRET)
+    yield from api_on(request, request.param, signed_url=SignedUrlSettings(secret_key=SECRET))
 
 
 def test_share_document_is_zaqars(signed_api: Api) -> None:

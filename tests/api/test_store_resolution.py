@@ -12,6 +12,7 @@ from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, api_on
 from tests.helpers.push import senders, subscribe
 from tests.helpers.stores import close_test_driver, open_test_driver, store_url
+from zaqar_delay.conf import EncryptionSettings
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.stores import Stores
@@ -36,7 +37,7 @@ def two_stores(
 ) -> Iterator[tuple[Api, Driver]]:
     """The API on the embedded store, with queue ``elsewhere`` served by a MongoDB store."""
     second = open_test_driver(store_url(request, "mongodb"))
-    for api in api_on(request, "embedded", message_encryption_key="key-1"):
+    for api in api_on(request, "embedded", encryption=EncryptionSettings(key="key-1")):
         serve_moved_queue_from(second, api.service.stores, monkeypatch)
         yield api, second
     close_test_driver(second)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.api import Api, api_on, assert_error
+from zaqar_delay.conf import NotificationSettings
 
 SUBS = "/v2/queues/q/subscriptions"
 HOOK = "http://127.0.0.1:9/hook"
@@ -183,7 +184,11 @@ def test_link_local_and_metadata_addresses_are_refused(api: Api, subscriber: str
 
 @pytest.fixture
 def allowing(request: pytest.FixtureRequest) -> Iterator[Api]:
-    yield from api_on(request, "embedded", allowed_networks=("169.254.169.0/24",))
+    yield from api_on(
+        request,
+        "embedded",
+        notification=NotificationSettings(allowed_networks=("169.254.169.0/24",)),
+    )
 
 
 def test_allowed_networks_win_over_denied_ones(allowing: Api) -> None:

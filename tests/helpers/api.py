@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay.api.app import build
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import CatalogSettings, Settings, StorageSettings
 from zaqar_delay.service import Service
 from zaqar_delay.storage.base import Driver
 
@@ -93,12 +94,21 @@ def signed_headers(share: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def settings_on(uri: str, **settings: Any) -> Settings:
+    """Settings of a service on the store at ``uri``; ``settings``: fields of
+    :class:`Settings` (an option group's settings, or a ``[DEFAULT]`` option), and the
+    ``storage`` group's ``uri`` set to ``uri``."""
+    storage = settings.pop("storage", StorageSettings())
+    return Settings(storage=dataclasses.replace(storage, uri=uri), **settings)
+
+
 def api_on(request: pytest.FixtureRequest, store: str, **settings: Any) -> Iterator[Api]:
-    """The API on a fresh namespace of a ``store`` (conftest.STORES), with extra settings."""
+    """The API on a fresh namespace of a ``store`` (conftest.STORES), with extra settings
+    (fields of :class:`Settings`, as :func:`settings_on` takes them)."""
     clock = FakeClock()
     uri = store_url(request, store)
     driver = open_test_driver(uri, racing=True)  # API tests race requests
-    app, service = build(Settings(storage_uri=uri, **settings), driver=driver, clock=clock)
+    app, service = build(settings_on(uri, **settings), driver=driver, clock=clock)
     yield Api(falcon.testing.TestClient(app), clock, driver, service)
     close_test_driver(driver)
 
@@ -110,8 +120,8 @@ def pooled_api_on(request: pytest.FixtureRequest, **settings: Any) -> Iterator[A
     clock = FakeClock()
     uri = store_url(request, "embedded")
     driver = open_test_driver(uri, racing=True)  # API tests race requests
-    settings = {"pooling": True, "admin_mode": True, "catalog_refresh": 0.05, **settings}
-    app, service = build(Settings(storage_uri=uri, **settings), driver=driver, clock=clock)
+    pooled = {"pooling": True, "admin_mode": True, "catalog": CatalogSettings(refresh=0.05)}
+    app, service = build(settings_on(uri, **{**pooled, **settings}), driver=driver, clock=clock)
     api = Api(falcon.testing.TestClient(app), clock, driver, service)
     namespaces = {}
     for name, store, option in (

@@ -287,9 +287,9 @@ MISSING_EXTRA = {
     "swift": "from zaqar_delay.conf import Settings\n"
     "from zaqar_delay.storage.uri import open_driver\n"
     "open_driver('swift://u:k@/p?auth_url=http://127.0.0.1:9/auth/v1.0', Settings())",
-    "keystone": "from zaqar_delay.conf import Settings\n"
+    "keystone": "from zaqar_delay.conf import ServerSettings, Settings\n"
     "from zaqar_delay.keystone.auth_token import token_checked\n"
-    "token_checked(lambda e, s: [], Settings(auth_strategy='keystone'))",
+    "token_checked(lambda e, s: [], Settings(server=ServerSettings(auth_strategy='keystone')))",
 }
 
 

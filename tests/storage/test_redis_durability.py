@@ -12,7 +12,7 @@ import redis
 
 from testbed.processes import RedisCluster, RedisSentinelGroup, RedisServer
 from tests.helpers.stores import close_test_driver, open_test_driver
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import Settings, StorageSettings
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.redis import durability
 from zaqar_delay.storage.redis.sentinel import sentinel_client
@@ -128,7 +128,9 @@ def test_sentinel_with_replica_acks_survives_machine_loss_and_failover(
 
 
 def test_the_server_says_what_the_embedded_store_survives() -> None:
-    resolved = resolve_store(Settings(data_dir=tempfile.mkdtemp(prefix="zd-durable-")))
+    resolved = resolve_store(
+        Settings(storage=StorageSettings(data_dir=tempfile.mkdtemp(prefix="zd-durable-")))
+    )
     try:
         assert resolved.durability is not None
         assert resolved.durability.summary() == (

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from testbed.processes import RedisServer, is_gone, wait_until
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import Settings, StorageSettings
 from zaqar_delay.errors import StorageConfigError, StorageUnavailable, WriteNotReplicated
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.redis.acks import ReplicaAcks
@@ -114,7 +114,7 @@ def test_the_driver_waits_after_scripts_and_index_writes(client: Any, replica: R
 
 def test_the_embedded_store_with_replica_acks_is_refused() -> None:
     with pytest.raises(StorageConfigError, match="the embedded store has none"):
-        resolve_store(Settings(replica_acks=1))
+        resolve_store(Settings(storage=StorageSettings(replica_acks=1)))
 
 
 def test_a_primary_short_of_replicas_for_min_replicas_to_write_answers_503(

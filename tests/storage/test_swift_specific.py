@@ -21,7 +21,7 @@ from tests.helpers.stores import close_test_driver, open_test_driver
 from tests.helpers.swift import RACERS, RACES, race
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import Settings, StorageSettings, SwiftSettings
 from zaqar_delay.models import NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
@@ -273,12 +273,14 @@ def test_keystone_v3_finds_swift_in_the_catalog_by_region_and_interface(
         ],
     ).start()
     settings = Settings(
-        swift_auth_url=keystone.url,
-        swift_user_domain_name="users",
-        swift_project_domain_id="d0",
-        swift_region_name="RegionTwo",
-        swift_interface="internal",
-        key_prefix=f"t{uuid.uuid4().hex[:12]}",
+        storage=StorageSettings(key_prefix=f"t{uuid.uuid4().hex[:12]}"),
+        swift=SwiftSettings(
+            auth_url=keystone.url,
+            user_domain_name="users",
+            project_domain_id="d0",
+            region_name="RegionTwo",
+            interface="internal",
+        ),
     )
     driver = open_driver("swift://demo:s3cret@/demo-project", settings)
     refused = open_driver("swift://demo:wrong@/demo-project", settings)

@@ -56,7 +56,11 @@ def test_sample_policy_is_generated_from_the_rules(tmp_path: pathlib.Path) -> No
 
 def test_defaults() -> None:
     settings = load_settings([], environ={})
-    assert (settings.bind, settings.workers, settings.storage_uri) == ("127.0.0.1:8888", 2, "")
+    assert (settings.server.bind, settings.server.workers, settings.storage.uri) == (
+        "127.0.0.1:8888",
+        2,
+        "",
+    )
     assert settings.limits.max_message_delay == 900
     assert settings.limits.max_messages_per_page == 20
 
@@ -67,24 +71,24 @@ def test_file_and_environment(tmp_path: pathlib.Path) -> None:
         "[storage]\nuri = redis://127.0.0.1:6379/1\n[transport]\nmax_message_delay = 60\n"
     )
     settings = load_settings([str(conf)], environ={})
-    assert settings.storage_uri == "redis://127.0.0.1:6379/1"
+    assert settings.storage.uri == "redis://127.0.0.1:6379/1"
     assert settings.limits.max_message_delay == 60
     overridden = load_settings([str(conf)], environ={STORAGE_URI_ENV: "unix:///tmp/r.sock"})
-    assert overridden.storage_uri == "unix:///tmp/r.sock"
+    assert overridden.storage.uri == "unix:///tmp/r.sock"
 
 
 def test_zaqars_default_group_unreliable_is_read(tmp_path: pathlib.Path) -> None:
     conf = tmp_path / "z.conf"
     conf.write_text("[DEFAULT]\nunreliable = true\n")
-    assert load_settings([str(conf)], environ={}).unreliable is True
-    assert load_settings([], environ={}).unreliable is False
+    assert load_settings([str(conf)], environ={}).storage.unreliable is True
+    assert load_settings([], environ={}).storage.unreliable is False
 
 
 def test_replica_acks_are_read_and_bounded(tmp_path: pathlib.Path) -> None:
     conf = tmp_path / "z.conf"
     conf.write_text("[storage]\nreplica_acks = 2\nreplica_ack_timeout = 0.5\n")
     settings = load_settings([str(conf)], environ={})
-    assert (settings.replica_acks, settings.replica_ack_timeout) == (2, 0.5)
+    assert (settings.storage.replica_acks, settings.storage.replica_ack_timeout) == (2, 0.5)
     conf.write_text("[storage]\nreplica_acks = -1\n")
     with pytest.raises(Exception, match="replica_acks"):
         load_settings([str(conf)], environ={})
@@ -103,9 +107,16 @@ def test_dataclass_defaults_are_the_declared_option_defaults() -> None:
 
 
 def test_every_option_fills_exactly_one_settings_field() -> None:
+    # Settings holds one settings object per option group, and [DEFAULT]'s options.
+    groups = [
+        field.default_factory
+        for field in dataclasses.fields(Settings)
+        if field.default_factory is not dataclasses.MISSING
+    ]
+    assert Limits in groups
     declared = [
         field.metadata["option"][:2]
-        for cls in (Settings, Limits)
+        for cls in (Settings, *groups)
         for field in dataclasses.fields(cls)
         if "option" in field.metadata
     ]
@@ -123,11 +134,11 @@ def test_configured_values_reach_their_fields_converted(tmp_path: pathlib.Path) 
         "[signed_url]\nsecret_key = s3cret\n"
     )
     settings = load_settings([str(conf)], environ={})
-    assert settings.journal_max_bytes == 3 * 1024 * 1024
-    assert settings.denied_networks == ("10.0.0.0/8", "192.168.0.0/16")
+    assert settings.journal.max_bytes == 3 * 1024 * 1024
+    assert settings.notification.denied_networks == ("10.0.0.0/8", "192.168.0.0/16")
     assert settings.limits.subscriber_types == ("http",)
-    assert settings.message_encryption_old_keys == ("a", "b")
-    assert settings.signed_url_secret == "s3cret"
+    assert settings.encryption.old_keys == ("a", "b")
+    assert settings.signed_url.secret_key == "s3cret"
     # The defaults of a field and of its option are one value.
-    assert Settings().journal_max_bytes == 64 * 1024 * 1024
+    assert Settings().journal.max_bytes == 64 * 1024 * 1024
     assert Settings().limits == Limits() == load_settings([], environ={}).limits

@@ -38,3 +38,32 @@ def test_every_swift_container_is_described() -> None:
 
     for kind in CONTAINERS:
         assert f"``<ns>_{kind}``" in DESIGN, kind
+
+
+def test_every_protocol_written_once_names_its_storage_port() -> None:
+    """The protocols MongoDB and Swift share are written once over a port each store
+    implements; the design document names each port."""
+    from zaqar_delay.storage import (
+        dedup_reservation,
+        push_leasing,
+        push_settlement,
+        rate_reservation,
+    )
+
+    ports = (
+        dedup_reservation.DedupRecords,
+        push_leasing.LeaseWrites,
+        push_settlement.SettleWrites,
+        rate_reservation.RateCell,
+    )
+    for port in ports:
+        assert f"``{port.__name__}``" in DESIGN, port.__name__
+
+
+def test_every_option_group_module_is_named() -> None:
+    conf = resources.files("zaqar_delay.conf")
+    modules = [p.name[: -len(".py")] for p in conf.iterdir() if p.name.endswith(".py")]
+    groups = set(modules) - {"__init__", "options", "settings", "environment"}
+    assert {"server", "storage", "transport", "notification"} <= groups
+    for module in groups:
+        assert f"``{module}``" in DESIGN, module

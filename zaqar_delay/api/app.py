@@ -48,7 +48,7 @@ def create_wsgi_app(
     ``[notification] push``, this process's push dispatcher."""
     clock = clock or SystemClock()
     app, service = build(settings, driver, clock)
-    if settings.push:
+    if settings.notification.push:
         start_dispatcher(service, settings)
     return with_oslo_middleware(with_dashboard(protect(app, settings, clock)), settings)
 
@@ -60,8 +60,8 @@ def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
     dispatcher = Dispatcher(
         service,
         sender,
-        settings.push_concurrency,
-        require_confirmation=settings.require_confirmation,
+        settings.notification.push_concurrency,
+        require_confirmation=settings.notification.require_confirmation,
     )
     service.lifecycle.pushes_owed = dispatcher.notify
     dispatcher.start()
@@ -72,15 +72,15 @@ def push_guard(settings: Settings) -> AddressGuard:
     """Where this service's pushes may connect: under keystone, any tenant subscribes, so
     the operator's own networks are denied by default too."""
     return tenant_guard(
-        settings.denied_networks,
-        settings.allowed_networks,
-        strangers=settings.auth_strategy == "keystone",
+        settings.notification.denied_networks,
+        settings.notification.allowed_networks,
+        strangers=settings.server.auth_strategy == "keystone",
     )
 
 
 def push_trusts(settings: Settings) -> Trusts | None:
     """Keystone trusts for ``trust+`` subscribers: under keystone, with ``[trustee]``."""
-    if settings.auth_strategy != "keystone":
+    if settings.server.auth_strategy != "keystone":
         return None
     return trusts_of(conf_of(settings))
 
@@ -90,31 +90,33 @@ def push_senders(
 ) -> tuple[WebhookSender, MailSender]:
     """The webhook and mail senders of ``[notification]``; ``trusts`` give the tokens of
     pushes to ``trust+`` subscribers."""
-    webhook = WebhookSender(guard, settings.push_timeout, settings.push_concurrency, trusts)
+    webhook = WebhookSender(
+        guard, settings.notification.push_timeout, settings.notification.push_concurrency, trusts
+    )
     mail = MailSender(
-        settings.smtp_host,
-        settings.smtp_port,
-        settings.smtp_sender,
-        settings.push_timeout,
-        settings.smtp_starttls,
-        settings.smtp_username,
-        settings.smtp_password,
-        settings.smtp_allowed_senders,
+        settings.notification.smtp_host,
+        settings.notification.smtp_port,
+        settings.notification.smtp_sender,
+        settings.notification.push_timeout,
+        settings.notification.smtp_starttls,
+        settings.notification.smtp_username,
+        settings.notification.smtp_password,
+        settings.notification.smtp_allowed_senders,
     )
     return webhook, mail
 
 
 def message_cipher(settings: Settings) -> MessageCipher | None:
     """The cipher of encrypted queues, if a key is configured (or the embedded store's)."""
-    if not settings.message_encryption_key:
+    if not settings.encryption.key:
         return None
-    return MessageCipher(settings.message_encryption_key, settings.message_encryption_old_keys)
+    return MessageCipher(settings.encryption.key, settings.encryption.old_keys)
 
 
 def create_app(
     settings: Settings, driver: Driver | None = None, clock: Clock | None = None
 ) -> falcon.App[falcon.Request, falcon.Response]:
-    """Build the v2 API on ``driver`` (opened from ``settings.storage_uri`` when omitted)."""
+    """Build the v2 API on ``driver`` (opened from ``settings.storage.uri`` when omitted)."""
     return build(settings, driver, clock)[0]
 
 
@@ -127,7 +129,7 @@ def build(
     """:func:`create_app`, and the service it serves. ``open_pool_driver`` opens the driver
     of a registered pool (by default from its URI and options, ``pooling.setup``)."""
     if driver is None:
-        driver = open_driver(settings.storage_uri, settings)
+        driver = open_driver(settings.storage.uri, settings)
     clock = clock or SystemClock()
     stores = (
         pooled_stores(settings, driver, open_pool_driver) if settings.pooling else Stores(driver)
@@ -136,16 +138,18 @@ def build(
         driver,
         settings.limits,
         clock,
-        metrics=Metrics(stores, clock, settings.metrics_max_queue_series),
-        journal=open_journal(settings.journal_path, settings.journal_max_bytes),
+        metrics=Metrics(stores, clock, settings.metrics.max_queue_series),
+        journal=open_journal(settings.journal.path, settings.journal.max_bytes),
         cipher=message_cipher(settings),
         stores=stores,
     )
-    signer = Signer(settings.signed_url_secret, clock)
+    signer = Signer(settings.signed_url.secret_key, clock)
     # keystone replaces the project header with the token's; a default would bypass that.
-    default_project = settings.default_project if settings.auth_strategy == "noauth" else ""
+    default_project = (
+        settings.server.default_project if settings.server.auth_strategy == "noauth" else ""
+    )
     # Zaqar's admin_mode: the pools and flavors API for any noauth caller.
-    open_admin_api = settings.auth_strategy == "noauth" and settings.admin_mode
+    open_admin_api = settings.server.auth_strategy == "noauth" and settings.admin_mode
     middleware: list[Any] = [
         RequestTimer(service.metrics),
         RequestContext(
@@ -153,7 +157,7 @@ def build(
             signer,
             default_project,
             open_admin_api,
-            keystone_authorizer(settings) if settings.auth_strategy == "keystone" else None,
+            keystone_authorizer(settings) if settings.server.auth_strategy == "keystone" else None,
         ),
     ]
     app = falcon.App(middleware=middleware)
@@ -167,10 +171,12 @@ def build(
 
     guard = push_guard(settings)
     confirmations = None
-    if settings.require_confirmation:
+    if settings.notification.require_confirmation:
         webhook, mail = push_senders(settings, guard)
         confirmations = Confirmations(signer, clock, webhook, mail)
-    mail_rules = MailRules(settings.smtp_sender, settings.smtp_allowed_senders)
+    mail_rules = MailRules(
+        settings.notification.smtp_sender, settings.notification.smtp_allowed_senders
+    )
     subscribing = Subscriptions(
         service.stores,
         settings.limits,
@@ -198,7 +204,7 @@ def build(
     }
     # The admin API of pooling: under keystone for the admin role, under noauth with admin_mode.
     pooled = isinstance(stores, PooledStores)
-    serve_catalog = pooled and (settings.auth_strategy == "keystone" or open_admin_api)
+    serve_catalog = pooled and (settings.server.auth_strategy == "keystone" or open_admin_api)
     if isinstance(stores, PooledStores):
         catalog = registry(settings, stores, open_pool_driver)
         for kind in pools.CATALOG_RESOURCES:

@@ -108,10 +108,10 @@ def refuse_signature(start_response: Callable[..., Any]) -> Iterable[bytes]:
 
 def protect(app: WSGIApp, settings: Settings, clock: Clock) -> WSGIApp:
     """``app`` behind the configured authentication; ``clock`` dates pre-signed URLs."""
-    if settings.auth_strategy == "noauth":
+    if settings.server.auth_strategy == "noauth":
         return app
     checked = token_checked(app, settings)
-    signer = Signer(settings.signed_url_secret, clock)
+    signer = Signer(settings.signed_url.secret_key, clock)
 
     def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         signed = SIGNATURE_ENVIRON_KEY in environ

@@ -96,7 +96,7 @@ class HealthcheckRoute:
         self._app = app
         self._plain = _healthcheck(app, conf_of(settings), detailed=False)
         self._detailed = _healthcheck(app, conf_of(settings), detailed=True)
-        self._keystone = settings.auth_strategy == "keystone"
+        self._keystone = settings.server.auth_strategy == "keystone"
         self._authorizer: Authorizer | None = None
         self._checked: WSGIApp | None = None
         if self._keystone:

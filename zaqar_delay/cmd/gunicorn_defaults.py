@@ -19,11 +19,11 @@ def options(settings: Settings) -> dict[str, Any]:
     WSGI server (``gevent_pywsgi``) parses and answers requests with less CPU than gunicorn's
     gevent worker (about 40% more hello-world requests/s here); see cmd/worker.py."""
     return {
-        "bind": [settings.bind],
-        "workers": settings.workers,
+        "bind": [settings.server.bind],
+        "workers": settings.server.workers,
         "worker_class": "zaqar_delay.cmd.worker.Worker",
         "worker_connections": WORKER_CONNECTIONS,
-        "timeout": settings.timeout,
+        "timeout": settings.server.timeout,
         "graceful_timeout": 10,
         "keepalive": 5,
         "proc_name": "zaqar-delay",

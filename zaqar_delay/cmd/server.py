@@ -98,8 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         LOG.warning("%s", warning)
     if store.durability is not None:
         LOG.info("%s", store.durability.summary())
-    uri = redact(store.settings.storage_uri)
-    LOG.info("serving on http://%s with storage %s", store.settings.bind, uri)
+    uri = redact(store.settings.storage.uri)
+    LOG.info("serving on http://%s with storage %s", store.settings.server.bind, uri)
     try:
         Server(store.settings, store.keep_running).run()
     finally:

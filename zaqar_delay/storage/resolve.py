@@ -32,7 +32,7 @@ def redact(uri: str) -> str:
 
 @dataclasses.dataclass
 class ResolvedStore:
-    """Settings whose ``storage_uri`` points at a running store, and what to stop afterwards."""
+    """Settings whose ``storage.uri`` points at a running store, and what to stop afterwards."""
 
     settings: Settings
     embedded: EmbeddedRedis | None
@@ -61,31 +61,33 @@ def resolve_store(settings: Settings) -> ResolvedStore:
     not answer, or the driver refuses the deployment.
     """
     embedded = None
-    uri = settings.storage_uri
+    uri = settings.storage.uri
     db_path = embedded_db_path(settings)
     if db_path is not None:
         from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
-        if settings.replica_acks:
+        if settings.storage.replica_acks:
             raise StorageConfigError(
-                f"[storage] replica_acks = {settings.replica_acks} needs replicas, and the "
+                f"[storage] replica_acks = {settings.storage.replica_acks} needs replicas, and the "
                 "embedded store has none: set [storage] uri to a Redis primary with replicas "
                 "(Redis Sentinel) or to a MongoDB replica set, or set replica_acks to 0"
             )
 
         try:
-            embedded = EmbeddedRedis(db_path, settings.embedded_appendfsync)
+            embedded = EmbeddedRedis(db_path, settings.storage.embedded_appendfsync)
         except OSError as exc:  # an unwritable directory, a missing binary
             raise StorageConfigError(
                 f"cannot start the embedded Redis at {db_path}: {exc}"
             ) from exc
         uri = embedded.uri
-    resolved = ResolvedStore(dataclasses.replace(settings, storage_uri=uri), embedded)
+    storage = dataclasses.replace(settings.storage, uri=uri)
+    resolved = ResolvedStore(dataclasses.replace(settings, storage=storage), embedded)
     try:
-        if embedded is not None and not settings.message_encryption_key:
-            resolved.settings = dataclasses.replace(
-                resolved.settings, message_encryption_key=data_dir_key(embedded.directory)
+        if embedded is not None and not settings.encryption.key:
+            encryption = dataclasses.replace(
+                settings.encryption, key=data_dir_key(embedded.directory)
             )
+            resolved.settings = dataclasses.replace(resolved.settings, encryption=encryption)
         running = set(threading.enumerate())
         driver = open_driver(uri, settings)
         try:

@@ -25,9 +25,9 @@ def default_data_dir() -> str:
 
 def embedded_db_path(settings: Settings) -> str | None:
     """The embedded Redis data file the settings ask for, or None for an external store."""
-    uri = settings.storage_uri
+    uri = settings.storage.uri
     if not uri:
-        return os.path.join(settings.data_dir or default_data_dir(), DB_FILE)
+        return os.path.join(settings.storage.data_dir or default_data_dir(), DB_FILE)
     parsed = urllib.parse.urlsplit(uri)
     if parsed.scheme != EMBEDDED_SCHEME:
         return None
@@ -51,38 +51,44 @@ def open_driver(uri: str, settings: Settings) -> Driver:
         from zaqar_delay.storage.redis.sentinel import is_sentinel_uri, sentinel_client
 
         if is_sentinel_uri(uri):
-            client = sentinel_client(uri, settings.socket_timeout, settings.max_connections)
+            client = sentinel_client(
+                uri, settings.storage.socket_timeout, settings.storage.max_connections
+            )
         elif "," in urllib.parse.urlsplit(uri).netloc:
             raise StorageConfigError(
                 f"Invalid storage URI {uri!r}: several hosts name Sentinels, so the URI needs "
                 "master=NAME (the primary's name in the Sentinel configuration)"
             )
         else:
-            client = redis_client(uri, settings.socket_timeout, settings.max_connections)
-        return RedisDriver(client, prefix=settings.key_prefix, acks=replica_acks(settings))
+            client = redis_client(
+                uri, settings.storage.socket_timeout, settings.storage.max_connections
+            )
+        return RedisDriver(client, prefix=settings.storage.key_prefix, acks=replica_acks(settings))
     if scheme in ("redis+cluster", "rediss+cluster"):
         # Imported here: the server imports this module before gevent patches sockets.
         from zaqar_delay.storage.redis.cluster import LazyClusterClient
         from zaqar_delay.storage.redis.driver import RedisDriver
 
-        cluster = LazyClusterClient(uri, settings.socket_timeout, settings.max_connections)
-        return RedisDriver(cluster, prefix=settings.key_prefix, acks=replica_acks(settings))
+        cluster = LazyClusterClient(
+            uri, settings.storage.socket_timeout, settings.storage.max_connections
+        )
+        return RedisDriver(cluster, prefix=settings.storage.key_prefix, acks=replica_acks(settings))
     if scheme in ("mongodb", "mongodb+srv"):
         from zaqar_delay.storage.mongodb.connect import mongo_client
         from zaqar_delay.storage.mongodb.driver import MongoDriver
 
         mongo, database = mongo_client(
             uri,
-            settings.socket_timeout,
-            settings.max_connections,
-            settings.replica_acks,
-            settings.replica_ack_timeout,
+            settings.storage.socket_timeout,
+            settings.storage.max_connections,
+            settings.storage.replica_acks,
+            settings.storage.replica_ack_timeout,
         )
         return MongoDriver(
             mongo,
-            database or settings.database,
-            unreliable=settings.unreliable,
-            replica_acks=settings.replica_acks,
+            database or settings.storage.database,
+            unreliable=settings.storage.unreliable,
+            replica_acks=settings.storage.replica_acks,
         )
     if scheme == "swift":
         return _swift_driver(uri, settings)
@@ -104,23 +110,23 @@ def _swift_driver(uri: str, settings: Settings) -> Driver:
         ) from exc
     access = access_from_uri(
         uri,
-        auth_url=settings.swift_auth_url,
-        insecure=settings.swift_insecure,
-        user_domain=settings.swift_user_domain_name,
-        project_domain=settings.swift_project_domain_name,
-        user_domain_id=settings.swift_user_domain_id,
-        project_domain_id=settings.swift_project_domain_id,
-        region_name=settings.swift_region_name,
-        interface=settings.swift_interface,
-        timeout=settings.socket_timeout,
-        settle_ms=settings.swift_settle_ms,
-        metadata_cache_ms=settings.swift_metadata_cache_ms,
+        auth_url=settings.swift.auth_url,
+        insecure=settings.swift.insecure,
+        user_domain=settings.swift.user_domain_name,
+        project_domain=settings.swift.project_domain_name,
+        user_domain_id=settings.swift.user_domain_id,
+        project_domain_id=settings.swift.project_domain_id,
+        region_name=settings.swift.region_name,
+        interface=settings.swift.interface,
+        timeout=settings.storage.socket_timeout,
+        settle_ms=settings.swift.settle_ms,
+        metadata_cache_ms=settings.swift.metadata_cache_ms,
     )
-    return SwiftDriver(SwiftClient(access), namespace=settings.key_prefix)
+    return SwiftDriver(SwiftClient(access), namespace=settings.storage.key_prefix)
 
 
 def replica_acks(settings: Settings) -> ReplicaAcks:
     """What ``[storage] replica_acks`` asks of a Redis store."""
     from zaqar_delay.storage.redis.acks import ReplicaAcks
 
-    return ReplicaAcks(settings.replica_acks, settings.replica_ack_timeout)
+    return ReplicaAcks(settings.storage.replica_acks, settings.storage.replica_ack_timeout)

@@ -1,0 +1,37 @@
+"""``[journal]``: the lifecycle journal's files."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from oslo_config import cfg
+
+from zaqar_delay.conf.options import mib, setting
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JournalSettings:
+    """The lifecycle journal: ``[journal]``."""
+
+    path: str = setting(
+        "journal",
+        cfg.StrOpt,
+        "path",
+        default="",
+        help=(
+            "Directory of the lifecycle journal: one JSON line per message event (posted, "
+            "claimed, deleted, released, rescheduled, edited, dead_lettered, pushed), in files "
+            "of each server process (journal-<host>-<pid>-<start>-<n>.jsonl), read by "
+            "zaqar-delay-pipeline report. Empty (the default) turns the journal off. Old files "
+            "are not removed."
+        ),
+    )
+    max_bytes: int = setting(
+        "journal",
+        cfg.IntOpt,
+        "max_file_size",
+        default=64,
+        min=1,
+        help="Size in MiB after which a journal file is closed and the next one begun.",
+        convert=mib,
+    )

