@@ -31,6 +31,7 @@ from zaqar_delay.storage.swift.common import Slot
 from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient, access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.messages import MessageOps
+from zaqar_delay.storage.swift.push_limits import PushLimitOps
 from zaqar_delay.storage.swift.pushes import LEASE_TAKER_GRACE_MS
 from zaqar_delay.storage.uri import open_driver
 
@@ -675,3 +676,29 @@ def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(
     assert swift.stats(P, "dlq", clock.now_ms()).total == 1
     leased = swift.lease_pushes(P, "dlq", clock.now_ms(), 30_000, 10)
     assert [d.message.id for d in leased] == posted.ids
+
+
+def test_a_lease_reads_each_request_place_of_a_subscription_once(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lease of more pushes than a subscription has request places takes the free places
+    and parks the rest, reading each place once (before, every push read the places from
+    the first: 50 reads here instead of 5)."""
+    clock = FakeClock()
+    options = {"_max_concurrent_dispatches": 5}
+    swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, options, "s", clock.now_ms())
+    messages = [NewMessage(f'"{i}"', 3600, 0) for i in range(12)]
+    swift.post_messages(P, Q, messages, ALICE, clock.now_ms())
+    reads: list[str] = []
+    latest = PushLimitOps._latest_generation
+
+    def counted(ops: PushLimitOps, prefix: str) -> tuple[int, dict[str, Any] | None]:
+        reads.append(prefix)
+        return latest(ops, prefix)
+
+    monkeypatch.setattr(PushLimitOps, "_latest_generation", counted)
+    leased = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 12)
+    assert len(leased) == 5
+    place_reads = [prefix for prefix in reads if prefix.startswith("p/")]
+    assert sorted(place_reads) == sorted(set(place_reads))
+    assert len(place_reads) == 5

@@ -85,17 +85,28 @@ class PushLimitOps(SwiftBase):
         holder: str,
         until_ms: int,
         now_ms: int,
+        known: dict[int, int] | None = None,
     ) -> int | None:
         """Hold one of the subscription's ``concurrency`` request places until ``until_ms``;
-        None when one is held now, else the earliest time a held place frees by itself."""
-        frees_ms = until_ms
+        None when one is held now, else the earliest time a held place frees by itself.
+
+        ``known``: places the caller found held (or took) before, by number, with the time
+        each frees; they are not read again, and the places found held or taken here are
+        added. One lease taking places for many pushes so reads each place once, not once
+        per push (a place given back meanwhile is found by the next lease)."""
+        known = {} if known is None else known
+        frees_ms = min([until_ms, *known.values()])
         for place in range(concurrency):
+            if known.get(place, 0) > now_ms:
+                continue
             prefix = f"{self._places_prefix(project, queue, sid)}{place}/"
             generation, held = self._latest_generation(prefix)
             if held is not None and int(held["e"]) > now_ms:
+                known[place] = int(held["e"])
                 frees_ms = min(frees_ms, int(held["e"]))
                 continue
             if self._create_generation(prefix, generation + 1, {"h": holder, "e": until_ms}):
+                known[place] = until_ms
                 return None
         return frees_ms
 

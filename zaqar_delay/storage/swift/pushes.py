@@ -377,6 +377,8 @@ class _LeaseWrites:
     ops: PushOps
     lease: Lease
     owed: dict[str, Owed]
+    # The request places this lease found held or took, by subscription (_take_place).
+    places: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
 
     def drop(self, push: DuePush) -> None:
         self.ops._drop_owed(self.lease.project, self.lease.queue, self.owed[push.push_id])
@@ -400,6 +402,7 @@ class _LeaseWrites:
             self.lease.holder(push),
             self.lease.end_ms,
             self.lease.now_ms,
+            self.places.setdefault(subscription_id, {}),
         )
         if frees_ms is None:
             return True
