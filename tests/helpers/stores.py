@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from testbed.processes import SecantusServer
+from zaqar_delay.models import Message
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.mongodb.connect import mongo_client
 from zaqar_delay.storage.mongodb.driver import MongoDriver
@@ -156,3 +157,20 @@ def close_test_driver(driver: Driver) -> None:
     if isinstance(driver, MongoDriver):
         driver._client.drop_database(driver._db.name)
     driver.close()
+
+
+def every_message(driver: Driver, project: str, queue: str, now_ms: int) -> list[Message]:
+    """The first page (10) of a queue's messages, claimed and delayed ones included."""
+    return list(
+        driver.list_messages(
+            project,
+            queue,
+            marker=None,
+            limit=10,
+            client_id="",
+            echo=True,
+            include_claimed=True,
+            include_delayed=True,
+            now_ms=now_ms,
+        ).messages
+    )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.stores import close_test_driver, open_test_driver, store_url
+from tests.helpers.stores import close_test_driver, every_message, open_test_driver, store_url
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage, Posted
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
@@ -138,17 +138,7 @@ def test_a_first_post_that_died_before_confirming_is_completed_by_a_repeat(
         confirming_after(patched, driver, killed)
         with pytest.raises(ProcessKilled):
             driver.post_messages(P, Q, post, ALICE, clock.now_ms())
-    [stored] = driver.list_messages(
-        P,
-        Q,
-        marker=None,
-        limit=10,
-        client_id="",
-        echo=True,
-        include_claimed=True,
-        include_delayed=True,
-        now_ms=clock.now_ms(),
-    ).messages
+    [stored] = every_message(driver, P, Q, clock.now_ms())
     assert stored.body == "once", "the first post stored its message"
 
     clock.advance(ms=FIRST_POST_GRACE_MS)

@@ -13,7 +13,7 @@ from typing import Any
 import pymongo
 import pytest
 
-from tests.helpers.stores import close_test_driver, open_test_driver, store_url
+from tests.helpers.stores import close_test_driver, every_message, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage
@@ -139,17 +139,7 @@ def test_a_repeat_of_a_post_killed_before_owing_its_pushes_owes_them(
         with pytest.raises(ProcessKilled):
             mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
     assert pushes.refused == 1, "the pushes were owed"
-    [stored] = mongo.list_messages(
-        P,
-        Q,
-        marker=None,
-        limit=10,
-        client_id="",
-        echo=True,
-        include_claimed=True,
-        include_delayed=True,
-        now_ms=clock.now_ms(),
-    ).messages
+    [stored] = every_message(mongo, P, Q, clock.now_ms())
     assert owed(mongo, clock) == []
 
     clock.advance(ms=FIRST_POST_GRACE_MS)
