@@ -21,16 +21,16 @@ import dataclasses
 import json
 import secrets
 import urllib.parse
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 
 from zaqar_delay.models import Delivery
 from zaqar_delay.storage import push_leasing, push_settlement
 from zaqar_delay.storage.bounds import SCAN_EXTRA
 from zaqar_delay.storage.push_leasing import DuePush, Lease, PushIdentity
-from zaqar_delay.storage.push_settlement import Outcome
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, Slot, delete_at, message_of
 from zaqar_delay.storage.swift.push_limits import PushLimitOps
+from zaqar_delay.storage.swift.push_writes import LeaseWrites, SettleWrites
 from zaqar_delay.storage.swift.subscriptions import SubscriptionOps, subscription_of
 
 # How long a push whose next lease another dispatcher took is left for it to move; a push
@@ -209,7 +209,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
             if doc is not None and int(doc["e"]) > now_ms
         }
         lease = Lease(project, queue, secrets.token_hex(8), until + lease_ms, now_ms)
-        writes = _LeaseWrites(self, lease, owed)
+        writes = LeaseWrites(self, lease, owed)
         chosen = push_leasing.choose(
             [DuePush(o.push_id, o.at_ms, o.reserved == str(o.at_ms)) for o in found],
             subscriptions,
@@ -286,7 +286,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
         now_ms: int,
         consume: Sequence[str] = (),
     ) -> list[str]:
-        return push_settlement.settle(_SettleWrites(self, project, queue), outcomes, set(consume))
+        return push_settlement.settle(SettleWrites(self, project, queue), outcomes, set(consume))
 
     def _record_outcome(
         self, project: str, queue: str, delivery: Delivery, retry_at: int | None
@@ -367,97 +367,3 @@ def _owed_for(stored: Sequence[tuple[str, Doc]], subscriptions: Sequence[str]) -
         for sid in subscriptions
         for message_id, doc in stored
     ]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _LeaseWrites:
-    """What one lease of a queue writes while it chooses (``push_leasing.LeaseWrites``), on
-    the pushes as their entries named them when listed (``owed``)."""
-
-    ops: PushOps
-    lease: Lease
-    owed: dict[str, Owed]
-    # The request places this lease found held or took, by subscription (_take_place).
-    places: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
-
-    def drop(self, push: DuePush) -> None:
-        self.ops._drop_owed(self.lease.project, self.lease.queue, self.owed[push.push_id])
-
-    def owe_again(self, push: DuePush, at_ms: int, *, rate_reserved: bool) -> None:
-        owed = self.owed[push.push_id]
-        again = dataclasses.replace(owed, at_ms=at_ms)
-        if rate_reserved:
-            again = dataclasses.replace(again, reserved=str(at_ms))
-        self.ops._move_owed(self.lease.project, self.lease.queue, owed, again)
-
-    def hold_place(self, push: DuePush, subscription_id: str, concurrency: int) -> bool:
-        """A place, or the push parked until the time the first place frees at the latest
-        (a give-back owes it again sooner)."""
-        owed = self.owed[push.push_id]
-        frees_ms = self.ops._take_place(
-            self.lease.project,
-            self.lease.queue,
-            subscription_id,
-            concurrency,
-            self.lease.holder(push),
-            self.lease.end_ms,
-            self.lease.now_ms,
-            self.places.setdefault(subscription_id, {}),
-        )
-        if frees_ms is None:
-            return True
-        parked = dataclasses.replace(
-            owed, at_ms=frees_ms, parked_from=owed.parked_from or str(owed.at_ms)
-        )
-        self.ops._move_owed(self.lease.project, self.lease.queue, owed, parked)
-        return False
-
-    def take_rate(self, subscription_id: str, owed_ms: int, interval_ms: float) -> int | None:
-        return self.ops._take_rate(
-            self.lease.project, self.lease.queue, subscription_id, owed_ms, interval_ms
-        )
-
-    def give_back(self, push: DuePush, subscription_id: str) -> None:
-        self.ops._give_back(
-            self.lease.project, self.lease.queue, subscription_id, self.lease.holder(push)
-        )
-
-    def unpark(self, subscription_id: str) -> None:
-        self.ops._unpark(self.lease.project, self.lease.queue, subscription_id, 1)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _SettleWrites:
-    """What settling one queue's attempts writes (``push_settlement.SettleWrites``)."""
-
-    ops: PushOps
-    project: str
-    queue: str
-
-    def record(self, outcomes: Sequence[Outcome]) -> None:
-        self.ops._swift.each(
-            lambda item: self.ops._record_outcome(self.project, self.queue, *item), outcomes
-        )
-
-    def give_back(self, delivery: Delivery) -> None:
-        token = delivery.lease.split("/", 1)[0]
-        holder = f"{delivery.id}@{token}"
-        self.ops._give_back(self.project, self.queue, delivery.subscription.id, holder)
-
-    def still_owed(self, message_ids: Collection[str]) -> set[str]:
-        owed = {owed.message_id for owed in self.ops._queue_owed(self.project, self.queue)}
-        return owed & set(message_ids)
-
-    def delete_consumed(self, message_ids: Sequence[str]) -> list[str]:
-        """The messages still stored, removed; a message another call removed first is not
-        read, so not counted twice."""
-        ops = self.ops
-        docs = ops._swift.each(
-            lambda m: ops._read_message(self.project, self.queue, m), message_ids
-        )
-        stored = [(m, d) for m, d in zip(message_ids, docs, strict=True) if d is not None]
-        ops._swift.each(
-            lambda item: ops._remove_message(self.project, self.queue, item[0], item[1], None),
-            stored,
-        )
-        return [message_id for message_id, _ in stored]
