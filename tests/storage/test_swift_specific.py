@@ -678,6 +678,19 @@ def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(
     assert [d.message.id for d in leased] == posted.ids
 
 
+def generation_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The prefixes of the numbered generations (rate, request places) read from now on."""
+    reads: list[str] = []
+    latest = PushLimitOps._latest_generation
+
+    def counted(ops: PushLimitOps, prefix: str) -> tuple[int, dict[str, Any] | None]:
+        reads.append(prefix)
+        return latest(ops, prefix)
+
+    monkeypatch.setattr(PushLimitOps, "_latest_generation", counted)
+    return reads
+
+
 def test_a_lease_reads_each_request_place_of_a_subscription_once(
     swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -689,16 +702,28 @@ def test_a_lease_reads_each_request_place_of_a_subscription_once(
     swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, options, "s", clock.now_ms())
     messages = [NewMessage(f'"{i}"', 3600, 0) for i in range(12)]
     swift.post_messages(P, Q, messages, ALICE, clock.now_ms())
-    reads: list[str] = []
-    latest = PushLimitOps._latest_generation
-
-    def counted(ops: PushLimitOps, prefix: str) -> tuple[int, dict[str, Any] | None]:
-        reads.append(prefix)
-        return latest(ops, prefix)
-
-    monkeypatch.setattr(PushLimitOps, "_latest_generation", counted)
+    reads = generation_reads(monkeypatch)
     leased = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 12)
     assert len(leased) == 5
     place_reads = [prefix for prefix in reads if prefix.startswith("p/")]
     assert sorted(place_reads) == sorted(set(place_reads))
     assert len(place_reads) == 5
+
+
+def test_a_settle_frees_the_place_its_push_took_without_reading_the_others(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    options = {"_max_concurrent_dispatches": 5}
+    swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, options, "s", clock.now_ms())
+    messages = [NewMessage(f'"{i}"', 3600, 0) for i in range(6)]
+    swift.post_messages(P, Q, messages, ALICE, clock.now_ms())
+    leased = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 6)
+    assert len(leased) == 5
+    reads = generation_reads(monkeypatch)
+    swift.settle_pushes(P, Q, [(leased[-1], None)], clock.now_ms())
+    assert len([prefix for prefix in reads if prefix.startswith("p/")]) == 1
+    monkeypatch.undo()
+    # The place is free: the parked sixth push is owed again and takes it.
+    [sixth] = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 6)
+    assert sixth.message.body == "5"

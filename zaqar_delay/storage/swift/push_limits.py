@@ -86,9 +86,10 @@ class PushLimitOps(SwiftBase):
         until_ms: int,
         now_ms: int,
         known: dict[int, int] | None = None,
-    ) -> int | None:
-        """Hold one of the subscription's ``concurrency`` request places until ``until_ms``;
-        None when one is held now, else the earliest time a held place frees by itself.
+    ) -> tuple[int | None, int]:
+        """Hold one of the subscription's ``concurrency`` request places until ``until_ms``:
+        the number of the place now held (None: none was free), and the earliest time a held
+        place frees by itself.
 
         ``known``: places the caller found held (or took) before, by number, with the time
         each frees; they are not read again, and the places found held or taken here are
@@ -107,28 +108,40 @@ class PushLimitOps(SwiftBase):
                 continue
             if self._create_generation(prefix, generation + 1, {"h": holder, "e": until_ms}):
                 known[place] = until_ms
-                return None
-        return frees_ms
+                return place, frees_ms
+        return None, frees_ms
 
-    def _give_back_place(self, project: str, queue: str, sid: str, holder: str) -> bool:
+    def _give_back_place(
+        self, project: str, queue: str, sid: str, holder: str, place: int | None = None
+    ) -> bool:
         """Free the place ``holder`` holds; False if it holds none (its lease ran out and the
-        place was taken again)."""
+        place was taken again). ``place``: the number of the place it took, looked at first
+        (the others are looked through only when it holds that one no more)."""
         prefix = self._places_prefix(project, queue, sid)
+        if place is not None and self._free_if_held(f"{prefix}{place}/", holder):
+            return True
         places = {
             entry["name"][len(prefix) :].split("/", 1)[0]
             for entry in self._swift.walk(self._container(names.PUSHES), prefix)
         }
-        for place in sorted(places):
-            generation, held = self._latest_generation(f"{prefix}{place}/")
-            if held is not None and held["h"] == holder and int(held["e"]):
-                self._swift.put(
-                    self._container(names.PUSHES),
-                    f"{prefix}{place}/{names.number_part(generation)}",
-                    json.dumps({**held, "e": 0}).encode(),
-                    names.CONTENT_TYPE,
-                )
-                return True
-        return False
+        return any(
+            self._free_if_held(f"{prefix}{other}/", holder)
+            for other in sorted(places)
+            if other != str(place)
+        )
+
+    def _free_if_held(self, place_prefix: str, holder: str) -> bool:
+        """Free the place under ``place_prefix`` if ``holder`` holds it."""
+        generation, held = self._latest_generation(place_prefix)
+        if held is None or held["h"] != holder or not int(held["e"]):
+            return False
+        self._swift.put(
+            self._container(names.PUSHES),
+            place_prefix + names.number_part(generation),
+            json.dumps({**held, "e": 0}).encode(),
+            names.CONTENT_TYPE,
+        )
+        return True
 
     def _forget_limit_state(self, project: str, queue: str, sid: str) -> None:
         self._swift.delete_all(

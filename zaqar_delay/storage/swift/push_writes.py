@@ -26,6 +26,8 @@ class LeaseWrites:
     owed: dict[str, Owed]
     # The request places this lease found held or took, by subscription (_take_place).
     places: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
+    # The number of the place each push took, by push id.
+    taken: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def drop(self, push: DuePush) -> None:
         self.ops._drop_owed(self.lease.project, self.lease.queue, self.owed[push.push_id])
@@ -41,7 +43,7 @@ class LeaseWrites:
         """A place, or the push parked until the time the first place frees at the latest
         (a give-back owes it again sooner)."""
         owed = self.owed[push.push_id]
-        frees_ms = self.ops._take_place(
+        place, frees_ms = self.ops._take_place(
             self.lease.project,
             self.lease.queue,
             subscription_id,
@@ -51,7 +53,8 @@ class LeaseWrites:
             self.lease.now_ms,
             self.places.setdefault(subscription_id, {}),
         )
-        if frees_ms is None:
+        if place is not None:
+            self.taken[push.push_id] = place
             return True
         parked = dataclasses.replace(
             owed, at_ms=frees_ms, parked_from=owed.parked_from or str(owed.at_ms)
@@ -65,9 +68,9 @@ class LeaseWrites:
         )
 
     def give_back(self, push: DuePush, subscription_id: str) -> None:
-        self.ops._give_back(
-            self.lease.project, self.lease.queue, subscription_id, self.lease.holder(push)
-        )
+        place = self.taken.pop(push.push_id, None)
+        holder = self.lease.holder(push)
+        self.ops._give_back(self.lease.project, self.lease.queue, subscription_id, holder, place)
 
     def unpark(self, subscription_id: str) -> None:
         self.ops._unpark(self.lease.project, self.lease.queue, subscription_id, 1)
@@ -87,9 +90,10 @@ class SettleWrites:
         )
 
     def give_back(self, delivery: Delivery) -> None:
-        token = delivery.lease.split("/", 1)[0]
+        token, _, _, place = lease_parts(delivery.lease)
         holder = f"{delivery.id}@{token}"
-        self.ops._give_back(self.project, self.queue, delivery.subscription.id, holder)
+        sid = delivery.subscription.id
+        self.ops._give_back(self.project, self.queue, sid, holder, place)
 
     def still_owed(self, message_ids: Collection[str]) -> set[str]:
         owed = {owed.message_id for owed in self.ops._queue_owed(self.project, self.queue)}
@@ -108,3 +112,17 @@ class SettleWrites:
             stored,
         )
         return [message_id for message_id, _ in stored]
+
+
+def lease_of(lease: Lease, number: int, place: int | None) -> str:
+    """A delivery's lease: the lease's token, the push's lease number, when the lease ends,
+    and the request place the push holds ("" for none)."""
+    return f"{lease.token}/{number}/{lease.end_ms}/{'' if place is None else place}"
+
+
+def lease_parts(lease: str) -> tuple[str, int, int, int | None]:
+    """What :func:`lease_of` wrote: token, lease number, end, place (None: none, or a lease
+    of an earlier release, which named none)."""
+    token, number, end, *rest = lease.split("/")
+    place = rest[0] if rest else ""
+    return token, int(number), int(end), int(place) if place else None

@@ -30,7 +30,7 @@ from zaqar_delay.storage.push_leasing import DuePush, Lease, PushIdentity
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, Slot, delete_at, message_of
 from zaqar_delay.storage.swift.push_limits import PushLimitOps
-from zaqar_delay.storage.swift.push_writes import LeaseWrites, SettleWrites
+from zaqar_delay.storage.swift.push_writes import LeaseWrites, SettleWrites, lease_of, lease_parts
 from zaqar_delay.storage.swift.subscriptions import SubscriptionOps, subscription_of
 
 # How long a push whose next lease another dispatcher took is left for it to move; a push
@@ -242,7 +242,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
                 subscription=subscriptions[push.subscription_id],
                 message=message_of(push.message_id, messages[push.message_id], Slot(), now_ms),
                 attempts=leasing.attempts,
-                lease=f"{lease.token}/{lease_number}/{lease.end_ms}",
+                lease=lease_of(lease, lease_number, writes.taken.get(push.push_id)),
                 owed_ms=send_ms,
                 queue_metadata=self.get_metadata(project, queue) or {},
             )
@@ -293,8 +293,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
     ) -> None:
         """One attempt's outcome, only while no later lease took the push (this one ran
         out first)."""
-        _, number, lease_end = delivery.lease.split("/")
-        lease_number = int(number)
+        _, lease_number, lease_end, _ = lease_parts(delivery.lease)
         if self._swift.exists(
             self._container(names.PUSHES),
             self._lease_name(project, queue, delivery.id, lease_number + 1),
@@ -311,9 +310,12 @@ class PushOps(SubscriptionOps, PushLimitOps):
 
     # -- limits and their parked pushes ---------------------------------------------------------
 
-    def _give_back(self, project: str, queue: str, sid: str, holder: str) -> None:
-        """Free ``holder``'s place and owe again the oldest push parked for want of one."""
-        if self._give_back_place(project, queue, sid, holder):
+    def _give_back(
+        self, project: str, queue: str, sid: str, holder: str, place: int | None = None
+    ) -> None:
+        """Free ``holder``'s place (``place``: its number, when known) and owe again the
+        oldest push parked for want of one."""
+        if self._give_back_place(project, queue, sid, holder, place):
             self._unpark(project, queue, sid, 1)
 
     def _parked(self, project: str, queue: str, sid: str) -> list[Owed]:
