@@ -16,9 +16,9 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import MessageEdit, NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift import names
-from zaqar_delay.storage.swift.claims import FRONTIER_SLACK_MS
 from zaqar_delay.storage.swift.common import Slot
 from zaqar_delay.storage.swift.driver import SwiftDriver
+from zaqar_delay.storage.swift.due_order import FRONTIER_SLACK_MS
 from zaqar_delay.storage.swift.messages import MessageOps
 
 P, Q = "project-n", "named"
