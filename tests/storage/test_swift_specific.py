@@ -727,3 +727,34 @@ def test_a_settle_frees_the_place_its_push_took_without_reading_the_others(
     # The place is free: the parked sixth push is owed again and takes it.
     [sixth] = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 6)
     assert sixth.message.body == "5"
+
+
+def test_a_give_back_reads_the_parked_pushes_not_the_queue_s_backlog(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request place given back owes again the oldest push parked for one, found in the
+    subscription's index of parked pushes: the queue's pushes owed later (a backlog of
+    delayed messages) are not listed for it."""
+    clock = FakeClock()
+    options = {"_max_concurrent_dispatches": 1}
+    swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, options, "s", clock.now_ms())
+    later = [NewMessage(f'"later-{i}"', 3600, 600_000) for i in range(30)]
+    swift.post_messages(P, Q, later, ALICE, clock.now_ms())
+    now = [NewMessage(f'"{i}"', 3600, 0) for i in range(3)]
+    swift.post_messages(P, Q, now, ALICE, clock.now_ms())
+    [first] = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10)  # the others are parked
+    assert first.message.body == "0"
+    walked: list[str] = []
+    walk = swift._swift.walk
+
+    def counted(container: str, prefix: str, **kwargs: Any) -> Any:
+        walked.append(prefix)
+        return walk(container, prefix, **kwargs)
+
+    monkeypatch.setattr(swift._swift, "walk", counted)
+    swift.settle_pushes(P, Q, [(first, None)], clock.now_ms())
+    assert walked, "nothing was listed"
+    assert [prefix for prefix in walked if prefix.startswith("q/")] == []
+    monkeypatch.undo()
+    [second] = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10)
+    assert second.message.body == "1"

@@ -59,7 +59,7 @@ class LeaseWrites:
         parked = dataclasses.replace(
             owed, at_ms=frees_ms, parked_from=owed.parked_from or str(owed.at_ms)
         )
-        self.ops._move_owed(self.lease.project, self.lease.queue, owed, parked)
+        self.ops._park(self.lease.project, self.lease.queue, owed, parked)
         return False
 
     def take_rate(self, subscription_id: str, owed_ms: int, interval_ms: float) -> int | None:

@@ -318,25 +318,62 @@ class PushOps(SubscriptionOps, PushLimitOps):
         if self._give_back_place(project, queue, sid, holder, place):
             self._unpark(project, queue, sid, 1)
 
-    def _parked(self, project: str, queue: str, sid: str) -> list[Owed]:
-        """The pushes of ``sid`` parked for want of a place, oldest first."""
-        parked = [
-            owed
-            for owed in self._queue_owed(project, queue)
-            if owed.subscription_id == sid and owed.parked_from
-        ]
-        return sorted(parked, key=lambda owed: (int(owed.parked_from), owed.push_id))
+    def _parked_name(self, project: str, queue: str, owed: Owed) -> str:
+        """The parked push's entry in its subscription's index of parked pushes, in the order
+        they are owed again: ``k/<p>/<q>/<sid>/<parked from>/<push id>``."""
+        prefix = self._parked_prefix(project, queue, owed.subscription_id)
+        return f"{prefix}{names.push_time_part(int(owed.parked_from))}/{owed.push_id}"
+
+    def _parked_prefix(self, project: str, queue: str, sid: str) -> str:
+        return f"k/{names.queue_prefix(project, queue)}{sid}/"
+
+    def _park(self, project: str, queue: str, owed: Owed, parked: Owed) -> None:
+        """Owe the push ``owed`` as ``parked`` (at the time a place frees at the latest), and
+        index it among its subscription's parked pushes. A failure before the index entry is
+        written leaves the push owed at that time, unparked by no give-back: late by one
+        lease at most."""
+        self._move_owed(project, queue, owed, parked)
+        self._swift.put(
+            self._container(names.PUSHES),
+            self._parked_name(project, queue, parked),
+            b"",
+            names.content_type(n=parked.at_ms),
+        )
+
+    def _parked(self, project: str, queue: str, sid: str, count: int | None) -> list[Owed]:
+        """Up to ``count`` (None: all) pushes of ``sid`` parked for want of a place, oldest
+        first, from its index of parked pushes (not the queue's whole list of owed pushes).
+        An index entry whose push is no longer parked there (leased when its time came) goes."""
+        found: list[Owed] = []
+        container = self._container(names.PUSHES)
+        for entry in self._swift.walk(container, self._parked_prefix(project, queue, sid)):
+            push_id = entry["name"].rsplit("/", 1)[1]
+            at_ms = int(names.fields_of(entry["content_type"])["n"])
+            # The push's own entry tells how it is owed now (and whether it still is so).
+            queued = self._push_entries(project, queue, Owed(push_id, at_ms))[1]
+            headers = self._swift.head(container, queued)
+            if headers is not None and "content-type" in headers:
+                owed = _owed_of(queued, headers["content-type"])
+                if owed.parked_from:
+                    found.append(owed)
+                    if count is not None and len(found) == count:
+                        break
+                    continue
+            self._swift.delete(container, entry["name"])
+        return found
 
     def _unpark(self, project: str, queue: str, sid: str, count: int | None) -> None:
         """Owe again at their own time up to ``count`` (None: all) parked pushes of ``sid``,
         oldest first."""
-        parked = self._parked(project, queue, sid)[:count]
-        self._swift.each(
-            lambda o: self._move_owed(
-                project, queue, o, dataclasses.replace(o, at_ms=int(o.parked_from), parked_from="")
-            ),
-            parked,
-        )
+
+        def unpark(owed: Owed) -> None:
+            again = dataclasses.replace(owed, at_ms=int(owed.parked_from), parked_from="")
+            self._move_owed(project, queue, owed, again)
+            self._swift.delete(
+                self._container(names.PUSHES), self._parked_name(project, queue, owed)
+            )
+
+        self._swift.each(unpark, self._parked(project, queue, sid, count))
 
     def _limits_changed(self, project: str, queue: str, subscription_id: str) -> None:
         """Forget the state of the subscription's old limits; owe again what they parked."""
@@ -345,10 +382,13 @@ class PushOps(SubscriptionOps, PushLimitOps):
 
     def _subscription_gone(self, project: str, queue: str, subscription_id: str) -> None:
         self._forget_limit_state(project, queue, subscription_id)
-        self._swift.each(
-            lambda o: self._drop_owed(project, queue, o),
-            self._parked(project, queue, subscription_id),
-        )
+        container = self._container(names.PUSHES)
+
+        def drop(owed: Owed) -> None:
+            self._drop_owed(project, queue, owed)
+            self._swift.delete(container, self._parked_name(project, queue, owed))
+
+        self._swift.each(drop, self._parked(project, queue, subscription_id, None))
 
     def _subscriptions_purged(self, project: str, queue: str) -> None:
         """Every push of the queue, and its leases and limit state."""
@@ -357,7 +397,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
         )
         prefix = names.queue_prefix(project, queue)
         self._swift.delete_all(
-            self._container(names.PUSHES), *(f"{kind}/{prefix}" for kind in ("l", "r", "p"))
+            self._container(names.PUSHES), *(f"{kind}/{prefix}" for kind in ("l", "r", "p", "k"))
         )
 
 
