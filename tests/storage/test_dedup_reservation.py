@@ -173,11 +173,10 @@ def test_swift_finds_generations_its_listing_does_not_show_yet(
     stale: list[str] = []
 
     def lagging(container: str, prefix: str, **kwargs: Any) -> list[dict[str, Any]]:
-        found = listing(container, prefix, **kwargs)
         if container == records._container:
             stale.append(prefix)
-            return found[:1]  # the second generation is not listed yet
-        return found
+            return listing(container, prefix)[:1]  # the second generation is not listed yet
+        return listing(container, prefix, **kwargs)
 
     monkeypatch.setattr(swift._swift, "listing", lagging)
     assert records.latest(P, Q, "job") == second

@@ -25,7 +25,7 @@ from zaqar_delay.conf import Settings, StorageSettings, SwiftSettings
 from zaqar_delay.models import NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
-from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift import connect, names
 from zaqar_delay.storage.swift.claims import TAKER_GRACE_MS
 from zaqar_delay.storage.swift.common import Slot
 from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient, access_from_uri
@@ -758,3 +758,29 @@ def test_a_give_back_reads_the_parked_pushes_not_the_queue_s_backlog(
     monkeypatch.undo()
     [second] = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10)
     assert second.message.body == "1"
+
+
+def test_the_latest_numbered_object_is_found_in_one_listing_however_many_there_are(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rate and place generations only ever grow. With more of them than a listing page
+    holds, the latest was the page's last plus one GET per generation past it; a reverse
+    listing names the highest at once (here the page holds 3 of 7)."""
+    client = swift._swift
+    container = swift._container(names.PUSHES)
+    prefix = "r/test-generations/"
+    for number in range(1, 8):
+        body = f'{{"n": {number}}}'.encode()
+        assert client.create(container, prefix + names.number_part(number), body, "x/y")
+    monkeypatch.setattr(connect, "LISTING_LIMIT", 3)
+    gets: list[str] = []
+    get = client.get
+
+    def counted(container: str, name: str, **kwargs: Any) -> Any:
+        gets.append(name)
+        return get(container, name, **kwargs)
+
+    monkeypatch.setattr(client, "get", counted)
+    number, body = client.latest_numbered(container, prefix)
+    assert (number, body) == (7, b'{"n": 7}')
+    assert len(gets) == 2  # the highest, and the one after it (not there)

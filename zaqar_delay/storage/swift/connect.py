@@ -358,14 +358,16 @@ class SwiftClient:
         its body, read from every replica: ``(0, None)`` when there is none. A listing may
         not show the newest yet, so the numbers after the highest listed are read until one
         is missing: an object once created is always found. ``listed``: the prefix's
-        listing, when the caller has it."""
+        listing (or its last entry), when the caller has it."""
 
         def read(number: int) -> bytes | None:
             found = self.get(container, prefix + names.number_part(number), newest=True)
             return None if found is None else found[1]
 
         if listed is None:
-            listed = self.listing(container, prefix)
+            # The highest name alone, however many there are (a listing page in name order
+            # would stop at the 10,000th).
+            listed = self.listing(container, prefix, limit=1, reverse=True)
         highest = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
         # The highest listed and the one after it are read together.
         after = self.submit(read, highest + 1)
@@ -443,9 +445,11 @@ class SwiftClient:
         marker: str = "",
         end_marker: str = "",
         limit: int = LISTING_LIMIT,
+        reverse: bool = False,
     ) -> list[dict[str, Any]]:
         """Up to ``limit`` objects named after ``marker`` and before ``end_marker``, with
-        ``prefix``, in name order (``name``, ``content_type``, ``bytes``...)."""
+        ``prefix``, in name order (``name``, ``content_type``, ``bytes``...); ``reverse``:
+        from the last name back (without markers)."""
         try:
             _, found = self._call(
                 "get_container",
@@ -454,6 +458,7 @@ class SwiftClient:
                 marker=marker,
                 end_marker=end_marker,
                 limit=min(limit, LISTING_LIMIT),
+                query_string="reverse=on" if reverse else None,
             )
         except ClientException as exc:
             raise _unavailable(exc) from exc

@@ -51,7 +51,7 @@ class SwiftDedupRecords:
 
     def _create_first(self, project: str, queue: str, record: DedupRecord) -> Created:
         prefix = self._prefix(project, queue, record.dedup_id)
-        listed = self._swift.listing(self._container, prefix)
+        listed = self._swift.listing(self._container, prefix, limit=1, reverse=True)
         if listed:
             return False, self._latest(record.dedup_id, prefix, listed)
         made = self._create(prefix + names.number_part(1), record)
@@ -59,7 +59,9 @@ class SwiftDedupRecords:
 
     def latest(self, project: str, queue: str, dedup_id: str) -> DedupRecord | None:
         prefix = self._prefix(project, queue, dedup_id)
-        return self._latest(dedup_id, prefix, self._swift.listing(self._container, prefix))
+        return self._latest(
+            dedup_id, prefix, self._swift.listing(self._container, prefix, limit=1, reverse=True)
+        )
 
     def _latest(
         self, dedup_id: str, prefix: str, listed: list[dict[str, Any]]
