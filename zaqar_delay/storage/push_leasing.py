@@ -67,7 +67,13 @@ class Lease:
 
     def holder(self, push: DuePush) -> str:
         """Who holds a request place for ``push`` under this lease."""
-        return f"{push.push_id}@{self.token}"
+        return holder_of(push.push_id, self.token)
+
+
+def holder_of(push_id: str, token: str) -> str:
+    """Who holds a request place: the push, under the lease of ``token``. A lease takes the
+    place under this name and the settle of the push's attempt gives it back under it."""
+    return f"{push_id}@{token}"
 
 
 class LeaseWrites(Protocol):

@@ -47,6 +47,8 @@ def settle(
     """Settle ``outcomes`` as the module says; ``consume``: the ids of the deliveries whose
     messages go once delivered. Returns the ids of the messages deleted."""
     writes.record(outcomes)
+    # One after another: each give-back owes again the oldest parked push, and the next one
+    # must find that push no longer parked (in parallel they read the same parked pushes).
     for delivery, _ in outcomes:
         if DispatchLimits.of(delivery.subscription.options).concurrency:
             writes.give_back(delivery)

@@ -23,7 +23,7 @@ from zaqar_delay.storage.mongodb.common import Doc, message_of
 from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_class_errors
 from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
 from zaqar_delay.storage.mongodb.subscriptions import subscription_of
-from zaqar_delay.storage.push_leasing import DuePush, Lease
+from zaqar_delay.storage.push_leasing import DuePush, Lease, holder_of
 from zaqar_delay.storage.push_settlement import Outcome
 
 
@@ -225,7 +225,7 @@ class _SettleWrites:
             self.ops._pushes.bulk_write(writes, ordered=False)
 
     def give_back(self, delivery: Delivery) -> None:
-        self.ops._give_back(delivery.subscription.id, f"{delivery.id}@{delivery.lease}")
+        self.ops._give_back(delivery.subscription.id, holder_of(delivery.id, delivery.lease))
 
     def still_owed(self, message_ids: Collection[str]) -> set[str]:
         owed = self.ops._pushes.find({**self.scope, "m": {"$in": list(message_ids)}}, {"m": 1})

@@ -59,15 +59,14 @@ class SwiftDedupRecords:
 
     def latest(self, project: str, queue: str, dedup_id: str) -> DedupRecord | None:
         prefix = self._prefix(project, queue, dedup_id)
-        return self._latest(
-            dedup_id, prefix, self._swift.listing(self._container, prefix, limit=1, reverse=True)
-        )
+        return self._latest(dedup_id, prefix)
 
     def _latest(
-        self, dedup_id: str, prefix: str, listed: list[dict[str, Any]]
+        self, dedup_id: str, prefix: str, listed: list[dict[str, Any]] | None = None
     ) -> DedupRecord | None:
-        """The highest generation, found past ``listed`` if it lags (``latest_numbered``);
-        one listed but not read back is lapsed, to be replaced by the next."""
+        """The highest generation, found past the listing (``listed``, when read already) if
+        it lags (``latest_numbered``); one listed but not read back is lapsed, to be replaced
+        by the next."""
         number, body = self._swift.latest_numbered(self._container, prefix, listed)
         if not number:
             return None

@@ -9,7 +9,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from zaqar_delay.models import Delivery
-from zaqar_delay.storage.push_leasing import DuePush, Lease
+from zaqar_delay.storage.push_leasing import DuePush, Lease, holder_of
 from zaqar_delay.storage.push_settlement import Outcome
 
 if TYPE_CHECKING:
@@ -91,9 +91,8 @@ class SettleWrites:
 
     def give_back(self, delivery: Delivery) -> None:
         token, _, _, place = lease_parts(delivery.lease)
-        holder = f"{delivery.id}@{token}"
-        sid = delivery.subscription.id
-        self.ops._give_back(self.project, self.queue, sid, holder, place)
+        holder = holder_of(delivery.id, token)
+        self.ops._give_back(self.project, self.queue, delivery.subscription.id, holder, place)
 
     def still_owed(self, message_ids: Collection[str]) -> set[str]:
         owed = {owed.message_id for owed in self.ops._queue_owed(self.project, self.queue)}
