@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from testbed.swift_aio import SwiftAllInOne
+from testbed.swift_aio import SwiftAllInOne, missing_binaries
 from tests.helpers.pooled import POOLED, pooled_driver
 from tests.helpers.stores import STORES, close_test_driver, open_test_driver, races, store_url
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -38,3 +38,14 @@ def swift(request: pytest.FixtureRequest, swift_aio: SwiftAllInOne) -> Iterator[
     assert isinstance(driver, SwiftDriver)
     yield driver
     close_test_driver(driver)
+
+
+@pytest.fixture(scope="module")
+def three_replicas() -> Iterator[SwiftAllInOne]:
+    """A Swift all-in-one keeping three copies of every object, one per device."""
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"Swift's servers are needed ({', '.join(missing)} missing)")
+    aio = SwiftAllInOne(replicas=3).start()
+    yield aio
+    aio.stop()

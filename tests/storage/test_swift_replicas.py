@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from testbed.swift_aio import SwiftAllInOne, missing_binaries
+from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.stores import close_test_driver, open_test_driver
 from tests.helpers.swift import RACES, race
 from zaqar_delay.models import NewMessage
@@ -31,16 +30,6 @@ CLAIMERS = 6
 # One worker runs the module, so one three-replica all-in-one is started (under pytest-xdist).
 # Every test here races writers on the three replicas.
 pytestmark = [pytest.mark.xdist_group("swift-replicas"), pytest.mark.racing]
-
-
-@pytest.fixture(scope="module")
-def three_replicas() -> Iterator[SwiftAllInOne]:
-    missing = missing_binaries()
-    if missing:
-        pytest.skip(f"Swift's servers are needed ({', '.join(missing)} missing)")
-    aio = SwiftAllInOne(replicas=REPLICAS).start()
-    yield aio
-    aio.stop()
 
 
 def copies_on_disk(aio: SwiftAllInOne, marker: bytes) -> int:

@@ -4,8 +4,10 @@ script and every MongoDB collection. A new one without its description fails her
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from zaqar_delay.storage.mongodb.schema import INDEXES
 from zaqar_delay.storage.redis.keys import KeySpace, QueueKeys
@@ -67,3 +69,29 @@ def test_every_option_group_module_is_named() -> None:
     assert {"server", "storage", "transport", "notification"} <= groups
     for module in groups:
         assert f"``{module}``" in DESIGN, module
+
+
+def lifecycle_row(transition: Any) -> str:
+    """How the design document states a transition of the Swift life cycle's table."""
+    sources = ", ".join(s.name for s in transition.sources) or "(nothing)"
+    targets = " or ".join(t.name for t in transition.targets)
+    step = f"``{transition.step}``" if transition.step else "the clock"
+    return f"``{transition.name}``: {sources} → {targets}, by {step}."
+
+
+def test_the_swift_life_cycle_table_is_reproduced_and_each_step_exists() -> None:
+    """Each transition of ``storage/swift/lifecycle.py`` is in the design document, with
+    its writes and what a stop leaves, and names a function the driver has."""
+    from zaqar_delay.storage.swift import lifecycle
+
+    text = " ".join(DESIGN.split())
+    for transition in lifecycle.TRANSITIONS:
+        assert lifecycle_row(transition) in text, transition.name
+        assert " ".join(f"Writes: {transition.writes}.".split()) in text, transition.name
+        assert " ".join(f"A stop: {transition.finish}.".split()) in text, transition.name
+        if transition.step:
+            module, cls, function = transition.step.split(".")
+            owner = getattr(importlib.import_module(f"zaqar_delay.storage.swift.{module}"), cls)
+            assert callable(getattr(owner, function)), transition.step
+    for state in lifecycle.State:
+        assert f"``{state.name}``" in DESIGN, state.name

@@ -156,12 +156,18 @@ class ClaimOps(DueOrderOps):
         if int(doc["e"]) <= now_ms:
             self._remove_message(project, queue, message_id, doc, None, slots=slot.n)
             return None
-        if int(doc["d"]) != int(name.rsplit("/", 2)[1]):
-            self._delete_index_entry(name)  # rescheduled: another entry names its due time
-        elif int(doc["d"]) <= now_ms:
+        if int(doc["d"]) == int(name.rsplit("/", 2)[1]) and int(doc["d"]) <= now_ms:
             return Taken(message_id, doc, slot)
         # Not handed out: the slot is voided, its claim count left as it was.
-        self._write_slot(project, queue, message_id, Slot(slot.n, count))
+        voided = Slot(slot.n, count)
+        self._write_slot(project, queue, message_id, voided)
+        if int(doc["d"]) != int(name.rsplit("/", 2)[1]):
+            # Rescheduled. The edit writes the entry of its new due time after the message,
+            # and may have stopped in between: that entry is written here too (the same
+            # object, if the edit wrote it), so this stale one is never the message's last.
+            if not doc.get("i"):
+                self._write_due_entry(project, queue, message_id, doc, voided)
+            self._delete_index_entry(name)
         return None
 
     def _after_losing(

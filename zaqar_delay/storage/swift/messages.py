@@ -459,6 +459,12 @@ class MessageOps(SwiftBase):
         doc, changed = versions
         if changed["d"] != doc["d"]:
             changed = {**changed, "i": 0}
+            if doc.get("i"):
+                # Indexed by a due entry at its old time first (naming the slot before the
+                # edit's void one, which claimers then lose to): should the edit stop once
+                # the message is written unnamed, that entry is what leads claimers to it,
+                # and their repair indexes it at its new time.
+                self._write_due_entry(project, queue, message_id, doc, slot)
         self._write_message(project, queue, message_id, changed)
         if changed["d"] != doc["d"]:
             # It left its claim, if any, and is due at the new time; the void slot (or the
@@ -467,8 +473,6 @@ class MessageOps(SwiftBase):
             self._write_due_entry(project, queue, message_id, changed, latest)
             new = self._due_entry(project, queue, int(changed["d"]), message_id)
             old = [self._due_entry(project, queue, int(doc["d"]), message_id)]
-            if doc.get("i"):
-                old = []  # it had no due entry
             if held:
                 old.append(self._claimed_entry(project, queue, slot.expires_ms, message_id))
             self._swift.each(self._delete_index_entry, [name for name in old if name != new])

@@ -1,0 +1,308 @@
+"""Swift's object API in memory, for model-based tests of the Swift driver.
+
+``MemorySwift`` keeps every container's objects with their history, and answers the requests
+``SwiftClient`` makes as python-swiftclient's ``Connection`` would: create-only writes
+(``If-None-Match: *``, 412), blind overwrites, POST updates of content type and metadata,
+deletes, listings in name order with markers, and 404s. The real ``SwiftClient`` runs on top
+(through ``MemoryAccess``), so its settle, retry and generation logic is what is tested.
+
+A test chooses the faults Swift and its network give a real driver:
+
+- a **crash** of the process making the requests: its n-th next request is lost before Swift
+  applies it, or applied with the answer lost; from then on every request of that process
+  fails until the test starts it again (``Process.restart``);
+- an **overtaken update**: a POST or DELETE refused with 409, as Swift refuses an update
+  older than the object's latest;
+- **listing lag**: listings show containers as they were some writes ago (a container
+  server's update arrives late), while reads by name are current.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from swiftclient.exceptions import ClientException
+
+from zaqar_delay.storage.swift.connect import SwiftAccess, SwiftClient, access_from_uri
+
+
+@dataclasses.dataclass(frozen=True)
+class Version:
+    """One state of an object: written at ``seq`` (``body`` None: deleted)."""
+
+    seq: int
+    body: bytes | None
+    content_type: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+class Fault(enum.Enum):
+    LOST = "lost"  # the request never reaches Swift
+    UNANSWERED = "unanswered"  # Swift applies it, the answer never arrives
+    OVERTAKEN = "overtaken"  # a POST or DELETE refused with 409 (other requests: LOST)
+
+
+@dataclasses.dataclass
+class Process:
+    """One process of the driver: its requests, and the fault planned for one of them."""
+
+    name: str
+    alive: bool = True
+    requests: int = 0
+    # (request number, fault): the fault hits that request of this process.
+    planned: tuple[int, Fault] | None = None
+    crashed: bool = False
+
+    def plan(self, after: int, fault: Fault) -> None:
+        """Let the ``after``-th next request (0: the next one) meet ``fault``."""
+        self.planned = (self.requests + after, fault)
+
+    def restart(self) -> None:
+        self.alive, self.planned, self.crashed = True, None, False
+
+    def meet(self, method: str, send: Callable[[], Any]) -> Any:
+        """Make the request ``method`` (``send()`` makes it) as this process, meeting the
+        fault planned for it; a process that crashed sends nothing more."""
+        number = self.requests
+        self.requests += 1
+        if not self.alive:
+            raise ClientException("the process is gone", http_status=None)
+        fault = None
+        if self.planned is not None and self.planned[0] == number:
+            fault, self.planned = self.planned[1], None
+        if fault is Fault.OVERTAKEN and method in ("post_object", "delete_object"):
+            raise ClientException("overtaken", http_status=409)
+        if fault is not None:
+            self.alive, self.crashed = False, True
+        if fault in (Fault.LOST, Fault.OVERTAKEN):
+            raise ClientException("the request was lost", http_status=None)
+        answer = send()
+        if fault is Fault.UNANSWERED:
+            raise ClientException("the answer was lost", http_status=None)
+        return answer
+
+
+class MemorySwift:
+    """The objects of one Swift account, in memory, with their history."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[str, dict[str, list[Version]]] = {}
+        self._seq = 0
+        # Listings show containers as they were this many writes ago.
+        self.listing_lag = 0
+
+    # -- the state -----------------------------------------------------------------------------
+
+    def current(self, container: str, name: str) -> Version | None:
+        versions = self._objects.get(container, {}).get(name)
+        if not versions or versions[-1].body is None:
+            return None
+        return versions[-1]
+
+    def names(self, container: str, prefix: str = "") -> list[str]:
+        """The current objects' names under ``prefix``, in name order."""
+        found = self._objects.get(container, {})
+        return sorted(n for n in found if n.startswith(prefix) and self.current(container, n))
+
+    def _listed(self, container: str, name: str) -> Version | None:
+        """The object as a listing shows it now, ``listing_lag`` writes late."""
+        seen = self._seq - self.listing_lag
+        shown = [v for v in self._objects[container][name] if v.seq <= seen]
+        return shown[-1] if shown and shown[-1].body is not None else None
+
+    def _record(self, container: str, name: str, version: Version) -> None:
+        self._objects[container].setdefault(name, []).append(version)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def request(self, process: Process, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Answer one request of ``process``, meeting the fault planned for it, if any."""
+        with self._lock:
+            return process.meet(method, lambda: getattr(self, method)(*args, **kwargs))
+
+    def head_account(self) -> dict[str, str]:
+        return {}
+
+    def put_container(self, container: str) -> None:
+        self._objects.setdefault(container, {})
+
+    def put_object(
+        self,
+        container: str,
+        name: str,
+        contents: Any,
+        content_length: int,
+        content_type: str,
+        headers: Mapping[str, str],
+        response_dict: dict[str, Any],
+    ) -> None:
+        body = contents.read()
+        assert len(body) == content_length
+        headers = dict(headers)
+        if headers.pop("If-None-Match", None) == "*" and self.current(container, name):
+            response_dict["status"] = 412
+            raise ClientException("exists", http_status=412)
+        self._seq += 1
+        kept = tuple(sorted((k.lower(), str(v)) for k, v in headers.items()))
+        self._record(container, name, Version(self._seq, body, content_type, kept))
+        response_dict["status"] = 201
+
+    def _found(self, container: str, name: str) -> Version:
+        version = self.current(container, name)
+        if version is None:
+            raise ClientException("not found", http_status=404)
+        return version
+
+    def head_object(self, container: str, name: str) -> dict[str, str]:
+        version = self._found(container, name)
+        return {"content-type": version.content_type, **dict(version.headers)}
+
+    def get_object(
+        self, container: str, name: str, headers: Mapping[str, str] | None = None
+    ) -> tuple[dict[str, str], bytes]:
+        version = self._found(container, name)
+        assert version.body is not None
+        return self.head_object(container, name), version.body
+
+    def post_object(self, container: str, name: str, headers: Mapping[str, str]) -> None:
+        """Replace the user metadata (and ``X-Delete-At``) with ``headers``; a
+        ``Content-Type`` among them replaces the content type."""
+        version = self._found(container, name)
+        update = {k.lower(): str(v) for k, v in headers.items()}
+        content_type = update.pop("content-type", version.content_type)
+        kept = {
+            k: v for k, v in version.headers if not k.startswith(("x-object-meta-", "x-delete"))
+        }
+        self._seq += 1
+        self._record(
+            container,
+            name,
+            Version(
+                self._seq, version.body, content_type, tuple(sorted({**kept, **update}.items()))
+            ),
+        )
+
+    def delete_object(self, container: str, name: str) -> None:
+        self._found(container, name)
+        self._seq += 1
+        self._record(container, name, Version(self._seq, None))
+
+    def get_container(
+        self,
+        container: str,
+        prefix: str,
+        marker: str,
+        end_marker: str,
+        limit: int,
+        query_string: str | None,
+    ) -> tuple[dict[str, str], list[dict[str, Any]]]:
+        listed = []
+        for name in sorted(self._objects[container], reverse=query_string == "reverse=on"):
+            if not name.startswith(prefix) or (marker and name <= marker):
+                continue
+            if end_marker and name >= end_marker:
+                continue
+            version = self._listed(container, name)
+            if version is not None:
+                assert version.body is not None
+                entry = {"name": name, "content_type": version.content_type}
+                listed.append({**entry, "bytes": len(version.body)})
+            if len(listed) == limit:
+                break
+        return {}, listed
+
+
+class MemoryConnection:
+    """What ``SwiftClient`` calls of a python-swiftclient ``Connection``, answered by a
+    ``MemorySwift`` on behalf of one process."""
+
+    token = None  # never refused: a body is never sent twice
+
+    def __init__(self, swift: MemorySwift, process: Process) -> None:
+        self._swift = swift
+        self._process = process
+
+    def __getattr__(self, method: str) -> Any:
+        return lambda *args, **kwargs: self._swift.request(self._process, method, *args, **kwargs)
+
+    def close(self) -> None:
+        pass
+
+
+class FaultyConnection:
+    """A python-swiftclient ``Connection`` to a real Swift whose requests meet the faults
+    planned for one process."""
+
+    def __init__(self, connection: Any, process: Process) -> None:
+        self._connection = connection
+        self._process = process
+
+    @property
+    def token(self) -> Any:
+        return self._connection.token
+
+    def __getattr__(self, method: str) -> Any:
+        call = getattr(self._connection, method)
+        return lambda *args, **kwargs: self._process.meet(method, lambda: call(*args, **kwargs))
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryAccess(SwiftAccess):
+    """Access to a ``MemorySwift`` as one process."""
+
+    swift: MemorySwift = dataclasses.field(default_factory=MemorySwift)
+    process: Process = dataclasses.field(default_factory=lambda: Process("p"))
+
+    def connection(self) -> Any:
+        return MemoryConnection(self.swift, self.process)
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultyAccess(SwiftAccess):
+    """Access to a real Swift as one process, whose requests meet the faults it plans."""
+
+    process: Process = dataclasses.field(default_factory=lambda: Process("p"))
+
+    def connection(self) -> Any:
+        return FaultyConnection(super().connection(), self.process)
+
+
+class InlineSwiftClient(SwiftClient):
+    """A ``SwiftClient`` making its requests one after another on the caller's thread, so
+    a test's faults meet the same request each time it runs."""
+
+    @staticmethod
+    def _in_pool() -> bool:
+        return True
+
+
+def memory_client(swift: MemorySwift, process: Process) -> InlineSwiftClient:
+    """A client of ``swift`` as ``process``, with no settle wait and no metadata cache."""
+    access = MemoryAccess(
+        "memory/auth/v1.0",
+        "a:u",
+        "",
+        "",
+        settle_ms=0,
+        metadata_cache_ms=0,
+        swift=swift,
+        process=process,
+    )
+    return InlineSwiftClient(access)
+
+
+def faulty_client(uri: str, process: Process, settle_ms: int) -> InlineSwiftClient:
+    """A client of the Swift at the store URI ``uri`` as ``process``, with no metadata
+    cache."""
+    access = access_from_uri(uri)
+    fields = {f.name: getattr(access, f.name) for f in dataclasses.fields(access)}
+    fields.update(settle_ms=settle_ms, metadata_cache_ms=0)
+    return InlineSwiftClient(FaultyAccess(**fields, process=process))
