@@ -1,6 +1,6 @@
 """A queue's policy: what the reserved keys of its metadata mean, read in one place.
 
-Validation checks these keys (``validation.reserved_metadata``); the poster, the service and
+Validation checks these keys (``reserved_metadata.checked``); the poster, the service and
 the MongoDB driver read them through :class:`QueuePolicy`. The Redis scripts read the same
 keys from the stored metadata inside the script (a claim stays one round trip);
 ``tests/unit/test_policy.py`` fails when the names they use or their backoff formula drift
@@ -74,7 +74,7 @@ class QueuePolicy:
 
     @classmethod
     def of(cls, metadata: Metadata) -> QueuePolicy:
-        """The policy of metadata that passed ``validation.reserved_metadata``."""
+        """The policy of metadata that passed ``reserved_metadata.checked``."""
         backoff = metadata.get(RETRY_BACKOFF)
         target = metadata.get(DEAD_LETTER_QUEUE)
         return cls(

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
-from zaqar_delay import errors, jsondoc, metadata_patch, validation
+from zaqar_delay import errors, jsondoc, metadata_patch, reserved_metadata, validation
 from zaqar_delay.clock import Clock, arrival
 from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import MessageCipher, QueueEncryption
@@ -23,27 +23,22 @@ from zaqar_delay.metrics import Metrics
 from zaqar_delay.models import (
     Claim,
     ClaimTimes,
-    Delivery,
     ListPage,
     Message,
     MessageEdit,
     Metadata,
-    NewMessage,
     Posted,
-    PushResult,
     QueueInfo,
     QueueStats,
 )
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
+from zaqar_delay.push_door import PushDoor
 from zaqar_delay.quotas import Quotas
 from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver, Durability
 from zaqar_delay.stores import Stores
 from zaqar_delay.waiting import WaitRooms
-
-# The Client-ID of the messages the push dispatcher dead-letters.
-DEAD_LETTER_CLIENT_ID = "zaqar-delay-push"
 
 
 class Service:
@@ -71,6 +66,7 @@ class Service:
         self.wait_rooms = WaitRooms(clock)
         self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption)
         self.quotas = Quotas(self.stores, limits)
+        self.pushes = PushDoor(self.stores, self.lifecycle, self.encryption, self.poster)
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -94,10 +90,10 @@ class Service:
 
     def create_queue(self, project: str, queue: str, metadata: Metadata) -> bool:
         """Create the queue; False if it existed (its metadata is then left as it was)."""
-        validation.reserved_metadata(metadata, self.limits)
+        reserved_metadata.checked(metadata, self.limits)
         self.encryption.for_queue(QueuePolicy.of(metadata))
         self.quotas.check_new_queue(project, queue)
-        store = self.stores.place(project, queue, validation.flavor(metadata))
+        store = self.stores.place(project, queue, reserved_metadata.flavor(metadata))
         self._colocate_dead_letters(project, queue, metadata)
         return store.create_queue(project, queue, metadata, self.now_ms())
 
@@ -109,7 +105,7 @@ class Service:
     def get_queue(self, project: str, queue: str) -> Metadata:
         """Metadata with reserved defaults; a queue that does not exist shows only defaults."""
         stored = self._store(project, queue).get_metadata(project, queue) or {}
-        return validation.with_reserved_defaults(stored, self.limits)
+        return reserved_metadata.with_reserved_defaults(stored, self.limits)
 
     def patch_queue(self, project: str, queue: str, document: Any) -> Metadata:
         operations = metadata_patch.parse(document)
@@ -118,13 +114,13 @@ class Service:
             raise errors.QueueDoesNotExist(queue, project)
         updated = metadata_patch.apply(stored, operations)
         try:
-            validation.reserved_metadata(updated, self.limits)
+            reserved_metadata.checked(updated, self.limits)
         except errors.InvalidRequest as exc:
             raise errors.InvalidBody(exc.description) from exc
         self.encryption.for_queue(QueuePolicy.of(updated))
         self._colocate_dead_letters(project, queue, updated)
         self._store(project, queue).set_metadata(project, queue, updated)
-        return validation.with_reserved_defaults(updated, self.limits)
+        return reserved_metadata.with_reserved_defaults(updated, self.limits)
 
     def delete_queue(self, project: str, queue: str) -> None:
         self._store(project, queue).delete_queue(project, queue)
@@ -138,7 +134,9 @@ class Service:
         if not detailed:
             return queues
         return [
-            QueueInfo(q.name, validation.with_reserved_defaults(q.metadata or {}, self.limits))
+            QueueInfo(
+                q.name, reserved_metadata.with_reserved_defaults(q.metadata or {}, self.limits)
+            )
             for q in queues
         ]
 
@@ -349,13 +347,9 @@ class Service:
 
         def attempt() -> Claim | None:
             now_ms = self.now_ms()
+            ttl_s, grace_s = times.ttl_s, times.grace_s
             outcome = store.claim(
-                project,
-                queue,
-                ttl_s=times.ttl_s,
-                grace_s=times.grace_s,
-                limit=limit,
-                now_ms=now_ms,
+                project, queue, ttl_s=ttl_s, grace_s=grace_s, limit=limit, now_ms=now_ms
             )
             over = outcome.over_limit
             if over is not None:
@@ -363,10 +357,9 @@ class Service:
                 dead_letters.move(store, project, queue, over, target, now_ms)
                 self.lifecycle.dead_lettered(project, queue, over.ids, over.queue, now_ms)
             claim = outcome.claim
-            if claim is not None:
-                self.lifecycle.claimed(project, queue, claim.id, claim.messages, now_ms)
             if claim is None:
                 return None
+            self.lifecycle.claimed(project, queue, claim.id, claim.messages, now_ms)
             return self.encryption.open_claim(claim, project, self._encrypts(project, queue))
 
         if wait_s <= 0:
@@ -403,72 +396,3 @@ class Service:
         store.release_claim(project, queue, claim_id, now_ms)
         self._written(project, queue)
         self.lifecycle.released(project, queue, claim_id, [m.id for m in held], now_ms)
-
-    # -- pushes --------------------------------------------------------------------------------
-    # The push dispatcher's door to the stores: it never holds a store itself.
-
-    def next_push_ms(self) -> int | None:
-        """The earliest time a push is owed on any store (None: none is owed)."""
-        owed = [ms for store in self.stores.all() if (ms := store.next_push_ms()) is not None]
-        return min(owed, default=None)
-
-    def due_push_queues(self, until_ms: int, limit: int) -> list[tuple[str, str]]:
-        """(project, queue) of queues owing pushes by ``until_ms``, up to ``limit`` per store,
-        each store's oldest first."""
-        return [
-            queue for store in self.stores.all() for queue in store.due_push_queues(until_ms, limit)
-        ]
-
-    def settle_pushes(
-        self,
-        project: str,
-        queue: str,
-        outcomes: Sequence[tuple[Delivery, int | None]],
-        now_ms: int,
-        consume: Sequence[str] = (),
-    ) -> None:
-        """Record attempts made under their lease (``Driver.settle_pushes``). The messages
-        the ``consume`` deliveries deleted (a queue with ``_delete_after_push``) are
-        reported as deleted, as a consumer's delete is."""
-        store = self._store(project, queue)
-        consumed = store.settle_pushes(project, queue, outcomes, now_ms, consume)
-        if consumed:
-            self.lifecycle.deleted(project, queue, consumed, None, now_ms)
-
-    def record_push_results(
-        self, project: str, queue: str, results: Sequence[tuple[str, PushResult]]
-    ) -> None:
-        """Keep each subscription's last attempt for its readers (``last_delivery``)."""
-        self._store(project, queue).record_push_results(project, queue, results)
-
-    def lease_pushes(
-        self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int, until_ms: int
-    ) -> list[Delivery]:
-        """Lease up to ``limit`` pushes of a queue owed by ``until_ms`` for one attempt each
-        (``Driver.lease_pushes``), their messages as subscribers are sent them: bodies of
-        encrypted queues opened."""
-        leased = self._store(project, queue).lease_pushes(
-            project, queue, now_ms, lease_ms, limit, until_ms
-        )
-        return self.encryption.open_deliveries(leased)
-
-    def dead_letter_push(
-        self, delivery: Delivery, target: str, document: Mapping[str, Any], now_ms: int
-    ) -> None:
-        """Post ``document`` (a push that failed for good) to the queue ``target``, once: the
-        delivery id is its dedup id, so a crash that repeats this posts nothing more. Sealed
-        when ``target`` encrypts its messages or the push's own queue does; journaled,
-        counted and pushed on as any post."""
-        message = NewMessage(
-            jsondoc.dumps(document), delivery.message.ttl_s, 0, f"push:{delivery.id}"
-        )
-        source = QueuePolicy.of(delivery.queue_metadata)
-        posted, built = self.poster.post_built(
-            delivery.project,
-            target,
-            [message],
-            DEAD_LETTER_CLIENT_ID,
-            now_ms,
-            seal=source.encrypt_messages,
-        )
-        self.lifecycle.posted(delivery.project, target, posted, built, now_ms)

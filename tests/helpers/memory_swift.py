@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -95,6 +96,8 @@ class MemorySwift:
         self._seq = 0
         # Listings show containers as they were this many writes ago.
         self.listing_lag = 0
+        # How long each request takes.
+        self.pause_s = 0.0
 
     # -- the state -----------------------------------------------------------------------------
 
@@ -122,6 +125,7 @@ class MemorySwift:
 
     def request(self, process: Process, method: str, *args: Any, **kwargs: Any) -> Any:
         """Answer one request of ``process``, meeting the fault planned for it, if any."""
+        time.sleep(self.pause_s)
         with self._lock:
             return process.meet(method, lambda: getattr(self, method)(*args, **kwargs))
 

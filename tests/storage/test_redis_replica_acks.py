@@ -18,7 +18,7 @@ from zaqar_delay.storage.redis.acks import ReplicaAcks
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.errors import is_transient
-from zaqar_delay.storage.redis.scripts import PooledScript, ScriptConnections
+from zaqar_delay.storage.redis.script_calls import PooledScript, ScriptConnections
 from zaqar_delay.storage.resolve import resolve_store
 
 COUNT = "return redis.call('INCR', KEYS[1])"

@@ -1,4 +1,4 @@
-"""A script run on a standalone client's pool (storage/redis/scripts.py): the contract of
+"""A script run on a standalone client's pool (storage/redis/script_calls.py): the contract of
 redis-py's ``Script`` on a real redis-server, including its faults."""
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ import redis
 from testbed.processes import RedisServer
 from zaqar_delay.storage.redis import layout, scripts
 from zaqar_delay.storage.redis.connect import redis_client
+from zaqar_delay.storage.redis.script_calls import PooledScript, ScriptConnections
 from zaqar_delay.storage.redis.scripts import (
     SCRIPT_NAMES,
-    PooledScript,
-    ScriptConnections,
     lib_for,
     register_scripts,
     script_source,

@@ -41,10 +41,10 @@ from tests.helpers.memory_swift import Fault, MemorySwift, Process, faulty_clien
 from zaqar_delay import errors
 from zaqar_delay.models import Message, NewMessage
 from zaqar_delay.storage.swift import lifecycle, names
-from zaqar_delay.storage.swift.claims import TAKER_GRACE_MS
-from zaqar_delay.storage.swift.common import ORPHAN_GRACE_MS, Slot, slot_from_document
+from zaqar_delay.storage.swift.common import Slot, slot_from_document
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
+from zaqar_delay.storage.swift.timing import ORPHAN_GRACE_MS, TAKER_GRACE_MS
 
 P, Q = "p", "q"
 TTL_S = 86_400

@@ -18,8 +18,8 @@ from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Slot
 from zaqar_delay.storage.swift.driver import SwiftDriver
-from zaqar_delay.storage.swift.due_order import FRONTIER_SLACK_MS
 from zaqar_delay.storage.swift.messages import MessageOps
+from zaqar_delay.storage.swift.timing import FRONTIER_SLACK_MS
 
 P, Q = "project-n", "named"
 ALICE = "a" * 32

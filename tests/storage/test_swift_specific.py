@@ -26,13 +26,12 @@ from zaqar_delay.models import NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.swift import connect, names
-from zaqar_delay.storage.swift.claims import TAKER_GRACE_MS
 from zaqar_delay.storage.swift.common import Slot
 from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient, access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.messages import MessageOps
 from zaqar_delay.storage.swift.push_limits import PushLimitOps
-from zaqar_delay.storage.swift.pushes import LEASE_TAKER_GRACE_MS
+from zaqar_delay.storage.swift.timing import LEASE_TAKER_GRACE_MS, TAKER_GRACE_MS
 from zaqar_delay.storage.uri import open_driver
 
 # The Swift driver's own races: its drivers settle as racing tests' do.

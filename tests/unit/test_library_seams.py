@@ -145,4 +145,4 @@ def test_redis_py_still_has_the_connection_calls_the_script_connections_use() ->
         assert callable(getattr(redis.Connection, name)), name
     pool = redis.ConnectionPool()
     for name in ("connection_class", "connection_kwargs", "max_connections"):
-        assert hasattr(pool, name), f"redis-py's pool has no {name}: storage/redis/scripts.py"
+        assert hasattr(pool, name), f"redis-py's pool has no {name}: storage/redis/script_calls.py"

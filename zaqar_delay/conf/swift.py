@@ -85,7 +85,8 @@ class SwiftSettings:
             "Swift kept. Swift's If-None-Match: * does not stop concurrent creations (each "
             "object server checks before it receives the data), so this plus the round trip "
             "must exceed the time an object server takes to commit a small object once it "
-            "has accepted it."
+            "has accepted it. Must be under 10,000 (the grace other claimers give a taker "
+            "before they repair after it); checked at start."
         ),
     )
     metadata_cache_ms: int = setting(
@@ -99,6 +100,7 @@ class SwiftSettings:
             "it has subscriptions) as its server process last read it from Swift, rather than "
             "reading it for each post. A write of the metadata, a queue's creation or "
             "deletion, and a queue's first subscription wait this long before they answer, so "
-            "every post that starts after the answer sees them. 0 reads it for every post."
+            "every post that starts after the answer sees them. 0 reads it for every post. "
+            "At most the Swift request timeout (10 s); checked at start."
         ),
     )

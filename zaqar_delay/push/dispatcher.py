@@ -158,7 +158,7 @@ class Dispatcher:
     def _sleep(self) -> None:
         """Until the earliest owed push less the lease-ahead time, at most ``recheck_s``."""
         now_ms = self.clock.now_ms()
-        next_ms = self.service.next_push_ms()
+        next_ms = self.service.pushes.next_push_ms()
         sleep_s = self.recheck_s
         if next_ms is not None:
             sleep_s = min(sleep_s, max(0.0, (next_ms - self.lease_ahead_ms - now_ms) / 1000))
@@ -215,7 +215,7 @@ class Dispatcher:
         for the bound)."""
         now_ms = self.clock.now_ms()
         until_ms = now_ms + (self.lease_ahead_ms if ahead else 0)
-        due = self.service.due_push_queues(until_ms, QUEUES_PER_ROUND)
+        due = self.service.pushes.due_push_queues(until_ms, QUEUES_PER_ROUND)
         in_flight = self._projects_in_flight()
         # sorted() is stable: within a project, and among equals, the oldest queue first.
         due.sort(key=lambda owed: in_flight.get(owed[0], 0))
@@ -251,7 +251,9 @@ class Dispatcher:
     ) -> int:
         """Lease up to ``limit`` pushes of the queue and start each (into ``started``); how
         many."""
-        leased = self.service.lease_pushes(project, queue, now_ms, self.lease_ms, limit, until_ms)
+        leased = self.service.pushes.lease_pushes(
+            project, queue, now_ms, self.lease_ms, limit, until_ms
+        )
         self._take_slots(project, len(leased))
         started += [self._pool.submit(self._attempt, delivery) for delivery in leased]
         return len(leased)
@@ -322,7 +324,7 @@ class Dispatcher:
             if outcome.kind == "delivered" and policy.delete_after_push:
                 consume.append(delivery.id)
             self._report(attempt, retry_at, policy, now_ms)
-        self.service.settle_pushes(project, queue, outcomes, now_ms, consume)
+        self.service.pushes.settle_pushes(project, queue, outcomes, now_ms, consume)
         self._record_last(project, queue, attempts)
 
     def _record_last(self, project: str, queue: str, attempts: list[Attempt]) -> None:
@@ -338,7 +340,7 @@ class Dispatcher:
                     attempt.sent_ms, outcome.kind, detail
                 )
         try:
-            self.service.record_push_results(project, queue, list(last.items()))
+            self.service.pushes.record_push_results(project, queue, list(last.items()))
         except StorageUnavailable as exc:
             LOG.warning("last push results of %s/%s not recorded: %s", project, queue, exc)
 
@@ -384,4 +386,4 @@ class Dispatcher:
             "attempts": delivery.attempts + 1,
             "last_error": outcome.error,
         }
-        self.service.dead_letter_push(delivery, target, document, now_ms)
+        self.service.pushes.dead_letter_push(delivery, target, document, now_ms)

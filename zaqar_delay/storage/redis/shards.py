@@ -24,7 +24,7 @@ import redis
 
 from zaqar_delay.storage.redis.acks import ReplicaAcks
 from zaqar_delay.storage.redis.cluster import primary_client_for
-from zaqar_delay.storage.redis.scripts import PooledScript, ScriptConnections
+from zaqar_delay.storage.redis.script_calls import PooledScript, ScriptConnections
 
 # Replies that mean "this slot is served elsewhere": nothing ran.
 _REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError)

@@ -19,7 +19,6 @@ from zaqar_delay.storage import markers
 from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import (
-    ORPHAN_GRACE_MS,
     Doc,
     Slot,
     is_named_entry,
@@ -35,14 +34,7 @@ from zaqar_delay.storage.swift.due_order import (
     due_order_key,
     named_marker,
 )
-
-# How long a pop holds what it takes before deleting it (a crash in between returns them).
-POP_HOLD_MS = 60_000
-# A claim indexes a message it took as claimed a few requests after taking its slot. A claimer
-# that lost that slot leaves the message's index to the taker for this long, and only then
-# repairs it (the taker may have died): concurrent claimers meet the same due entries, and
-# each of them repairing what the winner is about to index cost five requests per message.
-TAKER_GRACE_MS = 10_000
+from zaqar_delay.storage.swift.timing import elapsed_ms
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -181,13 +173,13 @@ class ClaimOps(DueOrderOps):
     ) -> Slot | None:
         """Another claimer created the slot index entry ``name`` promised (``taker``, as
         read). A live claim, or an edit's void slot (no claim, taken at a time), taken less
-        than ``TAKER_GRACE_MS`` ago is still to index the message itself; otherwise (its
+        than ``SwiftTimes.taker_grace_ms`` ago is still to index the message itself; otherwise (its
         taker may have died) the index is repaired here. Returns the message's latest slot
         when the entry now names it as due, unchanged, so it may be taken at once."""
         if (
             taker is not None
             and (taker.live(now_ms) or not taker.claim_id)
-            and taker.taken_ms + TAKER_GRACE_MS > now_ms
+            and taker.taken_ms + self._times.taker_grace_ms > now_ms
         ):
             return None
         doc = self._read_message(project, queue, message_id)
@@ -228,10 +220,10 @@ class ClaimOps(DueOrderOps):
 
     def _remove_orphan(self, project: str, queue: str, entry: str, now_ms: int) -> None:
         """The message of the due entry ``entry`` was not found (or its post not committed).
-        Its post may still be writing it for ``ORPHAN_GRACE_MS`` after it was due; after that
-        the entry goes, and a message of a post never committed with it."""
+        Its post may still be writing it for the orphan grace (``SwiftTimes``) after it was
+        due; after that the entry goes, and a message of a post never committed with it."""
         message_id = entry.rsplit("/", 1)[1]
-        if names.named_ms_of(message_id) + ORPHAN_GRACE_MS >= now_ms:
+        if names.named_ms_of(message_id) + self._times.orphan_grace_ms >= now_ms:
             return
         if is_named_entry(entry):
             self._swift.delete(
@@ -376,9 +368,14 @@ class ClaimOps(DueOrderOps):
         )
 
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
-        holder = Slot(0, 0, secrets.token_hex(16), now_ms + POP_HOLD_MS)
+        started = time.monotonic()
+        holder = Slot(0, 0, secrets.token_hex(16), now_ms + self._times.pop_hold_ms)
         self._return_lapsed_claims(project, queue, lambda: self._policy(project, queue), now_ms)
         taken = self._take(project, queue, holder, limit, now_ms)
+        if taken and elapsed_ms(started) >= self._times.pop_deadline_ms:
+            # Its hold may end before the deletes land, and a claim take what it returns:
+            # left to the hold's end instead, when they are claimable again.
+            raise errors.StorageUnavailable("Swift was too slow for the pop to finish in time.")
         # No claimed entry was written for them: only their slots go with them.
         self._swift.each(
             lambda t: self._remove_message(

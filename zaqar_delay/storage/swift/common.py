@@ -28,13 +28,7 @@ from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient
-
-# How long past its expiry Swift's object expirer may remove a message's objects: room for the
-# clocks of the servers writing them to disagree. Expiry itself is checked on every read.
-DELETE_AT_SLACK_S = 3600
-# An index entry whose message is missing is removed only this long after the message's
-# creation: before that, its post may still be writing the message.
-ORPHAN_GRACE_MS = 60_000
+from zaqar_delay.storage.swift.timing import DELETE_AT_SLACK_S, SwiftTimes
 
 # Facts this process has seen that never change, so reads look each one up once: posts of
 # several messages committed, the slot a claim took of each of its messages, and how far each
@@ -203,6 +197,7 @@ class SwiftBase(Driver):
     """The containers and helpers every part of the driver uses."""
 
     _swift: SwiftClient
+    _times: SwiftTimes
     _namespace: str
     _list_scan_budget: int
     _committed_posts: Facts[bool]
@@ -553,7 +548,7 @@ class SwiftBase(Driver):
     ) -> None:
         """Delete the message, then what indexes it and its claim slots. A failure part-way
         leaves index entries without a message, which claimers remove when they meet them
-        (``ORPHAN_GRACE_MS``), or slots, which are never read again. ``held``: ``slot``'s
+        (``SwiftTimes.orphan_grace_ms``), or slots, which are never read again. ``held``: ``slot``'s
         live claim holds it, and that claim replaced its due entry with a claimed one, so
         only the latter is deleted (should the claimer have died before deleting the due
         entry, claimers remove it as any orphan). ``slots``: the number of its latest slot

@@ -24,6 +24,7 @@ from swiftclient.exceptions import ClientException
 from zaqar_delay import errors
 from zaqar_delay.storage.bounds import SWIFT_METADATA_CACHE_MS, SWIFT_SETTLE_MS
 from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.timing import REQUEST_ATTEMPTS, SwiftTimes
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -66,6 +67,10 @@ class SwiftAccess:
     settle_ms: int = SWIFT_SETTLE_MS
     metadata_cache_ms: int = SWIFT_METADATA_CACHE_MS
 
+    def times(self) -> SwiftTimes:
+        """The driver's time bounds with this access's settle, cache and request timeout."""
+        return SwiftTimes(self.settle_ms, self.metadata_cache_ms, int(self.timeout * 1000))
+
     @property
     def tempauth(self) -> bool:
         return self.auth_url.rstrip("/").endswith("v1.0")
@@ -74,7 +79,7 @@ class SwiftAccess:
         """A new connection; it authenticates on its first request and again when its token
         is refused (one retry, at once)."""
         common: dict[str, Any] = {
-            "retries": 1,
+            "retries": REQUEST_ATTEMPTS - 1,
             "starting_backoff": 0.01,
             "max_backoff": 0.05,
             "timeout": self.timeout,

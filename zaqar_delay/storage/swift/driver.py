@@ -33,6 +33,7 @@ from zaqar_delay.storage.swift.dedup import SwiftDedupRecords
 from zaqar_delay.storage.swift.messages import MessageOps
 from zaqar_delay.storage.swift.pushes import PushOps
 from zaqar_delay.storage.swift.queues import QueueOps
+from zaqar_delay.storage.swift.timing import SwiftTimes
 
 DEFAULT_NAMESPACE = "zaqar_delay"
 
@@ -45,7 +46,11 @@ class SwiftDriver(QueueOps, MessageOps, ClaimOps, PushOps):
         swift: SwiftClient,
         namespace: str = DEFAULT_NAMESPACE,
         list_scan_budget: int = LIST_SCAN_BUDGET,
+        times: SwiftTimes | None = None,
     ) -> None:
+        """``times``: the driver's time bounds (by default ``swift``'s access's); a driver
+        whose bounds break a relation between them is refused (StorageConfigError)."""
+        self._times = (times or swift.access.times()).checked()
         self._swift = swift
         self._namespace = namespace
         self._list_scan_budget = list_scan_budget

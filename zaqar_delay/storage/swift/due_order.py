@@ -14,10 +14,6 @@ from zaqar_delay.storage.swift.common import SwiftBase, is_named_entry
 # How many more due entries than it wants a claim that lost slots to concurrent claims lists,
 # to try a random choice of them.
 CONTENDED_SPREAD = 4
-# Messages posted longer ago than this are named before any message posted from now on, even
-# by a process whose clock is behind by less: how far a queue's front of messages no longer
-# claimable by their names may be remembered and skipped.
-FRONTIER_SLACK_MS = 60_000
 # Entries the reads in due order list first, when they will likely stop after a few.
 FIRST_PAGE = 100
 
@@ -97,14 +93,14 @@ class DueOrderOps(SwiftBase):
 
         The listing also shows the messages claimed or indexed since their post, which are
         passed over: pages grow while they hold fewer than wanted, up to the scan budget in
-        all. Those at the front, posted before ``FRONTIER_SLACK_MS`` ago, are passed over once
-        per process: a message no longer claimable by its name never is again, and every
-        message posted later has a later name, so where the first claimable one is, or that
-        time, is remembered (``_named_frontiers``) and listings start there."""
+        all. Those at the front, posted before the frontier slack (``SwiftTimes``) ago, are
+        passed over once per process: a message no longer claimable by its name never is
+        again, and every message posted later has a later name, so where the first claimable
+        one is, or that time, is remembered (``_named_frontiers``) and listings start there."""
         prefix = names.queue_prefix(project, queue)
         known = self._named_frontiers.get(prefix) or ""
         marker = max(marker, known)
-        settled = prefix + names.time_part(now_ms - FRONTIER_SLACK_MS)
+        settled = prefix + names.time_part(now_ms - self._times.frontier_slack_ms)
         # Whether this listing starts at the remembered front, so it may move it on.
         at_front, frontier = marker == known, known
         found: list[dict[str, Any]] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ from zaqar_delay.storage.swift.common import (
     message_content_type,
     message_of,
 )
+from zaqar_delay.storage.swift.timing import elapsed_ms
 
 # Rounds an edit makes while concurrent claims take the message's next slot first.
 EDIT_ATTEMPTS = 5
@@ -63,14 +65,21 @@ class MessageOps(SwiftBase):
 
     # -- posting -------------------------------------------------------------------------------
 
-    def _store(self, project: str, queue: str, stored: Sequence[tuple[str, Doc]]) -> None:
+    def _store(
+        self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], started: float
+    ) -> None:
         """Post ``stored``: the messages, claimable by their names (no index entry is
         written), then, for several messages, the object that commits them (``bt`` in each
         names it), which one write creates: a post is read whole or not at all. If a write
-        fails, what was written is deleted again before the error is raised."""
+        fails, what was written is deleted again before the error is raised. The commit is
+        sent only within ``SwiftTimes.post_deadline_ms`` of ``started`` (the post's start,
+        ``time.monotonic()``): later, claimers may be removing its messages as uncommitted
+        before it lands, and the post is refused (and undone) instead."""
         post = _post_of(stored)
         try:
             self._swift.each(lambda item: self._write_message(project, queue, *item), stored)
+            if post and elapsed_ms(started) >= self._times.post_deadline_ms:
+                raise errors.StorageUnavailable("Swift was too slow for the post to commit.")
             if post:
                 expires_ms = max(int(doc["e"]) for _, doc in stored)
                 self._swift.put(
@@ -156,6 +165,7 @@ class MessageOps(SwiftBase):
         """``subscribed``: the reading of the queue's live subscriptions, started by the
         caller and awaited only once the messages are stored, since nothing before needs it;
         ``queue_exists``: its metadata was just read, so it is not created again."""
+        started = time.monotonic()
         documents = [{**self._document(m, client_id, now_ms), "i": 1} for m in messages]
         ids = names.new_ids([int(doc["d"]) for doc in documents])
         # Independent of the dedup ids, and made meanwhile: the queue created if absent.
@@ -176,7 +186,7 @@ class MessageOps(SwiftBase):
         # unconfirmed: like a crash in between, a repeat then completes the post or takes
         # the ids over (dedup.py).
         try:
-            self._store(project, queue, fresh)
+            self._store(project, queue, fresh, started)
         except errors.StorageUnavailable:
             self._dedup.forget(project, queue, generations)
             raise

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 from zaqar_delay.models import Delivery
 from zaqar_delay.storage.push_leasing import DuePush, Lease, holder_of
 from zaqar_delay.storage.push_settlement import Outcome
+from zaqar_delay.storage.swift.owed import Owed
 
 if TYPE_CHECKING:
-    from zaqar_delay.storage.swift.pushes import Owed, PushOps
+    from zaqar_delay.storage.swift.pushes import PushOps
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

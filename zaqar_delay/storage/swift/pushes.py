@@ -11,8 +11,8 @@ lease number, ``l/<p>/<q>/<push id>/<k + 1>``, which one dispatcher only can cre
 (``SwiftClient.create_settled``; it records the lease's end ``e`` and when it was taken
 ``at``), and moves the push to the lease's end; a settle counts only while no later lease was
 taken. A dispatcher that finds the next lease taken leaves the push to its taker, and moves
-it for the taker once ``LEASE_TAKER_GRACE_MS`` has passed (the taker may have died before it
-moved it), so a push is never dropped for a lease that nobody holds.
+it for the taker once the lease taker grace (``SwiftTimes``) has passed (the taker may have
+died before it moved it), so a push is never dropped for a lease that nobody holds.
 """
 
 from __future__ import annotations
@@ -26,47 +26,13 @@ from collections.abc import Sequence
 from zaqar_delay.models import Delivery
 from zaqar_delay.storage import push_leasing, push_settlement
 from zaqar_delay.storage.bounds import SCAN_EXTRA
-from zaqar_delay.storage.push_leasing import DuePush, Lease, PushIdentity
+from zaqar_delay.storage.push_leasing import DuePush, Lease
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, Slot, delete_at, message_of
+from zaqar_delay.storage.swift.owed import Owed, owed_for, owed_of
 from zaqar_delay.storage.swift.push_limits import PushLimitOps
 from zaqar_delay.storage.swift.push_writes import LeaseWrites, SettleWrites, lease_of, lease_parts
 from zaqar_delay.storage.swift.subscriptions import SubscriptionOps, subscription_of
-
-# How long a push whose next lease another dispatcher took is left for it to move; a push
-# still not moved after that is moved for it (it may have died in between). A dispatcher
-# moves a push at once after taking its lease (``settle_ms`` later), so this is ample.
-LEASE_TAKER_GRACE_MS = 10_000
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Owed(PushIdentity):
-    """One push as its index entries name it."""
-
-    push_id: str
-    at_ms: int
-    attempts: int = 0
-    leases: int = 0
-    reserved: str = ""
-    parked_from: str = ""  # parked: the time it was owed at before
-
-    def content_type(self) -> str:
-        return names.content_type(
-            a=self.attempts, k=self.leases, r=self.reserved, o=self.parked_from
-        )
-
-
-def _owed_of(name: str, content_type: str) -> Owed:
-    at, push_id = name.rsplit("/", 2)[1:]
-    fields = names.fields_of(content_type)
-    return Owed(
-        push_id,
-        int(at),
-        int(fields["a"]),
-        int(fields["k"]),
-        fields.get("r", ""),
-        fields.get("o", ""),
-    )
 
 
 class PushOps(SubscriptionOps, PushLimitOps):
@@ -103,7 +69,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
         end = prefix + names.push_time_part(until_ms + 1) if until_ms is not None else ""
         marker = prefix + names.push_time_part(from_ms) if from_ms else ""
         return [
-            _owed_of(entry["name"], entry["content_type"])
+            owed_of(entry["name"], entry["content_type"])
             for entry in self._swift.walk(
                 self._container(names.PUSHES), prefix, marker=marker, end_marker=end
             )
@@ -134,7 +100,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
             return 0
         if subscriptions is None:
             subscriptions = self._live_subscription_ids(project, queue, now_ms)
-        owed = _owed_for(stored, subscriptions)
+        owed = owed_for(stored, subscriptions)
         self._swift.each(lambda o: self._put_owed(project, queue, o), owed)
         return min((int(doc["d"]) for _, doc in stored), default=0) if owed else 0
 
@@ -147,7 +113,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
     ) -> None:
         """Withdraw what :meth:`_owe_pushes` owed for ``stored`` to ``subscriptions`` (their
         post is refused)."""
-        owed = _owed_for(stored, subscriptions)
+        owed = owed_for(stored, subscriptions)
         self._swift.each(lambda o: self._drop_owed(project, queue, o), owed)
 
     # -- finding -------------------------------------------------------------------------------
@@ -255,12 +221,12 @@ class PushOps(SubscriptionOps, PushLimitOps):
         self, project: str, queue: str, owed: Owed, lease_end: int, now_ms: int
     ) -> None:
         """Lease ``owed.leases + 1`` of the push was taken by another dispatcher, which then
-        moves the push to its lease's end. Within ``LEASE_TAKER_GRACE_MS`` of the taking, the
-        push is left to it. After that, if this entry is still there (its taker died before
-        it moved the push, or the delete of this entry failed), the move is made for it: to
-        the same entries, so a move made by both is one. The push stays owed and is sent when
-        that lease ends; a push that was sent and whose old entry a failure left is sent
-        again (at least once). A lease of an earlier release, which recorded neither time,
+        moves the push to its lease's end. Within the lease taker grace (``SwiftTimes``) of the
+        taking, the push is left to it. After that, if this entry is still there (its taker
+        died before it moved the push, or the delete of this entry failed), the move is made
+        for it: to the same entries, so a move made by both is one. The push stays owed and
+        is sent when that lease ends; a push that was sent and whose old entry a failure left
+        is sent again (at least once). A lease of an earlier release, which recorded neither time,
         ends with this one's (``lease_end``)."""
         container = self._container(names.PUSHES)
         found = self._swift.get(
@@ -269,7 +235,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
         if found is None:
             return  # gone with its expired message: so goes the push
         lease = json.loads(found[1])
-        if now_ms - int(lease.get("at", 0)) < LEASE_TAKER_GRACE_MS:
+        if now_ms - int(lease.get("at", 0)) < self._times.lease_taker_grace_ms:
             return
         if not self._swift.exists(container, self._push_entries(project, queue, owed)[1]):
             return  # moved already: the listing had not caught up
@@ -353,7 +319,7 @@ class PushOps(SubscriptionOps, PushLimitOps):
             queued = self._push_entries(project, queue, Owed(push_id, at_ms))[1]
             headers = self._swift.head(container, queued)
             if headers is not None and "content-type" in headers:
-                owed = _owed_of(queued, headers["content-type"])
+                owed = owed_of(queued, headers["content-type"])
                 if owed.parked_from:
                     found.append(owed)
                     if count is not None and len(found) == count:
@@ -399,13 +365,3 @@ class PushOps(SubscriptionOps, PushLimitOps):
         self._swift.delete_all(
             self._container(names.PUSHES), *(f"{kind}/{prefix}" for kind in ("l", "r", "p", "k"))
         )
-
-
-def _owed_for(stored: Sequence[tuple[str, Doc]], subscriptions: Sequence[str]) -> list[Owed]:
-    """The pushes of the ``stored`` (message id, document) to ``subscriptions``, each owed
-    at its message's due time."""
-    return [
-        Owed(f"{sid}:{message_id}", int(doc["d"]))
-        for sid in subscriptions
-        for message_id, doc in stored
-    ]

@@ -1,0 +1,102 @@
+"""The Swift driver's time bounds: the relations between them are checked when a driver is
+made (a pool's URI may set some of them), and the deadlines they give posts of several
+messages and pops are kept, so a slow Swift makes them fail whole rather than half."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from tests.helpers.memory_swift import MemorySwift, Process, memory_client
+from zaqar_delay import errors
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.models import NewMessage
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.connect import SwiftAccess, SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.driver import SwiftDriver
+from zaqar_delay.storage.swift.timing import SwiftTimes
+
+P, Q = "p", "q"
+URI = "swift://a%3Au:k@/p?auth_url=http://127.0.0.1:1/auth/v1.0"
+
+
+def test_the_default_bounds_hold_every_relation() -> None:
+    times = SwiftAccess("http://127.0.0.1:1/auth/v1.0", "a:u", "k", "p").times()
+    assert times.problems() == []
+    assert times.post_deadline_ms == 40_000
+    assert times.pop_deadline_ms == 40_000
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"request_timeout_ms": 30_000}, "orphan grace"),
+        ({"request_timeout_ms": 30_000}, "pop hold"),
+        ({"settle_ms": 10_000}, "taker grace"),
+        ({"settle_ms": 10_000}, "lease grace"),
+        ({"metadata_cache_ms": 20_000}, "metadata_cache_ms"),
+        ({"settle_ms": -1}, "must not be negative"),
+    ],
+)
+def test_a_broken_relation_is_named(change: dict[str, int], named: str) -> None:
+    times = dataclasses.replace(SwiftTimes(100, 250, 10_000), **change)
+    with pytest.raises(errors.StorageConfigError, match=named):
+        times.checked()
+
+
+def test_a_store_uri_setting_a_settle_longer_than_the_grace_is_refused() -> None:
+    access = access_from_uri(URI + "&settle_ms=60000")
+    client = SwiftClient(access)
+    try:
+        with pytest.raises(errors.StorageConfigError, match="taker grace"):
+            SwiftDriver(client)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def slow_swift() -> MemorySwift:
+    """Swift in memory whose every request takes 5 ms."""
+    swift = MemorySwift()
+    swift.pause_s = 0.005
+    return swift
+
+
+def driver_on(swift: MemorySwift, **bounds: int) -> SwiftDriver:
+    times = dataclasses.replace(SwiftTimes(0, 0, 1_000), **bounds)
+    driver = SwiftDriver(memory_client(swift, Process("a")), namespace="zd", times=times)
+    driver.prepare()
+    return driver
+
+
+def test_a_post_of_several_past_its_deadline_is_refused_and_stores_nothing(
+    slow_swift: MemorySwift,
+) -> None:
+    # A deadline of 1 ms: writing the messages takes longer, so the commit is not sent.
+    driver = driver_on(slow_swift, orphan_grace_ms=2_001)
+    assert driver._times.post_deadline_ms == 1
+    now = FakeClock().now_ms()
+    batch = [NewMessage(json.dumps(n), 3600, 0) for n in range(3)]
+    with pytest.raises(errors.StorageUnavailable, match="too slow"):
+        driver.post_messages(P, Q, batch, "c", now)
+    assert slow_swift.names(f"zd_{names.MESSAGES}", names.queue_prefix(P, Q)) == []
+    # One message commits with its own write: no deadline.
+    (one,) = driver.post_messages(P, Q, batch[:1], "c", now).ids
+    assert [m.id for m in driver.get_messages(P, Q, [one], now)] == [one]
+
+
+def test_a_pop_past_its_deadline_deletes_nothing_and_its_messages_come_back(
+    slow_swift: MemorySwift,
+) -> None:
+    driver = driver_on(slow_swift, pop_hold_ms=2_001)
+    clock = FakeClock()
+    posted = driver.post_messages(P, Q, [NewMessage('"m"', 3600, 0)], "c", clock.now_ms())
+    with pytest.raises(errors.StorageUnavailable, match="too slow"):
+        driver.pop_messages(P, Q, 1, clock.now_ms())
+    assert [m.id for m in driver.get_messages(P, Q, posted.ids, clock.now_ms())] == posted.ids
+    clock.advance(ms=2_001)  # the pop's hold ends
+    claim = driver.create_claim(P, Q, ttl_s=60, grace_s=0, limit=5, now_ms=clock.now_ms())
+    assert claim is not None
+    assert [m.id for m in claim.messages] == posted.ids

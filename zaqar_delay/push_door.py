@@ -1,0 +1,100 @@
+"""The push dispatcher's door to the stores: it never holds a store itself, and every message a
+push consumes or dead-letters is journaled and counted as any other delete or post."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from zaqar_delay import jsondoc
+from zaqar_delay.encryption import QueueEncryption
+from zaqar_delay.lifecycle import Lifecycle
+from zaqar_delay.models import Delivery, NewMessage, PushResult
+from zaqar_delay.policy import QueuePolicy
+from zaqar_delay.posting import MessagePoster
+from zaqar_delay.stores import Stores
+
+# The Client-ID of the messages the push dispatcher dead-letters.
+DEAD_LETTER_CLIENT_ID = "zaqar-delay-push"
+
+
+class PushDoor:
+    """What the dispatcher asks of the stores, through the service's own parts."""
+
+    def __init__(
+        self,
+        stores: Stores,
+        lifecycle: Lifecycle,
+        encryption: QueueEncryption,
+        poster: MessagePoster,
+    ) -> None:
+        self.stores = stores
+        self.lifecycle = lifecycle
+        self.encryption = encryption
+        self.poster = poster
+
+    def next_push_ms(self) -> int | None:
+        """The earliest time a push is owed on any store (None: none is owed)."""
+        owed = [ms for store in self.stores.all() if (ms := store.next_push_ms()) is not None]
+        return min(owed, default=None)
+
+    def due_push_queues(self, until_ms: int, limit: int) -> list[tuple[str, str]]:
+        """(project, queue) of queues owing pushes by ``until_ms``, up to ``limit`` per store,
+        each store's oldest first."""
+        return [
+            queue for store in self.stores.all() for queue in store.due_push_queues(until_ms, limit)
+        ]
+
+    def settle_pushes(
+        self,
+        project: str,
+        queue: str,
+        outcomes: Sequence[tuple[Delivery, int | None]],
+        now_ms: int,
+        consume: Sequence[str] = (),
+    ) -> None:
+        """Record attempts made under their lease (``Driver.settle_pushes``). The messages
+        the ``consume`` deliveries deleted (a queue with ``_delete_after_push``) are
+        reported as deleted, as a consumer's delete is."""
+        store = self.stores.for_queue(project, queue)
+        consumed = store.settle_pushes(project, queue, outcomes, now_ms, consume)
+        if consumed:
+            self.lifecycle.deleted(project, queue, consumed, None, now_ms)
+
+    def record_push_results(
+        self, project: str, queue: str, results: Sequence[tuple[str, PushResult]]
+    ) -> None:
+        """Keep each subscription's last attempt for its readers (``last_delivery``)."""
+        self.stores.for_queue(project, queue).record_push_results(project, queue, results)
+
+    def lease_pushes(
+        self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int, until_ms: int
+    ) -> list[Delivery]:
+        """Lease up to ``limit`` pushes of a queue owed by ``until_ms`` for one attempt each
+        (``Driver.lease_pushes``), their messages as subscribers are sent them: bodies of
+        encrypted queues opened."""
+        leased = self.stores.for_queue(project, queue).lease_pushes(
+            project, queue, now_ms, lease_ms, limit, until_ms
+        )
+        return self.encryption.open_deliveries(leased)
+
+    def dead_letter_push(
+        self, delivery: Delivery, target: str, document: Mapping[str, Any], now_ms: int
+    ) -> None:
+        """Post ``document`` (a push that failed for good) to the queue ``target``, once: the
+        delivery id is its dedup id, so a crash that repeats this posts nothing more. Sealed
+        when ``target`` encrypts its messages or the push's own queue does; journaled,
+        counted and pushed on as any post."""
+        message = NewMessage(
+            jsondoc.dumps(document), delivery.message.ttl_s, 0, f"push:{delivery.id}"
+        )
+        source = QueuePolicy.of(delivery.queue_metadata)
+        posted, built = self.poster.post_built(
+            delivery.project,
+            target,
+            [message],
+            DEAD_LETTER_CLIENT_ID,
+            now_ms,
+            seal=source.encrypt_messages,
+        )
+        self.lifecycle.posted(delivery.project, target, posted, built, now_ms)
