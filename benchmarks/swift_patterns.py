@@ -30,7 +30,8 @@ from pathlib import Path
 
 from benchmarks.swift import RESULTS, Client, in_threads, ours, upstream
 from testbed.swift_aio import SwiftAllInOne
-from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.access import access_from_uri
+from zaqar_delay.storage.swift.connect import SwiftClient
 
 BODY = json.dumps({"b": "x" * 20, "u": "client", "t": 3600, "e": 0, "d": 0}).encode()
 CONTENT_TYPE = "application/json"

@@ -4,7 +4,7 @@
 ``SwiftClient`` makes as python-swiftclient's ``Connection`` would: create-only writes
 (``If-None-Match: *``, 412), blind overwrites, POST updates of content type and metadata,
 deletes, listings in name order with markers, and 404s. The real ``SwiftClient`` runs on top
-(through ``MemoryAccess``), so its settle, retry and generation logic is what is tested.
+(``MemoryClient``), so its settle, retry and generation logic is what is tested.
 
 A test chooses the faults Swift and its network give a real driver:
 
@@ -23,12 +23,17 @@ import dataclasses
 import enum
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 from swiftclient.exceptions import ClientException
 
-from zaqar_delay.storage.swift.connect import SwiftAccess, SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
+from zaqar_delay.storage.swift.connect import SwiftClient
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,55 +263,54 @@ class FaultyConnection:
         self._connection.close()
 
 
-@dataclasses.dataclass(frozen=True)
-class MemoryAccess(SwiftAccess):
-    """Access to a ``MemorySwift`` as one process."""
-
-    swift: MemorySwift = dataclasses.field(default_factory=MemorySwift)
-    process: Process = dataclasses.field(default_factory=lambda: Process("p"))
-
-    def connection(self) -> Any:
-        return MemoryConnection(self.swift, self.process)
-
-
-@dataclasses.dataclass(frozen=True)
-class FaultyAccess(SwiftAccess):
-    """Access to a real Swift as one process, whose requests meet the faults it plans."""
-
-    process: Process = dataclasses.field(default_factory=lambda: Process("p"))
-
-    def connection(self) -> Any:
-        return FaultyConnection(super().connection(), self.process)
-
-
 class InlineSwiftClient(SwiftClient):
     """A ``SwiftClient`` making its requests one after another on the caller's thread, so
     a test's faults meet the same request each time it runs."""
 
-    @staticmethod
-    def _in_pool() -> bool:
-        return True
+    def submit(self, function: Callable[..., R], *args: Any) -> Future[R]:
+        done: Future[R] = Future()
+        try:
+            done.set_result(function(*args))
+        except Exception as exc:  # noqa: BLE001 - handed over with the future
+            done.set_exception(exc)
+        return done
+
+    def each(self, function: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """Every call made, in order; then the first failure raised, as the pool does."""
+        outcomes = [self.submit(function, item) for item in items]
+        return [outcome.result() for outcome in outcomes]
+
+
+class MemoryClient(InlineSwiftClient):
+    """A client of a ``MemorySwift`` as one process."""
+
+    def __init__(self, swift: MemorySwift, process: Process) -> None:
+        access = SwiftAccess("memory/auth/v1.0", "a:u", "", "", settle_ms=0, metadata_cache_ms=0)
+        super().__init__(access)
+        self._swift, self._process = swift, process
+
+    def _new_connection(self) -> Any:
+        return MemoryConnection(self._swift, self._process)
+
+
+class FaultyClient(InlineSwiftClient):
+    """A client of a real Swift as one process, whose requests meet the faults it plans."""
+
+    def __init__(self, access: SwiftAccess, process: Process) -> None:
+        super().__init__(access)
+        self._process = process
+
+    def _new_connection(self) -> Any:
+        return FaultyConnection(super()._new_connection(), self._process)
 
 
 def memory_client(swift: MemorySwift, process: Process) -> InlineSwiftClient:
     """A client of ``swift`` as ``process``, with no settle wait and no metadata cache."""
-    access = MemoryAccess(
-        "memory/auth/v1.0",
-        "a:u",
-        "",
-        "",
-        settle_ms=0,
-        metadata_cache_ms=0,
-        swift=swift,
-        process=process,
-    )
-    return InlineSwiftClient(access)
+    return MemoryClient(swift, process)
 
 
 def faulty_client(uri: str, process: Process, settle_ms: int) -> InlineSwiftClient:
     """A client of the Swift at the store URI ``uri`` as ``process``, with no metadata
     cache."""
-    access = access_from_uri(uri)
-    fields = {f.name: getattr(access, f.name) for f in dataclasses.fields(access)}
-    fields.update(settle_ms=settle_ms, metadata_cache_ms=0)
-    return InlineSwiftClient(FaultyAccess(**fields, process=process))
+    access = dataclasses.replace(access_from_uri(uri), settle_ms=settle_ms, metadata_cache_ms=0)
+    return FaultyClient(access, process)

@@ -20,7 +20,8 @@ from zaqar_delay.storage.redis.cluster import LazyClusterClient
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.sentinel import is_sentinel_uri, sentinel_client
-from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.access import access_from_uri
+from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
 REAL_MONGODB_ENV = "ZAQAR_DELAY_TEST_MONGODB_URL"

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from testbed.swift_aio import SwiftAllInOne
-from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.access import access_from_uri
+from zaqar_delay.storage.swift.connect import SwiftClient
 
 RACERS = 8
 

@@ -16,9 +16,9 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import MessageEdit, NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift import names
-from zaqar_delay.storage.swift.common import Slot
 from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.messages import MessageOps
+from zaqar_delay.storage.swift.slots import Slot
 from zaqar_delay.storage.swift.timing import FRONTIER_SLACK_MS
 
 P, Q = "project-n", "named"

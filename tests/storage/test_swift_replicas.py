@@ -18,7 +18,8 @@ from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.stores import close_test_driver, open_test_driver
 from tests.helpers.swift import RACES, race
 from zaqar_delay.models import NewMessage
-from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.access import access_from_uri
+from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
 REPLICAS = 3

@@ -16,7 +16,8 @@ import pytest
 import swiftclient
 
 from testbed.swift_aio import SwiftAllInOne
-from zaqar_delay.storage.swift.connect import SwiftAccess, SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
+from zaqar_delay.storage.swift.connect import SwiftClient
 
 SETTLE_MS = 100
 # How long each writer's network holds a PUT's body after its headers: the object servers
@@ -98,17 +99,17 @@ class SlowBodyRelay:
         self._listener.close()
 
 
-@dataclasses.dataclass(frozen=True)
-class RelayedAccess(SwiftAccess):
-    """An access whose connections reach the account through a relay, with a token taken
+class RelayedClient(SwiftClient):
+    """A client whose connections reach the account through a relay, with a token taken
     beforehand (tempauth names the proxy itself as the storage URL)."""
 
-    storage_url: str = ""
-    token: str = ""
+    def __init__(self, access: SwiftAccess, storage_url: str, token: str) -> None:
+        super().__init__(access)
+        self._storage_url, self._token = storage_url, token
 
-    def connection(self) -> swiftclient.Connection:
+    def _new_connection(self) -> swiftclient.Connection:
         return swiftclient.Connection(
-            preauthurl=self.storage_url, preauthtoken=self.token, retries=0, timeout=10
+            preauthurl=self._storage_url, preauthtoken=self._token, retries=0, timeout=10
         )
 
 
@@ -127,15 +128,10 @@ def relayed_clients(
         for delay in (FIRST_BODY_DELAY_S, SECOND_BODY_DELAY_S)
     ]
     clients = [
-        SwiftClient(
-            RelayedAccess(
-                **{
-                    **dataclasses.asdict(direct.access),
-                    "settle_ms": SETTLE_MS,
-                    "storage_url": f"http://127.0.0.1:{relay.port}{proxy.path}",
-                    "token": connection.token,
-                }
-            )
+        RelayedClient(
+            dataclasses.replace(direct.access, settle_ms=SETTLE_MS),
+            f"http://127.0.0.1:{relay.port}{proxy.path}",
+            connection.token,
         )
         for relay in relays
     ]

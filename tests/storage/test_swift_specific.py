@@ -26,11 +26,12 @@ from zaqar_delay.models import NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.swift import connect, names
-from zaqar_delay.storage.swift.common import Slot
-from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.access import access_from_uri
+from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.messages import MessageOps
 from zaqar_delay.storage.swift.push_limits import PushLimitOps
+from zaqar_delay.storage.swift.slots import Slot
 from zaqar_delay.storage.swift.timing import LEASE_TAKER_GRACE_MS, TAKER_GRACE_MS
 from zaqar_delay.storage.uri import open_driver
 

@@ -14,7 +14,8 @@ from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.swift import names
-from zaqar_delay.storage.swift.connect import SwiftAccess, SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
+from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.timing import SwiftTimes
 

@@ -15,7 +15,8 @@ import requests
 
 from testbed.swift_aio import SwiftAllInOne
 from zaqar_delay import errors
-from zaqar_delay.storage.swift.connect import SwiftAccess, SwiftClient, access_from_uri
+from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
+from zaqar_delay.storage.swift.connect import SwiftClient
 
 
 def forget_every_token(swift_aio: SwiftAllInOne) -> None:

@@ -87,7 +87,7 @@ def test_a_swift_uri_names_the_user_password_and_project_as_zaqar_s_does() -> No
 
 
 def test_a_tempauth_user_is_percent_encoded_and_the_query_overrides_the_options() -> None:
-    from zaqar_delay.storage.swift.connect import access_from_uri
+    from zaqar_delay.storage.swift.access import access_from_uri
 
     access = access_from_uri(
         "swift://test%3Atester:testing@/test?auth_url=http%3A//127.0.0.1%3A8080/auth/v1.0"

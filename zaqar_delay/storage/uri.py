@@ -101,7 +101,8 @@ def open_driver(uri: str, settings: Settings) -> Driver:
 def _swift_driver(uri: str, settings: Settings) -> Driver:
     """A Swift driver, configured by ``[drivers:message_store:swift]`` and the URI's query."""
     try:
-        from zaqar_delay.storage.swift.connect import SwiftClient, access_from_uri
+        from zaqar_delay.storage.swift.access import access_from_uri
+        from zaqar_delay.storage.swift.connect import SwiftClient
         from zaqar_delay.storage.swift.driver import SwiftDriver
     except ImportError as exc:  # the swift extra is not installed
         raise StorageConfigError(

@@ -1,12 +1,11 @@
-"""Claims on Swift: taking due messages through their claim slots, renewing, releasing,
-returning lapsed claims, dead-lettering, and the due-order reads of the claim index."""
+"""Claims on Swift: holding what a claim took (``taking.py``), renewing, releasing, returning
+lapsed claims, dead-lettering, pops, and the listing by due time."""
 
 from __future__ import annotations
 
 import dataclasses
 import heapq
 import json
-import random
 import secrets
 import time
 from collections.abc import Callable
@@ -16,37 +15,20 @@ from zaqar_delay import errors
 from zaqar_delay.models import Claim, ClaimOutcome, ListPage, Message, OverLimit
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
 from zaqar_delay.storage.swift import names
-from zaqar_delay.storage.swift.common import (
-    Doc,
-    Slot,
-    is_named_entry,
-    message_of,
-    redelivery_due,
-    slot_from_document,
-)
+from zaqar_delay.storage.swift.common import Doc, message_of, redelivery_due
 from zaqar_delay.storage.swift.due_order import (
     CONTENDED_SPREAD,
     FIRST_PAGE,
-    DueCursor,
-    DueOrderOps,
     due_order_key,
     named_marker,
 )
+from zaqar_delay.storage.swift.slots import Slot
+from zaqar_delay.storage.swift.taking import Taken, TakeOps
 from zaqar_delay.storage.swift.timing import elapsed_ms
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Taken:
-    """A message a claim took: its id, its document and the slot the claim created."""
-
-    message_id: str
-    doc: Doc
-    slot: Slot
-
-
-class ClaimOps(DueOrderOps):
+class ClaimOps(TakeOps):
     """Claims: one create-only slot per message taken, so no message is in two claims."""
 
     def _return_lapsed_claims(
@@ -90,201 +72,6 @@ class ClaimOps(DueOrderOps):
 
         self._swift.each(give_back, lapsed)
         return True
-
-    # -- taking --------------------------------------------------------------------------------
-
-    def _try_take(
-        self, project: str, queue: str, entry: dict[str, Any], claim: Slot, now_ms: int
-    ) -> Taken | None:
-        """Take one message for ``claim`` through the index entry ``entry``: create its next
-        slot, then check that the message is there, due and unexpired. Only the claimer that
-        created the slot reads the message, while the slot settles: under concurrent claims,
-        which meet the same entries, the others are spared that read. None when there is
-        nothing to take: another claim took the slot first, or the message is not to be
-        taken, and the slot is then voided so no claim holds it without having it."""
-        fields = names.fields_of(entry["content_type"])
-        latest = Slot(int(fields.get("n", 0)), int(fields.get("cc", 0)))
-        name = entry["name"]
-        # A second round when the first finds the entry stale and rewrites it as due: the
-        # message is then free to take (its slot was voided, or its claim lapsed), through
-        # a due entry of the index (which a named one is rewritten as).
-        for _ in range(2):
-            outcome = self._take_through(project, queue, name, latest, claim, now_ms)
-            if not isinstance(outcome, Slot):
-                return outcome
-            latest = outcome
-            _, due, message_id = name.rsplit("/", 2)
-            name = self._due_entry(project, queue, int(due), message_id)
-        return None
-
-    def _take_through(
-        self, project: str, queue: str, name: str, latest: Slot, claim: Slot, now_ms: int
-    ) -> Taken | Slot | None:
-        """One round of :meth:`_try_take` through index entry ``name``, which names
-        ``latest`` as the message's latest slot. A Slot when the entry was stale and is now
-        rewritten as due with that latest slot, to take the one after."""
-        message_id = name.rsplit("/", 1)[1]
-        count = latest.claim_count
-        slot = Slot(latest.n + 1, count + 1, claim.claim_id, claim.expires_ms, now_ms)
-        container = self._container(names.CLAIMS)
-        slot_name = self._slot_name(project, queue, message_id, slot.n)
-        body = slot.document()
-        sent = time.monotonic()
-        if not self._swift.create(container, slot_name, body, slot.content_type()):
-            taker = self._read_slot(project, queue, message_id, slot.n)
-            return self._after_losing(project, queue, message_id, name, taker, now_ms)
-        reading = self._swift.submit(self._read_message, project, queue, message_id)
-        kept = self._swift.settled(container, slot_name, sent)
-        if kept != body:
-            taker = None if kept is None else slot_from_document(slot.n, kept)
-            return self._after_losing(project, queue, message_id, name, taker, now_ms)
-        doc = reading.result()
-        if doc is None:
-            # Deleted, or its post has yet to write it: the slot goes again, so the message,
-            # if it comes, is taken as if this claim had never met it.
-            self._swift.delete(container, slot_name)
-            self._remove_orphan(project, queue, name, now_ms)
-            return None
-        if int(doc["e"]) <= now_ms:
-            self._remove_message(project, queue, message_id, doc, None, slots=slot.n)
-            return None
-        if int(doc["d"]) == int(name.rsplit("/", 2)[1]) and int(doc["d"]) <= now_ms:
-            return Taken(message_id, doc, slot)
-        # Not handed out: the slot is voided, its claim count left as it was.
-        voided = Slot(slot.n, count)
-        self._write_slot(project, queue, message_id, voided)
-        if int(doc["d"]) != int(name.rsplit("/", 2)[1]):
-            # Rescheduled. The edit writes the entry of its new due time after the message,
-            # and may have stopped in between: that entry is written here too (the same
-            # object, if the edit wrote it), so this stale one is never the message's last.
-            if not doc.get("i"):
-                self._write_due_entry(project, queue, message_id, doc, voided)
-            self._delete_index_entry(name)
-        return None
-
-    def _after_losing(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        name: str,
-        taker: Slot | None,
-        now_ms: int,
-    ) -> Slot | None:
-        """Another claimer created the slot index entry ``name`` promised (``taker``, as
-        read). A live claim, or an edit's void slot (no claim, taken at a time), taken less
-        than ``SwiftTimes.taker_grace_ms`` ago is still to index the message itself; otherwise (its
-        taker may have died) the index is repaired here. Returns the message's latest slot
-        when the entry now names it as due, unchanged, so it may be taken at once."""
-        if (
-            taker is not None
-            and (taker.live(now_ms) or not taker.claim_id)
-            and taker.taken_ms + self._times.taker_grace_ms > now_ms
-        ):
-            return None
-        doc = self._read_message(project, queue, message_id)
-        if doc is None:
-            self._remove_orphan(project, queue, name, now_ms)
-            return None
-        latest = self._repair_index(project, queue, message_id, doc, name, now_ms)
-        unchanged = int(doc["d"]) == int(name.rsplit("/", 2)[1])
-        return latest if unchanged else None
-
-    def _repair_index(
-        self, project: str, queue: str, message_id: str, doc: Doc, stale: str, now_ms: int
-    ) -> Slot | None:
-        """The slot an index entry promised was taken: index the message by its latest slot
-        instead. A claimer that took the slot and died before indexing the message leaves
-        only this entry, so it is rewritten, never just deleted: as claimed until that
-        claim ends, or as due with the right slot number. Returns that latest slot when the
-        message is due again (no live claim holds it)."""
-        latest = self._current_slot(project, queue, message_id)
-        if latest.live(now_ms):
-            self._write_claimed_entry(project, queue, message_id, doc, latest)
-            self._leave_entry(project, queue, message_id, doc, stale)
-            return None
-        # The same name, rewritten with the number a claimer must take next; a message
-        # claimable by its name gets a due entry instead, its name telling no slot number.
-        self._write_due_entry(project, queue, message_id, doc, latest)
-        if is_named_entry(stale):
-            self._unname(project, queue, message_id, doc)
-        return latest
-
-    def _leave_entry(self, project: str, queue: str, message_id: str, doc: Doc, entry: str) -> None:
-        """The message ``doc`` is indexed otherwise now: its due entry ``entry`` goes (or,
-        for a message claimable by its name, it is so no longer)."""
-        if is_named_entry(entry):
-            self._unname(project, queue, message_id, doc)
-        else:
-            self._delete_index_entry(entry)
-
-    def _remove_orphan(self, project: str, queue: str, entry: str, now_ms: int) -> None:
-        """The message of the due entry ``entry`` was not found (or its post not committed).
-        Its post may still be writing it for the orphan grace (``SwiftTimes``) after it was
-        due; after that the entry goes, and a message of a post never committed with it."""
-        message_id = entry.rsplit("/", 1)[1]
-        if names.named_ms_of(message_id) + self._times.orphan_grace_ms >= now_ms:
-            return
-        if is_named_entry(entry):
-            self._swift.delete(
-                self._container(names.MESSAGES), self._message_name(project, queue, message_id)
-            )
-        else:
-            self._delete_index_entry(entry)
-
-    def _remove_if_expired(
-        self, project: str, queue: str, entry: dict[str, Any], now_ms: int
-    ) -> None:
-        """Remove the message of an index entry listed as expired, once its document agrees
-        (an edit may have given it a longer ttl since)."""
-        message_id = entry["name"].rsplit("/", 1)[1]
-        doc = self._read_message(project, queue, message_id)
-        if doc is None or int(doc["e"]) <= now_ms:
-            self._remove_message(project, queue, message_id, doc, None)
-            self._delete_index_entry(entry["name"])
-
-    def _take(
-        self,
-        project: str,
-        queue: str,
-        claim: Slot,
-        limit: int,
-        now_ms: int,
-    ) -> list[Taken]:
-        """Put up to ``limit`` claimable messages under ``claim``, oldest due first.
-
-        Concurrent claims list the same entries, the oldest due, and all but one lose each
-        slot. A claim that lost some spreads out: its later rounds list ``CONTENDED_SPREAD``
-        times the entries it still wants and try a random choice of them, so concurrent
-        claims mostly try different messages (a claim alone keeps strict due order)."""
-        taken: list[Taken] = []
-        cursor = DueCursor()
-        contended = False
-        for _ in range(CLAIM_ATTEMPTS):
-            wanted = limit - len(taken)
-            listed = wanted * CONTENDED_SPREAD if contended else wanted
-            entries = self._due_entries(project, queue, now_ms, cursor, listed)
-            if not entries and not cursor.more_named:
-                break
-            fresh = [
-                e for e in entries if int(names.fields_of(e["content_type"]).get("e", 0)) > now_ms
-            ]
-            tried = fresh
-            if len(fresh) > wanted:
-                tried = sorted(random.sample(fresh, wanted), key=lambda e: str(e["name"]))
-            results = self._swift.each(
-                lambda e: self._try_take(project, queue, e, claim, now_ms), tried
-            )
-            taken += [t for t in results if t is not None]
-            contended = contended or None in results
-            # Expired ones are removed as they are met, so later claims do not list them.
-            self._swift.each(
-                lambda e: self._remove_if_expired(project, queue, e, now_ms),
-                [e for e in entries if e not in fresh],
-            )
-            if len(taken) >= limit:
-                break
-        return sorted(taken, key=lambda t: (int(t.doc["d"]), t.message_id))
 
     def _hold(self, project: str, queue: str, taken: Taken, grace_s: int, ttl_s: int) -> Doc:
         """Index a taken message as claimed, and let it live until the claim's end plus

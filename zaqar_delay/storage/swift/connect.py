@@ -1,5 +1,7 @@
-"""Swift connections: authentication (tempauth v1.0 or Keystone v3) and the few object and
-container requests the driver makes, with every failure turned into StorageUnavailable.
+"""The one module of the driver that speaks Swift: connections (tempauth v1.0 or Keystone v3)
+and the few object and container requests the driver makes (settled create-only writes,
+numbered generations, bounded listings, content-type updates, overtaken deletes sent again),
+with every failure turned into StorageUnavailable.
 
 python-swiftclient's ``Connection`` is not safe to share between threads, so each thread (and
 each gevent greenlet's thread) gets its own, all built from one :class:`SwiftAccess`.
@@ -7,13 +9,11 @@ each gevent greenlet's thread) gets its own, all built from one :class:`SwiftAcc
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import requests
@@ -22,20 +22,16 @@ from keystoneauth1.exceptions import ClientException as KeystoneError
 from swiftclient.exceptions import ClientException
 
 from zaqar_delay import errors
-from zaqar_delay.storage.bounds import SWIFT_METADATA_CACHE_MS, SWIFT_SETTLE_MS
 from zaqar_delay.storage.swift import names
-from zaqar_delay.storage.swift.timing import REQUEST_ATTEMPTS, SwiftTimes
+from zaqar_delay.storage.swift.access import SwiftAccess
+from zaqar_delay.storage.swift.parallel import PARALLEL_REQUESTS, Parallel
+from zaqar_delay.storage.swift.timing import REQUEST_ATTEMPTS
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-SCHEMES = ("swift",)
 # Names one listing request returns at most (Swift's default container_listing_limit).
 LISTING_LIMIT = 10_000
-# Requests a driver runs at once for one call (a post's objects, a claim's messages).
-PARALLEL_REQUESTS = 16
-# The names of the threads that make a driver's requests in parallel.
-POOL_THREADS = "zd-swift"
 # Times a delete is sent while newer writes of its object overtake it, and the
 # pauses before sending it again (doubling up to the longest): about 2 s in all, enough for
 # the timestamp of an update from a proxy whose clock is ahead of this one's to pass.
@@ -43,135 +39,40 @@ OVERTAKEN_ATTEMPTS = 10
 OVERTAKEN_PAUSE_S = (0.01, 0.5)
 
 
-@dataclasses.dataclass(frozen=True)
-class SwiftAccess:
-    """Who the driver is to Swift and where to find it.
-
-    ``auth_url`` ending in ``/auth/v1.0`` (or ``/v1.0``) is tempauth: ``user`` is
-    ``account:user``. Anything else is Keystone v3: ``user`` and ``project`` are names in
-    their domains."""
-
-    auth_url: str
-    user: str
-    password: str
-    project: str
-    insecure: bool = False
-    user_domain: str = "Default"
-    project_domain: str = "Default"
-    user_domain_id: str | None = None
-    project_domain_id: str | None = None
-    region_name: str | None = None
-    interface: str = "public"
-    timeout: float = 10.0
-    # See SwiftClient.create_settled and RecentQueueObjects.
-    settle_ms: int = SWIFT_SETTLE_MS
-    metadata_cache_ms: int = SWIFT_METADATA_CACHE_MS
-
-    def times(self) -> SwiftTimes:
-        """The driver's time bounds with this access's settle, cache and request timeout."""
-        return SwiftTimes(self.settle_ms, self.metadata_cache_ms, int(self.timeout * 1000))
-
-    @property
-    def tempauth(self) -> bool:
-        return self.auth_url.rstrip("/").endswith("v1.0")
-
-    def connection(self) -> swiftclient.Connection:
-        """A new connection; it authenticates on its first request and again when its token
-        is refused (one retry, at once)."""
-        common: dict[str, Any] = {
-            "retries": REQUEST_ATTEMPTS - 1,
-            "starting_backoff": 0.01,
-            "max_backoff": 0.05,
-            "timeout": self.timeout,
-            "insecure": self.insecure,
-        }
-        if self.tempauth:
-            return swiftclient.Connection(
-                authurl=self.auth_url, user=self.user, key=self.password, auth_version="1", **common
-            )
-        from keystoneauth1 import session as ks_session
-        from keystoneauth1.identity import v3
-
-        auth = v3.Password(
-            auth_url=self.auth_url,
-            username=self.user,
-            password=self.password,
-            project_name=self.project,
-            user_domain_id=self.user_domain_id,
-            user_domain_name=None if self.user_domain_id else self.user_domain,
-            project_domain_id=self.project_domain_id,
-            project_domain_name=None if self.project_domain_id else self.project_domain,
+def connect(access: SwiftAccess) -> swiftclient.Connection:
+    """A new connection for ``access``; it authenticates on its first request and again when
+    its token is refused (one retry, at once)."""
+    common: dict[str, Any] = {
+        "retries": REQUEST_ATTEMPTS - 1,
+        "starting_backoff": 0.01,
+        "max_backoff": 0.05,
+        "timeout": access.timeout,
+        "insecure": access.insecure,
+    }
+    if access.tempauth:
+        return swiftclient.Connection(
+            authurl=access.auth_url,
+            user=access.user,
+            key=access.password,
+            auth_version="1",
+            **common,
         )
-        session = ks_session.Session(auth=auth, verify=not self.insecure, timeout=self.timeout)
-        options = {"endpoint_type": self.interface, "region_name": self.region_name}
-        return swiftclient.Connection(session=session, os_options=options, **common)
+    from keystoneauth1 import session as ks_session
+    from keystoneauth1.identity import v3
 
-
-# What a swift:// URI's query may set, overriding [drivers:message_store:swift]: a pool can
-# name a Swift cluster of its own.
-URI_OPTIONS: dict[str, Callable[[str], Any]] = {
-    "auth_url": str,
-    "settle_ms": int,
-    "metadata_cache_ms": int,
-    "insecure": lambda text: text.lower() in ("1", "true", "yes", "on"),
-    "user_domain_name": str,
-    "user_domain_id": str,
-    "project_domain_name": str,
-    "project_domain_id": str,
-    "region_name": str,
-    "interface": str,
-}
-_FIELDS = {"user_domain_name": "user_domain", "project_domain_name": "project_domain"}
-
-
-def access_from_uri(uri: str, **options: Any) -> SwiftAccess:
-    """The access a ``swift://USER:PASSWORD@/PROJECT`` URI names (user and password
-    percent-encoded: ``test%3Atester`` for tempauth's ``test:tester``). ``options`` are the
-    configured defaults; the URI's query may override any of ``URI_OPTIONS``."""
-    try:
-        parts = urllib.parse.urlsplit(uri)
-        user, password = parts.username, parts.password
-        query = urllib.parse.parse_qs(parts.query, strict_parsing=bool(parts.query))
-    except ValueError as exc:
-        raise errors.StorageConfigError(f"Invalid storage URI: {exc}") from exc
-    if parts.scheme not in SCHEMES or not user or password is None:
-        raise errors.StorageConfigError(
-            "Invalid Swift storage URI: use swift://USER:PASSWORD@/PROJECT, the user "
-            "percent-encoded (swift://test%3Atester:testing@/test for tempauth)"
-        )
-    unknown = sorted(set(query) - set(URI_OPTIONS))
-    if unknown:
-        raise errors.StorageConfigError(
-            f"Invalid Swift storage URI: unknown option {unknown[0]!r} (known: "
-            f"{', '.join(URI_OPTIONS)})"
-        )
-    settings = {key: value for key, value in options.items() if value is not None}
-    for key, values in query.items():
-        try:
-            settings[_FIELDS.get(key, key)] = URI_OPTIONS[key](values[-1])
-        except ValueError as exc:
-            raise errors.StorageConfigError(
-                f"Invalid Swift storage URI: {key} = {values[-1]!r}: {exc}"
-            ) from exc
-    if not settings.get("auth_url"):
-        raise errors.StorageConfigError(
-            "A swift:// storage URI needs [drivers:message_store:swift] auth_url (Keystone v3, "
-            "or a tempauth URL ending in /auth/v1.0)"
-        )
-    return SwiftAccess(
-        user=urllib.parse.unquote(user),
-        password=urllib.parse.unquote(password),
-        project=urllib.parse.unquote(parts.path.lstrip("/")),
-        **settings,
+    auth = v3.Password(
+        auth_url=access.auth_url,
+        username=access.user,
+        password=access.password,
+        project_name=access.project,
+        user_domain_id=access.user_domain_id,
+        user_domain_name=None if access.user_domain_id else access.user_domain,
+        project_domain_id=access.project_domain_id,
+        project_domain_name=None if access.project_domain_id else access.project_domain,
     )
-
-
-# Set in the pool's threads (greenlets under gevent), so nested calls can tell.
-_POOL_THREAD = threading.local()
-
-
-def _mark_pool_thread() -> None:
-    _POOL_THREAD.marked = True
+    session = ks_session.Session(auth=auth, verify=not access.insecure, timeout=access.timeout)
+    options = {"endpoint_type": access.interface, "region_name": access.region_name}
+    return swiftclient.Connection(session=session, os_options=options, **common)
 
 
 def _unavailable(exc: Exception) -> errors.StorageUnavailable:
@@ -218,18 +119,20 @@ class SwiftClient:
         self._local = threading.local()
         self._connections: list[swiftclient.Connection] = []
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(
-            parallel, thread_name_prefix=POOL_THREADS, initializer=_mark_pool_thread
-        )
+        self._parallel = Parallel(parallel)
 
     @property
     def access(self) -> SwiftAccess:
         return self._access
 
+    def _new_connection(self) -> swiftclient.Connection:
+        """A connection for one thread (a test's client may make it otherwise)."""
+        return connect(self._access)
+
     def _connection(self) -> swiftclient.Connection:
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            connection = self._access.connection()
+            connection = self._new_connection()
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)
@@ -502,43 +405,16 @@ class SwiftClient:
             return False
         return True
 
-    @staticmethod
-    def _in_pool() -> bool:
-        return getattr(_POOL_THREAD, "marked", False)
-
     def submit(self, function: Callable[..., R], *args: Any) -> Future[R]:
-        """``function(*args)`` on the pool's threads (at once, from a pool thread)."""
-        if self._in_pool():
-            done: Future[R] = Future()
-            try:
-                done.set_result(function(*args))
-            except Exception as exc:  # noqa: BLE001 - handed over with the future
-                done.set_exception(exc)
-            return done
-        return self._pool.submit(function, *args)
+        """``function(*args)`` on the client's request threads (``Parallel.submit``)."""
+        return self._parallel.submit(function, *args)
 
     def each(self, function: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        """``function`` over ``items`` on the pool's threads, results in order; the first
-        failure is raised once every call has ended."""
-        batch = list(items)
-        if len(batch) <= 1 or self._in_pool():
-            # Called from the pool itself: waiting there for more of its threads could wait
-            # forever once they are all busy, so nested calls run one after another.
-            return [function(item) for item in batch]
-        futures = [self._pool.submit(function, item) for item in batch]
-        results: list[R] = []
-        failure: BaseException | None = None
-        for future in futures:
-            try:
-                results.append(future.result())
-            except BaseException as exc:  # noqa: BLE001 - the first is raised below
-                failure = failure or exc
-        if failure is not None:
-            raise failure
-        return results
+        """``function`` over ``items`` on the request threads (``Parallel.each``)."""
+        return self._parallel.each(function, items)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self._parallel.close()
         with self._lock:
             for connection in self._connections:
                 connection.close()

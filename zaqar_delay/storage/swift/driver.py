@@ -2,7 +2,7 @@
 
 Swift gives no transactions and no conditional overwrite; it gives create-only writes
 (``If-None-Match: *``), name-ordered listings with markers, and expiry headers. The driver is
-built on those (see ``names`` for the layout and ``common`` for the claim slots):
+built on those (see ``names`` for the layout and ``slots`` for the claim slots):
 
 - a due message is found by listing up to "now" (``end_marker``), in due order, the
   messages (named for their due times, and claimable by their names until a claim indexes
@@ -26,19 +26,19 @@ from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.dedup_reservation import DedupReservation
 from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.caches import Facts, RecentQueueObjects
 from zaqar_delay.storage.swift.claims import ClaimOps
-from zaqar_delay.storage.swift.common import Facts, RecentQueueObjects
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.dedup import SwiftDedupRecords
+from zaqar_delay.storage.swift.edits import EditOps
 from zaqar_delay.storage.swift.messages import MessageOps
-from zaqar_delay.storage.swift.pushes import PushOps
 from zaqar_delay.storage.swift.queues import QueueOps
 from zaqar_delay.storage.swift.timing import SwiftTimes
 
 DEFAULT_NAMESPACE = "zaqar_delay"
 
 
-class SwiftDriver(QueueOps, MessageOps, ClaimOps, PushOps):
+class SwiftDriver(QueueOps, MessageOps, EditOps, ClaimOps):
     """Stores queues in the containers ``<namespace>_*`` of one Swift account."""
 
     def __init__(

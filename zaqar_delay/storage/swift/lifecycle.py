@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from zaqar_delay.storage.swift.common import Slot
+from zaqar_delay.storage.swift.slots import Slot
 
 
 class State(enum.Enum):
@@ -67,7 +67,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         "take",
         (S.NAMED, S.DUE),
         (S.TAKEN,),
-        "claims.ClaimOps._take_through",
+        "taking.TakeOps._take_through",
         "slot n+1, created only if absent and settled (one creator wins)",
         "the slot's claim holds the message unindexed as claimed; after TAKER_GRACE_MS "
         "claimers meeting its entry repair the index (_repair_index)",
@@ -76,7 +76,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         "void",
         (S.TAKEN,),
         (S.NAMED, S.DUE),
-        "claims.ClaimOps._take_through",
+        "taking.TakeOps._take_through",
         "slot n+1 without a claim; if its due time moved, the entry of its current due time, "
         "then the stale entry deleted",
         "as after take, and the void slot lets the next claimer take n+2",
@@ -128,7 +128,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         "reschedule",
         (S.NAMED, S.DUE, S.CLAIMED),
         (S.DUE,),
-        "messages.MessageOps.edit_message",
+        "edits.EditOps.edit_message",
         "slot n+1 void (or the claim's slot ended); for a NAMED message a due entry at its "
         "old time; the message with its new due time; the due entry of that time; then the "
         "old entries deleted",
@@ -139,7 +139,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         "repair",
         (S.TAKEN,),
         (S.CLAIMED,),
-        "claims.ClaimOps._repair_index",
+        "taking.TakeOps._repair_index",
         "its taker died before indexing it: the claimed entry of the live claim; then the "
         "stale entry deleted or i removed (a stale entry of a slot no claim holds is "
         "rewritten as due with the latest slot's number)",
@@ -149,7 +149,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         "delete",
         (S.NAMED, S.DUE, S.TAKEN, S.CLAIMED, S.ENDED),
         (S.GONE,),
-        "common.SwiftBase._remove_message",
+        "slot_ops.SlotOps._remove_message",
         "the message; then its entries and slots",
         "entries without a message are removed by claimers that meet them (ORPHAN_GRACE_MS)",
     ),

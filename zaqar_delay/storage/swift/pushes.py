@@ -28,14 +28,16 @@ from zaqar_delay.storage import push_leasing, push_settlement
 from zaqar_delay.storage.bounds import SCAN_EXTRA
 from zaqar_delay.storage.push_leasing import DuePush, Lease
 from zaqar_delay.storage.swift import names
-from zaqar_delay.storage.swift.common import Doc, Slot, delete_at, message_of
+from zaqar_delay.storage.swift.common import Doc, delete_at, message_of
 from zaqar_delay.storage.swift.owed import Owed, owed_for, owed_of
 from zaqar_delay.storage.swift.push_limits import PushLimitOps
 from zaqar_delay.storage.swift.push_writes import LeaseWrites, SettleWrites, lease_of, lease_parts
+from zaqar_delay.storage.swift.slot_ops import SlotOps
+from zaqar_delay.storage.swift.slots import Slot
 from zaqar_delay.storage.swift.subscriptions import SubscriptionOps, subscription_of
 
 
-class PushOps(SubscriptionOps, PushLimitOps):
+class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
     """Owe, find, lease and settle pushes."""
 
     # -- entries -------------------------------------------------------------------------------

@@ -1,0 +1,112 @@
+"""Edits of messages on Swift: a new body, ttl or due time written in place. A new due time
+is fenced first (the claim it is made under ends, or an unclaimed message's next slot is
+taken void), so no claimer that read the old due time takes the message; then the message
+and its index entries are written in the order the life cycle's table gives
+(``lifecycle.py``, "reschedule")."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from zaqar_delay import errors
+from zaqar_delay.models import MessageEdit
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.common import Doc
+from zaqar_delay.storage.swift.slot_ops import SlotOps
+from zaqar_delay.storage.swift.slots import Slot
+
+# Rounds an edit makes while concurrent claims take the message's next slot first.
+EDIT_ATTEMPTS = 5
+
+
+class EditOps(SlotOps):
+    """Edits of stored messages."""
+
+    def edit_message(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        claim_id: str | None,
+        edit: MessageEdit,
+        now_ms: int,
+    ) -> None:
+        for _ in range(EDIT_ATTEMPTS):
+            doc = (
+                self._read_message(project, queue, message_id)
+                if names.is_message_id(message_id)
+                else None
+            )
+            if doc is None or int(doc["e"]) <= now_ms:
+                raise errors.MessageDoesNotExist(message_id, queue, project)
+            slot = self._current_slot(project, queue, message_id)
+            self._check_claim(project, queue, slot, claim_id, now_ms)
+            changed = dict(doc)
+            if edit.ttl_s is not None:
+                expires = int(doc["cr"]) + edit.ttl_s * 1000
+                if expires <= now_ms:
+                    raise errors.TtlAlreadyLapsed(edit.ttl_s)
+                changed.update({"t": edit.ttl_s, "e": expires})
+            if edit.body_json is not None:
+                changed["b"] = edit.body_json
+            held = slot.live(now_ms)
+            if edit.due_ms is not None:
+                changed["d"] = edit.due_ms
+                if not self._fence(project, queue, message_id, slot, now_ms):
+                    continue  # a claim took the message meanwhile: decide again
+            self._apply_edit(project, queue, message_id, (doc, changed), slot, held)
+            return
+        raise errors.StorageUnavailable("The message could not be edited.")
+
+    def _fence(self, project: str, queue: str, message_id: str, slot: Slot, now_ms: int) -> bool:
+        """Before a new due time is written: end the claim the edit is made under (its slot
+        expires now), or, for an unclaimed message, take its next slot as a void one, so a
+        claimer that read the old due time cannot take it. False when a claim took that slot
+        first."""
+        if slot.live(now_ms):
+            self._write_slot(project, queue, message_id, dataclasses.replace(slot, expires_ms=0))
+            return True
+        # Taken at now: claimers that meet the old entry leave it to this edit for a while.
+        void = Slot(slot.n + 1, slot.claim_count, taken_ms=now_ms)
+        return self._take_slot(project, queue, message_id, void)
+
+    def _apply_edit(
+        self,
+        project: str,
+        queue: str,
+        message_id: str,
+        versions: tuple[Doc, Doc],
+        slot: Slot,
+        held: bool,
+    ) -> None:
+        """Write the edited message (``versions``: as read, as edited) and the index entry
+        that makes it claimable; ``held``: a live claim held it when read. A message
+        claimable by its name stays so unless its due time changes: then it is indexed by a
+        due entry, as its name no longer tells when it is due."""
+        doc, changed = versions
+        if changed["d"] != doc["d"]:
+            changed = {**changed, "i": 0}
+            if doc.get("i"):
+                # Indexed by a due entry at its old time first (naming the slot before the
+                # edit's void one, which claimers then lose to): should the edit stop once
+                # the message is written unnamed, that entry is what leads claimers to it,
+                # and their repair indexes it at its new time.
+                self._write_due_entry(project, queue, message_id, doc, slot)
+        self._write_message(project, queue, message_id, changed)
+        if changed["d"] != doc["d"]:
+            # It left its claim, if any, and is due at the new time; the void slot (or the
+            # ended claim's) is now its latest.
+            latest = slot if held else Slot(slot.n + 1, slot.claim_count)
+            self._write_due_entry(project, queue, message_id, changed, latest)
+            new = self._due_entry(project, queue, int(changed["d"]), message_id)
+            old = [self._due_entry(project, queue, int(doc["d"]), message_id)]
+            if held:
+                old.append(self._claimed_entry(project, queue, slot.expires_ms, message_id))
+            self._swift.each(self._delete_index_entry, [name for name in old if name != new])
+        elif changed["e"] != doc["e"]:
+            # Entries carry the expiry that listings and claims filter on; the content type
+            # of a message claimable by its name, written above, is its entry.
+            if held:
+                self._write_claimed_entry(project, queue, message_id, changed, slot)
+            elif not doc.get("i"):
+                self._write_due_entry(project, queue, message_id, changed, slot)
