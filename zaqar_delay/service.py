@@ -36,7 +36,8 @@ from zaqar_delay.posting import MessagePoster
 from zaqar_delay.push_door import PushDoor
 from zaqar_delay.quotas import Quotas
 from zaqar_delay.storage import dead_letters
-from zaqar_delay.storage.base import Driver, Durability
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.traits import Durability
 from zaqar_delay.stores import Stores
 from zaqar_delay.waiting import WaitRooms
 

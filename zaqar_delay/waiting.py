@@ -19,7 +19,8 @@ from typing import TypeVar
 
 from zaqar_delay.clock import Clock
 from zaqar_delay.errors import StorageUnavailable
-from zaqar_delay.storage.base import Driver, Wakeups
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.traits import Wakeups
 
 LOG = logging.getLogger(__name__)
 

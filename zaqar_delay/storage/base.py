@@ -8,11 +8,8 @@ suite in ``tests/storage`` is the executable form of these docstrings.
 from __future__ import annotations
 
 import abc
-import dataclasses
 import hashlib
-import threading
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from zaqar_delay.models import (
     Claim,
@@ -32,6 +29,7 @@ from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.deliveries import DeliveryStore
 from zaqar_delay.storage.subscriptions import SubscriptionStore
+from zaqar_delay.storage.traits import Durability, Wakeups
 
 
 def metadata_version_of(stored_json: str | bytes | None) -> str:
@@ -43,58 +41,6 @@ def metadata_version_of(stored_json: str | bytes | None) -> str:
         return ""
     text = stored_json.encode() if isinstance(stored_json, str) else stored_json
     return hashlib.sha1(text).hexdigest()
-
-
-#: What a write the store acknowledged may survive, in the order of the manual's durability
-#: table.
-FAULTS = ("process crash", "power loss", "machine loss", "failover")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Durability:
-    """The durability in force, as the store reports its own configuration.
-
-    ``survives`` names the ``FAULTS`` an acknowledged write survives; ``facts`` are what the
-    judgement was made from (append-only file and fsync, connected replicas, write concern).
-    "machine loss" assumes replicas run on other machines, which the store cannot tell.
-    """
-
-    store: str
-    replica_acks: int
-    survives: tuple[str, ...]
-    facts: dict[str, Any]
-
-    def summary(self) -> str:
-        """One line for the server's log."""
-        lost = [fault for fault in FAULTS if fault not in self.survives]
-        return (
-            f"{self.store} store, replica_acks = {self.replica_acks}: an acknowledged write "
-            f"survives {', '.join(self.survives) or 'none of the faults below'}"
-            + (f"; not {', '.join(lost)}" if lost else "")
-        )
-
-
-class Wakeups(abc.ABC):
-    """How a store tells waiting claims, in any server process, that a queue may have a
-    message to claim (one was posted, released or rescheduled)."""
-
-    @abc.abstractmethod
-    def channel(self, project: str, queue: str) -> str:
-        """The name wake-ups for this queue arrive under."""
-
-    @abc.abstractmethod
-    def announce(self, project: str, queue: str, ttl_ms: int) -> None:
-        """Ask writers to send wake-ups for this queue for the next ``ttl_ms``."""
-
-    @abc.abstractmethod
-    def listen(
-        self,
-        on_wake: Callable[[str], None],
-        on_reconnect: Callable[[], None],
-        stop: threading.Event,
-    ) -> None:
-        """Call ``on_wake(channel)`` for every wake-up until ``stop`` is set; reconnect by
-        itself after a store outage and then call ``on_reconnect`` (wake-ups may be lost)."""
 
 
 class Driver(SubscriptionStore, DeliveryStore):

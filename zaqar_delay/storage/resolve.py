@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from zaqar_delay.conf import Settings
 from zaqar_delay.encryption import data_dir_key
 from zaqar_delay.errors import StorageConfigError
-from zaqar_delay.storage.base import Durability
+from zaqar_delay.storage.traits import Durability
 from zaqar_delay.storage.uri import embedded_db_path, open_driver
 
 if TYPE_CHECKING:

@@ -14,7 +14,6 @@ from typing import Any
 import pymongo
 
 from zaqar_delay import errors
-from zaqar_delay.storage.base import Durability, Wakeups
 from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.dedup_reservation import DedupReservation
@@ -28,6 +27,7 @@ from zaqar_delay.storage.mongodb.pushes import PushOps
 from zaqar_delay.storage.mongodb.queues import QueueOps
 from zaqar_delay.storage.mongodb.subscriptions import SubscriptionOps
 from zaqar_delay.storage.mongodb.wakeups import MongoWakeups
+from zaqar_delay.storage.traits import Durability, Wakeups
 
 
 class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):

@@ -19,9 +19,9 @@ from typing import Any
 import pymongo
 from pymongo.write_concern import WriteConcern
 
-from zaqar_delay.storage.base import Wakeups
 from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.errors import translate_errors
+from zaqar_delay.storage.traits import Wakeups
 
 LOG = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ from zaqar_delay.models import (
     VersionedMetadata,
 )
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.base import Durability, Wakeups, metadata_version_of
+from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
-from zaqar_delay.storage.redis import durability, layout
+from zaqar_delay.storage.redis import durability, layout, upgrade
 from zaqar_delay.storage.redis.acks import ReplicaAcks, write_acked
 from zaqar_delay.storage.redis.claims import ClaimScripts
 from zaqar_delay.storage.redis.errors import translate_class_errors
@@ -40,13 +40,10 @@ from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.pushes import PushScripts
 from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
 from zaqar_delay.storage.redis.subscriptions import SubscriptionScripts
+from zaqar_delay.storage.traits import Durability, Wakeups
 
-# The message layout the scripts read and write (lua/lib.lua's buckets), and how many messages
-# one upgrade call moves out of the layout before it.
-LAYOUT = b"2"
 # edit.lua's answers besides a claim refusal, as they arrive.
 _EDIT_MISSING, _EDIT_TTL_LAPSED = layout.EDIT_MISSING.encode(), layout.EDIT_TTL_LAPSED.encode()
-UPGRADE_BATCH = 500
 
 
 @translate_class_errors
@@ -92,21 +89,9 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
     def prepare(self) -> list[str]:
         """Check what the store promises (``durability``: a store that evicts keys is
         refused), then move every queue still in the layout before buckets into them
-        (``lua/upgrade.lua``), a batch per call, and record the layout so later starts skip
-        the scan."""
+        (``upgrade.py``)."""
         warnings = durability.check(self._client, self._acks.replicas)
-        layout_key = self._keys.layout()
-        if self._client.get(layout_key) == LAYOUT:
-            return warnings
-        upgraded = 0
-        for key in self._client.scan_iter(match=self._keys.legacy_fifo_pattern(), count=1000):
-            project, queue = self._keys.queue_of_key(key.decode())
-            keys = self._keys.queue(project, queue).as_list()
-            keys += self._keys.legacy_queue(project, queue)
-            while self._scripts["upgrade"](keys=keys, args=[UPGRADE_BATCH]):
-                pass
-            upgraded += 1
-        self._client.set(layout_key, LAYOUT)
+        upgraded = upgrade.upgrade_layout(self._client, self._keys, self._scripts["upgrade"])
         if upgraded:
             warnings.append(f"moved the messages of {upgraded} queue(s) into the bucket layout")
         return warnings
@@ -118,11 +103,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         return durability.check(self._client, self._acks.replicas)
 
     def pending_changes(self) -> list[str]:
-        if self._client.get(self._keys.layout()) == LAYOUT:
-            return []
-        legacy = sum(
-            1 for _ in self._client.scan_iter(match=self._keys.legacy_fifo_pattern(), count=1000)
-        )
+        legacy = upgrade.queues_to_upgrade(self._client, self._keys)
         if not legacy:
             return []
         return [f"{legacy} queue(s) in the layout before buckets: moved at the next start"]
@@ -385,15 +366,11 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         edit: MessageEdit,
         now_ms: int,
     ) -> None:
-        outcome = self._run(
-            "edit",
-            project,
-            queue,
-            now_ms,
-            message_id,
-            claim_id or "",
-            *("" if kept is None else kept for kept in (edit.body_json, edit.due_ms, edit.ttl_s)),
+        # A field the edit keeps is sent as "".
+        fields = (
+            "" if value is None else value for value in (edit.body_json, edit.due_ms, edit.ttl_s)
         )
+        outcome = self._run("edit", project, queue, now_ms, message_id, claim_id or "", *fields)
         if outcome == _EDIT_MISSING:
             raise errors.MessageDoesNotExist(message_id, queue, project)
         if outcome == _EDIT_TTL_LAPSED:

@@ -19,8 +19,8 @@ from typing import Any
 import redis
 
 from zaqar_delay.errors import StorageConfigError
-from zaqar_delay.storage.base import Durability
 from zaqar_delay.storage.redis.sentinel import primary_view
+from zaqar_delay.storage.traits import Durability
 
 EVICTING_PREFIX = "allkeys-"
 

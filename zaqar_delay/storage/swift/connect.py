@@ -1,7 +1,8 @@
-"""The one module of the driver that speaks Swift: connections (tempauth v1.0 or Keystone v3)
-and the few object and container requests the driver makes (settled create-only writes,
-numbered generations, bounded listings, content-type updates, overtaken deletes sent again),
-with every failure turned into StorageUnavailable.
+"""The one module of the driver that speaks Swift: the few object and container requests the
+driver makes (settled create-only writes, numbered generations, bounded listings,
+content-type updates, overtaken deletes sent again), on connections its access authenticates
+(``access.py``: tempauth v1.0 or Keystone v3), with every failure turned into
+StorageUnavailable.
 
 python-swiftclient's ``Connection`` is not safe to share between threads, so each thread (and
 each gevent greenlet's thread) gets its own, all built from one :class:`SwiftAccess`.
@@ -25,7 +26,6 @@ from zaqar_delay import errors
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.access import SwiftAccess
 from zaqar_delay.storage.swift.parallel import PARALLEL_REQUESTS, Parallel
-from zaqar_delay.storage.swift.timing import REQUEST_ATTEMPTS
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -37,42 +37,6 @@ LISTING_LIMIT = 10_000
 # the timestamp of an update from a proxy whose clock is ahead of this one's to pass.
 OVERTAKEN_ATTEMPTS = 10
 OVERTAKEN_PAUSE_S = (0.01, 0.5)
-
-
-def connect(access: SwiftAccess) -> swiftclient.Connection:
-    """A new connection for ``access``; it authenticates on its first request and again when
-    its token is refused (one retry, at once)."""
-    common: dict[str, Any] = {
-        "retries": REQUEST_ATTEMPTS - 1,
-        "starting_backoff": 0.01,
-        "max_backoff": 0.05,
-        "timeout": access.timeout,
-        "insecure": access.insecure,
-    }
-    if access.tempauth:
-        return swiftclient.Connection(
-            authurl=access.auth_url,
-            user=access.user,
-            key=access.password,
-            auth_version="1",
-            **common,
-        )
-    from keystoneauth1 import session as ks_session
-    from keystoneauth1.identity import v3
-
-    auth = v3.Password(
-        auth_url=access.auth_url,
-        username=access.user,
-        password=access.password,
-        project_name=access.project,
-        user_domain_id=access.user_domain_id,
-        user_domain_name=None if access.user_domain_id else access.user_domain,
-        project_domain_id=access.project_domain_id,
-        project_domain_name=None if access.project_domain_id else access.project_domain,
-    )
-    session = ks_session.Session(auth=auth, verify=not access.insecure, timeout=access.timeout)
-    options = {"endpoint_type": access.interface, "region_name": access.region_name}
-    return swiftclient.Connection(session=session, os_options=options, **common)
 
 
 def _unavailable(exc: Exception) -> errors.StorageUnavailable:
@@ -127,7 +91,7 @@ class SwiftClient:
 
     def _new_connection(self) -> swiftclient.Connection:
         """A connection for one thread (a test's client may make it otherwise)."""
-        return connect(self._access)
+        return self._access.connect()
 
     def _connection(self) -> swiftclient.Connection:
         connection = getattr(self._local, "connection", None)
@@ -164,26 +128,30 @@ class SwiftClient:
         """Store the object, replacing any: a blind overwrite. One older than the object's
         latest update (proxy timestamps; a concurrent update overtook it) is accepted (202)
         and not kept: as if it had come first and been overwritten."""
-        try:
-            self._write(container, name, body, content_type, dict(headers or {}))
-        except ClientException as exc:
-            raise _unavailable(exc) from exc
+        self._write(container, name, body, content_type, dict(headers or {}))
 
     def _write(
         self, container: str, name: str, body: bytes, content_type: str, headers: dict[str, str]
-    ) -> None:
-        """PUT the object; sent a second time only after Swift refused the token."""
+    ) -> bool:
+        """PUT the object; sent a second time only after Swift refused the token. False when
+        Swift answered 412 (a create-only write found an object)."""
         answer: dict[str, Any] = {}
-        self._call(
-            "put_object",
-            container,
-            name,
-            _WriteBody(body, self._connection(), answer),
-            content_length=len(body),
-            content_type=content_type,
-            headers=headers,
-            response_dict=answer,
-        )
+        try:
+            self._call(
+                "put_object",
+                container,
+                name,
+                _WriteBody(body, self._connection(), answer),
+                content_length=len(body),
+                content_type=content_type,
+                headers=headers,
+                response_dict=answer,
+            )
+        except ClientException as exc:
+            if exc.http_status == 412:
+                return False
+            raise _unavailable(exc) from exc
+        return True
 
     def create(
         self,
@@ -195,15 +163,8 @@ class SwiftClient:
     ) -> bool:
         """Store the object only if no object has that name (``If-None-Match: *``); False
         when one has."""
-        try:
-            self._write(
-                container, name, body, content_type, {**(headers or {}), "If-None-Match": "*"}
-            )
-        except ClientException as exc:
-            if exc.http_status == 412:
-                return False
-            raise _unavailable(exc) from exc
-        return True
+        create_only = {**(headers or {}), "If-None-Match": "*"}
+        return self._write(container, name, body, content_type, create_only)
 
     def create_settled(
         self,

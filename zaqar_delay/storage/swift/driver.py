@@ -21,7 +21,6 @@ or twice.
 from __future__ import annotations
 
 from zaqar_delay import errors
-from zaqar_delay.storage.base import Durability, Wakeups
 from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.dedup_reservation import DedupReservation
@@ -34,6 +33,7 @@ from zaqar_delay.storage.swift.edits import EditOps
 from zaqar_delay.storage.swift.messages import MessageOps
 from zaqar_delay.storage.swift.queues import QueueOps
 from zaqar_delay.storage.swift.timing import SwiftTimes
+from zaqar_delay.storage.traits import Durability, Wakeups
 
 DEFAULT_NAMESPACE = "zaqar_delay"
 
