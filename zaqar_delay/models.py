@@ -173,6 +173,21 @@ class QueueInfo:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ListQuery:
+    """What a listing of a queue's messages asks for: up to ``limit`` after ``marker``, the
+    messages of ``client_id`` hidden unless ``echo``, claimed (live claim) and delayed
+    (``now < due``) ones hidden unless included. A listing by due time lists unclaimed
+    messages only, whatever ``include_claimed`` says."""
+
+    marker: str | None
+    limit: int
+    client_id: str
+    echo: bool = False
+    include_claimed: bool = False
+    include_delayed: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ListPage:
     """One page of a message listing and the marker of the next page (None at the end)."""
 

@@ -24,6 +24,7 @@ from zaqar_delay.models import (
     Claim,
     ClaimTimes,
     ListPage,
+    ListQuery,
     Message,
     MessageEdit,
     Metadata,
@@ -190,25 +191,15 @@ class Service:
         """Posting order (Zaqar's), or due order (an extension: unclaimed messages only)."""
         validation.message_limit(limit, self.limits)
         store = self._store(project, queue)
-        filters: dict[str, Any] = {"include_claimed": include_claimed}
-        list_page: Callable[..., ListPage] = store.list_messages
+        list_page = store.list_messages
         if sort_by_due:
             if include_claimed:
                 raise errors.InvalidRequest(
                     "sort=due lists messages no claim holds; it cannot include claimed ones."
                 )
-            filters, list_page = {}, store.list_messages_by_due
-        page = list_page(
-            project,
-            queue,
-            marker=marker,
-            limit=limit,
-            client_id=client_id,
-            echo=echo,
-            include_delayed=include_delayed,
-            now_ms=self.now_ms(),
-            **filters,
-        )
+            list_page = store.list_messages_by_due
+        listing = ListQuery(marker, limit, client_id, echo, include_claimed, include_delayed)
+        page = list_page(project, queue, listing, self.now_ms())
         opened = self.encryption.open(page.messages, project, self._encrypts(project, queue))
         return ListPage(opened, page.next_marker)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from testbed.processes import SecantusServer
-from zaqar_delay.models import Message
+from zaqar_delay.models import ListQuery, Message
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.mongodb.connect import mongo_client
 from zaqar_delay.storage.mongodb.driver import MongoDriver
@@ -166,12 +166,14 @@ def every_message(driver: Driver, project: str, queue: str, now_ms: int) -> list
         driver.list_messages(
             project,
             queue,
-            marker=None,
-            limit=10,
-            client_id="",
-            echo=True,
-            include_claimed=True,
-            include_delayed=True,
-            now_ms=now_ms,
+            ListQuery(
+                marker=None,
+                limit=10,
+                client_id="",
+                echo=True,
+                include_claimed=True,
+                include_delayed=True,
+            ),
+            now_ms,
         ).messages
     )

@@ -21,6 +21,7 @@ from zaqar_delay.encryption import QueueEncryption
 from zaqar_delay.models import (
     UNKNOWN_METADATA,
     ListPage,
+    ListQuery,
     MessageEdit,
     NewMessage,
     Posted,
@@ -67,16 +68,8 @@ def claim(
 
 def page(driver: Driver, clock: FakeClock, **kwargs: Any) -> ListPage:
     """One listing call with the defaults a plain consumer (BOB) uses."""
-    options: dict[str, Any] = {
-        "marker": None,
-        "limit": 20,
-        "client_id": BOB,
-        "echo": False,
-        "include_claimed": False,
-        "include_delayed": False,
-    }
-    options.update(kwargs)
-    return driver.list_messages(P, Q, now_ms=clock.now_ms(), **options)
+    options: dict[str, Any] = {"marker": None, "limit": 20, "client_id": BOB, **kwargs}
+    return driver.list_messages(P, Q, ListQuery(**options), clock.now_ms())
 
 
 def listed(driver: Driver, clock: FakeClock, **kwargs: Any) -> list[Any]:
@@ -1065,12 +1058,14 @@ class TestListByDue:
             result = driver.list_messages_by_due(
                 P,
                 Q,
-                marker=marker,
-                limit=limit,
-                client_id=BOB,
-                echo=kwargs.get("echo", True),
-                include_delayed=kwargs.get("include_delayed", True),
-                now_ms=clock.now_ms(),
+                ListQuery(
+                    marker=marker,
+                    limit=limit,
+                    client_id=BOB,
+                    echo=kwargs.get("echo", True),
+                    include_delayed=kwargs.get("include_delayed", True),
+                ),
+                clock.now_ms(),
             )
             if not result.messages:
                 assert result.next_marker is None
@@ -1109,12 +1104,10 @@ class TestListByDue:
                 driver.list_messages_by_due(
                     P,
                     Q,
-                    marker=marker,
-                    limit=1,
-                    client_id=BOB,
-                    echo=True,
-                    include_delayed=True,
-                    now_ms=clock.now_ms(),
+                    ListQuery(
+                        marker=marker, limit=1, client_id=BOB, echo=True, include_delayed=True
+                    ),
+                    clock.now_ms(),
                 )
 
 

@@ -15,7 +15,7 @@ from tests.helpers.pooled import pooled_driver
 from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ClaimOutcome, NewMessage
+from zaqar_delay.models import ClaimOutcome, ListQuery, NewMessage
 from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import FlavorRecord, PoolRecord
@@ -115,13 +115,15 @@ def test_a_failed_copy_keeps_the_message_and_a_repeated_copy_stores_it_once(
     listed = target.list_messages(
         P,
         "dead",
-        marker=None,
-        limit=10,
-        client_id=BOB,
-        echo=True,
-        include_claimed=True,
-        include_delayed=True,
-        now_ms=clock.now_ms(),
+        ListQuery(
+            marker=None,
+            limit=10,
+            client_id=BOB,
+            echo=True,
+            include_claimed=True,
+            include_delayed=True,
+        ),
+        clock.now_ms(),
     )
     assert [m.id for m in listed.messages] == [mid]
     assert source.get_messages(P, "q", [mid], clock.now_ms()) == []

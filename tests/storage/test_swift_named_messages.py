@@ -13,7 +13,7 @@ from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.stores import close_test_driver, open_test_driver
 from tests.helpers.swift import SwiftRequests
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import MessageEdit, NewMessage, Posted
+from zaqar_delay.models import ListQuery, MessageEdit, NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -216,12 +216,8 @@ def test_due_order_pages_merge_named_and_rescheduled_messages(swift: SwiftDriver
         page = swift.list_messages_by_due(
             P,
             Q,
-            marker=marker,
-            limit=1,
-            client_id=ALICE,
-            echo=True,
-            include_delayed=True,
-            now_ms=now,
+            ListQuery(marker=marker, limit=1, client_id=ALICE, echo=True, include_delayed=True),
+            now,
         )
         pages.append([m.body for m in page.messages])
         if page.next_marker is None:

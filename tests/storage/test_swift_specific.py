@@ -22,7 +22,7 @@ from tests.helpers.swift import RACERS, RACES, race
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings, StorageSettings, SwiftSettings
-from zaqar_delay.models import NewMessage, Posted
+from zaqar_delay.models import ListQuery, NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.swift import connect, names
@@ -118,13 +118,15 @@ def test_a_post_whose_commit_failed_is_never_seen_in_part(
     listed = swift.list_messages(
         P,
         Q,
-        marker=None,
-        limit=20,
-        client_id="b" * 32,
-        echo=True,
-        include_claimed=True,
-        include_delayed=True,
-        now_ms=now,
+        ListQuery(
+            marker=None,
+            limit=20,
+            client_id="b" * 32,
+            echo=True,
+            include_claimed=True,
+            include_delayed=True,
+        ),
+        now,
     )
     assert [m.body for m in listed.messages] == ["before"]
     assert swift.stats(P, Q, now).total == 1

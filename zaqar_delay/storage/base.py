@@ -15,6 +15,7 @@ from zaqar_delay.models import (
     Claim,
     ClaimOutcome,
     ListPage,
+    ListQuery,
     Message,
     MessageEdit,
     Metadata,
@@ -174,20 +175,8 @@ class Driver(SubscriptionStore, DeliveryStore):
         """
 
     @abc.abstractmethod
-    def list_messages(
-        self,
-        project: str,
-        queue: str,
-        *,
-        marker: str | None,
-        limit: int,
-        client_id: str,
-        echo: bool,
-        include_claimed: bool,
-        include_delayed: bool,
-        now_ms: int,
-    ) -> ListPage:
-        """Messages in posting order after ``marker`` that pass the filters.
+    def list_messages(self, project: str, queue: str, listing: ListQuery, now_ms: int) -> ListPage:
+        """Messages in posting order after ``listing.marker`` that pass its filters.
 
         ``echo`` False hides the caller's own messages; claimed (live claim) and delayed
         (``now < due``) ones are hidden unless included. A driver may examine a bounded number
@@ -197,20 +186,12 @@ class Driver(SubscriptionStore, DeliveryStore):
 
     @abc.abstractmethod
     def list_messages_by_due(
-        self,
-        project: str,
-        queue: str,
-        *,
-        marker: str | None,
-        limit: int,
-        client_id: str,
-        echo: bool,
-        include_delayed: bool,
-        now_ms: int,
+        self, project: str, queue: str, listing: ListQuery, now_ms: int
     ) -> ListPage:
         """Unclaimed, unexpired messages by due time (posting order within one millisecond),
-        after ``marker``; filters as in ``list_messages``. ``next_marker`` is None only when
-        the page is empty. A malformed marker raises InvalidParameter."""
+        after ``listing.marker``; filters as in ``list_messages`` (``include_claimed`` is
+        not read). ``next_marker`` is None only when the page is empty. A malformed marker
+        raises InvalidParameter."""
 
     @abc.abstractmethod
     def get_messages(

@@ -14,6 +14,7 @@ import pymongo
 from zaqar_delay import errors
 from zaqar_delay.models import (
     ListPage,
+    ListQuery,
     Message,
     MessageEdit,
     NewMessage,
@@ -215,20 +216,8 @@ class MessageOps(MongoBase):
         posted = self.post_messages(project, queue, messages, client_id, now_ms)
         return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or "{}"))
 
-    def list_messages(
-        self,
-        project: str,
-        queue: str,
-        *,
-        marker: str | None,
-        limit: int,
-        client_id: str,
-        echo: bool,
-        include_claimed: bool,
-        include_delayed: bool,
-        now_ms: int,
-    ) -> ListPage:
-        after = markers.posting(marker)
+    def list_messages(self, project: str, queue: str, listing: ListQuery, now_ms: int) -> ListPage:
+        after = markers.posting(listing.marker)
         query: Doc = self._queue_filter(project, queue)
         if isinstance(after, str):
             found = self._messages.find_one({**query, "_id": after}, {"k": 1})
@@ -243,46 +232,40 @@ class MessageOps(MongoBase):
             cursor = doc["k"]
             if (
                 doc["e"] > now_ms
-                and (echo or doc["u"] != client_id)
-                and (include_claimed or doc["ce"] <= now_ms)
-                and (include_delayed or doc["d"] <= now_ms)
+                and (listing.echo or doc["u"] != listing.client_id)
+                and (listing.include_claimed or doc["ce"] <= now_ms)
+                and (listing.include_delayed or doc["d"] <= now_ms)
             ):
                 kept.append(doc["_id"])
-                if len(kept) == limit:
+                if len(kept) == listing.limit:
                     break
-        more = len(kept) < limit and len(scanned) == self._list_scan_budget
+        more = len(kept) < listing.limit and len(scanned) == self._list_scan_budget
         found = {d["_id"]: d for d in self._messages.find({**query, "_id": {"$in": kept}})}
         messages = tuple(message_of(found[i], now_ms) for i in kept if i in found)
         next_marker = str(cursor) if cursor is not None and (messages or more) else None
         return ListPage(messages, next_marker)
 
     def list_messages_by_due(
-        self,
-        project: str,
-        queue: str,
-        *,
-        marker: str | None,
-        limit: int,
-        client_id: str,
-        echo: bool,
-        include_delayed: bool,
-        now_ms: int,
+        self, project: str, queue: str, listing: ListQuery, now_ms: int
     ) -> ListPage:
-        after = markers.due(marker)
+        after = markers.due(listing.marker)
         if after is not None and not after[1].isdigit():
             raise errors.InvalidParameter('The "marker" parameter is invalid.')
         scope = self._queue_filter(project, queue)
         self._return_lapsed_claims(scope, self._policy(project, queue), now_ms)
         query: Doc = {**scope, "ce": 0, "e": {"$gt": now_ms}}
-        if not include_delayed:
+        if not listing.include_delayed:
             query["v"] = {"$lte": now_ms}
-        if not echo:
-            query["u"] = {"$ne": client_id}
+        if not listing.echo:
+            query["u"] = {"$ne": listing.client_id}
         if after is not None:
             due_ms, seq = after[0], int(after[1])
             query["$or"] = [{"v": {"$gt": due_ms}}, {"v": due_ms, "k": {"$gt": seq}}]
         docs = list(
-            self._messages.find(query).sort([("v", 1), ("k", 1)]).limit(limit).hint("claimable")
+            self._messages.find(query)
+            .sort([("v", 1), ("k", 1)])
+            .limit(listing.limit)
+            .hint("claimable")
         )
         # Unclaimed documents have v == d, so the marker is (due, sequence).
         next_marker = markers.make_due(docs[-1]["v"], docs[-1]["k"]) if docs else None

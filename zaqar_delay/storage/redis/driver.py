@@ -18,6 +18,7 @@ import redis
 from zaqar_delay import errors
 from zaqar_delay.models import (
     ListPage,
+    ListQuery,
     Message,
     MessageEdit,
     MessageRef,
@@ -281,20 +282,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             int(push_due),
         )
 
-    def list_messages(
-        self,
-        project: str,
-        queue: str,
-        *,
-        marker: str | None,
-        limit: int,
-        client_id: str,
-        echo: bool,
-        include_claimed: bool,
-        include_delayed: bool,
-        now_ms: int,
-    ) -> ListPage:
-        after = markers.posting(marker)
+    def list_messages(self, project: str, queue: str, listing: ListQuery, now_ms: int) -> ListPage:
+        after = markers.posting(listing.marker)
         cursor, more, *flat = self._run(
             "list",
             project,
@@ -302,11 +291,11 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             now_ms,
             after if isinstance(after, int) else "",
             after if isinstance(after, str) else "",
-            limit,
-            client_id,
-            int(echo),
-            int(include_claimed),
-            int(include_delayed),
+            listing.limit,
+            listing.client_id,
+            int(listing.echo),
+            int(listing.include_claimed),
+            int(listing.include_delayed),
             self._list_scan_budget,
         )
         messages = tuple(messages_of(flat, now_ms))
@@ -314,18 +303,9 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         return ListPage(messages, next_marker)
 
     def list_messages_by_due(
-        self,
-        project: str,
-        queue: str,
-        *,
-        marker: str | None,
-        limit: int,
-        client_id: str,
-        echo: bool,
-        include_delayed: bool,
-        now_ms: int,
+        self, project: str, queue: str, listing: ListQuery, now_ms: int
     ) -> ListPage:
-        after = markers.due(marker)
+        after = markers.due(listing.marker)
         cursor, *flat = self._run(
             "list_due",
             project,
@@ -333,10 +313,10 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             now_ms,
             "" if after is None else after[0],
             "" if after is None else after[1],
-            limit,
-            client_id,
-            int(echo),
-            int(include_delayed),
+            listing.limit,
+            listing.client_id,
+            int(listing.echo),
+            int(listing.include_delayed),
         )
         messages = tuple(messages_of(flat, now_ms))
         last = messages[-1] if messages else None

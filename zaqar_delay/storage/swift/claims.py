@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zaqar_delay import errors
-from zaqar_delay.models import Claim, ClaimOutcome, ListPage, Message, OverLimit
+from zaqar_delay.models import Claim, ClaimOutcome, ListPage, ListQuery, Message, OverLimit
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.swift import names
@@ -261,27 +261,18 @@ class ClaimOps(TakeOps):
         )
 
     def list_messages_by_due(
-        self,
-        project: str,
-        queue: str,
-        *,
-        marker: str | None,
-        limit: int,
-        client_id: str,
-        echo: bool,
-        include_delayed: bool,
-        now_ms: int,
+        self, project: str, queue: str, listing: ListQuery, now_ms: int
     ) -> ListPage:
-        after = markers.due(marker)
+        after = markers.due(listing.marker)
         if after is not None and not names.is_message_id(after[1]):
             raise errors.InvalidParameter('The "marker" parameter is invalid.')
         self._return_lapsed_claims(project, queue, lambda: self._policy(project, queue), now_ms)
         prefix = self._index_prefix(project, queue, "d")
         start = f"{prefix}{names.time_part(after[0])}/{after[1]}" if after else ""
-        end = prefix + names.time_part(now_ms + 1) if not include_delayed else ""
+        end = prefix + names.time_part(now_ms + 1) if not listing.include_delayed else ""
         # Each source may give the whole page, and the messages listing passes over claimed
         # ones too.
-        page = max(FIRST_PAGE, limit * CONTENDED_SPREAD)
+        page = max(FIRST_PAGE, listing.limit * CONTENDED_SPREAD)
         indexed = self._swift.walk(
             self._container(names.INDEX), prefix, marker=start, end_marker=end, page=page
         )
@@ -290,15 +281,15 @@ class ClaimOps(TakeOps):
             project,
             queue,
             message_prefix + named_marker(*after) if after else "",
-            message_prefix + names.time_part(now_ms + 1) if not include_delayed else "",
+            message_prefix + names.time_part(now_ms + 1) if not listing.include_delayed else "",
             page,
         )
         kept: list[tuple[str, int]] = []
         for entry in heapq.merge(indexed, named, key=due_order_key):
             fields = names.fields_of(entry["content_type"])
-            if int(fields["e"]) > now_ms and (echo or fields["u"] != client_id):
+            if int(fields["e"]) > now_ms and (listing.echo or fields["u"] != listing.client_id):
                 kept.append((entry["name"].rsplit("/", 1)[1], int(fields.get("cc", 0))))
-                if len(kept) == limit:
+                if len(kept) == listing.limit:
                     break
         docs = self._swift.each(lambda item: self._read_message(project, queue, item[0]), kept)
         messages = tuple(

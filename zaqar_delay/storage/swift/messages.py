@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from zaqar_delay import errors
 from zaqar_delay.models import (
     ListPage,
+    ListQuery,
     Message,
     NewMessage,
     Posted,
@@ -237,20 +238,8 @@ class MessageOps(PushOps):
         docs = self._swift.each(lambda i: self._read_message(project, queue, i), ids)
         return {i: doc for i, doc in zip(ids, docs, strict=True) if doc is not None}
 
-    def list_messages(
-        self,
-        project: str,
-        queue: str,
-        *,
-        marker: str | None,
-        limit: int,
-        client_id: str,
-        echo: bool,
-        include_claimed: bool,
-        include_delayed: bool,
-        now_ms: int,
-    ) -> ListPage:
-        after = markers.posting(marker)
+    def list_messages(self, project: str, queue: str, listing: ListQuery, now_ms: int) -> ListPage:
+        after = markers.posting(listing.marker)
         prefix = names.queue_prefix(project, queue)
         # A marker is a message id (next links name the last message examined); anything
         # else names nothing and lists from the start, as Zaqar does.
@@ -277,14 +266,14 @@ class MessageOps(PushOps):
             if (
                 id(entry) in committed
                 and int(fields["e"]) > now_ms
-                and (echo or fields["u"] != client_id)
-                and (include_claimed or not claimed)
-                and (include_delayed or int(fields["d"]) <= now_ms)
+                and (listing.echo or fields["u"] != listing.client_id)
+                and (listing.include_claimed or not claimed)
+                and (listing.include_delayed or int(fields["d"]) <= now_ms)
             ):
                 kept.append(message_id)
-                if len(kept) == limit:
+                if len(kept) == listing.limit:
                     break
-        more = len(kept) < limit and len(listed) == self._list_scan_budget
+        more = len(kept) < listing.limit and len(listed) == self._list_scan_budget
         docs = self._read_messages(project, queue, kept)
         found = tuple(
             message_of(i, docs[i], slots.get(i, Slot()), now_ms) for i in kept if i in docs
