@@ -95,3 +95,27 @@ def test_the_swift_life_cycle_table_is_reproduced_and_each_step_exists() -> None
             assert callable(getattr(owner, function)), transition.step
     for state in lifecycle.State:
         assert f"``{state.name}``" in DESIGN, state.name
+
+
+def test_the_import_contracts_are_described() -> None:
+    """The design document states each import contract of ``pyproject.toml``: the client
+    libraries only drivers import (and which Swift modules import ``swiftclient``), and every
+    import still allowed across the service's door."""
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    contracts = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
+    assert len(contracts) == 3
+    for contract in contracts:
+        for module in contract["forbidden_modules"]:
+            named = module.removeprefix("zaqar_delay.")
+            assert f"``{named}``" in DESIGN, (contract["name"], module)
+        for ignored in contract.get("ignore_imports", []):
+            importer = ignored.split(" -> ")[0].removeprefix("zaqar_delay.")
+            if importer.endswith(".**"):
+                shown = "storage/" + importer.split(".")[1] + "/"
+            elif importer.startswith("storage."):
+                shown = importer.replace(".", "/") + ".py"
+            else:
+                shown = importer
+            assert f"``{shown}``" in DESIGN, (contract["name"], ignored)

@@ -25,6 +25,7 @@ from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
 from zaqar_delay.storage.dedup_reservation import DedupRecord
+from zaqar_delay.storage.message_rules import check_claim, edited_expiry
 from zaqar_delay.storage.mongodb.common import (
     SCAN_FIELDS,
     Doc,
@@ -306,19 +307,8 @@ class MessageOps(MongoBase):
         self, project: str, queue: str, doc: Doc, claim_id: str | None, now_ms: int
     ) -> None:
         """Refuse a change to a claimed message unless ``claim_id`` names its live claim."""
-        live = doc["cid"] is not None and doc["ce"] > now_ms
-        if claim_id is None:
-            if live:
-                raise errors.MessageIsClaimed()
-            return
-        if not live:
-            raise errors.ClaimNotValid(
-                "A claim was specified, but the message is not currently claimed."
-            )
-        if doc["cid"] != claim_id:
-            if self._live_claim(project, queue, claim_id, now_ms):
-                raise errors.MessageIsClaimed()
-            raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+        holder = doc["cid"] if doc["cid"] is not None and doc["ce"] > now_ms else None
+        check_claim(holder, claim_id, lambda c: bool(self._live_claim(project, queue, c, now_ms)))
 
     def edit_message(
         self,
@@ -338,10 +328,8 @@ class MessageOps(MongoBase):
                 raise errors.MessageDoesNotExist(message_id, queue, project)
             self._check_claim(project, queue, doc, claim_id, now_ms)
             change: Doc = {}
-            if edit.ttl_s is not None:
-                expires = int(doc["cr"]) + edit.ttl_s * 1000
-                if expires <= now_ms:
-                    raise errors.TtlAlreadyLapsed(edit.ttl_s)
+            expires = edited_expiry(edit, int(doc["cr"]), now_ms)
+            if expires is not None:
                 change.update({"t": edit.ttl_s, "e": expires, "ex": as_date(expires)})
             if edit.body_json is not None:
                 change["b"] = edit.body_json

@@ -10,6 +10,7 @@ import dataclasses
 
 from zaqar_delay import errors
 from zaqar_delay.models import MessageEdit
+from zaqar_delay.storage.message_rules import edited_expiry
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc
 from zaqar_delay.storage.swift.slot_ops import SlotOps
@@ -42,10 +43,8 @@ class EditOps(SlotOps):
             slot = self._current_slot(project, queue, message_id)
             self._check_claim(project, queue, slot, claim_id, now_ms)
             changed = dict(doc)
-            if edit.ttl_s is not None:
-                expires = int(doc["cr"]) + edit.ttl_s * 1000
-                if expires <= now_ms:
-                    raise errors.TtlAlreadyLapsed(edit.ttl_s)
+            expires = edited_expiry(edit, int(doc["cr"]), now_ms)
+            if expires is not None:
                 changed.update({"t": edit.ttl_s, "e": expires})
             if edit.body_json is not None:
                 changed["b"] = edit.body_json

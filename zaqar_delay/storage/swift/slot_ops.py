@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from zaqar_delay import errors
+from zaqar_delay.storage.message_rules import check_claim
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, SwiftBase
 from zaqar_delay.storage.swift.slots import Slot, slot_from_document, slot_from_listing
@@ -122,19 +122,8 @@ class SlotOps(SwiftBase):
         self, project: str, queue: str, slot: Slot, claim_id: str | None, now_ms: int
     ) -> None:
         """Refuse a change to a claimed message unless ``claim_id`` names its live claim."""
-        live = slot.live(now_ms)
-        if claim_id is None:
-            if live:
-                raise errors.MessageIsClaimed()
-            return
-        if not live:
-            raise errors.ClaimNotValid(
-                "A claim was specified, but the message is not currently claimed."
-            )
-        if slot.claim_id != claim_id:
-            if self._live_claim(project, queue, claim_id, now_ms):
-                raise errors.MessageIsClaimed()
-            raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+        holder = slot.claim_id if slot.live(now_ms) else None
+        check_claim(holder, claim_id, lambda c: bool(self._live_claim(project, queue, c, now_ms)))
 
     def _remove_message(
         self,
