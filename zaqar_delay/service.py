@@ -339,10 +339,7 @@ class Service:
 
         def attempt() -> Claim | None:
             now_ms = self.now_ms()
-            ttl_s, grace_s = times.ttl_s, times.grace_s
-            outcome = store.claim(
-                project, queue, ttl_s=ttl_s, grace_s=grace_s, limit=limit, now_ms=now_ms
-            )
+            outcome = store.claim(project, queue, times, limit, now_ms)
             over = outcome.over_limit
             if over is not None:
                 target = self._dead_letter_store(project, queue, over.queue)

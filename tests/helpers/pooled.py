@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.stores import STORES, close_test_driver, open_test_driver, store_url
-from zaqar_delay.models import OverLimit
+from zaqar_delay.models import ClaimTimes, OverLimit
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver
@@ -69,12 +69,14 @@ class PooledDriver:
         self.stores.for_queue(project, queue).delete_queue(project, queue)
         self.stores.forget(project, queue)
 
-    def create_claim(self, project: str, queue: str, **kwargs: Any) -> Any:
+    def create_claim(
+        self, project: str, queue: str, times: ClaimTimes, limit: int, now_ms: int
+    ) -> Any:
         """As the service claims: the queue's store claims, and what it reports over the
         limit moves to the dead-letter queue's store (:meth:`move_dead_letters`)."""
-        outcome = self.stores.for_queue(project, queue).claim(project, queue, **kwargs)
+        outcome = self.stores.for_queue(project, queue).claim(project, queue, times, limit, now_ms)
         if outcome.over_limit is not None:
-            self.move_dead_letters(project, queue, outcome.over_limit, kwargs["now_ms"])
+            self.move_dead_letters(project, queue, outcome.over_limit, now_ms)
         return outcome.claim
 
     def move_dead_letters(self, project: str, queue: str, over: OverLimit, now_ms: int) -> None:

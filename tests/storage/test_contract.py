@@ -20,6 +20,7 @@ from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import QueueEncryption
 from zaqar_delay.models import (
     UNKNOWN_METADATA,
+    ClaimTimes,
     ListPage,
     ListQuery,
     MessageEdit,
@@ -61,9 +62,7 @@ def claim(
     grace: int = 60,
     queue: str = Q,
 ):  # type: ignore[no-untyped-def]
-    return driver.create_claim(
-        P, queue, ttl_s=ttl, grace_s=grace, limit=limit, now_ms=clock.now_ms()
-    )
+    return driver.create_claim(P, queue, ClaimTimes(ttl, grace), limit, clock.now_ms())
 
 
 def page(driver: Driver, clock: FakeClock, **kwargs: Any) -> ListPage:
@@ -601,7 +600,7 @@ class TestClaims:
             driver.release_claim(P, Q, held.id, clock.now_ms())
         # The claim reports the message over the limit, claims nothing, and leaves it where
         # it was, taken, so no other claim takes it before it is moved.
-        outcome = driver.claim(P, Q, ttl_s=300, grace_s=60, limit=10, now_ms=clock.now_ms())
+        outcome = driver.claim(P, Q, ClaimTimes(300, 60), 10, clock.now_ms())
         assert outcome.claim is None and outcome.over_limit is not None
         over = outcome.over_limit
         assert (over.queue, over.ttl_s, over.ids) == ("dlq", 600, (mid,))
@@ -662,7 +661,7 @@ def _claim_until_empty(uri: str, namespace: str, now_ms: int) -> list[str]:
     seen: list[str] = []
     try:
         while True:
-            held = driver.create_claim(P, Q, ttl_s=300, grace_s=60, limit=3, now_ms=now_ms)
+            held = driver.create_claim(P, Q, ClaimTimes(300, 60), 3, now_ms)
             if held is None:
                 return seen
             seen.extend(m.id for m in held.messages)

@@ -15,7 +15,7 @@ from tests.helpers.pooled import pooled_driver
 from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ClaimOutcome, ListQuery, NewMessage
+from zaqar_delay.models import ClaimOutcome, ClaimTimes, ListQuery, NewMessage
 from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import FlavorRecord, PoolRecord
@@ -53,7 +53,7 @@ def two_stores(request: pytest.FixtureRequest) -> Iterator[tuple[Driver, Driver]
 
 
 def claim(driver: Driver, clock: FakeClock) -> ClaimOutcome:
-    return driver.claim(P, "q", ttl_s=30, grace_s=30, limit=5, now_ms=clock.now_ms())
+    return driver.claim(P, "q", ClaimTimes(30, 30), 5, clock.now_ms())
 
 
 def poisoned(source: Driver, clock: FakeClock, metadata: dict[str, Any]) -> str:
@@ -83,7 +83,7 @@ def test_a_message_claimed_too_often_moves_to_a_dead_letter_queue_on_another_sto
     assert (moved.body, moved.client_id, moved.claim_count) == ({"n": 1}, ALICE, 0)
     assert (moved.ttl_s, moved.due_ms, moved.expires_ms) == (600, now, now + 600_000)
     # It is claimable there at once, by its id.
-    taken = target.claim(P, "dead", ttl_s=30, grace_s=30, limit=5, now_ms=now)
+    taken = target.claim(P, "dead", ClaimTimes(30, 30), 5, now)
     assert taken.claim is not None and [m.id for m in taken.claim.messages] == [mid]
 
 

@@ -9,7 +9,7 @@ from testbed.processes import RedisCluster
 from tests.helpers.stores import close_test_driver, open_test_driver
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.errors import StorageConfigError, StorageUnavailable
-from zaqar_delay.models import NewMessage
+from zaqar_delay.models import ClaimTimes, NewMessage
 from zaqar_delay.storage.redis.cluster import parse_cluster_uri
 from zaqar_delay.storage.redis.driver import RedisDriver
 
@@ -37,9 +37,7 @@ def test_queues_spread_over_every_master(redis_cluster: RedisCluster, clock: Fak
             driver.post_messages("p", f"q{i}", [NewMessage('"x"', 60, 0)], "c", clock.now_ms())
         holding = [redis.Redis(port=node.port).dbsize() > 0 for node in redis_cluster.nodes]
         assert all(holding)
-        claim = driver.create_claim(
-            "p", "q59", ttl_s=30, grace_s=30, limit=5, now_ms=clock.now_ms()
-        )
+        claim = driver.create_claim("p", "q59", ClaimTimes(30, 30), 5, clock.now_ms())
         assert claim is not None and len(claim.messages) == 1
     finally:
         close_test_driver(driver)

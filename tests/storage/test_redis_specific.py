@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import NewMessage
+from zaqar_delay.models import ClaimTimes, NewMessage
 from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.keys import KeySpace
 
@@ -176,7 +176,7 @@ def test_a_store_in_the_layout_before_buckets_is_moved_into_them_on_start(
     assert [m.id for m in driver.get_claim("p", "q", cid, now).messages] == [claimed]
     stats = driver.stats("p", "q", now)
     assert (stats.total, stats.claimed, stats.delayed) == (3, 1, 1)
-    outcome = driver.create_claim("p", "q", ttl_s=60, grace_s=60, limit=10, now_ms=now)
+    outcome = driver.create_claim("p", "q", ClaimTimes(60, 60), 10, now)
     assert outcome is not None and [m.id for m in outcome.messages] == [moved_in]
     assert moved not in driver.prepare()  # recorded: later starts do not scan
 

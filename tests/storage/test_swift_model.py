@@ -39,7 +39,7 @@ from hypothesis.stateful import (
 from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.memory_swift import Fault, MemorySwift, Process, faulty_client, memory_client
 from zaqar_delay import errors
-from zaqar_delay.models import Message, NewMessage
+from zaqar_delay.models import ClaimTimes, Message, NewMessage
 from zaqar_delay.storage.swift import lifecycle, names
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -202,9 +202,7 @@ class SwiftSlotMachine(RuleBasedStateMachine):
     )
     def claim(self, index: int, limit: int, ttl_s: int) -> object:
         try:
-            outcome = self._run(
-                index, "claim", ttl_s=ttl_s, grace_s=60, limit=limit, now_ms=self.now
-            )
+            outcome = self._run(index, "claim", ClaimTimes(ttl_s, 60), limit, self.now)
         except errors.StorageUnavailable:
             return multiple()
         claim = outcome.claim  # type: ignore[attr-defined]
@@ -344,7 +342,7 @@ class SwiftSlotMachine(RuleBasedStateMachine):
         drained: list[str] = []
         empty = 0
         for _ in range(DRAIN_ROUNDS):
-            outcome = self.drivers[0].claim(P, Q, ttl_s=600, grace_s=0, limit=20, now_ms=self.now)
+            outcome = self.drivers[0].claim(P, Q, ClaimTimes(600, 0), 20, self.now)
             if outcome.claim is None:
                 # A claim that repairs an index may find what it repaired only on the next.
                 empty += 1

@@ -13,7 +13,7 @@ from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.stores import close_test_driver, open_test_driver
 from tests.helpers.swift import SwiftRequests
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ListQuery, MessageEdit, NewMessage, Posted
+from zaqar_delay.models import ClaimTimes, ListQuery, MessageEdit, NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -46,7 +46,7 @@ def post(swift: SwiftDriver, clock: FakeClock, *bodies: Any, delay_ms: int = 0) 
 
 
 def claim_bodies(swift: SwiftDriver, clock: FakeClock, limit: int = 10) -> list[Any]:
-    claim = swift.create_claim(P, Q, ttl_s=300, grace_s=60, limit=limit, now_ms=clock.now_ms())
+    claim = swift.create_claim(P, Q, ClaimTimes(300, 60), limit, clock.now_ms())
     return [] if claim is None else [m.body for m in claim.messages]
 
 
@@ -86,13 +86,13 @@ def test_a_claim_indexes_the_message_and_it_is_claimable_by_its_name_no_more(
 ) -> None:
     clock = FakeClock()
     [mid] = post(swift, clock, "x")
-    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
+    claim = swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms())
     assert claim is not None and [m.id for m in claim.messages] == [mid]
     assert "i" not in listed_fields(swift, mid)
     assert [e.split("/")[0] for e in index_entries(swift)] == ["c"]
     clock.advance(seconds=60)
     # The lapsed claim gives it back through a due entry of the index.
-    again = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
+    again = swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms())
     assert again is not None and [(m.id, m.claim_count) for m in again.messages] == [(mid, 2)]
 
 

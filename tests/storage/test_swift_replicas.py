@@ -17,7 +17,7 @@ import pytest
 from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.stores import close_test_driver, open_test_driver
 from tests.helpers.swift import RACES, race
-from zaqar_delay.models import NewMessage
+from zaqar_delay.models import ClaimTimes, NewMessage
 from zaqar_delay.storage.swift.access import access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -79,9 +79,8 @@ def test_concurrent_claims_never_share_a_message_across_replicas(
 
         def claimer() -> None:
             for _ in range(MESSAGES):
-                claim = driver.create_claim(
-                    P, Q, ttl_s=300, grace_s=60, limit=5, now_ms=int(time.time() * 1000)
-                )
+                now_ms = int(time.time() * 1000)
+                claim = driver.create_claim(P, Q, ClaimTimes(300, 60), 5, now_ms)
                 if claim is None:
                     return
                 with lock:

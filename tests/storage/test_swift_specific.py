@@ -22,7 +22,7 @@ from tests.helpers.swift import RACERS, RACES, race
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings, StorageSettings, SwiftSettings
-from zaqar_delay.models import ListQuery, NewMessage, Posted
+from zaqar_delay.models import ClaimTimes, ListQuery, NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.swift import connect, names
@@ -130,7 +130,7 @@ def test_a_post_whose_commit_failed_is_never_seen_in_part(
     )
     assert [m.body for m in listed.messages] == ["before"]
     assert swift.stats(P, Q, now).total == 1
-    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=now)
+    claim = swift.create_claim(P, Q, ClaimTimes(60, 60), 10, now)
     assert claim is not None and [m.body for m in claim.messages] == ["before"]
     cut_off = [name[len(prefix) :] for name in stored]
     assert [m.body for m in swift.get_messages(P, Q, cut_off, now)] == ["before"]
@@ -147,13 +147,13 @@ def test_a_claimer_that_died_after_taking_a_slot_leaves_the_message_to_come_back
     assert index_kinds(swift) == [], "it is indexed by nothing"
     assert is_named(swift, mid), "it is still claimable by its name"
     # The next claim meets it, finds the slot taken, and indexes the claim instead.
-    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
+    assert swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms()) is None
     assert index_kinds(swift) == ["c"]
     assert not is_named(swift, mid)
     clock.advance(seconds=29)
-    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
+    assert swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms()) is None
     clock.advance(seconds=1)
-    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
+    claim = swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms())
     assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 2)]
 
 
@@ -167,15 +167,15 @@ def test_a_slot_taken_just_now_is_left_to_its_taker_then_repaired(swift: SwiftDr
     assert swift._take_slot(P, Q, mid, taker)
 
     clock.advance(ms=TAKER_GRACE_MS - 1)
-    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
+    assert swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms()) is None
     assert index_kinds(swift) == [], "the taker's claim was not indexed for it"
     assert is_named(swift, mid)
     clock.advance(ms=1)
-    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
+    assert swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms()) is None
     assert index_kinds(swift) == ["c"]
     assert not is_named(swift, mid)
     clock.advance(seconds=20)
-    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
+    claim = swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms())
     assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 2)]
 
 
@@ -187,10 +187,10 @@ def test_a_slot_taken_before_its_message_is_written_is_given_back(swift: SwiftDr
     [mid] = names.new_ids([clock.now_ms()])
     doc = MessageOps._document(NewMessage('"late"', 3600, 0), ALICE, clock.now_ms())
     swift._write_due_entry(P, Q, mid, doc, Slot())
-    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms()) is None
+    assert swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms()) is None
     assert swift._read_slot(P, Q, mid, 1) is None
     swift._write_message(P, Q, mid, doc)
-    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=10, now_ms=clock.now_ms())
+    claim = swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms())
     assert claim is not None and [(m.id, m.claim_count) for m in claim.messages] == [(mid, 1)]
 
 
@@ -218,10 +218,10 @@ def test_a_message_leaves_no_claim_slots_behind(swift: SwiftDriver) -> None:
     clock = FakeClock()
     messages = [NewMessage(str(i), 3600, 0) for i in range(4)]
     ids = swift.post_messages(P, Q, messages, ALICE, clock.now_ms()).ids
-    first = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=2, now_ms=clock.now_ms())
+    first = swift.create_claim(P, Q, ClaimTimes(60, 60), 2, clock.now_ms())
     assert first is not None
     clock.advance(seconds=61)  # the first claim lapses: its messages are claimed again
-    claim = swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=3, now_ms=clock.now_ms())
+    claim = swift.create_claim(P, Q, ClaimTimes(60, 60), 3, clock.now_ms())
     assert claim is not None and len(claim.messages) == 3
     assert len(slot_objects(swift)) == 5, "two messages claimed twice, one once"
     for message in claim.messages:
@@ -230,9 +230,9 @@ def test_a_message_leaves_no_claim_slots_behind(swift: SwiftDriver) -> None:
     assert slot_objects(swift) == []
     # Expired while claimed: removed, with its slot, by the claim that meets it.
     [short] = swift.post_messages(P, Q, [NewMessage('"s"', 60, 0)], ALICE, clock.now_ms()).ids
-    assert swift.create_claim(P, Q, ttl_s=60, grace_s=0, limit=1, now_ms=clock.now_ms())
+    assert swift.create_claim(P, Q, ClaimTimes(60, 0), 1, clock.now_ms())
     clock.advance(seconds=61)
-    assert swift.create_claim(P, Q, ttl_s=60, grace_s=0, limit=1, now_ms=clock.now_ms()) is None
+    assert swift.create_claim(P, Q, ClaimTimes(60, 0), 1, clock.now_ms()) is None
     assert swift.get_messages(P, Q, [short], clock.now_ms()) == []
     assert slot_objects(swift) == []
 
@@ -244,9 +244,9 @@ def test_a_dead_lettered_message_leaves_no_index_entry_or_slot_behind(swift: Swi
     metadata = {"_max_claim_count": 1, "_dead_letter_queue": "dlq"}
     swift.create_queue(P, Q, metadata, clock.now_ms())
     [mid] = swift.post_messages(P, Q, [NewMessage('"x"', 3600, 0)], ALICE, clock.now_ms()).ids
-    assert swift.create_claim(P, Q, ttl_s=60, grace_s=60, limit=1, now_ms=clock.now_ms())
+    assert swift.create_claim(P, Q, ClaimTimes(60, 60), 1, clock.now_ms())
     clock.advance(seconds=61)  # the claim lapses: the message is indexed as due again
-    outcome = swift.claim(P, Q, ttl_s=60, grace_s=60, limit=1, now_ms=clock.now_ms())
+    outcome = swift.claim(P, Q, ClaimTimes(60, 60), 1, clock.now_ms())
     assert outcome.over_limit is not None and outcome.over_limit.ids == (mid,)
     assert index_kinds(swift) == ["d"]
     assert len(slot_objects(swift)) == 2
@@ -292,7 +292,7 @@ def test_keystone_v3_finds_swift_in_the_catalog_by_region_and_interface(
         driver.prepare()
         clock = FakeClock()
         [mid] = driver.post_messages(P, Q, [NewMessage('"x"', 60, 0)], ALICE, clock.now_ms()).ids
-        claim = driver.create_claim(P, Q, ttl_s=60, grace_s=0, limit=1, now_ms=clock.now_ms())
+        claim = driver.create_claim(P, Q, ClaimTimes(60, 0), 1, clock.now_ms())
         assert claim is not None and [m.id for m in claim.messages] == [mid]
         # Keystone refuses the password: the store is unavailable (503), never a 500.
         assert not refused.ping()

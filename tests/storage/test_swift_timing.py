@@ -12,7 +12,7 @@ import pytest
 from tests.helpers.memory_swift import MemorySwift, Process, memory_client
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import NewMessage
+from zaqar_delay.models import ClaimTimes, NewMessage
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
@@ -98,6 +98,6 @@ def test_a_pop_past_its_deadline_deletes_nothing_and_its_messages_come_back(
         driver.pop_messages(P, Q, 1, clock.now_ms())
     assert [m.id for m in driver.get_messages(P, Q, posted.ids, clock.now_ms())] == posted.ids
     clock.advance(ms=2_001)  # the pop's hold ends
-    claim = driver.create_claim(P, Q, ttl_s=60, grace_s=0, limit=5, now_ms=clock.now_ms())
+    claim = driver.create_claim(P, Q, ClaimTimes(60, 0), 5, clock.now_ms())
     assert claim is not None
     assert [m.id for m in claim.messages] == posted.ids

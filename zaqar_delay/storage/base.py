@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from zaqar_delay.models import (
     Claim,
     ClaimOutcome,
+    ClaimTimes,
     ListPage,
     ListQuery,
     Message,
@@ -267,35 +268,19 @@ class Driver(SubscriptionStore, DeliveryStore):
     # -- claims --------------------------------------------------------------------------------
 
     def create_claim(
-        self,
-        project: str,
-        queue: str,
-        *,
-        ttl_s: int,
-        grace_s: int,
-        limit: int,
-        now_ms: int,
+        self, project: str, queue: str, times: ClaimTimes, limit: int, now_ms: int
     ) -> Claim | None:
         """:meth:`claim`'s claim, its messages over the limit moved to their dead-letter
         queue in this store (:meth:`move_dead_letters`): a queue whose dead-letter queue
         lives on the same store, as every queue does without pools."""
-        outcome = self.claim(
-            project, queue, ttl_s=ttl_s, grace_s=grace_s, limit=limit, now_ms=now_ms
-        )
+        outcome = self.claim(project, queue, times, limit, now_ms)
         if outcome.over_limit is not None:
             self.move_dead_letters(project, queue, outcome.over_limit, now_ms)
         return outcome.claim
 
     @abc.abstractmethod
     def claim(
-        self,
-        project: str,
-        queue: str,
-        *,
-        ttl_s: int,
-        grace_s: int,
-        limit: int,
-        now_ms: int,
+        self, project: str, queue: str, times: ClaimTimes, limit: int, now_ms: int
     ) -> ClaimOutcome:
         """Claim up to ``limit`` claimable messages, oldest due first (no claim if there are
         none), and say which messages are to go to the dead-letter queue instead.

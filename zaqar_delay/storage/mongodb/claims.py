@@ -11,6 +11,7 @@ from zaqar_delay import errors
 from zaqar_delay.models import (
     Claim,
     ClaimOutcome,
+    ClaimTimes,
     Message,
     OverLimit,
 )
@@ -86,17 +87,10 @@ class ClaimOps(MongoBase):
         )
 
     def claim(
-        self,
-        project: str,
-        queue: str,
-        *,
-        ttl_s: int,
-        grace_s: int,
-        limit: int,
-        now_ms: int,
+        self, project: str, queue: str, times: ClaimTimes, limit: int, now_ms: int
     ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
-        expires_ms = now_ms + ttl_s * 1000
+        expires_ms = now_ms + times.ttl_s * 1000
         policy = self._policy(project, queue)
         taken = self._take(project, queue, claim_id, expires_ms, limit, policy, now_ms)
         if not taken:
@@ -113,13 +107,15 @@ class ClaimOps(MongoBase):
         if not kept:
             return ClaimOutcome(None, over_limit)
         scope = self._queue_filter(project, queue)
-        self._extend_lifetimes({**scope, "_id": {"$in": kept}}, expires_ms, ttl_s, grace_s)
+        self._extend_lifetimes(
+            {**scope, "_id": {"$in": kept}}, expires_ms, times.ttl_s, times.grace_s
+        )
         self._claims.insert_one(
             {
                 **scope,
                 "_id": claim_id,
-                "t": ttl_s,
-                "g": grace_s,
+                "t": times.ttl_s,
+                "g": times.grace_s,
                 "u": now_ms,
                 "e": expires_ms,
                 "ex": as_date(expires_ms),
@@ -128,7 +124,7 @@ class ClaimOps(MongoBase):
         held = self._messages.find({**scope, "_id": {"$in": kept}, "cid": claim_id})
         ordered = held.sort([("d", 1), ("k", 1)])
         messages = tuple(message_of(d, now_ms) for d in ordered)
-        claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
+        claim = Claim(claim_id, times.ttl_s, times.grace_s, now_ms, expires_ms, messages)
         return ClaimOutcome(claim, over_limit)
 
     def move_dead_letters(self, project: str, queue: str, over: OverLimit, now_ms: int) -> None:

@@ -9,7 +9,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zaqar_delay import errors
-from zaqar_delay.models import Claim, ClaimOutcome, Message, NewMessage, OverLimit, Posted
+from zaqar_delay.models import (
+    Claim,
+    ClaimOutcome,
+    ClaimTimes,
+    Message,
+    NewMessage,
+    OverLimit,
+    Posted,
+)
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.replies import messages_of
@@ -34,18 +42,11 @@ class ClaimScripts(Driver):
         ) -> Posted: ...
 
     def claim(
-        self,
-        project: str,
-        queue: str,
-        *,
-        ttl_s: int,
-        grace_s: int,
-        limit: int,
-        now_ms: int,
+        self, project: str, queue: str, times: ClaimTimes, limit: int, now_ms: int
     ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
         claimed, dead, dead_letter_queue, dead_letter_ttl = self._run(
-            "claim", project, queue, now_ms, claim_id, ttl_s, grace_s, limit
+            "claim", project, queue, now_ms, claim_id, times.ttl_s, times.grace_s, limit
         )
         over_limit = None
         if dead:
@@ -56,9 +57,9 @@ class ClaimScripts(Driver):
             )
         claim = None
         if claimed:
-            expires_ms = now_ms + ttl_s * 1000
+            expires_ms = now_ms + times.ttl_s * 1000
             messages = tuple(messages_of(claimed, now_ms))
-            claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
+            claim = Claim(claim_id, times.ttl_s, times.grace_s, now_ms, expires_ms, messages)
         return ClaimOutcome(claim, over_limit)
 
     def receive_dead_letters(

@@ -12,7 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 from zaqar_delay import errors
-from zaqar_delay.models import Claim, ClaimOutcome, ListPage, ListQuery, Message, OverLimit
+from zaqar_delay.models import (
+    Claim,
+    ClaimOutcome,
+    ClaimTimes,
+    ListPage,
+    ListQuery,
+    Message,
+    OverLimit,
+)
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.swift import names
@@ -97,17 +105,10 @@ class ClaimOps(TakeOps):
         return doc
 
     def claim(
-        self,
-        project: str,
-        queue: str,
-        *,
-        ttl_s: int,
-        grace_s: int,
-        limit: int,
-        now_ms: int,
+        self, project: str, queue: str, times: ClaimTimes, limit: int, now_ms: int
     ) -> ClaimOutcome:
         claim_id = secrets.token_hex(16)
-        expires_ms = now_ms + ttl_s * 1000
+        expires_ms = now_ms + times.ttl_s * 1000
         # Needed for dead letters in any case: read while lapsed claims are looked for.
         policy_read = self._swift.submit(self._policy, project, queue)
         self._return_lapsed_claims(project, queue, policy_read.result, now_ms)
@@ -126,15 +127,17 @@ class ClaimOps(TakeOps):
         kept = [t for t in taken if t not in dead]
         if not kept:
             return ClaimOutcome(None, over_limit)
-        docs = self._swift.each(lambda t: self._hold(project, queue, t, grace_s, ttl_s), kept)
+        docs = self._swift.each(
+            lambda t: self._hold(project, queue, t, times.grace_s, times.ttl_s), kept
+        )
         numbers = {t.message_id: t.slot.n for t in kept}
-        record = {"t": ttl_s, "g": grace_s, "u": now_ms, "e": expires_ms, "m": numbers}
+        record = {"t": times.ttl_s, "g": times.grace_s, "u": now_ms, "e": expires_ms, "m": numbers}
         self._write_claim(project, queue, claim_id, record)
         self._claim_slots.learn(self._claim_name(project, queue, claim_id), numbers)
         messages = tuple(
             message_of(t.message_id, doc, t.slot, now_ms) for t, doc in zip(kept, docs, strict=True)
         )
-        claim = Claim(claim_id, ttl_s, grace_s, now_ms, expires_ms, messages)
+        claim = Claim(claim_id, times.ttl_s, times.grace_s, now_ms, expires_ms, messages)
         return ClaimOutcome(claim, over_limit)
 
     def _write_claim(self, project: str, queue: str, claim_id: str, record: Doc) -> None:
