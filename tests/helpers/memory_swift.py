@@ -31,6 +31,7 @@ from swiftclient.exceptions import ClientException
 
 from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
+from zaqar_delay.storage.swift.parallel import run_now
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -268,12 +269,7 @@ class InlineSwiftClient(SwiftClient):
     a test's faults meet the same request each time it runs."""
 
     def submit(self, function: Callable[..., R], *args: Any) -> Future[R]:
-        done: Future[R] = Future()
-        try:
-            done.set_result(function(*args))
-        except Exception as exc:  # noqa: BLE001 - handed over with the future
-            done.set_exception(exc)
-        return done
+        return run_now(function, *args)
 
     def each(self, function: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Every call made, in order; then the first failure raised, as the pool does."""

@@ -23,6 +23,16 @@ def _mark_pool_thread() -> None:
     _POOL_THREAD.marked = True
 
 
+def run_now(function: Callable[..., R], *args: Any) -> Future[R]:
+    """``function(*args)`` run on this thread, its result or failure in a done future."""
+    done: Future[R] = Future()
+    try:
+        done.set_result(function(*args))
+    except Exception as exc:  # noqa: BLE001 - handed over with the future
+        done.set_exception(exc)
+    return done
+
+
 class Parallel:
     """A pool of ``threads`` request threads."""
 
@@ -38,12 +48,7 @@ class Parallel:
     def submit(self, function: Callable[..., R], *args: Any) -> Future[R]:
         """``function(*args)`` on the pool's threads (at once, from a pool thread)."""
         if self._in_pool():
-            done: Future[R] = Future()
-            try:
-                done.set_result(function(*args))
-            except Exception as exc:  # noqa: BLE001 - handed over with the future
-                done.set_exception(exc)
-            return done
+            return run_now(function, *args)
         return self._pool.submit(function, *args)
 
     def each(self, function: Callable[[T], R], items: Iterable[T]) -> list[R]:
