@@ -26,6 +26,7 @@ import requests
 from benchmarks.loadgen import latency_summary
 from testbed.processes import RedisServer, ServiceProcess, free_port
 from zaqar_delay.conf import STORAGE_URI_ENV, Settings, StorageSettings
+from zaqar_delay.models import NewSubscription
 from zaqar_delay.storage.uri import open_driver
 
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "Content-Type": "application/json"}
@@ -81,10 +82,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         driver.create_subscription(
             "hostile",
             "q",
-            f"http://127.0.0.1:{free_port()}/closed",
-            3600,
-            policy,
-            secrets.token_urlsafe(32),
+            NewSubscription(
+                f"http://127.0.0.1:{free_port()}/closed", 3600, policy, secrets.token_urlsafe(32)
+            ),
             int(time.time() * 1000),
         )
         time.sleep(1)

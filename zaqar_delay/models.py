@@ -206,6 +206,16 @@ class PushResult:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class NewSubscription:
+    """A subscription to store: its subscriber (URI), ttl, options and signing secret."""
+
+    subscriber: str
+    ttl_s: int
+    options: Metadata
+    secret: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Subscription:
     """A queue's subscription as read at some ``now``: who is pushed the queue's messages
     (``subscriber``, an http(s) or mailto URI) until ``expires_ms``. ``started_ms`` is when its

@@ -19,7 +19,7 @@ from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.dispatch_limits import check as limits_check
 from zaqar_delay.keystone.trusts import Trusts
-from zaqar_delay.models import Subscription, SubscriptionChange
+from zaqar_delay.models import NewSubscription, Subscription, SubscriptionChange
 from zaqar_delay.push import headers as post_headers
 from zaqar_delay.push import subscribers
 from zaqar_delay.push.confirmation import Confirmations
@@ -182,7 +182,7 @@ class Subscriptions:
         try:
             # Subscribing creates the queue when it does not exist: place it first.
             subscription_id, created = self.stores.place(project, queue).create_subscription(
-                project, queue, subscriber, ttl_s, options, secret, now_ms
+                project, queue, NewSubscription(subscriber, ttl_s, options, secret), now_ms
             )
         except BaseException:
             self._forget_trust(caller, trust_id)

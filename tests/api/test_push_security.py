@@ -40,6 +40,7 @@ from tests.helpers.api import PROJECT, Api, api_on
 from tests.helpers.push import dispatching, senders
 from zaqar_delay import retry_policy
 from zaqar_delay.conf import NotificationSettings
+from zaqar_delay.models import NewSubscription
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
 from zaqar_delay.push.webhook import WebhookSender
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
@@ -52,7 +53,7 @@ def store_subscription(api: Api, subscriber: str, **options: Any) -> str:
     """A subscription written to the store directly, bypassing the API's rules (as a release
     without them stored it)."""
     sid, created = api.store("q").create_subscription(
-        PROJECT, "q", subscriber, 3600, options, "s" * 43, api.clock.now_ms()
+        PROJECT, "q", NewSubscription(subscriber, 3600, options, "s" * 43), api.clock.now_ms()
     )
     assert created
     return sid

@@ -19,6 +19,7 @@ from testbed.keystone_standin import KeystoneStandIn
 from testbed.receiver import receiver
 from tests.helpers.api import signed_headers
 from tests.helpers.keystone import SUBS, Keystone, dispatch_once, keystone_app, trustee_conf
+from zaqar_delay.models import NewSubscription
 from zaqar_delay.push.trusts import TRUST_ID, TRUSTOR_ID
 from zaqar_delay.service import Service
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
@@ -167,7 +168,10 @@ def test_a_trust_subscribed_before_trustors_were_recorded_is_checked_with_keysto
     store = service.stores.for_queue("p1", "q")
     store.delete_subscription("p1", "q", sid)
     legacy, _ = store.create_subscription(
-        "p1", "q", "trust+http://a.test/x", 3600, {TRUST_ID: trust_id}, "s", service.now_ms()
+        "p1",
+        "q",
+        NewSubscription("trust+http://a.test/x", 3600, {TRUST_ID: trust_id}, "s"),
+        service.now_ms(),
     )
     path = f"{SUBS}/{legacy}"
     assert TRUSTOR_ID not in keystone.call("GET", path, token=admin).json["options"]

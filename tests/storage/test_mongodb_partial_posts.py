@@ -16,7 +16,7 @@ import pytest
 from tests.helpers.stores import close_test_driver, every_message, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import NewMessage
+from zaqar_delay.models import NewMessage, NewSubscription
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.mongodb.driver import MongoDriver
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
@@ -111,7 +111,9 @@ def test_a_post_whose_pushes_could_not_be_owed_is_refused_whole(
 ) -> None:
     """Before, the messages stayed stored, never pushed, behind a 503."""
     clock = FakeClock()
-    mongo.create_subscription(P, Q, "http://127.0.0.1:9/a", 3600, {}, "s", clock.now_ms())
+    mongo.create_subscription(
+        P, Q, NewSubscription("http://127.0.0.1:9/a", 3600, {}, "s"), clock.now_ms()
+    )
     post = [NewMessage('"once"', 3600, 0, "job-3"), NewMessage('"plain"', 3600, 0)]
     with monkeypatch.context() as patched:
         pushes = Refusing(patched, mongo._pushes, "insert_many")
@@ -132,7 +134,9 @@ def test_a_repeat_of_a_post_killed_before_owing_its_pushes_owes_them(
     """The process died between storing the message and owing its push: the repeat, once the
     first post's time is up, is its duplicate and owes the push."""
     clock = FakeClock()
-    mongo.create_subscription(P, Q, "http://127.0.0.1:9/a", 3600, {}, "s", clock.now_ms())
+    mongo.create_subscription(
+        P, Q, NewSubscription("http://127.0.0.1:9/a", 3600, {}, "s"), clock.now_ms()
+    )
     post = [NewMessage('"once"', 3600, 0, "job-4")]
     with monkeypatch.context() as patched:
         pushes = Refusing(patched, mongo._pushes, "insert_many", ProcessKilled)
@@ -155,7 +159,9 @@ def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(
     """The first copy into the dead-letter queue stored the copy and failed to owe its push;
     the claim that copies it again (the original is still held) owes it."""
     clock = FakeClock()
-    mongo.create_subscription(P, "dlq", "http://127.0.0.1:9/a", 3600, {}, "s", clock.now_ms())
+    mongo.create_subscription(
+        P, "dlq", NewSubscription("http://127.0.0.1:9/a", 3600, {}, "s"), clock.now_ms()
+    )
     posted = mongo.post_messages(P, Q, [NewMessage('"dead"', 3600, 0)], ALICE, clock.now_ms())
     # As if from another store: in this one, dead letters move by an update, not a copy.
     dead = [

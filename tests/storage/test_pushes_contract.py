@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers.stores import STORES, namespace_of, open_test_driver
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import MessageEdit, NewMessage, SubscriptionChange
+from zaqar_delay.models import MessageEdit, NewMessage, NewSubscription, SubscriptionChange
 from zaqar_delay.storage.base import Driver
 
 # Every store, and Swift.
@@ -30,7 +30,7 @@ def subscribe(
     **options: Any,
 ) -> str:
     sid, _ = driver.create_subscription(
-        P, queue, f"http://127.0.0.1:9/{name}", ttl, options, "s", clock.now_ms()
+        P, queue, NewSubscription(f"http://127.0.0.1:9/{name}", ttl, options, "s"), clock.now_ms()
     )
     return sid
 

@@ -12,7 +12,7 @@ from tests.helpers.pooled import CONTRACT_STORES, one_store
 from tests.helpers.stores import namespace_of, open_test_driver
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import PushResult, SubscriptionChange
+from zaqar_delay.models import NewSubscription, PushResult, SubscriptionChange
 from zaqar_delay.storage.base import Driver
 
 # Every store, pooled (each queue on a redis-server or a MongoDB pool), and Swift.
@@ -26,7 +26,10 @@ def subscribe(
     driver: Driver, clock: FakeClock, subscriber: str = HOOK, ttl: int = 3600, queue: str = Q
 ) -> tuple[str, bool]:
     return driver.create_subscription(
-        P, queue, subscriber, ttl, {"k": [1, "x"]}, "secret-" + subscriber, clock.now_ms()
+        P,
+        queue,
+        NewSubscription(subscriber, ttl, {"k": [1, "x"]}, "secret-" + subscriber),
+        clock.now_ms(),
     )
 
 
@@ -169,7 +172,9 @@ def test_concurrent_creations_of_one_subscriber_make_one(
     def create() -> None:
         own = open_test_driver(store_uri, namespace=namespace, racing=True)
         try:
-            result = own.create_subscription(P, Q, HOOK, 600, {}, "s", clock.now_ms())
+            result = own.create_subscription(
+                P, Q, NewSubscription(HOOK, 600, {}, "s"), clock.now_ms()
+            )
             with lock:
                 results.append(result)
         finally:

@@ -14,7 +14,7 @@ from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.stores import close_test_driver, open_test_driver
 from tests.helpers.swift import SwiftRequests
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import NewMessage, Posted, VersionedMetadata
+from zaqar_delay.models import NewMessage, NewSubscription, Posted, VersionedMetadata
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
@@ -85,7 +85,9 @@ def test_a_post_after_a_first_subscription_in_another_process_owes_its_push(
     subscriber.create_queue(P, Q, {}, clock.now_ms())
     first = post(poster, clock, EMPTY)
     assert isinstance(first, Posted) and not first.push_due_ms, "no subscription yet"
-    subscriber.create_subscription(P, Q, "http://203.0.113.5/h", 600, {}, "s", clock.now_ms())
+    subscriber.create_subscription(
+        P, Q, NewSubscription("http://203.0.113.5/h", 600, {}, "s"), clock.now_ms()
+    )
     second = post(poster, clock, EMPTY)
     assert isinstance(second, Posted) and second.push_due_ms, "the new subscription is pushed"
 

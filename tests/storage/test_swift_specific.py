@@ -22,7 +22,7 @@ from tests.helpers.swift import RACERS, RACES, race
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings, StorageSettings, SwiftSettings
-from zaqar_delay.models import ClaimTimes, ListQuery, NewMessage, Posted
+from zaqar_delay.models import ClaimTimes, ListQuery, NewMessage, NewSubscription, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.swift import connect, names
@@ -342,7 +342,9 @@ def test_a_post_looks_for_subscriptions_only_once_the_queue_may_have_some(
     posted = swift.post_if_current(P, Q, [message], ALICE, clock.now_ms(), version)
     assert isinstance(posted, Posted), "the version is current"
     assert not posted.push_due_ms and listed.subscription_lookups() == 0
-    swift.create_subscription(P, Q, "http://203.0.113.5/h", 600, {}, "s", clock.now_ms())
+    swift.create_subscription(
+        P, Q, NewSubscription("http://203.0.113.5/h", 600, {}, "s"), clock.now_ms()
+    )
     assert subscribed_mark(swift) == "1"
     posted = swift.post_if_current(P, Q, [message], ALICE, clock.now_ms(), version)
     assert isinstance(posted, Posted)
@@ -359,7 +361,9 @@ def test_a_metadata_write_that_undid_the_mark_of_a_new_subscription_restores_it(
     assert swift.create_queue(P, Q, {}, clock.now_ms())
     # The race: a metadata write read the queue unmarked, a subscription then marked it and
     # was stored, and the write landed with the old mark.
-    swift.create_subscription(P, Q, "http://203.0.113.5/h", 600, {}, "s", clock.now_ms())
+    swift.create_subscription(
+        P, Q, NewSubscription("http://203.0.113.5/h", 600, {}, "s"), clock.now_ms()
+    )
     container, name = swift._container(names.QUEUES), names.queue_object(P, Q)
     swift._swift.put(container, name, b"{}", names.CONTENT_TYPE, {names.SUBSCRIBED: "0"})
     assert subscribed_mark(swift) == "0", "the mark was undone"
@@ -383,7 +387,9 @@ def test_a_subscription_restores_a_mark_a_metadata_write_undid_meanwhile(
         real(*args)
 
     monkeypatch.setattr(swift, "_write_subscription", metadata_written_meanwhile)
-    swift.create_subscription(P, Q, "http://203.0.113.5/h", 600, {}, "s", clock.now_ms())
+    swift.create_subscription(
+        P, Q, NewSubscription("http://203.0.113.5/h", 600, {}, "s"), clock.now_ms()
+    )
     assert subscribed_mark(swift) == "1"
 
 
@@ -529,7 +535,9 @@ def test_a_push_whose_lease_taker_died_before_moving_it_is_sent_when_that_lease_
     """Before, the next dispatcher found the lease taken and dropped the push: it was never
     sent."""
     clock = FakeClock()
-    sid, _ = swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, {}, "s", clock.now_ms())
+    sid, _ = swift.create_subscription(
+        P, Q, NewSubscription("http://127.0.0.1:9/x", 3600, {}, "s"), clock.now_ms()
+    )
     [mid] = swift.post_messages(P, Q, [NewMessage('"x"', 3600, 0)], ALICE, clock.now_ms()).ids
     push_id, due_ms, lease_ms = f"{sid}:{mid}", clock.now_ms(), 30_000
 
@@ -562,7 +570,9 @@ def test_a_push_whose_lease_was_just_taken_elsewhere_is_left_to_its_taker(
     """Two dispatchers racing for one push: the one that loses writes nothing, and the push
     is sent once."""
     clock = FakeClock()
-    swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, {}, "s", clock.now_ms())
+    swift.create_subscription(
+        P, Q, NewSubscription("http://127.0.0.1:9/x", 3600, {}, "s"), clock.now_ms()
+    )
     swift.post_messages(P, Q, [NewMessage('"x"', 3600, 0)], ALICE, clock.now_ms())
     other = open_test_driver(swift_aio.store_uri, namespace=swift._namespace, racing=True)
     try:
@@ -618,7 +628,9 @@ def test_a_post_whose_pushes_could_not_be_owed_is_refused_whole(
     """Swift refused to owe the pushes, and then took the undo. Before, the messages stayed
     stored, never pushed, behind a 503."""
     clock = FakeClock()
-    sid, _ = swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, {}, "s", clock.now_ms())
+    sid, _ = swift.create_subscription(
+        P, Q, NewSubscription("http://127.0.0.1:9/x", 3600, {}, "s"), clock.now_ms()
+    )
     post = [NewMessage('"once"', 3600, 0, "job-3"), NewMessage('"plain"', 3600, 0)]
     with monkeypatch.context() as patched:
         pushes = FailingWrites(patched, sid, deletes=False)
@@ -639,7 +651,9 @@ def test_a_repeat_of_a_post_killed_before_owing_its_pushes_owes_them(
     """The process died between storing the message and owing its push: the repeat, once the
     first post's time is up, is its duplicate and owes the push."""
     clock = FakeClock()
-    sid, _ = swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, {}, "s", clock.now_ms())
+    sid, _ = swift.create_subscription(
+        P, Q, NewSubscription("http://127.0.0.1:9/x", 3600, {}, "s"), clock.now_ms()
+    )
     post = [NewMessage('"once"', 3600, 0, "job-4")]
     with monkeypatch.context() as patched:
         pushes = FailingWrites(patched, sid, ProcessKilled)
@@ -663,7 +677,7 @@ def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(
     the claim that copies it again (the original is still held) owes it."""
     clock = FakeClock()
     sid, _ = swift.create_subscription(
-        P, "dlq", "http://127.0.0.1:9/x", 3600, {}, "s", clock.now_ms()
+        P, "dlq", NewSubscription("http://127.0.0.1:9/x", 3600, {}, "s"), clock.now_ms()
     )
     posted = swift.post_messages(P, Q, [NewMessage('"dead"', 3600, 0)], ALICE, clock.now_ms())
     dead = swift.get_messages(P, Q, posted.ids, clock.now_ms())
@@ -701,7 +715,9 @@ def test_a_lease_reads_each_request_place_of_a_subscription_once(
     the first: 50 reads here instead of 5)."""
     clock = FakeClock()
     options = {"_max_concurrent_dispatches": 5}
-    swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, options, "s", clock.now_ms())
+    swift.create_subscription(
+        P, Q, NewSubscription("http://127.0.0.1:9/x", 3600, options, "s"), clock.now_ms()
+    )
     messages = [NewMessage(f'"{i}"', 3600, 0) for i in range(12)]
     swift.post_messages(P, Q, messages, ALICE, clock.now_ms())
     reads = generation_reads(monkeypatch)
@@ -717,7 +733,9 @@ def test_a_settle_frees_the_place_its_push_took_without_reading_the_others(
 ) -> None:
     clock = FakeClock()
     options = {"_max_concurrent_dispatches": 5}
-    swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, options, "s", clock.now_ms())
+    swift.create_subscription(
+        P, Q, NewSubscription("http://127.0.0.1:9/x", 3600, options, "s"), clock.now_ms()
+    )
     messages = [NewMessage(f'"{i}"', 3600, 0) for i in range(6)]
     swift.post_messages(P, Q, messages, ALICE, clock.now_ms())
     leased = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 6)
@@ -739,7 +757,9 @@ def test_a_give_back_reads_the_parked_pushes_not_the_queue_s_backlog(
     delayed messages) are not listed for it."""
     clock = FakeClock()
     options = {"_max_concurrent_dispatches": 1}
-    swift.create_subscription(P, Q, "http://127.0.0.1:9/x", 3600, options, "s", clock.now_ms())
+    swift.create_subscription(
+        P, Q, NewSubscription("http://127.0.0.1:9/x", 3600, options, "s"), clock.now_ms()
+    )
     later = [NewMessage(f'"later-{i}"', 3600, 600_000) for i in range(30)]
     swift.post_messages(P, Q, later, ALICE, clock.now_ms())
     now = [NewMessage(f'"{i}"', 3600, 0) for i in range(3)]

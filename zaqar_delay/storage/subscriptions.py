@@ -10,7 +10,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
-from zaqar_delay.models import Metadata, PushResult, Subscription, SubscriptionChange
+from zaqar_delay.models import (
+    NewSubscription,
+    PushResult,
+    Subscription,
+    SubscriptionChange,
+)
 
 
 class SubscriptionStore(abc.ABC):
@@ -18,18 +23,11 @@ class SubscriptionStore(abc.ABC):
 
     @abc.abstractmethod
     def create_subscription(
-        self,
-        project: str,
-        queue: str,
-        subscriber: str,
-        ttl_s: int,
-        options: Metadata,
-        secret: str,
-        now_ms: int,
+        self, project: str, queue: str, new: NewSubscription, now_ms: int
     ) -> tuple[str, bool]:
-        """Subscribe ``subscriber`` until ``now + ttl``, unconfirmed, creating the queue if
-        needed; returns ``(id, True)``. When a live subscription of the queue already has this
-        subscriber nothing changes and its ``(id, False)`` is returned."""
+        """Subscribe ``new.subscriber`` until ``now + new.ttl_s``, unconfirmed, creating the
+        queue if needed; returns ``(id, True)``. When a live subscription of the queue already
+        has this subscriber nothing changes and its ``(id, False)`` is returned."""
 
     @abc.abstractmethod
     def list_subscriptions(

@@ -11,7 +11,12 @@ from pymongo import UpdateOne
 from pymongo.errors import DuplicateKeyError
 
 from zaqar_delay import errors
-from zaqar_delay.models import Metadata, PushResult, Subscription, SubscriptionChange
+from zaqar_delay.models import (
+    NewSubscription,
+    PushResult,
+    Subscription,
+    SubscriptionChange,
+)
 from zaqar_delay.storage.mongodb.common import Doc
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
 from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
@@ -60,39 +65,32 @@ class SubscriptionOps(PushLimitOps):
         )
 
     def create_subscription(
-        self,
-        project: str,
-        queue: str,
-        subscriber: str,
-        ttl_s: int,
-        options: Metadata,
-        secret: str,
-        now_ms: int,
+        self, project: str, queue: str, new: NewSubscription, now_ms: int
     ) -> tuple[str, bool]:
         self.create_queue(project, queue, {}, now_ms)  # no-op when it exists
         # Posts to this queue look for subscriptions from now on (see MongoBase._reserve).
         self._queues.update_one(self._queue_filter(project, queue), {"$set": {"hs": True}})
-        self._forget_lapsed(project, queue, subscriber, now_ms)
-        expires_ms = now_ms + ttl_s * 1000
+        self._forget_lapsed(project, queue, new.subscriber, now_ms)
+        expires_ms = now_ms + new.ttl_s * 1000
         subscription_id = secrets.token_hex(12)
         try:
             self._subscriptions.insert_one(
                 {
                     **self._queue_filter(project, queue),
                     "_id": subscription_id,
-                    "u": subscriber,
-                    "t": ttl_s,
-                    "o": json.dumps(options),
+                    "u": new.subscriber,
+                    "t": new.ttl_s,
+                    "o": json.dumps(new.options),
                     "st": now_ms,
                     "e": expires_ms,
                     "ex": as_date(expires_ms),
                     "c": False,
-                    "sk": secret,
+                    "sk": new.secret,
                 }
             )
         except DuplicateKeyError:
             existing = self._subscriptions.find_one(
-                {**self._live(project, queue, now_ms), "u": subscriber}, {"_id": 1}
+                {**self._live(project, queue, now_ms), "u": new.subscriber}, {"_id": 1}
             )
             if existing is None:  # it expired meanwhile
                 raise errors.StorageUnavailable("The subscription kept changing") from None

@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from zaqar_delay import errors
-from zaqar_delay.models import Metadata, PushResult, Subscription, SubscriptionChange
+from zaqar_delay.models import (
+    NewSubscription,
+    PushResult,
+    Subscription,
+    SubscriptionChange,
+)
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
@@ -57,14 +62,7 @@ class SubscriptionScripts(Driver):
         def _lower_push_index(self, project: str, queue: str, due_ms: int) -> None: ...
 
     def create_subscription(
-        self,
-        project: str,
-        queue: str,
-        subscriber: str,
-        ttl_s: int,
-        options: Metadata,
-        secret: str,
-        now_ms: int,
+        self, project: str, queue: str, new: NewSubscription, now_ms: int
     ) -> tuple[str, bool]:
         new_id = secrets.token_hex(12)
         created, subscription_id, queue_created = self._run(
@@ -74,10 +72,10 @@ class SubscriptionScripts(Driver):
             "create",
             now_ms,
             new_id,
-            subscriber,
-            ttl_s,
-            json.dumps(options),
-            secret,
+            new.subscriber,
+            new.ttl_s,
+            json.dumps(new.options),
+            new.secret,
         )
         if queue_created:
             self._index_queue(project, queue)

@@ -16,7 +16,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from zaqar_delay import errors
-from zaqar_delay.models import Metadata, PushResult, Subscription, SubscriptionChange
+from zaqar_delay.models import (
+    NewSubscription,
+    PushResult,
+    Subscription,
+    SubscriptionChange,
+)
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, SwiftBase
 
@@ -107,33 +112,26 @@ class SubscriptionOps(SwiftBase):
         raise errors.StorageUnavailable("The subscription kept changing.")
 
     def create_subscription(
-        self,
-        project: str,
-        queue: str,
-        subscriber: str,
-        ttl_s: int,
-        options: Metadata,
-        secret: str,
-        now_ms: int,
+        self, project: str, queue: str, new: NewSubscription, now_ms: int
     ) -> tuple[str, bool]:
         self._ensure_queue(project, queue, now_ms)
         subscription_id = secrets.token_hex(12)
         doc = {
-            "u": subscriber,
-            "t": ttl_s,
-            "o": options,
+            "u": new.subscriber,
+            "t": new.ttl_s,
+            "o": new.options,
             "st": now_ms,
-            "e": now_ms + ttl_s * 1000,
+            "e": now_ms + new.ttl_s * 1000,
             "c": False,
-            "sk": secret,
+            "sk": new.secret,
         }
         # Posts look for subscriptions once the queue is marked: marked before the
         # subscription is written, and checked again after, since a metadata write in
         # between may have undone the mark (``set_metadata``).
         self._mark_subscribed(project, queue)
-        # Written before it holds the subscriber, so whoever reads the holder finds it.
+        # Written before it holds the new.subscriber, so whoever reads the holder finds it.
         self._write_subscription(project, queue, subscription_id, doc)
-        holder = self._hold_subscriber(project, queue, subscriber, subscription_id, now_ms)
+        holder = self._hold_subscriber(project, queue, new.subscriber, subscription_id, now_ms)
         if holder:
             self._swift.delete(
                 self._container(names.SUBSCRIPTIONS),
