@@ -57,7 +57,8 @@ class Load:
                     headers=HEADERS,
                     timeout=ANSWER_BOUND_S + 5,
                 )
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+                # Refused, or cut off mid-answer by the kill: not acknowledged either way.
                 with self.lock:
                     self.connection_errors += 1
                 time.sleep(0.05)
