@@ -49,9 +49,9 @@ class MessageOps(PushOps):
         post = _post_of(stored)
         try:
             self._swift.each(lambda item: self._write_message(project, queue, *item), stored)
-            if post and elapsed_ms(started) >= self._times.post_deadline_ms:
-                raise errors.StorageUnavailable("Swift was too slow for the post to commit.")
             if post:
+                if elapsed_ms(started) >= self._times.post_deadline_ms:
+                    raise errors.StorageUnavailable("Swift was too slow for the post to commit.")
                 expires_ms = max(int(doc["e"]) for _, doc in stored)
                 self._swift.put(
                     self._container(names.MESSAGES),
