@@ -58,7 +58,6 @@ class Process:
     """One process of the driver: its requests, and the fault planned for one of them."""
 
     name: str
-    alive: bool = True
     requests: int = 0
     # (request number, fault): the fault hits that request of this process.
     planned: tuple[int, Fault] | None = None
@@ -69,14 +68,14 @@ class Process:
         self.planned = (self.requests + after, fault)
 
     def restart(self) -> None:
-        self.alive, self.planned, self.crashed = True, None, False
+        self.planned, self.crashed = None, False
 
     def meet(self, method: str, send: Callable[[], Any]) -> Any:
         """Make the request ``method`` (``send()`` makes it) as this process, meeting the
         fault planned for it; a process that crashed sends nothing more."""
         number = self.requests
         self.requests += 1
-        if not self.alive:
+        if self.crashed:
             raise ClientException("the process is gone", http_status=None)
         fault = None
         if self.planned is not None and self.planned[0] == number:
@@ -84,7 +83,7 @@ class Process:
         if fault is Fault.OVERTAKEN and method in ("post_object", "delete_object"):
             raise ClientException("overtaken", http_status=409)
         if fault is not None:
-            self.alive, self.crashed = False, True
+            self.crashed = True
         if fault in (Fault.LOST, Fault.OVERTAKEN):
             raise ClientException("the request was lost", http_status=None)
         answer = send()

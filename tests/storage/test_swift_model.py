@@ -278,11 +278,6 @@ class SwiftSlotMachine(RuleBasedStateMachine):
     # -- the end -------------------------------------------------------------------------------
 
     @invariant()
-    def processes_fail_only_after_a_fault(self) -> None:
-        for process in self.processes:
-            assert process.alive or process.crashed
-
-    @invariant()
     def every_message_moves_along_the_table(self) -> None:
         """Each message whose post returned is, after every step, in a state of
         ``lifecycle``'s table reached through its transitions, never in no index; one the
