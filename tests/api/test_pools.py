@@ -111,6 +111,19 @@ def test_an_unreachable_store_is_refused(pooled: Api) -> None:
     assert pooled.get("/v2/pools/gone").status_code == 404
 
 
+def test_a_store_the_driver_refuses_is_a_400_that_says_why(pooled: Api) -> None:
+    # Swift time bounds that break a relation: the driver refuses them before it connects.
+    auth = f"http://127.0.0.1:{free_port()}/auth/v1.0"
+    uri = f"swift://test%3Atester:s3cret@/test?auth_url={auth}&settle_ms=60000"
+    result = pooled.put("/v2/pools/slow", json={"uri": uri, "weight": 1})
+    assert result.status_code == 400, result.text
+    description = result.json["description"]
+    assert description.startswith("cannot use swift://"), description
+    assert "settle_ms (60000) must be under the taker grace" in description
+    assert "s3cret" not in description
+    assert pooled.get("/v2/pools/slow").status_code == 404
+
+
 def test_the_same_store_under_another_name_is_a_409(pooled: Api) -> None:
     existing = pooled.get("/v2/pools/redis", params={"detailed": "true"}).json
     body = {"uri": existing["uri"], "weight": 5, "options": existing["options"]}

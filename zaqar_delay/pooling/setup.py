@@ -104,9 +104,14 @@ def registry(
     def reachable(record: PoolRecord) -> bool:
         # Whatever stops the driver opening (a refused connection, a URI its client library
         # cannot parse, a deployment it refuses) makes the pool unusable: a 400, not a 500.
-        with contextlib.suppress(Exception):
+        # A deployment the driver refuses says why, so the operator can mend the URI.
+        try:
             return with_driver(record, lambda d: d.ping())
-        return False
+        except StorageConfigError as exc:
+            reason = str(exc).replace(record.uri, redact(record.uri))
+            raise errors.InvalidBody(f"cannot use {redact(record.uri)}: {reason}") from exc
+        except Exception:  # noqa: BLE001 - any other failure to open is "cannot connect"
+            return False
 
     def holds_queues(record: PoolRecord) -> bool:
         return with_driver(record, lambda d: d.holds_queues())
