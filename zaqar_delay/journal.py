@@ -80,26 +80,10 @@ class NullJournal:
     ) -> None:
         """Journal messages a released claim gave back."""
 
-    def rescheduled(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        due_ms: int,
-        now_ms: int,
-    ) -> None:
+    def rescheduled(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
         """Journal a new due time."""
 
-    def edited(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        edit: MessageEdit,
-        now_ms: int,
-    ) -> None:
+    def edited(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
         """Journal an edit of a message (what it replaced, never the body)."""
 
     def dead_lettered(
@@ -242,28 +226,13 @@ class Journal(NullJournal):
         claim = _str(claim_id)
         self._write_text("".join(f'{head}{_str(i)},"claim_id":{claim}}}\n' for i in ids))
 
-    def rescheduled(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        due_ms: int,
-        now_ms: int,
-    ) -> None:
+    def rescheduled(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
         head = _head(now_ms, "rescheduled", project, queue)
-        line = f'{head}{_str(message_id)},"claim_id":{_str(claim_id)},"due":{due_ms}}}\n'
+        message, claim = _str(edit.message_id), _str(edit.claim_id)
+        line = f'{head}{message},"claim_id":{claim},"due":{edit.due_ms}}}\n'
         self._write_text(line)
 
-    def edited(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        edit: MessageEdit,
-        now_ms: int,
-    ) -> None:
+    def edited(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
         head = _head(now_ms, "edited", project, queue)
         changed = [
             name
@@ -271,7 +240,8 @@ class Journal(NullJournal):
             if value is not None
         ]
         fields = _encode({"changed": changed, "due": edit.due_ms, "ttl": edit.ttl_s})
-        line = f'{head}{_str(message_id)},"claim_id":{_str(claim_id)},{fields[1:]}\n'
+        message, claim = _str(edit.message_id), _str(edit.claim_id)
+        line = f'{head}{message},"claim_id":{claim},{fields[1:]}\n'
         self._write_text(line)
 
     def dead_lettered(

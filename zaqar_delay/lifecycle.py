@@ -63,27 +63,11 @@ class Lifecycle:
     ) -> None:
         self.journal.released(project, queue, claim_id, ids, now_ms)
 
-    def rescheduled(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        due_ms: int,
-        now_ms: int,
-    ) -> None:
-        self.journal.rescheduled(project, queue, message_id, claim_id, due_ms, now_ms)
+    def rescheduled(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
+        self.journal.rescheduled(project, queue, edit, now_ms)
 
-    def edited(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        edit: MessageEdit,
-        now_ms: int,
-    ) -> None:
-        self.journal.edited(project, queue, message_id, claim_id, edit, now_ms)
+    def edited(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
+        self.journal.edited(project, queue, edit, now_ms)
 
     def pushed(
         self, delivery: Delivery, outcome: str, error: str, dead_letter_queue: str, now_ms: int

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Collection, Sequence
 from typing import Any
 
 JSON = Any
@@ -24,14 +26,25 @@ class NewMessage:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Batch:
+    """Messages one client posts together, stored all or nothing."""
+
+    messages: Sequence[NewMessage]
+    client_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class MessageEdit:
-    """What an edit of a stored message replaces; None keeps the stored value.
+    """What an edit of the stored message ``message_id`` replaces; None keeps the stored
+    value. ``claim_id`` is the claim the editor holds the message by (None: no claim).
 
     ``body_json`` is the new body (already sealed on an encrypted queue), ``due_ms`` the new
     due time, ``ttl_s`` the new time to live, counted like a post's from the message's
     creation.
     """
 
+    message_id: str
+    claim_id: str | None
     body_json: str | None = None
     due_ms: int | None = None
     ttl_s: int | None = None
@@ -128,6 +141,11 @@ class OverLimit:
     @property
     def ids(self) -> tuple[str, ...]:
         return tuple(m.id for m in self.messages)
+
+    def copies(self) -> list[NewMessage]:
+        """The dead-letter queue's copies, in order: bodies as stored, due at once, ttl
+        ``ttl_s`` or each message's own."""
+        return [NewMessage(json.dumps(m.body), self.ttl_s or m.ttl_s, 0) for m in self.messages]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -239,11 +257,33 @@ class Subscription:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SubscriptionChange:
-    """A PATCH of a subscription: the fields to replace (None: keep)."""
+    """A PATCH of the subscription ``subscription_id``: the fields to replace (None: keep)."""
 
+    subscription_id: str
     subscriber: str | None = None
     ttl_s: int | None = None
     options: Metadata | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaseRequest:
+    """A lease of a queue's pushes at ``now_ms``: up to ``limit`` owed by ``owed_by_ms``
+    (None: by now), each held for one attempt until ``lease_ms`` after that."""
+
+    now_ms: int
+    lease_ms: int
+    limit: int
+    owed_by_ms: int | None = None
+
+    @property
+    def until_ms(self) -> int:
+        """The latest owed time the lease takes."""
+        return self.now_ms if self.owed_by_ms is None else self.owed_by_ms
+
+    @property
+    def end_ms(self) -> int:
+        """When the lease ends."""
+        return self.until_ms + self.lease_ms
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -267,3 +307,17 @@ class Delivery:
     lease: str
     owed_ms: int
     queue_metadata: Metadata
+
+
+# An attempt and what came of it: None ends the push, a time (ms) owes it again then.
+PushOutcome = tuple[Delivery, int | None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settlement:
+    """Attempts made under their lease, to record (``Deliveries.settle_pushes``).
+    ``consume``: the ids of the deliveries whose messages go once delivered (a queue with
+    ``_delete_after_push``)."""
+
+    outcomes: Sequence[PushOutcome]
+    consume: Collection[str] = ()

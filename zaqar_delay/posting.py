@@ -16,7 +16,7 @@ from typing import Any
 from zaqar_delay import errors, jsondoc, validation
 from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import QueueEncryption
-from zaqar_delay.models import UNKNOWN_METADATA, NewMessage, Posted, VersionedMetadata
+from zaqar_delay.models import UNKNOWN_METADATA, Batch, NewMessage, Posted, VersionedMetadata
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import Driver
 
@@ -101,7 +101,7 @@ class MessagePoster:
                 cipher = self.encryption.for_queue(policy, seal)
                 stored = built if cipher is None else cipher.seal(built, project, queue)
             outcome = self.store_of(project, queue).post_if_current(
-                project, queue, stored, client_id, now_ms, known.version
+                project, queue, Batch(stored, client_id), now_ms, known.version
             )
             if isinstance(outcome, VersionedMetadata):
                 known = outcome

@@ -9,7 +9,7 @@ from typing import Any
 from zaqar_delay import jsondoc
 from zaqar_delay.encryption import QueueEncryption
 from zaqar_delay.lifecycle import Lifecycle
-from zaqar_delay.models import Delivery, NewMessage, PushResult
+from zaqar_delay.models import Delivery, LeaseRequest, NewMessage, PushResult, Settlement
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
 from zaqar_delay.stores import Stores
@@ -45,19 +45,12 @@ class PushDoor:
             queue for store in self.stores.all() for queue in store.due_push_queues(until_ms, limit)
         ]
 
-    def settle_pushes(
-        self,
-        project: str,
-        queue: str,
-        outcomes: Sequence[tuple[Delivery, int | None]],
-        now_ms: int,
-        consume: Sequence[str] = (),
-    ) -> None:
+    def settle_pushes(self, project: str, queue: str, settlement: Settlement, now_ms: int) -> None:
         """Record attempts made under their lease (``Driver.settle_pushes``). The messages
-        the ``consume`` deliveries deleted (a queue with ``_delete_after_push``) are
+        the ``settlement.consume`` deliveries deleted (a queue with ``_delete_after_push``) are
         reported as deleted, as a consumer's delete is."""
         store = self.stores.for_queue(project, queue)
-        consumed = store.settle_pushes(project, queue, outcomes, now_ms, consume)
+        consumed = store.settle_pushes(project, queue, settlement, now_ms)
         if consumed:
             self.lifecycle.deleted(project, queue, consumed, None, now_ms)
 
@@ -73,9 +66,8 @@ class PushDoor:
         """Lease up to ``limit`` pushes of a queue owed by ``until_ms`` for one attempt each
         (``Driver.lease_pushes``), their messages as subscribers are sent them: bodies of
         encrypted queues opened."""
-        leased = self.stores.for_queue(project, queue).lease_pushes(
-            project, queue, now_ms, lease_ms, limit, until_ms
-        )
+        request = LeaseRequest(now_ms, lease_ms, limit, until_ms)
+        leased = self.stores.for_queue(project, queue).lease_pushes(project, queue, request)
         return self.encryption.open_deliveries(leased)
 
     def dead_letter_push(

@@ -265,6 +265,8 @@ class Service:
         fields = validation.message_edit(jsondoc.loads(payload) if payload else None)
         now_ms, round_up = arrival(self.clock)
         edit = MessageEdit(
+            message_id,
+            claim_id,
             body_json=self._edited_body(fields, policy, project, queue),
             due_ms=self._edited_due(fields, now_ms, round_up),
             ttl_s=(
@@ -274,7 +276,7 @@ class Service:
             ),
         )
         try:
-            store.edit_message(project, queue, message_id, claim_id, edit, now_ms)
+            store.edit_message(project, queue, edit, now_ms)
         except (errors.MessageIsClaimed, errors.ClaimNotValid) as exc:
             exc.title = "Unable to edit" if edit.due_ms is None else "Unable to reschedule"
             raise
@@ -282,9 +284,9 @@ class Service:
             self._written(project, queue)
         if edit.body_json is None and edit.ttl_s is None:
             assert edit.due_ms is not None
-            self.lifecycle.rescheduled(project, queue, message_id, claim_id, edit.due_ms, now_ms)
+            self.lifecycle.rescheduled(project, queue, edit, now_ms)
         else:
-            self.lifecycle.edited(project, queue, message_id, claim_id, edit, now_ms)
+            self.lifecycle.edited(project, queue, edit, now_ms)
 
     def _edited_body(
         self, fields: Mapping[str, Any], policy: QueuePolicy, project: str, queue: str

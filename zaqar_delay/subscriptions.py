@@ -67,9 +67,11 @@ def subscription_change(
     limits: Limits,
     guard: AddressGuard | None = None,
     mail: MailRules | None = None,
+    subscription_id: str = "",
 ) -> SubscriptionChange:
-    """A POST or PATCH body (Zaqar's ``subscription_patching``) as typed fields. ``mail``
-    decides which senders ``options.from`` may name (None: none but the default)."""
+    """A POST or PATCH body (Zaqar's ``subscription_patching``) as typed fields, for the
+    subscription ``subscription_id`` ("" for a new one). ``mail`` decides which senders
+    ``options.from`` may name (None: none but the default)."""
     if not document:
         raise errors.InvalidRequest("No subscription to create.")
     if not isinstance(document, dict):
@@ -86,6 +88,7 @@ def subscription_change(
     except MailRefused as exc:
         raise errors.InvalidRequest(str(exc)) from exc
     return SubscriptionChange(
+        subscription_id,
         subscriber=checked,
         ttl_s=int(ttl) if ttl else None,
         options=dict(options) if isinstance(options, dict) else None,
@@ -261,7 +264,7 @@ class Subscriptions:
         """Change a subscription. A ``trust+`` subscriber stays one: changing between kinds
         means subscribing again. A subscription holding a trust is changed by its trustor
         only; a new subscriber gets a new trust, and the old one is deleted."""
-        change = subscription_change(document, self.limits, self.guard, self.mail)
+        change = subscription_change(document, self.limits, self.guard, self.mail, subscription_id)
         now_ms = self.clock.now_ms()
         current, trust_id = None, None
         # Read only when there is a trust or a subscriber's kind to check.
@@ -278,9 +281,7 @@ class Subscriptions:
                 "trust+ one: delete the subscription and subscribe again."
             )
         if trust_id is None:
-            self._store(project, queue).update_subscription(
-                project, queue, subscription_id, change, now_ms
-            )
+            self._store(project, queue).update_subscription(project, queue, change, now_ms)
             return
         assert caller is not None and current is not None  # _trust_held saw both
         kept = {name: current.options[name] for name in SERVICE_OPTIONS if name in current.options}
@@ -293,9 +294,7 @@ class Subscriptions:
             given = current.options if change.options is None else change.options
             change = dataclasses.replace(change, options={**given, **kept})
         try:
-            self._store(project, queue).update_subscription(
-                project, queue, subscription_id, change, now_ms
-            )
+            self._store(project, queue).update_subscription(project, queue, change, now_ms)
         except BaseException:
             self._forget_trust(caller, renewed)
             raise

@@ -20,6 +20,7 @@ from tests.helpers.api import HEADERS, PROJECT, Api, api_on, assert_error
 from tests.helpers.stores import redis_values_text
 from zaqar_delay.api.app import create_app
 from zaqar_delay.conf import EncryptionSettings, Settings
+from zaqar_delay.models import OverLimit
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 from zaqar_delay.push.mail import MailSender
@@ -252,7 +253,7 @@ def test_a_sealed_body_of_another_project_is_never_opened(api: Api) -> None:
     # sealed: the seal names the victim's project.
     for queue in ("plain", "loot"):
         copy = dataclasses.replace(at_rest, id=fresh_id(api, queue, attacker))
-        api.driver.receive_dead_letters("attacker", queue, [copy], None, now_ms)
+        api.driver.receive_dead_letters("attacker", OverLimit(queue, None, (copy,)), now_ms)
         got = api.get(f"/v2/queues/{queue}/messages/{copy.id}", headers=attacker)
         assert got.status_code == 200, got.text
         assert got.json["body"] == sealed
@@ -277,7 +278,7 @@ def test_an_earlier_releases_seal_opens_only_in_a_queue_that_encrypts(api: Api) 
         [mid] = api.post_messages(queue, {"body": "placeholder"})
         [message] = api.driver.get_messages(PROJECT, queue, [mid], now_ms)
         legacy = dataclasses.replace(message, id=fresh_id(api, queue), body=old)
-        api.driver.receive_dead_letters(PROJECT, queue, [legacy], None, now_ms)
+        api.driver.receive_dead_letters(PROJECT, OverLimit(queue, None, (legacy,)), now_ms)
         got = api.get(f"/v2/queues/{queue}/messages/{legacy.id}")
         assert got.status_code == 200, got.text
         expected = {"secret": SECRET} if queue == "sealed" else old

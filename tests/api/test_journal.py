@@ -17,6 +17,7 @@ from tests.helpers.api import Api, api_on
 from tests.helpers.push import dispatching, subscribe
 from zaqar_delay.conf import JournalSettings
 from zaqar_delay.journal import Journal, NullJournal, open_journal
+from zaqar_delay.models import MessageEdit
 
 P = "project-1"
 
@@ -205,7 +206,7 @@ def test_lines_stay_json_whatever_the_ids(tmp_path: pathlib.Path) -> None:
     journal = Journal(str(tmp_path))
     hostile = 'a"b\\\nc\u2028\ud800é'
     journal.deleted("p\n", "q", [hostile], hostile, 5)
-    journal.rescheduled("p", "q", hostile, None, 7, 6)
+    journal.rescheduled("p", "q", MessageEdit(hostile, None, due_ms=7), 6)
     journal.close()
     assert events(tmp_path) == [
         {"ts": 5, "event": "deleted", "project": "p\n", "queue": "q", "message_id": hostile}

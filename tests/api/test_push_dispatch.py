@@ -22,6 +22,7 @@ from tests.helpers.api import PROJECT, Api, api_on, signed_headers
 from tests.helpers.push import senders, subscribe
 from zaqar_delay.api import views
 from zaqar_delay.conf import JournalSettings, NotificationSettings, SignedUrlSettings, load_settings
+from zaqar_delay.models import LeaseRequest
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 
@@ -94,7 +95,9 @@ def test_only_requests_in_flight_are_leased(api: Api, running: Dispatcher) -> No
         api.post_messages("q", *({"body": n} for n in range(10)))
         hanging.wait_for(4)
         # Four in flight (the slots); the six others are still owed to any dispatcher.
-        others = api.store("q").lease_pushes(PROJECT, "q", api.clock.now_ms(), 60_000, 100)
+        others = api.store("q").lease_pushes(
+            PROJECT, "q", LeaseRequest(api.clock.now_ms(), 60_000, 100)
+        )
         assert len(others) == 6
         assert len(hanging.received) == 4
         hanging.answering.set()
@@ -127,7 +130,7 @@ def test_a_push_leased_ahead_is_sent_at_its_time_never_before(
             while api.store("q").next_push_ms() == due_ms:
                 assert time.monotonic() < deadline, "never leased ahead"
                 time.sleep(0.01)
-            assert api.store("q").lease_pushes(PROJECT, "q", due_ms, 60_000, 10) == []
+            assert api.store("q").lease_pushes(PROJECT, "q", LeaseRequest(due_ms, 60_000, 10)) == []
             # ...and sends it when its time comes on the clock, not before: the push thread
             # reads the clock again and again and keeps waiting.
             api.clock.advance(ms=4_999)

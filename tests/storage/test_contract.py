@@ -20,6 +20,7 @@ from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import QueueEncryption
 from zaqar_delay.models import (
     UNKNOWN_METADATA,
+    Batch,
     ClaimTimes,
     ListPage,
     ListQuery,
@@ -301,13 +302,13 @@ class TestConditionalPost:
         self, driver: Driver, clock: FakeClock
     ) -> None:
         answer = driver.post_if_current(
-            P, Q, [NewMessage('"m"', 60, 0)], ALICE, clock.now_ms(), UNKNOWN_METADATA.version
+            P, Q, Batch([NewMessage('"m"', 60, 0)], ALICE), clock.now_ms(), UNKNOWN_METADATA.version
         )
         assert answer == VersionedMetadata({}, "")
         assert driver.get_metadata(P, Q) is None
         metadata = {"zone": "b", "_default_message_ttl": 100}  # not in sorted order
         driver.create_queue(P, Q, metadata, clock.now_ms())
-        answer = driver.post_if_current(P, Q, [], ALICE, clock.now_ms(), "")
+        answer = driver.post_if_current(P, Q, Batch([], ALICE), clock.now_ms(), "")
         assert isinstance(answer, VersionedMetadata)
         assert answer.metadata == metadata
         # One version scheme on every store: the SHA-1 of the metadata text as stored.
@@ -317,12 +318,14 @@ class TestConditionalPost:
     def test_a_missing_queue_is_created_under_the_version_it_answers(
         self, driver: Driver, clock: FakeClock
     ) -> None:
-        posted = driver.post_if_current(P, Q, [NewMessage('"m"', 60, 0)], ALICE, clock.now_ms(), "")
+        posted = driver.post_if_current(
+            P, Q, Batch([NewMessage('"m"', 60, 0)], ALICE), clock.now_ms(), ""
+        )
         assert isinstance(posted, Posted)
         assert posted.metadata_version == metadata_version_of("{}")
         assert driver.get_metadata(P, Q) == {}
         again = driver.post_if_current(
-            P, Q, [NewMessage('"m"', 70, 0)], ALICE, clock.now_ms(), posted.metadata_version
+            P, Q, Batch([NewMessage('"m"', 70, 0)], ALICE), clock.now_ms(), posted.metadata_version
         )
         assert stored_ttl(driver, clock, again) == 70
 
@@ -332,11 +335,11 @@ class TestConditionalPost:
         other = open_test_driver(one_store(store_uri), namespace=namespace_of(driver))
         try:
             driver.create_queue(P, Q, {"_default_message_ttl": 100}, clock.now_ms())
-            first = driver.post_if_current(P, Q, [], ALICE, clock.now_ms(), "")
+            first = driver.post_if_current(P, Q, Batch([], ALICE), clock.now_ms(), "")
             assert isinstance(first, VersionedMetadata)
             other.set_metadata(P, Q, {"_default_message_ttl": 200})
             answer = driver.post_if_current(
-                P, Q, [NewMessage('"m"', 100, 0)], ALICE, clock.now_ms(), first.version
+                P, Q, Batch([NewMessage('"m"', 100, 0)], ALICE), clock.now_ms(), first.version
             )
             assert isinstance(answer, VersionedMetadata)
             assert answer.metadata == {"_default_message_ttl": 200}
@@ -906,7 +909,7 @@ class TestEdit:
         [before] = driver.get_messages(P, Q, [second], clock.now_ms())
         clock.advance(10)
         driver.edit_message(
-            P, Q, first, None, MessageEdit(body_json='{"edited": 1}'), clock.now_ms()
+            P, Q, MessageEdit(first, None, body_json='{"edited": 1}'), clock.now_ms()
         )
         [after] = driver.get_messages(P, Q, [first], clock.now_ms())
         assert after.body == {"edited": 1}
@@ -927,8 +930,8 @@ class TestEdit:
         created = clock.now_ms()
         clock.advance(5)
         now = clock.now_ms()
-        edit = MessageEdit(body_json='"final"', due_ms=now + 1_000, ttl_s=120)
-        driver.edit_message(P, Q, mid, None, edit, now)
+        edit = MessageEdit(mid, None, body_json='"final"', due_ms=now + 1_000, ttl_s=120)
+        driver.edit_message(P, Q, edit, now)
         [m] = driver.get_messages(P, Q, [mid], now)
         assert (m.body, m.due_ms, m.ttl_s, m.expires_ms) == (
             "final",
@@ -944,14 +947,14 @@ class TestEdit:
         clock.advance(90)
         with pytest.raises(errors.TtlAlreadyLapsed):
             driver.edit_message(
-                P, Q, mid, None, MessageEdit(body_json='"lost"', ttl_s=60), clock.now_ms()
+                P, Q, MessageEdit(mid, None, body_json='"lost"', ttl_s=60), clock.now_ms()
             )
         [m] = driver.get_messages(P, Q, [mid], clock.now_ms())
         assert (m.body, m.ttl_s) == ("kept", 600)
 
     def test_a_shorter_ttl_expires_the_message(self, driver: Driver, clock: FakeClock) -> None:
         [mid] = post(driver, clock, "short-lived", ttl=3600)
-        driver.edit_message(P, Q, mid, None, MessageEdit(ttl_s=60), clock.now_ms())
+        driver.edit_message(P, Q, MessageEdit(mid, None, ttl_s=60), clock.now_ms())
         clock.advance(60)
         assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
         assert claim(driver, clock) is None
@@ -963,26 +966,28 @@ class TestEdit:
         held = claim(driver, clock)
         assert held is not None
         now = clock.now_ms()
-        change = MessageEdit(body_json='"annotated"')
+
+        def annotate(claim_id: str | None) -> None:
+            driver.edit_message(P, Q, MessageEdit(mid, claim_id, body_json='"annotated"'), now)
+
         with pytest.raises(errors.MessageIsClaimed):
-            driver.edit_message(P, Q, mid, None, change, now)
+            annotate(None)
         with pytest.raises(errors.ClaimNotValid):
-            driver.edit_message(P, Q, mid, "f" * 32, change, now)
+            annotate("f" * 32)
         [m] = driver.get_messages(P, Q, [mid], now)
         assert m.body == "held"
-        driver.edit_message(P, Q, mid, held.id, change, now)
+        annotate(held.id)
         assert bodies_of(driver.get_claim(P, Q, held.id, now)) == ["annotated"]
         [m] = driver.get_messages(P, Q, [mid], now)
         assert (m.claim_id, m.claim_count) == (held.id, 1)
 
     def test_missing_or_expired(self, driver: Driver, clock: FakeClock) -> None:
         [mid] = post(driver, clock, "short", ttl=60)
-        change = MessageEdit(body_json='"x"')
         with pytest.raises(errors.MessageDoesNotExist):
-            driver.edit_message(P, Q, "nope", None, change, clock.now_ms())
+            driver.edit_message(P, Q, MessageEdit("nope", None, body_json='"x"'), clock.now_ms())
         clock.advance(60)
         with pytest.raises(errors.MessageDoesNotExist):
-            driver.edit_message(P, Q, mid, None, change, clock.now_ms())
+            driver.edit_message(P, Q, MessageEdit(mid, None, body_json='"x"'), clock.now_ms())
 
 
 # -- retry backoff -----------------------------------------------------------------------------

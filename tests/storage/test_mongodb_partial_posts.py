@@ -16,7 +16,7 @@ import pytest
 from tests.helpers.stores import close_test_driver, every_message, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import NewMessage, NewSubscription
+from zaqar_delay.models import LeaseRequest, NewMessage, NewSubscription, OverLimit
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.mongodb.driver import MongoDriver
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
@@ -63,7 +63,9 @@ class Refusing:
 
 def owed(mongo: MongoDriver, clock: FakeClock) -> list[str]:
     """The ids of the messages whose pushes are due now."""
-    return [d.message.id for d in mongo.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 10)]
+    return [
+        d.message.id for d in mongo.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), LEASE_MS, 10))
+    ]
 
 
 def test_a_repeat_of_a_post_refused_before_its_dedup_id_was_forgotten_is_stored(
@@ -171,13 +173,13 @@ def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(
     with monkeypatch.context() as patched:
         pushes = Refusing(patched, mongo._pushes, "insert_many")
         with pytest.raises(errors.StorageUnavailable):
-            mongo.receive_dead_letters(P, "dlq", dead, None, clock.now_ms())
+            mongo.receive_dead_letters(P, OverLimit("dlq", None, tuple(dead)), clock.now_ms())
     assert pushes.refused == 1, "the push was owed"
     assert mongo.stats(P, "dlq", clock.now_ms()).total == 1
 
-    mongo.receive_dead_letters(P, "dlq", dead, None, clock.now_ms())
+    mongo.receive_dead_letters(P, OverLimit("dlq", None, tuple(dead)), clock.now_ms())
     assert mongo.stats(P, "dlq", clock.now_ms()).total == 1
-    leased = mongo.lease_pushes(P, "dlq", clock.now_ms(), LEASE_MS, 10)
+    leased = mongo.lease_pushes(P, "dlq", LeaseRequest(clock.now_ms(), LEASE_MS, 10))
     assert [d.message.id for d in leased] == [m.id for m in dead]
 
 

@@ -15,7 +15,7 @@ from tests.helpers.pooled import pooled_driver
 from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ClaimOutcome, ClaimTimes, ListQuery, NewMessage
+from zaqar_delay.models import ClaimOutcome, ClaimTimes, ListQuery, NewMessage, OverLimit
 from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import FlavorRecord, PoolRecord
@@ -107,7 +107,7 @@ def test_a_failed_copy_keeps_the_message_and_a_repeated_copy_stores_it_once(
     [kept] = source.get_messages(P, "q", [mid], clock.now_ms())
     # A copy made before a crash that came before the delete: the move repeats, and the
     # dead-letter queue still holds the message once.
-    target.receive_dead_letters(P, "dead", [kept], None, clock.now_ms())
+    target.receive_dead_letters(P, OverLimit("dead", None, (kept,)), clock.now_ms())
     clock.advance(seconds=61)  # any claim the failed attempt left has lapsed
     outcome = claim(source, clock)
     assert outcome.over_limit is not None and outcome.over_limit.ids == (mid,)

@@ -10,7 +10,14 @@ import pytest
 
 from tests.helpers.stores import STORES, namespace_of, open_test_driver
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import MessageEdit, NewMessage, NewSubscription, SubscriptionChange
+from zaqar_delay.models import (
+    LeaseRequest,
+    MessageEdit,
+    NewMessage,
+    NewSubscription,
+    Settlement,
+    SubscriptionChange,
+)
 from zaqar_delay.storage.base import Driver
 
 # Every store, and Swift.
@@ -48,7 +55,7 @@ def post(
 
 
 def lease(driver: Driver, clock: FakeClock, queue: str = Q, limit: int = 10) -> list[Any]:
-    return driver.lease_pushes(P, queue, clock.now_ms(), LEASE_MS, limit)
+    return driver.lease_pushes(P, queue, LeaseRequest(clock.now_ms(), LEASE_MS, limit))
 
 
 def test_a_queue_without_subscriptions_owes_nothing(driver: Driver, clock: FakeClock) -> None:
@@ -66,7 +73,7 @@ def assert_nothing_owed(driver: Driver, clock: FakeClock) -> None:
     assert next_ms is None or next_ms <= clock.now_ms() + LEASE_MS
     clock.advance(ms=LEASE_MS)
     for project, queue in driver.due_push_queues(clock.now_ms(), 10):
-        assert driver.lease_pushes(project, queue, clock.now_ms(), LEASE_MS, 10) == []
+        assert driver.lease_pushes(project, queue, LeaseRequest(clock.now_ms(), LEASE_MS, 10)) == []
     assert driver.next_push_ms() is None
 
 
@@ -91,7 +98,7 @@ def test_a_push_is_due_with_its_message_never_before(driver: Driver, clock: Fake
     assert driver.due_push_queues(clock.now_ms(), 10) == []
     assert lease(driver, clock) == []
     assert driver.next_push_ms() == clock.now_ms() + LEASE_MS
-    driver.settle_pushes(P, Q, [(delivery, None)], clock.now_ms())
+    driver.settle_pushes(P, Q, Settlement([(delivery, None)]), clock.now_ms())
     assert_nothing_owed(driver, clock)
     clock.advance(seconds=60)
     assert lease(driver, clock) == []
@@ -101,13 +108,15 @@ def test_a_push_waits_for_a_message_rescheduled_later(driver: Driver, clock: Fak
     subscribe(driver, clock)
     [moved] = post(driver, clock, "moved", delay_ms=10_000)
     start = clock.now_ms()
-    driver.edit_message(P, Q, moved, None, MessageEdit(due_ms=start + 60_000), start)
+    driver.edit_message(P, Q, MessageEdit(moved, None, due_ms=start + 60_000), start)
     clock.advance(ms=10_000)
     # Owed at the old due time, but its message is not due: not leased, owed again later.
     assert lease(driver, clock) == []
     assert driver.next_push_ms() == start + 60_000
     clock.advance(ms=49_999)
-    assert driver.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 10, start + 59_999) == []
+    assert (
+        driver.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), LEASE_MS, 10, start + 59_999)) == []
+    )
     clock.advance(ms=1)
     [delivery] = lease(driver, clock)
     assert delivery.message.id == moved and delivery.owed_ms == start + 60_000
@@ -120,9 +129,9 @@ def test_pushes_owed_soon_are_leased_ahead_with_their_time(
     [soon] = post(driver, clock, "soon", delay_ms=100)
     post(driver, clock, "later", delay_ms=500)
     now = clock.now_ms()
-    assert driver.lease_pushes(P, Q, now, LEASE_MS, 10, now + 99) == []
+    assert driver.lease_pushes(P, Q, LeaseRequest(now, LEASE_MS, 10, now + 99)) == []
     assert driver.due_push_queues(now + 100, 10) == [(P, Q)]
-    [ahead] = driver.lease_pushes(P, Q, now, LEASE_MS, 10, now + 200)
+    [ahead] = driver.lease_pushes(P, Q, LeaseRequest(now, LEASE_MS, 10, now + 200))
     assert ahead.message.id == soon and ahead.owed_ms == now + 100 and ahead.attempts == 0
     # Held for the lease time past the time leased up to; the later push is next.
     assert driver.next_push_ms() == now + 500
@@ -142,7 +151,7 @@ def test_one_call_settles_the_attempts_of_several_leases(driver: Driver, clock: 
     [first] = lease(driver, clock, limit=1)
     [second] = lease(driver, clock, limit=1)
     assert first.lease != second.lease
-    driver.settle_pushes(P, Q, [(first, None), (second, None)], clock.now_ms())
+    driver.settle_pushes(P, Q, Settlement([(first, None), (second, None)]), clock.now_ms())
     assert_nothing_owed(driver, clock)
 
 
@@ -152,7 +161,7 @@ def test_one_call_settles_many_attempts(driver: Driver, clock: FakeClock) -> Non
     delivered, retried, failed = lease(driver, clock)
     retry_at = clock.now_ms() + 1_000
     driver.settle_pushes(
-        P, Q, [(delivered, None), (retried, retry_at), (failed, None)], clock.now_ms()
+        P, Q, Settlement([(delivered, None), (retried, retry_at), (failed, None)]), clock.now_ms()
     )
     clock.advance(ms=1_000)
     [again] = lease(driver, clock)
@@ -171,7 +180,7 @@ def test_a_retry_is_due_at_its_time_with_one_attempt_more(driver: Driver, clock:
     post(driver, clock, "x")
     [delivery] = lease(driver, clock)
     retry_at = clock.now_ms() + 5_000
-    driver.settle_pushes(P, Q, [(delivery, retry_at)], clock.now_ms())
+    driver.settle_pushes(P, Q, Settlement([(delivery, retry_at)]), clock.now_ms())
     assert driver.next_push_ms() == retry_at
     clock.advance(ms=4_999)
     assert lease(driver, clock) == []
@@ -190,9 +199,9 @@ def test_a_lease_that_runs_out_is_due_again_and_its_settle_is_ignored(
     assert driver.due_push_queues(clock.now_ms(), 10) == [(P, Q)]
     [second] = lease(driver, clock)
     assert second.id == first.id and second.attempts == 0
-    driver.settle_pushes(P, Q, [(first, None)], clock.now_ms())  # late: ignored
+    driver.settle_pushes(P, Q, Settlement([(first, None)]), clock.now_ms())  # late: ignored
     assert driver.next_push_ms() == clock.now_ms() + LEASE_MS
-    driver.settle_pushes(P, Q, [(second, None)], clock.now_ms())
+    driver.settle_pushes(P, Q, Settlement([(second, None)]), clock.now_ms())
     assert_nothing_owed(driver, clock)
 
 
@@ -250,8 +259,8 @@ def test_two_dispatchers_never_lease_one_push(
     try:
         subscribe(driver, clock)
         post(driver, clock, *range(6))
-        mine = driver.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 3)
-        theirs = other.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 10)
+        mine = driver.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), LEASE_MS, 3))
+        theirs = other.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), LEASE_MS, 10))
         assert len(mine) == 3 and len(theirs) == 3
         assert not {d.id for d in mine} & {d.id for d in theirs}
     finally:
@@ -265,9 +274,9 @@ def test_consumed_messages_are_deleted_once_no_push_is_owed(
     subscribe(driver, clock, "b")
     [mid] = post(driver, clock, "x")
     first, second = lease(driver, clock)
-    assert driver.settle_pushes(P, Q, [(first, None)], clock.now_ms(), consume=[first.id]) == []
+    assert driver.settle_pushes(P, Q, Settlement([(first, None)], [first.id]), clock.now_ms()) == []
     assert driver.get_messages(P, Q, [mid], clock.now_ms())  # the other is still owed it
-    consumed = driver.settle_pushes(P, Q, [(second, None)], clock.now_ms(), consume=[second.id])
+    consumed = driver.settle_pushes(P, Q, Settlement([(second, None)], [second.id]), clock.now_ms())
     assert consumed == [mid]
     assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
 
@@ -288,12 +297,12 @@ class TestDispatchLimits:
         assert lease(driver, clock) == []
         assert_nothing_due(driver, clock)
         # A request that ends frees its place for the next push, owed as before.
-        driver.settle_pushes(P, Q, [(first[0], None)], clock.now_ms())
+        driver.settle_pushes(P, Q, Settlement([(first[0], None)]), clock.now_ms())
         assert driver.due_push_queues(clock.now_ms(), 10) == [(P, Q)]
         [third] = lease(driver, clock)
         assert third.message.body == "3" and third.owed_ms == first[0].owed_ms
         # So does a retry, and a lease that runs out (its dispatcher died).
-        driver.settle_pushes(P, Q, [(first[1], clock.now_ms() + 1_000)], clock.now_ms())
+        driver.settle_pushes(P, Q, Settlement([(first[1], clock.now_ms() + 1_000)]), clock.now_ms())
         [fourth] = lease(driver, clock)
         assert fourth.message.body == "4"
         assert lease(driver, clock) == []
@@ -342,7 +351,7 @@ class TestDispatchLimits:
         [second] = lease(driver, clock)
         assert second.message.body == "2" and second.owed_ms == start + 250
         # Leased ahead, a push is handed over with the time the rate gives it.
-        [third] = driver.lease_pushes(P, Q, clock.now_ms(), LEASE_MS, 10, start + 500)
+        [third] = driver.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), LEASE_MS, 10, start + 500))
         assert third.message.body == "3" and third.owed_ms == start + 500
 
     def test_changing_the_limits_frees_what_they_held_back(
@@ -351,7 +360,7 @@ class TestDispatchLimits:
         sid = subscribe(driver, clock, _max_concurrent_dispatches=1)
         post(driver, clock, 1, 2, 3)
         assert len(lease(driver, clock)) == 1
-        driver.update_subscription(P, Q, sid, SubscriptionChange(options={}), clock.now_ms())
+        driver.update_subscription(P, Q, SubscriptionChange(sid, options={}), clock.now_ms())
         assert driver.due_push_queues(clock.now_ms(), 10) == [(P, Q)]
         assert sorted(d.message.body for d in lease(driver, clock)) == ["2", "3"]
 
@@ -362,7 +371,7 @@ class TestDispatchLimits:
         post(driver, clock, 1, 2, 3)
         [held] = lease(driver, clock)
         driver.delete_subscription(P, Q, sid)
-        driver.settle_pushes(P, Q, [(held, None)], clock.now_ms())
+        driver.settle_pushes(P, Q, Settlement([(held, None)]), clock.now_ms())
         assert_nothing_owed(driver, clock)
 
 

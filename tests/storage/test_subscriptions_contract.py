@@ -93,13 +93,13 @@ def test_listing_skips_expired_ones(driver: Driver, clock: FakeClock) -> None:
 def test_update_replaces_only_what_it_names(driver: Driver, clock: FakeClock) -> None:
     sid, _ = subscribe(driver, clock, ttl=60)
     clock.advance(seconds=30)
-    driver.update_subscription(P, Q, sid, SubscriptionChange(ttl_s=120), clock.now_ms())
+    driver.update_subscription(P, Q, SubscriptionChange(sid, ttl_s=120), clock.now_ms())
     clock.advance(seconds=100)  # past the first ttl, inside the new one
     found = driver.get_subscription(P, Q, sid, clock.now_ms())
     assert found is not None and found.ttl_s == 120 and found.age_s(clock.now_ms()) == 100
     assert found.subscriber == HOOK and found.options == {"k": [1, "x"]}
-    change = SubscriptionChange(subscriber="mailto:ops@example.com", options={"a": 1})
-    driver.update_subscription(P, Q, sid, change, clock.now_ms())
+    change = SubscriptionChange(sid, subscriber="mailto:ops@example.com", options={"a": 1})
+    driver.update_subscription(P, Q, change, clock.now_ms())
     found = driver.get_subscription(P, Q, sid, clock.now_ms())
     assert found is not None
     assert (found.subscriber, found.options, found.ttl_s) == (
@@ -114,15 +114,15 @@ def test_update_to_a_taken_subscriber_conflicts(driver: Driver, clock: FakeClock
     second, _ = subscribe(driver, clock, "http://127.0.0.1:9/b")
     with pytest.raises(errors.Conflict):
         driver.update_subscription(
-            P, Q, second, SubscriptionChange(subscriber="http://127.0.0.1:9/a"), clock.now_ms()
+            P, Q, SubscriptionChange(second, subscriber="http://127.0.0.1:9/a"), clock.now_ms()
         )
     assert driver.get_subscription(P, Q, second, clock.now_ms()).subscriber.endswith("/b")  # type: ignore[union-attr]
     # Its own subscriber is no conflict.
     driver.update_subscription(
-        P, Q, first, SubscriptionChange(subscriber="http://127.0.0.1:9/a"), clock.now_ms()
+        P, Q, SubscriptionChange(first, subscriber="http://127.0.0.1:9/a"), clock.now_ms()
     )
     with pytest.raises(errors.SubscriptionDoesNotExist):
-        driver.update_subscription(P, Q, "missing", SubscriptionChange(ttl_s=60), clock.now_ms())
+        driver.update_subscription(P, Q, SubscriptionChange("missing", ttl_s=60), clock.now_ms())
 
 
 def test_confirm_and_unconfirm(driver: Driver, clock: FakeClock) -> None:
@@ -204,7 +204,7 @@ def test_the_last_push_result_is_kept_and_survives_updates(
     assert found is not None and found.last_delivery == failed
     later = PushResult(clock.now_ms() + 1000, "delivered", "")
     driver.record_push_results(P, Q, [(sid, later), (other, failed)])
-    driver.update_subscription(P, Q, sid, SubscriptionChange(ttl_s=60), clock.now_ms())
+    driver.update_subscription(P, Q, SubscriptionChange(sid, ttl_s=60), clock.now_ms())
     driver.confirm_subscription(P, Q, sid, True, clock.now_ms())
     listed = {
         s.id: s.last_delivery for s in driver.list_subscriptions(P, Q, None, 10, clock.now_ms())

@@ -13,7 +13,7 @@ from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.stores import close_test_driver, open_test_driver
 from tests.helpers.swift import SwiftRequests
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ClaimTimes, ListQuery, MessageEdit, NewMessage, Posted
+from zaqar_delay.models import Batch, ClaimTimes, ListQuery, MessageEdit, NewMessage, Posted
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -59,7 +59,11 @@ def test_a_post_to_a_queue_without_subscriptions_is_two_requests(
     swift.create_queue(P, Q, {}, clock.now_ms())
     requests = SwiftRequests(monkeypatch)
     posted = swift.post_if_current(
-        P, Q, [NewMessage('"x"', 3600, 5000)], ALICE, clock.now_ms(), metadata_version_of("{}")
+        P,
+        Q,
+        Batch([NewMessage('"x"', 3600, 5000)], ALICE),
+        clock.now_ms(),
+        metadata_version_of("{}"),
     )
     assert isinstance(posted, Posted)
     assert requests.made == {"get_object": 1, "put_object": 1}
@@ -101,10 +105,10 @@ def test_a_new_due_time_indexes_the_message_and_an_edit_of_its_body_keeps_its_na
 ) -> None:
     clock = FakeClock()
     [kept, moved] = post(swift, clock, "kept", "moved", delay_ms=30_000)
-    swift.edit_message(P, Q, kept, None, MessageEdit(body_json='"kept, edited"'), clock.now_ms())
+    swift.edit_message(P, Q, MessageEdit(kept, None, body_json='"kept, edited"'), clock.now_ms())
     assert listed_fields(swift, kept)["i"] == "1"
     sooner = clock.now_ms() + 10_000
-    swift.edit_message(P, Q, moved, None, MessageEdit(due_ms=sooner), clock.now_ms())
+    swift.edit_message(P, Q, MessageEdit(moved, None, due_ms=sooner), clock.now_ms())
     assert "i" not in listed_fields(swift, moved)
     assert index_entries(swift) == [f"d/{names.time_part(sooner)}/{moved}"]
     clock.advance(seconds=10)
@@ -209,8 +213,8 @@ def test_due_order_pages_merge_named_and_rescheduled_messages(swift: SwiftDriver
     [a] = post(swift, clock, "a", delay_ms=10_000)
     post(swift, clock, "b", delay_ms=20_000)
     [c] = post(swift, clock, "c", delay_ms=30_000)
-    swift.edit_message(P, Q, c, None, MessageEdit(due_ms=now + 15_000), now)
-    swift.edit_message(P, Q, a, None, MessageEdit(due_ms=now + 25_000), now)
+    swift.edit_message(P, Q, MessageEdit(c, None, due_ms=now + 15_000), now)
+    swift.edit_message(P, Q, MessageEdit(a, None, due_ms=now + 25_000), now)
     pages, marker = [], None
     for _ in range(5):
         page = swift.list_messages_by_due(

@@ -14,7 +14,7 @@ from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.stores import close_test_driver, open_test_driver
 from tests.helpers.swift import SwiftRequests
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import NewMessage, NewSubscription, Posted, VersionedMetadata
+from zaqar_delay.models import Batch, NewMessage, NewSubscription, Posted, VersionedMetadata
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
@@ -36,7 +36,7 @@ def servers(swift_aio: SwiftAllInOne) -> Iterator[tuple[SwiftDriver, SwiftDriver
 
 
 def post(driver: SwiftDriver, clock: FakeClock, version: str) -> Posted | VersionedMetadata:
-    return driver.post_if_current(P, Q, [MESSAGE], ALICE, clock.now_ms(), version)
+    return driver.post_if_current(P, Q, Batch([MESSAGE], ALICE), clock.now_ms(), version)
 
 
 # A period the two posts of the test below take far less than, however loaded the machine

@@ -22,7 +22,17 @@ from tests.helpers.swift import RACERS, RACES, race
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import Settings, StorageSettings, SwiftSettings
-from zaqar_delay.models import ClaimTimes, ListQuery, NewMessage, NewSubscription, Posted
+from zaqar_delay.models import (
+    Batch,
+    ClaimTimes,
+    LeaseRequest,
+    ListQuery,
+    NewMessage,
+    NewSubscription,
+    OverLimit,
+    Posted,
+    Settlement,
+)
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.swift import connect, names
@@ -339,14 +349,14 @@ def test_a_post_looks_for_subscriptions_only_once_the_queue_may_have_some(
     listed = ListedPrefixes(swift, monkeypatch)
     version = metadata_version_of(json.dumps({}))
     message = NewMessage('"x"', 3600, 0)
-    posted = swift.post_if_current(P, Q, [message], ALICE, clock.now_ms(), version)
+    posted = swift.post_if_current(P, Q, Batch([message], ALICE), clock.now_ms(), version)
     assert isinstance(posted, Posted), "the version is current"
     assert not posted.push_due_ms and listed.subscription_lookups() == 0
     swift.create_subscription(
         P, Q, NewSubscription("http://203.0.113.5/h", 600, {}, "s"), clock.now_ms()
     )
     assert subscribed_mark(swift) == "1"
-    posted = swift.post_if_current(P, Q, [message], ALICE, clock.now_ms(), version)
+    posted = swift.post_if_current(P, Q, Batch([message], ALICE), clock.now_ms(), version)
     assert isinstance(posted, Posted)
     assert listed.subscription_lookups() == 1 and posted.push_due_ms
     # A metadata write keeps the mark.
@@ -547,20 +557,20 @@ def test_a_push_whose_lease_taker_died_before_moving_it_is_sent_when_that_lease_
     with monkeypatch.context() as patched:
         patched.setattr(SwiftDriver, "_move_owed", killed)
         with pytest.raises(DispatcherKilled):
-            swift.lease_pushes(P, Q, clock.now_ms(), lease_ms, 10)
+            swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), lease_ms, 10))
     container = swift._container(names.PUSHES)
     assert swift._swift.exists(container, swift._lease_name(P, Q, push_id, 1)), "no lease taken"
     assert swift.next_push_ms() == due_ms, "the push was moved before the kill"
 
-    assert swift.lease_pushes(P, Q, clock.now_ms(), lease_ms, 10) == []
+    assert swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), lease_ms, 10)) == []
     assert swift.next_push_ms() == due_ms, "left to the lease's taker, still owed"
     clock.advance(ms=LEASE_TAKER_GRACE_MS)
-    assert swift.lease_pushes(P, Q, clock.now_ms(), lease_ms, 10) == []
+    assert swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), lease_ms, 10)) == []
     assert swift.next_push_ms() == due_ms + lease_ms, "moved to the end of the taker's lease"
     clock.advance(ms=lease_ms - LEASE_TAKER_GRACE_MS)
-    [delivery] = swift.lease_pushes(P, Q, clock.now_ms(), lease_ms, 10)
+    [delivery] = swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), lease_ms, 10))
     assert delivery.id == push_id and delivery.message.id == mid
-    swift.settle_pushes(P, Q, [(delivery, None)], clock.now_ms())
+    swift.settle_pushes(P, Q, Settlement([(delivery, None)]), clock.now_ms())
     assert swift.next_push_ms() is None
 
 
@@ -579,15 +589,17 @@ def test_a_push_whose_lease_was_just_taken_elsewhere_is_left_to_its_taker(
         leased: list[list[Any]] = []
         failures = at_once(
             [swift, other],  # type: ignore[list-item]
-            lambda driver, _: leased.append(driver.lease_pushes(P, Q, clock.now_ms(), 30_000, 10)),
+            lambda driver, _: leased.append(
+                driver.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), 30_000, 10))
+            ),
         )
         assert failures == []
         assert sorted(len(found) for found in leased) == [0, 1]
         [delivery] = [d for found in leased for d in found]
-        swift.settle_pushes(P, Q, [(delivery, None)], clock.now_ms())
+        swift.settle_pushes(P, Q, Settlement([(delivery, None)]), clock.now_ms())
         assert swift.next_push_ms() is None
         clock.advance(ms=LEASE_TAKER_GRACE_MS + 30_000)
-        assert swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10) == []
+        assert swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), 30_000, 10)) == []
     finally:
         close_test_driver(other)
 
@@ -619,7 +631,9 @@ def test_a_repeat_of_a_post_refused_before_its_dedup_id_was_forgotten_is_stored(
 
 def leased_now(swift: SwiftDriver, clock: FakeClock) -> list[str]:
     """The ids of the messages whose pushes are due now, leased."""
-    return [d.message.id for d in swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10)]
+    return [
+        d.message.id for d in swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), 30_000, 10))
+    ]
 
 
 def test_a_post_whose_pushes_could_not_be_owed_is_refused_whole(
@@ -684,13 +698,13 @@ def test_dead_letters_whose_pushes_could_not_be_owed_are_owed_when_copied_again(
     with monkeypatch.context() as patched:
         pushes = FailingWrites(patched, sid)
         with pytest.raises(errors.StorageUnavailable):
-            swift.receive_dead_letters(P, "dlq", dead, None, clock.now_ms())
+            swift.receive_dead_letters(P, OverLimit("dlq", None, tuple(dead)), clock.now_ms())
     assert pushes.refused[0].startswith("PUT "), "the push was owed"
     assert swift.stats(P, "dlq", clock.now_ms()).total == 1
 
-    swift.receive_dead_letters(P, "dlq", dead, None, clock.now_ms())
+    swift.receive_dead_letters(P, OverLimit("dlq", None, tuple(dead)), clock.now_ms())
     assert swift.stats(P, "dlq", clock.now_ms()).total == 1
-    leased = swift.lease_pushes(P, "dlq", clock.now_ms(), 30_000, 10)
+    leased = swift.lease_pushes(P, "dlq", LeaseRequest(clock.now_ms(), 30_000, 10))
     assert [d.message.id for d in leased] == posted.ids
 
 
@@ -721,7 +735,7 @@ def test_a_lease_reads_each_request_place_of_a_subscription_once(
     messages = [NewMessage(f'"{i}"', 3600, 0) for i in range(12)]
     swift.post_messages(P, Q, messages, ALICE, clock.now_ms())
     reads = generation_reads(monkeypatch)
-    leased = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 12)
+    leased = swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), 30_000, 12))
     assert len(leased) == 5
     place_reads = [prefix for prefix in reads if prefix.startswith("p/")]
     assert sorted(place_reads) == sorted(set(place_reads))
@@ -738,14 +752,14 @@ def test_a_settle_frees_the_place_its_push_took_without_reading_the_others(
     )
     messages = [NewMessage(f'"{i}"', 3600, 0) for i in range(6)]
     swift.post_messages(P, Q, messages, ALICE, clock.now_ms())
-    leased = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 6)
+    leased = swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), 30_000, 6))
     assert len(leased) == 5
     reads = generation_reads(monkeypatch)
-    swift.settle_pushes(P, Q, [(leased[-1], None)], clock.now_ms())
+    swift.settle_pushes(P, Q, Settlement([(leased[-1], None)]), clock.now_ms())
     assert len([prefix for prefix in reads if prefix.startswith("p/")]) == 1
     monkeypatch.undo()
     # The place is free: the parked sixth push is owed again and takes it.
-    [sixth] = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 6)
+    [sixth] = swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), 30_000, 6))
     assert sixth.message.body == "5"
 
 
@@ -764,7 +778,9 @@ def test_a_give_back_reads_the_parked_pushes_not_the_queue_s_backlog(
     swift.post_messages(P, Q, later, ALICE, clock.now_ms())
     now = [NewMessage(f'"{i}"', 3600, 0) for i in range(3)]
     swift.post_messages(P, Q, now, ALICE, clock.now_ms())
-    [first] = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10)  # the others are parked
+    [first] = swift.lease_pushes(
+        P, Q, LeaseRequest(clock.now_ms(), 30_000, 10)
+    )  # the others are parked
     assert first.message.body == "0"
     walked: list[str] = []
     walk = swift._swift.walk
@@ -774,11 +790,11 @@ def test_a_give_back_reads_the_parked_pushes_not_the_queue_s_backlog(
         return walk(container, prefix, **kwargs)
 
     monkeypatch.setattr(swift._swift, "walk", counted)
-    swift.settle_pushes(P, Q, [(first, None)], clock.now_ms())
+    swift.settle_pushes(P, Q, Settlement([(first, None)]), clock.now_ms())
     assert walked, "nothing was listed"
     assert [prefix for prefix in walked if prefix.startswith("q/")] == []
     monkeypatch.undo()
-    [second] = swift.lease_pushes(P, Q, clock.now_ms(), 30_000, 10)
+    [second] = swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), 30_000, 10))
     assert second.message.body == "1"
 
 

@@ -44,7 +44,7 @@ import threading
 
 from zaqar_delay import retry_policy
 from zaqar_delay.errors import StorageUnavailable
-from zaqar_delay.models import Delivery, PushResult
+from zaqar_delay.models import Delivery, PushResult, Settlement
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.subscribers import redacted
@@ -324,7 +324,7 @@ class Dispatcher:
             if outcome.kind == "delivered" and policy.delete_after_push:
                 consume.append(delivery.id)
             self._report(attempt, retry_at, policy, now_ms)
-        self.service.pushes.settle_pushes(project, queue, outcomes, now_ms, consume)
+        self.service.pushes.settle_pushes(project, queue, Settlement(outcomes, consume), now_ms)
         self._record_last(project, queue, attempts)
 
     def _record_last(self, project: str, queue: str, attempts: list[Attempt]) -> None:

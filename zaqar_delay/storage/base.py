@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import json
 from collections.abc import Sequence
 
 from zaqar_delay.models import (
+    Batch,
     Claim,
     ClaimOutcome,
     ClaimTimes,
@@ -33,6 +35,10 @@ from zaqar_delay.storage.deliveries import DeliveryStore
 from zaqar_delay.storage.subscriptions import SubscriptionStore
 from zaqar_delay.storage.traits import Durability, Wakeups
 
+#: The metadata version :meth:`Driver.post_if_current` takes as current whatever the queue's
+#: metadata is: a post that builds nothing from the queue's defaults (``post_messages``).
+ANY_METADATA_VERSION = "*"
+
 
 def metadata_version_of(stored_json: str | bytes | None) -> str:
     """The version of a queue's metadata that :meth:`Driver.post_if_current` checks: the SHA-1
@@ -43,6 +49,15 @@ def metadata_version_of(stored_json: str | bytes | None) -> str:
         return ""
     text = stored_json.encode() if isinstance(stored_json, str) else stored_json
     return hashlib.sha1(text).hexdigest()
+
+
+def stale_metadata(stored_json: str | None, expected_version: str) -> VersionedMetadata | None:
+    """The queue's metadata and version when ``stored_json`` (its metadata as stored, None for
+    no queue) is not at ``expected_version``: :meth:`Driver.post_if_current`'s refusal."""
+    current = metadata_version_of(stored_json)
+    if current == expected_version:
+        return None
+    return VersionedMetadata({} if stored_json is None else dict(json.loads(stored_json)), current)
 
 
 class Driver(SubscriptionStore, DeliveryStore):
@@ -136,7 +151,6 @@ class Driver(SubscriptionStore, DeliveryStore):
 
     # -- messages ------------------------------------------------------------------------------
 
-    @abc.abstractmethod
     def post_messages(
         self,
         project: str,
@@ -155,20 +169,19 @@ class Driver(SubscriptionStore, DeliveryStore):
         remembers the id until this message's expiry, whatever becomes of the message; of
         concurrent posts with one id exactly one stores it. Purge and delete forget every id.
         """
+        posted = self.post_if_current(
+            project, queue, Batch(messages, client_id), now_ms, ANY_METADATA_VERSION
+        )
+        assert isinstance(posted, Posted)  # the version "any" is never stale
+        return posted
 
     @abc.abstractmethod
     def post_if_current(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[NewMessage],
-        client_id: str,
-        now_ms: int,
-        metadata_version: str,
+        self, project: str, queue: str, batch: Batch, now_ms: int, metadata_version: str
     ) -> Posted | VersionedMetadata:
-        """Store ``messages`` as :meth:`post_messages` does, only if the queue's metadata is
+        """Store the batch as :meth:`post_messages` does, only if the queue's metadata is
         still at ``metadata_version`` (:func:`metadata_version_of`; messages built from stale
-        defaults are never stored).
+        defaults are never stored), or whatever it is for ``ANY_METADATA_VERSION``.
 
         Otherwise store nothing and return the queue's current metadata and version, to build
         the messages again. The answer's ``Posted.metadata_version`` is the version they were
@@ -212,15 +225,7 @@ class Driver(SubscriptionStore, DeliveryStore):
         """
 
     @abc.abstractmethod
-    def edit_message(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        edit: MessageEdit,
-        now_ms: int,
-    ) -> None:
+    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
         """Replace what ``edit`` names of one message; its id, claim count and place in
         posting order stay.
 
@@ -243,7 +248,7 @@ class Driver(SubscriptionStore, DeliveryStore):
         """Make the message due at ``due_ms`` (claim count and expiry kept): an edit of its
         due time alone (``edit_message``), so a message held by the named live claim leaves
         that claim."""
-        self.edit_message(project, queue, message_id, claim_id, MessageEdit(due_ms=due_ms), now_ms)
+        self.edit_message(project, queue, MessageEdit(message_id, claim_id, due_ms=due_ms), now_ms)
 
     @abc.abstractmethod
     def delete_messages(
@@ -311,19 +316,12 @@ class Driver(SubscriptionStore, DeliveryStore):
         self.delete_messages(project, queue, over.ids, None, now_ms)
 
     @abc.abstractmethod
-    def receive_dead_letters(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[Message],
-        ttl_s: int | None,
-        now_ms: int,
-    ) -> None:
-        """Store copies of ``messages``, dead-lettered from a queue (on this store or
-        another), in ``queue`` (created if needed): same ids, bodies as stored and client
-        ids, claim count 0, due now, ttl ``ttl_s`` or their own, expiring that long from
-        now; waiting claims woken and pushes owed as for a post. Idempotent by id: a message
-        already here is not stored again."""
+    def receive_dead_letters(self, project: str, over: OverLimit, now_ms: int) -> None:
+        """Store copies of the messages ``over`` reports, dead-lettered from a queue (on this
+        store or another), in ``over.queue`` (created if needed): ``over.copies()`` with the
+        same ids and client ids, claim count 0, expiring their ttl from now; waiting claims
+        woken and pushes owed as for a post. Idempotent by id: a message already here is not
+        stored again."""
 
     @abc.abstractmethod
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:

@@ -36,5 +36,5 @@ def copy_then_delete(
     """Copy the messages ``over`` reports to ``over.queue`` on ``target``
     (``Driver.receive_dead_letters``), then delete them from ``queue`` on ``source``
     (``Driver.delete_dead_letters``)."""
-    target.receive_dead_letters(project, over.queue, over.messages, over.ttl_s, now_ms)
+    target.receive_dead_letters(project, over, now_ms)
     source.delete_dead_letters(project, queue, over, now_ms)

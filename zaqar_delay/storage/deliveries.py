@@ -12,9 +12,8 @@ message or subscription is gone are dropped when leased. The contract suite's
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
 
-from zaqar_delay.models import Delivery
+from zaqar_delay.models import Delivery, LeaseRequest, Settlement
 
 # A parked push (its subscription at its most requests in flight) is owed at PARKED + the time
 # it was owed: never due until a request of its subscription ends and unparks it. Both drivers
@@ -37,27 +36,14 @@ class DeliveryStore(abc.ABC):
         dispatcher once for nothing (when its lease would have ended)."""
 
     @abc.abstractmethod
-    def lease_pushes(
-        self,
-        project: str,
-        queue: str,
-        now_ms: int,
-        lease_ms: int,
-        limit: int,
-        until_ms: int | None = None,
-    ) -> list[Delivery]:
-        """Lease up to ``limit`` pushes of the queue owed by ``until_ms`` (default: due at
-        ``now_ms``), oldest first, until ``lease_ms`` after ``until_ms``: no other lease takes
-        them meanwhile. A push leased ahead is sent at its ``owed_ms``, never before."""
+    def lease_pushes(self, project: str, queue: str, request: LeaseRequest) -> list[Delivery]:
+        """Lease up to ``request.limit`` pushes of the queue owed by ``request.until_ms``,
+        oldest first, until ``request.end_ms``: no other lease takes them meanwhile. A push
+        leased ahead is sent at its ``owed_ms``, never before."""
 
     @abc.abstractmethod
     def settle_pushes(
-        self,
-        project: str,
-        queue: str,
-        outcomes: Sequence[tuple[Delivery, int | None]],
-        now_ms: int,
-        consume: Sequence[str] = (),
+        self, project: str, queue: str, settlement: Settlement, now_ms: int
     ) -> list[str]:
         """Record attempts made under their lease: ``None`` ends a push (delivered or given
         up), a time makes it due again then with one attempt more. An outcome whose lease

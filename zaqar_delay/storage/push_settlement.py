@@ -18,16 +18,13 @@ from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from zaqar_delay.dispatch_limits import DispatchLimits
-from zaqar_delay.models import Delivery
-
-# An attempt and what came of it: None ends the push, a time (ms) retries it then.
-Outcome = tuple[Delivery, int | None]
+from zaqar_delay.models import Delivery, PushOutcome, Settlement
 
 
 class SettleWrites(Protocol):
     """What a store writes to settle one queue's attempts."""
 
-    def record(self, outcomes: Sequence[Outcome]) -> None:
+    def record(self, outcomes: Sequence[PushOutcome]) -> None:
         """Record each outcome while its own lease still holds the push (step 1)."""
 
     def give_back(self, delivery: Delivery) -> None:
@@ -41,11 +38,9 @@ class SettleWrites(Protocol):
         """Delete these messages; the ids of those this call deleted."""
 
 
-def settle(
-    writes: SettleWrites, outcomes: Sequence[Outcome], consume: Collection[str]
-) -> list[str]:
-    """Settle ``outcomes`` as the module says; ``consume``: the ids of the deliveries whose
-    messages go once delivered. Returns the ids of the messages deleted."""
+def settle(writes: SettleWrites, settlement: Settlement) -> list[str]:
+    """Settle the attempts as the module says; returns the ids of the messages deleted."""
+    outcomes, consume = settlement.outcomes, set(settlement.consume)
     writes.record(outcomes)
     # One after another: each give-back owes again the oldest parked push, and the next one
     # must find that push no longer parked (in parallel they read the same parked pushes).

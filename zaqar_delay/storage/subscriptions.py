@@ -17,6 +17,13 @@ from zaqar_delay.models import (
     SubscriptionChange,
 )
 
+SUBSCRIBER_IN_USE = (
+    "Such subscription already exists. Subscriptions are unique by project + queue + "
+    "subscriber URI."
+)
+"""The Conflict's description when a change gives a subscription the subscriber of another
+live one of its queue (Zaqar's words)."""
+
 
 class SubscriptionStore(abc.ABC):
     """The subscriptions of every queue of a store."""
@@ -43,17 +50,13 @@ class SubscriptionStore(abc.ABC):
 
     @abc.abstractmethod
     def update_subscription(
-        self,
-        project: str,
-        queue: str,
-        subscription_id: str,
-        change: SubscriptionChange,
-        now_ms: int,
+        self, project: str, queue: str, change: SubscriptionChange, now_ms: int
     ) -> None:
         """Replace the fields ``change`` sets; a new ttl starts at ``now_ms``.
 
-        SubscriptionDoesNotExist when it is not live; Conflict when another live subscription
-        of the queue has the new subscriber (nothing is changed then).
+        SubscriptionDoesNotExist when it is not live; Conflict (``SUBSCRIBER_IN_USE``) when
+        another live subscription of the queue has the new subscriber (nothing is changed
+        then).
         """
 
     @abc.abstractmethod

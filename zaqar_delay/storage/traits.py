@@ -13,6 +13,11 @@ from typing import Any
 #: table.
 FAULTS = ("process crash", "power loss", "machine loss", "failover")
 
+#: Called with the channel (``Wakeups.channel``) a wake-up arrived under.
+OnWake = Callable[[str], None]
+#: Called once the listener is connected again after an outage (wake-ups may be lost).
+OnReconnect = Callable[[], None]
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Durability:
@@ -51,11 +56,6 @@ class Wakeups(abc.ABC):
         """Ask writers to send wake-ups for this queue for the next ``ttl_ms``."""
 
     @abc.abstractmethod
-    def listen(
-        self,
-        on_wake: Callable[[str], None],
-        on_reconnect: Callable[[], None],
-        stop: threading.Event,
-    ) -> None:
+    def listen(self, on_wake: OnWake, on_reconnect: OnReconnect, stop: threading.Event) -> None:
         """Call ``on_wake(channel)`` for every wake-up until ``stop`` is set; reconnect by
         itself after a store outage and then call ``on_reconnect`` (wake-ups may be lost)."""

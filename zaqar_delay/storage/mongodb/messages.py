@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -13,16 +12,18 @@ import pymongo
 
 from zaqar_delay import errors
 from zaqar_delay.models import (
+    Batch,
     ListPage,
     ListQuery,
     Message,
     MessageEdit,
     NewMessage,
+    OverLimit,
     Posted,
     VersionedMetadata,
 )
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.base import metadata_version_of
+from zaqar_delay.storage.base import ANY_METADATA_VERSION, metadata_version_of, stale_metadata
 from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
 from zaqar_delay.storage.dedup_reservation import DedupRecord
 from zaqar_delay.storage.message_rules import check_claim, edited_expiry
@@ -80,14 +81,8 @@ class MessageOps(MongoBase):
             )
         return documents, subscribed
 
-    def post_messages(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[NewMessage],
-        client_id: str,
-        now_ms: int,
-    ) -> Posted:
+    def _post(self, project: str, queue: str, batch: Batch, now_ms: int) -> Posted:
+        messages, client_id = batch.messages, batch.client_id
         documents, subscribed = self._documents(project, queue, messages, client_id, now_ms)
         reservation = self._dedup.reserve(
             project,
@@ -170,17 +165,10 @@ class MessageOps(MongoBase):
         self._owe_pushes(project, queue, [stored], now_ms)
         return True
 
-    def receive_dead_letters(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[Message],
-        ttl_s: int | None,
-        now_ms: int,
-    ) -> None:
-        copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in messages]
-        documents, subscribed = self._documents(project, queue, copies, "", now_ms)
-        for document, message in zip(documents, messages, strict=True):
+    def receive_dead_letters(self, project: str, over: OverLimit, now_ms: int) -> None:
+        queue = over.queue
+        documents, subscribed = self._documents(project, queue, over.copies(), "", now_ms)
+        for document, message in zip(documents, over.messages, strict=True):
             document["_id"], document["u"] = message.id, message.client_id
         # Unordered, so a copy stored by an earlier attempt (a duplicate id) skips only itself.
         refused: set[int] = set()
@@ -199,22 +187,18 @@ class MessageOps(MongoBase):
             self._owe_pushes(project, queue, documents, now_ms)
 
     def post_if_current(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[NewMessage],
-        client_id: str,
-        now_ms: int,
-        metadata_version: str,
+        self, project: str, queue: str, batch: Batch, now_ms: int, metadata_version: str
     ) -> Posted | VersionedMetadata:
         """Reads the metadata text first: the check is not atomic with the write (a change in
         between is stored under; Redis checks inside its script)."""
+        if metadata_version == ANY_METADATA_VERSION:
+            return self._post(project, queue, batch, now_ms)
         found = self._queues.find_one(self._queue_filter(project, queue), {"m": 1})
         stored = None if found is None else str(found["m"])
-        current = metadata_version_of(stored)
-        if current != metadata_version:
-            return VersionedMetadata({} if stored is None else dict(json.loads(stored)), current)
-        posted = self.post_messages(project, queue, messages, client_id, now_ms)
+        stale = stale_metadata(stored, metadata_version)
+        if stale is not None:
+            return stale
+        posted = self._post(project, queue, batch, now_ms)
         return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or "{}"))
 
     def list_messages(self, project: str, queue: str, listing: ListQuery, now_ms: int) -> ListPage:
@@ -310,15 +294,8 @@ class MessageOps(MongoBase):
         holder = doc["cid"] if doc["cid"] is not None and doc["ce"] > now_ms else None
         check_claim(holder, claim_id, lambda c: bool(self._live_claim(project, queue, c, now_ms)))
 
-    def edit_message(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        edit: MessageEdit,
-        now_ms: int,
-    ) -> None:
+    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
+        message_id, claim_id = edit.message_id, edit.claim_id
         scope = {**self._queue_filter(project, queue), "_id": message_id}
         for _ in range(CLAIM_ATTEMPTS):
             doc = self._messages.find_one(

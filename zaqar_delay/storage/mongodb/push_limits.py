@@ -26,6 +26,7 @@ from zaqar_delay.storage import rate_reservation
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, MongoBase
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
+from zaqar_delay.storage.push_leasing import DuePush, Lease
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,26 +68,18 @@ class PushLimitOps(MongoBase):
         cell = RateDocument(self._push_limits, sid, project, queue)
         return rate_reservation.reserve(cell, owed_ms, interval_ms)
 
-    def _take_place(
-        self,
-        project: str,
-        queue: str,
-        sid: str,
-        concurrency: int,
-        holder: str,
-        until_ms: int,
-        now_ms: int,
-    ) -> bool:
-        """Hold one of the subscription's ``concurrency`` request places until ``until_ms``."""
+    def _take_place(self, lease: Lease, push: DuePush, sid: str, concurrency: int) -> bool:
+        """Hold one of the subscription's ``concurrency`` request places for ``push`` until
+        the lease ends."""
         for made in (False, True):
             taken = self._push_limits.find_one_and_update(
-                {"s": sid, "i": {"$lt": concurrency}, "e": {"$lte": now_ms}},
-                {"$set": {"e": until_ms, "h": holder}},
+                {"s": sid, "i": {"$lt": concurrency}, "e": {"$lte": lease.now_ms}},
+                {"$set": {"e": lease.end_ms, "h": lease.holder(push)}},
             )
             if taken is not None:
                 return True
             if not made:
-                self._make_places(project, queue, sid, concurrency)
+                self._make_places(lease.project, lease.queue, sid, concurrency)
         return False
 
     def _make_places(self, project: str, queue: str, sid: str, concurrency: int) -> None:

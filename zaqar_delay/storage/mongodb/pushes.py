@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from pymongo import DeleteMany, UpdateOne
 from pymongo.errors import BulkWriteError
 
-from zaqar_delay.models import Delivery
+from zaqar_delay.models import Delivery, LeaseRequest, PushOutcome, Settlement
 from zaqar_delay.storage import push_leasing, push_settlement
 from zaqar_delay.storage.bounds import SCAN_EXTRA
 from zaqar_delay.storage.deliveries import PARKED
@@ -24,7 +24,6 @@ from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_cl
 from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
 from zaqar_delay.storage.mongodb.subscriptions import subscription_of
 from zaqar_delay.storage.push_leasing import DuePush, Lease, holder_of
-from zaqar_delay.storage.push_settlement import Outcome
 
 
 @translate_class_errors
@@ -75,23 +74,16 @@ class PushOps(PushLimitOps):
         first = self._pushes.find_one({}, {"n": 1}, sort=[("n", 1)])
         return None if first is None or first["n"] >= PARKED else int(first["n"])
 
-    def lease_pushes(
-        self,
-        project: str,
-        queue: str,
-        now_ms: int,
-        lease_ms: int,
-        limit: int,
-        until_ms: int | None = None,
-    ) -> list[Delivery]:
-        until = now_ms if until_ms is None else until_ms
+    def lease_pushes(self, project: str, queue: str, request: LeaseRequest) -> list[Delivery]:
         scope = self._queue_filter(project, queue)
-        due = {**scope, "n": {"$lte": until}}
-        found = self._pushes.find(due, {"n": 1, "r": 1}).sort("n", 1).limit(limit + SCAN_EXTRA)
+        due = {**scope, "n": {"$lte": request.until_ms}}
+        found = (
+            self._pushes.find(due, {"n": 1, "r": 1}).sort("n", 1).limit(request.limit + SCAN_EXTRA)
+        )
         pushes = [DuePush(p["_id"], int(p["n"]), p.get("r") == p["n"]) for p in found]
         if not pushes:
             return []
-        live = {"e": {"$gt": now_ms}}
+        live = {"e": {"$gt": request.now_ms}}
         sids = list({p.subscription_id for p in pushes})
         subscriptions = {
             s["_id"]: subscription_of(s)
@@ -103,15 +95,15 @@ class PushOps(PushLimitOps):
                 {**scope, **live, "_id": {"$in": list({p.message_id for p in pushes})}}
             )
         }
-        lease = Lease(project, queue, secrets.token_hex(8), until + lease_ms, now_ms)
+        lease = Lease(project, queue, secrets.token_hex(8), request.end_ms, request.now_ms)
         writes = _LeaseWrites(self, lease)
         chosen = push_leasing.choose(
             pushes,
             subscriptions,
             {mid: int(m["d"]) for mid, m in messages.items()},
             writes,
-            limit=limit,
-            until_ms=until,
+            limit=request.limit,
+            until_ms=request.until_ms,
         )
         send_ms = {push.push_id: at for push, at in chosen.pushes}
         if send_ms:
@@ -130,7 +122,7 @@ class PushOps(PushLimitOps):
                 project=project,
                 queue=queue,
                 subscription=subscriptions[push["s"]],
-                message=message_of(messages[push["m"]], now_ms),
+                message=message_of(messages[push["m"]], request.now_ms),
                 attempts=int(push["a"]),
                 lease=lease.token,
                 owed_ms=send_ms[push["_id"]],
@@ -140,15 +132,10 @@ class PushOps(PushLimitOps):
         ]
 
     def settle_pushes(
-        self,
-        project: str,
-        queue: str,
-        outcomes: Sequence[tuple[Delivery, int | None]],
-        now_ms: int,
-        consume: Sequence[str] = (),
+        self, project: str, queue: str, settlement: Settlement, now_ms: int
     ) -> list[str]:
         writes = _SettleWrites(self, self._queue_filter(project, queue))
-        return push_settlement.settle(writes, outcomes, set(consume))
+        return push_settlement.settle(writes, settlement)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -168,16 +155,7 @@ class _LeaseWrites:
 
     def hold_place(self, push: DuePush, subscription_id: str, concurrency: int) -> bool:
         def take() -> bool:
-            lease = self.lease
-            return self.ops._take_place(
-                lease.project,
-                lease.queue,
-                subscription_id,
-                concurrency,
-                lease.holder(push),
-                lease.end_ms,
-                lease.now_ms,
-            )
+            return self.ops._take_place(self.lease, push, subscription_id, concurrency)
 
         if take():
             return True
@@ -206,7 +184,7 @@ class _SettleWrites:
     ops: PushOps
     scope: Doc
 
-    def record(self, outcomes: Sequence[Outcome]) -> None:
+    def record(self, outcomes: Sequence[PushOutcome]) -> None:
         """Each attempt only while its own lease still holds the push; one bulk write."""
         done: dict[str, list[str]] = {}
         writes: list[DeleteMany | UpdateOne] = []

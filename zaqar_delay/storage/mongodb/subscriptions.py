@@ -21,11 +21,7 @@ from zaqar_delay.storage.mongodb.common import Doc
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
 from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
 from zaqar_delay.storage.mongodb.schema import as_date
-
-TAKEN = (
-    "Such subscription already exists. Subscriptions are unique by project + queue + "
-    "subscriber URI."
-)
+from zaqar_delay.storage.subscriptions import SUBSCRIBER_IN_USE
 
 
 def subscription_of(doc: Doc) -> Subscription:
@@ -115,13 +111,9 @@ class SubscriptionOps(PushLimitOps):
         return None if doc is None else subscription_of(doc)
 
     def update_subscription(
-        self,
-        project: str,
-        queue: str,
-        subscription_id: str,
-        change: SubscriptionChange,
-        now_ms: int,
+        self, project: str, queue: str, change: SubscriptionChange, now_ms: int
     ) -> None:
+        subscription_id = change.subscription_id
         fields: Doc = {}
         if change.subscriber is not None:
             fields["u"] = change.subscriber
@@ -147,7 +139,7 @@ class SubscriptionOps(PushLimitOps):
         try:
             matched = self._subscriptions.update_one(query, {"$set": fields}).matched_count
         except DuplicateKeyError:
-            raise errors.Conflict(TAKEN) from None
+            raise errors.Conflict(SUBSCRIBER_IN_USE) from None
         if not matched:
             raise errors.SubscriptionDoesNotExist(subscription_id, queue, project)
 

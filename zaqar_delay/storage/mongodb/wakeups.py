@@ -13,7 +13,6 @@ import datetime
 import json
 import logging
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pymongo
@@ -21,7 +20,7 @@ from pymongo.write_concern import WriteConcern
 
 from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.errors import translate_errors
-from zaqar_delay.storage.traits import Wakeups
+from zaqar_delay.storage.traits import OnReconnect, OnWake, Wakeups
 
 LOG = logging.getLogger(__name__)
 
@@ -60,12 +59,7 @@ class MongoWakeups(Wakeups):
         if self._waiters.find_one({"_id": channel, "ex": {"$gt": now}}, {"_id": 1}):
             self._wakeups.insert_one({"c": channel, "ex": now + WAKEUP_LIFETIME})
 
-    def listen(
-        self,
-        on_wake: Callable[[str], None],
-        on_reconnect: Callable[[], None],
-        stop: threading.Event,
-    ) -> None:
+    def listen(self, on_wake: OnWake, on_reconnect: OnReconnect, stop: threading.Event) -> None:
         pipeline = [{"$match": {"operationType": "insert"}}]
 
         def stopped() -> bool:

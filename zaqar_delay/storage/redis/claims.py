@@ -1,11 +1,8 @@
-"""Claims on Redis: one script call to claim, and the copies of messages dead-lettered into
-a queue of this store."""
+"""Claims on Redis: one script call to claim, renew, release or read one."""
 
 from __future__ import annotations
 
-import json
 import secrets
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zaqar_delay import errors
@@ -13,10 +10,7 @@ from zaqar_delay.models import (
     Claim,
     ClaimOutcome,
     ClaimTimes,
-    Message,
-    NewMessage,
     OverLimit,
-    Posted,
 )
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
@@ -30,16 +24,6 @@ class ClaimScripts(Driver):
     if TYPE_CHECKING:
 
         def _run(self, name: str, project: str, queue: str, *args: Any) -> Any: ...
-
-        def _post(
-            self,
-            project: str,
-            queue: str,
-            messages: Sequence[NewMessage],
-            client_id: str,
-            now_ms: int,
-            ids: Sequence[str] | None,
-        ) -> Posted: ...
 
     def claim(
         self, project: str, queue: str, times: ClaimTimes, limit: int, now_ms: int
@@ -61,21 +45,6 @@ class ClaimScripts(Driver):
             messages = tuple(messages_of(claimed, now_ms))
             claim = Claim(claim_id, times.ttl_s, times.grace_s, now_ms, expires_ms, messages)
         return ClaimOutcome(claim, over_limit)
-
-    def receive_dead_letters(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[Message],
-        ttl_s: int | None,
-        now_ms: int,
-    ) -> None:
-        by_client: dict[str, list[Message]] = {}
-        for message in messages:
-            by_client.setdefault(message.client_id, []).append(message)
-        for client_id, group in by_client.items():
-            copies = [NewMessage(json.dumps(m.body), ttl_s or m.ttl_s, 0) for m in group]
-            self._post(project, queue, copies, client_id, now_ms, ids=[m.id for m in group])
 
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:
         return int(self._run("next_claimable", project, queue, now_ms)) or None

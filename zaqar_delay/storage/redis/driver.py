@@ -17,6 +17,7 @@ import redis
 
 from zaqar_delay import errors
 from zaqar_delay.models import (
+    Batch,
     ListPage,
     ListQuery,
     Message,
@@ -24,13 +25,14 @@ from zaqar_delay.models import (
     MessageRef,
     Metadata,
     NewMessage,
+    OverLimit,
     Posted,
     QueueInfo,
     QueueStats,
     VersionedMetadata,
 )
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.base import metadata_version_of
+from zaqar_delay.storage.base import ANY_METADATA_VERSION, metadata_version_of
 from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.redis import durability, layout, upgrade
@@ -205,57 +207,44 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
 
     # -- messages ------------------------------------------------------------------------------
 
-    def post_messages(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[NewMessage],
-        client_id: str,
-        now_ms: int,
-    ) -> Posted:
-        return self._post(project, queue, messages, client_id, now_ms, ids=None)
-
     def post_if_current(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[NewMessage],
-        client_id: str,
-        now_ms: int,
-        metadata_version: str,
+        self, project: str, queue: str, batch: Batch, now_ms: int, metadata_version: str
     ) -> Posted | VersionedMetadata:
         """One script call: post.lua checks the version (the SHA-1 of the stored metadata
         JSON) and stores the messages, or answers the current metadata."""
-        return self._post_checked(project, queue, messages, client_id, now_ms, metadata_version)
+        return self._post(project, queue, batch, now_ms, metadata_version)
+
+    def receive_dead_letters(self, project: str, over: OverLimit, now_ms: int) -> None:
+        # One post per client id, which a post stores once for all its messages.
+        by_client: dict[str, list[tuple[Message, NewMessage]]] = {}
+        for message, copy in zip(over.messages, over.copies(), strict=True):
+            by_client.setdefault(message.client_id, []).append((message, copy))
+        for client_id, group in by_client.items():
+            batch = Batch([c for _, c in group], client_id)
+            self._post_any(project, over.queue, batch, now_ms, ids=[m.id for m, _ in group])
+
+    def _post_any(
+        self, project: str, queue: str, batch: Batch, now_ms: int, ids: Sequence[str] = ()
+    ) -> Posted:
+        """A post whatever the queue's metadata is (``ANY_METADATA_VERSION``)."""
+        reply = self._post(project, queue, batch, now_ms, ANY_METADATA_VERSION, ids)
+        assert isinstance(reply, Posted)  # ANY_METADATA_VERSION skips the check
+        return reply
 
     def _post(
         self,
         project: str,
         queue: str,
-        messages: Sequence[NewMessage],
-        client_id: str,
-        now_ms: int,
-        ids: Sequence[str] | None,
-    ) -> Posted:
-        reply = self._post_checked(
-            project, queue, messages, client_id, now_ms, layout.ANY_METADATA_VERSION, ids
-        )
-        assert isinstance(reply, Posted)  # ANY_METADATA_VERSION skips the check
-        return reply
-
-    def _post_checked(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[NewMessage],
-        client_id: str,
+        batch: Batch,
         now_ms: int,
         expected: str,
-        ids: Sequence[str] | None = None,
+        ids: Sequence[str] = (),
     ) -> Posted | VersionedMetadata:
-        """Run post.lua; the current metadata when ``expected`` is stale."""
-        mode = "new" if ids is None else "keep"
-        if ids is None:
+        """Run post.lua; the current metadata when ``expected`` is stale. ``ids``: the
+        messages' ids (new ones when empty)."""
+        messages, client_id = batch.messages, batch.client_id
+        mode = "keep" if ids else "new"
+        if not ids:
             random = secrets.token_hex(8 * len(messages))  # one draw for the whole post
             ids = [random[i * 16 : i * 16 + 16] for i in range(len(messages))]
         fields: list[Any] = []
@@ -337,15 +326,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         outcome = self._run("delete", project, queue, now_ms, message_id, claim_id or "")
         raise_claim_refusal(outcome)
 
-    def edit_message(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        edit: MessageEdit,
-        now_ms: int,
-    ) -> None:
+    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
+        message_id, claim_id = edit.message_id, edit.claim_id
         # A field the edit keeps is sent as "".
         fields = (
             "" if value is None else value for value in (edit.body_json, edit.due_ms, edit.ttl_s)

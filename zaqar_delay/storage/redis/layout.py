@@ -17,6 +17,7 @@ import struct
 from zaqar_delay import dispatch_limits as limits
 from zaqar_delay import policy
 from zaqar_delay.storage import bounds
+from zaqar_delay.storage.base import ANY_METADATA_VERSION
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.redis.keys import QueueKeys
 
@@ -45,10 +46,6 @@ REFUSED_BAD_CLAIM = "bad_claim"
 # counted from the message's creation, has already run out (nothing is written).
 EDIT_MISSING = "missing"
 EDIT_TTL_LAPSED = "lapsed"
-
-# The metadata version (storage.base.metadata_version_of) a dead-letter move posts with: it skips
-# the check, since it builds no message from the queue's defaults.
-ANY_METADATA_VERSION = "*"
 
 # Lua's struct module names unsigned fields by their size.
 _LUA_STRUCT_CODES = {"Q": "I8", "I": "I4", "H": "I2", "B": "B"}

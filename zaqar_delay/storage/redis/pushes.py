@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis.cluster
 
-from zaqar_delay.models import Delivery
+from zaqar_delay.models import Delivery, LeaseRequest, Settlement
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.redis.errors import translate_class_errors
@@ -86,19 +86,18 @@ class PushScripts(Driver):
             return None
         return int(first[0][1])
 
-    def lease_pushes(
-        self,
-        project: str,
-        queue: str,
-        now_ms: int,
-        lease_ms: int,
-        limit: int,
-        until_ms: int | None = None,
-    ) -> list[Delivery]:
+    def lease_pushes(self, project: str, queue: str, request: LeaseRequest) -> list[Delivery]:
         token = secrets.token_hex(8)
-        until = now_ms if until_ms is None else until_ms
         earliest, metadata, *flat = self._run(
-            "push", project, queue, "lease", now_ms, lease_ms, limit, token, until
+            "push",
+            project,
+            queue,
+            "lease",
+            request.now_ms,
+            request.lease_ms,
+            request.limit,
+            token,
+            request.until_ms,
         )
         self._reindex_pushes(project, queue, int(earliest))
         queue_metadata = json.loads(metadata) if metadata else {}
@@ -112,7 +111,7 @@ class PushScripts(Driver):
                     project=project,
                     queue=queue,
                     subscription=subscription_of(subscription_id, queue, raw_subscription),
-                    message=message_of(message_id.encode(), body, record, b"", 0, now_ms),
+                    message=message_of(message_id.encode(), body, record, b"", 0, request.now_ms),
                     attempts=int(attempts),
                     lease=token,
                     owed_ms=int(owed),
@@ -122,16 +121,12 @@ class PushScripts(Driver):
         return leased
 
     def settle_pushes(
-        self,
-        project: str,
-        queue: str,
-        outcomes: Sequence[tuple[Delivery, int | None]],
-        now_ms: int,
-        consume: Sequence[str] = (),
+        self, project: str, queue: str, settlement: Settlement, now_ms: int
     ) -> list[str]:
+        outcomes = settlement.outcomes
         if not outcomes:
             return []
-        consumed = set(consume)
+        consumed = set(settlement.consume)
         attempts: list[Any] = []
         for delivery, retry_at in outcomes:
             attempts += [delivery.id, delivery.lease, retry_at or 0, int(delivery.id in consumed)]

@@ -21,6 +21,7 @@ from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.replies import text
+from zaqar_delay.storage.subscriptions import SUBSCRIBER_IN_USE
 
 NOT_LIVE, SUBSCRIBER_TAKEN = -1, -2
 
@@ -99,13 +100,9 @@ class SubscriptionScripts(Driver):
         return found if found.expires_ms > now_ms else None
 
     def update_subscription(
-        self,
-        project: str,
-        queue: str,
-        subscription_id: str,
-        change: SubscriptionChange,
-        now_ms: int,
+        self, project: str, queue: str, change: SubscriptionChange, now_ms: int
     ) -> None:
+        subscription_id = change.subscription_id
         options = "" if change.options is None else json.dumps(change.options)
         self._check(
             self._run(
@@ -156,7 +153,4 @@ class SubscriptionScripts(Driver):
         if reply == NOT_LIVE:
             raise errors.SubscriptionDoesNotExist(subscription_id, queue, project)
         if reply == SUBSCRIBER_TAKEN:
-            raise errors.Conflict(
-                "Such subscription already exists. Subscriptions are unique by project + queue "
-                "+ subscriber URI."
-            )
+            raise errors.Conflict(SUBSCRIBER_IN_USE)

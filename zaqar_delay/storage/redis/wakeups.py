@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -17,7 +16,7 @@ import redis
 from zaqar_delay.storage.redis.errors import translate_errors
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.sentinel import on_former_primary, primary_view
-from zaqar_delay.storage.traits import Wakeups
+from zaqar_delay.storage.traits import OnReconnect, OnWake, Wakeups
 
 LOG = logging.getLogger(__name__)
 
@@ -42,12 +41,7 @@ class RedisWakeups(Wakeups):
     def announce(self, project: str, queue: str, ttl_ms: int) -> None:
         self._client.set(self._keys.queue(project, queue).waiters, 1, px=ttl_ms)
 
-    def listen(
-        self,
-        on_wake: Callable[[str], None],
-        on_reconnect: Callable[[], None],
-        stop: threading.Event,
-    ) -> None:
+    def listen(self, on_wake: OnWake, on_reconnect: OnReconnect, stop: threading.Event) -> None:
         pattern = self._keys.wake_pattern()
 
         def stopped() -> bool:

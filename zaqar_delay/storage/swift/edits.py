@@ -23,15 +23,8 @@ EDIT_ATTEMPTS = 5
 class EditOps(SlotOps):
     """Edits of stored messages."""
 
-    def edit_message(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        edit: MessageEdit,
-        now_ms: int,
-    ) -> None:
+    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
+        message_id, claim_id = edit.message_id, edit.claim_id
         for _ in range(EDIT_ATTEMPTS):
             doc = (
                 self._read_message(project, queue, message_id)

@@ -11,15 +11,17 @@ from concurrent.futures import Future
 
 from zaqar_delay import errors
 from zaqar_delay.models import (
+    Batch,
     ListPage,
     ListQuery,
     Message,
     NewMessage,
+    OverLimit,
     Posted,
     VersionedMetadata,
 )
 from zaqar_delay.storage import markers
-from zaqar_delay.storage.base import metadata_version_of
+from zaqar_delay.storage.base import ANY_METADATA_VERSION, metadata_version_of, stale_metadata
 from zaqar_delay.storage.dedup_reservation import DedupReservation
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, delete_at, message_content_type, message_of
@@ -112,23 +114,11 @@ class MessageOps(PushOps):
             "d": now_ms + message.delay_ms,
         }
 
-    def post_messages(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[NewMessage],
-        client_id: str,
-        now_ms: int,
-    ) -> Posted:
-        subscribed = self._swift.submit(self._live_subscription_ids, project, queue, now_ms)
-        return self._post(project, queue, messages, client_id, now_ms, subscribed, False)
-
     def _post(
         self,
         project: str,
         queue: str,
-        messages: Sequence[NewMessage],
-        client_id: str,
+        batch: Batch,
         now_ms: int,
         subscribed: Future[list[str]],
         queue_exists: bool,
@@ -136,6 +126,7 @@ class MessageOps(PushOps):
         """``subscribed``: the reading of the queue's live subscriptions, started by the
         caller and awaited only once the messages are stored, since nothing before needs it;
         ``queue_exists``: its metadata was just read, so it is not created again."""
+        messages, client_id = batch.messages, batch.client_id
         started = time.monotonic()
         documents = [{**self._document(m, client_id, now_ms), "i": 1} for m in messages]
         ids = names.new_ids([int(doc["d"]) for doc in documents])
@@ -186,50 +177,40 @@ class MessageOps(PushOps):
         self._owe_pushes(project, queue, [(message_id, stored)], now_ms)
         return True
 
-    def receive_dead_letters(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[Message],
-        ttl_s: int | None,
-        now_ms: int,
-    ) -> None:
+    def receive_dead_letters(self, project: str, over: OverLimit, now_ms: int) -> None:
+        queue = over.queue
         self._ensure_queue(project, queue, now_ms)
-        stored = []
-        for message in messages:
-            new = NewMessage(json.dumps(message.body), ttl_s or message.ttl_s, 0)
-            stored.append((message.id, self._document(new, message.client_id, now_ms)))
+        stored = [
+            (message.id, self._document(copy, message.client_id, now_ms))
+            for message, copy in zip(over.messages, over.copies(), strict=True)
+        ]
         # Create-only and keyed by id: a copy an earlier attempt stored is not stored again.
         # Its pushes are owed again, since that attempt may have failed before it owed them.
         self._copy(project, queue, stored)
         self._owe_pushes(project, queue, stored, now_ms)
 
     def post_if_current(
-        self,
-        project: str,
-        queue: str,
-        messages: Sequence[NewMessage],
-        client_id: str,
-        now_ms: int,
-        metadata_version: str,
+        self, project: str, queue: str, batch: Batch, now_ms: int, metadata_version: str
     ) -> Posted | VersionedMetadata:
         """Checks the metadata as this process read it at most ``metadata_cache_ms`` ago
         (writes of it wait that long before they answer): the check is not atomic with the
         write (a change in between is stored under, as on MongoDB). The queue's
         subscriptions are read while the messages are written, and only if the queue is
         marked as possibly having some (``names.SUBSCRIBED``)."""
+        if metadata_version == ANY_METADATA_VERSION:
+            # No metadata read: the subscriptions are looked up whatever the queue's mark.
+            lookup = self._swift.submit(self._live_subscription_ids, project, queue, now_ms)
+            return self._post(project, queue, batch, now_ms, lookup, False)
         stored, may_have_subscriptions = self._recent_queue_object(project, queue)
-        current = metadata_version_of(stored)
-        if current != metadata_version:
-            return VersionedMetadata({} if stored is None else dict(json.loads(stored)), current)
+        stale = stale_metadata(stored, metadata_version)
+        if stale is not None:
+            return stale
         subscribed: Future[list[str]] = Future()
         if may_have_subscriptions:
             subscribed = self._swift.submit(self._live_subscription_ids, project, queue, now_ms)
         else:
             subscribed.set_result([])
-        posted = self._post(
-            project, queue, messages, client_id, now_ms, subscribed, stored is not None
-        )
+        posted = self._post(project, queue, batch, now_ms, subscribed, stored is not None)
         return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or "{}"))
 
     # -- reading -------------------------------------------------------------------------------

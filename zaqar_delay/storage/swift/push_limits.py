@@ -23,6 +23,7 @@ import secrets
 from typing import Any
 
 from zaqar_delay.storage import rate_reservation
+from zaqar_delay.storage.push_leasing import DuePush, Lease
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import SwiftBase
 
@@ -77,25 +78,17 @@ class PushLimitOps(SwiftBase):
         return rate_reservation.reserve(cell, owed_ms, interval_ms)
 
     def _take_place(
-        self,
-        project: str,
-        queue: str,
-        sid: str,
-        concurrency: int,
-        holder: str,
-        until_ms: int,
-        now_ms: int,
-        known: dict[int, int] | None = None,
+        self, lease: Lease, push: DuePush, sid: str, concurrency: int, known: dict[int, int]
     ) -> tuple[int | None, int]:
-        """Hold one of the subscription's ``concurrency`` request places until ``until_ms``:
-        the number of the place now held (None: none was free), and the earliest time a held
-        place frees by itself.
+        """Hold one of the subscription's ``concurrency`` request places for ``push`` until
+        the lease ends: the number of the place now held (None: none was free), and the
+        earliest time a held place frees by itself.
 
         ``known``: places the caller found held (or took) before, by number, with the time
         each frees; they are not read again, and the places found held or taken here are
         added. One lease taking places for many pushes so reads each place once, not once
         per push (a place given back meanwhile is found by the next lease)."""
-        known = {} if known is None else known
+        project, queue, until_ms, now_ms = lease.project, lease.queue, lease.end_ms, lease.now_ms
         frees_ms = min([until_ms, *known.values()])
         for place in range(concurrency):
             if known.get(place, 0) > now_ms:
@@ -106,7 +99,8 @@ class PushLimitOps(SwiftBase):
                 known[place] = int(held["e"])
                 frees_ms = min(frees_ms, int(held["e"]))
                 continue
-            if self._create_generation(prefix, generation + 1, {"h": holder, "e": until_ms}):
+            held_by = {"h": lease.holder(push), "e": until_ms}
+            if self._create_generation(prefix, generation + 1, held_by):
                 known[place] = until_ms
                 return place, frees_ms
         return None, frees_ms

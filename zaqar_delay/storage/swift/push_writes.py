@@ -8,9 +8,8 @@ import dataclasses
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
-from zaqar_delay.models import Delivery
+from zaqar_delay.models import Delivery, PushOutcome
 from zaqar_delay.storage.push_leasing import DuePush, Lease, holder_of
-from zaqar_delay.storage.push_settlement import Outcome
 from zaqar_delay.storage.swift.owed import Owed
 
 if TYPE_CHECKING:
@@ -44,15 +43,9 @@ class LeaseWrites:
         """A place, or the push parked until the time the first place frees at the latest
         (a give-back owes it again sooner)."""
         owed = self.owed[push.push_id]
+        known = self.places.setdefault(subscription_id, {})
         place, frees_ms = self.ops._take_place(
-            self.lease.project,
-            self.lease.queue,
-            subscription_id,
-            concurrency,
-            self.lease.holder(push),
-            self.lease.end_ms,
-            self.lease.now_ms,
-            self.places.setdefault(subscription_id, {}),
+            self.lease, push, subscription_id, concurrency, known
         )
         if place is not None:
             self.taken[push.push_id] = place
@@ -85,7 +78,7 @@ class SettleWrites:
     project: str
     queue: str
 
-    def record(self, outcomes: Sequence[Outcome]) -> None:
+    def record(self, outcomes: Sequence[PushOutcome]) -> None:
         self.ops._swift.each(
             lambda item: self.ops._record_outcome(self.project, self.queue, *item), outcomes
         )

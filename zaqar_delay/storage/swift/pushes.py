@@ -23,7 +23,7 @@ import secrets
 import urllib.parse
 from collections.abc import Sequence
 
-from zaqar_delay.models import Delivery
+from zaqar_delay.models import Delivery, LeaseRequest, Settlement
 from zaqar_delay.storage import push_leasing, push_settlement
 from zaqar_delay.storage.bounds import SCAN_EXTRA
 from zaqar_delay.storage.push_leasing import DuePush, Lease
@@ -142,17 +142,10 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
     def _lease_name(self, project: str, queue: str, push_id: str, lease: int) -> str:
         return f"l/{names.queue_prefix(project, queue)}{push_id}/{names.number_part(lease)}"
 
-    def lease_pushes(
-        self,
-        project: str,
-        queue: str,
-        now_ms: int,
-        lease_ms: int,
-        limit: int,
-        until_ms: int | None = None,
-    ) -> list[Delivery]:
-        until = now_ms if until_ms is None else until_ms
-        found = self._queue_owed(project, queue, until_ms=until)[: limit + SCAN_EXTRA]
+    def lease_pushes(self, project: str, queue: str, request: LeaseRequest) -> list[Delivery]:
+        found = self._queue_owed(project, queue, until_ms=request.until_ms)[
+            : request.limit + SCAN_EXTRA
+        ]
         if not found:
             return []
         owed = {o.push_id: o for o in found}
@@ -165,7 +158,7 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
                 self._swift.each(lambda s: self._read_subscription(project, queue, s), sids),
                 strict=True,
             )
-            if doc is not None and int(doc["e"]) > now_ms
+            if doc is not None and int(doc["e"]) > request.now_ms
         }
         messages = {
             mid: doc
@@ -174,17 +167,17 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
                 self._swift.each(lambda m: self._read_message(project, queue, m), mids),
                 strict=True,
             )
-            if doc is not None and int(doc["e"]) > now_ms
+            if doc is not None and int(doc["e"]) > request.now_ms
         }
-        lease = Lease(project, queue, secrets.token_hex(8), until + lease_ms, now_ms)
+        lease = Lease(project, queue, secrets.token_hex(8), request.end_ms, request.now_ms)
         writes = LeaseWrites(self, lease, owed)
         chosen = push_leasing.choose(
             [DuePush(o.push_id, o.at_ms, o.reserved == str(o.at_ms)) for o in found],
             subscriptions,
             {mid: int(doc["d"]) for mid, doc in messages.items()},
             writes,
-            limit=limit,
-            until_ms=until,
+            limit=request.limit,
+            until_ms=request.until_ms,
         )
 
         def take(item: tuple[DuePush, int]) -> Delivery | None:
@@ -193,13 +186,18 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
             lease_number = leasing.leases + 1
             name = self._lease_name(project, queue, push.push_id, lease_number)
             held = json.dumps(
-                {"t": lease.token, "k": secrets.token_hex(8), "e": lease.end_ms, "at": now_ms}
+                {
+                    "t": lease.token,
+                    "k": secrets.token_hex(8),
+                    "e": lease.end_ms,
+                    "at": request.now_ms,
+                }
             ).encode()
             expires_ms = int(messages[push.message_id]["e"])
             if not self._swift.create_settled(
                 self._container(names.PUSHES), name, held, names.CONTENT_TYPE, delete_at(expires_ms)
             ):
-                self._leased_elsewhere(project, queue, leasing, lease.end_ms, now_ms)
+                self._leased_elsewhere(project, queue, leasing, lease.end_ms, request.now_ms)
                 return None
             leased = Owed(push.push_id, lease.end_ms, leasing.attempts, lease_number)
             self._move_owed(project, queue, leasing, leased)
@@ -208,7 +206,9 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
                 project=project,
                 queue=queue,
                 subscription=subscriptions[push.subscription_id],
-                message=message_of(push.message_id, messages[push.message_id], Slot(), now_ms),
+                message=message_of(
+                    push.message_id, messages[push.message_id], Slot(), request.now_ms
+                ),
                 attempts=leasing.attempts,
                 lease=lease_of(lease, lease_number, writes.taken.get(push.push_id)),
                 owed_ms=send_ms,
@@ -247,14 +247,9 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
     # -- settling ------------------------------------------------------------------------------
 
     def settle_pushes(
-        self,
-        project: str,
-        queue: str,
-        outcomes: Sequence[tuple[Delivery, int | None]],
-        now_ms: int,
-        consume: Sequence[str] = (),
+        self, project: str, queue: str, settlement: Settlement, now_ms: int
     ) -> list[str]:
-        return push_settlement.settle(SettleWrites(self, project, queue), outcomes, set(consume))
+        return push_settlement.settle(SettleWrites(self, project, queue), settlement)
 
     def _record_outcome(
         self, project: str, queue: str, delivery: Delivery, retry_at: int | None

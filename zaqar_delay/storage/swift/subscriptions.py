@@ -22,13 +22,10 @@ from zaqar_delay.models import (
     Subscription,
     SubscriptionChange,
 )
+from zaqar_delay.storage.subscriptions import SUBSCRIBER_IN_USE
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, SwiftBase
 
-TAKEN = (
-    "Such subscription already exists. Subscriptions are unique by project + queue + "
-    "subscriber URI."
-)
 # Generations a creation tries while concurrent creations take them first.
 HOLD_ATTEMPTS = 10
 
@@ -178,20 +175,16 @@ class SubscriptionOps(SwiftBase):
         return doc
 
     def update_subscription(
-        self,
-        project: str,
-        queue: str,
-        subscription_id: str,
-        change: SubscriptionChange,
-        now_ms: int,
+        self, project: str, queue: str, change: SubscriptionChange, now_ms: int
     ) -> None:
+        subscription_id = change.subscription_id
         doc = self._live_subscription(project, queue, subscription_id, now_ms)
         if change.subscriber is not None and change.subscriber != doc["u"]:
             holder = self._hold_subscriber(
                 project, queue, change.subscriber, subscription_id, now_ms
             )
             if holder:
-                raise errors.Conflict(TAKEN)
+                raise errors.Conflict(SUBSCRIBER_IN_USE)
             doc["u"] = change.subscriber
         if change.ttl_s is not None:
             doc.update(t=change.ttl_s, st=now_ms, e=now_ms + change.ttl_s * 1000)
