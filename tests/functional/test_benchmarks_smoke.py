@@ -250,3 +250,22 @@ def test_dedup_posts_benchmark_measures_each_kind_on_each_store(tmp_path: Path) 
     assert list(rates) == stores.split(",")
     assert all(len(r) == 1 and r[0] > 0 for kinds in rates.values() for r in kinds.values())
     assert all(set(kinds) == {"plain", "dedup"} for kinds in rates.values())
+
+
+def test_websocket_benchmark_measures_both_transports(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.websocket", "--seconds", "1", "--clients", "2"),
+            *("--backlog", "300", "--results", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    [out] = tmp_path.glob("websocket-*.json")
+    report = json.loads(out.read_text())
+    for transport in ("http", "websocket"):
+        assert report[transport]["post"]["messages_per_s"] > 0
+        assert report[transport]["claim_and_delete"]["messages_per_s"] > 0

@@ -42,3 +42,20 @@ def test_the_file_applies_the_servers_settings(
         if key in config.settings:
             assert config.settings[key].get() == config.settings[key].validator(value), key
     assert config.workers == (workers or 2)
+
+
+def test_the_websocket_port_is_a_second_bind(tmp_path: Path) -> None:
+    conf = tmp_path / "zaqar-delay.conf"
+    conf.write_text("[server]\nbind = 127.0.0.1:8888\n")
+    assert gunicorn_defaults.options(load_settings([str(conf)]))["bind"] == ["127.0.0.1:8888"]
+    conf.write_text("[server]\nbind = 127.0.0.1:8888\n[drivers:transport:websocket]\nport = 9000\n")
+    assert gunicorn_defaults.options(load_settings([str(conf)]))["bind"] == [
+        "127.0.0.1:8888",
+        "127.0.0.1:9000",
+    ]
+    conf.write_text(
+        "[server]\nbind = 127.0.0.1:8888\n[drivers:transport:websocket]\nport = 9000\n"
+        "bind = 0.0.0.0\n"
+    )
+    binds = gunicorn_defaults.options(load_settings([str(conf)]))["bind"]
+    assert binds == ["127.0.0.1:8888", "0.0.0.0:9000"]

@@ -17,6 +17,7 @@ from zaqar_delay.api.oslo_stack import with_oslo_middleware
 from zaqar_delay.api.routes import ROUTES
 from zaqar_delay.api.v2 import pools, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.api.websocket.route import FRAME_OVERHEAD, SessionRules, with_websocket
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings, conf_of
 from zaqar_delay.dashboard import with_dashboard
@@ -50,7 +51,17 @@ def create_wsgi_app(
     app, service = build(settings, driver, clock)
     if settings.notification.push:
         start_dispatcher(service, settings)
-    return with_oslo_middleware(with_dashboard(protect(app, settings, clock)), settings)
+    api = protect(app, settings, clock)
+    http = with_oslo_middleware(with_dashboard(api), settings)
+    # In front of oslo.middleware, whose webob layers would buffer a session's bytes; a
+    # frame's room is a post's plus that of the frame's other fields.
+    rules = SessionRules(
+        keystone=settings.server.auth_strategy == "keystone",
+        max_message=settings.limits.max_messages_post_size + FRAME_OVERHEAD,
+        max_sessions=settings.websocket.max_sessions,
+        ping_interval=settings.websocket.ping_interval,
+    )
+    return with_websocket(http, api, rules)
 
 
 def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:

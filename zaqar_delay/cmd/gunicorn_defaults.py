@@ -19,7 +19,7 @@ def options(settings: Settings) -> dict[str, Any]:
     WSGI server (``gevent_pywsgi``) parses and answers requests with less CPU than gunicorn's
     gevent worker (about 40% more hello-world requests/s here); see cmd/worker.py."""
     return {
-        "bind": [settings.server.bind],
+        "bind": binds(settings),
         "workers": settings.server.workers,
         "worker_class": "zaqar_delay.cmd.worker.Worker",
         "worker_connections": WORKER_CONNECTIONS,
@@ -35,6 +35,17 @@ def options(settings: Settings) -> dict[str, Any]:
         "pre_fork": balance.assign_slot,
         "child_exit": worker_exited,
     }
+
+
+def binds(settings: Settings) -> list[str]:
+    """The API's address, and ``[drivers:transport:websocket]``'s port when one is set (on its
+    ``bind``, else the API's host)."""
+    found = [settings.server.bind]
+    websocket = settings.websocket
+    if websocket.port:
+        host = websocket.bind or settings.server.bind.rsplit(":", 1)[0]
+        found.append(f"{host}:{websocket.port}")
+    return found
 
 
 def worker_exited(server: Any, worker: Any) -> None:

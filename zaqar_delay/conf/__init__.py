@@ -28,6 +28,7 @@ from zaqar_delay.conf.signed_url import SignedUrlSettings
 from zaqar_delay.conf.storage import StorageSettings
 from zaqar_delay.conf.swift import SwiftSettings
 from zaqar_delay.conf.transport import EncryptionSettings, Limits
+from zaqar_delay.conf.websocket import WebSocketSettings
 
 __all__ = [
     "GROUPS",
@@ -45,6 +46,7 @@ __all__ = [
     "SignedUrlSettings",
     "StorageSettings",
     "SwiftSettings",
+    "WebSocketSettings",
     "cli_opts",
     "conf_of",
     "load_settings",

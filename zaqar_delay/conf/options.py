@@ -28,6 +28,7 @@ GROUPS: dict[str, list[cfg.Opt]] = {
         "journal",
         "metrics",
         "notification",
+        "drivers:transport:websocket",
     )
 }
 _OPTION = "option"

@@ -22,6 +22,7 @@ from zaqar_delay.conf.signed_url import SignedUrlSettings
 from zaqar_delay.conf.storage import StorageSettings
 from zaqar_delay.conf.swift import SwiftSettings
 from zaqar_delay.conf.transport import EncryptionSettings, Limits
+from zaqar_delay.conf.websocket import WebSocketSettings
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class Settings:
     journal: JournalSettings = dataclasses.field(default_factory=JournalSettings)
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
     notification: NotificationSettings = dataclasses.field(default_factory=NotificationSettings)
+    websocket: WebSocketSettings = dataclasses.field(default_factory=WebSocketSettings)
     pooling: bool = setting(
         "DEFAULT",
         cfg.BoolOpt,
@@ -76,6 +78,7 @@ _GROUP_FIELDS: dict[str, type[Any]] = {
     "journal": JournalSettings,
     "metrics": MetricsSettings,
     "notification": NotificationSettings,
+    "websocket": WebSocketSettings,
 }
 
 

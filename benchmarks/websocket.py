@@ -1,0 +1,195 @@
+"""WebSocket against HTTP on one server: posts and claims per second over each transport.
+
+Starts a zaqar-delay-server (two workers, the embedded store) and, for each transport in
+turn, ``--clients`` clients (threads) each holding one connection (an HTTP keep-alive
+connection, or a WebSocket session), for ``--seconds``:
+
+- **post**: each client posts one message per request to its own queue;
+- **claim**: each client claims up to 10 messages per request from its queue, filled
+  beforehand, and deletes what it claimed in one request.
+
+Printed (one JSON document, also written to ``--results``): requests and messages per
+second, and the request latency p50/p99 in ms, per transport and operation; for the claims,
+the messages left in the queues at the end (0 would mean the claims ran dry).
+
+    python -m benchmarks.websocket --seconds 10 --clients 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import requests
+import websocket
+
+from benchmarks.loadgen import latency_summary
+from benchmarks.swift import RESULTS
+from testbed.processes import ServiceProcess
+
+CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
+
+
+class Http:
+    """One keep-alive HTTP connection."""
+
+    def __init__(self, service: ServiceProcess, project: str) -> None:
+        self._url = service.url
+        self._session = requests.Session()
+        self._session.headers.update({"Client-ID": CLIENT_ID, "X-Project-ID": project})
+
+    def post(self, queue: str, count: int) -> int:
+        answer = self._session.post(
+            f"{self._url}/v2/queues/{queue}/messages",
+            json={"messages": [{"body": {"n": i}} for i in range(count)]},
+            timeout=30,
+        )
+        assert answer.status_code == 201, answer.text
+        return count
+
+    def claim_and_delete(self, queue: str) -> int:
+        answer = self._session.post(
+            f"{self._url}/v2/queues/{queue}/claims?limit=10", json={"ttl": 60}, timeout=30
+        )
+        if answer.status_code == 204:
+            return 0
+        messages = answer.json()["messages"]
+        claim_id = messages[0]["href"].rsplit("claim_id=", 1)[1]
+        ids = ",".join(m["id"] for m in messages)
+        self._session.delete(
+            f"{self._url}/v2/queues/{queue}/messages?ids={ids}&claim_ids={claim_id}", timeout=30
+        )
+        return len(messages)
+
+    def stats(self, queue: str) -> int:
+        answer = self._session.get(f"{self._url}/v2/queues/{queue}/stats", timeout=30)
+        return int(answer.json()["messages"]["total"])
+
+    def close(self) -> None:
+        self._session.close()
+
+
+class Socket:
+    """One WebSocket session."""
+
+    def __init__(self, service: ServiceProcess, project: str) -> None:
+        self._ws = websocket.create_connection(f"ws://127.0.0.1:{service.port}/", timeout=30)
+        self._headers = {"Client-ID": CLIENT_ID, "X-Project-ID": project}
+
+    def _call(self, action: str, **body: Any) -> dict[str, Any]:
+        self._ws.send(json.dumps({"action": action, "headers": self._headers, "body": body}))
+        answer: dict[str, Any] = json.loads(self._ws.recv())
+        return answer
+
+    def post(self, queue: str, count: int) -> int:
+        answer = self._call(
+            "message_post", queue_name=queue, messages=[{"body": {"n": i}} for i in range(count)]
+        )
+        assert answer["headers"]["status"] == 201, answer
+        return count
+
+    def claim_and_delete(self, queue: str) -> int:
+        answer = self._call("claim_create", queue_name=queue, limit=10, ttl=60)
+        if answer["headers"]["status"] == 204:
+            return 0
+        body = answer["body"]
+        ids = [m["id"] for m in body["messages"]]
+        self._call(
+            "message_delete_many", queue_name=queue, message_ids=ids, claim_ids=[body["claim_id"]]
+        )
+        return len(ids)
+
+    def stats(self, queue: str) -> int:
+        answer = self._call("queue_get_stats", queue_name=queue)
+        return int(answer["body"]["messages"]["total"])
+
+    def close(self) -> None:
+        self._ws.close()
+
+
+def measure(
+    clients: list[Any], seconds: float, operation: Callable[[Any, str], int]
+) -> dict[str, Any]:
+    """Every client runs ``operation`` on its own queue in a loop for ``seconds``."""
+    latencies: list[list[float]] = [[] for _ in clients]
+    messages = [0 for _ in clients]
+    deadline = time.monotonic() + seconds
+
+    def loop(index: int) -> None:
+        queue = f"q{index}"
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            messages[index] += operation(clients[index], queue)
+            latencies[index].append((time.perf_counter() - started) * 1000)
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    requests_done = sum(len(found) for found in latencies)
+    return {
+        "requests_per_s": round(requests_done / seconds, 1),
+        "messages_per_s": round(sum(messages) / seconds, 1),
+        "latency_ms": latency_summary([ms for found in latencies for ms in found]),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    service = ServiceProcess(workers=2).start().wait_for_workers()
+    report: dict[str, Any] = {"clients": args.clients, "seconds": args.seconds}
+    try:
+        for name, kind in (("http", Http), ("websocket", Socket)):
+            project = f"bench-{uuid.uuid4().hex[:8]}"
+            clients = [kind(service, project) for _ in range(args.clients)]
+            try:
+                posted = measure(clients, args.seconds, lambda c, q: c.post(q, 1))
+                for index, client in enumerate(clients):
+                    for _ in range(0, args.backlog, 100):
+                        client.post(f"c{index}", 100)
+                claimed = measure(
+                    clients, args.seconds, lambda c, q: c.claim_and_delete("c" + q[1:])
+                )
+                claimed["backlog_left"] = sum(
+                    client.stats(f"c{index}") for index, client in enumerate(clients)
+                )
+            finally:
+                for client in clients:
+                    client.close()
+            report[name] = {"post": posted, "claim_and_delete": claimed}
+    finally:
+        service.stop()
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument(
+        "--backlog",
+        type=int,
+        default=10_000,
+        help="messages each client's queue holds before the claims (0 left: claims ran dry)",
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
+    args = parser.parse_args()
+    report = run(args)
+    print(json.dumps(report, indent=1))
+    out = report_path(args.results)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+
+
+def report_path(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"websocket-{time.strftime('%Y%m%d-%H%M%S')}.json"
+
+
+if __name__ == "__main__":
+    main()

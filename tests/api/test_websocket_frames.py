@@ -1,0 +1,138 @@
+"""WebSocket frames answered through the HTTP API in process (``api/websocket/frames.py``):
+keystone sessions authenticate first, a frame's headers reach the API only as allowed, and
+the handshake's rules. The sessions themselves run under gunicorn in
+``tests/functional/test_websocket.py``."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import falcon.testing
+import pytest
+
+from tests.helpers.api import Api, api_on, settings_on
+from tests.helpers.keystone import Keystone, keystone_app
+from tests.helpers.stores import store_url
+from zaqar_delay.api.app import create_wsgi_app
+from zaqar_delay.api.websocket.frames import Frames
+from zaqar_delay.api.websocket.handshake import accept_headers, wants_session
+from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+
+CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
+SESSION = {"SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8888", "HTTP_HOST": "127.0.0.1:8888"}
+
+
+def frame(action: str, project: str = "p", **body: Any) -> dict[str, Any]:
+    headers = {"Client-ID": CLIENT_ID, "X-Project-ID": project}
+    return {"action": action, "headers": headers, "body": body}
+
+
+@pytest.fixture
+def api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    """The API on the embedded store: frames reach it as HTTP requests do, whatever the store."""
+    yield from api_on(request, "embedded")
+
+
+@pytest.fixture
+def keystone(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Keystone]:
+    for found, _ in keystone_app(tmp_path, embedded_redis, ""):
+        yield found
+
+
+def test_a_keystone_session_answers_only_after_authenticating(keystone: Keystone) -> None:
+    frames = Frames(keystone.client.app, SESSION, keystone=True)
+    before = frames.answer(frame("queue_list", "alpha"))
+    assert before["headers"]["status"] == 403
+    assert before["body"]["error"] == "Not authentified."
+    wrong = {**frame("authenticate", "alpha"), "headers": {"X-Auth-Token": "forged"}}
+    assert frames.answer(wrong)["headers"]["status"] == 401
+    assert frames.answer(frame("queue_list", "alpha"))["headers"]["status"] == 403
+    token = keystone.token("alpha")
+    good = frame("authenticate", "alpha")
+    good["headers"]["X-Auth-Token"] = token
+    assert frames.answer(good)["body"] == {"message": "Authentified."}
+    created = frames.answer(frame("queue_create", "alpha", queue_name="mine"))
+    assert created["headers"]["status"] == 201
+    # The token's project, whatever the frame names: the queue is alpha's.
+    listed = frames.answer(frame("queue_list", "beta"))
+    assert listed["headers"]["status"] in (200, 403)
+    assert keystone.call("GET", "/v2/queues/mine/stats", token).status_code == 200
+
+
+def test_a_readers_session_is_refused_what_the_policy_refuses(keystone: Keystone) -> None:
+    frames = Frames(keystone.client.app, SESSION, keystone=True)
+    auth = frame("authenticate", "gamma")
+    auth["headers"]["X-Auth-Token"] = keystone.token("gamma", "reader")
+    assert frames.answer(auth)["headers"]["status"] == 200
+    # A roles header in a frame is nobody's say under keystone.
+    refused = frame("queue_create", "gamma", queue_name="q")
+    refused["headers"]["X-Roles"] = "admin"
+    answer = frames.answer(refused)
+    assert answer["headers"]["status"] == 403
+    assert set(answer["body"]) == {"error", "exception"}
+
+
+def test_noauth_frames_reach_the_api_with_only_the_allowed_headers(api: Api) -> None:
+    frames = Frames(api.client.app, SESSION, keystone=False)
+    # Health is an admin route: the roles header counts without keystone, as over HTTP.
+    plain = frames.answer(frame("check_node_health"))
+    assert plain["headers"]["status"] == 403
+    admin = frame("check_node_health")
+    admin["headers"]["X-Roles"] = "admin"
+    assert frames.answer(admin)["headers"]["status"] == 200
+    # Any other header stays out: the answer is JSON whatever a frame says it accepts (the
+    # API answers 406 to a request that takes no JSON).
+    typed = frame("message_post", "p", queue_name="q", messages=[{"body": 1}])
+    typed["headers"]["Accept"] = "text/plain"
+    assert frames.answer(typed)["headers"]["status"] == 201
+
+
+def test_the_handshake_accepts_rfc_6455s_example_and_refuses_the_rest() -> None:
+    key = "dGhlIHNhbXBsZSBub25jZQ=="
+    request = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": "/",
+        "HTTP_UPGRADE": "websocket",
+        "HTTP_CONNECTION": "keep-alive, Upgrade",
+        "HTTP_SEC_WEBSOCKET_VERSION": "13",
+        "HTTP_SEC_WEBSOCKET_KEY": key,
+    }
+    assert wants_session(request)
+    expected = base64.b64encode(
+        hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()
+    ).decode()
+    assert ("Sec-WebSocket-Accept", expected) in accept_headers(request)
+    assert expected == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+    for name, value in (
+        ("REQUEST_METHOD", "POST"),
+        ("HTTP_CONNECTION", "keep-alive"),
+        ("HTTP_SEC_WEBSOCKET_VERSION", "8"),
+        ("HTTP_SEC_WEBSOCKET_KEY", "c2hvcnQ="),
+        ("HTTP_SEC_WEBSOCKET_KEY", "not base64!"),
+    ):
+        assert isinstance(accept_headers({**request, name: value}), str), name
+    assert not wants_session({**request, "PATH_INFO": "/v2/queues"})
+
+
+def test_a_server_that_cannot_switch_protocols_answers_501(
+    request: pytest.FixtureRequest, api: Api
+) -> None:
+    settings = settings_on(store_url(request, "embedded"))
+    client = falcon.testing.TestClient(create_wsgi_app(settings, api.driver, api.clock))
+    result = client.simulate_get(
+        "/",
+        headers={
+            "Upgrade": "websocket",
+            "Connection": "Upgrade",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        },
+    )
+    assert result.status_code == 501
+    assert "zaqar-delay-server" in result.json["description"]
+    # Without the upgrade the root is the versions document, as always.
+    assert client.simulate_get("/").status_code in (200, 300)

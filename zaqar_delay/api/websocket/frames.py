@@ -1,0 +1,216 @@
+"""A session's request frames answered through the HTTP API, in process.
+
+``Frames.answer`` checks a frame's shape, builds the HTTP request of its action
+(``actions.ACTIONS``) and calls the API with it, as the HTTP routes would be called: behind
+the configured authentication (a keystone session's token, given by its ``authenticate``
+frame, travels with each request), with the frame's ``Client-ID`` and ``X-Project-ID``
+(and ``X-Roles`` without keystone, as noauth's HTTP API reads it). No other header of a
+frame reaches the API.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from zaqar_delay import jsondoc
+from zaqar_delay.api.websocket.actions import ACTIONS, Action
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+#: The frame headers passed on as the HTTP request's (and, without keystone, X-Roles).
+FORWARDED_HEADERS = {"client-id": "HTTP_CLIENT_ID", "x-project-id": "HTTP_X_PROJECT_ID"}
+#: What the session's environ lends each request: where the client connected from and to.
+LENT_ENTRIES = (
+    "SERVER_NAME",
+    "SERVER_PORT",
+    "REMOTE_ADDR",
+    "HTTP_HOST",
+    "wsgi.url_scheme",
+    "wsgi.errors",
+)
+
+
+class FrameError(Exception):
+    """A frame that names no action this server serves, or whose fields are malformed: a
+    400 frame with ``message`` as its error."""
+
+
+def response(request: Any, status: int, body: Any) -> dict[str, Any]:
+    """Zaqar's response frame: the request as it came (``{}`` when it was not an object),
+    the status, the body."""
+    echoed = request if isinstance(request, dict) else {}
+    return {"request": echoed, "headers": {"status": status}, "body": body}
+
+
+def error(request: Any, status: int, message: str, title: str = "") -> dict[str, Any]:
+    """An error frame; ``error`` is what python-zaqarclient reports."""
+    return response(request, status, {"error": message, "exception": title or message})
+
+
+class Frames:
+    """Answers one session's request frames with ``app`` (the API behind authentication),
+    lending each request the session's ``environ`` entries (``LENT_ENTRIES``).
+
+    Under keystone (``keystone``) a session authenticates first, as Zaqar's does: its
+    ``authenticate`` frame's ``X-Auth-Token`` is checked by a request to the API, and then
+    sent with every request; until then other frames are answered 403.
+    """
+
+    def __init__(self, app: WSGIApp, environ: Mapping[str, Any], keystone: bool) -> None:
+        self._app = app
+        self._lent = {key: environ[key] for key in LENT_ENTRIES if key in environ}
+        self._keystone = keystone
+        # Without keystone the roles header is the caller's say, as over HTTP; with it, the
+        # token's roles alone count.
+        self._forwarded = (
+            FORWARDED_HEADERS if keystone else {**FORWARDED_HEADERS, "x-roles": "HTTP_X_ROLES"}
+        )
+        #: The keystone token this session authenticated with (``authenticate``).
+        self.token: str | None = None
+
+    def answer(self, frame: Any) -> dict[str, Any]:
+        """The response frame for a decoded request frame."""
+        try:
+            action, headers, body = checked_frame(frame)
+            if action == "authenticate":
+                return self._authenticate(frame, headers)
+            if self._keystone and self.token is None:
+                return error(frame, 403, "Not authentified.")
+            return self._call(frame, ACTIONS[action], headers, body)
+        except FrameError as exc:
+            return error(frame, 400, str(exc))
+
+    def _authenticate(self, frame: Any, headers: Mapping[str, str]) -> dict[str, Any]:
+        if not self._keystone:
+            return response(frame, 200, {"message": "Authentified."})
+        token = {k.lower(): v for k, v in headers.items()}.get("x-auth-token", "")
+        if token:
+            # Any answer but 401 is a token keystone accepted (a role may still be refused
+            # the listing).
+            self.token, previous = token, self.token
+            status, _, _ = self.call("GET", "/v2/queues", headers, "limit=1")
+            if status != 401:
+                return response(frame, 200, {"message": "Authentified."})
+            self.token = previous
+        return error(frame, 401, "Authentication failed.")
+
+    def call(
+        self, method: str, path: str, headers: Mapping[str, str], query: str = "", data: bytes = b""
+    ) -> tuple[int, str, Any]:
+        """One HTTP request to the API: its status, Location header and JSON body (None for
+        none)."""
+        environ: dict[str, Any] = {
+            **self._lent,
+            "REQUEST_METHOD": method,
+            "SCRIPT_NAME": "",
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(data)),
+            "wsgi.input": io.BytesIO(data),
+            "wsgi.version": (1, 0),
+            "wsgi.multithread": False,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+        }
+        environ.setdefault("wsgi.url_scheme", "http")
+        environ.setdefault("wsgi.errors", io.StringIO())
+        for name, value in headers.items():
+            key = self._forwarded.get(name.lower())
+            if key is not None:
+                environ[key] = value
+        if self.token is not None:
+            environ["HTTP_X_AUTH_TOKEN"] = self.token
+        started: list[Any] = []
+
+        def start_response(status: str, response_headers: list[tuple[str, str]], *_: Any) -> Any:
+            started[:] = [status, response_headers]
+            return lambda _: None
+
+        result = self._app(environ, start_response)
+        try:
+            raw = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        status, response_headers = started
+        location = next((v for k, v in response_headers if k.lower() == "location"), "")
+        return int(status.split()[0]), location, _decoded(raw)
+
+    def _call(
+        self, frame: Any, action: Action, headers: Mapping[str, str], body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        path = action.path.format_map({name: _name(body, name) for name in action.path_fields()})
+        query = urllib.parse.urlencode(
+            [
+                (name, _query_value(body[field], field))
+                for field, name in action.query.items()
+                if body.get(field) is not None
+            ]
+        )
+        sent = {**action.defaults, **{name: body[name] for name in action.sent if name in body}}
+        if action.entire:
+            sent = body.get(action.entire) or {}
+        try:
+            data = jsondoc.dumps(sent).encode() if sent or action.always_body else b""
+        except (TypeError, ValueError) as exc:  # a MessagePack frame's bytes, say
+            raise FrameError(f"The body must hold JSON values only: {exc}") from exc
+        status, location, answer = self.call(action.method, path, headers, query, data)
+        if status >= 400:
+            described = answer if isinstance(answer, dict) else {}
+            title = str(described.get("title") or f"HTTP {status}")
+            return error(frame, status, str(described.get("description") or title), title)
+        return response(frame, status, action.shape(body, status, location, answer))
+
+
+def checked_frame(frame: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A request frame's action, headers and body, or FrameError saying what is wrong."""
+    if not isinstance(frame, dict):
+        raise FrameError("Unexpected body type. Expected dict or dict like.")
+    action = frame.get("action")
+    if not isinstance(action, str) or (action not in ACTIONS and action != "authenticate"):
+        raise FrameError(f"Invalid action: {action!r}.")
+    headers = frame.get("headers", {})
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise FrameError("The headers must be an object of strings.")
+    body = frame.get("body", {})
+    if not isinstance(body, dict):
+        raise FrameError("The body must be an object.")
+    return action, headers, body
+
+
+def _decoded(raw: bytes) -> Any:
+    """An answer's JSON body (None for none; the text when it is not JSON)."""
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+
+
+def _name(body: Mapping[str, Any], field: str) -> str:
+    value = body.get(field)
+    if not isinstance(value, str) or not value:
+        raise FrameError(f"Missing parameter {field} in body.")
+    if "/" in value or "?" in value or "#" in value:
+        raise FrameError(f"Invalid {field}: {value[:64]!r}.")
+    return value
+
+
+def _query_value(value: Any, field: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str):
+        return str(value)
+    if isinstance(value, list) and all(isinstance(v, str) and "," not in v for v in value):
+        return ",".join(value)
+    raise FrameError(f"Invalid {field}: {str(value)[:64]}.")

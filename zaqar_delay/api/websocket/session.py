@@ -1,0 +1,189 @@
+"""One WebSocket session: frames read from the connection, answered in order.
+
+wsproto keeps the protocol (framing, masking, fragments, ping and close); this module reads
+the socket, hands each whole message to ``Frames`` and writes the answer back, as JSON text
+for a text message and MessagePack for a binary one, as Zaqar does. A message that is not a
+JSON (or MessagePack) object is answered with a 400 frame; one larger than the session's
+limit is answered with a 400 frame and the session closes (1009, message too big).
+
+A watchdog beside the reader pings a session the peer sent nothing on for an idle interval,
+and closes it (1001) when the next interval passes without a byte, so a client that vanished
+without a close does not hold a session for ever. Closing ends the connection
+(``end``), which ends the read the session waits in.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import msgpack
+from wsproto.connection import Connection, ConnectionState, ConnectionType
+from wsproto.events import (
+    BytesMessage,
+    CloseConnection,
+    Event,
+    Message,
+    Ping,
+    Pong,
+    TextMessage,
+)
+from wsproto.frame_protocol import CloseReason
+
+from zaqar_delay import jsondoc
+from zaqar_delay.api.websocket.frames import Frames, error
+
+LOG = logging.getLogger(__name__)
+READ_BYTES = 65536
+#: How long a session this side closed waits for the peer's close before it ends.
+CLOSING_S = 5.0
+
+
+class Reader(Protocol):
+    def read1(self, size: int = ..., /) -> bytes: ...
+
+
+class Session:
+    """Answers the frames of one connection (``reader`` the bytes that came after the
+    upgrade request, ``write`` sends bytes) until either side closes it or ``end`` is
+    called (which must make the reader's read return). ``ping_interval``: the idle interval
+    (the module's docstring)."""
+
+    def __init__(
+        self,
+        frames: Frames,
+        reader: Reader,
+        write: Callable[[bytes], Any],
+        max_message: int,
+        ping_interval: float,
+        end: Callable[[], None],
+    ) -> None:
+        self._frames = frames
+        self._reader = reader
+        self._write = write
+        self._max_message = max_message
+        self._interval = ping_interval
+        self._end = end
+        self._connection = Connection(ConnectionType.SERVER)
+        # The connection is the reader's and the watchdog's: one at a time.
+        self._lock = threading.RLock()
+        self._over = threading.Event()
+        self._heard = time.monotonic()
+        self._pinged = False  # a ping went out and nothing came since
+        self._closing_since: float | None = None
+        self._parts: list[str | bytes] = []
+        self._size = 0
+
+    def run(self) -> None:
+        """Serve until the peer closes, the connection breaks, a message is too large or
+        the session is idle."""
+        watchdog = threading.Thread(target=self._watch, name="websocket-watchdog", daemon=True)
+        watchdog.start()
+        try:
+            self._serve()
+        finally:
+            self._over.set()
+
+    def _serve(self) -> None:
+        while self._connection.state in (ConnectionState.OPEN, ConnectionState.LOCAL_CLOSING):
+            try:
+                data = self._reader.read1(READ_BYTES)
+            except OSError:
+                return
+            with self._lock:
+                self._heard, self._pinged = time.monotonic(), False
+                self._connection.receive_data(data or None)
+                try:
+                    for event in self._connection.events():
+                        self._handle(event)
+                except OSError:  # an answer could not be sent: the peer is gone or stalled
+                    return
+            if not data:
+                return
+
+    def _watch(self) -> None:
+        """Ping an idle session, close one still silent, end one whose close went
+        unanswered."""
+        while not self._over.wait(min(self._interval, CLOSING_S) / 2):
+            with self._lock:
+                if self._due_to_end():
+                    self._end()
+                    return
+
+    def _due_to_end(self) -> bool:
+        now = time.monotonic()
+        if self._closing_since is not None:
+            return now - self._closing_since >= CLOSING_S
+        if self._connection.state is not ConnectionState.OPEN:
+            return False
+        if now - self._heard < self._interval:
+            return False
+        try:
+            if self._pinged:
+                self._close(CloseReason.GOING_AWAY, "idle")
+                return True
+            self._send(Ping(b"idle?"))
+        except OSError:
+            return True
+        self._pinged, self._heard = True, now
+        return False
+
+    def _close(self, reason: CloseReason, why: str) -> None:
+        self._send(CloseConnection(reason, why))
+        self._closing_since = time.monotonic()
+
+    def _handle(self, event: Event) -> None:
+        if self._connection.state is ConnectionState.LOCAL_CLOSING:
+            return  # the rest of a message too large, or anything before the peer's close
+        if isinstance(event, Message):
+            self._received(event)
+        elif isinstance(event, Pong):
+            pass  # its bytes already told the peer is there
+        elif isinstance(event, Ping | CloseConnection):
+            # A pong, or the close answered (the peer's close leaves the state closing).
+            self._send(event.response())
+
+    def _received(self, message: Message[Any]) -> None:
+        self._size += len(message.data)
+        if self._size > self._max_message:
+            binary = isinstance(message, BytesMessage)
+            self._answer(error({}, 400, f"A frame is at most {self._max_message} bytes."), binary)
+            self._close(CloseReason.MESSAGE_TOO_BIG, "frame too large")
+            return
+        self._parts.append(message.data)
+        if not message.message_finished:
+            return
+        parts, self._parts, self._size = self._parts, [], 0
+        binary = not isinstance(message, TextMessage)
+        payload = (
+            b"".join(p for p in parts if isinstance(p, bytes))
+            if binary
+            else "".join(p for p in parts if isinstance(p, str))
+        )
+        self._answer(self._frames_answer(payload, binary), binary)
+
+    def _frames_answer(self, payload: str | bytes, binary: bool) -> dict[str, Any]:
+        try:
+            frame = msgpack.unpackb(payload) if binary else json.loads(payload)
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            kind = "binary (MessagePack)" if binary else "text (JSON)"
+            return error({}, 400, f"Can't decode {kind} request. {type(exc).__name__}: {exc}")
+        try:
+            return self._frames.answer(frame)
+        except Exception:  # a failing frame is answered, logged, and the session lives on
+            LOG.exception("WebSocket frame failed")
+            return error({}, 500, "The frame could not be answered.")
+
+    def _answer(self, frame: dict[str, Any], binary: bool) -> None:
+        if binary:
+            self._send(BytesMessage(msgpack.packb(frame)))
+        else:
+            self._send(TextMessage(jsondoc.dumps(frame)))
+
+    def _send(self, event: Event) -> None:
+        if self._connection.state in (ConnectionState.OPEN, ConnectionState.REMOTE_CLOSING):
+            self._write(self._connection.send(event))

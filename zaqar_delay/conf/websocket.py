@@ -1,0 +1,62 @@
+"""``[drivers:transport:websocket]``: WebSocket sessions (Zaqar's group, and its limits)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from oslo_config import cfg
+
+from zaqar_delay.conf.options import setting
+
+GROUP = "drivers:transport:websocket"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WebSocketSettings:
+    """Where WebSocket sessions are served besides the API's port, and their limits."""
+
+    bind: str = setting(
+        GROUP,
+        cfg.StrOpt,
+        "bind",
+        default="",
+        help=(
+            "Address of the extra WebSocket port (with port set; empty: the host of [server] "
+            "bind). Sessions are always served on the API's own port too."
+        ),
+    )
+    port: int = setting(
+        GROUP,
+        cfg.IntOpt,
+        "port",
+        default=0,
+        min=0,
+        max=65535,
+        help=(
+            "A second port the server listens on, where WebSocket sessions (and the HTTP API) "
+            "are served as on the API's port, for clients configured with Zaqar's WebSocket "
+            "port (Zaqar's default is 9000). 0 (the default): the API's port only."
+        ),
+    )
+    max_sessions: int = setting(
+        GROUP,
+        cfg.IntOpt,
+        "max_sessions",
+        default=500,
+        min=1,
+        help=(
+            "WebSocket sessions each server worker holds at most; a session asked for beyond "
+            "them is answered 503. Each session holds one of the worker's 1,000 connections."
+        ),
+    )
+    ping_interval: int = setting(
+        GROUP,
+        cfg.IntOpt,
+        "ping_interval",
+        default=30,
+        min=1,
+        help=(
+            "Seconds after which a session the client sent nothing on is pinged; one that "
+            "still sends nothing (not even the pong) for as long again is closed."
+        ),
+    )
