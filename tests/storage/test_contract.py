@@ -156,10 +156,16 @@ class TestMessages:
         assert [m.body for m in found] == list(reversed(bodies))
         assert listed(driver, clock) == bodies
 
-    def test_large_batch_is_stored_whole(self, driver: Driver, clock: FakeClock) -> None:
-        ids = post(driver, clock, *range(5000), ttl=60)
-        assert len(ids) == 5000
-        assert driver.stats(P, Q, clock.now_ms()).total == 5000
+    def test_large_batch_is_stored_whole(
+        self, driver: Driver, clock: FakeClock, store_uri: str
+    ) -> None:
+        # Swift commits a post of several only within its post deadline (40 s, SwiftTimes),
+        # else refuses it whole; the test all-in-one writes some 190 messages a second, and
+        # under the suite's load less than half that, so its large batch is 2,000.
+        size = 2000 if store_uri.startswith("swift") else 5000
+        ids = post(driver, clock, *range(size), ttl=60)
+        assert len(ids) == size
+        assert driver.stats(P, Q, clock.now_ms()).total == size
 
     def test_message_fields(self, driver: Driver, clock: FakeClock) -> None:
         [mid] = post(driver, clock, "x", ttl=120, delay=5)
