@@ -8,9 +8,15 @@ connection, or a WebSocket session), for ``--seconds``:
 - **claim**: each client claims up to 10 messages per request from its queue, filled
   beforehand, and deletes what it claimed in one request.
 
+Then **notifications**: a session subscribes itself to a queue and ``--notifications``
+(1,000) messages are posted over HTTP, each due at its own instant (``deliver_at``, spread
+over 2 s from 2 s on); each notification frame's lateness is its arrival minus its due time.
+
 Printed (one JSON document, also written to ``--results``): requests and messages per
 second, and the request latency p50/p99 in ms, per transport and operation; for the claims,
-the messages left in the queues at the end (0 would mean the claims ran dry).
+the messages left in the queues at the end (0 would mean the claims ran dry); for the
+notifications, lateness p50/p99/max in ms, how many came early (before their due time) and
+how many never came.
 
     python -m benchmarks.websocket --seconds 10 --clients 8
 """
@@ -79,38 +85,38 @@ class Socket:
     """One WebSocket session."""
 
     def __init__(self, service: ServiceProcess, project: str) -> None:
-        self._ws = websocket.create_connection(f"ws://127.0.0.1:{service.port}/", timeout=30)
+        self.ws = websocket.create_connection(f"ws://127.0.0.1:{service.port}/", timeout=30)
         self._headers = {"Client-ID": CLIENT_ID, "X-Project-ID": project}
 
-    def _call(self, action: str, **body: Any) -> dict[str, Any]:
-        self._ws.send(json.dumps({"action": action, "headers": self._headers, "body": body}))
-        answer: dict[str, Any] = json.loads(self._ws.recv())
+    def call(self, action: str, **body: Any) -> dict[str, Any]:
+        self.ws.send(json.dumps({"action": action, "headers": self._headers, "body": body}))
+        answer: dict[str, Any] = json.loads(self.ws.recv())
         return answer
 
     def post(self, queue: str, count: int) -> int:
-        answer = self._call(
+        answer = self.call(
             "message_post", queue_name=queue, messages=[{"body": {"n": i}} for i in range(count)]
         )
         assert answer["headers"]["status"] == 201, answer
         return count
 
     def claim_and_delete(self, queue: str) -> int:
-        answer = self._call("claim_create", queue_name=queue, limit=10, ttl=60)
+        answer = self.call("claim_create", queue_name=queue, limit=10, ttl=60)
         if answer["headers"]["status"] == 204:
             return 0
         body = answer["body"]
         ids = [m["id"] for m in body["messages"]]
-        self._call(
+        self.call(
             "message_delete_many", queue_name=queue, message_ids=ids, claim_ids=[body["claim_id"]]
         )
         return len(ids)
 
     def stats(self, queue: str) -> int:
-        answer = self._call("queue_get_stats", queue_name=queue)
+        answer = self.call("queue_get_stats", queue_name=queue)
         return int(answer["body"]["messages"]["total"])
 
     def close(self) -> None:
-        self._ws.close()
+        self.ws.close()
 
 
 def measure(
@@ -141,6 +147,44 @@ def measure(
     }
 
 
+def notifications(service: ServiceProcess, count: int) -> dict[str, Any]:
+    """Lateness of the notifications of ``count`` messages to a self-subscribed session."""
+    project = f"bench-{uuid.uuid4().hex[:8]}"
+    session = Socket(service, project)
+    session.call("queue_create", queue_name="notes", metadata={"_default_message_delay": 1})
+    assert (
+        session.call("subscription_create", queue_name="notes", ttl=3600)["headers"]["status"]
+        == 201
+    )
+    http = requests.Session()
+    http.headers.update({"Client-ID": CLIENT_ID, "X-Project-ID": project})
+    start_ms = time.time() * 1000 + 2000
+    dues = [int(start_ms + i * 2000 / count) for i in range(count)]
+    for first in range(0, count, 50):
+        batch = [{"body": {"due_ms": due}, "deliver_at": due} for due in dues[first : first + 50]]
+        answer = http.post(
+            f"{service.url}/v2/queues/notes/messages", json={"messages": batch}, timeout=30
+        )
+        assert answer.status_code == 201, answer.text
+    lateness: list[float] = []
+    session.ws.settimeout(10)
+    try:
+        while len(lateness) < count:
+            note = json.loads(session.ws.recv())
+            lateness.append(time.time() * 1000 - note["body"]["due_ms"])
+    except websocket.WebSocketTimeoutException:
+        pass  # the missing ones are reported
+    finally:
+        session.close()
+        http.close()
+    return {
+        "messages": count,
+        "lateness_ms": latency_summary(lateness),
+        "early": sum(late < 0 for late in lateness),
+        "missing": count - len(lateness),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     service = ServiceProcess(workers=2).start().wait_for_workers()
     report: dict[str, Any] = {"clients": args.clients, "seconds": args.seconds}
@@ -163,6 +207,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for client in clients:
                     client.close()
             report[name] = {"post": posted, "claim_and_delete": claimed}
+        report["notifications"] = notifications(service, args.notifications)
     finally:
         service.stop()
     return report
@@ -172,6 +217,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--notifications", type=int, default=1000)
     parser.add_argument(
         "--backlog",
         type=int,

@@ -153,21 +153,32 @@ class Subscriptions:
         return self.stores.for_queue(project, queue)
 
     def create(
-        self, project: str, queue: str, document: Any, caller: Caller | None = None
+        self,
+        project: str,
+        queue: str,
+        document: Any,
+        caller: Caller | None = None,
+        session: str | None = None,
     ) -> tuple[str, str | None]:
         """Subscribe; ``(id, signing secret)``, the secret only when the subscription is new.
 
         A live subscription with the same subscriber is a Conflict once it is confirmed;
         before that it is answered again (``(its id, None)``): Zaqar's rule, so that
         subscribing again re-sends the confirmation request. A ``trust+`` subscriber of a
-        ``caller`` gets a trust from them (deleted again if no subscription keeps it)."""
-        if isinstance(document, dict) and "subscriber" not in document:
+        ``caller`` gets a trust from them (deleted again if no subscription keeps it).
+        ``session``: the subscriber of the WebSocket session asking, which a document
+        without ``subscriber`` subscribes (the server's own, so not held to the rules of
+        subscribers a client names)."""
+        own = session if isinstance(document, dict) and not document.get("subscriber") else None
+        if own is not None:
+            document = {**document, "subscriber": ""}
+        elif isinstance(document, dict) and "subscriber" not in document:
             raise errors.InvalidRequest("Missing parameter subscriber in body.")
         change = subscription_change(document, self.limits, self.guard, self.mail)
         # An empty one is refused here (a PATCH takes an empty subscriber as "keep it");
         # one the change holds was checked already, its host resolved once.
-        subscriber = change.subscriber or _subscriber(
-            document["subscriber"], self.limits, self.guard
+        subscriber = (
+            own or change.subscriber or _subscriber(document["subscriber"], self.limits, self.guard)
         )
         now_ms = self.clock.now_ms()
         # Subscribing creates the queue when it does not exist.

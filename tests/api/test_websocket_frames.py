@@ -14,7 +14,7 @@ from typing import Any
 import falcon.testing
 import pytest
 
-from tests.helpers.api import Api, api_on, settings_on
+from tests.helpers.api import Api, api_on, settings_on, signed_headers
 from tests.helpers.keystone import Keystone, keystone_app
 from tests.helpers.stores import store_url
 from zaqar_delay.api.app import create_wsgi_app
@@ -39,8 +39,25 @@ def api(request: pytest.FixtureRequest) -> Iterator[Api]:
 
 @pytest.fixture
 def keystone(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Keystone]:
-    for found, _ in keystone_app(tmp_path, embedded_redis, ""):
+    for found, _ in keystone_app(tmp_path, embedded_redis, "[signed_url]\nsecret_key = k\n"):
         yield found
+
+
+def test_a_pre_signed_frame_needs_no_authentication(keystone: Keystone) -> None:
+    owner = keystone.token("p1")
+    keystone.call("POST", "/v2/queues/q/messages", token=owner, json={"messages": [{"body": 1}]})
+    share = keystone.call("POST", "/v2/queues/q/share", token=owner, json={}).json
+    frames = Frames(keystone.client.app, SESSION, keystone=True)
+    listed = {"action": "message_list", "headers": signed_headers(share), "body": {}}
+    listed["body"] = {"queue_name": "q", "echo": True}
+    answer = frames.answer(listed)
+    assert answer["headers"]["status"] == 200, answer
+    assert [m["body"] for m in answer["body"]["messages"]] == [1]
+    # The signature binds its project, methods and paths, as over HTTP.
+    forged = {**listed, "headers": {**signed_headers(share), "X-Project-ID": "p2"}}
+    assert frames.answer(forged)["headers"]["status"] == 404
+    elsewhere = {**listed, "action": "queue_list", "body": {}}
+    assert frames.answer(elsewhere)["headers"]["status"] == 404
 
 
 def test_a_keystone_session_answers_only_after_authenticating(keystone: Keystone) -> None:

@@ -256,7 +256,7 @@ def test_websocket_benchmark_measures_both_transports(tmp_path: Path) -> None:
     subprocess.run(
         [
             *(sys.executable, "-m", "benchmarks.websocket", "--seconds", "1", "--clients", "2"),
-            *("--backlog", "300", "--results", str(tmp_path)),
+            *("--backlog", "300", "--notifications", "20", "--results", str(tmp_path)),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -269,3 +269,5 @@ def test_websocket_benchmark_measures_both_transports(tmp_path: Path) -> None:
     for transport in ("http", "websocket"):
         assert report[transport]["post"]["messages_per_s"] > 0
         assert report[transport]["claim_and_delete"]["messages_per_s"] > 0
+    assert report["notifications"]["missing"] == 0
+    assert report["notifications"]["early"] == 0

@@ -159,6 +159,7 @@ def test_the_routes_rules_and_errors_apply(session: websocket.WebSocket) -> None
         ('{"action": "nope"}', "Invalid action"),
         ('{"action": "queue_get", "headers": {"X-Project-ID": 7}}', "headers"),
         ('{"action": "queue_get", "body": []}', "body must be an object"),
+        ('{"action": "queue_list", "headers": {"X-Project-ID": "a\\r\\nb"}}', "HTTP forbids"),
         ('{"action": "queue_get", "body": {}}', "Missing parameter queue_name"),
         (
             '{"action": "queue_get", "body": {"queue_name": "../../v2/health"}}',
@@ -304,3 +305,68 @@ def test_sessions_beyond_the_limit_are_refused_503_and_the_extra_port_serves_the
     assert status(call(third, "ping_node", "p")) == 204
     third.close()
     first.close()
+
+
+def test_a_session_subscribed_to_itself_is_notified_at_the_due_time_and_unsubscribed_at_close(
+    embedded_service: ServiceProcess,
+) -> None:
+    project = f"p-{uuid.uuid4().hex[:8]}"
+    embedded_service.wait_for_workers()
+    ws = websocket.create_connection(ws_url(embedded_service), timeout=15)
+    created = call(
+        ws, "queue_create", project, queue_name="alarms", metadata={"_default_message_delay": 2}
+    )
+    assert status(created) == 201
+    subscribed = call(ws, "subscription_create", project, queue_name="alarms", ttl=600)
+    assert status(subscribed) == 201, subscribed
+    # Each post on a connection of its own, which the server hands to the worker holding
+    # fewer connections: not the session's.
+    sent_before: dict[int, float] = {}
+    for n in range(4):
+        sent_before[n] = time.time()
+        answer = requests.post(
+            f"{embedded_service.url}/v2/queues/alarms/messages",
+            json={"messages": [{"body": {"n": n}}]},
+            headers=headers(project),
+            timeout=10,
+        )
+        assert answer.status_code == 201
+    arrived: dict[int, float] = {}
+    while len(arrived) < 4:
+        notification = json.loads(ws.recv())
+        assert notification["queue_name"] == "alarms"
+        assert notification["Message_Type"] == "Notification"
+        arrived[notification["body"]["n"]] = time.time()
+    # Never before the due time (2 s after the post reached the server).
+    assert all(arrived[n] - sent_before[n] >= 2.0 for n in range(4)), (sent_before, arrived)
+    subscriptions_url = f"{embedded_service.url}/v2/queues/alarms/subscriptions"
+    [listed] = requests.get(subscriptions_url, headers=headers(project), timeout=10).json()[
+        "subscriptions"
+    ]
+    assert listed["subscriber"].startswith("zaqar-ws://127.0.0.1:")
+    ws.close()
+    deadline = time.monotonic() + 10
+    while requests.get(subscriptions_url, headers=headers(project), timeout=10).json()[
+        "subscriptions"
+    ]:
+        assert time.monotonic() < deadline, "the closed session's subscription stayed"
+        time.sleep(0.1)
+
+
+def test_a_client_cannot_name_a_session_subscriber(embedded_service: ServiceProcess) -> None:
+    project = f"p-{uuid.uuid4().hex[:8]}"
+    answer = requests.post(
+        f"{embedded_service.url}/v2/queues/q/subscriptions",
+        json={"subscriber": "zaqar-ws://127.0.0.1:1/" + "a" * 32},
+        headers=headers(project),
+        timeout=10,
+    )
+    assert answer.status_code == 400
+    # Nor can it slip the environ entry in as a header.
+    answer = requests.post(
+        f"{embedded_service.url}/v2/queues/q/subscriptions",
+        json={"ttl": 600},
+        headers={**headers(project), "zaqar_delay.session_subscriber": "zaqar-ws://x:1/y"},
+        timeout=10,
+    )
+    assert answer.status_code == 400

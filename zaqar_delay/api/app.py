@@ -17,6 +17,7 @@ from zaqar_delay.api.oslo_stack import with_oslo_middleware
 from zaqar_delay.api.routes import ROUTES
 from zaqar_delay.api.v2 import pools, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.api.websocket.relay import SessionRelay
 from zaqar_delay.api.websocket.route import FRAME_OVERHEAD, SessionRules, with_websocket
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.conf import Settings, conf_of
@@ -60,6 +61,7 @@ def create_wsgi_app(
         max_message=settings.limits.max_messages_post_size + FRAME_OVERHEAD,
         max_sessions=settings.websocket.max_sessions,
         ping_interval=settings.websocket.ping_interval,
+        relay=SessionRelay(settings.websocket.relay_host, settings.limits.max_messages_post_size),
     )
     return with_websocket(http, api, rules)
 

@@ -10,6 +10,7 @@ from zaqar_delay.api import body, params, schemas, views
 from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import ok, query
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.api.websocket.relay import SESSION_SUBSCRIBER_ENV
 from zaqar_delay.push.trusts import Caller
 from zaqar_delay.service import Service
 from zaqar_delay.subscriptions import Subscriptions
@@ -67,7 +68,11 @@ class SubscriptionCollection(SubscriptionResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         document = body.read_json(req)
         subscription_id, secret = self.subscriptions.create(
-            req.context.project, queue_name, {} if document is None else document, caller_of(req)
+            req.context.project,
+            queue_name,
+            {} if document is None else document,
+            caller_of(req),
+            session=req.env.get(SESSION_SUBSCRIBER_ENV),
         )
         resp.status = falcon.HTTP_201
         resp.location = req.path

@@ -4,25 +4,42 @@
 (``actions.ACTIONS``) and calls the API with it, as the HTTP routes would be called: behind
 the configured authentication (a keystone session's token, given by its ``authenticate``
 frame, travels with each request), with the frame's ``Client-ID`` and ``X-Project-ID``
-(and ``X-Roles`` without keystone, as noauth's HTTP API reads it). No other header of a
-frame reaches the API.
+(and ``X-Roles`` without keystone, as noauth's HTTP API reads it), and a pre-signed URL's
+headers, which the API verifies as it does over HTTP (a signed frame needs no
+``authenticate``, as in Zaqar). No other header of a frame reaches the API.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from zaqar_delay import jsondoc
 from zaqar_delay.api.websocket.actions import ACTIONS, Action
+from zaqar_delay.api.websocket.own_subscriptions import OwnSubscriptions
+from zaqar_delay.api.websocket.relay import SessionRelay
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
-#: The frame headers passed on as the HTTP request's (and, without keystone, X-Roles).
-FORWARDED_HEADERS = {"client-id": "HTTP_CLIENT_ID", "x-project-id": "HTTP_X_PROJECT_ID"}
+#: The frame headers passed on as the HTTP request's (and, without keystone, X-Roles): the
+#: client and project, and a pre-signed URL's, which the API verifies as over HTTP.
+FORWARDED_HEADERS = {
+    name.lower(): "HTTP_" + name.upper().replace("-", "_")
+    for name in (
+        "Client-ID",
+        "X-Project-ID",
+        "URL-Signature",
+        "URL-Expires",
+        "URL-Methods",
+        "URL-Paths",
+    )
+}
+#: A header value as HTTP/1.1 allows it (RFC 9110's field-value): no control character.
+FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 #: What the session's environ lends each request: where the client connected from and to.
 LENT_ENTRIES = (
     "SERVER_NAME",
@@ -60,7 +77,15 @@ class Frames:
     sent with every request; until then other frames are answered 403.
     """
 
-    def __init__(self, app: WSGIApp, environ: Mapping[str, Any], keystone: bool) -> None:
+    def __init__(
+        self,
+        app: WSGIApp,
+        environ: Mapping[str, Any],
+        keystone: bool,
+        relay: SessionRelay | None = None,
+    ) -> None:
+        """``relay``: where this process's sessions subscribe themselves (None: they
+        cannot)."""
         self._app = app
         self._lent = {key: environ[key] for key in LENT_ENTRIES if key in environ}
         self._keystone = keystone
@@ -71,6 +96,8 @@ class Frames:
         )
         #: The keystone token this session authenticated with (``authenticate``).
         self.token: str | None = None
+        #: The session's subscriptions of itself.
+        self.own = OwnSubscriptions(relay)
 
     def answer(self, frame: Any) -> dict[str, Any]:
         """The response frame for a decoded request frame."""
@@ -78,8 +105,12 @@ class Frames:
             action, headers, body = checked_frame(frame)
             if action == "authenticate":
                 return self._authenticate(frame, headers)
-            if self._keystone and self.token is None:
+            signed = any(name.lower() == "url-signature" for name in headers)
+            if self._keystone and self.token is None and not signed:
                 return error(frame, 403, "Not authentified.")
+            if action == "subscription_create" and not body.get("subscriber"):
+                status, answer = self.own.subscribe(self, headers, _name(body, "queue_name"), body)
+                return self._answered(frame, status, answer)
             return self._call(frame, ACTIONS[action], headers, body)
         except FrameError as exc:
             return error(frame, 400, str(exc))
@@ -98,12 +129,23 @@ class Frames:
             self.token = previous
         return error(frame, 401, "Authentication failed.")
 
+    def end(self) -> None:
+        """The session is over: what it subscribed of itself goes."""
+        self.own.end(self)
+
     def call(
-        self, method: str, path: str, headers: Mapping[str, str], query: str = "", data: bytes = b""
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        query: str = "",
+        data: bytes = b"",
+        environ: Mapping[str, Any] | None = None,
     ) -> tuple[int, str, Any]:
         """One HTTP request to the API: its status, Location header and JSON body (None for
-        none)."""
-        environ: dict[str, Any] = {
+        none); ``environ``: entries of the server's own for the request."""
+        request: dict[str, Any] = {
+            **(environ or {}),
             **self._lent,
             "REQUEST_METHOD": method,
             "SCRIPT_NAME": "",
@@ -118,21 +160,21 @@ class Frames:
             "wsgi.multiprocess": True,
             "wsgi.run_once": False,
         }
-        environ.setdefault("wsgi.url_scheme", "http")
-        environ.setdefault("wsgi.errors", io.StringIO())
+        request.setdefault("wsgi.url_scheme", "http")
+        request.setdefault("wsgi.errors", io.StringIO())
         for name, value in headers.items():
             key = self._forwarded.get(name.lower())
             if key is not None:
-                environ[key] = value
+                request[key] = value
         if self.token is not None:
-            environ["HTTP_X_AUTH_TOKEN"] = self.token
+            request["HTTP_X_AUTH_TOKEN"] = self.token
         started: list[Any] = []
 
         def start_response(status: str, response_headers: list[tuple[str, str]], *_: Any) -> Any:
             started[:] = [status, response_headers]
             return lambda _: None
 
-        result = self._app(environ, start_response)
+        result = self._app(request, start_response)
         try:
             raw = b"".join(result)
         finally:
@@ -163,10 +205,18 @@ class Frames:
             raise FrameError(f"The body must hold JSON values only: {exc}") from exc
         status, location, answer = self.call(action.method, path, headers, query, data)
         if status >= 400:
-            described = answer if isinstance(answer, dict) else {}
-            title = str(described.get("title") or f"HTTP {status}")
-            return error(frame, status, str(described.get("description") or title), title)
+            return self._answered(frame, status, answer)
         return response(frame, status, action.shape(body, status, location, answer))
+
+    @staticmethod
+    def _answered(frame: Any, status: int, answer: Any) -> dict[str, Any]:
+        """The frame of a route's answer as it is (an error's title and description as
+        ``exception`` and ``error``)."""
+        if status < 400:
+            return response(frame, status, {} if answer is None else answer)
+        described = answer if isinstance(answer, dict) else {}
+        title = str(described.get("title") or f"HTTP {status}")
+        return error(frame, status, str(described.get("description") or title), title)
 
 
 def checked_frame(frame: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
@@ -181,6 +231,9 @@ def checked_frame(frame: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
         isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
     ):
         raise FrameError("The headers must be an object of strings.")
+    for name, value in headers.items():
+        if not FIELD_VALUE.fullmatch(value):
+            raise FrameError(f"The header {name[:64]!r} holds a character HTTP forbids.")
     body = frame.get("body", {})
     if not isinstance(body, dict):
         raise FrameError("The body must be an object.")

@@ -77,16 +77,30 @@ class Session:
         self._closing_since: float | None = None
         self._parts: list[str | bytes] = []
         self._size = 0
+        frames.own.deliver = self.notify
 
     def run(self) -> None:
         """Serve until the peer closes, the connection breaks, a message is too large or
-        the session is idle."""
+        the session is idle; then what the session subscribed of itself goes."""
         watchdog = threading.Thread(target=self._watch, name="websocket-watchdog", daemon=True)
         watchdog.start()
         try:
             self._serve()
         finally:
             self._over.set()
+            self._frames.end()
+
+    def notify(self, body: bytes) -> bool:
+        """Send a push's body as a notification frame (text, as Zaqar's); False when the
+        session can take no more."""
+        with self._lock:
+            if self._connection.state is not ConnectionState.OPEN:
+                return False
+            try:
+                self._send(TextMessage(body.decode("utf-8", "replace")))
+            except OSError:
+                return False
+            return True
 
     def _serve(self) -> None:
         while self._connection.state in (ConnectionState.OPEN, ConnectionState.LOCAL_CLOSING):

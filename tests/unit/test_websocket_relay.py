@@ -1,0 +1,59 @@
+"""The relay pushes to self-subscribed WebSocket sessions arrive through
+(``api/websocket/relay.py``), on a real loopback listener."""
+
+from __future__ import annotations
+
+import http.client
+import urllib.parse
+from collections.abc import Iterator
+
+import pytest
+
+from zaqar_delay.api.websocket.relay import SessionRelay
+from zaqar_delay.push.sessions import is_session
+
+
+@pytest.fixture
+def relay() -> Iterator[SessionRelay]:
+    found = SessionRelay("127.0.0.1", max_body=1000)
+    yield found
+    found.close()
+
+
+def post(subscriber: str, body: bytes, length: str | None = None) -> int:
+    target = urllib.parse.urlsplit(subscriber)
+    assert target.hostname is not None
+    connection = http.client.HTTPConnection(target.hostname, target.port, timeout=10)
+    try:
+        connection.putrequest("POST", target.path)
+        connection.putheader("Content-Length", str(len(body)) if length is None else length)
+        connection.endheaders(body)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_a_push_reaches_its_session_and_no_other(relay: SessionRelay) -> None:
+    received: list[bytes] = []
+    subscriber = relay.subscriber("a" * 32, lambda body: received.append(body) is None)
+    assert is_session(subscriber) and subscriber.startswith("zaqar-ws://127.0.0.1:")
+    assert post(subscriber, b'{"body": 1}') == 204
+    assert received == [b'{"body": 1}']
+    other = subscriber.rsplit("/", 1)[0] + "/" + "b" * 32
+    assert post(other, b"{}") == 410
+    relay.forget("a" * 32)
+    assert post(subscriber, b"{}") == 410
+    assert received == [b'{"body": 1}']
+
+
+def test_a_session_that_can_take_no_more_is_gone(relay: SessionRelay) -> None:
+    subscriber = relay.subscriber("c" * 32, lambda body: False)
+    assert post(subscriber, b"{}") == 410
+
+
+def test_bodies_over_the_limit_or_without_a_length_are_refused(relay: SessionRelay) -> None:
+    received: list[bytes] = []
+    subscriber = relay.subscriber("d" * 32, lambda body: received.append(body) is None)
+    assert post(subscriber, b"x" * 1001) == 413
+    assert post(subscriber, b"{}", length="two") == 400
+    assert received == []

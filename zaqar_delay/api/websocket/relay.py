@@ -1,0 +1,96 @@
+"""Where pushes to this process's self-subscribed sessions arrive.
+
+A session that subscribes itself (``subscription_create`` without ``subscriber``) is
+subscribed as ``zaqar-ws://HOST:PORT/<session id>`` (``push/sessions.py``): this process's
+relay, an HTTP listener started with the first such session. Whichever server process's
+dispatcher owes the push at the message's due time posts its body there, and the relay hands
+it to the session as a notification frame (204), or answers 410 when the session is gone.
+Session ids are 128 random bits: the relay is found by address, a session only by its id.
+"""
+
+from __future__ import annotations
+
+import http.server
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from zaqar_delay.push.sessions import session_subscriber
+
+LOG = logging.getLogger(__name__)
+
+#: The environ entry by which a session's own subscription request names its subscriber (a
+#: request from outside the process cannot set environ entries, only headers).
+SESSION_SUBSCRIBER_ENV = "zaqar_delay.session_subscriber"
+
+Deliver = Callable[[bytes], bool]
+
+
+class SessionRelay:
+    """This process's self-subscribed sessions, by id, and the listener pushes reach them
+    through, on ``host`` (an address the other servers' dispatchers reach; loopback for one
+    machine). A push body over ``max_body`` bytes is refused (413)."""
+
+    def __init__(self, host: str, max_body: int) -> None:
+        self._host = host
+        self._max_body = max_body
+        self._sessions: dict[str, Deliver] = {}
+        self._lock = threading.Lock()
+        self._server: http.server.ThreadingHTTPServer | None = None
+
+    def subscriber(self, session_id: str, deliver: Deliver) -> str:
+        """Register a session's ``deliver`` (False once it can take no more) and return the
+        subscriber that reaches it; starts the listener the first time."""
+        with self._lock:
+            self._sessions[session_id] = deliver
+            if self._server is None:
+                self._server = self._listen()
+            port = self._server.server_address[1]
+        return session_subscriber(self._host, port, session_id)
+
+    def forget(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    def deliver(self, session_id: str, body: bytes) -> bool:
+        with self._lock:
+            found = self._sessions.get(session_id)
+        return found is not None and found(body)
+
+    def close(self) -> None:
+        with self._lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+    def _listen(self) -> http.server.ThreadingHTTPServer:
+        relay = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                try:
+                    length = int(self.headers.get("Content-Length") or "")
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= relay._max_body:
+                    self._answer(400 if length < 0 else 413)
+                    return
+                body = self.rfile.read(length)
+                delivered = relay.deliver(self.path.lstrip("/"), body)
+                self._answer(204 if delivered else 410)
+
+            def _answer(self, status: int) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer((self._host, 0), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name="websocket-relay", daemon=True).start()
+        LOG.info("WebSocket relay on %s:%s", self._host, server.server_address[1])
+        return server

@@ -1,0 +1,57 @@
+"""Pushes to a WebSocket session that subscribed itself.
+
+Such a subscription's subscriber is ``zaqar-ws://HOST:PORT/<session id>``: the relay of the
+server process that holds the session (``api/websocket/relay.py``), which hands the push's
+body to the session as a notification frame. Only the server makes such subscribers (the
+subscription routes refuse the scheme from a client), so a push to one is sent without the
+address guard. The body is a webhook push's (``webhook.request_body``); 2xx is delivered, a
+session that is gone (410) is a permanent failure, and a connection error, a timeout or a
+5xx is retried as a webhook's is.
+"""
+
+from __future__ import annotations
+
+import http.client
+import urllib.parse
+
+from zaqar_delay.models import Delivery
+from zaqar_delay.push.webhook import DELIVERY_ID_HEADER, Outcome, outcome_of, request_body
+
+SESSION_SCHEME = "zaqar-ws"
+
+
+def is_session(subscriber: str) -> bool:
+    """Whether ``subscriber`` names a WebSocket session (the server's own subscriber)."""
+    return subscriber.startswith(SESSION_SCHEME + "://")
+
+
+def session_subscriber(host: str, port: int, session_id: str) -> str:
+    return f"{SESSION_SCHEME}://{host}:{port}/{session_id}"
+
+
+class SessionSender:
+    """Posts each push to the relay its subscriber names, one connection per push."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+
+    def send(self, delivery: Delivery, now_ms: int) -> Outcome:
+        target = urllib.parse.urlsplit(delivery.subscription.subscriber)
+        if not target.hostname or not target.port:
+            return Outcome("permanent", "the session subscriber names no relay")
+        body = request_body(delivery, now_ms)
+        connection = http.client.HTTPConnection(
+            target.hostname, target.port, timeout=self.timeout_s
+        )
+        headers = {"Content-Type": "application/json", DELIVERY_ID_HEADER: delivery.id}
+        try:
+            connection.request("POST", target.path, body, headers)
+            answer = connection.getresponse()
+            answer.read()
+        except TimeoutError as exc:
+            return Outcome("retry", f"timed out: {exc}")
+        except (OSError, http.client.HTTPException) as exc:
+            return Outcome("retry", f"connection failed: {type(exc).__name__}: {exc}")
+        finally:
+            connection.close()
+        return outcome_of(answer.status, answer.getheader("Retry-After"))
