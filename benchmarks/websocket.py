@@ -12,6 +12,10 @@ Then **notifications**: a session subscribes itself to a queue and ``--notificat
 (1,000) messages are posted over HTTP, each due at its own instant (``deliver_at``, spread
 over 2 s from 2 s on); each notification frame's lateness is its arrival minus its due time.
 
+With ``--zaqar``, upstream Zaqar's WebSocket server (``zaqar-server`` with ``transport =
+websocket``, one process, on a redis-server; from the comparison's cached virtualenv) takes
+the same posts and claims.
+
 Printed (one JSON document, also written to ``--results``): requests and messages per
 second, and the request latency p50/p99 in ms, per transport and operation; for the claims,
 the messages left in the queues at the end (0 would mean the claims ran dry); for the
@@ -24,7 +28,10 @@ how many never came.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -35,18 +42,19 @@ from typing import Any
 import requests
 import websocket
 
+from benchmarks.compare import ZAQAR_CONF, peer_venv
 from benchmarks.loadgen import latency_summary
 from benchmarks.swift import RESULTS
-from testbed.processes import ServiceProcess
+from testbed.processes import RedisServer, ServiceProcess, free_port, wait_until
 
 CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
 
 
 class Http:
-    """One keep-alive HTTP connection."""
+    """One keep-alive HTTP connection to the API at ``url``."""
 
-    def __init__(self, service: ServiceProcess, project: str) -> None:
-        self._url = service.url
+    def __init__(self, url: str, project: str) -> None:
+        self._url = url
         self._session = requests.Session()
         self._session.headers.update({"Client-ID": CLIENT_ID, "X-Project-ID": project})
 
@@ -82,10 +90,10 @@ class Http:
 
 
 class Socket:
-    """One WebSocket session."""
+    """One WebSocket session at ``url``."""
 
-    def __init__(self, service: ServiceProcess, project: str) -> None:
-        self.ws = websocket.create_connection(f"ws://127.0.0.1:{service.port}/", timeout=30)
+    def __init__(self, url: str, project: str) -> None:
+        self.ws = websocket.create_connection(url, timeout=30)
         self._headers = {"Client-ID": CLIENT_ID, "X-Project-ID": project}
 
     def call(self, action: str, **body: Any) -> dict[str, Any]:
@@ -150,7 +158,7 @@ def measure(
 def notifications(service: ServiceProcess, count: int) -> dict[str, Any]:
     """Lateness of the notifications of ``count`` messages to a self-subscribed session."""
     project = f"bench-{uuid.uuid4().hex[:8]}"
-    session = Socket(service, project)
+    session = Socket(f"ws://127.0.0.1:{service.port}/", project)
     session.call("queue_create", queue_name="notes", metadata={"_default_message_delay": 1})
     assert (
         session.call("subscription_create", queue_name="notes", ttl=3600)["headers"]["status"]
@@ -185,31 +193,85 @@ def notifications(service: ServiceProcess, count: int) -> dict[str, Any]:
     }
 
 
+def transport(make: Callable[[str], Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Posts, then claims and deletes, by ``--clients`` clients made by ``make(project)``."""
+    project = f"bench-{uuid.uuid4().hex[:8]}"
+    clients = [make(project) for _ in range(args.clients)]
+    try:
+        posted = measure(clients, args.seconds, lambda c, q: c.post(q, 1))
+        for index, client in enumerate(clients):
+            for _ in range(0, args.backlog, 100):
+                client.post(f"c{index}", 100)
+        claimed = measure(clients, args.seconds, lambda c, q: c.claim_and_delete("c" + q[1:]))
+        claimed["backlog_left"] = sum(
+            client.stats(f"c{index}") for index, client in enumerate(clients)
+        )
+    finally:
+        for client in clients:
+            client.close()
+    return {"post": posted, "claim_and_delete": claimed}
+
+
+class ZaqarWebSocket:
+    """Upstream Zaqar's WebSocket server (``zaqar-server`` with ``transport = websocket``,
+    one process) on a redis-server of its own, from the comparison's cached virtualenv."""
+
+    def __init__(self) -> None:
+        self.redis = RedisServer().start()
+        self.port = free_port()
+        self.directory = Path(tempfile.mkdtemp(prefix="zaqar-ws-"))
+        conf = self.directory / "zaqar.conf"
+        conf.write_text(
+            ZAQAR_WEBSOCKET_CONF.format(
+                redis=self.redis.url, port=self.port, log=self.directory / "zaqar.log"
+            )
+        )
+        server = peer_venv() / "bin" / "zaqar-server"
+        self.process = subprocess.Popen(
+            [str(server), "--config-file", str(conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_until(self._answers, 60, "Zaqar's WebSocket server")
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/"
+
+    def _answers(self) -> bool:
+        with contextlib.suppress(OSError, websocket.WebSocketException):
+            websocket.create_connection(self.url, timeout=1).close()
+            return True
+        return False
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(20)
+        self.redis.stop()
+
+
+# Upstream's comparison configuration, its transport the WebSocket server's.
+ZAQAR_WEBSOCKET_CONF = ZAQAR_CONF.replace("transport = wsgi", "transport = websocket") + (
+    "[drivers:transport:websocket]\nbind = 127.0.0.1\nport = {port}\n"
+)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     service = ServiceProcess(workers=2).start().wait_for_workers()
     report: dict[str, Any] = {"clients": args.clients, "seconds": args.seconds}
     try:
-        for name, kind in (("http", Http), ("websocket", Socket)):
-            project = f"bench-{uuid.uuid4().hex[:8]}"
-            clients = [kind(service, project) for _ in range(args.clients)]
-            try:
-                posted = measure(clients, args.seconds, lambda c, q: c.post(q, 1))
-                for index, client in enumerate(clients):
-                    for _ in range(0, args.backlog, 100):
-                        client.post(f"c{index}", 100)
-                claimed = measure(
-                    clients, args.seconds, lambda c, q: c.claim_and_delete("c" + q[1:])
-                )
-                claimed["backlog_left"] = sum(
-                    client.stats(f"c{index}") for index, client in enumerate(clients)
-                )
-            finally:
-                for client in clients:
-                    client.close()
-            report[name] = {"post": posted, "claim_and_delete": claimed}
+        report["http"] = transport(lambda project: Http(service.url, project), args)
+        ws_url = f"ws://127.0.0.1:{service.port}/"
+        report["websocket"] = transport(lambda project: Socket(ws_url, project), args)
         report["notifications"] = notifications(service, args.notifications)
     finally:
         service.stop()
+    if args.zaqar:
+        zaqar = ZaqarWebSocket()
+        try:
+            report["zaqar_websocket"] = transport(lambda p: Socket(zaqar.url, p), args)
+        finally:
+            zaqar.stop()
     return report
 
 
@@ -219,6 +281,11 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--notifications", type=int, default=1000)
     parser.add_argument(
+        "--zaqar",
+        action="store_true",
+        help="also upstream Zaqar's WebSocket server (its own process, on a redis-server)",
+    )
+    parser.add_argument(
         "--backlog",
         type=int,
         default=10_000,
@@ -227,7 +294,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
     args = parser.parse_args()
     report = run(args)
-    print(json.dumps(report, indent=1))
+    print(json.dumps(report))
     out = report_path(args.results)
     out.write_text(json.dumps(report, indent=1) + "\n")
 

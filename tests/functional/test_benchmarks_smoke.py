@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -253,21 +254,15 @@ def test_dedup_posts_benchmark_measures_each_kind_on_each_store(tmp_path: Path) 
 
 
 def test_websocket_benchmark_measures_both_transports(tmp_path: Path) -> None:
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks.websocket", "--seconds", "1", "--clients", "2"),
-            *("--backlog", "300", "--notifications", "20", "--results", str(tmp_path)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
+    report: dict[str, Any] = run_benchmark(
+        "websocket",
+        *("--seconds", "1", "--clients", "2", "--backlog", "300"),
+        *("--notifications", "20", "--results", str(tmp_path)),
     )
-    [out] = tmp_path.glob("websocket-*.json")
-    report = json.loads(out.read_text())
     for transport in ("http", "websocket"):
         assert report[transport]["post"]["messages_per_s"] > 0
         assert report[transport]["claim_and_delete"]["messages_per_s"] > 0
     assert report["notifications"]["missing"] == 0
     assert report["notifications"]["early"] == 0
+    [recorded] = tmp_path.glob("websocket-*.json")
+    assert json.loads(recorded.read_text()) == report

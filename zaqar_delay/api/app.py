@@ -61,7 +61,9 @@ def create_wsgi_app(
         max_message=settings.limits.max_messages_post_size + FRAME_OVERHEAD,
         max_sessions=settings.websocket.max_sessions,
         ping_interval=settings.websocket.ping_interval,
-        relay=SessionRelay(settings.websocket.relay_host, settings.limits.max_messages_post_size),
+        relay=SessionRelay(
+            settings.websocket.notification_bind, settings.limits.max_messages_post_size
+        ),
     )
     return with_websocket(http, api, rules)
 

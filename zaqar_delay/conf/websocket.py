@@ -49,16 +49,17 @@ class WebSocketSettings:
             "them is answered 503. Each session holds one of the worker's 1,000 connections."
         ),
     )
-    relay_host: str = setting(
+    notification_bind: str = setting(
         GROUP,
         cfg.StrOpt,
-        "relay_host",
+        "notification_bind",
         default="127.0.0.1",
         help=(
             "Address each server process listens on (a port of its own, chosen by the "
             "system) for the pushes to the sessions it holds that subscribed themselves, "
-            "and names in their subscribers. Loopback serves one machine; with several "
-            "servers, an address of this one the others reach."
+            "and names in their subscribers (Zaqar's option of the same name and purpose). "
+            "Loopback serves one machine; with several servers, an address of this one the "
+            "others reach."
         ),
     )
     ping_interval: int = setting(
