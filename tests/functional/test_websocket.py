@@ -319,6 +319,7 @@ def test_a_session_subscribed_to_itself_is_notified_at_the_due_time_and_unsubscr
     assert status(created) == 201
     subscribed = call(ws, "subscription_create", project, queue_name="alarms", ttl=600)
     assert status(subscribed) == 201, subscribed
+    assert subscribed["body"]["message"] == "Subscription alarms created."
     # Each post on a connection of its own, which the server hands to the worker holding
     # fewer connections: not the session's.
     sent_before: dict[int, float] = {}

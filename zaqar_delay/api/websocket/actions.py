@@ -60,6 +60,13 @@ def claimed(body: Mapping[str, Any], status: int, location: str, answer: Any) ->
     return as_is(body, status, location, answer)
 
 
+def subscribed(body: Mapping[str, Any], status: int, location: str, answer: Any) -> Any:
+    """A new subscription's id (and signing secret) with Zaqar's sentence."""
+    if status == 201 and isinstance(answer, dict):
+        return {**answer, "message": f"Subscription {body.get('queue_name')} created."}
+    return as_is(body, status, location, answer)
+
+
 @dataclasses.dataclass(frozen=True)
 class Action:
     """One action: its HTTP method and path (``{field}`` from the frame's body), the body
@@ -117,7 +124,9 @@ ACTIONS: dict[str, Action] = {
     ),
     "message_get": Action("GET", MESSAGES + "/{message_id}", shape=one_message),
     "message_get_many": Action("GET", MESSAGES, {"message_ids": "ids"}),
-    "message_post": Action("POST", MESSAGES, sent=("messages",), shape=posted_ids),
+    "message_post": Action(
+        "POST", MESSAGES, sent=("messages",), shape=posted_ids, always_body=True
+    ),
     "message_delete": Action("DELETE", MESSAGES + "/{message_id}", {"claim_id": "claim_id"}),
     "message_delete_many": Action(
         "DELETE", MESSAGES, {"message_ids": "ids", "claim_ids": "claim_ids", "pop": "pop"}
@@ -138,7 +147,11 @@ ACTIONS: dict[str, Action] = {
     ),
     "subscription_list": Action("GET", SUBSCRIPTIONS, LISTING),
     "subscription_create": Action(
-        "POST", SUBSCRIPTIONS, sent=("subscriber", "ttl", "options"), always_body=True
+        "POST",
+        SUBSCRIPTIONS,
+        sent=("subscriber", "ttl", "options"),
+        shape=subscribed,
+        always_body=True,
     ),
     "subscription_get": Action("GET", SUBSCRIPTIONS + "/{subscription_id}"),
     "subscription_delete": Action(

@@ -110,6 +110,8 @@ class Frames:
                 return error(frame, 403, "Not authentified.")
             if action == "subscription_create" and not body.get("subscriber"):
                 status, answer = self.own.subscribe(self, headers, _name(body, "queue_name"), body)
+                if status < 400:
+                    answer = ACTIONS[action].shape(body, status, "", answer)
                 return self._answered(frame, status, answer)
             return self._call(frame, ACTIONS[action], headers, body)
         except FrameError as exc:
