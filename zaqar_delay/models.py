@@ -51,6 +51,15 @@ class MessageEdit:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Deletion:
+    """The messages a bulk delete names (``ids``), and the claims the caller holds them by
+    (``claim_ids``; None: the caller holds none and deletes whatever claims them)."""
+
+    ids: Sequence[str]
+    claim_ids: Sequence[str] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Posted:
     """The outcome of a post: an id per message in request order, and the positions whose
     ``dedup_id`` the queue remembered (their id is that of the message first posted with it,

@@ -23,6 +23,7 @@ from zaqar_delay.metrics import Metrics
 from zaqar_delay.models import (
     Claim,
     ClaimTimes,
+    Deletion,
     ListPage,
     ListQuery,
     Message,
@@ -312,7 +313,8 @@ class Service:
                 "message_delete_with_claim_id is True."
             )
         now_ms = self.now_ms()
-        self._store(project, queue).delete_messages(project, queue, ids, claim_ids or None, now_ms)
+        deletion = Deletion(ids, claim_ids or None)
+        self._store(project, queue).delete_messages(project, queue, deletion, now_ms)
         self.lifecycle.deleted(project, queue, ids, None, now_ms)
 
     def pop_messages(self, project: str, queue: str, count: int) -> list[Message]:

@@ -22,6 +22,7 @@ from zaqar_delay.models import (
     UNKNOWN_METADATA,
     Batch,
     ClaimTimes,
+    Deletion,
     ListPage,
     ListQuery,
     MessageEdit,
@@ -427,7 +428,7 @@ class TestDelete:
     def test_bulk_ignores_claims_by_default(self, driver: Driver, clock: FakeClock) -> None:
         ids = post(driver, clock, 1, 2, 3)
         claim(driver, clock, limit=1)
-        driver.delete_messages(P, Q, [*ids[:2], "missing"], None, clock.now_ms())
+        driver.delete_messages(P, Q, Deletion([*ids[:2], "missing"]), clock.now_ms())
         assert [m.body for m in driver.get_messages(P, Q, ids, clock.now_ms())] == [3]
 
     def test_bulk_with_claim_ids_is_all_or_nothing(self, driver: Driver, clock: FakeClock) -> None:
@@ -436,9 +437,9 @@ class TestDelete:
         other = claim(driver, clock, limit=1)
         assert held is not None and other is not None
         with pytest.raises(errors.MessageIsClaimed):
-            driver.delete_messages(P, Q, ids, [held.id], clock.now_ms())
+            driver.delete_messages(P, Q, Deletion(ids, [held.id]), clock.now_ms())
         assert len(driver.get_messages(P, Q, ids, clock.now_ms())) == 3
-        driver.delete_messages(P, Q, ids, [held.id, other.id], clock.now_ms())
+        driver.delete_messages(P, Q, Deletion(ids, [held.id, other.id]), clock.now_ms())
         assert driver.get_messages(P, Q, ids, clock.now_ms()) == []
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ClaimTimes, NewMessage
+from zaqar_delay.models import ClaimTimes, Deletion, NewMessage
 from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.keys import KeySpace
 
@@ -68,9 +68,9 @@ def test_a_bucket_emptied_by_deletes_leaves_no_key_or_index_entry(
     redis_driver: RedisDriver, clock: FakeClock
 ) -> None:
     ids = post_many(redis_driver, clock, 200)
-    redis_driver.delete_messages("p", "q", ids[:150], None, clock.now_ms())
+    redis_driver.delete_messages("p", "q", Deletion(ids[:150]), clock.now_ms())
     assert len(bucket_keys(redis_driver)) == 2  # bucket 1 (sequence numbers 128..200) stays
-    redis_driver.delete_messages("p", "q", ids[150:], None, clock.now_ms())
+    redis_driver.delete_messages("p", "q", Deletion(ids[150:]), clock.now_ms())
     keys = redis_driver._keys.queue("p", "q")
     assert bucket_keys(redis_driver) == []
     assert redis_driver._client.exists(keys.buckets, keys.expiry, keys.ready) == 0

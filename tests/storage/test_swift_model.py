@@ -39,7 +39,7 @@ from hypothesis.stateful import (
 from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.memory_swift import Fault, MemorySwift, Process, faulty_client, memory_client
 from zaqar_delay import errors
-from zaqar_delay.models import ClaimTimes, Message, NewMessage
+from zaqar_delay.models import ClaimTimes, Deletion, Message, NewMessage
 from zaqar_delay.storage.swift import lifecycle, names
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -348,7 +348,7 @@ class SwiftSlotMachine(RuleBasedStateMachine):
             messages = outcome.claim.messages
             self._handed_out(messages)
             drained += [m.id for m in messages]
-            self.drivers[0].delete_messages(P, Q, [m.id for m in messages], None, self.now)
+            self.drivers[0].delete_messages(P, Q, Deletion([m.id for m in messages]), self.now)
         assert len(drained) == len(set(drained)), "drained twice"
         expected = set(self.due) - self.deleted - self.maybe_deleted
         assert expected <= set(drained), f"lost: {sorted(expected - set(drained))}"

@@ -17,6 +17,7 @@ from zaqar_delay.models import (
     Claim,
     ClaimOutcome,
     ClaimTimes,
+    Deletion,
     ListPage,
     ListQuery,
     Message,
@@ -251,18 +252,11 @@ class Driver(SubscriptionStore, DeliveryStore):
         self.edit_message(project, queue, MessageEdit(message_id, claim_id, due_ms=due_ms), now_ms)
 
     @abc.abstractmethod
-    def delete_messages(
-        self,
-        project: str,
-        queue: str,
-        ids: Sequence[str],
-        claim_ids: Sequence[str] | None,
-        now_ms: int,
-    ) -> None:
-        """Delete the listed messages; missing ids are ignored.
+    def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
+        """Delete the messages ``deletion.ids`` names; missing ids are ignored.
 
-        With ``claim_ids``, every listed message held by a live claim must be held by one of
-        them, else MessageIsClaimed and nothing is deleted.
+        With ``deletion.claim_ids``, every listed message held by a live claim must be held by
+        one of them, else MessageIsClaimed and nothing is deleted.
         """
 
     @abc.abstractmethod
@@ -313,7 +307,7 @@ class Driver(SubscriptionStore, DeliveryStore):
     def delete_dead_letters(self, project: str, queue: str, over: OverLimit, now_ms: int) -> None:
         """Delete from ``queue`` the messages ``over`` reports, once copied to their
         dead-letter queue; those already gone are ignored."""
-        self.delete_messages(project, queue, over.ids, None, now_ms)
+        self.delete_messages(project, queue, Deletion(over.ids), now_ms)
 
     @abc.abstractmethod
     def receive_dead_letters(self, project: str, over: OverLimit, now_ms: int) -> None:

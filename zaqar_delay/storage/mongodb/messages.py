@@ -13,6 +13,7 @@ import pymongo
 from zaqar_delay import errors
 from zaqar_delay.models import (
     Batch,
+    Deletion,
     ListPage,
     ListQuery,
     Message,
@@ -322,14 +323,8 @@ class MessageOps(MongoBase):
                 return
         raise errors.StorageUnavailable("The message could not be edited.")
 
-    def delete_messages(
-        self,
-        project: str,
-        queue: str,
-        ids: Sequence[str],
-        claim_ids: Sequence[str] | None,
-        now_ms: int,
-    ) -> None:
+    def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
+        ids, claim_ids = deletion.ids, deletion.claim_ids
         if not ids:
             return
         query = {**self._queue_filter(project, queue), "_id": {"$in": list(ids)}}

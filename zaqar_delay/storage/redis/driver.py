@@ -18,6 +18,7 @@ import redis
 from zaqar_delay import errors
 from zaqar_delay.models import (
     Batch,
+    Deletion,
     ListPage,
     ListQuery,
     Message,
@@ -340,14 +341,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             raise errors.TtlAlreadyLapsed(edit.ttl_s)
         raise_claim_refusal(outcome)
 
-    def delete_messages(
-        self,
-        project: str,
-        queue: str,
-        ids: Sequence[str],
-        claim_ids: Sequence[str] | None,
-        now_ms: int,
-    ) -> None:
+    def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
+        ids, claim_ids = deletion.ids, deletion.claim_ids
         if not ids:
             return
         checked = claim_ids is not None

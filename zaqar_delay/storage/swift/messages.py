@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from zaqar_delay import errors
 from zaqar_delay.models import (
     Batch,
+    Deletion,
     ListPage,
     ListQuery,
     Message,
@@ -309,14 +310,8 @@ class MessageOps(PushOps):
         self._remove_message(project, queue, message_id, None, slot, held=True)
         return True
 
-    def delete_messages(
-        self,
-        project: str,
-        queue: str,
-        ids: Sequence[str],
-        claim_ids: Sequence[str] | None,
-        now_ms: int,
-    ) -> None:
+    def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
+        ids, claim_ids = deletion.ids, deletion.claim_ids
         known = [i for i in dict.fromkeys(ids) if names.is_message_id(i)]
         docs = self._read_messages(project, queue, known)
         present = [i for i in known if i in docs]
