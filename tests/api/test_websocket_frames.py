@@ -20,6 +20,7 @@ from tests.helpers.stores import store_url
 from zaqar_delay.api.app import create_wsgi_app
 from zaqar_delay.api.websocket.frames import Frames
 from zaqar_delay.api.websocket.handshake import accept_headers, wants_session
+from zaqar_delay.api.websocket.project_sessions import ProjectSessions
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
 CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
@@ -153,3 +154,29 @@ def test_a_server_that_cannot_switch_protocols_answers_501(
     assert "zaqar-delay-server" in result.json["description"]
     # Without the upgrade the root is the versions document, as always.
     assert client.simulate_get("/").status_code in (200, 300)
+
+
+def test_a_project_holds_at_most_its_sessions_under_keystone(keystone: Keystone) -> None:
+    projects = ProjectSessions(limit=1)
+
+    def session() -> Frames:
+        return Frames(keystone.client.app, SESSION, keystone=True, projects=projects)
+
+    def authenticate(frames: Frames, project: str) -> dict[str, Any]:
+        auth = frame("authenticate", project)
+        auth["headers"]["X-Auth-Token"] = keystone.token(project)
+        return frames.answer(auth)
+
+    first, second, other = session(), session(), session()
+    assert authenticate(first, "alpha")["headers"]["status"] == 200
+    # The token's project counts, whatever project the frame names.
+    refused = authenticate(second, "alpha")
+    assert refused["headers"]["status"] == 429, refused
+    assert second.answer(frame("queue_list", "alpha"))["headers"]["status"] == 403
+    assert authenticate(other, "beta")["headers"]["status"] == 200
+    first.end()
+    assert authenticate(second, "alpha")["headers"]["status"] == 200
+    # Authenticating again as another project gives the first one's place back.
+    assert authenticate(other, "alpha")["headers"]["status"] == 429
+    assert authenticate(second, "gamma")["headers"]["status"] == 200
+    assert authenticate(other, "alpha")["headers"]["status"] == 200

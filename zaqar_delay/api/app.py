@@ -17,6 +17,7 @@ from zaqar_delay.api.oslo_stack import with_oslo_middleware
 from zaqar_delay.api.routes import ROUTES
 from zaqar_delay.api.v2 import pools, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.api.websocket.project_sessions import ProjectSessions
 from zaqar_delay.api.websocket.relay import SessionRelay
 from zaqar_delay.api.websocket.route import FRAME_OVERHEAD, SessionRules, with_websocket
 from zaqar_delay.clock import Clock, SystemClock
@@ -61,6 +62,7 @@ def create_wsgi_app(
         max_message=settings.limits.max_messages_post_size + FRAME_OVERHEAD,
         max_sessions=settings.websocket.max_sessions,
         ping_interval=settings.websocket.ping_interval,
+        projects=ProjectSessions(settings.websocket.max_sessions_per_project),
         relay=SessionRelay(
             settings.websocket.notification_bind, settings.limits.max_messages_post_size
         ),

@@ -49,6 +49,19 @@ class WebSocketSettings:
             "them is answered 503. Each session holds one of the worker's 1,000 connections."
         ),
     )
+    max_sessions_per_project: int = setting(
+        GROUP,
+        cfg.IntOpt,
+        "max_sessions_per_project",
+        default=100,
+        min=1,
+        help=(
+            "Under keystone, WebSocket sessions of one project (the project of the token a "
+            "session authenticated with) each server worker holds at most; authenticating "
+            "one more is answered 429. Without keystone a frame may name any project, and "
+            "only max_sessions bounds them."
+        ),
+    )
     notification_bind: str = setting(
         GROUP,
         cfg.StrOpt,

@@ -21,6 +21,7 @@ from typing import Any
 from zaqar_delay import jsondoc
 from zaqar_delay.api.websocket.actions import ACTIONS, Action
 from zaqar_delay.api.websocket.own_subscriptions import OwnSubscriptions
+from zaqar_delay.api.websocket.project_sessions import ProjectSessions
 from zaqar_delay.api.websocket.relay import SessionRelay
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -83,9 +84,11 @@ class Frames:
         environ: Mapping[str, Any],
         keystone: bool,
         relay: SessionRelay | None = None,
+        projects: ProjectSessions | None = None,
     ) -> None:
         """``relay``: where this process's sessions subscribe themselves (None: they
-        cannot)."""
+        cannot); ``projects``: the sessions each project holds (keystone sessions count
+        there once authenticated)."""
         self._app = app
         self._lent = {key: environ[key] for key in LENT_ENTRIES if key in environ}
         self._keystone = keystone
@@ -96,6 +99,8 @@ class Frames:
         )
         #: The keystone token this session authenticated with (``authenticate``).
         self.token: str | None = None
+        self._projects = projects
+        self._project: str | None = None  # the token's, counted in ``projects``
         #: The session's subscriptions of itself.
         self.own = OwnSubscriptions(relay)
 
@@ -125,15 +130,42 @@ class Frames:
             # Any answer but 401 is a token keystone accepted (a role may still be refused
             # the listing).
             self.token, previous = token, self.token
-            status, _, _ = self.call("GET", "/v2/queues", headers, "limit=1")
+            seen: dict[str, Any] = {}
+            status, _, _ = self.call("GET", "/v2/queues", headers, "limit=1", seen=seen)
             if status != 401:
-                return response(frame, 200, {"message": "Authentified."})
+                # keystonemiddleware put the token's project in the checking request.
+                if self._counted(str(seen.get("HTTP_X_PROJECT_ID", ""))):
+                    return response(frame, 200, {"message": "Authentified."})
+                self.token = previous
+                limit = self._projects.limit if self._projects is not None else 0
+                return error(
+                    frame,
+                    429,
+                    f"This project holds its {limit} WebSocket sessions on this server "
+                    "process ([drivers:transport:websocket] max_sessions_per_project).",
+                    "Too many sessions",
+                )
             self.token = previous
         return error(frame, 401, "Authentication failed.")
 
+    def _counted(self, project: str) -> bool:
+        """Count the session as ``project``'s (no longer its former project's); False when
+        that project holds its sessions already."""
+        if self._projects is None or project == self._project:
+            return True
+        if not self._projects.take(project):
+            return False
+        if self._project is not None:
+            self._projects.give(self._project)
+        self._project = project
+        return True
+
     def end(self) -> None:
-        """The session is over: what it subscribed of itself goes."""
+        """The session is over: what it subscribed of itself goes, and its project's count."""
         self.own.end(self)
+        if self._projects is not None and self._project is not None:
+            self._projects.give(self._project)
+            self._project = None
 
     def call(
         self,
@@ -143,9 +175,11 @@ class Frames:
         query: str = "",
         data: bytes = b"",
         environ: Mapping[str, Any] | None = None,
+        seen: dict[str, Any] | None = None,
     ) -> tuple[int, str, Any]:
         """One HTTP request to the API: its status, Location header and JSON body (None for
-        none); ``environ``: entries of the server's own for the request."""
+        none); ``environ``: entries of the server's own for the request; ``seen`` is given
+        the request's environ as the API left it."""
         request: dict[str, Any] = {
             **(environ or {}),
             **self._lent,
@@ -177,6 +211,8 @@ class Frames:
             return lambda _: None
 
         result = self._app(request, start_response)
+        if seen is not None:
+            seen.update(request)
         try:
             raw = b"".join(result)
         finally:

@@ -19,6 +19,7 @@ from typing import Any
 from zaqar_delay import jsondoc
 from zaqar_delay.api.websocket.frames import Frames, WSGIApp
 from zaqar_delay.api.websocket.handshake import accept_headers, wants_session
+from zaqar_delay.api.websocket.project_sessions import ProjectSessions
 from zaqar_delay.api.websocket.relay import SessionRelay
 from zaqar_delay.api.websocket.session import Session
 
@@ -31,14 +32,16 @@ FRAME_OVERHEAD = 64 * 1024
 @dataclasses.dataclass(frozen=True)
 class SessionRules:
     """How this process serves sessions: whether they authenticate (``keystone``), a
-    message's largest size, how many sessions at once, the idle interval (seconds), and the
-    relay sessions subscribe themselves through (None: they cannot)."""
+    message's largest size, how many sessions at once, the idle interval (seconds), the
+    relay sessions subscribe themselves through (None: they cannot), and the sessions each
+    project holds."""
 
     keystone: bool
     max_message: int
     max_sessions: int
     ping_interval: float
     relay: SessionRelay | None = None
+    projects: ProjectSessions | None = None
 
 
 class WebSocketRoute:
@@ -94,7 +97,8 @@ class WebSocketRoute:
     ) -> None:
         write = start_response("101 Switching Protocols", headers)
         write(b"")  # the answer's head goes out now; the session's bytes follow it
-        frames = Frames(self._api, environ, self._rules.keystone, self._rules.relay)
+        rules = self._rules
+        frames = Frames(self._api, environ, rules.keystone, rules.relay, rules.projects)
 
         def end() -> None:
             # Nothing follows a session on its connection: the server reads no next request
