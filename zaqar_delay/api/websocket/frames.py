@@ -15,21 +15,20 @@ import io
 import json
 import re
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from zaqar_delay import jsondoc
+from zaqar_delay.api.auth import PROJECT_ENVIRON_KEY, WSGIApp, environ_key
 from zaqar_delay.api.websocket.actions import ACTIONS, Action
 from zaqar_delay.api.websocket.own_subscriptions import OwnSubscriptions
 from zaqar_delay.api.websocket.project_sessions import ProjectSessions
 from zaqar_delay.api.websocket.relay import SessionRelay
 
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
 #: The frame headers passed on as the HTTP request's (and, without keystone, X-Roles): the
 #: client and project, and a pre-signed URL's, which the API verifies as over HTTP.
 FORWARDED_HEADERS = {
-    name.lower(): "HTTP_" + name.upper().replace("-", "_")
+    name.lower(): environ_key(name)
     for name in (
         "Client-ID",
         "X-Project-ID",
@@ -95,7 +94,9 @@ class Frames:
         # Without keystone the roles header is the caller's say, as over HTTP; with it, the
         # token's roles alone count.
         self._forwarded = (
-            FORWARDED_HEADERS if keystone else {**FORWARDED_HEADERS, "x-roles": "HTTP_X_ROLES"}
+            FORWARDED_HEADERS
+            if keystone
+            else {**FORWARDED_HEADERS, "x-roles": environ_key("X-Roles")}
         )
         #: The keystone token this session authenticated with (``authenticate``).
         self.token: str | None = None
@@ -115,9 +116,7 @@ class Frames:
                 return error(frame, 403, "Not authentified.")
             if action == "subscription_create" and not body.get("subscriber"):
                 status, answer = self.own.subscribe(self, headers, _name(body, "queue_name"), body)
-                if status < 400:
-                    answer = ACTIONS[action].shape(body, status, "", answer)
-                return self._answered(frame, status, answer)
+                return _reply(frame, ACTIONS[action], body, status, "", answer)
             return self._call(frame, ACTIONS[action], headers, body)
         except FrameError as exc:
             return error(frame, 400, str(exc))
@@ -134,7 +133,7 @@ class Frames:
             status, _, _ = self.call("GET", "/v2/queues", headers, "limit=1", seen=seen)
             if status != 401:
                 # keystonemiddleware put the token's project in the checking request.
-                if self._counted(str(seen.get("HTTP_X_PROJECT_ID", ""))):
+                if self._counted(str(seen.get(PROJECT_ENVIRON_KEY, ""))):
                     return response(frame, 200, {"message": "Authentified."})
                 self.token = previous
                 limit = self._projects.limit if self._projects is not None else 0
@@ -203,7 +202,7 @@ class Frames:
             if key is not None:
                 request[key] = value
         if self.token is not None:
-            request["HTTP_X_AUTH_TOKEN"] = self.token
+            request[environ_key("X-Auth-Token")] = self.token
         started: list[Any] = []
 
         def start_response(status: str, response_headers: list[tuple[str, str]], *_: Any) -> Any:
@@ -234,27 +233,28 @@ class Frames:
                 if body.get(field) is not None
             ]
         )
-        sent = {**action.defaults, **{name: body[name] for name in action.sent if name in body}}
         if action.entire:
             sent = body.get(action.entire) or {}
+        else:
+            sent = {**action.defaults, **{name: body[name] for name in action.sent if name in body}}
         try:
             data = jsondoc.dumps(sent).encode() if sent or action.always_body else b""
         except (TypeError, ValueError) as exc:  # a MessagePack frame's bytes, say
             raise FrameError(f"The body must hold JSON values only: {exc}") from exc
         status, location, answer = self.call(action.method, path, headers, query, data)
-        if status >= 400:
-            return self._answered(frame, status, answer)
-        return response(frame, status, action.shape(body, status, location, answer))
+        return _reply(frame, action, body, status, location, answer)
 
-    @staticmethod
-    def _answered(frame: Any, status: int, answer: Any) -> dict[str, Any]:
-        """The frame of a route's answer as it is (an error's title and description as
-        ``exception`` and ``error``)."""
-        if status < 400:
-            return response(frame, status, {} if answer is None else answer)
-        described = answer if isinstance(answer, dict) else {}
-        title = str(described.get("title") or f"HTTP {status}")
-        return error(frame, status, str(described.get("description") or title), title)
+
+def _reply(
+    frame: Any, action: Action, body: Mapping[str, Any], status: int, location: str, answer: Any
+) -> dict[str, Any]:
+    """The frame of a route's answer: shaped as the action answers in Zaqar, or an error's
+    title and description as ``exception`` and ``error``."""
+    if status < 400:
+        return response(frame, status, action.shape(body, status, location, answer))
+    described = answer if isinstance(answer, dict) else {}
+    title = str(described.get("title") or f"HTTP {status}")
+    return error(frame, status, str(described.get("description") or title), title)
 
 
 def checked_frame(frame: Any) -> tuple[str, dict[str, str], dict[str, Any]]:

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from zaqar_delay import jsondoc
-from zaqar_delay.api.websocket.frames import Frames, WSGIApp
+from zaqar_delay.api.auth import WSGIApp
+from zaqar_delay.api.websocket.frames import Frames
 from zaqar_delay.api.websocket.handshake import accept_headers, wants_session
 from zaqar_delay.api.websocket.project_sessions import ProjectSessions
 from zaqar_delay.api.websocket.relay import SessionRelay
