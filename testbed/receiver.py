@@ -18,6 +18,7 @@ class Received:
     at_ns: int  # time.time_ns() on arrival
     headers: dict[str, str]
     body: bytes
+    status: int = 200  # what the receiver answered
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -67,8 +68,8 @@ def receiver(
                 self.close_connection = True
                 return
             with state.lock:
-                state.received.append(Received(arrived, dict(self.headers), body))
                 status = state.statuses.pop(0) if state.statuses else 200
+                state.received.append(Received(arrived, dict(self.headers), body, status))
                 state.in_flight += 1
                 state.most_in_flight = max(state.most_in_flight, state.in_flight)
             if state.delay_s:

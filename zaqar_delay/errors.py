@@ -6,6 +6,8 @@ and JSON body, once, at the boundary. Every error carries the ``description`` a 
 
 from __future__ import annotations
 
+from zaqar_delay import topics
+
 
 class ZaqarDelayError(Exception):
     """Base class: ``description`` is the human-readable reason."""
@@ -53,25 +55,31 @@ class NotFound(ZaqarDelayError):
 
 class QueueDoesNotExist(NotFound):
     def __init__(self, queue: str, project: str) -> None:
-        super().__init__(f"Queue {queue} does not exist for project {project}")
+        super().__init__(
+            f"{topics.described(queue).capitalize()} does not exist for project {project}"
+        )
 
 
 class ClaimDoesNotExist(NotFound):
     def __init__(self, claim_id: str, queue: str, project: str) -> None:
-        super().__init__(f"Claim {claim_id} does not exist in queue {queue} for project {project}")
+        super().__init__(
+            f"Claim {claim_id} does not exist in {topics.described(queue)} for project {project}"
+        )
 
 
 class SubscriptionDoesNotExist(NotFound):
     def __init__(self, subscription_id: str, queue: str, project: str) -> None:
         super().__init__(
-            f"Subscription {subscription_id} does not exist in queue {queue} for project {project}"
+            f"Subscription {subscription_id} does not exist in {topics.described(queue)} "
+            f"for project {project}"
         )
 
 
 class MessageDoesNotExist(NotFound):
     def __init__(self, message_id: str, queue: str, project: str) -> None:
         super().__init__(
-            f"Message {message_id} does not exist in queue {queue} for project {project}"
+            f"Message {message_id} does not exist in {topics.described(queue)} "
+            f"for project {project}"
         )
 
 

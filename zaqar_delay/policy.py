@@ -37,6 +37,8 @@ ZAQAR_KEYS = (
     ENABLE_ENCRYPT_MESSAGES,
 )
 KEYS = (*ZAQAR_KEYS, RETRY_BACKOFF, DELETE_AFTER_PUSH)
+# The keys that shape a message as it is posted: all a topic shows unset, as in Zaqar.
+MESSAGE_KEYS = (MAX_MESSAGES_POST_SIZE, DEFAULT_MESSAGE_TTL, DEFAULT_MESSAGE_DELAY)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

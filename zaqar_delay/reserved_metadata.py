@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zaqar_delay import errors, policy, retry_policy
+from zaqar_delay import errors, policy, retry_policy, topics
 from zaqar_delay.conf import Limits
 from zaqar_delay.models import Metadata
 from zaqar_delay.validation import INT64_MAX, MIN_MESSAGE_TTL, is_int, is_queue_name
@@ -106,8 +106,10 @@ def flavor(metadata: Metadata) -> str | None:
     return value
 
 
-def with_reserved_defaults(metadata: Metadata, limits: Limits) -> Metadata:
-    """Metadata as GET shows it: every reserved key present, falsy ones filled with defaults."""
+def with_reserved_defaults(metadata: Metadata, limits: Limits, queue: str = "") -> Metadata:
+    """Metadata as GET shows it: every reserved key present, falsy ones filled with defaults.
+    A topic's (``queue`` a topic's stored name) shows, as Zaqar's, the defaults of the three
+    keys that shape its messages; the others only when set."""
     defaults: Metadata = {
         policy.MAX_MESSAGES_POST_SIZE: limits.max_messages_post_size,
         policy.DEFAULT_MESSAGE_TTL: limits.default_message_ttl,
@@ -118,7 +120,8 @@ def with_reserved_defaults(metadata: Metadata, limits: Limits) -> Metadata:
         policy.ENABLE_ENCRYPT_MESSAGES: False,
     }
     shown = dict(metadata)
-    for key in policy.ZAQAR_KEYS:
+    keys = policy.MESSAGE_KEYS if topics.is_topic(queue) else policy.ZAQAR_KEYS
+    for key in keys:
         if not shown.get(key):
             shown[key] = defaults[key]
     return shown

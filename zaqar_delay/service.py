@@ -30,12 +30,12 @@ from zaqar_delay.models import (
     MessageEdit,
     Metadata,
     Posted,
-    QueueInfo,
     QueueStats,
 )
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
 from zaqar_delay.push_door import PushDoor
+from zaqar_delay.queue_listing import QueueListing
 from zaqar_delay.quotas import Quotas
 from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver
@@ -69,6 +69,7 @@ class Service:
         self.wait_rooms = WaitRooms(clock)
         self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption)
         self.quotas = Quotas(self.stores, limits)
+        self.listing = QueueListing(self.stores, limits)
         self.pushes = PushDoor(self.stores, self.lifecycle, self.encryption, self.poster)
 
     def now_ms(self) -> int:
@@ -108,7 +109,7 @@ class Service:
     def get_queue(self, project: str, queue: str) -> Metadata:
         """Metadata with reserved defaults; a queue that does not exist shows only defaults."""
         stored = self._store(project, queue).get_metadata(project, queue) or {}
-        return reserved_metadata.with_reserved_defaults(stored, self.limits)
+        return reserved_metadata.with_reserved_defaults(stored, self.limits, queue)
 
     def patch_queue(self, project: str, queue: str, document: Any) -> Metadata:
         operations = metadata_patch.parse(document)
@@ -123,28 +124,11 @@ class Service:
         self.encryption.for_queue(QueuePolicy.of(updated))
         self._colocate_dead_letters(project, queue, updated)
         self._store(project, queue).set_metadata(project, queue, updated)
-        return reserved_metadata.with_reserved_defaults(updated, self.limits)
+        return reserved_metadata.with_reserved_defaults(updated, self.limits, queue)
 
     def delete_queue(self, project: str, queue: str) -> None:
         self._store(project, queue).delete_queue(project, queue)
         self.stores.forget(project, queue)
-
-    def list_queues(
-        self, project: str, marker: str | None, limit: int, detailed: bool
-    ) -> list[QueueInfo]:
-        validation.queue_limit(limit, self.limits)
-        queues = self.stores.list_queues(project, marker, limit, detailed)
-        if not detailed:
-            return queues
-        return [
-            QueueInfo(
-                q.name, reserved_metadata.with_reserved_defaults(q.metadata or {}, self.limits)
-            )
-            for q in queues
-        ]
-
-    def count_queues(self, project: str) -> int:
-        return self.stores.count_queues(project)
 
     def stats(self, project: str, queue: str) -> QueueStats:
         return self._store(project, queue).stats(project, queue, self.now_ms())

@@ -100,7 +100,7 @@ def test_unknown_route_and_method(api: Api) -> None:
     pooled = isinstance(api.service.stores, PooledStores)
     assert api.get("/v2/pools").status_code == (200 if pooled else 404)
     assert api.get("/v2/flavors").status_code == (200 if pooled else 404)
-    assert api.get("/v2/topics").status_code == 404
+    assert api.get("/v2/nothing").status_code == 404
     result = api.post("/v2/queues/q")
     assert result.status_code == 405
     assert "PUT" in result.headers["allow"]

@@ -180,3 +180,27 @@ def test_a_project_holds_at_most_its_sessions_under_keystone(keystone: Keystone)
     assert authenticate(other, "alpha")["headers"]["status"] == 429
     assert authenticate(second, "gamma")["headers"]["status"] == 200
     assert authenticate(other, "alpha")["headers"]["status"] == 200
+
+
+def test_a_frame_naming_topic_name_addresses_the_topic(api: Api) -> None:
+    frames = Frames(api.client.app, SESSION, keystone=False)
+    created = frames.answer(frame("queue_create", project="project-1", topic_name="news"))
+    assert created["headers"]["status"] == 201, created
+    assert created["body"] == "Queue news created."
+    posted = frames.answer(
+        frame("message_post", project="project-1", topic_name="news", messages=[{"body": 7}])
+    )
+    assert posted["headers"]["status"] == 201, posted
+    [mid] = posted["body"]["message_ids"]
+    assert api.get(f"/v2/topics/news/messages/{mid}").json["body"] == 7
+    assert api.get("/v2/queues/news/stats").json["messages"]["total"] == 0
+    # Claims are a queue's: a topic serves none.
+    claim = frames.answer(frame("claim_create", project="project-1", topic_name="news"))
+    assert claim["headers"]["status"] == 404
+    # A frame naming both addresses the queue, as Zaqar's would.
+    both = frames.answer(
+        frame("queue_get_stats", project="project-1", topic_name="news", queue_name="news")
+    )
+    assert both["body"]["messages"]["total"] == 0
+    bad = frames.answer(frame("message_list", project="project-1", topic_name="a/b"))
+    assert bad["headers"]["status"] == 400

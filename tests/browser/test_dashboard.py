@@ -106,6 +106,30 @@ def test_the_queue_list_shows_each_queue_with_its_counts(
     assert browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="dead"]')
 
 
+def test_topics_are_listed_beside_queues_with_their_counts(
+    server: ServiceProcess, browser: Any
+) -> None:
+    project = f"topics-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    assert call("PUT", "/v2/queues/alerts", json={}).status_code == 201
+    assert call("PUT", "/v2/topics/alerts", json={"_default_message_delay": 3600}).ok
+    messages = [{"body": {"n": n}, "ttl": 86400} for n in range(3)]
+    assert call("POST", "/v2/topics/alerts/messages", json={"messages": messages}).ok
+    subscriber = {"subscriber": "mailto:ops@example.com", "ttl": 3600}
+    assert call("POST", "/v2/topics/alerts/subscriptions", json=subscriber).status_code == 201
+    browser.get(f"{server.url}/dashboard/?project={project}")
+    row = wait_for(
+        lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-topic="alerts"]'), "the topic"
+    )
+    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[:3] == ["alerts", "3", "3"] and cells[4] == "1"
+    assert cells[3].endswith("(in 60 min)"), cells  # due an hour after the post
+    # The queue of the same name is its own row, empty.
+    queue = browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="alerts"]')
+    assert [c.text for c in queue.find_elements(By.TAG_NAME, "td")][1] == "0"
+    screenshot(browser, "topics")
+
+
 def test_a_queue_shows_its_schedule_and_cancels_and_reschedules(
     server: ServiceProcess, browser: Any
 ) -> None:

@@ -198,3 +198,42 @@ def test_pushes_are_counted_by_outcome_with_their_lateness(
     result = report.summary(events, report.per_queue(events))
     assert result["events"] == 5 and result["pushes_before_due"] == 0
     assert result["totals"]["push_failures"] == 1
+
+
+def test_topic_deliveries_are_counted_apart_from_queues(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    path = tmp_path / "topics.jsonl"
+    lines = [event(0, "posted", "m1", queue="~alerts", due=1000, ttl=60)]
+    for subscription, outcome in (("s1", "delivered"), ("s2", "retry"), ("s2", "delivered")):
+        lines.append(
+            event(
+                1010,
+                "pushed",
+                "m1",
+                queue="~alerts",
+                subscription_id=subscription,
+                attempt=1 if outcome == "retry" or subscription == "s1" else 2,
+                outcome=outcome,
+                due=1000,
+            )
+        )
+    lines.append(event(0, "posted", "m2", queue="alerts", due=0, ttl=60))
+    lines.append(
+        event(
+            5,
+            "pushed",
+            "m2",
+            queue="alerts",
+            subscription_id="s3",
+            attempt=1,
+            outcome="delivered",
+            due=0,
+        )
+    )
+    path.write_text("\n".join(lines) + "\n")
+    events = report.read_journal(spark, str(path))
+    result = report.summary(events, report.per_queue(events))
+    assert result["topics"] == 1
+    assert result["topic_deliveries"] == 2
+    assert result["totals"]["pushes_delivered"] == 3

@@ -15,7 +15,7 @@ def document() -> dict[str, Any]:
     """``{"resources": {rel: {"href-template", "href-vars", "hints"}}}``: one entry per
     relation, allowing the methods of the operations that declare it."""
     resources: dict[str, Any] = {}
-    for route in ROUTES:
+    for route in (route for route in ROUTES if route.home):
         for method, responder in route.responders():
             link = operation_of(responder).home
             if link is None:

@@ -17,7 +17,7 @@ from typing import Any
 import falcon
 from oslo_middleware import request_id
 
-from zaqar_delay import errors, validation
+from zaqar_delay import errors, topics, validation
 from zaqar_delay.api.authorization import Authorizer
 from zaqar_delay.api.routes import ADMIN_TEMPLATES, POOLING_TEMPLATES, PUBLIC_TEMPLATES
 from zaqar_delay.logs import request_context
@@ -85,7 +85,12 @@ class RequestContext:
         req.context.roles = [
             r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()
         ]
-        _check_queue_name(params.get("queue_name"))
+        topic = params.pop("topic_name", None)
+        if topic is not None:
+            _check_queue_name(topic, "Invalid topic identification")
+            params["queue_name"] = topics.stored(topic)
+        else:
+            _check_queue_name(params.get("queue_name"))
         self._authorize(req, signed)
 
     def _verify_signature(self, req: falcon.Request) -> bool:
@@ -191,13 +196,11 @@ def _check_media_types(req: falcon.Request) -> None:
         )
 
 
-def _check_queue_name(queue: str | None) -> None:
-    """A queue named in the path is a valid name (Zaqar's title for it)."""
+def _check_queue_name(queue: str | None, title: str = "Invalid queue identification") -> None:
+    """A queue (or topic) named in the path is a valid name (Zaqar's title for it)."""
     if queue is None:
         return
     try:
         validation.queue_name(queue)
     except errors.InvalidRequest as exc:
-        raise falcon.HTTPBadRequest(
-            title="Invalid queue identification", description=exc.description
-        ) from exc
+        raise falcon.HTTPBadRequest(title=title, description=exc.description) from exc

@@ -44,6 +44,13 @@ QUEUE = "/v2/queues/{queue_name}"
 MESSAGES = QUEUE + "/messages"
 CLAIMS = QUEUE + "/claims"
 SUBSCRIPTIONS = QUEUE + "/subscriptions"
+TOPIC = "/v2/topics/{topic_name}"
+
+
+def _on_both(method: str, queue_path: str) -> list[tuple[str, str]]:
+    """A queue path's operation and its topic's: a topic's messages and subscriptions are
+    guarded by the same rules as a queue's, as in Zaqar."""
+    return [(method, queue_path), (method, queue_path.replace(QUEUE, TOPIC))]
 
 
 def _rule(
@@ -90,52 +97,64 @@ RULES: list[policy.DocumentedRuleDefault] = [
     _rule("queues:stats", READER, "Show a queue's statistics.", [("GET", QUEUE + "/stats")]),
     _rule("queues:share", MEMBER, "Make a pre-signed URL.", [("POST", QUEUE + "/share")]),
     _rule("queues:purge", MEMBER, "Purge a queue.", [("POST", QUEUE + "/purge")]),
-    _rule("messages:get_all", READER, "List messages.", [("GET", MESSAGES)]),
-    _rule("messages:create", MEMBER, "Post messages.", [("POST", MESSAGES)]),
-    _rule("messages:get", READER, "Show a message.", [("GET", MESSAGES + "/{message_id}")]),
-    _rule("messages:delete", MEMBER, "Delete a message.", [("DELETE", MESSAGES + "/{message_id}")]),
+    _rule("topics:get_all", READER, "List topics.", [("GET", "/v2/topics")]),
+    _rule("topics:create", MEMBER, "Create a topic.", [("PUT", TOPIC)]),
+    _rule("topics:get", READER, "Show a topic's metadata.", [("GET", TOPIC)]),
+    _rule("topics:delete", MEMBER, "Delete a topic.", [("DELETE", TOPIC)]),
+    _rule("topics:update", MEMBER, "Update a topic's metadata.", [("PATCH", TOPIC)]),
+    _rule("topics:stats", READER, "Show a topic's statistics.", [("GET", TOPIC + "/stats")]),
+    _rule("topics:purge", MEMBER, "Purge a topic.", [("POST", TOPIC + "/purge")]),
+    _rule("messages:get_all", READER, "List messages.", _on_both("GET", MESSAGES)),
+    _rule("messages:create", MEMBER, "Post messages.", _on_both("POST", MESSAGES)),
+    _rule("messages:get", READER, "Show a message.", _on_both("GET", MESSAGES + "/{message_id}")),
+    _rule(
+        "messages:delete",
+        MEMBER,
+        "Delete a message.",
+        _on_both("DELETE", MESSAGES + "/{message_id}"),
+    ),
     _rule(
         "messages:delete_all",
         MEMBER,
         "Delete messages by id, or pop them.",
-        [("DELETE", MESSAGES)],
+        _on_both("DELETE", MESSAGES),
     ),
     _rule(
         "messages:update",
         MEMBER,
         "Edit a message (ttl, body, due time).",
-        [("PATCH", MESSAGES + "/{message_id}")],
+        _on_both("PATCH", MESSAGES + "/{message_id}"),
         zaqar=None,
     ),
     _rule("claims:create", MEMBER, "Claim messages.", [("POST", CLAIMS)]),
     _rule("claims:get", READER, "Show a claim.", [("GET", CLAIMS + "/{claim_id}")]),
     _rule("claims:delete", MEMBER, "Release a claim.", [("DELETE", CLAIMS + "/{claim_id}")]),
     _rule("claims:update", MEMBER, "Renew a claim.", [("PATCH", CLAIMS + "/{claim_id}")]),
-    _rule("subscription:get_all", READER, "List subscriptions.", [("GET", SUBSCRIPTIONS)]),
-    _rule("subscription:create", MEMBER, "Subscribe.", [("POST", SUBSCRIPTIONS)]),
+    _rule("subscription:get_all", READER, "List subscriptions.", _on_both("GET", SUBSCRIPTIONS)),
+    _rule("subscription:create", MEMBER, "Subscribe.", _on_both("POST", SUBSCRIPTIONS)),
     _rule(
         "subscription:get",
         READER,
         "Show a subscription.",
-        [("GET", SUBSCRIPTIONS + "/{subscription_id}")],
+        _on_both("GET", SUBSCRIPTIONS + "/{subscription_id}"),
     ),
     _rule(
         "subscription:delete",
         MEMBER,
         "Delete a subscription.",
-        [("DELETE", SUBSCRIPTIONS + "/{subscription_id}")],
+        _on_both("DELETE", SUBSCRIPTIONS + "/{subscription_id}"),
     ),
     _rule(
         "subscription:update",
         MEMBER,
         "Update a subscription.",
-        [("PATCH", SUBSCRIPTIONS + "/{subscription_id}")],
+        _on_both("PATCH", SUBSCRIPTIONS + "/{subscription_id}"),
     ),
     _rule(
         "subscription:confirm",
         MEMBER,
         "Confirm a subscription (usually through its pre-signed URL).",
-        [("PUT", SUBSCRIPTIONS + "/{subscription_id}/confirm")],
+        _on_both("PUT", SUBSCRIPTIONS + "/{subscription_id}/confirm"),
     ),
     _rule("pools:get_all", ADMIN, "List pools.", [("GET", "/v2/pools")], ZAQAR_ADMIN),
     _rule(

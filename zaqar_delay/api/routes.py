@@ -27,15 +27,17 @@ class Route:
     public: bool = False  # no Client-ID or X-Project-ID needed (documents for tools)
     admin: bool = False  # the admin role needed
     pooling: bool = False  # served only with [DEFAULT] pooling (the admin API of the catalog)
+    home: bool = True  # its relations in the JSON-home document (Zaqar's has no topics)
 
     def responders(self) -> list[tuple[str, Callable[..., Any]]]:
         """``(HTTP method, responder)`` for each ``on_<method>`` of the resource, in the order
         the class declares them."""
-        return [
-            (name[3:].upper(), responder)
-            for name, responder in vars(self.resource).items()
-            if name.startswith("on_") and callable(responder)
-        ]
+        declared: dict[str, Callable[..., Any]] = {}
+        for klass in reversed(self.resource.__mro__):  # a subclass serves what it inherits
+            for name, responder in vars(klass).items():
+                if name.startswith("on_") and callable(responder):
+                    declared[name] = responder
+        return [(name[3:].upper(), responder) for name, responder in declared.items()]
 
     def methods(self) -> frozenset[str]:
         """The HTTP methods the route answers."""
@@ -67,6 +69,27 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "/v2/queues/{queue_name}/subscriptions/{subscription_id}/confirm",
         subscriptions.SubscriptionConfirm,
+    ),
+    # A topic is a queue without claims or shares (``topics.py``): the middleware validates
+    # ``topic_name`` as a queue name and hands the responders the topic's stored name.
+    Route("/v2/topics", queues.TopicCollection, home=False),
+    Route("/v2/topics/{topic_name}", queues.QueueItem, home=False),
+    Route("/v2/topics/{topic_name}/stats", queues.QueueStats, home=False),
+    Route("/v2/topics/{topic_name}/purge", queues.QueuePurge, home=False),
+    Route("/v2/topics/{topic_name}/messages", messages.MessageCollection, home=False),
+    Route("/v2/topics/{topic_name}/messages/{message_id}", messages.MessageItem, home=False),
+    Route(
+        "/v2/topics/{topic_name}/subscriptions", subscriptions.SubscriptionCollection, home=False
+    ),
+    Route(
+        "/v2/topics/{topic_name}/subscriptions/{subscription_id}",
+        subscriptions.SubscriptionItem,
+        home=False,
+    ),
+    Route(
+        "/v2/topics/{topic_name}/subscriptions/{subscription_id}/confirm",
+        subscriptions.SubscriptionConfirm,
+        home=False,
     ),
     Route("/v2/pools", pools.PoolCollection, admin=True, pooling=True),
     Route("/v2/pools/{pool_name}", pools.PoolItem, admin=True, pooling=True),

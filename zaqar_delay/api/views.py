@@ -5,20 +5,21 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from zaqar_delay import topics
 from zaqar_delay.models import Claim, Message, QueueInfo, QueueStats, Subscription
 
 
 def queue_href(queue: str) -> str:
-    return f"/v2/queues/{queue}"
+    return topics.href(queue)
 
 
 def message_href(queue: str, message_id: str, claim_id: str | None = None) -> str:
-    href = f"/v2/queues/{queue}/messages/{message_id}"
+    href = f"{topics.href(queue)}/messages/{message_id}"
     return f"{href}?claim_id={claim_id}" if claim_id else href
 
 
 def claim_href(queue: str, claim_id: str) -> str:
-    return f"/v2/queues/{queue}/claims/{claim_id}"
+    return f"{topics.href(queue)}/claims/{claim_id}"
 
 
 def message(queue: str, m: Message, now_ms: int, schedule: bool = False) -> dict[str, Any]:
@@ -97,7 +98,7 @@ def subscription(s: Subscription, now_ms: int) -> dict[str, Any]:
     sent, its outcome (``delivered``, ``retry`` or ``permanent``) and why it failed."""
     shown: dict[str, Any] = {
         "id": s.id,
-        "source": s.queue,
+        "source": topics.public_name(s.queue),
         "subscriber": s.subscriber,
         "ttl": s.ttl_s,
         "age": s.age_s(now_ms),
@@ -114,7 +115,7 @@ def subscription(s: Subscription, now_ms: int) -> dict[str, Any]:
 
 
 def queue_entry(q: QueueInfo) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": q.name, "href": queue_href(q.name)}
+    entry: dict[str, Any] = {"name": topics.public_name(q.name), "href": queue_href(q.name)}
     if q.metadata is not None:
         entry["metadata"] = q.metadata
     return entry

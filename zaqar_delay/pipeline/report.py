@@ -13,6 +13,9 @@ lateness by the minute of the first delivery).
 Pushes to subscribers (``pushed`` events, one per attempt) are counted by outcome; *push
 lateness* is a first attempt's time minus the message's due time, and a push *before due*
 has a negative one (there must be none either).
+
+A topic's rows carry its stored name (``~<topic>``, :mod:`zaqar_delay.topics`); the summary
+counts topic deliveries (their pushes delivered) apart from the queues'.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from zaqar_delay import topics
 
 JOURNAL_SCHEMA = T.StructType(
     [
@@ -191,8 +196,11 @@ def summary(events: DataFrame, queues: DataFrame) -> dict[str, Any]:
         )
     }
     unreadable = events.filter(F.col("_corrupt").isNotNull() | F.col("event").isNull()).count()
+    topic_rows = [q for q in queue_rows if topics.is_topic(str(q["queue"]))]
     return {
         "events": sum(totals[e] for e in EVENTS),
+        "topics": len(topic_rows),
+        "topic_deliveries": sum(int(q["pushes_delivered"]) for q in topic_rows),
         "unreadable_lines": unreadable,
         "deliveries_before_due": totals["delivered_before_due"],
         "pushes_before_due": totals["pushed_before_due"],

@@ -19,7 +19,7 @@ import concurrent.futures
 import logging
 from typing import Any
 
-from zaqar_delay import jsondoc
+from zaqar_delay import jsondoc, topics
 from zaqar_delay.clock import Clock
 from zaqar_delay.models import Subscription
 from zaqar_delay.push.mail import MailRefused, MailSender, is_mailto
@@ -35,18 +35,19 @@ def confirmation_document(
 ) -> dict[str, Any]:
     """Zaqar's ``SubscriptionConfirmation`` document for one subscription, or with
     ``unsubscribed`` its ``UnsubscribeConfirmation``."""
-    path = f"/v2/queues/{queue}/subscriptions/{subscription_id}/confirm"
+    path = f"{topics.href(queue)}/subscriptions/{subscription_id}/confirm"
+    resource, name = topics.kind(queue), topics.public_name(queue)
     signed = signer.sign(project, [path], ["PUT"])
     if unsubscribed:
         kind = "UnsubscribeConfirmation"
         message = (
-            f"You have unsubscribed successfully to the queue: {queue}, you can resubscribe "
+            f"You have unsubscribed successfully to the {resource}: {name}, you can resubscribe "
             "it by using confirmed=True."
         )
     else:
         kind, message = (
             "SubscriptionConfirmation",
-            f"You have chosen to subscribe to the queue: {queue}",
+            f"You have chosen to subscribe to the {resource}: {name}",
         )
     return {
         "Message_Type": kind,
@@ -58,7 +59,7 @@ def confirmation_document(
         "X-Project-ID": project,
         "SubscribeBody": {"confirmed": True},
         "UnsubscribeBody": {"confirmed": False},
-        "queue_name": queue,
+        "queue_name": topics.public_name(queue),
     }
 
 

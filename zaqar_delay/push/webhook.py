@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 import zaqar_delay
-from zaqar_delay import jsondoc
+from zaqar_delay import jsondoc, topics
 from zaqar_delay.keystone.trusts import Trusts
 from zaqar_delay.models import Delivery
 from zaqar_delay.push import headers as post_headers
@@ -68,11 +68,11 @@ def message_document(delivery: Delivery, now_ms: int) -> dict[str, Any]:
     message = delivery.message
     return {
         "id": message.id,
-        "href": f"/v2/queues/{delivery.queue}/messages/{message.id}",
+        "href": f"{topics.href(delivery.queue)}/messages/{message.id}",
         "ttl": message.ttl_s,
         "age": message.age_s(now_ms),
         "body": message.body,
-        "queue_name": delivery.queue,
+        "queue_name": topics.public_name(delivery.queue),
     }
 
 
@@ -81,7 +81,7 @@ def zaqar_notification(delivery: Delivery) -> dict[str, Any]:
     return {
         "body": delivery.message.body,
         "ttl": delivery.message.ttl_s,
-        "queue_name": delivery.queue,
+        "queue_name": topics.public_name(delivery.queue),
         "Message_Type": NOTIFICATION,
     }
 

@@ -38,9 +38,9 @@ class MessageCollection(Resource):
         # Zaqar's Location names every id; past a page of ids (what a GET of ?ids= takes) it
         # names the queue's messages instead, so the header stays short for proxies.
         if len(posted.ids) <= self.service.limits.max_messages_per_page:
-            resp.location = f"/v2/queues/{queue_name}/messages?ids={','.join(posted.ids)}"
+            resp.location = f"{views.queue_href(queue_name)}/messages?ids={','.join(posted.ids)}"
         else:
-            resp.location = f"/v2/queues/{queue_name}/messages"
+            resp.location = f"{views.queue_href(queue_name)}/messages"
         # "duplicates" (an extension): the hrefs of messages a remembered dedup_id matched.
         resp.media = {"resources": hrefs, "duplicates": [hrefs[i] for i in posted.duplicates]}
 
@@ -105,7 +105,7 @@ class MessageCollection(Resource):
             if schedule:
                 query["with_schedule"] = "true"
             query["marker"] = page.next_marker
-            href = f"/v2/queues/{queue_name}/messages?{urllib.parse.urlencode(query)}"
+            href = f"{views.queue_href(queue_name)}/messages?{urllib.parse.urlencode(query)}"
             links.append({"rel": "next", "href": href})
         resp.media = {
             "messages": [views.message(queue_name, m, now_ms, schedule) for m in page.messages],

@@ -6,7 +6,7 @@ import urllib.parse
 
 import falcon
 
-from zaqar_delay import jsondoc
+from zaqar_delay import jsondoc, topics
 from zaqar_delay.api import body, documents, params, schemas, views
 from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import FLAG, METADATA, errors, ok, query
@@ -22,6 +22,10 @@ def _metadata_too_large(limit: int) -> str:
 
 
 class QueueCollection(Resource):
+    """The project's queues (``TopicCollection``: its topics)."""
+
+    of_topics = False
+
     @operation(
         "List queues",
         ok("200", "queues", {"type": "object"}),
@@ -48,20 +52,28 @@ class QueueCollection(Resource):
         detailed = params.boolean(req, "detailed")
         with_count = params.boolean(req, "with_count")
         project = req.context.project
-        queues = self.service.list_queues(project, marker, limit, detailed)
-        document: dict[str, object] = {"queues": [views.queue_entry(q) for q in queues]}
+        queues = self.service.listing.page(project, marker, limit, detailed, self.of_topics)
+        collection = "topics" if self.of_topics else "queues"
+        document: dict[str, object] = {collection: [views.queue_entry(q) for q in queues]}
         links = []
         if queues:
-            query = {"limit": limit, "marker": queues[-1].name}
+            query = {"limit": limit, "marker": topics.public_name(queues[-1].name)}
             if detailed:
                 query["detailed"] = "true"
-            links.append({"rel": "next", "href": "/v2/queues?" + urllib.parse.urlencode(query)})
+            href = f"/v2/{collection}?{urllib.parse.urlencode(query)}"
+            links.append({"rel": "next", "href": href})
         document["links"] = links
         if with_count:
-            count = self.service.count_queues(project)
+            count = self.service.listing.count(project, self.of_topics)
             if count:
                 document["count"] = count
         resp.media = document
+
+
+class TopicCollection(QueueCollection):
+    """``GET /v2/topics``: the project's topics, paged as queues are."""
+
+    of_topics = True
 
 
 class QueueItem(Resource):

@@ -14,7 +14,7 @@ from typing import Any
 
 #: The fields that name a resource in a route's path: non-empty text without a path
 #: separator (the routes check each name's own rules).
-PATH_FIELDS = ("queue_name", "message_id", "claim_id", "subscription_id")
+PATH_FIELDS = ("queue_name", "topic_name", "message_id", "claim_id", "subscription_id")
 
 # What the frame's body gave, and the HTTP answer's status, Location header and JSON body.
 Shaper = Callable[[Mapping[str, Any], int, str, Any], Any]
@@ -30,7 +30,9 @@ def done(sentence: str) -> Shaper:
 
     def shape(body: Mapping[str, Any], status: int, _: str, answer: Any) -> Any:
         if answer is None and 200 <= status < 300:
-            return sentence.format_map({name: body.get(name) for name in PATH_FIELDS})
+            named = {name: body.get(name) for name in PATH_FIELDS}
+            named["queue_name"] = named["queue_name"] or named["topic_name"]
+            return sentence.format_map(named)
         return as_is(body, status, _, answer)
 
     return shape
@@ -63,7 +65,8 @@ def claimed(body: Mapping[str, Any], status: int, location: str, answer: Any) ->
 def subscribed(body: Mapping[str, Any], status: int, location: str, answer: Any) -> Any:
     """A new subscription's id (and signing secret) with Zaqar's sentence."""
     if status == 201 and isinstance(answer, dict):
-        return {**answer, "message": f"Subscription {body.get('queue_name')} created."}
+        named = body.get("queue_name") or body.get("topic_name")
+        return {**answer, "message": f"Subscription {named} created."}
     return as_is(body, status, location, answer)
 
 
@@ -90,6 +93,7 @@ class Action:
 
 
 QUEUE = "/v2/queues/{queue_name}"
+TOPIC = "/v2/topics/{topic_name}"
 MESSAGES = QUEUE + "/messages"
 CLAIMS = QUEUE + "/claims"
 SUBSCRIPTIONS = QUEUE + "/subscriptions"
@@ -160,3 +164,12 @@ ACTIONS: dict[str, Action] = {
         shape=done("Subscription {subscription_id} removed."),
     ),
 }
+
+
+def addressed(action: Action, body: Mapping[str, Any]) -> Action:
+    """The action on the topic the frame's body names in ``topic_name`` (a zaqar-delay
+    extension: Zaqar's WebSocket API has no topics) rather than on a queue. A topic serves no
+    claims, so a claim action on one answers 404 as its HTTP route would."""
+    if "topic_name" not in body or "queue_name" in body or QUEUE not in action.path:
+        return action
+    return dataclasses.replace(action, path=action.path.replace(QUEUE, TOPIC))

@@ -20,7 +20,7 @@ from typing import Any
 
 from zaqar_delay import jsondoc
 from zaqar_delay.api.auth import PROJECT_ENVIRON_KEY, WSGIApp, environ_key
-from zaqar_delay.api.websocket.actions import ACTIONS, Action
+from zaqar_delay.api.websocket.actions import ACTIONS, Action, addressed
 from zaqar_delay.api.websocket.own_subscriptions import OwnSubscriptions
 from zaqar_delay.api.websocket.project_sessions import ProjectSessions
 from zaqar_delay.api.websocket.relay import SessionRelay
@@ -114,10 +114,11 @@ class Frames:
             signed = any(name.lower() == "url-signature" for name in headers)
             if self._keystone and self.token is None and not signed:
                 return error(frame, 403, "Not authentified.")
+            chosen = addressed(ACTIONS[action], body)
             if action == "subscription_create" and not body.get("subscriber"):
-                status, answer = self.own.subscribe(self, headers, _name(body, "queue_name"), body)
-                return _reply(frame, ACTIONS[action], body, status, "", answer)
-            return self._call(frame, ACTIONS[action], headers, body)
+                status, answer = self.own.subscribe(self, headers, _path(chosen, body), body)
+                return _reply(frame, chosen, body, status, "", answer)
+            return self._call(frame, chosen, headers, body)
         except FrameError as exc:
             return error(frame, 400, str(exc))
 
@@ -225,7 +226,7 @@ class Frames:
     def _call(
         self, frame: Any, action: Action, headers: Mapping[str, str], body: Mapping[str, Any]
     ) -> dict[str, Any]:
-        path = action.path.format_map({name: _name(body, name) for name in action.path_fields()})
+        path = _path(action, body)
         query = urllib.parse.urlencode(
             [
                 (name, _query_value(body[field], field))
@@ -286,6 +287,11 @@ def _decoded(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw.decode("utf-8", "replace")
+
+
+def _path(action: Action, body: Mapping[str, Any]) -> str:
+    """The action's path with the names the frame's body gives."""
+    return action.path.format_map({name: _name(body, name) for name in action.path_fields()})
 
 
 def _name(body: Mapping[str, Any], field: str) -> str:

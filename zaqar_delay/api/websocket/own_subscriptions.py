@@ -28,15 +28,15 @@ class OwnSubscriptions:
     def __init__(self, relay: SessionRelay | None) -> None:
         self._relay = relay
         self._id = secrets.token_hex(16)
-        self._made: list[tuple[Mapping[str, str], str, str]] = []
+        self._made: list[tuple[Mapping[str, str], str]] = []
         #: Hands a push's body to the session as a notification frame; False once it cannot.
         self.deliver: Deliver | None = None
 
     def subscribe(
-        self, frames: Frames, headers: Mapping[str, str], queue: str, body: Mapping[str, Any]
+        self, frames: Frames, headers: Mapping[str, str], path: str, body: Mapping[str, Any]
     ) -> tuple[int, Any]:
-        """Subscribe the session to ``queue`` (with the frame's ``ttl`` and ``options``): the
-        route's status and answer."""
+        """Subscribe the session by the subscriptions route ``path`` of a queue or topic
+        (with the frame's ``ttl`` and ``options``): the route's status and answer."""
         if self._relay is None or self.deliver is None:
             return 400, {
                 "title": "Invalid API request",
@@ -46,19 +46,19 @@ class OwnSubscriptions:
         sent = {name: body[name] for name in ("ttl", "options") if name in body}
         status, _, answer = frames.call(
             "POST",
-            f"/v2/queues/{queue}/subscriptions",
+            path,
             headers,
             data=jsondoc.dumps(sent).encode(),
             environ={SESSION_SUBSCRIBER_ENV: subscriber},
         )
         if status == 201 and isinstance(answer, dict):
-            self._made.append((dict(headers), queue, str(answer["subscription_id"])))
+            self._made.append((dict(headers), f"{path}/{answer['subscription_id']}"))
         return status, answer
 
     def end(self, frames: Frames) -> None:
         """Delete the session's subscriptions of itself; the relay forgets it."""
         if self._relay is not None:
             self._relay.forget(self._id)
-        for headers, queue, subscription_id in self._made:
-            frames.call("DELETE", f"/v2/queues/{queue}/subscriptions/{subscription_id}", headers)
+        for headers, subscription in self._made:
+            frames.call("DELETE", subscription, headers)
         self._made.clear()

@@ -144,7 +144,25 @@ async function queuesView() {
   show(element('h1', {}, `Queues of ${session.project || 'your project'}`),
     rows.length ? table([['queue'], ['free', 'num'], ['claimed', 'num'], ['delayed', 'num'],
       ['next due'], ['dead-letter queue'], ['oldest', 'num']], rows)
-      : element('p', { class: 'muted' }, 'No queues.'));
+      : element('p', { class: 'muted' }, 'No queues.'),
+    element('h2', {}, 'Topics'), ...await topicsTable());
+}
+
+// A topic's messages are pushed to each of its subscriptions when due, never claimed.
+async function topicsTable() {
+  const topics = await listPages(`/v2/topics?limit=${PAGE}`, 'topics', QUEUE_LIMIT);
+  const rows = await Promise.all(topics.map(async (topic) => {
+    const [{ messages: s }, subscribed] = await Promise.all([
+      api('GET', `/v2/topics/${q(topic.name)}/stats`),
+      listPages(`/v2/topics/${q(topic.name)}/subscriptions?limit=${PAGE}`, 'subscriptions', SCAN_LIMIT),
+    ]);
+    return element('tr', { 'data-topic': topic.name },
+      element('td', {}, topic.name), element('td', { class: 'num' }, s.total),
+      element('td', { class: 'num' }, s.delayed ?? 0), element('td', {}, when(s.next_due)),
+      element('td', { class: 'num' }, subscribed.length));
+  }));
+  return [rows.length ? table([['topic'], ['messages', 'num'], ['delayed', 'num'], ['next due'],
+    ['subscriptions', 'num']], rows) : element('p', { class: 'muted' }, 'No topics.')];
 }
 
 async function scheduled(name, horizonMs) {
