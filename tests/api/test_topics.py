@@ -11,6 +11,7 @@ import pytest
 from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, api_on, assert_error, signed_headers
 from tests.helpers.push import dispatching, senders
+from zaqar_delay import queue_listing
 from zaqar_delay.conf import Limits, NotificationSettings, SignedUrlSettings
 from zaqar_delay.push.dispatcher import Dispatcher
 
@@ -241,3 +242,59 @@ def test_another_project_reaches_none_of_a_topic(api: Api) -> None:
     assert api.delete(f"/v2/topics/t/subscriptions/{sid}", **other).status_code == 204
     assert api.get(message["href"]).status_code == 200
     assert api.get(f"/v2/topics/t/subscriptions/{sid}").status_code == 200
+
+
+def test_list_filters_by_name_and_metadata(api: Api) -> None:
+    """Upstream's ``test_list_with_filter``, and the same filters on queues."""
+    for name, metadata in (
+        ("q1", {"test_metadata_key1": "value1"}),
+        ("q2", {"_max_messages_post_size": 2000}),
+        ("q3", {"test_metadata_key2": 30}),
+    ):
+        assert api.put(f"/v2/topics/{name}", json=metadata).status_code == 201
+        assert api.put(f"/v2/queues/{name}", json=metadata).status_code == 201
+    for collection in ("topics", "queues"):
+        listed = api.get(f"/v2/{collection}", query_string="name=q&test_metadata_key2=30").json
+        assert [t["name"] for t in listed[collection]] == ["q3"]
+        sized = api.get(f"/v2/{collection}", query_string="_max_messages_post_size=2000").json
+        assert [t["name"] for t in sized[collection]] == ["q2"]
+        assert len(api.get(f"/v2/{collection}", query_string="name=q").json[collection]) == 3
+        assert api.get(f"/v2/{collection}", query_string="node=34").json == {
+            collection: [],
+            "links": [],
+        }
+        assert [
+            t["name"] for t in api.get(f"/v2/{collection}", query_string="name=2").json[collection]
+        ] == ["q2"]
+
+
+def test_a_filtered_page_reads_a_bounded_number_of_names_and_links_on(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue_listing, "FILTER_SCAN_BUDGET", 2)
+    monkeypatch.setattr(queue_listing, "SCAN_PAGE", 2)
+    for n in range(5):
+        assert api.put(f"/v2/topics/t{n}", json={"wanted": n == 4}).status_code == 201
+    path, query, found = "/v2/topics", "wanted=True&limit=5", []
+    pages = 0
+    while True:
+        listed = api.get(path, query_string=query).json
+        pages += 1
+        found += [t["name"] for t in listed["topics"]]
+        if not listed["links"]:
+            break
+        path, query = listed["links"][0]["href"].split("?")
+        assert "wanted=True" in query
+    # Metadata values compare as stored: JSON true is not the text "True".
+    assert found == [] and pages == 3
+    for n in range(5):
+        api.delete(f"/v2/topics/t{n}")
+    for n in range(5):
+        assert api.put(f"/v2/topics/t{n}", json={"wanted": "yes" if n == 4 else "no"}).status_code
+    first = api.get("/v2/topics", query_string="wanted=yes").json
+    assert first["topics"] == [] and first["links"]  # two names read, none matched: link on
+    path, query = first["links"][0]["href"].split("?")
+    second = api.get(path, query_string=query).json
+    assert second["topics"] == [] and second["links"]
+    path, query = second["links"][0]["href"].split("?")
+    assert [t["name"] for t in api.get(path, query_string=query).json["topics"]] == ["t4"]

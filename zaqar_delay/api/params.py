@@ -84,3 +84,13 @@ def id_list(req: falcon.Request, name: str) -> list[str] | None:
         return None
     items = [item for value in values for item in value.split(",") if item]
     return items or None
+
+
+def others(req: falcon.Request, known: frozenset[str]) -> dict[str, str]:
+    """The query parameters not in ``known`` with a value (a repeated one: its last value)."""
+    found = {}
+    for name, value in req.params.items():
+        last = value[-1] if isinstance(value, list) else value
+        if name not in known and last:
+            found[name] = str(last)
+    return found

@@ -11,10 +11,12 @@ from zaqar_delay.api import body, documents, params, schemas, views
 from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import FLAG, METADATA, errors, ok, query
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.queue_listing import ListFilter
 from zaqar_delay.service import Service
 from zaqar_delay.signed_urls import Signer
 
 JSON_PATCH = "application/openstack-messaging-v2.0-json-patch"
+LISTING_PARAMETERS = frozenset(("limit", "marker", "detailed", "with_count", "name"))
 
 
 def _metadata_too_large(limit: int) -> str:
@@ -34,6 +36,7 @@ class QueueCollection(Resource):
             query("marker", {"type": "string"}),
             query("detailed", FLAG),
             query("with_count", FLAG),
+            query("name", {"type": "string"}),
         ],
         home=HomeLink(
             "rel/queues",
@@ -51,15 +54,24 @@ class QueueCollection(Resource):
         marker = params.text(req, "marker")
         detailed = params.boolean(req, "detailed")
         with_count = params.boolean(req, "with_count")
+        # As Zaqar's: ``name`` a part of the name, any other parameter a metadata value.
+        others = params.others(req, LISTING_PARAMETERS)
+        filters = ListFilter.of_query(params.text(req, "name"), others)
         project = req.context.project
-        queues = self.service.listing.page(project, marker, limit, detailed, self.of_topics)
+        page = self.service.listing.page(project, marker, limit, detailed, self.of_topics, filters)
         collection = "topics" if self.of_topics else "queues"
-        document: dict[str, object] = {collection: [views.queue_entry(q) for q in queues]}
+        document: dict[str, object] = {collection: [views.queue_entry(q) for q in page.queues]}
         links = []
-        if queues:
-            query = {"limit": limit, "marker": topics.public_name(queues[-1].name)}
+        if page.resume_after is not None:
+            query: dict[str, object] = {
+                "limit": limit,
+                "marker": topics.public_name(page.resume_after),
+            }
             if detailed:
                 query["detailed"] = "true"
+            if filters.name:
+                query["name"] = filters.name
+            query.update(others)
             href = f"/v2/{collection}?{urllib.parse.urlencode(query)}"
             links.append({"rel": "next", "href": href})
         document["links"] = links
