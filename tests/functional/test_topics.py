@@ -5,6 +5,7 @@ due time and never before."""
 from __future__ import annotations
 
 import json
+import pathlib
 import threading
 import time
 import uuid
@@ -13,8 +14,9 @@ import pytest
 import requests
 import websocket
 
-from testbed.processes import ServiceProcess
+from testbed.processes import RedisServer, ServiceProcess
 from testbed.receiver import receiver
+from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
 
@@ -96,3 +98,55 @@ def test_a_webhook_and_a_session_each_get_each_delayed_message_once(
             assert at >= posted_at[n] + DELAY_S, "notified before it was due"
         print(f"{len(failed)} refused pushes retried; {len(delivered)} delivered")
     session.close()
+
+
+def test_a_session_on_one_server_is_notified_by_another_server_s_dispatcher(
+    redis_server: RedisServer, tmp_path: pathlib.Path
+) -> None:
+    """Server A holds the session and sends no pushes ([notification] push = false); server B,
+    on the same store, takes the post and pushes it to A's relay at the due time."""
+    quiet = tmp_path / "no-push.conf"
+    quiet.write_text("[notification]\npush = false\n")
+    env = {STORAGE_URI_ENV: redis_server.url}
+    holder = ServiceProcess(env=env, args=["--config-file", str(quiet)], workers=1).start()
+    pusher = ServiceProcess(env=env, workers=1).start()
+    try:
+        project = f"p-{uuid.uuid4().hex[:8]}"
+        headers = {"Client-ID": CLIENT_ID, "X-Project-ID": project}
+        # A delayed topic (on one without _default_message_delay a message's delay is ignored,
+        # as in Zaqar).
+        created = requests.put(
+            f"{pusher.url}/v2/topics/relay",
+            json={"_default_message_delay": 1},
+            headers=headers,
+            timeout=10,
+        )
+        assert created.status_code == 201, created.text
+        session = websocket.create_connection(f"ws://127.0.0.1:{holder.port}/", timeout=15)
+        frame = {
+            "action": "subscription_create",
+            "headers": headers,
+            "body": {"topic_name": "relay", "ttl": 600},
+        }
+        session.send(json.dumps(frame))
+        assert json.loads(session.recv())["headers"]["status"] == 201
+        posted_at = time.time()
+        posted = requests.post(
+            f"{pusher.url}/v2/topics/relay/messages",
+            json={"messages": [{"body": "across", "delay": DELAY_S}]},
+            headers=headers,
+            timeout=10,
+        )
+        assert posted.status_code == 201, posted.text
+        note = json.loads(session.recv())
+        arrived = time.time()
+        assert note["body"] == "across" and note["queue_name"] == "relay"
+        assert arrived >= posted_at + DELAY_S, "notified before it was due"
+        # The holder pushed nothing: the notification came from the other server.
+        counted = "zaqar_delay_push_attempts_total{"
+        assert counted in requests.get(f"{pusher.url}/metrics", timeout=10).text
+        assert counted not in requests.get(f"{holder.url}/metrics", timeout=10).text
+        session.close()
+    finally:
+        holder.stop()
+        pusher.stop()

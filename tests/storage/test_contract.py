@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers.pooled import CONTRACT_STORES, PooledDriver, one_store
 from tests.helpers.stores import close_test_driver, namespace_of, open_test_driver
-from zaqar_delay import errors
+from zaqar_delay import errors, topics
 from zaqar_delay.clock import FakeClock, arrival
 from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import QueueEncryption
@@ -115,6 +115,28 @@ class TestQueues:
         assert [(q.name, q.metadata) for q in rest] == [("c", {"n": "c"}), ("d", {"n": "d"})]
         assert driver.count_queues(P) == 4
         assert [q.name for q in driver.list_queues("other", None, 10, False)] == ["zz"]
+
+    def test_a_topic_s_marked_name_is_a_queue_apart_that_lists_after_every_queue(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        """What topics rely on (``topics.py``): ``~name`` is stored as any other queue, apart
+        from the queue ``name``, and sorts after every name a queue can have."""
+        for name in ("zz", "a-z.Z_9", topics.stored("a"), topics.stored("zz")):
+            driver.create_queue(P, name, {"name": name}, clock.now_ms())
+        [topic_message] = post(driver, clock, "topic", queue=topics.stored("zz"))
+        post(driver, clock, "queue", queue="zz")
+        listed = driver.list_queues(P, None, 10, detailed=False)
+        assert [q.name for q in listed] == ["a-z.Z_9", "zz", "~a", "~zz"]
+        after_mark = driver.list_queues(P, topics.stored(""), 10, detailed=True)
+        assert [(q.name, q.metadata) for q in after_mark] == [
+            ("~a", {"name": "~a"}),
+            ("~zz", {"name": "~zz"}),
+        ]
+        [found] = driver.get_messages(P, topics.stored("zz"), [topic_message], clock.now_ms())
+        assert found.body == "topic"
+        assert driver.get_messages(P, "zz", [topic_message], clock.now_ms()) == []
+        driver.delete_queue(P, topics.stored("zz"))
+        assert driver.stats(P, "zz", clock.now_ms()).total == 1
 
     def test_post_creates_and_lists_the_queue(self, driver: Driver, clock: FakeClock) -> None:
         post(driver, clock, 1)
