@@ -14,7 +14,8 @@ over 2 s from 2 s on); each notification frame's lateness is its arrival minus i
 
 With ``--zaqar``, upstream Zaqar's WebSocket server (``zaqar-server`` with ``transport =
 websocket``, one process, on a redis-server; from the comparison's cached virtualenv) takes
-the same posts and claims.
+the same posts and claims, and then, in a second server with its notifier on, the same
+notifications: posted over a session with ``delay`` 2 (upstream has no ``deliver_at``).
 
 Printed (one JSON document, also written to ``--results``): requests and messages per
 second, and the request latency p50/p99 in ms, per transport and operation; for the claims,
@@ -156,41 +157,85 @@ def measure(
 
 
 def notifications(service: ServiceProcess, count: int) -> dict[str, Any]:
-    """Lateness of the notifications of ``count`` messages to a self-subscribed session."""
+    """Lateness of the notifications of ``count`` messages to a self-subscribed session, each
+    posted over HTTP due at its own instant (``deliver_at``)."""
     project = f"bench-{uuid.uuid4().hex[:8]}"
-    session = Socket(f"ws://127.0.0.1:{service.port}/", project)
-    session.call("queue_create", queue_name="notes", metadata={"_default_message_delay": 1})
-    assert (
-        session.call("subscription_create", queue_name="notes", ttl=3600)["headers"]["status"]
-        == 201
-    )
+    session = subscribed(f"ws://127.0.0.1:{service.port}/", project)
     http = requests.Session()
     http.headers.update({"Client-ID": CLIENT_ID, "X-Project-ID": project})
     start_ms = time.time() * 1000 + 2000
     dues = [int(start_ms + i * 2000 / count) for i in range(count)]
-    for first in range(0, count, 50):
-        batch = [{"body": {"due_ms": due}, "deliver_at": due} for due in dues[first : first + 50]]
-        answer = http.post(
-            f"{service.url}/v2/queues/notes/messages", json={"messages": batch}, timeout=30
-        )
-        assert answer.status_code == 201, answer.text
-    lateness: list[float] = []
-    session.ws.settimeout(10)
-    try:
-        while len(lateness) < count:
-            note = json.loads(session.ws.recv())
-            lateness.append(time.time() * 1000 - note["body"]["due_ms"])
-    except websocket.WebSocketTimeoutException:
-        pass  # the missing ones are reported
-    finally:
-        session.close()
-        http.close()
-    return {
-        "messages": count,
-        "lateness_ms": latency_summary(lateness),
-        "early": sum(late < 0 for late in lateness),
-        "missing": count - len(lateness),
-    }
+    with Arrivals(session, count) as arrivals:
+        for first in range(0, count, 50):
+            batch = [
+                {"body": {"due_ms": due}, "deliver_at": due} for due in dues[first : first + 50]
+            ]
+            answer = http.post(
+                f"{service.url}/v2/queues/notes/messages", json={"messages": batch}, timeout=30
+            )
+            assert answer.status_code == 201, answer.text
+    http.close()
+    return arrivals.report()
+
+
+def zaqar_notifications(url: str, count: int) -> dict[str, Any]:
+    """The same on upstream Zaqar's WebSocket server: posts of 50 over a second session, each
+    message with ``delay`` 2 (its due time 2 s after the post is sent). Upstream's notifier
+    sends at the post, whatever the delay."""
+    project = f"bench-{uuid.uuid4().hex[:8]}"
+    session = subscribed(url, project)
+    poster = Socket(url, project)
+    with Arrivals(session, count) as arrivals:
+        for first in range(0, count, 50):
+            due = int(time.time() * 1000) + 2000
+            batch = [{"body": {"due_ms": due}, "delay": 2}] * min(50, count - first)
+            answer = poster.call("message_post", queue_name="notes", messages=batch)
+            assert answer["headers"]["status"] == 201, answer
+    poster.close()
+    return arrivals.report()
+
+
+def subscribed(url: str, project: str) -> Socket:
+    """A session at ``url`` subscribed to itself on the delayed queue ``notes``."""
+    session = Socket(url, project)
+    session.call("queue_create", queue_name="notes", metadata={"_default_message_delay": 1})
+    answer = session.call("subscription_create", queue_name="notes", ttl=3600)
+    assert answer["headers"]["status"] == 201, answer
+    return session
+
+
+class Arrivals:
+    """Reads a session's notification frames in a thread from entry on, each one's lateness
+    its arrival minus the ``due_ms`` of its body; on exit waits up to 10 s after the last."""
+
+    def __init__(self, session: Socket, count: int) -> None:
+        self._session = session
+        self._count = count
+        self.lateness: list[float] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+
+    def __enter__(self) -> Arrivals:
+        self._reader.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._reader.join()
+        self._session.close()
+
+    def _read(self) -> None:
+        self._session.ws.settimeout(10)
+        with contextlib.suppress(websocket.WebSocketTimeoutException):
+            while len(self.lateness) < self._count:
+                note = json.loads(self._session.ws.recv())
+                self.lateness.append(time.time() * 1000 - note["body"]["due_ms"])
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "messages": self._count,
+            "lateness_ms": latency_summary(self.lateness),
+            "early": sum(late < 0 for late in self.lateness),
+            "missing": self._count - len(self.lateness),
+        }
 
 
 def transport(make: Callable[[str], Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -216,16 +261,19 @@ class ZaqarWebSocket:
     """Upstream Zaqar's WebSocket server (``zaqar-server`` with ``transport = websocket``,
     one process) on a redis-server of its own, from the comparison's cached virtualenv."""
 
-    def __init__(self) -> None:
+    def __init__(self, notifying: bool = False) -> None:
+        """``notifying``: with upstream's notifier in the message pipeline and its endpoint
+        for session subscriptions (apart, as it lists subscriptions at every post)."""
         self.redis = RedisServer().start()
         self.port = free_port()
         self.directory = Path(tempfile.mkdtemp(prefix="zaqar-ws-"))
         conf = self.directory / "zaqar.conf"
-        conf.write_text(
-            ZAQAR_WEBSOCKET_CONF.format(
-                redis=self.redis.url, port=self.port, log=self.directory / "zaqar.log"
-            )
+        text = ZAQAR_WEBSOCKET_CONF.format(
+            redis=self.redis.url, port=self.port, log=self.directory / "zaqar.log"
         )
+        if notifying:
+            text += ZAQAR_NOTIFYING.format(port=free_port())
+        conf.write_text(text)
         server = peer_venv() / "bin" / "zaqar-server"
         self.process = subprocess.Popen(
             [str(server), "--config-file", str(conf)],
@@ -256,6 +304,12 @@ ZAQAR_WEBSOCKET_CONF = ZAQAR_CONF.replace("transport = wsgi", "transport = webso
 )
 
 
+ZAQAR_NOTIFYING = (
+    "notification_bind = 127.0.0.1\nnotification_port = {port}\n"
+    "[storage]\nmessage_pipeline = zaqar.notification.notifier\n"
+)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     service = ServiceProcess(workers=2).start().wait_for_workers()
     report: dict[str, Any] = {"clients": args.clients, "seconds": args.seconds}
@@ -270,6 +324,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         zaqar = ZaqarWebSocket()
         try:
             report["zaqar_websocket"] = transport(lambda p: Socket(zaqar.url, p), args)
+        finally:
+            zaqar.stop()
+        zaqar = ZaqarWebSocket(notifying=True)
+        try:
+            report["zaqar_notifications"] = zaqar_notifications(zaqar.url, args.notifications)
         finally:
             zaqar.stop()
     return report

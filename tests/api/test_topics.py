@@ -298,3 +298,19 @@ def test_a_filtered_page_reads_a_bounded_number_of_names_and_links_on(
     assert second["topics"] == [] and second["links"]
     path, query = second["links"][0]["href"].split("?")
     assert [t["name"] for t in api.get(path, query_string=query).json["topics"]] == ["t4"]
+
+
+def test_a_push_that_fails_for_good_is_dead_lettered_naming_the_topic(api: Api) -> None:
+    assert api.put("/v2/topics/t", json={"_dead_letter_queue": "dead"}).status_code == 201
+    with receiver(statuses=[404]) as hook, dispatching(api) as dispatcher:
+        subscribed = api.post("/v2/topics/t/subscriptions", json={"subscriber": hook.url})
+        sid = subscribed.json["subscription_id"]
+        posted = api.post("/v2/topics/t/messages", json={"messages": [{"body": "b"}]})
+        [mid] = (href.rsplit("/", 1)[1] for href in posted.json["resources"])
+        assert dispatcher.run_once() == 1
+        assert hook.wait_for(1)[0].status == 404
+        [dead] = api.get("/v2/queues/dead/messages", query_string="echo=true").json["messages"]
+        assert dead["body"]["subscription_id"] == sid
+        assert dead["body"]["last_error"] == "HTTP 404"
+        assert dead["body"]["message"]["href"] == f"/v2/topics/t/messages/{mid}"
+        assert dead["body"]["message"]["queue_name"] == "t"

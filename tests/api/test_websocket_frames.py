@@ -136,6 +136,38 @@ def test_the_handshake_accepts_rfc_6455s_example_and_refuses_the_rest() -> None:
     assert not wants_session({**request, "PATH_INFO": "/v2/queues"})
 
 
+@pytest.mark.parametrize(
+    ("host", "scheme", "accepted"),
+    [
+        ("zaqar.example.com:443", "http", True),
+        ("zaqar.example.com", "https", True),
+        ("[2001:db8::1]:443", "http", True),
+        ("zaqar.example.com", "http", False),  # port 80
+        ("127.0.0.1:8888", "http", False),
+        ("[2001:db8::1]", "http", False),
+        ("zaqar.example.com:x", "http", False),
+        ("", "http", False),
+    ],
+)
+def test_with_external_port_the_host_header_must_name_it(
+    host: str, scheme: str, accepted: bool
+) -> None:
+    request = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": "/",
+        "HTTP_HOST": host,
+        "wsgi.url_scheme": scheme,
+        "HTTP_UPGRADE": "websocket",
+        "HTTP_CONNECTION": "Upgrade",
+        "HTTP_SEC_WEBSOCKET_VERSION": "13",
+        "HTTP_SEC_WEBSOCKET_KEY": "dGhlIHNhbXBsZSBub25jZQ==",
+    }
+    # Without the option the Host header is not checked.
+    assert not isinstance(accept_headers(request), str)
+    answer = accept_headers(request, external_port=443)
+    assert isinstance(answer, list) if accepted else "external_port" in answer
+
+
 def test_a_server_that_cannot_switch_protocols_answers_501(
     request: pytest.FixtureRequest, api: Api
 ) -> None:

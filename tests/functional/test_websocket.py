@@ -217,6 +217,24 @@ def test_a_handshake_the_server_refuses_is_a_400(embedded_service: ServiceProces
     assert other.status_code == 400  # no project id, as over HTTP
 
 
+def test_with_external_port_a_session_must_be_asked_for_at_that_port(tmp_path: Any) -> None:
+    conf = tmp_path / "external.conf"
+    conf.write_text("[drivers:transport:websocket]\nexternal_port = 443\n")
+    service = ServiceProcess(args=["--config-file", str(conf)], workers=1).start()
+    try:
+        with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+            websocket.create_connection(ws_url(service), timeout=10)
+        assert refused.value.status_code == 400
+        assert b"external_port" in (refused.value.resp_body or b"")
+        proxied = websocket.create_connection(
+            ws_url(service), timeout=10, host="zaqar.example.com:443"
+        )
+        assert status(call(proxied, "queue_list", "p")) == 200
+        proxied.close()
+    finally:
+        service.stop()
+
+
 @pytest.fixture
 def limited_service(tmp_path: Any) -> Iterator[tuple[ServiceProcess, int]]:
     """One worker holding two sessions, pinging after 1 s of silence, with Zaqar's extra

@@ -62,6 +62,7 @@ def create_wsgi_app(
         max_message=settings.limits.max_messages_post_size + FRAME_OVERHEAD,
         max_sessions=settings.websocket.max_sessions,
         ping_interval=settings.websocket.ping_interval,
+        external_port=settings.websocket.external_port,
         projects=ProjectSessions(settings.websocket.max_sessions_per_project),
         relay=SessionRelay(
             settings.websocket.notification_bind, settings.limits.max_messages_post_size

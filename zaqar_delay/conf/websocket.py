@@ -38,6 +38,21 @@ class WebSocketSettings:
             "port (Zaqar's default is 9000). 0 (the default): the API's port only."
         ),
     )
+    external_port: int = setting(
+        GROUP,
+        cfg.IntOpt,
+        "external_port",
+        default=0,
+        min=0,
+        max=65535,
+        help=(
+            "The port clients reach WebSocket sessions at, through a proxy (Zaqar's option): "
+            "a session request whose Host header names another port is refused with 400, as "
+            "Zaqar's server refuses it, so a page of another origin cannot open sessions "
+            "through a name that resolves here. 0 (the default): the Host header is not "
+            "checked."
+        ),
+    )
     max_sessions: int = setting(
         GROUP,
         cfg.IntOpt,

@@ -21,11 +21,21 @@ def wants_session(environ: Mapping[str, Any]) -> bool:
     return upgrade == "websocket" and environ.get("PATH_INFO") in SESSION_PATHS
 
 
-def accept_headers(environ: Mapping[str, Any]) -> list[tuple[str, str]] | str:
+def accept_headers(
+    environ: Mapping[str, Any], external_port: int = 0
+) -> list[tuple[str, str]] | str:
     """The ``101 Switching Protocols`` answer's headers, or why the request cannot open a
-    session (an answer for a 400)."""
+    session (an answer for a 400). With ``external_port``, the Host header must name that
+    port (its scheme's default when it names none), as Zaqar's server checks it."""
     if environ.get("REQUEST_METHOD") != "GET":
         return "A WebSocket session opens with GET."
+    if external_port:
+        named = host_port(environ)
+        if named != external_port:
+            return (
+                f"The Host header names port {named}; sessions are served at port "
+                f"{external_port} ([drivers:transport:websocket] external_port)."
+            )
     tokens = {t.strip().lower() for t in str(environ.get("HTTP_CONNECTION", "")).split(",")}
     if "upgrade" not in tokens:
         return "A WebSocket session needs Connection: Upgrade."
@@ -43,3 +53,16 @@ def accept_headers(environ: Mapping[str, Any]) -> list[tuple[str, str]] | str:
         ("Connection", "Upgrade"),
         ("Sec-WebSocket-Accept", generate_accept_token(key.encode()).decode()),
     ]
+
+
+def host_port(environ: Mapping[str, Any]) -> int | None:
+    """The port the request's Host header names (its scheme's default when it names none);
+    None when the header is missing or its port is not a number."""
+    host = str(environ.get("HTTP_HOST", ""))
+    if not host:
+        return None
+    after_address = host.rsplit("]", 1)[-1]  # an IPv6 literal holds colons of its own
+    if ":" not in after_address:
+        return 443 if environ.get("wsgi.url_scheme") == "https" else 80
+    port = after_address.rsplit(":", 1)[1]
+    return int(port) if port.isdigit() else None

@@ -34,8 +34,8 @@ FRAME_OVERHEAD = 64 * 1024
 class SessionRules:
     """How this process serves sessions: whether they authenticate (``keystone``), a
     message's largest size, how many sessions at once, the idle interval (seconds), the
-    relay sessions subscribe themselves through (None: they cannot), and the sessions each
-    project holds."""
+    relay sessions subscribe themselves through (None: they cannot), the sessions each
+    project holds, and the port clients reach sessions at (``external_port``)."""
 
     keystone: bool
     max_message: int
@@ -43,6 +43,7 @@ class SessionRules:
     ping_interval: float
     relay: SessionRelay | None = None
     projects: ProjectSessions | None = None
+    external_port: int = 0  # the port a session request's Host must name (0: any)
 
 
 class WebSocketRoute:
@@ -69,7 +70,7 @@ class WebSocketRoute:
                 "This WSGI server cannot switch protocols: WebSocket sessions are served by "
                 "zaqar-delay-server (gunicorn with its gevent worker).",
             )
-        headers = accept_headers(environ)
+        headers = accept_headers(environ, self._rules.external_port)
         if isinstance(headers, str):
             return _refuse(start_response, "400 Bad Request", headers)
         with self._count:
