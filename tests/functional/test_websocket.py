@@ -191,6 +191,32 @@ def test_binary_frames_are_answered_in_messagepack(session: websocket.WebSocket)
     assert msgpack.unpackb(data)["headers"]["status"] == 400
 
 
+def test_a_session_that_subscribed_itself_in_messagepack_is_notified_in_messagepack(
+    embedded_service: ServiceProcess, session: websocket.WebSocket
+) -> None:
+    project = f"p-{uuid.uuid4().hex[:8]}"
+    frame = {
+        "action": "subscription_create",
+        "headers": headers(project),
+        "body": {"queue_name": "packed", "ttl": 600},
+    }
+    session.send_binary(msgpack.packb(frame))
+    opcode, data = session.recv_data()
+    assert opcode == websocket.ABNF.OPCODE_BINARY
+    assert msgpack.unpackb(data)["headers"]["status"] == 201
+    posted = requests.post(
+        f"{embedded_service.url}/v2/queues/packed/messages",
+        json={"messages": [{"body": {"packed": True}}]},
+        headers=headers(project),
+        timeout=10,
+    )
+    assert posted.status_code == 201
+    opcode, data = session.recv_data()
+    assert opcode == websocket.ABNF.OPCODE_BINARY
+    note = msgpack.unpackb(data)
+    assert note["body"] == {"packed": True} and note["Message_Type"] == "Notification"
+
+
 def test_a_frame_over_the_limit_closes_the_session(session: websocket.WebSocket) -> None:
     # The default post limit (256 KiB) plus a frame's room (64 KiB), and more.
     session.send(json.dumps({"action": "ping_node", "body": {"pad": "x" * 400_000}}))

@@ -77,6 +77,7 @@ class Session:
         self._closing_since: float | None = None
         self._parts: list[str | bytes] = []
         self._size = 0
+        self._notify_binary = False
         frames.own.deliver = self.notify
 
     def run(self) -> None:
@@ -91,13 +92,17 @@ class Session:
             self._frames.end()
 
     def notify(self, body: bytes) -> bool:
-        """Send a push's body as a notification frame (text, as Zaqar's); False when the
+        """Send a push's body (JSON) as a notification frame: MessagePack when the session
+        last subscribed itself with a binary frame, else text, as Zaqar's; False when the
         session can take no more."""
         with self._lock:
             if self._connection.state is not ConnectionState.OPEN:
                 return False
             try:
-                self._send(TextMessage(body.decode("utf-8", "replace")))
+                if self._notify_binary:
+                    self._send(BytesMessage(msgpack.packb(json.loads(body))))
+                else:
+                    self._send(TextMessage(body.decode("utf-8", "replace")))
             except OSError:
                 return False
             return True
@@ -178,7 +183,11 @@ class Session:
             if binary
             else "".join(p for p in parts if isinstance(p, str))
         )
-        self._answer(self._frames_answer(payload, binary), binary)
+        answer = self._frames_answer(payload, binary)
+        if _subscribed_itself(answer):
+            # As Zaqar: notifications take the form of the last self-subscription's frame.
+            self._notify_binary = binary
+        self._answer(answer, binary)
 
     def _frames_answer(self, payload: str | bytes, binary: bool) -> dict[str, Any]:
         try:
@@ -201,3 +210,13 @@ class Session:
     def _send(self, event: Event) -> None:
         if self._connection.state in (ConnectionState.OPEN, ConnectionState.REMOTE_CLOSING):
             self._write(self._connection.send(event))
+
+
+def _subscribed_itself(answer: dict[str, Any]) -> bool:
+    """Whether ``answer`` is a ``subscription_create`` without a subscriber that succeeded."""
+    request = answer.get("request")
+    if not isinstance(request, dict) or request.get("action") != "subscription_create":
+        return False
+    body = request.get("body")
+    named = isinstance(body, dict) and bool(body.get("subscriber"))
+    return not named and answer.get("headers", {}).get("status") == 201
