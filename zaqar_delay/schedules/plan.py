@@ -1,0 +1,195 @@
+"""When a schedule fires: its plan, checked once when the schedule is written.
+
+A plan is a 5-field cron expression read in an IANA time zone (``cron``, ``timezone``,
+default ``UTC``), or a fixed interval (``every`` seconds), optionally bounded by ``start_at``
+and ``end_at`` (RFC 3339 times) and by a ``limit`` of fires. Its *slots* are the instants it
+fires at, in epoch milliseconds.
+
+- Cron slots are computed by CronSim, which follows Debian's cron in a time zone's
+  transitions: a slot that does not exist in local time (spring forward) fires once at the
+  first instant after the gap; a slot that exists twice (fall back) fires once, at its first
+  occurrence. An expression that names every hour (``*/15 * * * *``) keeps firing through
+  the repeated hour, since those slots are minutes of real time.
+- Interval slots are ``start_at + k * every`` (``k >= 0``) or, without ``start_at``, counted
+  from when the schedule was written (``k >= 1``).
+- After an outage the slots missed are fired as ``misfire`` says: ``skip`` (the default) fires
+  the latest missed slot once; ``all`` fires each, at most ``MAX_CATCH_UP`` of them (the
+  latest ones).
+
+A plan with no slot left after the time it is written (past its ``end_at``, or a cron
+expression that never matches within ``MAX_SEARCH_YEARS``) is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import itertools
+import zoneinfo
+from collections.abc import Iterator, Mapping
+from typing import Any, cast
+
+from cronsim import CronSim, CronSimError
+
+from zaqar_delay import errors
+from zaqar_delay.validation import EPOCH, INT64_MAX, is_int
+
+MISFIRE_POLICIES = ("skip", "all")
+# The most slots one catch-up fires with misfire "all".
+MAX_CATCH_UP = 100
+# The longest interval, and how far ahead a cron expression's next slot is looked for.
+MAX_EVERY_S = 366 * 86400
+MAX_SEARCH_YEARS = 5
+MAX_CRON_LENGTH = 200
+PLAN_KEYS = frozenset(("cron", "timezone", "every", "start_at", "end_at", "limit", "misfire"))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    """The slots of a schedule. ``anchor_ms`` is when an interval counts from: ``start_at``,
+    or the time the schedule was written (its first slot is then one interval later)."""
+
+    cron: str | None = None
+    timezone: str = "UTC"
+    every_s: int | None = None
+    start_at_ms: int | None = None
+    end_at_ms: int | None = None
+    limit: int | None = None
+    misfire: str = "skip"
+    anchor_ms: int = 0
+
+    def slots_after(self, after_ms: int, fired: int = 0) -> Iterator[int]:
+        """The slots strictly after ``after_ms``, in order, within ``start_at``/``end_at`` and
+        the fires ``limit`` leaves after ``fired`` fires."""
+        if self.limit is not None and fired >= self.limit:
+            return
+        left = None if self.limit is None else self.limit - fired
+        floor = after_ms if self.start_at_ms is None else max(after_ms, self.start_at_ms - 1)
+        slots = self._cron_slots(floor) if self.cron is not None else self._interval_slots(floor)
+        for count, slot in enumerate(slots):
+            if left is not None and count >= left:
+                return
+            if self.end_at_ms is not None and slot > self.end_at_ms:
+                return
+            yield slot
+
+    def next_slots(self, after_ms: int, count: int, fired: int = 0) -> list[int]:
+        """At most ``count`` slots after ``after_ms`` (``GET`` shows the next five)."""
+        return list(itertools.islice(self.slots_after(after_ms, fired), count))
+
+    def missed(self, last_ms: int, now_ms: int, fired: int = 0) -> list[int]:
+        """The slots after ``last_ms`` and up to ``now_ms`` that fire now, by ``misfire``:
+        the latest one (``skip``), or each, at most the latest ``MAX_CATCH_UP`` (``all``)."""
+        due = []
+        for slot in self.slots_after(last_ms, fired):
+            if slot > now_ms:
+                break
+            due.append(slot)
+            if self.misfire == "skip":
+                due = due[-1:]
+            elif len(due) > MAX_CATCH_UP:
+                due = due[-MAX_CATCH_UP:]
+        return due
+
+    def _cron_slots(self, after_ms: int) -> Iterator[int]:
+        assert self.cron is not None
+        zone = zoneinfo.ZoneInfo(self.timezone)
+        start = datetime.datetime.fromtimestamp(after_ms / 1000, zone)
+        horizon = start + datetime.timedelta(days=366 * MAX_SEARCH_YEARS)
+        for moment in CronSim(self.cron, start):
+            if moment > horizon:
+                return
+            yield _epoch_ms(moment)
+
+    def _interval_slots(self, after_ms: int) -> Iterator[int]:
+        assert self.every_s is not None
+        every_ms = self.every_s * 1000
+        first_k = 0 if self.start_at_ms is not None else 1
+        k = max(first_k, (after_ms - self.anchor_ms) // every_ms + 1)
+        while True:
+            yield self.anchor_ms + k * every_ms
+            k += 1
+
+
+def parse(document: Mapping[str, Any], now_ms: int, min_interval_s: int) -> Plan:
+    """The plan of a schedule written at ``now_ms`` from the body's plan fields (the
+    ``PLAN_KEYS`` of ``document``), or InvalidRequest saying what is wrong."""
+    cron, every = document.get("cron"), document.get("every")
+    if (cron is None) == (every is None):
+        raise errors.InvalidRequest('A schedule has either "cron" or "every", not both.')
+    zone_name = document.get("timezone", "UTC")
+    if not isinstance(zone_name, str) or zone_name not in known_zones():
+        raise errors.InvalidRequest(
+            f"timezone {str(zone_name)[:64]!r} is not a time zone of the IANA database, such "
+            "as Europe/Paris or UTC."
+        )
+    if cron is not None:
+        cron = _checked_cron(cron)
+    elif not (is_int(every) and min_interval_s <= cast(int, every) <= MAX_EVERY_S):
+        raise errors.InvalidRequest(
+            f'"every" must be an integer of seconds from {min_interval_s} (the minimum '
+            f"interval, [schedules] min_interval) to {MAX_EVERY_S}."
+        )
+    start_at, end_at = _moment(document, "start_at"), _moment(document, "end_at")
+    if start_at is not None and end_at is not None and end_at <= start_at:
+        raise errors.InvalidRequest("end_at must be after start_at.")
+    limit = document.get("limit")
+    if limit is not None and (not is_int(limit) or not 1 <= limit <= INT64_MAX):
+        raise errors.InvalidRequest('"limit" must be a positive integer of fires.')
+    misfire = document.get("misfire", "skip")
+    if misfire not in MISFIRE_POLICIES:
+        raise errors.InvalidRequest('"misfire" must be "skip" or "all".')
+    plan = Plan(
+        cron=cron,
+        timezone=zone_name,
+        every_s=every,
+        start_at_ms=start_at,
+        end_at_ms=end_at,
+        limit=limit,
+        misfire=misfire,
+        anchor_ms=start_at if start_at is not None else now_ms,
+    )
+    if not plan.next_slots(now_ms, 1):
+        raise errors.InvalidRequest("The plan has no slot after now: it would never fire.")
+    return plan
+
+
+@functools.cache
+def known_zones() -> frozenset[str]:
+    """The IANA time zone names this machine knows (its database, or the tzdata package)."""
+    return frozenset(zoneinfo.available_timezones())
+
+
+def _checked_cron(cron: Any) -> str:
+    if not isinstance(cron, str) or len(cron) > MAX_CRON_LENGTH or len(cron.split()) != 5:
+        raise errors.InvalidRequest(
+            '"cron" must be a 5-field cron expression (minute hour day-of-month month '
+            'day-of-week), such as "0 9 * * 1-5".'
+        )
+    try:
+        CronSim(cron, datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC))
+    except CronSimError as exc:
+        raise errors.InvalidRequest(f"cron {cron!r} is not valid: {exc}.") from exc
+    return " ".join(cron.split())
+
+
+def _moment(document: Mapping[str, Any], key: str) -> int | None:
+    value = document.get(key)
+    if value is None:
+        return None
+    moment = None
+    if isinstance(value, str):
+        try:
+            moment = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            moment = None
+    if moment is None or moment.tzinfo is None:
+        raise errors.InvalidRequest(
+            f"{key} must be an RFC 3339 time with an offset, such as 2030-01-01T09:00:00Z."
+        )
+    return _epoch_ms(moment)
+
+
+def _epoch_ms(moment: datetime.datetime) -> int:
+    return (moment - EPOCH) // datetime.timedelta(milliseconds=1)
