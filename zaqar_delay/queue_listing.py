@@ -85,7 +85,7 @@ class QueueListing:
             found, resume_after = self._filtered(project, start, limit, of_topics, filters)
         else:
             listed = self.stores.list_queues(project, start, limit, detailed)
-            found = [q for q in listed if topics.is_topic(q.name) == of_topics]
+            found = [q for q in listed if _is_of_kind(q.name, of_topics)]
             resume_after = found[-1].name if found else None
         if not detailed:
             found = [QueueInfo(q.name, None) for q in found]
@@ -111,7 +111,7 @@ class QueueListing:
         while read < FILTER_SCAN_BUDGET:
             batch = self.stores.list_queues(project, start, SCAN_PAGE, bool(filters.metadata))
             for queue in batch:
-                if topics.is_topic(queue.name) != of_topics:
+                if not _is_of_kind(queue.name, of_topics):
                     return found, found[-1].name if found else None
                 read, last_read = read + 1, queue.name
                 if filters.matches(queue):
@@ -125,15 +125,38 @@ class QueueListing:
 
     def count(self, project: str, of_topics: bool = False) -> int:
         """How many queues (``of_topics``: topics) the project has."""
-        counted_topics = 0
-        marker: str | None = topics.stored("")
-        while marker is not None:
-            names = self.stores.list_queues(project, marker, COUNT_PAGE, False)
-            counted_topics += len(names)
-            marker = names[-1].name if len(names) == COUNT_PAGE else None
+        marked = count_marked(self.stores, project)
         if of_topics:
-            return counted_topics
-        return self.stores.count_queues(project) - counted_topics
+            return marked.topics
+        return self.stores.count_queues(project) - marked.topics - marked.internal
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Marked:
+    """How many of a project's stored names are topics and how many the server's own."""
+
+    topics: int
+    internal: int
+
+
+def count_marked(stores: Stores, project: str) -> Marked:
+    """The project's topics and internal names, read from their range of the name order
+    (every name from the topic mark on)."""
+    counted = {True: 0, False: 0}
+    marker: str | None = topics.stored("")
+    while marker is not None:
+        names = stores.list_queues(project, marker, COUNT_PAGE, False)
+        for queue in names:
+            counted[topics.is_internal(queue.name)] += 1
+        marker = names[-1].name if len(names) == COUNT_PAGE else None
+    return Marked(topics=counted[False], internal=counted[True])
+
+
+def _is_of_kind(queue: str, of_topics: bool) -> bool:
+    """Whether ``queue`` is a topic's name (``of_topics``) or a queue's; never the server's."""
+    if topics.is_internal(queue):
+        return False
+    return topics.is_topic(queue) == of_topics
 
 
 def _as_zaqar_reads(value: str) -> object:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from zaqar_delay import errors
 from zaqar_delay.conf import Limits
+from zaqar_delay.queue_listing import count_marked
 from zaqar_delay.stores import Stores
 
 
@@ -28,7 +29,11 @@ class Quotas:
             return
         if self.stores.for_queue(project, queue).get_metadata(project, queue) is not None:
             return
-        if self.stores.count_queues(project) >= most:
+        counted = self.stores.count_queues(project)
+        if counted >= most:
+            # A schedule's own queues are bounded by the schedule limits, not this one.
+            counted -= count_marked(self.stores, project).internal
+        if counted >= most:
             raise errors.QuotaExceeded(
                 f"Project {project} has {most} queues, the most it may have "
                 "([transport] max_queues_per_project): delete one first."

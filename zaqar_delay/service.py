@@ -37,6 +37,7 @@ from zaqar_delay.posting import MessagePoster
 from zaqar_delay.push_door import PushDoor
 from zaqar_delay.queue_listing import QueueListing
 from zaqar_delay.quotas import Quotas
+from zaqar_delay.schedules.book import Schedules
 from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.traits import Durability
@@ -70,6 +71,7 @@ class Service:
         self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption)
         self.quotas = Quotas(self.stores, limits)
         self.listing = QueueListing(self.stores, limits)
+        self.schedules = Schedules(self.stores, limits, self.post_messages)
         self.pushes = PushDoor(self.stores, self.lifecycle, self.encryption, self.poster)
 
     def now_ms(self) -> int:
@@ -127,6 +129,8 @@ class Service:
         return reserved_metadata.with_reserved_defaults(updated, self.limits, queue)
 
     def delete_queue(self, project: str, queue: str) -> None:
+        """Delete the queue (or topic) and its schedules."""
+        self.schedules.delete_all(project, queue)
         self._store(project, queue).delete_queue(project, queue)
         self.stores.forget(project, queue)
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from zaqar_delay import errors
+from zaqar_delay import errors, topics
 from zaqar_delay.models import QueueInfo
 from zaqar_delay.pooling.registry import VIRTUAL_POOL
 from zaqar_delay.storage.base import Driver
@@ -93,6 +93,8 @@ class Stores:
         while counted < most:
             page = self.list_queues(project, marker, COUNT_PAGE, False)
             for info in page:
+                if topics.is_internal(info.name):
+                    continue  # a schedule's own subscription, bounded by the schedule limits
                 store = self.for_queue(project, info.name)
                 found = store.list_subscriptions(project, info.name, None, most - counted, now_ms)
                 counted += len(found)

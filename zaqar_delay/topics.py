@@ -13,11 +13,17 @@ queue's, then marks it (``api/middleware.py``). It sorts after every character o
 alphabet, so in every store's name order a project's topics follow its queues, and each
 listing reads its own range (``queue_listing.py``). Journal events and metric labels carry
 the stored name: ``~mars`` is the topic ``mars``.
+
+Names that start with ``~~`` are the server's own (``INTERNAL``): the queues that hold a
+recurring schedule (``schedules/names.py``). No topic name can make one (a topic's name is a
+queue name, which holds no ``~``), and they sort after every topic, so they are a third range:
+no listing shows them and no quota counts them as queues.
 """
 
 from __future__ import annotations
 
 MARK = "~"
+INTERNAL = "~~"
 
 
 def stored(topic: str) -> str:
@@ -27,7 +33,12 @@ def stored(topic: str) -> str:
 
 def is_topic(queue: str) -> bool:
     """Whether the stored name ``queue`` holds a topic."""
-    return queue.startswith(MARK)
+    return queue.startswith(MARK) and not queue.startswith(INTERNAL)
+
+
+def is_internal(queue: str) -> bool:
+    """Whether the stored name ``queue`` is one of the server's own (a schedule's)."""
+    return queue.startswith(INTERNAL)
 
 
 def public_name(queue: str) -> str:

@@ -24,6 +24,8 @@ def setup_project_a(api: Api) -> dict[str, Any]:
     claim_id = claim.headers["location"].rsplit("/", 1)[1]
     subscribed = api.post("/v2/queues/shared/subscriptions", json={"subscriber": HOOK})
     assert subscribed.status_code == 201
+    nightly = {"cron": "0 3 * * *", "message": {"body": "a"}}
+    assert api.put("/v2/queues/shared/schedules/nightly", json=nightly).status_code == 201
     return {
         "ids": ids,
         "claim_id": claim_id,
@@ -42,6 +44,7 @@ def snapshot(api: Api, a: dict[str, Any]) -> dict[str, Any]:
         "messages": api.get(f"/v2/queues/shared/messages?ids={ids}").json,
         "claim": api.get(f"/v2/queues/shared/claims/{a['claim_id']}").json,
         "subscriptions": api.get("/v2/queues/shared/subscriptions").json["subscriptions"],
+        "schedules": api.get("/v2/queues/shared/schedules").json["schedules"],
     }
 
 
@@ -56,6 +59,8 @@ def test_another_project_sees_and_changes_nothing(api: Api) -> None:
             assert result.json["messages"] == [], (method, path)
         if path.endswith("/subscriptions") and method == "GET":
             assert result.json["subscriptions"] == []
+        if path.endswith("/schedules") and method == "GET":
+            assert result.json["schedules"] == []
         if path == "/v2/queues":
             assert result.json["queues"] == []
         if method == "PUT" and path == "/v2/queues/shared":

@@ -154,6 +154,9 @@ def assert_error(
 
 
 # Every route, as project B, aimed at project A's names and ids. Expected: what B sees.
+SCHEDULE = {"cron": "0 3 * * *", "message": {"body": "b"}}
+
+
 def other_project_calls(a: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], set[int]]]:
     mid, cid, claimed = a["ids"][2], a["claim_id"], a["claimed"][0]
     sid = a["subscription_id"]
@@ -184,9 +187,15 @@ def other_project_calls(a: dict[str, Any]) -> list[tuple[str, str, dict[str, Any
         ("PUT", f"/v2/queues/shared/subscriptions/{sid}/confirm", confirm, {404}),
         ("DELETE", f"/v2/queues/shared/subscriptions/{sid}", {}, {204}),
         ("POST", "/v2/queues/shared/purge", {"json": {"resource_types": ["subscriptions"]}}, {204}),
+        ("GET", "/v2/queues/shared/schedules", {}, {200}),
+        ("GET", "/v2/queues/shared/schedules/nightly", {}, {404}),
+        ("PATCH", "/v2/queues/shared/schedules/nightly", {"json": {"paused": True}}, {404}),
+        ("POST", "/v2/queues/shared/schedules/nightly/run", {}, {404}),
+        ("DELETE", "/v2/queues/shared/schedules/nightly", {}, {204}),
         # Last, since B then has a queue of that name: creating it and posting to it is B's.
         ("PUT", "/v2/queues/shared", {"json": {"_default_message_ttl": 60}}, {201}),
         ("POST", "/v2/queues/shared/messages", {"json": {"messages": [{"body": "b"}]}}, {201}),
         ("POST", "/v2/queues/shared/subscriptions", {"json": {"subscriber": HOOK}}, {201}),
+        ("PUT", "/v2/queues/shared/schedules/nightly", {"json": SCHEDULE}, {201}),
         ("DELETE", "/v2/queues/shared", {}, {204}),
     ]  # fmt: skip

@@ -11,6 +11,7 @@ from zaqar_delay.keystone.trusts import Trusts
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 from zaqar_delay.push.mail import MailSender
+from zaqar_delay.push.schedules import Fire
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import WebhookSender
 
@@ -20,13 +21,15 @@ def senders(
     smtp_port: int = 0,
     allowed_senders: tuple[str, ...] = (),
     trusts: Trusts | None = None,
+    fire: Fire | None = None,
 ) -> Senders:
     """Webhooks through ``guard`` (with the tokens of ``trusts``); mail through an SMTP
-    server on ``smtp_port`` (0: none), from zd@example.com or ``allowed_senders``."""
+    server on ``smtp_port`` (0: none), from zd@example.com or ``allowed_senders``; schedules'
+    ticks to ``fire``."""
     host = "127.0.0.1" if smtp_port else ""
     mail = MailSender(host, smtp_port, "zd@example.com", 5, allowed_senders=allowed_senders)
     webhook = WebhookSender(guard or AddressGuard(), timeout_s=5, trusts=trusts)
-    return Senders(webhook, mail)
+    return Senders(webhook, mail, fire)
 
 
 def subscribe(api: Api, hook: Receiver, queue: str = "q", **options: object) -> str:
@@ -41,7 +44,8 @@ def subscribe(api: Api, hook: Receiver, queue: str = "q", **options: object) -> 
 def dispatching(api: Api, sender: Senders | None = None) -> Iterator[Dispatcher]:
     """A dispatcher on the API's store and clock (through ``sender``; default: the guard's
     defaults, no SMTP server), stopped afterwards."""
-    dispatcher = Dispatcher(api.service, sender or senders(), concurrency=4)
+    chosen = sender or senders(fire=api.service.schedules.fire)
+    dispatcher = Dispatcher(api.service, chosen, concurrency=4)
     try:
         yield dispatcher
     finally:

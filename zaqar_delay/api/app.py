@@ -74,7 +74,9 @@ def create_wsgi_app(
 def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
     """Run a dispatcher on the service's store, woken by the posts this process serves."""
     guard = push_guard(settings)
-    sender = Senders(*push_senders(settings, guard, push_trusts(settings)))
+    sender = Senders(
+        *push_senders(settings, guard, push_trusts(settings)), fire=service.schedules.fire
+    )
     dispatcher = Dispatcher(
         service,
         sender,

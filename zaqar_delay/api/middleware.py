@@ -91,6 +91,7 @@ class RequestContext:
             params["queue_name"] = topics.stored(topic)
         else:
             _check_queue_name(params.get("queue_name"))
+        _check_queue_name(params.get("schedule_name"), "Invalid schedule identification")
         self._authorize(req, signed)
 
     def _verify_signature(self, req: falcon.Request) -> bool:

@@ -45,6 +45,7 @@ MESSAGES = QUEUE + "/messages"
 CLAIMS = QUEUE + "/claims"
 SUBSCRIPTIONS = QUEUE + "/subscriptions"
 TOPIC = "/v2/topics/{topic_name}"
+SCHEDULE = QUEUE + "/schedules/{schedule_name}"
 
 
 def _on_both(method: str, queue_path: str) -> list[tuple[str, str]]:
@@ -104,6 +105,34 @@ RULES: list[policy.DocumentedRuleDefault] = [
     _rule("topics:update", MEMBER, "Update a topic's metadata.", [("PATCH", TOPIC)]),
     _rule("topics:stats", READER, "Show a topic's statistics.", [("GET", TOPIC + "/stats")]),
     _rule("topics:purge", MEMBER, "Purge a topic.", [("POST", TOPIC + "/purge")]),
+    _rule(
+        "schedules:get_all",
+        READER,
+        "List a queue's or topic's recurring schedules.",
+        _on_both("GET", QUEUE + "/schedules"),
+        zaqar=None,
+    ),
+    _rule(
+        "schedules:create",
+        MEMBER,
+        "Create or replace a recurring schedule.",
+        _on_both("PUT", SCHEDULE),
+        zaqar=None,
+    ),
+    _rule("schedules:get", READER, "Show a schedule.", _on_both("GET", SCHEDULE), zaqar=None),
+    _rule(
+        "schedules:update", MEMBER, "Change a schedule.", _on_both("PATCH", SCHEDULE), zaqar=None
+    ),
+    _rule(
+        "schedules:delete", MEMBER, "Delete a schedule.", _on_both("DELETE", SCHEDULE), zaqar=None
+    ),
+    _rule(
+        "schedules:run",
+        MEMBER,
+        "Fire a schedule once now.",
+        _on_both("POST", SCHEDULE + "/run"),
+        zaqar=None,
+    ),
     _rule("messages:get_all", READER, "List messages.", _on_both("GET", MESSAGES)),
     _rule("messages:create", MEMBER, "Post messages.", _on_both("POST", MESSAGES)),
     _rule("messages:get", READER, "Show a message.", _on_both("GET", MESSAGES + "/{message_id}")),

@@ -15,7 +15,16 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from zaqar_delay.api.v2 import claims, health, messages, pools, queues, subscriptions, versions
+from zaqar_delay.api.v2 import (
+    claims,
+    health,
+    messages,
+    pools,
+    queues,
+    schedules,
+    subscriptions,
+    versions,
+)
 from zaqar_delay.api.v2.base import Resource
 
 
@@ -69,6 +78,16 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "/v2/queues/{queue_name}/subscriptions/{subscription_id}/confirm",
         subscriptions.SubscriptionConfirm,
+    ),
+    # Recurring schedules of a queue or a topic (an extension).
+    *(
+        Route(f"/v2/{kind}/{{{kind[:-1]}_name}}{path}", resource, home=False)
+        for kind in ("queues", "topics")
+        for path, resource in (
+            ("/schedules", schedules.ScheduleCollection),
+            ("/schedules/{schedule_name}", schedules.ScheduleItem),
+            ("/schedules/{schedule_name}/run", schedules.ScheduleRun),
+        )
     ),
     # A topic is a queue without claims or shares (``topics.py``): the middleware validates
     # ``topic_name`` as a queue name and hands the responders the topic's stored name.

@@ -164,6 +164,7 @@ SUBSCRIPTION_OUT: Schema = {
 PATH_PARAMETERS: dict[str, Schema] = {
     "queue_name": path("queue_name", QUEUE_NAME),
     "topic_name": path("topic_name", QUEUE_NAME),
+    "schedule_name": path("schedule_name", QUEUE_NAME),
     "message_id": path("message_id", HEX_ID),
     "claim_id": path("claim_id", HEX_ID),
     "subscription_id": path("subscription_id", {"type": "string"}),

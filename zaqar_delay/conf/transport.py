@@ -116,6 +116,32 @@ class Limits:
         help="Most live subscriptions one project may have over all its queues; one more "
         "answers 403. 0: no limit.",
     )
+    max_schedules_per_queue: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_schedules_per_queue",
+        default=100,
+        min=0,
+        help="Most recurring schedules one queue or topic may have; one more answers 403. "
+        "0: no limit.",
+    )
+    max_schedules_per_project: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_schedules_per_project",
+        default=1000,
+        min=0,
+        help="Most recurring schedules one project may have over all its queues and topics; "
+        "one more answers 403. 0: no limit.",
+    )
+    min_schedule_interval: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "min_schedule_interval",
+        default=1,
+        min=1,
+        help="Shortest interval (seconds) a recurring schedule's every may have.",
+    )
     max_messages_post_size: int = setting(
         "transport",
         cfg.IntOpt,

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from zaqar_delay.models import Delivery
 from zaqar_delay.push.mail import MailSender, is_mailto
+from zaqar_delay.push.schedules import Fire, ScheduleSender, is_schedule
 from zaqar_delay.push.sessions import SessionSender, is_session
 from zaqar_delay.push.webhook import Outcome, WebhookSender
 
 
 class Senders:
     """``http(s)://`` subscribers through ``webhook``, ``mailto:`` ones through ``mail``,
-    WebSocket sessions (``zaqar-ws://``) through a ``SessionSender``."""
+    WebSocket sessions (``zaqar-ws://``) through a ``SessionSender``, schedules' ticks
+    (``zaqar-schedule:``) to ``fire``."""
 
-    def __init__(self, webhook: WebhookSender, mail: MailSender) -> None:
+    def __init__(self, webhook: WebhookSender, mail: MailSender, fire: Fire | None = None) -> None:
         self.webhook = webhook
         self.mail = mail
         self.timeout_s = max(webhook.timeout_s, mail.timeout_s)
         self.sessions = SessionSender(webhook.timeout_s)
+        self.schedules = ScheduleSender(fire)
 
     def send(self, delivery: Delivery, now_ms: int) -> Outcome:
         """The outcome of one attempt. A sender that raises has met input it cannot send (a
@@ -28,6 +31,8 @@ class Senders:
                 return self.mail.send(delivery, now_ms)
             if is_session(delivery.subscription.subscriber):
                 return self.sessions.send(delivery, now_ms)
+            if is_schedule(delivery.subscription.subscriber):
+                return self.schedules.send(delivery, now_ms)
             return self.webhook.send(delivery, now_ms)
         except Exception as exc:  # noqa: BLE001 - any sender failure is this push's outcome
             return Outcome("permanent", f"the push could not be sent: {type(exc).__name__}: {exc}")

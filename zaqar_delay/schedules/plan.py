@@ -155,6 +155,21 @@ def parse(document: Mapping[str, Any], now_ms: int, min_interval_s: int) -> Plan
     return plan
 
 
+def parse_checked(document: Mapping[str, Any], anchor_ms: int) -> Plan:
+    """The plan of a body :func:`parse` accepted, read back from the store."""
+    start_at = _moment(document, "start_at")
+    return Plan(
+        cron=document.get("cron"),
+        timezone=document.get("timezone", "UTC"),
+        every_s=document.get("every"),
+        start_at_ms=start_at,
+        end_at_ms=_moment(document, "end_at"),
+        limit=document.get("limit"),
+        misfire=document.get("misfire", "skip"),
+        anchor_ms=start_at if start_at is not None else anchor_ms,
+    )
+
+
 @functools.cache
 def known_zones() -> frozenset[str]:
     """The IANA time zone names this machine knows (its database, or the tzdata package)."""

@@ -1,0 +1,278 @@
+"""Recurring schedules over HTTP on every store, fired by the push dispatcher on the fake
+clock: each slot's message posted once and due at its slot, never before; written again,
+paused, run now, caught up after an outage; refused with a 400 when the plan cannot be."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from testbed.receiver import receiver
+from tests.helpers.api import PROJECT, Api, api_on, assert_error
+from tests.helpers.push import dispatching
+from zaqar_delay.api import views
+from zaqar_delay.conf import Limits
+from zaqar_delay.push.dispatcher import Dispatcher
+from zaqar_delay.schedules import names
+
+EVERY_MINUTE = {"every": 60, "message": {"body": {"job": "sweep"}, "ttl": 600}}
+
+
+def iso(ms: int) -> str:
+    return views.timestamp_ms(ms)
+
+
+def epoch_ms(text: str) -> int:
+    return int(datetime.datetime.fromisoformat(text).timestamp() * 1000)
+
+
+def claim(api: Api, queue: str = "q") -> list[dict[str, Any]]:
+    answer = api.post(f"/v2/queues/{queue}/claims", json={"ttl": 60, "grace": 60})
+    return [] if answer.status_code == 204 else list(answer.json["messages"])
+
+
+def messages(api: Api, queue: str = "q") -> list[Any]:
+    listed = api.get(
+        f"/v2/queues/{queue}/messages", query_string="echo=true&include_delayed=true&limit=20"
+    )
+    return [m["body"] for m in listed.json["messages"]]
+
+
+def test_put_then_get_shows_the_plan_and_its_next_slots(api: Api) -> None:
+    written = api.clock.now_ms()
+    created = api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    assert created.status_code == 201, created.text
+    assert created.headers["location"] == "/v2/queues/q/schedules/sweep"
+    shown = api.get("/v2/queues/q/schedules/sweep").json
+    assert shown == {
+        "every": 60,
+        "timezone": "UTC",
+        "misfire": "skip",
+        "paused": False,
+        "message": {"body": {"job": "sweep"}, "ttl": 600},
+        "name": "sweep",
+        "href": "/v2/queues/q/schedules/sweep",
+        "next": [iso(written + k * 60_000) for k in range(1, 6)],
+        "last_fire": None,
+        "fires": 0,
+    }
+    # Written again unchanged: nothing changes (a deploy script may write it every time).
+    assert api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE).status_code == 204
+    assert api.get("/v2/queues/q/schedules/sweep").json["next"] == shown["next"]
+
+
+def test_each_slot_posts_one_message_due_at_the_slot_never_before(api: Api) -> None:
+    written = api.clock.now_ms()
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=59_000 - 1)
+        assert dispatcher.run_once() == 0  # the tick is due a second before the slot
+        api.clock.advance(ms=1)
+        assert dispatcher.run_once() == 1
+        assert messages(api) == [{"job": "sweep"}]  # posted ahead of its slot...
+        assert claim(api) == []  # ...and not claimable before it
+        api.clock.advance(ms=999)
+        assert claim(api) == []
+        api.clock.advance(ms=1)
+        [fired] = claim(api)
+        assert fired["body"] == {"job": "sweep"}
+        shown = api.get("/v2/queues/q/schedules/sweep").json
+        assert shown["fires"] == 1
+        assert shown["last_fire"]["slot"] == iso(written + 60_000)
+        assert shown["last_fire"]["message_id"] == fired["id"]
+        assert shown["next"][0] == iso(written + 120_000)
+        assert api.delete(fired["href"]).status_code == 204
+        for _ in range(3):
+            assert dispatcher.run_once() == 0  # nothing more before the next tick
+        api.clock.advance(ms=59_000)
+        assert dispatcher.run_once() == 1
+        api.clock.advance(ms=1000)
+        assert len(claim(api)) == 1
+        assert api.get("/v2/queues/q/stats").json["messages"]["total"] == 1
+
+
+def test_a_fire_repeated_after_a_crash_posts_once(api: Api) -> None:
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    queue = names.definition_queue("q", "sweep")
+    metadata = api.service.stores.for_queue(PROJECT, queue).get_metadata(PROJECT, queue)
+    assert metadata is not None
+    body = {"generation": metadata["generation"], "slot": api.clock.now_ms() + 60_000}
+    api.clock.advance(ms=59_000)
+    for _ in range(3):  # the same tick, fired again (a dispatcher died before settling it)
+        api.service.schedules.fire(PROJECT, queue, body, api.clock.now_ms())
+    assert messages(api) == [{"job": "sweep"}]
+    assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == 1
+
+
+def test_a_schedule_written_again_leaves_the_old_plan_s_tick_without_effect(api: Api) -> None:
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    hourly = {**EVERY_MINUTE, "every": 3600}
+    assert api.put("/v2/queues/q/schedules/sweep", json=hourly).status_code == 204
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=60_000)
+        dispatcher.run_once()  # the minute plan's tick: stale
+        api.clock.advance(ms=60_000)
+        dispatcher.run_once()
+        assert messages(api) == []
+        api.clock.advance(ms=3600_000 - 120_000)
+        assert dispatcher.run_once() == 1
+        assert messages(api) == [{"job": "sweep"}]
+
+
+def test_paused_fires_nothing_and_resumed_fires_from_now(api: Api) -> None:
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    paused = api.patch("/v2/queues/q/schedules/sweep", json={"paused": True})
+    assert paused.status_code == 204, paused.text
+    assert api.get("/v2/queues/q/schedules/sweep").json["next"] == []
+    with dispatching(api) as dispatcher:
+        for _ in range(3):
+            api.clock.advance(ms=60_000)
+            dispatcher.run_once()
+        assert messages(api) == []
+        resumed_at = api.clock.now_ms()
+        assert api.patch("/v2/queues/q/schedules/sweep", json={"paused": False}).status_code == 204
+        upcoming = api.get("/v2/queues/q/schedules/sweep").json["next"]
+        assert epoch_ms(upcoming[0]) > resumed_at
+        api.clock.advance(ms=60_000)
+        dispatcher.run_once()
+        assert messages(api) == [{"job": "sweep"}]
+
+
+@pytest.mark.parametrize(("misfire", "fired"), [("skip", 1), ("all", 10)])
+def test_slots_missed_in_an_outage_fire_by_the_misfire_policy(
+    api: Api, misfire: str, fired: int
+) -> None:
+    api.put("/v2/queues/q/schedules/sweep", json={**EVERY_MINUTE, "misfire": misfire})
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=10 * 60_000 + 500)  # no server ran for ten slots
+        dispatcher.run_once()
+        assert len(messages(api)) == fired
+        assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == fired
+        api.clock.advance(ms=60_000)
+        dispatcher.run_once()
+        assert len(messages(api)) == fired + 1  # and on by the plan
+
+
+def test_run_fires_once_now_without_moving_the_plan(api: Api) -> None:
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    before = api.get("/v2/queues/q/schedules/sweep").json["next"]
+    ran = api.post("/v2/queues/q/schedules/sweep/run")
+    assert ran.status_code == 201, ran.text
+    [now] = claim(api)
+    assert now["id"] == ran.json["message_id"] and now["body"] == {"job": "sweep"}
+    assert api.get("/v2/queues/q/schedules/sweep").json["next"] == before
+    assert api.post("/v2/queues/q/schedules/none/run").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("document", "fragment"),
+    [
+        ({"cron": "0 25 * * *", "message": {"body": 1}}, "not valid"),
+        ({"cron": "0 9 * * *", "timezone": "Europe/Atlantis", "message": {"body": 1}}, "IANA"),
+        ({"every": 60, "end_at": "2001-01-01T00:00:00Z", "message": {"body": 1}}, "no slot"),
+        ({"every": 60}, '"message"'),
+        ({"every": 60, "message": {"body": 1, "ttl": 5}}, "TTL"),
+        ({"every": 60, "message": {"body": 1}, "colour": "red"}, "no field"),
+        ({"every": 60, "message": {"body": "x" * 300}}, "at most 200"),
+    ],
+)
+def test_a_schedule_that_cannot_be_is_a_400_and_nothing_is_written(
+    api: Api, document: dict[str, Any], fragment: str
+) -> None:
+    assert api.put("/v2/queues/q", json={"_max_messages_post_size": 200}).status_code == 201
+    refused = api.put("/v2/queues/q/schedules/bad", json=document)
+    assert refused.status_code == 400, refused.text
+    assert fragment in refused.json["description"]
+    assert api.get("/v2/queues/q/schedules").json["schedules"] == []
+    assert api.get("/v2/queues/q/schedules/bad").status_code == 404
+
+
+def test_a_schedule_name_is_held_to_a_queue_name_s_rules(api: Api) -> None:
+    refused = api.put("/v2/queues/q/schedules/a~b", json=EVERY_MINUTE)
+    assert_error(refused, 400, "Invalid schedule identification")
+
+
+def test_list_pages_and_schedules_are_not_queues(api: Api) -> None:
+    for name in ("a", "b", "c"):
+        assert api.put(f"/v2/queues/q/schedules/{name}", json=EVERY_MINUTE).status_code == 201
+    first = api.get("/v2/queues/q/schedules", query_string="limit=2").json
+    assert [s["name"] for s in first["schedules"]] == ["a", "b"]
+    path, query = first["links"][0]["href"].split("?")
+    assert [s["name"] for s in api.get(path, query_string=query).json["schedules"]] == ["c"]
+    # Their queues are the server's own: in no listing, no count, no subscription list.
+    assert api.get("/v2/queues", query_string="with_count=true").json["queues"] == []
+    assert api.get("/v2/topics").json["topics"] == []
+    assert api.get("/v2/queues/q/subscriptions").json["subscriptions"] == []
+    assert api.get("/v2/queues/q/schedules", headers={"X-Project-ID": "other"}).json == {
+        "schedules": [],
+        "links": [],
+    }
+    assert api.get("/v2/queues/q/schedules/a", headers={"X-Project-ID": "other"}).status_code == (
+        404
+    )
+
+
+def test_deleting_a_schedule_or_its_queue_ends_it(api: Api) -> None:
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    api.put("/v2/queues/q/schedules/other", json=EVERY_MINUTE)
+    assert api.delete("/v2/queues/q/schedules/sweep").status_code == 204
+    assert api.get("/v2/queues/q/schedules/sweep").status_code == 404
+    assert api.delete("/v2/queues/q").status_code == 204
+    assert api.get("/v2/queues/q/schedules").json["schedules"] == []
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=120_000)
+        dispatcher.run_once()
+    assert api.get("/v2/queues").json["queues"] == []
+
+
+def test_schedule_limits_and_the_queue_quota(request: pytest.FixtureRequest) -> None:
+    limits = Limits(max_schedules_per_queue=2, max_queues_per_project=1)
+    for limited in api_on(request, "embedded", limits=limits):
+        assert limited.put("/v2/queues/q/schedules/a", json=EVERY_MINUTE).status_code == 201
+        assert limited.put("/v2/queues/q/schedules/b", json=EVERY_MINUTE).status_code == 201
+        refused = limited.put("/v2/queues/q/schedules/c", json=EVERY_MINUTE)
+        assert_error(refused, 403, "Quota exceeded")
+        # Four queues of the server's own, and still room for the project's one queue.
+        assert limited.put("/v2/queues/q").status_code == 201
+        assert_error(limited.put("/v2/queues/r"), 403, "Quota exceeded")
+
+
+def test_a_topic_s_schedule_is_pushed_to_its_subscribers_at_each_slot(api: Api) -> None:
+    with receiver() as hook, dispatching(api) as dispatcher:
+        subscribed = api.post("/v2/topics/t/subscriptions", json={"subscriber": hook.url})
+        assert subscribed.status_code == 201
+        written = api.clock.now_ms()
+        assert api.put("/v2/topics/t/schedules/ping", json=EVERY_MINUTE).status_code == 201
+        api.clock.advance(ms=59_000)
+        assert dispatcher.run_once() == 1  # the tick: the message is posted, due at the slot
+        assert hook.received == []
+        api.clock.advance(ms=999)
+        assert dispatcher.run_once() == 0
+        api.clock.advance(ms=1)
+        assert dispatcher.run_once() == 1
+        [push] = hook.wait_for(1)
+        assert push.json()["body"] == {"job": "sweep"}
+        assert push.json()["queue_name"] == "t"
+        assert api.get("/v2/topics/t/schedules/ping").json["last_fire"]["slot"] == iso(
+            written + 60_000
+        )
+
+
+def test_dispatcher_without_a_fire_retries_the_tick(api: Api) -> None:
+    """A process whose senders fire no schedules leaves the tick owed (another fires it)."""
+    from tests.helpers.push import senders
+
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    blind = Dispatcher(api.service, senders(), concurrency=2)
+    try:
+        api.clock.advance(ms=59_000)
+        assert blind.run_once() == 1
+        assert messages(api) == []
+    finally:
+        blind.stop()
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=5_000)  # past the first quick retries
+        dispatcher.run_once()
+        assert messages(api) == [{"job": "sweep"}]
