@@ -16,6 +16,7 @@ from zaqar_delay.api import views
 from zaqar_delay.conf import Limits
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.schedules import names
+from zaqar_delay.schedules.book import LEAD_MS
 
 EVERY_MINUTE = {"every": 60, "message": {"body": {"job": "sweep"}, "ttl": 600}}
 
@@ -67,13 +68,13 @@ def test_each_slot_posts_one_message_due_at_the_slot_never_before(api: Api) -> N
     written = api.clock.now_ms()
     api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
     with dispatching(api) as dispatcher:
-        api.clock.advance(ms=59_000 - 1)
-        assert dispatcher.run_once() == 0  # the tick is due a second before the slot
+        api.clock.advance(ms=60_000 - LEAD_MS - 1)
+        assert dispatcher.run_once() == 0  # the tick is due LEAD_MS before the slot
         api.clock.advance(ms=1)
         assert dispatcher.run_once() == 1
         assert messages(api) == [{"job": "sweep"}]  # posted ahead of its slot...
         assert claim(api) == []  # ...and not claimable before it
-        api.clock.advance(ms=999)
+        api.clock.advance(ms=LEAD_MS - 1)
         assert claim(api) == []
         api.clock.advance(ms=1)
         [fired] = claim(api)
@@ -86,22 +87,23 @@ def test_each_slot_posts_one_message_due_at_the_slot_never_before(api: Api) -> N
         assert api.delete(fired["href"]).status_code == 204
         for _ in range(3):
             assert dispatcher.run_once() == 0  # nothing more before the next tick
-        api.clock.advance(ms=59_000)
+        api.clock.advance(ms=60_000 - LEAD_MS)
         assert dispatcher.run_once() == 1
-        api.clock.advance(ms=1000)
+        api.clock.advance(ms=LEAD_MS)
         assert len(claim(api)) == 1
         assert api.get("/v2/queues/q/stats").json["messages"]["total"] == 1
 
 
 def test_a_fire_repeated_after_a_crash_posts_once(api: Api) -> None:
     api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
-    queue = names.definition_queue("q", "sweep")
-    metadata = api.service.stores.for_queue(PROJECT, queue).get_metadata(PROJECT, queue)
+    definition = names.definition_queue("q", "sweep")
+    metadata = api.service.stores.for_queue(PROJECT, definition).get_metadata(PROJECT, definition)
     assert metadata is not None
-    body = {"generation": metadata["generation"], "slot": api.clock.now_ms() + 60_000}
+    slot = api.clock.now_ms() + 60_000
+    body = {"schedule": "sweep", "generation": metadata["generation"], "slot": slot}
     api.clock.advance(ms=59_000)
     for _ in range(3):  # the same tick, fired again (a dispatcher died before settling it)
-        api.service.schedules.fire(PROJECT, queue, body, api.clock.now_ms())
+        api.service.schedules.fire(PROJECT, names.tick_queue("q"), body, api.clock.now_ms())
     assert messages(api) == [{"job": "sweep"}]
     assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == 1
 
@@ -245,10 +247,10 @@ def test_a_topic_s_schedule_is_pushed_to_its_subscribers_at_each_slot(api: Api) 
         assert subscribed.status_code == 201
         written = api.clock.now_ms()
         assert api.put("/v2/topics/t/schedules/ping", json=EVERY_MINUTE).status_code == 201
-        api.clock.advance(ms=59_000)
+        api.clock.advance(ms=60_000 - LEAD_MS)
         assert dispatcher.run_once() == 1  # the tick: the message is posted, due at the slot
         assert hook.received == []
-        api.clock.advance(ms=999)
+        api.clock.advance(ms=LEAD_MS - 1)
         assert dispatcher.run_once() == 0
         api.clock.advance(ms=1)
         assert dispatcher.run_once() == 1

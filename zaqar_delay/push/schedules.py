@@ -1,7 +1,7 @@
 """Pushes that fire recurring schedules.
 
-A schedule's definition queue has one subscription, ``zaqar-schedule:``, made by the server
-(no client can name the scheme), and its messages are the schedule's ticks
+A target's tick queue has one subscription, ``zaqar-schedule:``, made by the server (no
+client can name the scheme), and its messages are its schedules' ticks
 (``schedules/book.py``). Its push is not sent anywhere: the tick is handed to the service's
 ``fire`` in process. A fire that raises (a store that fails) is retried as a push is.
 """
@@ -15,7 +15,7 @@ from zaqar_delay.models import Delivery
 from zaqar_delay.push.webhook import Outcome
 from zaqar_delay.schedules.names import SCHEDULE_SUBSCRIBER
 
-# (project, definition queue, tick body, now in ms): what ``Schedules.fire`` takes.
+# (project, tick queue, tick body, now in ms): what ``Schedules.fire`` takes.
 Fire = Callable[[str, str, Any, int], None]
 
 

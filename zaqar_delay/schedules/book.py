@@ -31,9 +31,10 @@ from zaqar_delay.stores import Stores
 
 #: The client id of the messages fires post (a constant, so ``echo=false`` readers see them).
 SCHEDULER_CLIENT_ID = uuid.uuid5(uuid.NAMESPACE_URL, "zaqar-delay:schedules").hex
-#: How long before its slot a tick is due: the fire posts the message ahead of its slot, so
-#: the push's own lateness does not delay it (half the interval for intervals under 2 s).
-LEAD_MS = 1000
+#: How long before its slot a tick is due: the fire posts the message ahead of its slot (due
+#: at the slot), so a dispatcher that runs up to this late still makes the slot. The chain of
+#: ticks runs this far ahead of the slots, whatever the interval.
+LEAD_MS = 2000
 # A tick is retried for about 50 minutes of failures (a store outage) before it is dropped;
 # writing the schedule again starts it anew.
 TICK_RETRIES = {
@@ -79,9 +80,9 @@ class Schedules:
         elif current.get("schedule") != stored:
             generation = int(current.get("generation", 0)) + 1
             store.set_metadata(project, queue, self._metadata(stored, generation, now_ms))
-        # Every write: a write cut short (or a fire that met a delete) may have left the
-        # queue without its subscription; subscribing again answers the one there is.
-        self._subscribe(project, queue, now_ms)
+        # Every write: a write cut short may have left the tick queue without its
+        # subscription; subscribing again answers the one there is.
+        self._subscribe(project, names.tick_queue(target), now_ms)
         self._tick_next(project, target, name, now_ms)
         return new
 
@@ -100,6 +101,9 @@ class Schedules:
         """Delete every schedule of ``target`` (its queue or topic is being deleted)."""
         for name in self.names(project, target, None, 10**9):
             self.delete(project, target, name)
+        ticks = names.tick_queue(target)
+        self.stores.for_queue(project, ticks).delete_queue(project, ticks)
+        self.stores.forget(project, ticks)
 
     def run(self, project: str, target: str, name: str, now_ms: int) -> str:
         """Fire once now without moving the plan: the posted message's id."""
@@ -112,9 +116,8 @@ class Schedules:
     def get(self, project: str, target: str, name: str, now_ms: int) -> dict[str, Any]:
         """The stored body, with ``next`` (the next five slots, none when paused),
         ``last_fire`` (its slot, message id and when it fired) and ``fires``."""
-        queue = names.definition_queue(target, name)
-        metadata = self.stores.for_queue(project, queue).get_metadata(project, queue)
-        if metadata is None or "schedule" not in metadata:
+        metadata = self._definition_metadata(project, target, name)
+        if metadata is None:
             raise errors.NotFound(f"Schedule {name} does not exist in {topics.described(target)}")
         schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
         state = self._state(project, target, name)
@@ -151,31 +154,36 @@ class Schedules:
     # -- firing ------------------------------------------------------------------------------
 
     def fire(self, project: str, queue: str, tick_body: Any, now_ms: int) -> None:
-        """Fire the tick of the definition queue ``queue``: post the slot's message (or, late
-        after an outage, the slots ``misfire`` says), record it, post the next tick. Raises
-        what the stores raise (the push is then retried); a stale tick does nothing."""
-        target, name = names.target_of(queue), queue.rsplit("~", 1)[-1]
-        metadata = self.stores.for_queue(project, queue).get_metadata(project, queue)
-        if target is None or metadata is None or not isinstance(tick_body, dict):
+        """Fire a tick of the tick queue ``queue``: post the slot's message (or, late after an
+        outage, the slots ``misfire`` says), record it, post the next tick. The tick carries
+        the fires before it, so a fire repeated after a crash posts the same messages under
+        the same dedup ids and records the same state. Raises what the stores raise (the push
+        is then retried); a tick of an older generation, or of a paused or deleted schedule,
+        does nothing."""
+        parsed = names.parse(queue)
+        if parsed is None or parsed.kind != "ticks" or not isinstance(tick_body, dict):
             return
-        if tick_body.get("generation") != metadata.get("generation"):
+        target, name = parsed.target, str(tick_body.get("schedule", ""))
+        metadata = self._definition_metadata(project, target, name)
+        if metadata is None or tick_body.get("generation") != metadata.get("generation"):
             return
         schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
         if schedule.paused:
             return
-        slot = int(tick_body["slot"])
-        state = self._state(project, target, name)
-        fires, last = int(state.get("fires", 0)), int(state.get("slot", -1))
-        if slot > last:  # else this tick fired before a crash: only its next tick is owed
-            due = schedule.plan.missed(slot - 1, max(now_ms, slot), fires)
-            if due:
-                slots = {str(s): s for s in due}
-                ids = self._post_fires(project, target, name, schedule, slots, now_ms)
-                fires += len(due)
-                state = {"fires": fires, "slot": due[-1], "message_id": ids[-1], "at": now_ms}
-                self._write_state(project, target, name, state, now_ms)
-            last = max(last, *due) if due else slot
-        self._tick_after(project, target, name, metadata, schedule, max(last, slot), fires, now_ms)
+        slot, fires = int(tick_body["slot"]), int(tick_body.get("fires", 0))
+        due = schedule.plan.missed(slot - 1, max(now_ms, slot), fires)
+        if due:
+            # Keyed so that a repeat of this tick at another time posts nothing new: each slot
+            # by itself with "all"; with "skip" the one message by the tick's own slot.
+            keyed = {str(s): s for s in due} if schedule.plan.misfire == "all" else {}
+            slots = keyed or {str(slot): due[-1]}
+            ids = self._post_fires(project, target, name, schedule, slots, now_ms)
+            fires += len(slots)
+            state = {"fires": fires, "slot": due[-1], "message_id": ids[-1], "at": now_ms}
+            self._write_state(project, target, name, state, now_ms)
+        last = due[-1] if due else slot
+        successor = f"after:{slot}"  # one successor per tick, whatever a repeat computes
+        self._tick_after(project, target, name, metadata, schedule, last, fires, now_ms, successor)
 
     # -- inside ------------------------------------------------------------------------------
 
@@ -206,8 +214,7 @@ class Schedules:
         return self._post(project, target, payload, SCHEDULER_CLIENT_ID).ids
 
     def _tick_next(self, project: str, target: str, name: str, now_ms: int) -> None:
-        queue = names.definition_queue(target, name)
-        metadata = self.stores.for_queue(project, queue).get_metadata(project, queue)
+        metadata = self._definition_metadata(project, target, name)
         if metadata is None:
             return
         schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
@@ -228,29 +235,36 @@ class Schedules:
         after_ms: int,
         fires: int,
         now_ms: int,
+        key: str = "",
     ) -> None:
-        """Post the tick of the first slot after ``after_ms`` (none when the plan is over)."""
+        """Post the tick of the first slot after ``after_ms`` (none when the plan is over),
+        its dedup id made of ``key`` (by default the slot)."""
         upcoming = schedule.plan.next_slots(after_ms, 1, fires)
         if not upcoming:
             return
         slot = upcoming[0]
-        lead = (
-            LEAD_MS if schedule.plan.every_s is None else min(LEAD_MS, schedule.plan.every_s * 500)
-        )
-        due_ms = max(now_ms, slot - lead)
+        due_ms = max(now_ms, slot - LEAD_MS)
         generation = metadata["generation"]
-        body = jsondoc.dumps({"generation": generation, "slot": slot})
+        body = jsondoc.dumps(
+            {"schedule": name, "generation": generation, "slot": slot, "fires": fires}
+        )
         ttl_s = max(3600, (due_ms - now_ms) // 1000 + 3600)
-        tick = NewMessage(body, ttl_s, due_ms - now_ms, f"tick:{generation}:{slot}")
-        queue = names.definition_queue(target, name)
-        self.stores.for_queue(project, queue).post_messages(
+        dedup = f"tick:{name}:{generation}:{key or slot}"
+        tick = NewMessage(body, ttl_s, due_ms - now_ms, dedup)
+        queue = names.tick_queue(target)
+        self.stores.place(project, queue).post_messages(
             project, queue, [tick], SCHEDULER_CLIENT_ID, now_ms
         )
 
-    def _definition(self, project: str, target: str, name: str) -> dict[str, Any]:
+    def _definition_metadata(self, project: str, target: str, name: str) -> Metadata | None:
+        """The definition queue's metadata; None when the schedule does not exist."""
         queue = names.definition_queue(target, name)
         metadata = self.stores.for_queue(project, queue).get_metadata(project, queue)
-        if metadata is None or "schedule" not in metadata:
+        return metadata if metadata is not None and "schedule" in metadata else None
+
+    def _definition(self, project: str, target: str, name: str) -> dict[str, Any]:
+        metadata = self._definition_metadata(project, target, name)
+        if metadata is None:
             raise errors.NotFound(f"Schedule {name} does not exist in {topics.described(target)}")
         return dict(metadata["schedule"])
 
@@ -263,21 +277,22 @@ class Schedules:
     ) -> None:
         queue = names.state_queue(target, name)
         store = self.stores.place(project, queue)
-        if not store.create_queue(project, queue, state, now_ms):
+        try:
             store.set_metadata(project, queue, state)
+        except errors.QueueDoesNotExist:
+            if not store.create_queue(project, queue, state, now_ms):
+                store.set_metadata(project, queue, state)  # made meanwhile
 
     @staticmethod
     def _metadata(stored: Mapping[str, Any], generation: int, now_ms: int) -> Metadata:
-        return {
-            "schedule": dict(stored),
-            "generation": generation,
-            "written_ms": now_ms,
-            DELETE_AFTER_PUSH: True,
-            RETRY_POLICY: TICK_RETRIES,
-        }
+        return {"schedule": dict(stored), "generation": generation, "written_ms": now_ms}
 
     def _subscribe(self, project: str, queue: str, now_ms: int) -> None:
-        store = self.stores.for_queue(project, queue)
+        """The tick queue, delivered ticks deleted and failed ones retried long, and its one
+        subscription (made confirmed: it is the server's own)."""
+        store = self.stores.place(project, queue)
+        ticks = {DELETE_AFTER_PUSH: True, RETRY_POLICY: TICK_RETRIES}
+        store.create_queue(project, queue, ticks, now_ms)  # as it was, when it exists
         new = NewSubscription(SCHEDULE_SUBSCRIBER, SUBSCRIPTION_TTL_S, {}, secrets.token_hex(16))
         subscription_id, _ = store.create_subscription(project, queue, new, now_ms)
         store.confirm_subscription(project, queue, subscription_id, True, now_ms)
@@ -310,7 +325,10 @@ class Schedules:
         counted, start = 0, topics.INTERNAL
         while counted < most:
             page = self.stores.list_queues(project, start, NAMES_PAGE, False)
-            counted += sum(names.target_of(info.name) is not None for info in page)
+            counted += sum(
+                (parsed := names.parse(info.name)) is not None and parsed.kind == "definition"
+                for info in page
+            )
             if len(page) < NAMES_PAGE:
                 break
             start = page[-1].name

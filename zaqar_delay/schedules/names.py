@@ -1,27 +1,49 @@
-"""Where a schedule lives: two queues of the server's own (``topics.INTERNAL``) per schedule.
+"""Where schedules live: queues of the server's own (``topics.INTERNAL``).
 
-``~~<target>~<name>`` holds the schedule: its definition in the queue's metadata (written
-only when a client writes the schedule), and its *tick*, a message due just before the next
-slot, which the push machinery hands to ``push/schedules.py`` (the queue's one subscription,
-``zaqar-schedule:``) at its due time. ``~~<target>~<name>~s`` holds, in its metadata, what the
-fires did (how many, the last one): written only by the fire of a tick, so a client's write
-and a fire never overwrite each other. ``<target>`` is the stored name of the queue or topic
-the schedule posts to (a topic's starts with ``~``). Neither a queue's name nor a schedule's
-holds a ``~``, so each name reads back one way.
+For a target (the stored name of a queue or topic; a topic's starts with ``~``):
+
+- ``~~<target>~`` holds the *ticks* of all the target's schedules: each a message due just
+  before a schedule's next slot, which the push machinery hands to ``push/schedules.py`` (the
+  queue's one subscription, ``zaqar-schedule:``) at its due time. One queue for all of them,
+  so a dispatcher leases and settles the ticks of many schedules in one store call;
+- ``~~<target>~<name>`` holds schedule ``name``'s definition in its metadata, written only
+  when a client writes the schedule;
+- ``~~<target>~<name>~s`` holds, in its metadata, what the schedule's fires did (how many,
+  the last one), written only by fires, so a client's write and a fire never overwrite
+  each other.
+
+Neither a queue's name nor a schedule's holds a ``~`` (a schedule's name follows a queue's
+rules), so every name reads back one way (:func:`parse`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from zaqar_delay import topics
 
-STATE_SUFFIX = "~s"
-#: The subscriber of a definition queue: its ticks go to ``push/schedules.py``.
+#: The subscriber of a target's tick queue: its ticks go to ``push/schedules.py``.
 SCHEDULE_SUBSCRIBER = "zaqar-schedule:"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Parsed:
+    """What a queue of the server's own holds: ``kind`` is ``ticks``, ``definition`` or
+    ``state``; ``name`` is the schedule's ("" for the tick queue)."""
+
+    target: str
+    name: str
+    kind: str
+
+
 def prefix(target: str) -> str:
-    """What the names of every schedule of ``target`` start with (they sort together)."""
+    """What the names of every schedule queue of ``target`` start with (they sort together);
+    it is also the name of the target's tick queue, which sorts first."""
     return f"{topics.INTERNAL}{target}~"
+
+
+def tick_queue(target: str) -> str:
+    return prefix(target)
 
 
 def definition_queue(target: str, name: str) -> str:
@@ -29,21 +51,32 @@ def definition_queue(target: str, name: str) -> str:
 
 
 def state_queue(target: str, name: str) -> str:
-    return definition_queue(target, name) + STATE_SUFFIX
+    return definition_queue(target, name) + "~s"
+
+
+def parse(stored: str) -> Parsed | None:
+    """What the stored name ``stored`` is, None for one that is not a schedule queue."""
+    if not topics.is_internal(stored):
+        return None
+    parts = stored[len(topics.INTERNAL) :].split("~")
+    if parts[0] == "":  # a topic's target: its mark, then its name
+        target, rest = topics.MARK + parts[1] if len(parts) > 1 else "", parts[2:]
+    else:
+        target, rest = parts[0], parts[1:]
+    if not target or target == topics.MARK:
+        return None
+    if rest == [""]:
+        return Parsed(target, "", "ticks")
+    if len(rest) == 1 and rest[0]:
+        return Parsed(target, rest[0], "definition")
+    if len(rest) == 2 and rest[0] and rest[1] == "s":
+        return Parsed(target, rest[0], "state")
+    return None
 
 
 def schedule_of(stored: str, target: str) -> str | None:
-    """The name of the schedule of ``target`` whose definition queue is ``stored``; None for
-    any other name (a state queue, another target's)."""
-    if not stored.startswith(prefix(target)) or stored.endswith(STATE_SUFFIX):
+    """The name of ``target``'s schedule whose definition queue is ``stored``, else None."""
+    parsed = parse(stored)
+    if parsed is None or parsed.kind != "definition" or parsed.target != target:
         return None
-    name = stored[len(prefix(target)) :]
-    return name if "~" not in name else None
-
-
-def target_of(stored: str) -> str | None:
-    """The target of the definition queue ``stored``; None when it is not one."""
-    if not topics.is_internal(stored) or stored.endswith(STATE_SUFFIX):
-        return None
-    target = stored[len(topics.INTERNAL) :].rsplit("~", 1)[0]
-    return target or None
+    return parsed.name

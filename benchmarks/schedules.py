@@ -1,0 +1,232 @@
+"""Recurring schedules: many schedules firing every second, each slot once, and how late.
+
+Starts a zaqar-delay-server (``--workers`` workers, the embedded store, or ``--store`` a
+storage URI), writes ``--schedules`` schedules (``every: 1``) spread over ``--queues``
+queues, and lets them fire for ``--seconds``. One consumer per queue claims with
+``wait`` and ``with_schedule=true`` and deletes what it claimed; each fired message's
+``due`` is its slot. Then the schedules are deleted and the queues drained.
+
+Printed (one JSON document, also written to ``--results``): the fires received, the slots
+fired twice (the same schedule and slot in two messages: must be 0), the slots missing in
+each schedule's run of consecutive slots (must be 0), fires claimed before their slot (must
+be 0), and lateness (claimed minus slot, ms) p50/p99/max over the fires whose slot came after
+the schedules were written (the first second is excluded: it is the write's, not the
+schedule's). An on-time fire is due exactly at its slot; a fire posted after its slot
+passed (the push of its tick came more than the lead late) is due when it was posted: it
+counts in ``late_fires``, its lateness is from its slot, and slots it skipped (``misfire``
+``skip``) count in ``slots_missing``. ``fires_beyond_slots`` and ``fires_short_of_slots``
+compare each schedule's fires with the slots between its write and its delete.
+
+    python -m benchmarks.schedules --schedules 1000 --seconds 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import itertools
+import json
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from benchmarks.loadgen import latency_summary
+from benchmarks.swift import RESULTS
+from testbed.processes import ServiceProcess
+from zaqar_delay.conf import STORAGE_URI_ENV
+from zaqar_delay.schedules.book import LEAD_MS
+
+CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
+
+
+def epoch_ms(text: str) -> int:
+    return int(datetime.datetime.fromisoformat(text).timestamp() * 1000)
+
+
+class Consumer(threading.Thread):
+    """Claims (long-polling) from one queue until told to stop and the queue is empty; records
+    (schedule, slot ms, claimed at ms) for each message."""
+
+    def __init__(self, url: str, headers: dict[str, str], queue: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.queue = url, queue
+        self.session = requests.Session()
+        self.session.headers.update(headers)
+        self.fires: list[tuple[str, int, float]] = []
+        self.stopping = threading.Event()
+        self.errors = 0
+
+    def run(self) -> None:
+        while True:
+            try:
+                answer = self.session.post(
+                    f"{self.url}/v2/queues/{self.queue}/claims",
+                    params={"limit": 20, "wait": 1, "with_schedule": "true"},
+                    json={"ttl": 60, "grace": 60},
+                    timeout=30,
+                )
+            except requests.RequestException:
+                self.errors += 1
+                time.sleep(0.2)
+                continue
+            claimed_at = time.time() * 1000
+            if answer.status_code == 204:
+                if self.stopping.is_set():
+                    return
+                continue
+            if answer.status_code != 201:
+                self.errors += 1
+                time.sleep(0.2)
+                continue
+            messages = answer.json()["messages"]
+            for message in messages:
+                self.fires.append(
+                    (message["body"]["schedule"], epoch_ms(message["due"]), claimed_at)
+                )
+            claim_id = messages[0]["href"].rsplit("claim_id=", 1)[1]
+            ids = ",".join(m["id"] for m in messages)
+            self.session.delete(
+                f"{self.url}/v2/queues/{self.queue}/messages",
+                params={"ids": ids, "claim_ids": claim_id},
+                timeout=30,
+            )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    env = {STORAGE_URI_ENV: args.store} if args.store else {}
+    conf = Path(tempfile.mkdtemp(prefix="zd-schedules-")) / "zaqar-delay.conf"
+    conf.write_text(f"[notification]\npush_concurrency = {args.push_concurrency}\n")
+    service = ServiceProcess(env=env, workers=args.workers, args=["--config-file", str(conf)])
+    service.start().wait_for_workers()
+    project = f"bench-{uuid.uuid4().hex[:8]}"
+    headers = {"Client-ID": CLIENT_ID, "X-Project-ID": project}
+    http = requests.Session()
+    http.headers.update(headers)
+    queues = [f"q{i}" for i in range(args.queues)]
+    consumers = [Consumer(service.url, headers, queue) for queue in queues]
+    lifetimes: dict[str, list[float]] = {}
+    try:
+        for consumer in consumers:
+            consumer.start()
+        names = []
+        for index in range(args.schedules):
+            queue, name = queues[index % len(queues)], f"s{index}"
+            document = {"every": 1, "message": {"body": {"schedule": name}, "ttl": 300}}
+            sent_ms = time.time() * 1000
+            answer = http.put(f"{service.url}/v2/queues/{queue}/schedules/{name}", json=document)
+            assert answer.status_code == 201, answer.text
+            names.append((queue, name))
+            lifetimes[name] = [sent_ms, 0.0]
+        written_ms = time.time() * 1000
+        time.sleep(args.seconds)
+        for queue, name in names:
+            http.delete(f"{service.url}/v2/queues/{queue}/schedules/{name}")
+            lifetimes[name][1] = time.time() * 1000
+        stopped_ms = time.time() * 1000
+        for consumer in consumers:
+            consumer.stopping.set()
+        for consumer in consumers:
+            consumer.join(timeout=60)
+    finally:
+        service.stop()
+    return report(consumers, written_ms, stopped_ms, lifetimes, args)
+
+
+def report(
+    consumers: list[Consumer],
+    written_ms: float,
+    stopped_ms: float,
+    lifetimes: dict[str, list[float]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    # On-time fires are due exactly at their slot, on the schedule's grid of whole seconds
+    # from its anchor (the grid's phase is the most common due time modulo a second); a late
+    # fire (its slot passed before the fire posted it) is due when it was posted, and its
+    # slot is the grid point before that.
+    received: dict[str, list[tuple[int, float]]] = collections.defaultdict(list)
+    for consumer in consumers:
+        for schedule, due, claimed_at in consumer.fires:
+            received[schedule].append((due, claimed_at))
+    by_schedule: dict[str, collections.Counter[int]] = collections.defaultdict(collections.Counter)
+    on_time: dict[str, collections.Counter[int]] = collections.defaultdict(collections.Counter)
+    lateness, early, late_fires = [], 0, 0
+    for schedule, fires_of in received.items():
+        phase = collections.Counter(due % 1000 for due, _ in fires_of).most_common(1)[0][0]
+        for due, claimed_at in fires_of:
+            slot = due - (due - phase) % 1000
+            late_fires += due != slot
+            by_schedule[schedule][slot] += 1
+            if due == slot:
+                on_time[schedule][slot] += 1
+            if claimed_at < slot:
+                early += 1
+            if slot > written_ms + 1000:
+                lateness.append(claimed_at - slot)
+    # Twice: two messages due at the very same slot (a late fire's slot is inferred, so only
+    # on-time fires are compared; the dedup ids must have made this impossible).
+    twice = sum(
+        count - 1 for counted in on_time.values() for count in counted.values() if count > 1
+    )
+    missing = 0
+    for slots in by_schedule.values():
+        ordered = sorted(slots)
+        missing += sum((b - a) // 1000 - 1 for a, b in itertools.pairwise(ordered))
+    fires = sum(len(c.fires) for c in consumers)
+    # A schedule written at w and deleted at d fires at least (d - w) // 1000 - 1 slots and
+    # at most (d - w) // 1000 + 1, plus those whose messages were posted ahead (LEAD_MS)
+    # before the delete: fires beyond them are extra, short of them lacking.
+    extra = lacking = 0
+    ahead = LEAD_MS // 1000
+    for name, (put_ms, deleted_ms) in lifetimes.items():
+        seconds = int(deleted_ms - put_ms) // 1000
+        got = sum(by_schedule[name].values())
+        extra += max(0, got - (seconds + 1 + ahead))
+        lacking += max(0, seconds - 1 - got)
+    return {
+        "schedules": args.schedules,
+        "queues": args.queues,
+        "workers": args.workers,
+        "seconds": args.seconds,
+        "store": args.store or "embedded",
+        "push_concurrency": args.push_concurrency,
+        "fires": fires,
+        "fires_per_s": round(fires / max(1.0, (stopped_ms - written_ms) / 1000), 1),
+        "schedules_fired": len(by_schedule),
+        "slots_fired_twice": twice,
+        "slots_missing": missing,
+        "late_fires": late_fires,
+        "fires_beyond_slots": extra,
+        "fires_short_of_slots": lacking,
+        "fired_before_slot": early,
+        "lateness_ms": latency_summary(lateness),
+        "consumer_errors": sum(c.errors for c in consumers),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--schedules", type=int, default=1000)
+    parser.add_argument("--queues", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--store", default="", help="a storage URI (default: embedded)")
+    parser.add_argument(
+        "--push-concurrency", type=int, default=32, help="[notification] push_concurrency"
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
+    args = parser.parse_args()
+    result = run(args)
+    print(json.dumps(result))
+    args.results.mkdir(parents=True, exist_ok=True)
+    out = args.results / f"schedules-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
