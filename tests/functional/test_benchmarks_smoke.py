@@ -266,3 +266,15 @@ def test_websocket_benchmark_measures_both_transports(tmp_path: Path) -> None:
     assert report["notifications"]["early"] == 0
     [recorded] = tmp_path.glob("websocket-*.json")
     assert json.loads(recorded.read_text()) == report
+
+
+def test_schedules_benchmark_counts_each_fire(tmp_path: Path) -> None:
+    report: dict[str, Any] = run_benchmark(
+        "schedules",
+        *("--schedules", "6", "--queues", "2", "--seconds", "4", "--results", str(tmp_path)),
+    )
+    assert report["schedules_fired"] == 6 and report["fires"] > 0
+    assert report["slots_fired_twice"] == 0
+    assert report["fired_before_slot"] == 0
+    [recorded] = tmp_path.glob("schedules-*.json")
+    assert json.loads(recorded.read_text()) == report
