@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from zaqar_delay.models import Message, MessageEdit, NewMessage
+from zaqar_delay.models import Fire, Message, MessageEdit, NewMessage
 
 Event = dict[str, Any]
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -104,6 +104,12 @@ class NullJournal:
         now_ms: int,
     ) -> None:
         """Journal one push attempt (``attempt`` 1 is the first; ``outcome`` as in metrics)."""
+
+    def scheduled(
+        self, project: str, queue: str, schedule: str, fires: Sequence[Fire], now_ms: int
+    ) -> None:
+        """Journal the messages a schedule's fire posted to ``queue``: each one's slot and
+        due time (a slot already past when it fired is due when it was posted)."""
 
 
 class Journal(NullJournal):
@@ -271,6 +277,22 @@ class Journal(NullJournal):
             f'"attempt":{attempt},"outcome":"{outcome}","due":{due_ms},'
             f'"error":{_str(error or None)}}}\n'
         )
+
+    def scheduled(
+        self, project: str, queue: str, schedule: str, fires: Sequence[Fire], now_ms: int
+    ) -> None:
+        self._write_text(_scheduled_lines(project, queue, schedule, fires, now_ms))
+
+
+def _scheduled_lines(
+    project: str, queue: str, schedule: str, fires: Sequence[Fire], now_ms: int
+) -> str:
+    head = _head(now_ms, "scheduled", project, queue)
+    name = _str(schedule)
+    return "".join(
+        f'{head}{_str(f.message_id)},"schedule":{name},"slot":{f.slot_ms},"due":{f.due_ms}}}\n'
+        for f in fires
+    )
 
 
 def _str(value: str | None) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from zaqar_delay.journal import NullJournal
 from zaqar_delay.metrics import Metrics
-from zaqar_delay.models import Delivery, Message, MessageEdit, NewMessage, Posted
+from zaqar_delay.models import Delivery, Fire, Message, MessageEdit, NewMessage, Posted
 
 
 class Lifecycle:
@@ -99,3 +99,16 @@ class Lifecycle:
     ) -> None:
         self.metrics.count_dead_lettered(project, queue, len(ids))
         self.journal.dead_lettered(project, queue, ids, target, now_ms)
+
+    def scheduled(
+        self,
+        project: str,
+        queue: str,
+        schedule: str,
+        fires: Sequence[Fire],
+        missed: int,
+        now_ms: int,
+    ) -> None:
+        """A schedule fired: the messages it posted to ``queue`` and the slots it skipped."""
+        self.metrics.count_fires(project, queue, schedule, fires, missed)
+        self.journal.scheduled(project, queue, schedule, fires, now_ms)

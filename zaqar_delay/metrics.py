@@ -28,7 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV
-from zaqar_delay.models import Message
+from zaqar_delay.models import Fire, Message
 from zaqar_delay.stores import PooledStores, Stores
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -131,6 +131,19 @@ class Metrics:
             buckets=LATENESS_BUCKETS,
             registry=registry,
         )
+        self.schedule_fires = Counter(
+            "zaqar_delay_schedule_fires",
+            "Messages recurring schedules posted, by schedule and whether their slot had "
+            "passed when they were posted (late: after an outage, or a dispatcher behind).",
+            (*QUEUE_LABELS, "schedule", "late"),
+            registry=registry,
+        )
+        self.schedule_missed = Counter(
+            "zaqar_delay_schedule_missed_slots",
+            "Slots of recurring schedules not fired (skipped by misfire after an outage).",
+            (*QUEUE_LABELS, "schedule"),
+            registry=registry,
+        )
         self.request_duration = Histogram(
             "zaqar_delay_request_duration_seconds",
             "Time to answer a request, by route.",
@@ -173,6 +186,18 @@ class Metrics:
                 self.dead_lettered.labels(*labels),
             )
         return counters
+
+    def count_fires(
+        self, project: str, queue: str, schedule: str, fires: Iterable[Fire], missed: int
+    ) -> None:
+        """A schedule's fire: its messages (late or not) and the slots it skipped. The
+        schedule's series count among the queue series (``max_queue_series``)."""
+        bounded = self._series.labels(project, f"{queue}/{schedule}") != (OTHER, OTHER)
+        shown = (project, queue, schedule) if bounded else (OTHER, OTHER, OTHER)
+        for fire in fires:
+            self.schedule_fires.labels(*shown, str(fire.due_ms > fire.slot_ms).lower()).inc()
+        if missed:
+            self.schedule_missed.labels(*shown).inc(missed)
 
     def count_dead_lettered(self, project: str, queue: str, count: int) -> None:
         self._queue_counters(project, queue).dead_lettered.inc(count)

@@ -330,3 +330,13 @@ class Settlement:
 
     outcomes: Sequence[PushOutcome]
     consume: Collection[str] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fire:
+    """A message a recurring schedule posted: for its ``slot_ms``, due at ``due_ms`` (the slot
+    plus the message's delay, or when it was posted for a slot already past)."""
+
+    slot_ms: int
+    due_ms: int
+    message_id: str

@@ -5,6 +5,8 @@ paused, run now, caught up after an outage; refused with a 400 when the plan can
 from __future__ import annotations
 
 import datetime
+import json
+import pathlib
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, api_on, assert_error
 from tests.helpers.push import dispatching
 from zaqar_delay.api import views
-from zaqar_delay.conf import Limits
+from zaqar_delay.conf import JournalSettings, Limits
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.schedules import names
 from zaqar_delay.schedules.book import LEAD_MS
@@ -278,3 +280,32 @@ def test_dispatcher_without_a_fire_retries_the_tick(api: Api) -> None:
         api.clock.advance(ms=5_000)  # past the first quick retries
         dispatcher.run_once()
         assert messages(api) == [{"job": "sweep"}]
+
+
+def test_fires_are_journaled_and_counted_with_the_slots_they_skipped(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path
+) -> None:
+    journal = JournalSettings(path=str(tmp_path / "journal"))
+    for api in api_on(request, "embedded", journal=journal):
+        written = api.clock.now_ms()
+        api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+        with dispatching(api) as dispatcher:
+            api.clock.advance(ms=60_000 - LEAD_MS)
+            dispatcher.run_once()  # on time: posted ahead, due at its slot
+            api.clock.advance(ms=5 * 60_000 + LEAD_MS + 500)  # an outage of five slots
+            dispatcher.run_once()
+        lines = [
+            json.loads(line)
+            for path in sorted((tmp_path / "journal").glob("*.jsonl"))
+            for line in path.read_text().splitlines()
+        ]
+        fires = [line for line in lines if line["event"] == "scheduled"]
+        assert [(f["schedule"], f["slot"], f["due"]) for f in fires] == [
+            ("sweep", written + 60_000, written + 60_000),
+            ("sweep", written + 360_000, api.clock.now_ms()),  # skip: the latest, late
+        ]
+        shown = api.service.metrics.render().decode()
+        labels = f'project="{PROJECT}",queue="q",schedule="sweep"'
+        assert f'zaqar_delay_schedule_fires_total{{late="false",{labels}}} 1.0' in shown
+        assert f'zaqar_delay_schedule_fires_total{{late="true",{labels}}} 1.0' in shown
+        assert f"zaqar_delay_schedule_missed_slots_total{{{labels}}} 4.0" in shown

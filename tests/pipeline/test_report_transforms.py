@@ -19,7 +19,7 @@ MINUTE0 = datetime.datetime(2027, 1, 15, 8, 0)
 def event(ts: int, kind: str, message: str, queue: str = "q1", **fields: Any) -> str:
     return json.dumps(
         {"ts": T0 + ts, "event": kind, "project": "p", "queue": queue, "message_id": message}
-        | {k: (T0 + v if k == "due" else v) for k, v in fields.items()}
+        | {k: (T0 + v if k in ("due", "slot") else v) for k, v in fields.items()}
     )
 
 
@@ -237,3 +237,29 @@ def test_topic_deliveries_are_counted_apart_from_queues(
     assert result["topics"] == 1
     assert result["topic_deliveries"] == 2
     assert result["totals"]["pushes_delivered"] == 3
+
+
+def test_schedule_fires_are_counted_per_schedule_with_their_lateness(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    path = tmp_path / "schedules.jsonl"
+    lines = [
+        event(0, "scheduled", "m1", schedule="nightly", slot=1000, due=1000),
+        event(0, "scheduled", "m2", schedule="nightly", slot=2000, due=2000),
+        event(0, "scheduled", "m3", schedule="nightly", slot=3000, due=3400),  # late
+        event(0, "scheduled", "m4", schedule="hourly", slot=1000, due=1000),
+        # A schedule's ticks live in a queue of the server's own: not counted anywhere.
+        event(0, "pushed", "t1", queue="~~q1~", subscription_id="s", attempt=1,
+              outcome="delivered", due=0),
+    ]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    events = report.read_journal(spark, str(path))
+    rows = [tuple(r) for r in report.per_schedule(events).collect()]
+    assert rows == [
+        ("p", "q1", "hourly", 1, 0, 0.0, 0.0, 0.0, 0),
+        ("p", "q1", "nightly", 3, 1, 0.0, pytest.approx(360.0), pytest.approx(392.0), 400),
+    ]
+    result = report.summary(events, report.per_queue(events))
+    assert [q["queue"] for q in result["queues"]] == ["q1"]
+    assert result["totals"]["pushed"] == 0
+    assert [s["schedule"] for s in result["schedules"]] == ["hourly", "nightly"]

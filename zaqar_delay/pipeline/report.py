@@ -15,7 +15,10 @@ lateness* is a first attempt's time minus the message's due time, and a push *be
 has a negative one (there must be none either).
 
 A topic's rows carry its stored name (``~<topic>``, :mod:`zaqar_delay.topics`); the summary
-counts topic deliveries (their pushes delivered) apart from the queues'.
+counts topic deliveries (their pushes delivered) apart from the queues'. Recurring schedules'
+fires (``scheduled`` events) are counted per schedule with their lateness (due time minus
+slot) in the summary's ``schedules``; the events of the server's own queues (``~~``, a
+schedule's ticks) are left out of every count.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("attempt", T.LongType()),
         T.StructField("outcome", T.StringType()),
         T.StructField("error", T.StringType()),
+        T.StructField("schedule", T.StringType()),
+        T.StructField("slot", T.LongType()),
         T.StructField("_corrupt", T.StringType()),
     ]
 )
@@ -133,7 +138,33 @@ def _spread_quantiles(df: DataFrame) -> DataFrame:
 
 
 def readable(events: DataFrame) -> DataFrame:
-    return events.filter(F.col("_corrupt").isNull() & F.col("event").isNotNull())
+    """The lines that were read, but the server's own queues' (a schedule's ticks)."""
+    return events.filter(
+        F.col("_corrupt").isNull()
+        & F.col("event").isNotNull()
+        & ~F.coalesce(F.col("queue"), F.lit("")).startswith(topics.INTERNAL)
+    )
+
+
+def per_schedule(events: DataFrame) -> DataFrame:
+    """One row per (project, queue, schedule) that fired (``scheduled`` events): fires,
+    fires posted after their slot had passed (``late_fires``), and lateness (due time minus
+    slot, ms: 0 for a fire made ahead of its slot)."""
+    fires = readable(events).filter(F.col("event") == "scheduled")
+    lateness = F.col("due") - F.col("slot")
+    return (
+        fires.groupBy("project", "queue", "schedule")
+        .agg(
+            F.count(F.lit(1)).alias("fires"),
+            _count(lateness > 0).alias("late_fires"),
+            *(
+                F.percentile(lateness, q).alias(f"lateness_p{round(q * 100)}_ms")
+                for q in PERCENTILES
+            ),
+            F.max(lateness).alias("lateness_max_ms"),
+        )
+        .orderBy("project", "queue", "schedule")
+    )
 
 
 def per_minute(events: DataFrame) -> DataFrame:
@@ -197,6 +228,7 @@ def summary(events: DataFrame, queues: DataFrame) -> dict[str, Any]:
     }
     unreadable = events.filter(F.col("_corrupt").isNotNull() | F.col("event").isNull()).count()
     topic_rows = [q for q in queue_rows if topics.is_topic(str(q["queue"]))]
+    schedule_rows = [r.asDict() for r in per_schedule(events).collect()]
     return {
         "events": sum(totals[e] for e in EVENTS),
         "topics": len(topic_rows),
@@ -206,6 +238,7 @@ def summary(events: DataFrame, queues: DataFrame) -> dict[str, Any]:
         "pushes_before_due": totals["pushed_before_due"],
         "totals": totals,
         "queues": queue_rows,
+        "schedules": schedule_rows,
     }
 
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from zaqar_delay import errors, jsondoc, topics, validation
 from zaqar_delay.conf import Limits
-from zaqar_delay.models import Metadata, NewMessage, NewSubscription, Posted
+from zaqar_delay.lifecycle import Lifecycle
+from zaqar_delay.models import Fire, Metadata, NewMessage, NewSubscription, Posted
 from zaqar_delay.policy import DELETE_AFTER_PUSH, QueuePolicy
 from zaqar_delay.retry_policy import KEY as RETRY_POLICY
 from zaqar_delay.schedules import document as documents
@@ -54,10 +55,11 @@ class Schedules:
     """The schedules of every project's queues and topics, over ``stores``; ``post`` posts
     a fire's message with the target's rules (``Service.post_messages``)."""
 
-    def __init__(self, stores: Stores, limits: Limits, post: Post) -> None:
+    def __init__(self, stores: Stores, limits: Limits, post: Post, lifecycle: Lifecycle) -> None:
         self.stores = stores
         self.limits = limits
         self._post = post
+        self.lifecycle = lifecycle
 
     # -- what clients write ------------------------------------------------------------------
 
@@ -109,7 +111,9 @@ class Schedules:
         """Fire once now without moving the plan: the posted message's id."""
         schedule = Schedule.of_stored(self._definition(project, target, name), now_ms)
         run = {f"run:{secrets.token_hex(8)}": now_ms}
-        return self._post_fires(project, target, name, schedule, run, now_ms)[0]
+        [fired] = self._post_fires(project, target, name, schedule, run, now_ms)
+        self.lifecycle.scheduled(project, target, name, [fired], 0, now_ms)
+        return fired.message_id
 
     # -- what clients read -------------------------------------------------------------------
 
@@ -177,10 +181,15 @@ class Schedules:
             # by itself with "all"; with "skip" the one message by the tick's own slot.
             keyed = {str(s): s for s in due} if schedule.plan.misfire == "all" else {}
             slots = keyed or {str(slot): due[-1]}
-            ids = self._post_fires(project, target, name, schedule, slots, now_ms)
-            fires += len(slots)
-            state = {"fires": fires, "slot": due[-1], "message_id": ids[-1], "at": now_ms}
+            fired = self._post_fires(project, target, name, schedule, slots, now_ms)
+            fires += len(fired)
+            last_id = fired[-1].message_id
+            state = {"fires": fires, "slot": due[-1], "message_id": last_id, "at": now_ms}
             self._write_state(project, target, name, state, now_ms)
+            passed = schedule.plan.passed(slot - 1, max(now_ms, slot), fires - len(fired))
+            self.lifecycle.scheduled(
+                project, target, name, fired, max(0, passed - len(fired)), now_ms
+            )
         last = due[-1] if due else slot
         successor = f"after:{slot}"  # one successor per tick, whatever a repeat computes
         self._tick_after(project, target, name, metadata, schedule, last, fires, now_ms, successor)
@@ -195,9 +204,9 @@ class Schedules:
         schedule: Schedule,
         slots: Mapping[str, int],
         now_ms: int,
-    ) -> list[str]:
+    ) -> list[Fire]:
         """Post the message of each slot (by its dedup key) in one post, each due at its slot
-        plus the message's own delay (now for a slot already past): the posted ids."""
+        plus the message's own delay (now for a slot already past): what was posted."""
         message = schedule.message
         delay_ms = int(message.get("delay", 0)) * 1000
         posted = []
@@ -211,7 +220,11 @@ class Schedules:
                 one["ttl"] = message["ttl"]
             posted.append(one)
         payload = jsondoc.dumps({"messages": posted}).encode()
-        return self._post(project, target, payload, SCHEDULER_CLIENT_ID).ids
+        ids = self._post(project, target, payload, SCHEDULER_CLIENT_ID).ids
+        return [
+            Fire(slot_ms, one["deliver_at"], message_id)
+            for slot_ms, one, message_id in zip(slots.values(), posted, ids, strict=True)
+        ]
 
     def _tick_next(self, project: str, target: str, name: str, now_ms: int) -> None:
         metadata = self._definition_metadata(project, target, name)

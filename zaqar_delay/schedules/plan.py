@@ -38,6 +38,8 @@ from zaqar_delay.validation import EPOCH, INT64_MAX, is_int
 MISFIRE_POLICIES = ("skip", "all")
 # The most slots one catch-up fires with misfire "all".
 MAX_CATCH_UP = 100
+# The most missed slots one late fire counts.
+MAX_COUNTED = 100_000
 # The longest interval, and how far ahead a cron expression's next slot is looked for.
 MAX_EVERY_S = 366 * 86400
 MAX_SEARCH_YEARS = 5
@@ -91,6 +93,16 @@ class Plan:
             elif len(due) > MAX_CATCH_UP:
                 due = due[-MAX_CATCH_UP:]
         return due
+
+    def passed(self, last_ms: int, now_ms: int, fired: int = 0) -> int:
+        """How many slots came after ``last_ms`` and up to ``now_ms`` (counted up to
+        ``MAX_COUNTED``): those a late fire skipped are missed."""
+        counted = 0
+        for slot in self.slots_after(last_ms, fired):
+            if slot > now_ms or counted >= MAX_COUNTED:
+                break
+            counted += 1
+        return counted
 
     def _cron_slots(self, after_ms: int) -> Iterator[int]:
         assert self.cron is not None
