@@ -374,6 +374,51 @@ def test_a_queue_shows_its_push_subscriptions(server: ServiceProcess, browser: A
         assert cells[4].startswith(("retry (HTTP 503)", "delivered")), cells[4]
 
 
+def test_a_queue_shows_its_schedules_and_pauses_resumes_and_runs_them(
+    server: ServiceProcess, browser: Any
+) -> None:
+    project = f"sched-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    daily = {
+        "cron": "0 9 * * *",
+        "timezone": "Europe/Paris",
+        "message": {"body": {"remind": "stand-up"}},
+    }
+    assert call("PUT", "/v2/queues/team/schedules/standup", json=daily).status_code == 201
+    browser.get(f"{server.url}/dashboard/?project={project}#/queue/team/hour")
+
+    def row() -> Any:
+        return browser.find_element(By.CSS_SELECTOR, 'tr[data-schedule="standup"]')
+
+    def click(button: str) -> bool:
+        # The page draws itself again after each action: a row found before may be gone.
+        row().find_element(By.CSS_SELECTOR, button).click()
+        return True
+
+    cells = wait_for(lambda: [c.text for c in row().find_elements(By.TAG_NAME, "td")], "it")
+    screenshot(browser, "schedules")
+    assert cells[:2] == ["standup", "0 9 * * * (Europe/Paris)"]
+    first_next = call("GET", "/v2/queues/team/schedules/standup").json()["next"][0]
+    assert cells[2].startswith(first_next[:16].replace("T", " ")), cells[2]
+    assert cells[4] == "0"
+
+    wait_for(lambda: click("button.pause"), "the pause button")
+    browser.switch_to.alert.accept()
+    wait_for(lambda: call("GET", "/v2/queues/team/schedules/standup").json()["paused"], "paused")
+    wait_for(lambda: "paused" in row().text, "the row paused")
+    wait_for(lambda: click("button.pause"), "the resume button")
+    browser.switch_to.alert.accept()
+    wait_for(
+        lambda: not call("GET", "/v2/queues/team/schedules/standup").json()["paused"], "resumed"
+    )
+    wait_for(lambda: "paused" not in row().text, "the row resumed")
+    wait_for(lambda: click("button.run"), "the run button")
+    browser.switch_to.alert.accept()
+    listed = lambda: call("GET", "/v2/queues/team/messages?echo=true").json()["messages"]  # noqa: E731
+    [posted] = wait_for(listed, "the message run now")
+    assert posted["body"] == {"remind": "stand-up"}
+
+
 def test_dead_lettered_messages_move_back_to_their_queue(
     server: ServiceProcess, browser: Any
 ) -> None:

@@ -295,6 +295,31 @@ async function subscriptionSection(name) {
       : element('p', { class: 'muted' }, 'No subscriptions.')];
 }
 
+// A queue's recurring schedules: the plan, the next fire times, pause or resume, run now.
+async function scheduleSection(name) {
+  const listed = await api('GET', `/v2/queues/${q(name)}/schedules?limit=${PAGE}`);
+  const rows = ((listed && listed.schedules) || []).map((s) => element('tr', { 'data-schedule': s.name },
+    element('td', {}, s.name),
+    element('td', {}, s.cron ? `${s.cron} (${s.timezone})` : `every ${age(s.every)}`),
+    element('td', { class: 'next' }, s.paused ? 'paused' : s.next.slice(0, 3).map(when).join(', ')),
+    element('td', {}, s.last_fire ? when(s.last_fire.slot) : '—'),
+    element('td', { class: 'num' }, s.fires),
+    element('td', { class: 'actions' },
+      element('button', {
+        class: 'pause',
+        onclick: () => act(`${s.paused ? 'Resume' : 'Pause'} schedule ${s.name}?`,
+          () => api('PATCH', `/v2/queues/${q(name)}/schedules/${q(s.name)}`, { paused: !s.paused })),
+      }, s.paused ? 'Resume' : 'Pause'),
+      element('button', {
+        class: 'run',
+        onclick: () => act(`Fire schedule ${s.name} once now?`,
+          () => api('POST', `/v2/queues/${q(name)}/schedules/${q(s.name)}/run`)),
+      }, 'Run now'))));
+  return [element('h2', {}, 'Recurring schedules'),
+    rows.length ? table([['schedule'], ['plan'], ['next fires'], ['last fire'], ['fires', 'num'], ['']], rows)
+      : element('p', { class: 'muted' }, 'No schedules.')];
+}
+
 async function queueView(name, windowName) {
   const span = WINDOWS[windowName] || WINDOWS.day;
   const now = Date.now();
@@ -304,9 +329,9 @@ async function queueView(name, windowName) {
     api('GET', `/v2/queues/${q(name)}`).catch(() => ({})),
   ]);
   const upcoming = messages.filter((m) => Date.parse(m.due) > now).slice(0, PAGE);
-  const [claimRows, dead, subscriptions] = await Promise.all([
+  const [claimRows, dead, subscriptions, schedules] = await Promise.all([
     claimedRows(name), deadLetterSection((queue || {})._dead_letter_queue, name),
-    subscriptionSection(name),
+    subscriptionSection(name), scheduleSection(name),
   ]);
   const cards = element('div', { class: 'cards' },
     [['free', s.free], ['claimed', s.claimed], ['delayed', s.delayed ?? 0], ['total', s.total],
@@ -333,6 +358,7 @@ async function queueView(name, windowName) {
       : element('p', { class: 'muted' }, 'Nothing claimed.'),
     ...dead,
     ...subscriptions,
+    ...schedules,
     element('h2', {}, 'Queue'),
     element('button', {
       class: 'danger purge',
