@@ -165,6 +165,22 @@ def message_delay(delay: int, limits: Limits) -> int:
     return delay
 
 
+def epoch_ms_of(value: Any, what: str) -> int:
+    """The epoch milliseconds of an RFC 3339 time with an offset; InvalidRequest, saying
+    ``what`` is not one, otherwise."""
+    moment = None
+    if isinstance(value, str):
+        try:
+            moment = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            moment = None
+    if moment is None or moment.tzinfo is None:
+        raise errors.InvalidRequest(
+            f"{what} not an RFC 3339 time with an offset, such as 2030-01-01T10:00:00.000Z."
+        )
+    return (moment - EPOCH) // datetime.timedelta(milliseconds=1)
+
+
 def deliver_at(value: Any, now_ms: int, limits: Limits) -> int:
     """Milliseconds from ``now_ms`` until ``value`` (RFC 3339 with an offset, or epoch ms).
 
@@ -175,16 +191,7 @@ def deliver_at(value: Any, now_ms: int, limits: Limits) -> int:
         _check_int64(value)
         due_ms = int(value)
     elif isinstance(value, str):
-        try:
-            moment = datetime.datetime.fromisoformat(value)
-        except ValueError:
-            moment = None
-        if moment is None or moment.tzinfo is None:
-            raise errors.InvalidRequest(
-                f"deliver_at {value!r} is not an RFC 3339 time with an offset, such as "
-                "2030-01-01T10:00:00.000Z."
-            )
-        due_ms = (moment - EPOCH) // datetime.timedelta(milliseconds=1)
+        due_ms = epoch_ms_of(value, f"deliver_at {value!r} is")
     else:
         raise errors.InvalidBody(
             'The value of the "deliver_at" field must be an RFC 3339 time or epoch milliseconds.'

@@ -33,7 +33,7 @@ from typing import Any, cast
 from cronsim import CronSim, CronSimError
 
 from zaqar_delay import errors
-from zaqar_delay.validation import EPOCH, INT64_MAX, is_int
+from zaqar_delay.validation import EPOCH, INT64_MAX, epoch_ms_of, is_int
 
 MISFIRE_POLICIES = ("skip", "all")
 # The most slots one catch-up fires with misfire "all".
@@ -203,19 +203,7 @@ def _checked_cron(cron: Any) -> str:
 
 def _moment(document: Mapping[str, Any], key: str) -> int | None:
     value = document.get(key)
-    if value is None:
-        return None
-    moment = None
-    if isinstance(value, str):
-        try:
-            moment = datetime.datetime.fromisoformat(value)
-        except ValueError:
-            moment = None
-    if moment is None or moment.tzinfo is None:
-        raise errors.InvalidRequest(
-            f"{key} must be an RFC 3339 time with an offset, such as 2030-01-01T09:00:00Z."
-        )
-    return _epoch_ms(moment)
+    return None if value is None else epoch_ms_of(value, f"{key} is")
 
 
 def _epoch_ms(moment: datetime.datetime) -> int:

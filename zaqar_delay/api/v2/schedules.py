@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -90,6 +91,12 @@ class ScheduleItem(Resource):
         self.service.encryption.for_queue(policy)
         return policy
 
+    def _write(self, write: Callable[..., Any], req: falcon.Request, queue: str, name: str) -> Any:
+        """A PUT or PATCH: the request's body, held to the target's rules, now."""
+        project = req.context.project
+        policy = self._policy(project, queue)
+        return write(project, queue, name, body.read_json(req), policy, self.service.now_ms())
+
     @operation(
         "Create or replace a schedule (201 created, 204 replaced)",
         {**ok("201", "created"), **ok("204", "replaced"), **responses("403")},
@@ -98,15 +105,7 @@ class ScheduleItem(Resource):
     def on_put(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, schedule_name: str
     ) -> None:
-        project = req.context.project
-        created = self.service.schedules.put(
-            project,
-            queue_name,
-            schedule_name,
-            body.read_json(req),
-            self._policy(project, queue_name),
-            self.service.now_ms(),
-        )
+        created = self._write(self.service.schedules.put, req, queue_name, schedule_name)
         resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
         resp.location = schedule_href(queue_name, schedule_name)
 
@@ -127,15 +126,7 @@ class ScheduleItem(Resource):
     def on_patch(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, schedule_name: str
     ) -> None:
-        project = req.context.project
-        self.service.schedules.patch(
-            project,
-            queue_name,
-            schedule_name,
-            body.read_json(req),
-            self._policy(project, queue_name),
-            self.service.now_ms(),
-        )
+        self._write(self.service.schedules.patch, req, queue_name, schedule_name)
         resp.status = falcon.HTTP_204
 
     @operation("Delete a schedule", ok("204", "deleted"))
