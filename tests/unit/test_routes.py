@@ -52,14 +52,16 @@ def test_every_responder_declares_its_operation() -> None:
 
 def test_the_json_home_document_names_only_routes_and_methods_they_answer() -> None:
     resources = home.document()["resources"]
-    # Zaqar's relations, every one of them (python-zaqarclient looks them up by name).
+    # Zaqar's relations, every one of them (python-zaqarclient looks them up by name), and
+    # the recurring schedules' (an extension).
     assert set(resources) == {
         "rel/queues", "rel/queue", "rel/queue_stats", "rel/queue_purge", "rel/messages",
         "rel/post_messages", "rel/messages_delete", "rel/message_get", "rel/message_delete",
         "rel/post_claim", "rel/claim", "rel/patch_claim", "rel/delete_claim", "rel/ping",
         "rel/health", "rel/subscriptions_get", "rel/subscriptions_post", "rel/subscription",
-        "rel/subscription_patch",
+        "rel/subscription_patch", "rel/schedules", "rel/schedule", "rel/schedule_run",
     }  # fmt: skip
+    assert resources["rel/schedule"]["hints"]["allow"] == ["PUT", "GET", "PATCH", "DELETE"]
     assert resources["rel/queue"]["hints"]["allow"] == ["PUT", "GET", "PATCH", "DELETE"]
     for rel, resource in resources.items():
         template = template_of(resource["href-template"])

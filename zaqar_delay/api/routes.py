@@ -81,7 +81,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     # Recurring schedules of a queue or a topic (an extension).
     *(
-        Route(f"/v2/{kind}/{{{kind[:-1]}_name}}{path}", resource, home=False)
+        Route(f"/v2/{kind}/{{{kind[:-1]}_name}}{path}", resource, home=kind == "queues")
         for kind in ("queues", "topics")
         for path, resource in (
             ("/schedules", schedules.ScheduleCollection),

@@ -11,7 +11,7 @@ import falcon
 
 from zaqar_delay import errors, validation
 from zaqar_delay.api import body, params, views
-from zaqar_delay.api.operations import operation
+from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import errors as responses
 from zaqar_delay.api.schemas import ok, query
 from zaqar_delay.api.v2.base import Resource
@@ -60,6 +60,7 @@ class ScheduleCollection(Resource):
         "List schedules",
         ok("200", "schedules", {"type": "object"}),
         query=[query("limit", {"type": "integer"}), query("marker", {"type": "string"})],
+        home=HomeLink("rel/schedules", (("marker", "marker"), ("limit", "size"))),
     )
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         limit = params.integer(req, "limit", 10)
@@ -101,6 +102,7 @@ class ScheduleItem(Resource):
         "Create or replace a schedule (201 created, 204 replaced)",
         {**ok("201", "created"), **ok("204", "replaced"), **responses("403")},
         body=SCHEDULE,
+        home=HomeLink("rel/schedule"),
     )
     def on_put(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, schedule_name: str
@@ -109,7 +111,11 @@ class ScheduleItem(Resource):
         resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
         resp.location = schedule_href(queue_name, schedule_name)
 
-    @operation("Show a schedule", {**ok("200", "schedule", SCHEDULE), **responses("404")})
+    @operation(
+        "Show a schedule",
+        {**ok("200", "schedule", SCHEDULE), **responses("404")},
+        home=HomeLink("rel/schedule"),
+    )
     def on_get(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, schedule_name: str
     ) -> None:
@@ -122,6 +128,7 @@ class ScheduleItem(Resource):
         "Change a schedule's fields (null removes one)",
         {**ok("204", "changed"), **responses("404")},
         body=SCHEDULE,
+        home=HomeLink("rel/schedule"),
     )
     def on_patch(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, schedule_name: str
@@ -129,7 +136,7 @@ class ScheduleItem(Resource):
         self._write(self.service.schedules.patch, req, queue_name, schedule_name)
         resp.status = falcon.HTTP_204
 
-    @operation("Delete a schedule", ok("204", "deleted"))
+    @operation("Delete a schedule", ok("204", "deleted"), home=HomeLink("rel/schedule"))
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, schedule_name: str
     ) -> None:
@@ -141,6 +148,7 @@ class ScheduleRun(Resource):
     @operation(
         "Fire a schedule once now, without moving its plan",
         {**ok("201", "the message posted", {"type": "object"}), **responses("404")},
+        home=HomeLink("rel/schedule_run", accept_post=True),
     )
     def on_post(
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, schedule_name: str
