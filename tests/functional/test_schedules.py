@@ -41,30 +41,30 @@ class Consumer(threading.Thread):
     def run(self) -> None:
         while not self.stopping.is_set():
             try:
-                answer = self.session.post(
-                    f"{self.url}/v2/queues/{self.queue}/claims",
-                    params={"limit": 20, "wait": 1, "with_schedule": "true"},
-                    json={"ttl": 60, "grace": 60},
-                    timeout=10,
-                )
+                self._claim_once()
             except requests.RequestException:
-                time.sleep(0.1)  # the server is down
-                continue
-            claimed_at = time.time() * 1000
-            if answer.status_code != 201:
-                continue
-            messages = answer.json()["messages"]
-            for message in messages:
-                self.fires.append(
-                    (message["body"]["schedule"], epoch_ms(message["due"]), claimed_at)
-                )
-            claim_id = messages[0]["href"].rsplit("claim_id=", 1)[1]
-            ids = ",".join(m["id"] for m in messages)
-            self.session.delete(
-                f"{self.url}/v2/queues/{self.queue}/messages",
-                params={"ids": ids, "claim_ids": claim_id},
-                timeout=10,
-            )
+                time.sleep(0.1)  # the server is down: its claims come back when it does
+
+    def _claim_once(self) -> None:
+        answer = self.session.post(
+            f"{self.url}/v2/queues/{self.queue}/claims",
+            params={"limit": 20, "wait": 1, "with_schedule": "true"},
+            json={"ttl": 60, "grace": 60},
+            timeout=10,
+        )
+        claimed_at = time.time() * 1000
+        if answer.status_code != 201:
+            return
+        messages = answer.json()["messages"]
+        for message in messages:
+            self.fires.append((message["body"]["schedule"], epoch_ms(message["due"]), claimed_at))
+        claim_id = messages[0]["href"].rsplit("claim_id=", 1)[1]
+        ids = ",".join(m["id"] for m in messages)
+        self.session.delete(
+            f"{self.url}/v2/queues/{self.queue}/messages",
+            params={"ids": ids, "claim_ids": claim_id},
+            timeout=10,
+        )
 
 
 def test_kill_9_of_the_server_and_its_store_mid_run_fires_no_slot_twice() -> None:
@@ -95,7 +95,20 @@ def test_kill_9_of_the_server_and_its_store_mid_run_fires_no_slot_twice() -> Non
         service = ServiceProcess(data_dir=service.data_dir).start().wait_for_workers()
         for consumer in consumers:
             consumer.url = service.url
-        time.sleep(5)
+
+        def fired_after_restart() -> collections.Counter[str]:
+            return collections.Counter(
+                schedule
+                for consumer in consumers
+                for schedule, due, _ in list(consumer.fires)
+                if due >= restarted_at
+            )
+
+        # Three fires of each schedule after the restart (a loaded machine may take a while).
+        deadline = time.monotonic() + 60
+        while min(fired_after_restart().get(f"s{n}", 0) for n in range(SCHEDULES)) < 3:
+            assert time.monotonic() < deadline, fired_after_restart()
+            time.sleep(0.2)
         ended_at = time.time() * 1000
     finally:
         for consumer in consumers:
@@ -123,4 +136,4 @@ def test_kill_9_of_the_server_and_its_store_mid_run_fires_no_slot_twice() -> Non
         # Once caught up, one fire a second: no burst of the missed slots.
         first_second = [due for due in after if due < after[0] + 1000]
         assert len(first_second) <= 2, (schedule, after)
-        assert after[-1] > ended_at - 2500, (schedule, after)
+        assert after[-1] > ended_at - 5000, (schedule, after)
