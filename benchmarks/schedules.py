@@ -40,7 +40,7 @@ from benchmarks.loadgen import latency_summary
 from benchmarks.swift import RESULTS
 from testbed.processes import ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
-from zaqar_delay.schedules.book import LEAD_MS
+from zaqar_delay.schedules.firing import LEAD_MS
 
 CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
 

@@ -92,19 +92,28 @@ class MessagePoster:
         all or nothing."""
         key = (project, queue)
         known = self._known.get(key, UNKNOWN_METADATA)
+        fresh = False  # whether ``known`` is what the store answered to this post
         for _ in range(POST_ATTEMPTS):
             built: list[NewMessage] = []
             stored: list[NewMessage] = []
             if known is not UNKNOWN_METADATA:
                 policy = QueuePolicy.of(known.metadata)
-                built = build(policy)
+                try:
+                    built = build(policy)
+                except errors.InvalidRequest:
+                    if fresh or not self._queue_limits_size(policy):
+                        raise
+                    # Maybe refused by the queue's remembered size limit, which another
+                    # process may have raised since: asked of the store before refusing.
+                    known, fresh = UNKNOWN_METADATA, True
+                    continue
                 cipher = self.encryption.for_queue(policy, seal)
                 stored = built if cipher is None else cipher.seal(built, project, queue)
             outcome = self.store_of(project, queue).post_if_current(
                 project, queue, Batch(stored, client_id), now_ms, known.version
             )
             if isinstance(outcome, VersionedMetadata):
-                known = outcome
+                known, fresh = outcome, True
                 continue
             if len(self._known) >= METADATA_CACHE_SIZE:
                 self._known.clear()
@@ -137,6 +146,11 @@ class MessagePoster:
                 f"A post may hold at most {most} messages; this one holds {len(raw_messages)}."
             )
         return raw_messages
+
+    def _queue_limits_size(self, policy: QueuePolicy) -> bool:
+        """Whether the queue's own post size limit is below the configured one."""
+        queue_max = policy.max_messages_post_size
+        return queue_max is not None and queue_max < self.limits.max_messages_post_size
 
     def check_size(self, policy: QueuePolicy, size: int) -> None:
         """Refuse a post (or an edit) of ``size`` bytes over the queue's limit."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 import pathlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,8 +19,9 @@ from zaqar_delay.api import views
 from zaqar_delay.conf import JournalSettings, Limits
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.schedules import names
-from zaqar_delay.schedules.book import LEAD_MS
+from zaqar_delay.schedules.firing import LEAD_MS
 
+JSON_PATCH = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
 EVERY_MINUTE = {"every": 60, "message": {"body": {"job": "sweep"}, "ttl": 600}}
 
 
@@ -36,11 +38,18 @@ def claim(api: Api, queue: str = "q") -> list[dict[str, Any]]:
     return [] if answer.status_code == 204 else list(answer.json["messages"])
 
 
-def messages(api: Api, queue: str = "q") -> list[Any]:
-    listed = api.get(
-        f"/v2/queues/{queue}/messages", query_string="echo=true&include_delayed=true&limit=20"
-    )
-    return [m["body"] for m in listed.json["messages"]]
+def messages(api: Api, queue: str = "q", limit: int = 20) -> list[Any]:
+    """The bodies of the queue's messages, delayed ones included (pages of 20)."""
+    bodies: list[Any] = []
+    query = "echo=true&include_delayed=true&limit=20"
+    while len(bodies) < limit:
+        listed = api.get(f"/v2/queues/{queue}/messages", query_string=query)
+        page = [m["body"] for m in listed.json["messages"]]
+        bodies += page
+        if not page:
+            break
+        query = listed.json["links"][0]["href"].split("?", 1)[1]
+    return bodies[:limit]
 
 
 def test_put_then_get_shows_the_plan_and_its_next_slots(api: Api) -> None:
@@ -108,6 +117,57 @@ def test_a_fire_repeated_after_a_crash_posts_once(api: Api) -> None:
         api.service.schedules.fire(PROJECT, names.tick_queue("q"), body, api.clock.now_ms())
     assert messages(api) == [{"job": "sweep"}]
     assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == 1
+
+
+@pytest.fixture(params=["embedded", pytest.param("mongodb", marks=pytest.mark.other_store)])
+def quick_api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    """The API on the stores where writing tens of schedules takes well under a second (the
+    batch path is the same on every store; the contract suite holds each store's bulk read
+    to the same answers)."""
+    yield from api_on(request, request.param)
+
+
+def test_ticks_due_together_fire_together_and_a_refused_message_holds_back_no_other(
+    quick_api: Api,
+) -> None:
+    """31 ticks due at once are leased and fired in one batch, in one of the dispatcher's 4
+    request slots; the one schedule whose message the queue now refuses fails alone, is
+    retried, and fires once the queue takes it again."""
+    api = quick_api
+    assert api.put("/v2/queues/q").status_code == 201
+    for n in range(30):
+        one = {"every": 60, "message": {"body": {"n": n}, "ttl": 600}}
+        assert api.put(f"/v2/queues/q/schedules/s{n}", json=one).status_code == 201
+    big = {"every": 60, "message": {"body": {"pad": "x" * 2000}, "ttl": 600}}
+    assert api.put("/v2/queues/q/schedules/big", json=big).status_code == 201
+    # Below the big message, and below 20 small ones posted together.
+    lowered = api.patch(
+        "/v2/queues/q",
+        body=json.dumps(
+            [{"op": "add", "path": "/metadata/_max_messages_post_size", "value": 1000}]
+        ),
+        headers=JSON_PATCH,
+    )
+    assert lowered.status_code == 200, lowered.text
+    with dispatching(api) as dispatcher:
+        assert dispatcher.concurrency == 4
+        api.clock.advance(ms=60_000 - LEAD_MS)
+        assert dispatcher.run_once() == 31
+        posted = messages(api, limit=40)
+        assert sorted(body["n"] for body in posted) == list(range(30))
+        assert api.get("/v2/queues/q/schedules/s7").json["fires"] == 1
+        assert api.get("/v2/queues/q/schedules/big").json["fires"] == 0
+        raised = api.patch(
+            "/v2/queues/q",
+            body=json.dumps([{"op": "remove", "path": "/metadata/_max_messages_post_size"}]),
+            headers=JSON_PATCH,
+        )
+        assert raised.status_code == 200, raised.text
+        assert dispatcher.run_once() == 1  # the big one's tick, retried at once
+        assert api.get("/v2/queues/q/schedules/big").json["fires"] == 1
+        assert len(messages(api, limit=40)) == 31
+        api.clock.advance(ms=LEAD_MS)
+        assert len(claim(api)) == 10  # due at the slot (a claim takes 10 by default)
 
 
 def test_a_schedule_written_again_leaves_the_old_plan_s_tick_without_effect(api: Api) -> None:

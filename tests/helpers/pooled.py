@@ -61,6 +61,13 @@ class PooledDriver:
         self._colocate(project, queue, metadata)
         return created
 
+    def get_metadata_many(self, project: str, queues: list[str]) -> list[Any]:
+        """Each queue read on its own pool (as ``schedules.records`` groups them)."""
+        return [
+            self.stores.for_queue(project, queue).get_metadata_many(project, [queue])[0]
+            for queue in queues
+        ]
+
     def set_metadata(self, project: str, queue: str, metadata: Any) -> None:
         self._colocate(project, queue, metadata)
         self.stores.place(project, queue).set_metadata(project, queue, metadata)

@@ -11,7 +11,7 @@ from zaqar_delay.keystone.trusts import Trusts
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 from zaqar_delay.push.mail import MailSender
-from zaqar_delay.push.schedules import Fire
+from zaqar_delay.push.schedules import FireMany
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import WebhookSender
 
@@ -21,7 +21,7 @@ def senders(
     smtp_port: int = 0,
     allowed_senders: tuple[str, ...] = (),
     trusts: Trusts | None = None,
-    fire: Fire | None = None,
+    fire: FireMany | None = None,
 ) -> Senders:
     """Webhooks through ``guard`` (with the tokens of ``trusts``); mail through an SMTP
     server on ``smtp_port`` (0: none), from zd@example.com or ``allowed_senders``; schedules'
@@ -44,7 +44,7 @@ def subscribe(api: Api, hook: Receiver, queue: str = "q", **options: object) -> 
 def dispatching(api: Api, sender: Senders | None = None) -> Iterator[Dispatcher]:
     """A dispatcher on the API's store and clock (through ``sender``; default: the guard's
     defaults, no SMTP server), stopped afterwards."""
-    chosen = sender or senders(fire=api.service.schedules.fire)
+    chosen = sender or senders(fire=api.service.schedules.fire_many)
     dispatcher = Dispatcher(api.service, chosen, concurrency=4)
     try:
         yield dispatcher

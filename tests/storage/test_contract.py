@@ -104,6 +104,22 @@ class TestQueues:
         with pytest.raises(errors.QueueDoesNotExist):
             driver.set_metadata(P, "nope", {})
 
+    def test_metadata_of_many_queues_is_read_in_order_and_per_project(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        for name in ("b", "a", "c"):
+            driver.create_queue(P, name, {"n": name}, clock.now_ms())
+        driver.create_queue("other", "d", {"n": "d"}, clock.now_ms())
+        wanted = ["c", "nope", "a", "d", "b"]
+        assert driver.get_metadata_many(P, wanted) == [
+            {"n": "c"},
+            None,
+            {"n": "a"},
+            None,  # another project's
+            {"n": "b"},
+        ]
+        assert driver.get_metadata_many(P, []) == []
+
     def test_list_is_sorted_paged_and_per_project(self, driver: Driver, clock: FakeClock) -> None:
         for name in ("c", "a", "b", "d"):
             driver.create_queue(P, name, {"n": name}, clock.now_ms())
@@ -401,6 +417,26 @@ class TestConditionalPost:
             assert posted_ttl() == 300
             other.delete_queue(P, Q)
             assert posted_ttl() == 60
+        finally:
+            other.close()
+
+    def test_a_size_limit_another_server_raised_is_honoured_at_once(
+        self, driver: Driver, clock: FakeClock, store_uri: str
+    ) -> None:
+        other = open_test_driver(one_store(store_uri), namespace=namespace_of(driver))
+        poster = MessagePoster(lambda *_: driver, Limits(), QueueEncryption(None))
+        payload = b'{"messages": [{"body": "' + b"x" * 300 + b'"}]}'
+        try:
+            driver.create_queue(P, Q, {"_max_messages_post_size": 100}, clock.now_ms())
+            poster.post(P, Q, b'{"messages": [{"body": 1}]}', ALICE, *arrival(clock))
+            with pytest.raises(errors.InvalidRequest, match="max size for current queue is 100"):
+                poster.post(P, Q, payload, ALICE, *arrival(clock))
+            other.set_metadata(P, Q, {"_max_messages_post_size": 1000})
+            posted, _ = poster.post(P, Q, payload, ALICE, *arrival(clock))
+            assert len(posted.ids) == 1
+            other.set_metadata(P, Q, {"_max_messages_post_size": 200})
+            with pytest.raises(errors.InvalidRequest, match="max size for current queue is 200"):
+                poster.post(P, Q, payload, ALICE, *arrival(clock))
         finally:
             other.close()
 

@@ -75,7 +75,7 @@ def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:
     """Run a dispatcher on the service's store, woken by the posts this process serves."""
     guard = push_guard(settings)
     sender = Senders(
-        *push_senders(settings, guard, push_trusts(settings)), fire=service.schedules.fire
+        *push_senders(settings, guard, push_trusts(settings)), fire=service.schedules.fire_many
     )
     dispatcher = Dispatcher(
         service,

@@ -18,7 +18,9 @@ sent at its owed time, never before: the store is asked once per batch, not once
 and the send does not wait for a store round trip. Outcomes are settled in batches, one store
 call per queue, at most ``settle_every_s`` after their requests end; only then are their
 slots free again. So a slow receiver holds only its own slots, not the other queues'
-pushes, and a crash repeats at most ``concurrency`` pushes.
+pushes, and a crash repeats at most ``concurrency`` pushes. Schedules' ticks are not requests:
+a tick queue's due ticks are leased together, up to ``TICKS_PER_BATCH``, fired in one call in
+this process (``Schedules.fire_many``), and hold one slot between them.
 
 While nothing is in flight the dispatcher sleeps until the earliest owed push (less
 ``lease_ahead_ms``), at most ``recheck_s``; a post in this process that owes an earlier push
@@ -38,23 +40,18 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import dataclasses
 import logging
 import threading
 
-from zaqar_delay import retry_policy
 from zaqar_delay.errors import StorageUnavailable
-from zaqar_delay.models import Delivery, PushResult, Settlement
-from zaqar_delay.policy import QueuePolicy
+from zaqar_delay.models import Delivery
+from zaqar_delay.push.schedules import is_tick_queue
 from zaqar_delay.push.senders import Senders
-from zaqar_delay.push.subscribers import redacted
-from zaqar_delay.push.webhook import Outcome, message_document
+from zaqar_delay.push.settling import Attempt, Settler
+from zaqar_delay.push.webhook import Outcome
 from zaqar_delay.service import Service
 
 LOG = logging.getLogger(__name__)
-# Characters of an error kept as a subscription's last push result.
-MAX_RESULT_DETAIL = 200
-
 # Queues owing pushes read per lease round, oldest first: the projects served fairly are
 # those among them.
 QUEUES_PER_ROUND = 128
@@ -62,15 +59,8 @@ RECHECK_S = 1.0
 LEASE_AHEAD_MS = 50
 SETTLE_EVERY_S = 0.005
 WAIT_SLICE_S = 0.05
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Attempt:
-    """A request that ended: its push, what came of it, and when it was sent."""
-
-    delivery: Delivery
-    outcome: Outcome
-    sent_ms: int
+# Ticks of schedules leased at once from one tick queue: fired together, in one request slot.
+TICKS_PER_BATCH = 200
 
 
 class Dispatcher:
@@ -95,7 +85,7 @@ class Dispatcher:
         unconfirmed is dropped unsent."""
         self.require_confirmation = require_confirmation
         self.service = service
-        self.lifecycle = service.lifecycle
+        self.settler = Settler(service.pushes, service.lifecycle, service.clock)
         self.lease_ms = int(sender.timeout_s * 3000)
         self.lease_ahead_ms = lease_ahead_ms
         self.settle_every_s = settle_every_s
@@ -181,12 +171,11 @@ class Dispatcher:
     def run_once(self) -> int:
         """Send the pushes due now (none ahead), up to the free slots, and wait for their
         outcomes to be recorded; returns how many were attempted."""
-        attempts = self._lease_round(ahead=False)
-        concurrent.futures.wait(attempts)
-        for attempt in attempts:
-            attempt.result()
-        self._settle_ended()
-        return len(attempts)
+        started = self._lease_round(ahead=False)
+        concurrent.futures.wait(started)
+        for future in started:
+            future.result()
+        return self._settle_ended()
 
     def _free_slots(self) -> int:
         with self._in_flight_lock:
@@ -249,8 +238,18 @@ class Dispatcher:
         until_ms: int,
         started: list[concurrent.futures.Future[None]],
     ) -> int:
-        """Lease up to ``limit`` pushes of the queue and start each (into ``started``); how
-        many."""
+        """Lease up to ``limit`` pushes of the queue and start each (into ``started``): the
+        request slots they take. A tick queue's ticks are leased up to ``TICKS_PER_BATCH``
+        and fired together, in one slot: they are one call in this process, not requests."""
+        if is_tick_queue(queue):
+            ticks = self.service.pushes.lease_pushes(
+                project, queue, now_ms, self.lease_ms, TICKS_PER_BATCH, until_ms
+            )
+            if not ticks:
+                return 0
+            self._take_slots(project, 1)
+            started.append(self._pool.submit(self._attempt_ticks, ticks))
+            return 1
         leased = self.service.pushes.lease_pushes(
             project, queue, now_ms, self.lease_ms, limit, until_ms
         )
@@ -280,6 +279,26 @@ class Dispatcher:
             with self._in_flight_lock:
                 self._ended.append(Attempt(delivery, outcome, sent_ms))
 
+    def _attempt_ticks(self, ticks: list[Delivery]) -> None:
+        """Fire schedules' ticks of one queue together (they share their store calls), and
+        queue their outcomes for settling. They fire when leased, up to ``lease_ahead_ms``
+        before they are owed: a tick is owed well ahead of its slot (``LEAD_MS``) and posts
+        its message due at the slot, so firing it early changes nothing a client sees, and
+        it frees its request slot sooner."""
+        try:
+            sent_ms = self.clock.now_ms()
+            outcomes = self.sender.schedules.send_many(ticks, sent_ms)
+        except Exception:
+            LOG.exception("%d ticks failed unexpectedly; fired again later", len(ticks))
+            self._take_slots(ticks[0].project, -1)
+        else:
+            attempts = [
+                Attempt(tick, outcome, sent_ms, slots=int(index == 0))
+                for index, (tick, outcome) in enumerate(zip(ticks, outcomes, strict=True))
+            ]
+            with self._in_flight_lock:
+                self._ended += attempts
+
     def _wait_for(self, owed_ms: int) -> bool:
         """Sleep until ``owed_ms`` has come on the clock (False: the dispatcher stopped first).
         The clock is read again at least every ``WAIT_SLICE_S``: a clock set while this waits
@@ -291,9 +310,10 @@ class Dispatcher:
             if self._stop.wait(min(left_ms / 1000, WAIT_SLICE_S)):
                 return False
 
-    def _settle_ended(self) -> None:
+    def _settle_ended(self) -> int:
         """Record the outcomes of the requests that ended, one store call per queue, and free
-        their slots (also when the store fails: those pushes are sent again later)."""
+        their slots (also when the store fails: those pushes are sent again later); how many
+        ended."""
         with self._in_flight_lock:
             ended, self._ended = self._ended, []
         by_queue: dict[tuple[str, str], list[Attempt]] = collections.defaultdict(list)
@@ -301,89 +321,10 @@ class Dispatcher:
             by_queue[attempt.delivery.project, attempt.delivery.queue].append(attempt)
         try:
             for (project, queue), attempts in by_queue.items():
-                self._settle(project, queue, attempts)
+                self.settler.settle(project, queue, attempts)
         except StorageUnavailable as exc:
             LOG.warning("%d pushes not recorded, sent again later: %s", len(ended), exc)
         finally:
             for attempt in ended:
-                self._take_slots(attempt.delivery.project, -1)
-
-    def _settle(self, project: str, queue: str, attempts: list[Attempt]) -> None:
-        now_ms = self.clock.now_ms()
-        outcomes: list[tuple[Delivery, int | None]] = []
-        consume = []
-        for attempt in attempts:
-            delivery, outcome = attempt.delivery, attempt.outcome
-            if outcome.kind == "unconfirmed":
-                # Dropped unsent: not an attempt, nothing to report.
-                outcomes.append((delivery, None))
-                continue
-            retry_at = self._retry_at(delivery, outcome, now_ms)
-            outcomes.append((delivery, retry_at))
-            policy = QueuePolicy.of(delivery.queue_metadata)
-            if outcome.kind == "delivered" and policy.delete_after_push:
-                consume.append(delivery.id)
-            self._report(attempt, retry_at, policy, now_ms)
-        self.service.pushes.settle_pushes(project, queue, Settlement(outcomes, consume), now_ms)
-        self._record_last(project, queue, attempts)
-
-    def _record_last(self, project: str, queue: str, attempts: list[Attempt]) -> None:
-        """Keep each subscription's last attempt of the batch for its readers (the API, the
-        dashboard). Only informative: a store failure here is logged, and the pushes, already
-        settled, are not sent again."""
-        last: dict[str, PushResult] = {}
-        for attempt in sorted(attempts, key=lambda a: a.sent_ms):
-            outcome = attempt.outcome
-            if outcome.kind != "unconfirmed":
-                detail = outcome.error[:MAX_RESULT_DETAIL]
-                last[attempt.delivery.subscription.id] = PushResult(
-                    attempt.sent_ms, outcome.kind, detail
-                )
-        try:
-            self.service.pushes.record_push_results(project, queue, list(last.items()))
-        except StorageUnavailable as exc:
-            LOG.warning("last push results of %s/%s not recorded: %s", project, queue, exc)
-
-    def _report(
-        self, attempt: Attempt, retry_at: int | None, policy: QueuePolicy, now_ms: int
-    ) -> None:
-        """Metrics and journal of one attempt; a push failed for good goes to the queue's
-        dead-letter queue, if it has one."""
-        delivery, outcome = attempt.delivery, attempt.outcome
-        dead_letter_queue = ""
-        if retry_at is None and outcome.kind != "delivered":
-            LOG.warning(
-                "push %s to %s failed for good after %d attempts: %s",
-                delivery.id,
-                redacted(delivery.subscription.subscriber),
-                delivery.attempts + 1,
-                outcome.error,
-            )
-            if policy.dead_letter_queue:
-                dead_letter_queue = policy.dead_letter_queue
-                self._dead_letter(delivery, outcome, dead_letter_queue, now_ms)
-        kind = "delivered" if outcome.kind == "delivered" else "failed"
-        kind = "retry" if retry_at is not None else kind
-        self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, attempt.sent_ms)
-
-    @staticmethod
-    def _retry_at(delivery: Delivery, outcome: Outcome, now_ms: int) -> int | None:
-        if outcome.kind != "retry":
-            return None
-        policy = retry_policy.effective(delivery.subscription.options, delivery.queue_metadata)
-        delay_s = retry_policy.retry_delay_s(policy, delivery.attempts)
-        if delay_s is None:
-            return None
-        return now_ms + int(max(delay_s, outcome.retry_after_s) * 1000)
-
-    def _dead_letter(self, delivery: Delivery, outcome: Outcome, target: str, now_ms: int) -> None:
-        """The message, with the subscription, attempts and last error, in ``target`` (once,
-        also when a crash makes this dispatcher or another repeat it)."""
-        document = {
-            "message": message_document(delivery, now_ms),
-            "subscription_id": delivery.subscription.id,
-            "subscriber": redacted(delivery.subscription.subscriber),
-            "attempts": delivery.attempts + 1,
-            "last_error": outcome.error,
-        }
-        self.service.pushes.dead_letter_push(delivery, target, document, now_ms)
+                self._take_slots(attempt.delivery.project, -attempt.slots)
+        return len(ended)

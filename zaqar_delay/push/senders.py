@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from zaqar_delay.models import Delivery
 from zaqar_delay.push.mail import MailSender, is_mailto
-from zaqar_delay.push.schedules import Fire, ScheduleSender, is_schedule
+from zaqar_delay.push.schedules import FireMany, ScheduleSender, is_schedule
 from zaqar_delay.push.sessions import SessionSender, is_session
 from zaqar_delay.push.webhook import Outcome, WebhookSender
 
@@ -14,7 +14,9 @@ class Senders:
     WebSocket sessions (``zaqar-ws://``) through a ``SessionSender``, schedules' ticks
     (``zaqar-schedule:``) to ``fire``."""
 
-    def __init__(self, webhook: WebhookSender, mail: MailSender, fire: Fire | None = None) -> None:
+    def __init__(
+        self, webhook: WebhookSender, mail: MailSender, fire: FireMany | None = None
+    ) -> None:
         self.webhook = webhook
         self.mail = mail
         self.timeout_s = max(webhook.timeout_s, mail.timeout_s)

@@ -1,41 +1,31 @@
 """Recurring schedules of queues and topics: written, read, run, and fired once per slot.
 
-Each schedule is two queues of the server's own (``schedules/names.py``). Its next slot is a
-*tick*: a message of the definition queue due ``lead_ms`` before the slot, which the push
-machinery leases and hands to :meth:`Schedules.fire` at its due time, on whichever server
-process, as any push (retried while it fails; a lease that ends with its process is taken
-again). A fire posts the slot's message to the target with ``deliver_at`` the slot (so it is
-never seen before it) and the dedup id ``schedule:<name>:<slot>`` (so a fire repeated after a
-crash, or a replaced plan that keeps the slot, posts it once), records the fire in the state
-queue, and posts the next tick (dedup id ``tick:<generation>:<slot>``). A tick of an older
-generation (the schedule was written since) or of a paused or deleted schedule fires nothing.
+Each schedule is two queues of the server's own (``schedules/names.py``, kept through
+``records.py``): its definition, written by clients, and its state, written by its fires. Its
+next slot is a *tick*, which the push machinery hands to :meth:`Schedules.fire_many` at its due
+time, on whichever server process (``firing.py``).
 """
 
 from __future__ import annotations
 
 import secrets
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zaqar_delay import errors, jsondoc, topics, validation
+from zaqar_delay import errors, topics, validation
 from zaqar_delay.conf import Limits
 from zaqar_delay.lifecycle import Lifecycle
-from zaqar_delay.models import Fire, Metadata, NewMessage, NewSubscription, Posted
+from zaqar_delay.models import Metadata, NewSubscription
 from zaqar_delay.policy import DELETE_AFTER_PUSH, QueuePolicy
 from zaqar_delay.retry_policy import KEY as RETRY_POLICY
 from zaqar_delay.schedules import document as documents
 from zaqar_delay.schedules import names
 from zaqar_delay.schedules.document import Schedule
+from zaqar_delay.schedules.firing import SCHEDULER_CLIENT_ID, Firing, Post, Ticks, successor
 from zaqar_delay.schedules.names import SCHEDULE_SUBSCRIBER
+from zaqar_delay.schedules.records import Records
 from zaqar_delay.stores import Stores
 
-#: The client id of the messages fires post (a constant, so ``echo=false`` readers see them).
-SCHEDULER_CLIENT_ID = uuid.uuid5(uuid.NAMESPACE_URL, "zaqar-delay:schedules").hex
-#: How long before its slot a tick is due: the fire posts the message ahead of its slot (due
-#: at the slot), so a dispatcher that runs up to this late still makes the slot. The chain of
-#: ticks runs this far ahead of the slots, whatever the interval.
-LEAD_MS = 2000
 # A tick is retried for about 50 minutes of failures (a store outage) before it is dropped;
 # writing the schedule again starts it anew.
 TICK_RETRIES = {
@@ -48,8 +38,6 @@ TICK_RETRIES = {
 SUBSCRIPTION_TTL_S = 100 * 366 * 86400
 NAMES_PAGE = 200
 
-Post = Callable[[str, str, bytes, str], Posted]
-
 
 class Schedules:
     """The schedules of every project's queues and topics, over ``stores``; ``post`` posts
@@ -58,8 +46,9 @@ class Schedules:
     def __init__(self, stores: Stores, limits: Limits, post: Post, lifecycle: Lifecycle) -> None:
         self.stores = stores
         self.limits = limits
-        self._post = post
         self.lifecycle = lifecycle
+        self.records = Records(stores)
+        self.ticks = Ticks(self.records, limits, post, lifecycle)
 
     # -- what clients write ------------------------------------------------------------------
 
@@ -111,7 +100,8 @@ class Schedules:
         """Fire once now without moving the plan: the posted message's id."""
         schedule = Schedule.of_stored(self._definition(project, target, name), now_ms)
         run = {f"run:{secrets.token_hex(8)}": now_ms}
-        [fired] = self._post_fires(project, target, name, schedule, run, now_ms)
+        firing = Firing(name, {}, schedule, now_ms, 0, run)
+        [fired] = self.ticks.post_fires(project, target, [firing], now_ms)[name]
         self.lifecycle.scheduled(project, target, name, [fired], 0, now_ms)
         return fired.message_id
 
@@ -124,7 +114,7 @@ class Schedules:
         if metadata is None:
             raise errors.NotFound(f"Schedule {name} does not exist in {topics.described(target)}")
         schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
-        state = self._state(project, target, name)
+        state = self.records.state(project, target, name)
         fires = int(state.get("fires", 0))
         after = max(now_ms, int(state.get("slot", 0)))
         upcoming = [] if schedule.paused else schedule.plan.next_slots(after, 5, fires)
@@ -157,74 +147,19 @@ class Schedules:
 
     # -- firing ------------------------------------------------------------------------------
 
+    def fire_many(
+        self, project: str, queue: str, tick_bodies: Sequence[Any], now_ms: int
+    ) -> list[Exception | None]:
+        """Fire ticks of the tick queue ``queue`` (``Ticks.fire_many``)."""
+        return self.ticks.fire_many(project, queue, tick_bodies, now_ms)
+
     def fire(self, project: str, queue: str, tick_body: Any, now_ms: int) -> None:
-        """Fire a tick of the tick queue ``queue``: post the slot's message (or, late after an
-        outage, the slots ``misfire`` says), record it, post the next tick. The tick carries
-        the fires before it, so a fire repeated after a crash posts the same messages under
-        the same dedup ids and records the same state. Raises what the stores raise (the push
-        is then retried); a tick of an older generation, or of a paused or deleted schedule,
-        does nothing."""
-        parsed = names.parse(queue)
-        if parsed is None or parsed.kind != "ticks" or not isinstance(tick_body, dict):
-            return
-        target, name = parsed.target, str(tick_body.get("schedule", ""))
-        metadata = self._definition_metadata(project, target, name)
-        if metadata is None or tick_body.get("generation") != metadata.get("generation"):
-            return
-        schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
-        if schedule.paused:
-            return
-        slot, fires = int(tick_body["slot"]), int(tick_body.get("fires", 0))
-        due = schedule.plan.missed(slot - 1, max(now_ms, slot), fires)
-        if due:
-            # Keyed so that a repeat of this tick at another time posts nothing new: each slot
-            # by itself with "all"; with "skip" the one message by the tick's own slot.
-            keyed = {str(s): s for s in due} if schedule.plan.misfire == "all" else {}
-            slots = keyed or {str(slot): due[-1]}
-            fired = self._post_fires(project, target, name, schedule, slots, now_ms)
-            fires += len(fired)
-            last_id = fired[-1].message_id
-            state = {"fires": fires, "slot": due[-1], "message_id": last_id, "at": now_ms}
-            self._write_state(project, target, name, state, now_ms)
-            passed = schedule.plan.passed(slot - 1, max(now_ms, slot), fires - len(fired))
-            self.lifecycle.scheduled(
-                project, target, name, fired, max(0, passed - len(fired)), now_ms
-            )
-        last = due[-1] if due else slot
-        successor = f"after:{slot}"  # one successor per tick, whatever a repeat computes
-        self._tick_after(project, target, name, metadata, schedule, last, fires, now_ms, successor)
+        """Fire one tick; raises what the stores raised."""
+        [failure] = self.fire_many(project, queue, [tick_body], now_ms)
+        if failure is not None:
+            raise failure
 
     # -- inside ------------------------------------------------------------------------------
-
-    def _post_fires(
-        self,
-        project: str,
-        target: str,
-        name: str,
-        schedule: Schedule,
-        slots: Mapping[str, int],
-        now_ms: int,
-    ) -> list[Fire]:
-        """Post the message of each slot (by its dedup key) in one post, each due at its slot
-        plus the message's own delay (now for a slot already past): what was posted."""
-        message = schedule.message
-        delay_ms = int(message.get("delay", 0)) * 1000
-        posted = []
-        for key, slot_ms in slots.items():
-            one: dict[str, Any] = {
-                "body": message["body"],
-                "deliver_at": max(slot_ms + delay_ms, now_ms),
-                "dedup_id": f"schedule:{name}:{key}",
-            }
-            if "ttl" in message:
-                one["ttl"] = message["ttl"]
-            posted.append(one)
-        payload = jsondoc.dumps({"messages": posted}).encode()
-        ids = self._post(project, target, payload, SCHEDULER_CLIENT_ID).ids
-        return [
-            Fire(slot_ms, one["deliver_at"], message_id)
-            for slot_ms, one, message_id in zip(slots.values(), posted, ids, strict=True)
-        ]
 
     def _tick_next(self, project: str, target: str, name: str, now_ms: int) -> None:
         metadata = self._definition_metadata(project, target, name)
@@ -233,68 +168,20 @@ class Schedules:
         schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
         if schedule.paused:
             return
-        state = self._state(project, target, name)
+        state = self.records.state(project, target, name)
         after = max(now_ms, int(state.get("slot", 0)))
-        fires = int(state.get("fires", 0))
-        self._tick_after(project, target, name, metadata, schedule, after, fires, now_ms)
-
-    def _tick_after(
-        self,
-        project: str,
-        target: str,
-        name: str,
-        metadata: Metadata,
-        schedule: Schedule,
-        after_ms: int,
-        fires: int,
-        now_ms: int,
-        key: str = "",
-    ) -> None:
-        """Post the tick of the first slot after ``after_ms`` (none when the plan is over),
-        its dedup id made of ``key`` (by default the slot)."""
-        upcoming = schedule.plan.next_slots(after_ms, 1, fires)
-        if not upcoming:
-            return
-        slot = upcoming[0]
-        due_ms = max(now_ms, slot - LEAD_MS)
-        generation = metadata["generation"]
-        body = jsondoc.dumps(
-            {"schedule": name, "generation": generation, "slot": slot, "fires": fires}
-        )
-        ttl_s = max(3600, (due_ms - now_ms) // 1000 + 3600)
-        dedup = f"tick:{name}:{generation}:{key or slot}"
-        tick = NewMessage(body, ttl_s, due_ms - now_ms, dedup)
-        queue = names.tick_queue(target)
-        self.stores.place(project, queue).post_messages(
-            project, queue, [tick], SCHEDULER_CLIENT_ID, now_ms
-        )
+        tick = successor(name, metadata, schedule, after, int(state.get("fires", 0)), now_ms)
+        if tick is not None:
+            self.records.post_ticks(project, target, [tick], SCHEDULER_CLIENT_ID, now_ms)
 
     def _definition_metadata(self, project: str, target: str, name: str) -> Metadata | None:
-        """The definition queue's metadata; None when the schedule does not exist."""
-        queue = names.definition_queue(target, name)
-        metadata = self.stores.for_queue(project, queue).get_metadata(project, queue)
-        return metadata if metadata is not None and "schedule" in metadata else None
+        return self.records.definition(project, target, name)
 
     def _definition(self, project: str, target: str, name: str) -> dict[str, Any]:
         metadata = self._definition_metadata(project, target, name)
         if metadata is None:
             raise errors.NotFound(f"Schedule {name} does not exist in {topics.described(target)}")
         return dict(metadata["schedule"])
-
-    def _state(self, project: str, target: str, name: str) -> Metadata:
-        queue = names.state_queue(target, name)
-        return self.stores.for_queue(project, queue).get_metadata(project, queue) or {}
-
-    def _write_state(
-        self, project: str, target: str, name: str, state: Metadata, now_ms: int
-    ) -> None:
-        queue = names.state_queue(target, name)
-        store = self.stores.place(project, queue)
-        try:
-            store.set_metadata(project, queue, state)
-        except errors.QueueDoesNotExist:
-            if not store.create_queue(project, queue, state, now_ms):
-                store.set_metadata(project, queue, state)  # made meanwhile
 
     @staticmethod
     def _metadata(stored: Mapping[str, Any], generation: int, now_ms: int) -> Metadata:

@@ -123,6 +123,10 @@ class Driver(SubscriptionStore, DeliveryStore):
     def get_metadata(self, project: str, queue: str) -> Metadata | None:
         """The stored metadata, or None when the queue does not exist."""
 
+    def get_metadata_many(self, project: str, queues: Sequence[str]) -> list[Metadata | None]:
+        """:meth:`get_metadata` of each queue, in order; a driver may read them in one call."""
+        return [self.get_metadata(project, queue) for queue in queues]
+
     @abc.abstractmethod
     def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
         """Replace the metadata of an existing queue; QueueDoesNotExist otherwise."""

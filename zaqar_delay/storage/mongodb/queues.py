@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from pymongo.errors import DuplicateKeyError
 
@@ -37,6 +38,15 @@ class QueueOps(MongoBase):
     def get_metadata(self, project: str, queue: str) -> Metadata | None:
         found = self._queues.find_one(self._queue_filter(project, queue), {"m": 1})
         return None if found is None else dict(json.loads(found["m"]))
+
+    def get_metadata_many(self, project: str, queues: Sequence[str]) -> list[Metadata | None]:
+        """One query."""
+        wanted = {"p": project, "q": {"$in": list(queues)}}
+        found = {
+            doc["q"]: dict(json.loads(doc["m"]))
+            for doc in self._queues.find(wanted, {"q": 1, "m": 1})
+        }
+        return [found.get(queue) for queue in queues]
 
     def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
         result = self._queues.update_one(

@@ -155,6 +155,13 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         raw = self._client.hget(self._keys.queue(project, queue).queue, "m")
         return None if raw is None else dict(json.loads(raw))
 
+    def get_metadata_many(self, project: str, queues: Sequence[str]) -> list[Metadata | None]:
+        """One round trip (a pipeline; on a Cluster, one per node)."""
+        pipe = self._client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.hget(self._keys.queue(project, queue).queue, "m")
+        return [None if raw is None else dict(json.loads(raw)) for raw in pipe.execute()]
+
     def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
         if not self._run("queue", project, queue, "set", 0, json.dumps(metadata)):
             raise errors.QueueDoesNotExist(queue, project)

@@ -1,0 +1,125 @@
+"""Settling push attempts: what each outcome means for its push (delivered, retried at a
+time of its retry policy, failed for good and moved to the dead-letter queue), recorded in one
+store call per queue and reported to the lifecycle (metrics and journal).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from zaqar_delay import retry_policy
+from zaqar_delay.clock import Clock
+from zaqar_delay.errors import StorageUnavailable
+from zaqar_delay.lifecycle import Lifecycle
+from zaqar_delay.models import Delivery, PushResult, Settlement
+from zaqar_delay.policy import QueuePolicy
+from zaqar_delay.push.subscribers import redacted
+from zaqar_delay.push.webhook import Outcome, message_document
+from zaqar_delay.push_door import PushDoor
+
+LOG = logging.getLogger(__name__)
+# Characters of an error kept as a subscription's last push result.
+MAX_RESULT_DETAIL = 200
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Attempt:
+    """A request that ended: its push, what came of it, when it was sent, and the request
+    slots it frees (a batch of ticks holds one, freed by its first attempt)."""
+
+    delivery: Delivery
+    outcome: Outcome
+    sent_ms: int
+    slots: int = 1
+
+
+class Settler:
+    """Settles the attempts of one dispatcher through the service's ``pushes`` door."""
+
+    def __init__(self, pushes: PushDoor, lifecycle: Lifecycle, clock: Clock) -> None:
+        self.pushes = pushes
+        self.lifecycle = lifecycle
+        self.clock = clock
+
+    def settle(self, project: str, queue: str, attempts: list[Attempt]) -> None:
+        """Record the attempts of one queue in one store call, report each (metrics,
+        journal, dead letters), and keep each subscription's last result."""
+        now_ms = self.clock.now_ms()
+        outcomes: list[tuple[Delivery, int | None]] = []
+        consume = []
+        for attempt in attempts:
+            delivery, outcome = attempt.delivery, attempt.outcome
+            if outcome.kind == "unconfirmed":
+                # Dropped unsent: not an attempt, nothing to report.
+                outcomes.append((delivery, None))
+                continue
+            retry_at = self._retry_at(delivery, outcome, now_ms)
+            outcomes.append((delivery, retry_at))
+            policy = QueuePolicy.of(delivery.queue_metadata)
+            if outcome.kind == "delivered" and policy.delete_after_push:
+                consume.append(delivery.id)
+            self._report(attempt, retry_at, policy, now_ms)
+        self.pushes.settle_pushes(project, queue, Settlement(outcomes, consume), now_ms)
+        self._record_last(project, queue, attempts)
+
+    def _record_last(self, project: str, queue: str, attempts: list[Attempt]) -> None:
+        """Keep each subscription's last attempt of the batch for its readers (the API, the
+        dashboard). Only informative: a store failure here is logged, and the pushes, already
+        settled, are not sent again."""
+        last: dict[str, PushResult] = {}
+        for attempt in sorted(attempts, key=lambda a: a.sent_ms):
+            outcome = attempt.outcome
+            if outcome.kind != "unconfirmed":
+                detail = outcome.error[:MAX_RESULT_DETAIL]
+                last[attempt.delivery.subscription.id] = PushResult(
+                    attempt.sent_ms, outcome.kind, detail
+                )
+        try:
+            self.pushes.record_push_results(project, queue, list(last.items()))
+        except StorageUnavailable as exc:
+            LOG.warning("last push results of %s/%s not recorded: %s", project, queue, exc)
+
+    def _report(
+        self, attempt: Attempt, retry_at: int | None, policy: QueuePolicy, now_ms: int
+    ) -> None:
+        """Metrics and journal of one attempt; a push failed for good goes to the queue's
+        dead-letter queue, if it has one."""
+        delivery, outcome = attempt.delivery, attempt.outcome
+        dead_letter_queue = ""
+        if retry_at is None and outcome.kind != "delivered":
+            LOG.warning(
+                "push %s to %s failed for good after %d attempts: %s",
+                delivery.id,
+                redacted(delivery.subscription.subscriber),
+                delivery.attempts + 1,
+                outcome.error,
+            )
+            if policy.dead_letter_queue:
+                dead_letter_queue = policy.dead_letter_queue
+                self._dead_letter(delivery, outcome, dead_letter_queue, now_ms)
+        kind = "delivered" if outcome.kind == "delivered" else "failed"
+        kind = "retry" if retry_at is not None else kind
+        self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, attempt.sent_ms)
+
+    @staticmethod
+    def _retry_at(delivery: Delivery, outcome: Outcome, now_ms: int) -> int | None:
+        if outcome.kind != "retry":
+            return None
+        policy = retry_policy.effective(delivery.subscription.options, delivery.queue_metadata)
+        delay_s = retry_policy.retry_delay_s(policy, delivery.attempts)
+        if delay_s is None:
+            return None
+        return now_ms + int(max(delay_s, outcome.retry_after_s) * 1000)
+
+    def _dead_letter(self, delivery: Delivery, outcome: Outcome, target: str, now_ms: int) -> None:
+        """The message, with the subscription, attempts and last error, in ``target`` (once,
+        also when a crash makes this dispatcher or another repeat it)."""
+        document = {
+            "message": message_document(delivery, now_ms),
+            "subscription_id": delivery.subscription.id,
+            "subscriber": redacted(delivery.subscription.subscriber),
+            "attempts": delivery.attempts + 1,
+            "last_error": outcome.error,
+        }
+        self.pushes.dead_letter_push(delivery, target, document, now_ms)

@@ -1,0 +1,215 @@
+"""Firing ticks: each tick posts its slot's message, records the fire and posts the next tick.
+
+A tick is a message of a target's tick queue, due ``LEAD_MS`` before its slot, which the push
+machinery leases and hands over at its due time (``push/schedules.py``), several of one tick
+queue at once when they fall due together. A fire posts the slot's message to the target with
+``deliver_at`` the slot (so it is never seen before it) and the dedup id
+``schedule:<name>:<slot>`` (so a fire repeated after a crash, or a replaced plan that keeps the
+slot, posts it once), records the fire in the state queue, and posts the next tick (dedup id
+``tick:<name>:<generation>:after:<slot>``, so a repeated tick cannot fork the chain). A tick
+of an older generation (the schedule was written since) or of a paused or deleted schedule
+fires nothing.
+
+Ticks fired together share their store calls: one read of their definitions, one post of
+their messages (in posts of at most ``max_messages_per_post``), one post of their next ticks.
+When that fails, each tick is fired by itself, so that one schedule whose message the target
+now refuses cannot hold back the others.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from zaqar_delay import jsondoc
+from zaqar_delay.conf import Limits
+from zaqar_delay.lifecycle import Lifecycle
+from zaqar_delay.models import Fire, Metadata, NewMessage, Posted
+from zaqar_delay.schedules import names
+from zaqar_delay.schedules.document import Schedule
+from zaqar_delay.schedules.records import Records
+
+#: The client id of the messages fires post (a constant, so ``echo=false`` readers see them).
+SCHEDULER_CLIENT_ID = uuid.uuid5(uuid.NAMESPACE_URL, "zaqar-delay:schedules").hex
+#: How long before its slot a tick is due: the fire posts the message ahead of its slot (due
+#: at the slot), so a dispatcher that runs up to this late still makes the slot. The chain of
+#: ticks runs this far ahead of the slots, whatever the interval.
+LEAD_MS = 2000
+
+# (project, queue, ``{"messages": [...]}`` payload, client id): ``Service.post_messages``.
+Post = Callable[[str, str, bytes, str], Posted]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Firing:
+    """A tick that fires: its schedule, the slots it posts now (by dedup key: none when the
+    tick only passes the chain on), and what it knows of the fires before it."""
+
+    name: str
+    metadata: Metadata
+    schedule: Schedule
+    tick_slot: int
+    fires_before: int
+    slots: Mapping[str, int]
+
+
+def successor(
+    name: str,
+    metadata: Metadata,
+    schedule: Schedule,
+    after_ms: int,
+    fires: int,
+    now_ms: int,
+    key: str = "",
+) -> NewMessage | None:
+    """The tick of the schedule's first slot after ``after_ms`` (None when the plan is over),
+    due ``LEAD_MS`` before it, its dedup id made of ``key`` (by default the slot)."""
+    upcoming = schedule.plan.next_slots(after_ms, 1, fires)
+    if not upcoming:
+        return None
+    slot = upcoming[0]
+    due_ms = max(now_ms, slot - LEAD_MS)
+    generation = metadata["generation"]
+    body = jsondoc.dumps({"schedule": name, "generation": generation, "slot": slot, "fires": fires})
+    ttl_s = max(3600, (due_ms - now_ms) // 1000 + 3600)
+    return NewMessage(body, ttl_s, due_ms - now_ms, f"tick:{name}:{generation}:{key or slot}")
+
+
+class Ticks:
+    """Fires the ticks of every project's tick queues, over ``records``; ``post`` posts the
+    messages with the target's rules (``Service.post_messages``)."""
+
+    def __init__(self, records: Records, limits: Limits, post: Post, lifecycle: Lifecycle) -> None:
+        self.records = records
+        self.limits = limits
+        self._post = post
+        self.lifecycle = lifecycle
+
+    def fire_many(
+        self, project: str, queue: str, tick_bodies: Sequence[Any], now_ms: int
+    ) -> list[Exception | None]:
+        """Fire ticks of the tick queue ``queue``: for each, None (fired, or nothing to fire)
+        or what the stores raised (the tick is then fired again later). A tick repeated
+        after a crash posts the same messages under the same dedup ids and records the same
+        state."""
+        parsed = names.parse(queue)
+        outcomes: list[Exception | None] = [None] * len(tick_bodies)
+        if parsed is None or parsed.kind != "ticks":
+            return outcomes
+        # Ticks of distinct schedules go together; a second tick of one schedule (a stale
+        # generation, a repeat) goes alone, after.
+        seen: set[str] = set()
+        together: list[int] = []
+        groups: collections.deque[list[int]] = collections.deque()
+        for index, body in enumerate(tick_bodies):
+            if not isinstance(body, dict):
+                continue
+            name = str(body.get("schedule", ""))
+            (groups.append([index]) if name in seen else together.append(index))
+            seen.add(name)
+        groups.appendleft(together)
+        while groups:
+            group = groups.popleft()
+            if not group:
+                continue
+            try:
+                self._fire_together(project, parsed.target, [tick_bodies[i] for i in group], now_ms)
+            except Exception as exc:  # noqa: BLE001 - a store or a rule that fails this group
+                if len(group) == 1:
+                    outcomes[group[0]] = exc
+                else:
+                    groups.extend([index] for index in group)
+        return outcomes
+
+    def post_fires(
+        self, project: str, target: str, firings: Sequence[Firing], now_ms: int
+    ) -> dict[str, list[Fire]]:
+        """Post the message of each firing's slots, each due at its slot plus the message's
+        own delay (now for a slot already past), in posts of at most
+        ``max_messages_per_post``: what each schedule posted."""
+        planned: list[tuple[str, int, dict[str, Any]]] = []
+        for firing in firings:
+            message = firing.schedule.message
+            delay_ms = int(message.get("delay", 0)) * 1000
+            for key, slot_ms in firing.slots.items():
+                one: dict[str, Any] = {
+                    "body": message["body"],
+                    "deliver_at": max(slot_ms + delay_ms, now_ms),
+                    "dedup_id": f"schedule:{firing.name}:{key}",
+                }
+                if "ttl" in message:
+                    one["ttl"] = message["ttl"]
+                planned.append((firing.name, slot_ms, one))
+        fired: dict[str, list[Fire]] = collections.defaultdict(list)
+        most = max(1, self.limits.max_messages_per_post)
+        for start in range(0, len(planned), most):
+            chunk = planned[start : start + most]
+            payload = jsondoc.dumps({"messages": [one for _, _, one in chunk]}).encode()
+            ids = self._post(project, target, payload, SCHEDULER_CLIENT_ID).ids
+            for (name, slot_ms, one), message_id in zip(chunk, ids, strict=True):
+                fired[name].append(Fire(slot_ms, one["deliver_at"], message_id))
+        return fired
+
+    def _fire_together(
+        self, project: str, target: str, tick_bodies: Sequence[dict[str, Any]], now_ms: int
+    ) -> None:
+        """Fire ticks of distinct schedules of ``target`` with shared store calls."""
+        by_name = {str(body.get("schedule", "")): body for body in tick_bodies}
+        definitions = self.records.definitions(project, target, by_name)
+        firings = [
+            firing
+            for name, body in by_name.items()
+            if (firing := self._firing(name, body, definitions[name], now_ms)) is not None
+        ]
+        fired = self.post_fires(project, target, [f for f in firings if f.slots], now_ms)
+        states, ticks = {}, []
+        for firing in firings:
+            schedule, posted = firing.schedule, fired.get(firing.name, [])
+            fires, last = firing.fires_before + len(posted), firing.tick_slot
+            if posted:
+                last = posted[-1].slot_ms
+                states[firing.name] = {
+                    "fires": fires,
+                    "slot": last,
+                    "message_id": posted[-1].message_id,
+                    "at": now_ms,
+                }
+            # One successor per tick, whatever a repeat of it computes.
+            key = f"after:{firing.tick_slot}"
+            tick = successor(firing.name, firing.metadata, schedule, last, fires, now_ms, key)
+            if tick is not None:
+                ticks.append(tick)
+        self.records.write_states(project, target, states, now_ms)
+        for firing in firings:
+            if firing.name in fired:
+                passed = firing.schedule.plan.passed(
+                    firing.tick_slot - 1, max(now_ms, firing.tick_slot), firing.fires_before
+                )
+                posted = fired[firing.name]
+                missed = max(0, passed - len(posted))
+                self.lifecycle.scheduled(project, target, firing.name, posted, missed, now_ms)
+        self.records.post_ticks(project, target, ticks, SCHEDULER_CLIENT_ID, now_ms)
+
+    @staticmethod
+    def _firing(
+        name: str, tick_body: Mapping[str, Any], metadata: Metadata | None, now_ms: int
+    ) -> Firing | None:
+        """What the tick fires (None: nothing, its schedule was deleted, paused or written
+        since): the slots ``misfire`` says are due, keyed so that a repeat of this tick at
+        another time posts nothing new (each slot by itself with ``all``; with ``skip`` the
+        one message by the tick's own slot)."""
+        if metadata is None or tick_body.get("generation") != metadata.get("generation"):
+            return None
+        schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
+        if schedule.paused:
+            return None
+        slot, fires = int(tick_body["slot"]), int(tick_body.get("fires", 0))
+        due = schedule.plan.missed(slot - 1, max(now_ms, slot), fires)
+        slots: dict[str, int] = {}
+        if due:
+            keyed = {str(s): s for s in due} if schedule.plan.misfire == "all" else {}
+            slots = keyed or {str(slot): due[-1]}
+        return Firing(name, metadata, schedule, slot, fires, slots)

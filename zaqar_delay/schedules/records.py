@@ -1,0 +1,83 @@
+"""Where schedules are kept in the stores: each one's definition and state (the metadata of
+its two queues) and the ticks of its target's tick queue (``names.py``).
+
+The bulk forms read and write many schedules of one target with one store call per store
+(one round trip on Redis, one query on MongoDB), so that firing a batch of ticks costs a
+few calls, not a few per schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from zaqar_delay import errors
+from zaqar_delay.models import Metadata, NewMessage
+from zaqar_delay.schedules import names
+from zaqar_delay.stores import Stores
+
+if TYPE_CHECKING:
+    from zaqar_delay.storage.base import Driver
+
+
+class Records:
+    """The definitions, states and ticks of every project's schedules, over ``stores``."""
+
+    def __init__(self, stores: Stores) -> None:
+        self.stores = stores
+
+    def definition(self, project: str, target: str, name: str) -> Metadata | None:
+        """The definition queue's metadata; None when the schedule does not exist."""
+        return self.definitions(project, target, [name])[name]
+
+    def definitions(
+        self, project: str, target: str, schedule_names: Iterable[str]
+    ) -> dict[str, Metadata | None]:
+        """Each named schedule's definition (None: it does not exist), one read per store."""
+        queues = {name: names.definition_queue(target, name) for name in schedule_names}
+        read = self._metadata_of(project, list(queues.values()))
+        return {
+            name: metadata if metadata is not None and "schedule" in metadata else None
+            for name, metadata in zip(queues, read, strict=True)
+        }
+
+    def state(self, project: str, target: str, name: str) -> Metadata:
+        """What the schedule's fires recorded (``{}`` before the first)."""
+        queue = names.state_queue(target, name)
+        return self.stores.for_queue(project, queue).get_metadata(project, queue) or {}
+
+    def write_states(
+        self, project: str, target: str, states: Mapping[str, Metadata], now_ms: int
+    ) -> None:
+        """Record each schedule's state (its state queue is made by its first fire)."""
+        for name, state in states.items():
+            queue = names.state_queue(target, name)
+            store = self.stores.place(project, queue)
+            try:
+                store.set_metadata(project, queue, state)
+            except errors.QueueDoesNotExist:
+                if not store.create_queue(project, queue, state, now_ms):
+                    store.set_metadata(project, queue, state)  # made meanwhile
+
+    def post_ticks(
+        self, project: str, target: str, ticks: Sequence[NewMessage], client_id: str, now_ms: int
+    ) -> None:
+        """Post ``ticks`` to the target's tick queue in one post (none: nothing)."""
+        if ticks:
+            queue = names.tick_queue(target)
+            store = self.stores.place(project, queue)
+            store.post_messages(project, queue, ticks, client_id, now_ms)
+
+    def _metadata_of(self, project: str, queues: list[str]) -> list[Metadata | None]:
+        """The metadata of each queue, in order: one bulk read per store that holds some
+        (each queue may be placed on another pool)."""
+        by_store: dict[int, tuple[Driver, list[int]]] = {}
+        for index, queue in enumerate(queues):
+            store = self.stores.for_queue(project, queue)
+            by_store.setdefault(id(store), (store, []))[1].append(index)
+        found: list[Metadata | None] = [None] * len(queues)
+        for store, indexes in by_store.values():
+            read = store.get_metadata_many(project, [queues[i] for i in indexes])
+            for index, metadata in zip(indexes, read, strict=True):
+                found[index] = metadata
+        return found
