@@ -8,25 +8,36 @@ queues, and lets them fire for ``--seconds``. One consumer per queue claims with
 
 Printed (one JSON document, also written to ``--results``): the fires received, the slots
 fired twice (the same schedule and slot in two messages: must be 0), the slots missing in
-each schedule's run of consecutive slots (must be 0), fires claimed before their slot (must
-be 0), and lateness (claimed minus slot, ms) p50/p99/max over the fires whose slot came after
-the schedules were written (the first second is excluded: it is the write's, not the
-schedule's). An on-time fire is due exactly at its slot; a fire posted after its slot
-passed (the push of its tick came more than the lead late) is due when it was posted: it
-counts in ``late_fires``, its lateness is from its slot, and slots it skipped (``misfire``
-``skip``) count in ``slots_missing``. ``fires_beyond_slots`` and ``fires_short_of_slots``
-compare each schedule's fires with the slots between its write and its delete.
+each schedule's run of consecutive slots (must be 0 unless ``skip`` skipped them), fires
+claimed before they were due (``fired_before_slot``: must be 0), and lateness (claimed minus
+slot, ms) p50/p99/max over the fires whose slot came after the schedules were written (the
+first second is excluded: it is the write's, not the schedule's). An on-time fire is due
+exactly at its slot; a fire posted after its slot passed (the push of its tick came more
+than the lead late) is due when it was posted: it counts in ``late_fires``, its lateness is
+from its slot, and slots it skipped (``misfire`` ``skip``) count in ``slots_missing``.
+``fires_beyond_slots`` and ``fires_short_of_slots`` compare each schedule's fires with the
+slots between its write and its delete. A message claimed again (its delete lost in a fault)
+is one fire, counted in ``claimed_again``.
+
+With ``--kill worker`` or ``--kill store``, one worker or the embedded store is killed with
+SIGKILL halfway (``kill`` in the answer: what, its pid, whether it was gone after, when);
+gunicorn starts another worker, the server's supervisor another store. ``--misfire`` is the
+schedules' (``skip`` by default; with ``all`` no slot may be missing).
 
     python -m benchmarks.schedules --schedules 1000 --seconds 120
+    python -m benchmarks.schedules --schedules 1000 --seconds 120 --misfire all --kill worker
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import datetime
 import itertools
 import json
+import os
+import signal
 import tempfile
 import threading
 import time
@@ -38,7 +49,7 @@ import requests
 
 from benchmarks.loadgen import latency_summary
 from benchmarks.swift import RESULTS
-from testbed.processes import ServiceProcess
+from testbed.processes import ServiceProcess, is_gone, wait_until
 from zaqar_delay.conf import STORAGE_URI_ENV
 from zaqar_delay.schedules.firing import LEAD_MS
 
@@ -51,14 +62,14 @@ def epoch_ms(text: str) -> int:
 
 class Consumer(threading.Thread):
     """Claims (long-polling) from one queue until told to stop and the queue is empty; records
-    (schedule, slot ms, claimed at ms) for each message."""
+    (schedule, message id, due ms, claimed at ms) for each message."""
 
     def __init__(self, url: str, headers: dict[str, str], queue: str) -> None:
         super().__init__(daemon=True)
         self.url, self.queue = url, queue
         self.session = requests.Session()
         self.session.headers.update(headers)
-        self.fires: list[tuple[str, int, float]] = []
+        self.fires: list[tuple[str, str, int, float]] = []
         self.stopping = threading.Event()
         self.errors = 0
 
@@ -86,16 +97,19 @@ class Consumer(threading.Thread):
                 continue
             messages = answer.json()["messages"]
             for message in messages:
-                self.fires.append(
-                    (message["body"]["schedule"], epoch_ms(message["due"]), claimed_at)
-                )
+                schedule = message["body"]["schedule"]
+                self.fires.append((schedule, message["id"], epoch_ms(message["due"]), claimed_at))
             claim_id = messages[0]["href"].rsplit("claim_id=", 1)[1]
             ids = ",".join(m["id"] for m in messages)
-            self.session.delete(
-                f"{self.url}/v2/queues/{self.queue}/messages",
-                params={"ids": ids, "claim_ids": claim_id},
-                timeout=30,
-            )
+            try:
+                self.session.delete(
+                    f"{self.url}/v2/queues/{self.queue}/messages",
+                    params={"ids": ids, "claim_ids": claim_id},
+                    timeout=30,
+                )
+            except requests.RequestException:
+                # Its worker was killed: the claim ends and the messages come back.
+                self.errors += 1
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -117,14 +131,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         names = []
         for index in range(args.schedules):
             queue, name = queues[index % len(queues)], f"s{index}"
-            document = {"every": 1, "message": {"body": {"schedule": name}, "ttl": 300}}
+            document = {
+                "every": 1,
+                "misfire": args.misfire,
+                "message": {"body": {"schedule": name}, "ttl": 300},
+            }
             sent_ms = time.time() * 1000
             answer = http.put(f"{service.url}/v2/queues/{queue}/schedules/{name}", json=document)
             assert answer.status_code == 201, answer.text
             names.append((queue, name))
             lifetimes[name] = [sent_ms, 0.0]
         written_ms = time.time() * 1000
-        time.sleep(args.seconds)
+        time.sleep(args.seconds / 2)
+        killed = kill(service, args.kill)
+        time.sleep(args.seconds / 2)
         for queue, name in names:
             http.delete(f"{service.url}/v2/queues/{queue}/schedules/{name}")
             lifetimes[name][1] = time.time() * 1000
@@ -135,7 +155,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             consumer.join(timeout=60)
     finally:
         service.stop()
-    return report(consumers, written_ms, stopped_ms, lifetimes, args)
+    return {**report(consumers, written_ms, stopped_ms, lifetimes, args), "kill": killed}
+
+
+def kill(service: ServiceProcess, what: str) -> dict[str, Any] | None:
+    """SIGKILL a worker or the embedded store (nothing for "none"); what, its pid, when, and
+    whether it was gone after."""
+    if what == "none":
+        return None
+    pid = service.worker_pids()[0] if what == "worker" else service.store_pid()
+    os.kill(pid, signal.SIGKILL)
+    killed_ms = time.time() * 1000
+    with contextlib.suppress(RuntimeError):  # reported: gone is False
+        wait_until(lambda: is_gone(pid), 10, f"the killed {what}")
+    return {"what": what, "pid": pid, "gone": is_gone(pid), "at_ms": killed_ms}
 
 
 def report(
@@ -147,24 +180,35 @@ def report(
 ) -> dict[str, Any]:
     # On-time fires are due exactly at their slot, on the schedule's grid of whole seconds
     # from its anchor (the grid's phase is the most common due time modulo a second); a late
-    # fire (its slot passed before the fire posted it) is due when it was posted, and its
-    # slot is the grid point before that.
+    # fire (its slot passed before the fire posted it) is due when it was posted. The k late
+    # fires of one schedule posted together (misfire "all" catching up) are the k slots up
+    # to the grid point before that; one alone is that grid point.
     received: dict[str, list[tuple[int, float]]] = collections.defaultdict(list)
+    seen: set[str] = set()
+    claimed_again = 0
     for consumer in consumers:
-        for schedule, due, claimed_at in consumer.fires:
+        for schedule, message_id, due, claimed_at in consumer.fires:
+            if message_id in seen:
+                claimed_again += 1
+                continue
+            seen.add(message_id)
             received[schedule].append((due, claimed_at))
     by_schedule: dict[str, collections.Counter[int]] = collections.defaultdict(collections.Counter)
     on_time: dict[str, collections.Counter[int]] = collections.defaultdict(collections.Counter)
     lateness, early, late_fires = [], 0, 0
     for schedule, fires_of in received.items():
         phase = collections.Counter(due % 1000 for due, _ in fires_of).most_common(1)[0][0]
-        for due, claimed_at in fires_of:
-            slot = due - (due - phase) % 1000
-            late_fires += due != slot
+        posted_together: collections.Counter[int] = collections.Counter()
+        for due, claimed_at in sorted(fires_of):
+            grid = due - (due - phase) % 1000
+            slot = grid - 1000 * posted_together[due]
+            if due != grid:
+                late_fires += 1
+                posted_together[due] += 1
             by_schedule[schedule][slot] += 1
             if due == slot:
                 on_time[schedule][slot] += 1
-            if claimed_at < slot:
+            if claimed_at < due:
                 early += 1
             if slot > written_ms + 1000:
                 lateness.append(claimed_at - slot)
@@ -177,7 +221,7 @@ def report(
     for slots in by_schedule.values():
         ordered = sorted(slots)
         missing += sum((b - a) // 1000 - 1 for a, b in itertools.pairwise(ordered))
-    fires = sum(len(c.fires) for c in consumers)
+    fires = len(seen)
     # A schedule written at w and deleted at d fires at least (d - w) // 1000 - 1 slots and
     # at most (d - w) // 1000 + 1, plus those whose messages were posted ahead (LEAD_MS)
     # before the delete: fires beyond them are extra, short of them lacking.
@@ -195,6 +239,7 @@ def report(
         "seconds": args.seconds,
         "store": args.store or "embedded",
         "push_concurrency": args.push_concurrency,
+        "misfire": args.misfire,
         "fires": fires,
         "fires_per_s": round(fires / max(1.0, (stopped_ms - written_ms) / 1000), 1),
         "schedules_fired": len(by_schedule),
@@ -206,6 +251,7 @@ def report(
         "fired_before_slot": early,
         "lateness_ms": latency_summary(lateness),
         "consumer_errors": sum(c.errors for c in consumers),
+        "claimed_again": claimed_again,
     }
 
 
@@ -218,6 +264,10 @@ def main() -> None:
     parser.add_argument("--store", default="", help="a storage URI (default: embedded)")
     parser.add_argument(
         "--push-concurrency", type=int, default=32, help="[notification] push_concurrency"
+    )
+    parser.add_argument("--misfire", choices=("skip", "all"), default="skip")
+    parser.add_argument(
+        "--kill", choices=("none", "worker", "store"), default="none", help="SIGKILL halfway"
     )
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
     args = parser.parse_args()

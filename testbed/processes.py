@@ -619,6 +619,20 @@ class ServiceProcess:
             terminate(self.process, 20)
             self.process = None
 
+    def worker_pids(self) -> list[int]:
+        """The gunicorn workers (the master's descendants that run the server's module)."""
+        assert self.process is not None
+        workers = []
+        for pid in process_tree(self.process.pid)[1:]:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    command = f.read()
+            except OSError:
+                continue  # gone meanwhile
+            if b"zaqar_delay.cmd.server" in command:
+                workers.append(pid)
+        return workers
+
     def store_pid(self) -> int:
         """The pid of the embedded store's redis-server (from its pid file)."""
         with open(os.path.join(self.data_dir, "redis.pid")) as f:

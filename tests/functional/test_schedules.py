@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from testbed.processes import RedisSentinelGroup, ServiceProcess, is_gone, process_tree
+from testbed.processes import RedisSentinelGroup, ServiceProcess, is_gone
 from tests.helpers.failover import STORE_CONFIG
 from zaqar_delay.conf import STORAGE_URI_ENV
 
@@ -177,22 +177,6 @@ class Run:
                 assert all(b - a >= 500 for a, b in itertools.pairwise(late)), late
 
 
-def worker_pids(service: ServiceProcess) -> list[int]:
-    """The gunicorn workers of the server (the master's children that run Python)."""
-    assert service.process is not None
-    master = service.process.pid
-    workers = []
-    for pid in process_tree(master)[1:]:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                command = f.read()
-        except OSError:
-            continue
-        if b"zaqar_delay.cmd.server" in command:
-            workers.append(pid)
-    return workers
-
-
 def config_file(text: str) -> str:
     path = os.path.join(tempfile.mkdtemp(prefix="zd-schedules-"), "zaqar-delay.conf")
     with open(path, "w") as f:
@@ -231,7 +215,7 @@ def test_kill_9_of_a_worker_mid_run_fires_each_slot_once() -> None:
     try:
         run.start(service.url)
         time.sleep(4)
-        victim = worker_pids(service)[0]
+        victim = service.worker_pids()[0]
         os.kill(victim, 9)
         killed_at = time.time() * 1000
         deadline = time.monotonic() + 10
@@ -241,7 +225,7 @@ def test_kill_9_of_a_worker_mid_run_fires_each_slot_once() -> None:
         # Past the dead worker's leases (three push timeouts), three more fires each.
         run.wait_for_fires_after(killed_at + 3 * PUSH_TIMEOUT_S * 1000 + 1000, 3)
         ended_at = time.time() * 1000
-        assert victim not in worker_pids(service)
+        assert victim not in service.worker_pids()
     finally:
         run.stop()
         service.stop()
