@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 import pathlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,10 +15,10 @@ import pytest
 
 from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, api_on, assert_error
-from tests.helpers.push import dispatching
+from tests.helpers.push import dispatching, senders
 from zaqar_delay.api import views
 from zaqar_delay.conf import JournalSettings, Limits
-from zaqar_delay.push.dispatcher import Dispatcher
+from zaqar_delay.push.dispatcher import TICK_LEASE_MS, Dispatcher
 from zaqar_delay.schedules import names
 from zaqar_delay.schedules.firing import LEAD_MS
 
@@ -168,6 +169,43 @@ def test_ticks_due_together_fire_together_and_a_refused_message_holds_back_no_ot
         assert len(messages(api, limit=40)) == 31
         api.clock.advance(ms=LEAD_MS)
         assert len(claim(api)) == 10  # due at the slot (a claim takes 10 by default)
+
+
+def test_a_tick_whose_fire_hangs_fires_again_after_its_short_lease_and_posts_once(
+    api: Api,
+) -> None:
+    """A dispatcher whose fire hangs (a process stuck, or dead) holds its ticks only
+    ``TICK_LEASE_MS``, not three push timeouts: another fires them then; when the first
+    one's fire ends after all, nothing is posted twice."""
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    released = threading.Event()
+
+    def hanging(*fire: Any) -> list[Exception | None]:
+        released.wait(30)
+        return api.service.schedules.fire_many(*fire)
+
+    stuck = Dispatcher(api.service, senders(fire=hanging), concurrency=4)
+    try:
+        with dispatching(api) as dispatcher:
+            assert stuck.lease_ms > TICK_LEASE_MS
+            api.clock.advance(ms=60_000 - LEAD_MS)
+            [hung] = stuck._lease_round(ahead=False)
+            api.clock.advance(ms=TICK_LEASE_MS - 1)
+            assert dispatcher.run_once() == 0  # still leased
+            api.clock.advance(ms=1)
+            assert dispatcher.run_once() == 1
+            assert messages(api) == [{"job": "sweep"}]
+            released.set()
+            hung.result(timeout=30)
+            stuck.run_once()
+            assert messages(api) == [{"job": "sweep"}]
+            assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == 1
+            api.clock.advance(ms=60_000)
+            assert dispatcher.run_once() == 1  # the chain goes on, once
+            assert len(messages(api)) == 2
+    finally:
+        released.set()
+        stuck.stop()
 
 
 def test_a_schedule_written_again_leaves_the_old_plan_s_tick_without_effect(api: Api) -> None:

@@ -61,6 +61,10 @@ SETTLE_EVERY_S = 0.005
 WAIT_SLICE_S = 0.05
 # Ticks of schedules leased at once from one tick queue: fired together, in one request slot.
 TICKS_PER_BATCH = 200
+# How long a batch of ticks is leased: a tick held by a process that died, or whose outcome
+# the store could not record (an outage), fires again this soon. Two overlapping fires of a
+# tick (a fire slower than this) post nothing twice: every post they make has a dedup id.
+TICK_LEASE_MS = 5000
 
 
 class Dispatcher:
@@ -242,8 +246,9 @@ class Dispatcher:
         request slots they take. A tick queue's ticks are leased up to ``TICKS_PER_BATCH``
         and fired together, in one slot: they are one call in this process, not requests."""
         if is_tick_queue(queue):
+            lease_ms = min(self.lease_ms, TICK_LEASE_MS)
             ticks = self.service.pushes.lease_pushes(
-                project, queue, now_ms, self.lease_ms, TICKS_PER_BATCH, until_ms
+                project, queue, now_ms, lease_ms, TICKS_PER_BATCH, until_ms
             )
             if not ticks:
                 return 0
