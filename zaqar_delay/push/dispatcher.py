@@ -45,10 +45,10 @@ import threading
 
 from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.models import Delivery
-from zaqar_delay.push.schedules import is_tick_queue
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.settling import Attempt, Settler
 from zaqar_delay.push.webhook import Outcome
+from zaqar_delay.schedules.names import is_tick_queue
 from zaqar_delay.service import Service
 
 LOG = logging.getLogger(__name__)

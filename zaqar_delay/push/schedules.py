@@ -15,7 +15,6 @@ from typing import Any
 
 from zaqar_delay.models import Delivery
 from zaqar_delay.push.webhook import Outcome
-from zaqar_delay.schedules import names
 from zaqar_delay.schedules.names import SCHEDULE_SUBSCRIBER
 
 # (project, tick queue, tick bodies, now in ms) -> for each tick None (fired) or what failed:
@@ -26,13 +25,6 @@ FireMany = Callable[[str, str, Sequence[Any], int], list[Exception | None]]
 def is_schedule(subscriber: str) -> bool:
     """Whether ``subscriber`` is a schedule's (the server's own subscriber)."""
     return subscriber == SCHEDULE_SUBSCRIBER
-
-
-def is_tick_queue(queue: str) -> bool:
-    """Whether ``queue`` is a tick queue (only the server writes one: every push it owes is
-    a tick)."""
-    parsed = names.parse(queue)
-    return parsed is not None and parsed.kind == "ticks"
 
 
 class ScheduleSender:

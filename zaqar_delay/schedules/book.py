@@ -65,16 +65,19 @@ class Schedules:
         store = self.stores.place(project, queue)
         current = store.get_metadata(project, queue)
         new = current is None or "schedule" not in current
+        written = current
         if current is None:
             self._check_quota(project, target)
-            store.create_queue(project, queue, self._metadata(stored, 1, now_ms), now_ms)
+            written = self._metadata(stored, 1, now_ms)
+            store.create_queue(project, queue, written, now_ms)
         elif current.get("schedule") != stored:
             generation = int(current.get("generation", 0)) + 1
-            store.set_metadata(project, queue, self._metadata(stored, generation, now_ms))
+            written = self._metadata(stored, generation, now_ms)
+            store.set_metadata(project, queue, written)
         # Every write: a write cut short may have left the tick queue without its
         # subscription; subscribing again answers the one there is.
         self._subscribe(project, names.tick_queue(target), now_ms)
-        self._tick_next(project, target, name, now_ms)
+        self._tick_next(project, target, name, written, now_ms)
         return new
 
     def patch(
@@ -110,9 +113,7 @@ class Schedules:
     def get(self, project: str, target: str, name: str, now_ms: int) -> dict[str, Any]:
         """The stored body, with ``next`` (the next five slots, none when paused),
         ``last_fire`` (its slot, message id and when it fired) and ``fires``."""
-        metadata = self._definition_metadata(project, target, name)
-        if metadata is None:
-            raise errors.NotFound(f"Schedule {name} does not exist in {topics.described(target)}")
+        metadata = self._existing(project, target, name)
         schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
         state = self.records.state(project, target, name)
         fires = int(state.get("fires", 0))
@@ -161,9 +162,12 @@ class Schedules:
 
     # -- inside ------------------------------------------------------------------------------
 
-    def _tick_next(self, project: str, target: str, name: str, now_ms: int) -> None:
-        metadata = self._definition_metadata(project, target, name)
-        if metadata is None:
+    def _tick_next(
+        self, project: str, target: str, name: str, metadata: Metadata | None, now_ms: int
+    ) -> None:
+        """Post the tick of the schedule's next slot after both now and its last fire
+        (``metadata``: its definition as just written; none when it is not a schedule's)."""
+        if metadata is None or "schedule" not in metadata:
             return
         schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
         if schedule.paused:
@@ -174,14 +178,15 @@ class Schedules:
         if tick is not None:
             self.records.post_ticks(project, target, [tick], SCHEDULER_CLIENT_ID, now_ms)
 
-    def _definition_metadata(self, project: str, target: str, name: str) -> Metadata | None:
-        return self.records.definition(project, target, name)
-
-    def _definition(self, project: str, target: str, name: str) -> dict[str, Any]:
-        metadata = self._definition_metadata(project, target, name)
+    def _existing(self, project: str, target: str, name: str) -> Metadata:
+        """The schedule's definition queue's metadata; NotFound when it does not exist."""
+        metadata = self.records.definition(project, target, name)
         if metadata is None:
             raise errors.NotFound(f"Schedule {name} does not exist in {topics.described(target)}")
-        return dict(metadata["schedule"])
+        return metadata
+
+    def _definition(self, project: str, target: str, name: str) -> dict[str, Any]:
+        return dict(self._existing(project, target, name)["schedule"])
 
     @staticmethod
     def _metadata(stored: Mapping[str, Any], generation: int, now_ms: int) -> Metadata:

@@ -46,7 +46,8 @@ Post = Callable[[str, str, bytes, str], Posted]
 @dataclasses.dataclass(frozen=True, slots=True)
 class Firing:
     """A tick that fires: its schedule, the slots it posts now (by dedup key: none when the
-    tick only passes the chain on), and what it knows of the fires before it."""
+    tick only passes the chain on), what it knows of the fires before it, and how many slots
+    came from its own to now (those it does not post are missed)."""
 
     name: str
     metadata: Metadata
@@ -54,6 +55,7 @@ class Firing:
     tick_slot: int
     fires_before: int
     slots: Mapping[str, int]
+    passed: int = 0
 
 
 def successor(
@@ -108,8 +110,11 @@ class Ticks:
             if not isinstance(body, dict):
                 continue
             name = str(body.get("schedule", ""))
-            (groups.append([index]) if name in seen else together.append(index))
-            seen.add(name)
+            if name in seen:
+                groups.append([index])
+            else:
+                together.append(index)
+                seen.add(name)
         groups.appendleft(together)
         while groups:
             group = groups.popleft()
@@ -185,11 +190,8 @@ class Ticks:
         self.records.write_states(project, target, states, now_ms)
         for firing in firings:
             if firing.name in fired:
-                passed = firing.schedule.plan.passed(
-                    firing.tick_slot - 1, max(now_ms, firing.tick_slot), firing.fires_before
-                )
                 posted = fired[firing.name]
-                missed = max(0, passed - len(posted))
+                missed = max(0, firing.passed - len(posted))
                 self.lifecycle.scheduled(project, target, firing.name, posted, missed, now_ms)
         self.records.post_ticks(project, target, ticks, SCHEDULER_CLIENT_ID, now_ms)
 
@@ -207,9 +209,9 @@ class Ticks:
         if schedule.paused:
             return None
         slot, fires = int(tick_body["slot"]), int(tick_body.get("fires", 0))
-        due = schedule.plan.missed(slot - 1, max(now_ms, slot), fires)
+        due, passed = schedule.plan.catch_up(slot - 1, max(now_ms, slot), fires)
         slots: dict[str, int] = {}
         if due:
             keyed = {str(s): s for s in due} if schedule.plan.misfire == "all" else {}
             slots = keyed or {str(slot): due[-1]}
-        return Firing(name, metadata, schedule, slot, fires, slots)
+        return Firing(name, metadata, schedule, slot, fires, slots, passed)

@@ -74,6 +74,12 @@ def parse(stored: str) -> Parsed | None:
     return None
 
 
+def is_tick_queue(stored: str) -> bool:
+    """Whether ``stored`` is a target's tick queue."""
+    parsed = parse(stored)
+    return parsed is not None and parsed.kind == "ticks"
+
+
 def schedule_of(stored: str, target: str) -> str | None:
     """The name of ``target``'s schedule whose definition queue is ``stored``, else None."""
     parsed = parse(stored)

@@ -81,28 +81,26 @@ class Plan:
         return list(itertools.islice(self.slots_after(after_ms, fired), count))
 
     def missed(self, last_ms: int, now_ms: int, fired: int = 0) -> list[int]:
-        """The slots after ``last_ms`` and up to ``now_ms`` that fire now, by ``misfire``:
-        the latest one (``skip``), or each, at most the latest ``MAX_CATCH_UP`` (``all``)."""
-        due = []
+        """The slots after ``last_ms`` and up to ``now_ms`` that fire now (:meth:`catch_up`)."""
+        return self.catch_up(last_ms, now_ms, fired)[0]
+
+    def catch_up(self, last_ms: int, now_ms: int, fired: int = 0) -> tuple[list[int], int]:
+        """The slots after ``last_ms`` and up to ``now_ms`` that fire now, by ``misfire``
+        (the latest one with ``skip``; each, at most the latest ``MAX_CATCH_UP``, with
+        ``all``), and how many slots that span held (counted up to ``MAX_COUNTED``): those
+        not fired now are missed. One walk over the slots gives both."""
+        due: list[int] = []
+        passed = 0
         for slot in self.slots_after(last_ms, fired):
             if slot > now_ms:
                 break
+            passed += 1
             due.append(slot)
             if self.misfire == "skip":
                 due = due[-1:]
             elif len(due) > MAX_CATCH_UP:
                 due = due[-MAX_CATCH_UP:]
-        return due
-
-    def passed(self, last_ms: int, now_ms: int, fired: int = 0) -> int:
-        """How many slots came after ``last_ms`` and up to ``now_ms`` (counted up to
-        ``MAX_COUNTED``): those a late fire skipped are missed."""
-        counted = 0
-        for slot in self.slots_after(last_ms, fired):
-            if slot > now_ms or counted >= MAX_COUNTED:
-                break
-            counted += 1
-        return counted
+        return due, min(passed, MAX_COUNTED)
 
     def _cron_slots(self, after_ms: int) -> Iterator[int]:
         assert self.cron is not None
