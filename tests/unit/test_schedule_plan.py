@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import unittest.mock
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zaqar_delay import errors
 from zaqar_delay.schedules import plan
@@ -105,6 +108,108 @@ def test_missed_slots_fire_by_the_misfire_policy() -> None:
     caught_up = every.missed(start, long_outage)
     assert len(caught_up) == MAX_CATCH_UP and caught_up[-1] == long_outage
     assert every.missed(start, start + 59_999) == []
+
+
+def walked_catch_up(schedule: Plan, last_ms: int, now_ms: int, fired: int) -> tuple[list[int], int]:
+    """What a catch-up is, slot by slot: the reference the bounded one is held to."""
+    keep = 1 if schedule.misfire == "skip" else MAX_CATCH_UP
+    passed = take_while_due(schedule.slots_after(last_ms, fired), now_ms)
+    return passed[-keep:], min(len(passed), plan.MAX_COUNTED)
+
+
+def take_while_due(slots: Any, now_ms: int) -> list[int]:
+    return list(itertools.takewhile(lambda s: s <= now_ms, slots))
+
+
+HOUR_MS = 3_600_000
+# Spans that cross Paris's and New York's daylight-saving transitions of 2026.
+TRANSITIONS = [ms("2026-03-29T01:00:00+00:00"), ms("2026-10-25T01:00:00+00:00")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    every=st.integers(1, 7200),
+    start_offset=st.one_of(st.none(), st.integers(-10 * HOUR_MS, 10 * HOUR_MS)),
+    end_offset=st.one_of(st.none(), st.integers(0, 40 * HOUR_MS)),
+    limit=st.one_of(st.none(), st.integers(1, 500)),
+    fired=st.integers(0, 600),
+    last_offset=st.integers(-5 * HOUR_MS, 5 * HOUR_MS),
+    span=st.integers(0, 30 * HOUR_MS),
+    misfire=st.sampled_from(plan.MISFIRE_POLICIES),
+)
+def test_an_interval_catch_up_is_the_slots_walked_one_by_one(
+    every: int,
+    start_offset: int | None,
+    end_offset: int | None,
+    limit: int | None,
+    fired: int,
+    last_offset: int,
+    span: int,
+    misfire: str,
+) -> None:
+    start_at = None if start_offset is None else NOW + start_offset
+    end_at = None if end_offset is None else (start_at or NOW) + end_offset + 1
+    schedule = Plan(
+        every_s=every,
+        start_at_ms=start_at,
+        end_at_ms=end_at,
+        limit=limit,
+        misfire=misfire,
+        anchor_ms=NOW if start_at is None else start_at,
+    )
+    last = NOW + last_offset
+    assert schedule.catch_up(last, last + span, fired) == walked_catch_up(
+        schedule, last, last + span, fired
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cron=st.sampled_from(["* * * * *", "*/7 * * * *", "30 2 * * *", "0 * * * 1-5", "15 1-3 * * *"]),
+    timezone=st.sampled_from(["UTC", "Europe/Paris", "America/New_York"]),
+    transition=st.sampled_from(TRANSITIONS),
+    last_offset=st.integers(-30 * HOUR_MS, 0),
+    span=st.integers(0, 60 * HOUR_MS),
+    misfire=st.sampled_from(plan.MISFIRE_POLICIES),
+    counted=st.sampled_from([5, 40, plan.MAX_COUNTED]),
+)
+def test_a_cron_catch_up_is_the_slots_walked_one_by_one_however_long_the_span(
+    cron: str,
+    timezone: str,
+    transition: int,
+    last_offset: int,
+    span: int,
+    misfire: str,
+    counted: int,
+) -> None:
+    """Spans of more slots than ``MAX_COUNTED`` (made small here) read their latest slots back
+    from the end; they are the same slots as a walk gives, through daylight-saving changes."""
+    schedule = Plan(cron=cron, timezone=timezone, misfire=misfire)
+    last = transition + last_offset
+    with unittest.mock.patch.object(plan, "MAX_COUNTED", counted):
+        assert schedule.catch_up(last, last + span, 0) == walked_catch_up(
+            schedule, last, last + span, 0
+        )
+
+
+def test_a_catch_up_after_centuries_counts_its_slots_without_walking_them() -> None:
+    """An every-second plan a thousand years late has 31 billion slots: walked one by one,
+    this test would run past its timeout. A minutely cron plan a century late finds its
+    latest slot, not one within the years a cron plan is searched ahead."""
+    start = ms("2026-11-29T10:00:00+00:00")
+    millennium = start + 1000 * 365 * 24 * HOUR_MS
+    every = Plan(every_s=1, start_at_ms=start, anchor_ms=start, misfire="all")
+    due, passed = every.catch_up(start, millennium + 999)
+    assert due == [millennium - k * 1000 for k in reversed(range(MAX_CATCH_UP))]
+    assert passed == plan.MAX_COUNTED
+    century = start + 100 * 365 * 24 * HOUR_MS
+    minutes = Plan(cron="* * * * *", end_at_ms=century - 30_000)
+    due, passed = minutes.catch_up(start, century)
+    assert due == [century - 60_000] and passed == plan.MAX_COUNTED
+    assert take_while_due(minutes.slots_after(century - 120_001), century) == [
+        century - 120_000,
+        century - 60_000,
+    ]
 
 
 NOW = ms("2026-11-29T10:00:00+00:00")

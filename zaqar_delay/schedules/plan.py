@@ -14,7 +14,9 @@ fires at, in epoch milliseconds.
   from when the schedule was written (``k >= 1``).
 - After an outage the slots missed are fired as ``misfire`` says: ``skip`` (the default) fires
   the latest missed slot once; ``all`` fires each, at most ``MAX_CATCH_UP`` of them (the
-  latest ones).
+  latest ones). Finding them costs the same however long the outage was: interval slots are
+  counted, not walked, and a cron span of more than ``MAX_COUNTED`` slots is read back from
+  its end.
 
 A plan with no slot left after the time it is written (past its ``end_at``, or a cron
 expression that never matches within ``MAX_SEARCH_YEARS``) is refused.
@@ -22,6 +24,7 @@ expression that never matches within ``MAX_SEARCH_YEARS``) is refused.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import functools
@@ -38,8 +41,8 @@ from zaqar_delay.validation import EPOCH, INT64_MAX, epoch_ms_of, is_int
 MISFIRE_POLICIES = ("skip", "all")
 # The most slots one catch-up fires with misfire "all".
 MAX_CATCH_UP = 100
-# The most missed slots one late fire counts.
-MAX_COUNTED = 100_000
+# The most missed slots one late fire counts; a cron span is walked that far at most.
+MAX_COUNTED = 10_000
 # The longest interval, and how far ahead a cron expression's next slot is looked for.
 MAX_EVERY_S = 366 * 86400
 MAX_SEARCH_YEARS = 5
@@ -67,7 +70,7 @@ class Plan:
         if self.limit is not None and fired >= self.limit:
             return
         left = None if self.limit is None else self.limit - fired
-        floor = after_ms if self.start_at_ms is None else max(after_ms, self.start_at_ms - 1)
+        floor = self._floor(after_ms)
         slots = self._cron_slots(floor) if self.cron is not None else self._interval_slots(floor)
         for count, slot in enumerate(slots):
             if left is not None and count >= left:
@@ -88,19 +91,67 @@ class Plan:
         """The slots after ``last_ms`` and up to ``now_ms`` that fire now, by ``misfire``
         (the latest one with ``skip``; each, at most the latest ``MAX_CATCH_UP``, with
         ``all``), and how many slots that span held (counted up to ``MAX_COUNTED``): those
-        not fired now are missed. One walk over the slots gives both."""
-        due: list[int] = []
+        not fired now are missed. The slots are those :meth:`slots_after` gives, with one
+        exception: a cron span of more than ``MAX_COUNTED`` slots under a ``limit`` fires its
+        latest slots before now even where the limit would have ended the span sooner (it
+        still fires no more than the fires the limit leaves)."""
+        keep = 1 if self.misfire == "skip" else MAX_CATCH_UP
+        if self.cron is None:
+            return self._interval_catch_up(last_ms, now_ms, fired, keep)
+        due: collections.deque[int] = collections.deque(maxlen=keep)
         passed = 0
         for slot in self.slots_after(last_ms, fired):
             if slot > now_ms:
                 break
+            if passed == MAX_COUNTED:
+                return self._latest_cron_slots(last_ms, now_ms, keep), passed
             passed += 1
             due.append(slot)
-            if self.misfire == "skip":
-                due = due[-1:]
-            elif len(due) > MAX_CATCH_UP:
-                due = due[-MAX_CATCH_UP:]
-        return due, min(passed, MAX_COUNTED)
+        return list(due), passed
+
+    def _interval_catch_up(
+        self, last_ms: int, now_ms: int, fired: int, keep: int
+    ) -> tuple[list[int], int]:
+        """:meth:`catch_up` of an interval plan, by arithmetic on the slot numbers ``k`` of
+        ``anchor_ms + k * every``: the first after ``last_ms`` (as :meth:`slots_after`) and
+        the last by ``now_ms``, ``end_at`` and the fires ``limit`` leaves."""
+        assert self.every_s is not None
+        if self.limit is not None and fired >= self.limit:
+            return [], 0
+        every_ms = self.every_s * 1000
+        floor = self._floor(last_ms)
+        first = max(
+            0 if self.start_at_ms is not None else 1, (floor - self.anchor_ms) // every_ms + 1
+        )
+        bound = now_ms if self.end_at_ms is None else min(now_ms, self.end_at_ms)
+        last = (bound - self.anchor_ms) // every_ms
+        if self.limit is not None:
+            last = min(last, first + self.limit - fired - 1)
+        due = [self.anchor_ms + k * every_ms for k in range(max(first, last - keep + 1), last + 1)]
+        return due, min(max(0, last - first + 1), MAX_COUNTED)
+
+    def _latest_cron_slots(self, after_ms: int, now_ms: int, count: int) -> list[int]:
+        """The latest ``count`` cron slots after ``after_ms`` and by ``now_ms`` and ``end_at``:
+        the earliest of them is found backwards from the end, and they are then read
+        forwards, so a time zone's transitions are handled as :meth:`slots_after` does."""
+        assert self.cron is not None
+        bound = now_ms if self.end_at_ms is None else min(now_ms, self.end_at_ms)
+        zone = zoneinfo.ZoneInfo(self.timezone)
+        # Reverse iteration gives the slots strictly before its start.
+        end = datetime.datetime.fromtimestamp((bound + 1) / 1000, zone)
+        earliest = bound
+        for moment in itertools.islice(CronSim(self.cron, end, reverse=True), count):
+            earliest = _epoch_ms(moment)
+        latest: collections.deque[int] = collections.deque(maxlen=count)
+        for slot in self._cron_slots(max(earliest - 1, self._floor(after_ms))):
+            if slot > bound:
+                break
+            latest.append(slot)
+        return list(latest)
+
+    def _floor(self, after_ms: int) -> int:
+        """What slots come strictly after: ``after_ms``, or just before ``start_at``."""
+        return after_ms if self.start_at_ms is None else max(after_ms, self.start_at_ms - 1)
 
     def _cron_slots(self, after_ms: int) -> Iterator[int]:
         assert self.cron is not None
