@@ -17,6 +17,7 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
+from zaqar_delay.storage.claim_records import claim_of
 from zaqar_delay.storage.mongodb.common import (
     Doc,
     MongoBase,
@@ -172,14 +173,7 @@ class ClaimOps(MongoBase):
         held = self._messages.find(
             {**self._queue_filter(project, queue), "cid": claim_id, "ce": {"$gt": now_ms}}
         ).sort([("d", 1), ("k", 1)])
-        return Claim(
-            claim_id,
-            int(claim["t"]),
-            int(claim["g"]),
-            int(claim["u"]),
-            int(claim["e"]),
-            tuple(message_of(d, now_ms) for d in held),
-        )
+        return claim_of(claim_id, claim, (message_of(d, now_ms) for d in held))
 
     def renew_claim(
         self, project: str, queue: str, claim_id: str, ttl_s: int, grace_s: int, now_ms: int

@@ -23,6 +23,7 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage import markers
+from zaqar_delay.storage.claim_records import claim_of
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, message_of, redelivery_due
 from zaqar_delay.storage.swift.due_order import (
@@ -200,13 +201,8 @@ class ClaimOps(TakeOps):
         if record is None:
             raise errors.ClaimDoesNotExist(claim_id, queue, project)
         held = self._held(project, queue, claim_id, record, now_ms)
-        return Claim(
-            claim_id,
-            int(record["t"]),
-            int(record["g"]),
-            int(record["u"]),
-            int(record["e"]),
-            tuple(message_of(i, doc, slot, now_ms) for i, doc, slot in held),
+        return claim_of(
+            claim_id, record, (message_of(i, doc, slot, now_ms) for i, doc, slot in held)
         )
 
     def renew_claim(
