@@ -10,30 +10,13 @@ import json
 from typing import Any
 
 import hypothesis.strategies as st
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from tests.helpers.api import Api
+from tests.helpers.fuzz import FUZZ, assert_no_server_error, hostile_text, json_values
 
 SUBS = "/v2/queues/q/subscriptions"
 
-json_scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=False),
-    st.text(max_size=40),
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
-hostile_text = st.text(
-    alphabet=st.sampled_from(list("aZ09-._~:/?#[]@!$&'()*+,;=% \r\n\t\x00\uff03\u200b\ud800é")),
-    max_size=20,
-)
 hosts = st.one_of(
     st.ip_addresses(v=4).map(str),
     st.ip_addresses(v=6).map(lambda ip: f"[{ip}]"),
@@ -94,20 +77,6 @@ documents = st.one_of(
         optional={"subscriber": subscribers | json_values, "ttl": json_values, "options": options},
     ),
 )
-
-
-# Each example is a few requests on a real store: more examples cost seconds, not minutes.
-FUZZ = settings(
-    max_examples=200,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-
-
-def assert_no_server_error(answer: Any) -> None:
-    assert answer.status_code < 500, answer.text
-    if answer.status_code >= 400:
-        assert answer.json["title"] and answer.json["description"]
 
 
 @FUZZ

@@ -237,6 +237,8 @@ NOW = ms("2026-11-29T10:00:00+00:00")
         ({"every": 60, "limit": 0}, "positive integer"),
         ({"every": 60, "misfire": "some"}, '"skip" or "all"'),
         ({"every": 60, "end_at": "2020-01-01T00:00:00Z"}, "no slot after now"),
+        ({"cron": "* * * * *", "start_at": "9999-12-31T23:59:59Z"}, "before 9000-01-01"),
+        ({"cron": "0 0 29 2 *", "start_at": "8998-01-01T00:00:00Z"}, "no slot after now"),
     ],
 )
 def test_a_plan_that_cannot_be_is_refused_saying_why(
@@ -274,3 +276,13 @@ def test_a_parsed_plan_keeps_what_the_body_said() -> None:
         anchor_ms=ms("2027-01-01T00:00:00+01:00"),
     )
     assert utc(parsed.next_slots(NOW, 1)) == ["2027-01-01T08:00Z"]  # a Friday
+
+
+def test_no_slot_is_after_the_year_9000() -> None:
+    """Slots stop at ``LATEST_SLOT_MS``, well inside Python's dates, whatever the plan."""
+    start = plan.LATEST_SLOT_MS - 10 * 60_000
+    minutes = Plan(cron="* * * * *", timezone="Etc/GMT+12", start_at_ms=start)
+    assert minutes.next_slots(start - 1, 20) == [start + k * 60_000 for k in range(11)]
+    yearly = Plan(every_s=366 * 86400, start_at_ms=start, anchor_ms=start, misfire="all")
+    assert yearly.next_slots(start - 1, 5) == [start]
+    assert yearly.catch_up(start - 1, plan.LATEST_SLOT_MS + 10**12) == ([start], 1)

@@ -19,7 +19,9 @@ fires at, in epoch milliseconds.
   its end.
 
 A plan with no slot left after the time it is written (past its ``end_at``, or a cron
-expression that never matches within ``MAX_SEARCH_YEARS``) is refused.
+expression that never matches within ``MAX_SEARCH_YEARS``) is refused. No slot is later than
+``LATEST_SLOT_MS`` (the year 9000): far past any use, and far enough from the end of Python's
+dates (9999) for time zones and a cron search ahead to stay within them.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ MAX_COUNTED = 10_000
 # The longest interval, and how far ahead a cron expression's next slot is looked for.
 MAX_EVERY_S = 366 * 86400
 MAX_SEARCH_YEARS = 5
+LATEST_SLOT = datetime.datetime(9000, 1, 1, tzinfo=datetime.UTC)
+LATEST_SLOT_MS = (LATEST_SLOT - EPOCH) // datetime.timedelta(milliseconds=1)
 MAX_CRON_LENGTH = 200
 PLAN_KEYS = frozenset(("cron", "timezone", "every", "start_at", "end_at", "limit", "misfire"))
 
@@ -75,7 +79,7 @@ class Plan:
         for count, slot in enumerate(slots):
             if left is not None and count >= left:
                 return
-            if self.end_at_ms is not None and slot > self.end_at_ms:
+            if slot > self._last_ms():
                 return
             yield slot
 
@@ -123,8 +127,7 @@ class Plan:
         first = max(
             0 if self.start_at_ms is not None else 1, (floor - self.anchor_ms) // every_ms + 1
         )
-        bound = now_ms if self.end_at_ms is None else min(now_ms, self.end_at_ms)
-        last = (bound - self.anchor_ms) // every_ms
+        last = (min(now_ms, self._last_ms()) - self.anchor_ms) // every_ms
         if self.limit is not None:
             last = min(last, first + self.limit - fired - 1)
         due = [self.anchor_ms + k * every_ms for k in range(max(first, last - keep + 1), last + 1)]
@@ -135,7 +138,7 @@ class Plan:
         the earliest of them is found backwards from the end, and they are then read
         forwards, so a time zone's transitions are handled as :meth:`slots_after` does."""
         assert self.cron is not None
-        bound = now_ms if self.end_at_ms is None else min(now_ms, self.end_at_ms)
+        bound = min(now_ms, self._last_ms())
         zone = zoneinfo.ZoneInfo(self.timezone)
         # Reverse iteration gives the slots strictly before its start.
         end = datetime.datetime.fromtimestamp((bound + 1) / 1000, zone)
@@ -149,6 +152,10 @@ class Plan:
             latest.append(slot)
         return list(latest)
 
+    def _last_ms(self) -> int:
+        """The latest a slot may be: ``end_at``, at most ``LATEST_SLOT_MS``."""
+        return LATEST_SLOT_MS if self.end_at_ms is None else min(self.end_at_ms, LATEST_SLOT_MS)
+
     def _floor(self, after_ms: int) -> int:
         """What slots come strictly after: ``after_ms``, or just before ``start_at``."""
         return after_ms if self.start_at_ms is None else max(after_ms, self.start_at_ms - 1)
@@ -157,7 +164,9 @@ class Plan:
         assert self.cron is not None
         zone = zoneinfo.ZoneInfo(self.timezone)
         start = datetime.datetime.fromtimestamp(after_ms / 1000, zone)
-        horizon = start + datetime.timedelta(days=366 * MAX_SEARCH_YEARS)
+        if start >= LATEST_SLOT:
+            return
+        horizon = min(start + datetime.timedelta(days=366 * MAX_SEARCH_YEARS), LATEST_SLOT)
         for moment in CronSim(self.cron, start):
             if moment > horizon:
                 return
@@ -193,6 +202,8 @@ def parse(document: Mapping[str, Any], now_ms: int, min_interval_s: int) -> Plan
             f"interval, [schedules] min_interval) to {MAX_EVERY_S}."
         )
     start_at, end_at = _moment(document, "start_at"), _moment(document, "end_at")
+    if start_at is not None and start_at > LATEST_SLOT_MS:
+        raise errors.InvalidRequest("start_at must be before 9000-01-01T00:00:00Z.")
     if start_at is not None and end_at is not None and end_at <= start_at:
         raise errors.InvalidRequest("end_at must be after start_at.")
     limit = document.get("limit")
