@@ -90,8 +90,12 @@ def test_urlencoded_body_is_refused(api: Api) -> None:
     assert_error(result, 400, "Invalid Content-Type")
 
 
-def test_accept_must_allow_json(api: Api) -> None:
-    assert api.get("/v2/queues", headers={"Accept": "text/html"}).status_code == 406
+@pytest.mark.parametrize("accept", ["text/html", "application/xml", "image/png;q=0.5"])
+def test_accept_must_allow_json_and_the_refusal_is_json_anyway(api: Api, accept: str) -> None:
+    refused = api.get("/v2/queues", headers={"Accept": accept})
+    assert_error(refused, 406, "406 Not Acceptable")
+    assert refused.headers["content-type"] == "application/json"
+    assert "application/json" in refused.json["description"]
     assert api.get("/v2/queues", headers={"Accept": "*/*"}).status_code == 200
 
 
@@ -100,9 +104,11 @@ def test_unknown_route_and_method(api: Api) -> None:
     pooled = isinstance(api.service.stores, PooledStores)
     assert api.get("/v2/pools").status_code == (200 if pooled else 404)
     assert api.get("/v2/flavors").status_code == (200 if pooled else 404)
-    assert api.get("/v2/nothing").status_code == 404
+    assert_error(api.get("/v2/nothing"), 404, "404 Not Found", "There is no resource at this path.")
     result = api.post("/v2/queues/q")
-    assert result.status_code == 405
+    assert_error(
+        result, 405, "405 Method Not Allowed", "This resource does not answer this method."
+    )
     assert "PUT" in result.headers["allow"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -60,6 +61,25 @@ def handle_unexpected(
     )
 
 
+# What an error falcon raises by itself (no route, no responder) says.
+ROUTING_DESCRIPTIONS = {
+    404: "There is no resource at this path.",
+    405: "This resource does not answer this method.",
+}
+
+
+def serialize_as_json(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError) -> None:
+    """Every error as a JSON document with a title and a description, whatever the client
+    says it accepts. falcon's own serializer answers XML to a client that prefers it and
+    nothing at all to one that accepts neither, so the 406 that tells such a client to
+    accept JSON would say nothing; and its routing errors have no description."""
+    document = exc.to_dict()
+    document.setdefault("description", ROUTING_DESCRIPTIONS.get(exc.status_code, exc.title))
+    resp.data = json.dumps(document).encode()
+    resp.content_type = falcon.MEDIA_JSON
+
+
 def register(app: falcon.App[falcon.Request, falcon.Response]) -> None:
+    app.set_error_serializer(serialize_as_json)
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(errors.ZaqarDelayError, handle_service_error)
