@@ -1,0 +1,77 @@
+"""Property-based fuzz of WebSocket request frames (``api/websocket/frames.py``): whatever
+a frame holds (any JSON, or an action with hostile headers and body fields), its answer is a
+response frame whose status is no 5xx, and a refusal says why."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import given
+
+from tests.helpers.api import CLIENT_ID, Api, api_on
+from tests.helpers.fuzz import FUZZ, hostile_text, json_values
+from zaqar_delay.api.websocket.actions import ACTIONS
+from zaqar_delay.api.websocket.frames import Frames
+
+SESSION = {"SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8888", "HTTP_HOST": "127.0.0.1:8888"}
+FIELDS = [
+    "queue_name",
+    "message_id",
+    "message_ids",
+    "claim_id",
+    "subscription_id",
+    "subscriber",
+    "messages",
+    "metadata",
+    "ttl",
+    "grace",
+    "limit",
+    "marker",
+    "echo",
+    "include_claimed",
+    "detailed",
+    "pop",
+    "options",
+    "resource_types",
+]
+names = st.sampled_from(["q", "a" * 65, "", "../q"]) | hostile_text
+field_values = names | json_values
+headers = st.fixed_dictionaries(
+    {"Client-ID": st.just(CLIENT_ID) | hostile_text, "X-Project-ID": st.just("p") | hostile_text},
+    optional={
+        "X-Roles": hostile_text,
+        "URL-Signature": hostile_text,
+        "URL-Expires": hostile_text,
+        "Accept": hostile_text,
+        "Content-Length": hostile_text,
+    },
+) | st.dictionaries(hostile_text, hostile_text | json_values, max_size=3)
+frames = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {
+            "action": st.sampled_from(sorted(ACTIONS)) | hostile_text | json_values,
+            "headers": headers | json_values,
+            "body": st.dictionaries(st.sampled_from(FIELDS) | hostile_text, field_values)
+            | json_values,
+        }
+    ),
+)
+
+
+@pytest.fixture
+def api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from api_on(request, "embedded")
+
+
+@FUZZ
+@given(frame=frames)
+def test_no_frame_is_answered_with_a_server_error(api: Api, frame: Any) -> None:
+    answer = Frames(api.client.app, SESSION, keystone=False).answer(frame)
+    status = answer["headers"]["status"]
+    assert 100 <= status < 500, answer
+    if status >= 400:
+        assert answer["body"], answer
