@@ -24,6 +24,17 @@ def loads(payload: bytes) -> Any:
         raise errors.InvalidBody("Request body could not be parsed.") from exc
 
 
+def is_unicode(document: Any) -> bool:
+    """Whether every string of a decoded document, keys too, is Unicode text. A ``"\\ud800"``
+    escape decodes to a lone surrogate, which only a JSON escape can carry: not UTF-8, so
+    not a store that keeps the string as text."""
+    try:
+        json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 # One encoder for every call: json.dumps() with options builds a new one each time.
 # ASCII output: a lone surrogate from a "\\ud800" escape stays an escape, never bad UTF-8.
 _COMPACT = json.JSONEncoder(separators=(",", ":"))

@@ -243,14 +243,8 @@ def dedup_id(document: Mapping[str, Any]) -> str:
         raise errors.InvalidRequest(
             f"A dedup_id must be at least 1 and at most {DEDUP_ID_MAX} characters long."
         )
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            # A "\ud800" escape decodes to a lone surrogate, which no store can keep as text.
-            raise errors.InvalidRequest(
-                "A dedup_id must be Unicode text: no lone surrogate."
-            ) from exc
+    if not jsondoc.is_unicode(value):
+        raise errors.InvalidRequest("A dedup_id must be Unicode text: no lone surrogate.")
     return value
 
 

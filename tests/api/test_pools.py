@@ -4,6 +4,7 @@ by weight and flavor, and deleting a pool never orphaning a message."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import pathlib
 import signal
@@ -92,11 +93,16 @@ def test_put_get_patch_list_and_delete_a_pool(pooled: Api, request: pytest.Fixtu
         {"weight": 1, "uri": "localhost:27017"},
         {"weight": 1, "uri": "redis://127.0.0.1:1", "options": "wee"},
         {"weight": 1, "uri": "redis://127.0.0.1:1", "options": []},
+        {"weight": 1, "uri": "redis://[::1"},
+        {"weight": 1, "uri": "redis://127.0.0.1:1", "options": {"key_prefix": "a\ud800"}},
+        {"weight": 1, "uri": "redis://127.0.0.1:1", "flavor": "\udfff"},
         [],
     ],
 )
 def test_a_bad_pool_body_is_a_400_and_registers_nothing(pooled: Api, document: Any) -> None:
-    result = pooled.put("/v2/pools/bad", json=document)
+    # ASCII JSON, as a client's encoder sends it: lone surrogates stay escapes.
+    body = json.dumps(document).encode()
+    result = pooled.put("/v2/pools/bad", body=body, headers={"Content-Type": "application/json"})
     assert result.status_code == 400, result.text
     assert set(result.json) == {"title", "description"}
     assert pooled.get("/v2/pools/bad").status_code == 404

