@@ -124,6 +124,47 @@ def test_no_queue_metadata_is_a_server_error(api: Api, queue_metadata: Any, chan
     assert api.delete(QUEUE).status_code == 204
 
 
+edits = (
+    some_of(
+        {"delay": 5},
+        {
+            "body": json_values,
+            "ttl": values,
+            "delay": values,
+            "deliver_at": values
+            | st.sampled_from(["9999-12-31T23:59:59Z", "2000-01-01T00:00:00Z"]),
+            "x": values,
+        },
+    )
+    | json_values
+)
+
+
+@FUZZ
+@given(edit=edits, renewal=claims, claimed=st.booleans(), query=queries)
+def test_no_message_edit_or_claim_renewal_is_a_server_error(
+    api: Api, edit: Any, renewal: Any, claimed: bool, query: str
+) -> None:
+    """A message, claimed or not, edited as the auditor's PATCH does, and its claim renewed,
+    with hostile bodies and query strings."""
+    [message_id] = api.post_messages("q", {"body": 1, "ttl": 300})
+    href, claim_query = f"{QUEUE}/messages/{message_id}", query
+    if claimed:
+        taken = api.post(f"{QUEUE}/claims", json={"ttl": 60, "grace": 60})
+        claim_href = taken.json["messages"][0]["href"]
+        claim_id = claim_href.split("claim_id=")[1]
+        claim_query = f"claim_id={claim_id}&{query}"
+        renewed = api.patch(
+            f"{QUEUE}/claims/{claim_id}", body=json.dumps(renewal).encode(), headers=JSON
+        )
+        assert_no_server_error(renewed)
+    edited = api.patch(href, body=json.dumps(edit).encode(), headers=JSON, query_string=claim_query)
+    assert_no_server_error(edited)
+    event(f"edited {edited.status_code}")
+    assert_no_server_error(api.get(href))
+    assert api.delete(QUEUE).status_code == 204
+
+
 @FUZZ
 @given(post=posts, claim=claims, query=queries, client_id=client_ids)
 def test_no_post_claim_or_listing_is_a_server_error(
