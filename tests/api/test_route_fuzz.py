@@ -80,6 +80,29 @@ headers = st.fixed_dictionaries(
 )
 
 
+# Every query parameter a route reads, with hostile values (encoded as a client may send
+# them: lone surrogates as invalid UTF-8).
+QUERY_KEYS = [
+    "limit",
+    "marker",
+    "detailed",
+    "echo",
+    "include_claimed",
+    "include_delayed",
+    "ids",
+    "claim_id",
+    "pop",
+    "wait",
+    "with_count",
+    "name",
+]
+queries = st.dictionaries(
+    st.sampled_from(QUERY_KEYS) | hostile_text,
+    st.sampled_from(["-1", "0", "1", "5", "1000", "true", "no", "9" * 30]) | hostile_text,
+    max_size=3,
+).map(lambda query: urllib.parse.urlencode(query, errors="surrogatepass"))
+
+
 @pytest.fixture
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
     yield from pooled_api_on(request)
@@ -94,7 +117,8 @@ def test_no_request_to_any_route_is_a_server_error(
     method = data.draw(st.sampled_from(methods))
     path = PARAMETER.sub(lambda _: data.draw(segments), template)
     body = json.dumps(data.draw(bodies)).encode()
-    answer = api.request(method, path, body=body, headers=data.draw(headers))
+    query = data.draw(queries)
+    answer = api.request(method, path, body=body, headers=data.draw(headers), query_string=query)
     if method == "HEAD":  # no body, by HTTP
         assert answer.status_code < 500
     else:
