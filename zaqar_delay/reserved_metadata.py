@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zaqar_delay import errors, policy, retry_policy, topics
+from zaqar_delay import errors, jsondoc, policy, retry_policy, topics
 from zaqar_delay.conf import Limits
 from zaqar_delay.models import Metadata
 from zaqar_delay.validation import INT64_MAX, MIN_MESSAGE_TTL, is_int, is_queue_name
@@ -101,7 +101,7 @@ def flavor(metadata: Metadata) -> str | None:
     value = metadata.get(policy.FLAVOR)
     if value is None or value == "":
         return None
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not jsondoc.is_unicode(value):
         raise errors.InvalidRequest("_flavor must be the name of a flavor.")
     return value
 

@@ -1,7 +1,8 @@
-"""Property-based fuzz of the admin API's pools: whatever URI, options, weight and flavor an
-operator sends to create or change a pool (hostile schemes, hosts, queries and option
-values, or a real store's URI with hostile additions), the answer is a 2xx or a 4xx with
-Zaqar's error shape, never a 500. URIs name only loopback ports nothing listens on, the
+"""Property-based fuzz of the admin API's pools and flavors: whatever URI, options, weight and
+flavor an operator sends to create or change a pool (hostile schemes, hosts, queries and
+option values, or a real store's URI with hostile additions), whatever pool list a flavor
+names and whatever ``_flavor`` a queue asks for, the answer is a 2xx or a 4xx with Zaqar's
+error shape, never a 500. URIs name only loopback ports nothing listens on, the
 test's own stores, or no host at all."""
 
 from __future__ import annotations
@@ -112,3 +113,40 @@ def test_no_pool_body_is_a_server_error(
     assert_no_server_error(api.get("/v2/pools/p1"))
     assert_no_server_error(api.get("/v2/pools", query_string="detailed=true"))
     assert api.delete("/v2/pools/p1").status_code == 204
+
+
+PATCH = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
+# The fixture's pools, names of none, and hostile names.
+pool_names = st.sampled_from(["redis", "mongo", "nope"]) | hostile_text | json_values
+pool_lists = st.lists(pool_names, max_size=3) | st.sampled_from([["redis"], ["redis", "mongo"]])
+
+
+@FUZZ
+@given(
+    pool_list=pool_lists | json_values,
+    changed_list=pool_lists | json_values,
+    flavor=st.sampled_from(["f1", "none"]) | pool_names,
+    query=st.sampled_from(["", "detailed=true", "limit=0", "limit=-1", "marker=%ED%A0%80"]),
+)
+def test_no_flavor_body_or_queue_flavor_is_a_server_error(
+    api: Api, pool_list: Any, changed_list: Any, flavor: Any, query: str
+) -> None:
+    """Flavors with hostile pool lists, and queues asking for hostile ``_flavor`` names (at
+    creation, and patched in)."""
+    created = api.put(
+        "/v2/flavors/f1", body=json.dumps({"pool_list": pool_list}).encode(), headers=JSON
+    )
+    assert_no_server_error(created)
+    change = json.dumps({"pool_list": changed_list}).encode()
+    assert_no_server_error(api.patch("/v2/flavors/f1", body=change, headers=JSON))
+    assert_no_server_error(api.get("/v2/flavors", query_string=query))
+    assert_no_server_error(api.get("/v2/pools", query_string=query))
+    metadata = json.dumps({"_flavor": flavor}).encode()
+    assert_no_server_error(api.put("/v2/queues/q", body=metadata, headers=JSON))
+    patch = [{"op": "add", "path": "/metadata/_flavor", "value": flavor}]
+    assert_no_server_error(
+        api.patch("/v2/queues/q", body=json.dumps(patch).encode(), headers=PATCH)
+    )
+    assert api.delete("/v2/queues/q").status_code == 204
+    if created.status_code == 201:
+        assert api.delete("/v2/flavors/f1").status_code == 204

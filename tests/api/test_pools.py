@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.processes import free_port, wait_gone
-from tests.helpers.api import PROJECT, Api, api_on, pooled_api_on
+from tests.helpers.api import PROJECT, Api, api_on, assert_error, pooled_api_on
 from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.conf import CatalogSettings, Settings, StorageSettings
@@ -195,6 +195,17 @@ def test_an_unknown_flavor_is_a_400(pooled: Api) -> None:
     assert result.status_code == 400
     assert result.json["description"] == "Flavor nope does not exist"
     assert pooled.service.stores.pool_of(PROJECT, "q") is None
+
+
+def test_a_flavor_name_with_a_lone_surrogate_is_a_400(pooled: Api) -> None:
+    """Sent as ASCII JSON, as a client's encoder sends it; the store cannot carry the name."""
+    json_type = {"Content-Type": "application/json"}
+    queue = pooled.put("/v2/queues/q", body=b'{"_flavor": "\\ud800"}', headers=json_type)
+    assert_error(queue, 400, "Invalid API request", "_flavor must be the name of a flavor.")
+    flavor = pooled.put("/v2/flavors/f", body=b'{"pool_list": ["\\udfff"]}', headers=json_type)
+    assert flavor.status_code == 400, flavor.text
+    assert flavor.json["description"] == "pool_list must be a non-empty list of pool names."
+    assert pooled.get("/v2/flavors/f").status_code == 404
 
 
 def test_a_flavor_of_missing_pools_is_refused_as_zaqar_does(pooled: Api) -> None:

@@ -95,7 +95,8 @@ def pool_list_of(document: Any, *, required: bool) -> list[str] | None:
             raise errors.InvalidBody("Missing required field: pool_list.")
         return None
     pools = document["pool_list"]
-    if not isinstance(pools, list) or not pools or not all(isinstance(p, str) and p for p in pools):
+    names = isinstance(pools, list) and all(isinstance(p, str) and p for p in pools)
+    if not names or not pools or not jsondoc.is_unicode(pools):
         raise errors.InvalidBody("pool_list must be a non-empty list of pool names.")
     return list(dict.fromkeys(pools))
 
