@@ -30,7 +30,11 @@ def signature(
 ) -> str:
     """Zaqar's signature: the fields joined by the two characters backslash and n."""
     body = "\\n".join([",".join(sorted(paths)), ",".join(sorted(methods)), project, expires])
-    return hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
+    # "surrogatepass": a WebSocket frame's headers are JSON strings, which may hold lone
+    # surrogates; they sign (and fail to match) like any other text.
+    return hmac.new(
+        secret.encode(), body.encode("utf-8", "surrogatepass"), hashlib.sha256
+    ).hexdigest()
 
 
 def _parse_expires(value: Any, now: datetime.datetime) -> datetime.datetime:
@@ -125,7 +129,8 @@ def verify(
     except ValueError:
         return False
     expected = signature(secret, paths, methods, project, expires)
-    return hmac.compare_digest(expected, given)
+    # As bytes: compare_digest refuses str with characters beyond ASCII, which a header can hold.
+    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogatepass"))
 
 
 class Signer:

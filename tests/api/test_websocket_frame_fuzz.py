@@ -1,6 +1,7 @@
-"""Property-based fuzz of WebSocket request frames (``api/websocket/frames.py``): whatever
-a frame holds (any JSON, or an action with hostile headers and body fields), its answer is a
-response frame whose status is no 5xx, and a refusal says why."""
+"""Property-based fuzz of WebSocket request frames (``api/websocket/frames.py``), with
+pre-signed URLs on: whatever a frame holds (any JSON, or an action with hostile headers,
+signatures and body fields), its answer is a response frame whose status is no 5xx, and a
+refusal says why."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 
 from tests.helpers.api import CLIENT_ID, Api, api_on
 from tests.helpers.fuzz import FUZZ, hostile_text, json_values
 from zaqar_delay.api.websocket.actions import ACTIONS
 from zaqar_delay.api.websocket.frames import Frames
+from zaqar_delay.conf import SignedUrlSettings
 
 SESSION = {"SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8888", "HTTP_HOST": "127.0.0.1:8888"}
 FIELDS = [
@@ -44,7 +46,9 @@ headers = st.fixed_dictionaries(
     optional={
         "X-Roles": hostile_text,
         "URL-Signature": hostile_text,
-        "URL-Expires": hostile_text,
+        "URL-Expires": hostile_text | st.just("2100-01-01T00:00:00"),
+        "URL-Methods": hostile_text | st.just("GET,POST"),
+        "URL-Paths": hostile_text | st.just("/v2/queues/q/messages"),
         "Accept": hostile_text,
         "Content-Length": hostile_text,
     },
@@ -64,11 +68,31 @@ frames = st.one_of(
 
 @pytest.fixture
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
-    yield from api_on(request, "embedded")
+    yield from api_on(request, "embedded", signed_url=SignedUrlSettings(secret_key="k"))
 
 
 @FUZZ
 @given(frame=frames)
+# Names beyond Latin-1, and a lone surrogate in a query value: each once an exception.
+@example(frame={"action": "message_list", "headers": {}, "body": {"queue_name": "a\u200b"}})
+@example(frame={"action": "queue_get", "headers": {}, "body": {"queue_name": "\ud800"}})
+@example(
+    frame={"action": "message_list", "headers": {}, "body": {"queue_name": "q", "marker": "\ud800"}}
+)
+# A signature header beyond ASCII (compare_digest refuses such text).
+@example(
+    frame={
+        "action": "message_list",
+        "headers": {
+            "URL-Signature": "é",
+            "URL-Expires": "2100-01-01T00:00:00",
+            "URL-Methods": "GET",
+            "URL-Paths": "/v2/queues/q/messages",
+            "X-Project-ID": "p",
+        },
+        "body": {"queue_name": "q"},
+    }
+)
 def test_no_frame_is_answered_with_a_server_error(api: Api, frame: Any) -> None:
     answer = Frames(api.client.app, SESSION, keystone=False).answer(frame)
     status = answer["headers"]["status"]

@@ -185,7 +185,8 @@ class Frames:
             **self._lent,
             "REQUEST_METHOD": method,
             "SCRIPT_NAME": "",
-            "PATH_INFO": path,
+            # WSGI carries a path's UTF-8 bytes as Latin-1 text, as a server would.
+            "PATH_INFO": path.encode("utf-8", "surrogatepass").decode("latin-1"),
             "QUERY_STRING": query,
             "SERVER_PROTOCOL": "HTTP/1.1",
             "CONTENT_TYPE": "application/json",
@@ -232,7 +233,8 @@ class Frames:
                 (name, _query_value(body[field], field))
                 for field, name in action.query.items()
                 if body.get(field) is not None
-            ]
+            ],
+            errors="surrogatepass",  # a lone surrogate is sent as the bytes it would be
         )
         if action.entire:
             sent = body.get(action.entire) or {}
