@@ -5,7 +5,6 @@ queue metadata, a post, a claim, a message change or a listing's query string, a
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from hypothesis import event, given
 
 from tests.helpers.api import Api, api_on, pooled_api_on
-from tests.helpers.fuzz import FUZZ, assert_no_server_error, hostile_text, json_values
+from tests.helpers.fuzz import FUZZ, assert_no_server_error, hostile_text, json_values, queries
 
 QUEUE = "/v2/queues/q"
 JSON = {"Content-Type": "application/json"}
@@ -75,23 +74,6 @@ posts = st.one_of(
 )
 claims = some_of({"ttl": 60, "grace": 60}, {"ttl": values, "grace": values}) | json_values
 
-QUERY_KEYS = [
-    "limit",
-    "marker",
-    "echo",
-    "include_claimed",
-    "include_delayed",
-    "detailed",
-    "ids",
-    "claim_id",
-    "pop",
-    "with_count",
-]
-queries = st.dictionaries(
-    st.sampled_from(QUERY_KEYS) | hostile_text,
-    st.sampled_from(["-1", "0", "1", "5", "21", "true", "false", "9" * 30]) | hostile_text,
-    max_size=3,
-).map(lambda query: urllib.parse.urlencode(query, errors="surrogatepass"))
 client_ids = st.sampled_from(
     ["3381af92-2b9e-11e3-b191-71861300734c", "not-a-uuid", "x" * 300, " "]
 ) | st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=40)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 
 from tests.helpers.api import Api, pooled_api_on
-from tests.helpers.fuzz import FUZZ, assert_no_server_error, hostile_text, json_values
+from tests.helpers.fuzz import FUZZ, assert_no_server_error, hostile_text, json_values, queries
 from zaqar_delay.api.routes import ROUTES
 
 # The routes with their parameters, as (template, methods).
@@ -78,29 +78,6 @@ headers = st.fixed_dictionaries(
         "Accept": st.sampled_from(["application/json", "text/html", "*/*", "x"]),
     },
 )
-
-
-# Every query parameter a route reads, with hostile values (encoded as a client may send
-# them: lone surrogates as invalid UTF-8).
-QUERY_KEYS = [
-    "limit",
-    "marker",
-    "detailed",
-    "echo",
-    "include_claimed",
-    "include_delayed",
-    "ids",
-    "claim_id",
-    "pop",
-    "wait",
-    "with_count",
-    "name",
-]
-queries = st.dictionaries(
-    st.sampled_from(QUERY_KEYS) | hostile_text,
-    st.sampled_from(["-1", "0", "1", "5", "1000", "true", "no", "9" * 30]) | hostile_text,
-    max_size=3,
-).map(lambda query: urllib.parse.urlencode(query, errors="surrogatepass"))
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ settings, and the check that an answer is no server error."""
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 import hypothesis.strategies as st
@@ -26,6 +27,27 @@ hostile_text = st.text(
     alphabet=st.sampled_from(list("aZ09-._~:/?#[]@!$&'()*+,;=% \r\n\t\x00\uff03\u200b\ud800é")),
     max_size=20,
 )
+# Every query parameter a route reads, with hostile values, encoded as a client may send
+# them (a lone surrogate as the invalid UTF-8 it would be).
+QUERY_KEYS = [
+    "limit",
+    "marker",
+    "detailed",
+    "echo",
+    "include_claimed",
+    "include_delayed",
+    "ids",
+    "claim_id",
+    "pop",
+    "wait",
+    "with_count",
+    "name",
+]
+queries = st.dictionaries(
+    st.sampled_from(QUERY_KEYS) | hostile_text,
+    st.sampled_from(["-1", "0", "1", "5", "21", "1000", "true", "no", "9" * 30]) | hostile_text,
+    max_size=3,
+).map(lambda query: urllib.parse.urlencode(query, errors="surrogatepass"))
 
 # Each example is a few requests on a real store: more examples cost seconds, not minutes.
 FUZZ = settings(
