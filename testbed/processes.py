@@ -640,13 +640,18 @@ class ServiceProcess:
 
     def kill(self) -> list[int]:
         """SIGKILL the server and every process under it (workers, the embedded Redis, which
-        is the server's child); returns their pids once every one is gone."""
+        is the server's child) as one crash; returns their pids once every one is gone.
+
+        Every process is stopped (SIGSTOP) before any is killed: killed one by one, a worker
+        could see the store die and clean up after it (its socket, a restart) before its own
+        SIGKILL came, which is not what a crash of the machine leaves."""
         if self.process is None:
             return []
         tree = process_tree(self.process.pid)
-        for pid in reversed(tree):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in reversed(tree):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
         self.process.wait(10)
         self.process = None
         wait_gone(tree)
