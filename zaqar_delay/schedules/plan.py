@@ -123,10 +123,7 @@ class Plan:
         if self.limit is not None and fired >= self.limit:
             return [], 0
         every_ms = self.every_s * 1000
-        floor = self._floor(last_ms)
-        first = max(
-            0 if self.start_at_ms is not None else 1, (floor - self.anchor_ms) // every_ms + 1
-        )
+        first = self._first_interval_k(self._floor(last_ms))
         last = (min(now_ms, self._last_ms()) - self.anchor_ms) // every_ms
         if self.limit is not None:
             last = min(last, first + self.limit - fired - 1)
@@ -172,11 +169,17 @@ class Plan:
                 return
             yield _epoch_ms(moment)
 
+    def _first_interval_k(self, after_ms: int) -> int:
+        """The number ``k`` of the first interval slot ``anchor_ms + k * every`` strictly
+        after ``after_ms`` (``k >= 0`` from ``start_at``, else ``k >= 1``)."""
+        assert self.every_s is not None
+        first_k = 0 if self.start_at_ms is not None else 1
+        return max(first_k, (after_ms - self.anchor_ms) // (self.every_s * 1000) + 1)
+
     def _interval_slots(self, after_ms: int) -> Iterator[int]:
         assert self.every_s is not None
         every_ms = self.every_s * 1000
-        first_k = 0 if self.start_at_ms is not None else 1
-        k = max(first_k, (after_ms - self.anchor_ms) // every_ms + 1)
+        k = self._first_interval_k(after_ms)
         while True:
             yield self.anchor_ms + k * every_ms
             k += 1
