@@ -17,7 +17,10 @@ than the lead late) is due when it was posted: it counts in ``late_fires``, its 
 from its slot, and slots it skipped (``misfire`` ``skip``) count in ``slots_missing``.
 ``fires_beyond_slots`` and ``fires_short_of_slots`` compare each schedule's fires with the
 slots between its write and its delete. A message claimed again (its delete lost in a fault)
-is one fire, counted in ``claimed_again``.
+is one fire, counted in ``claimed_again``. ``server_cpu_s`` is the CPU the server's processes
+(workers, embedded store) used while the schedules fired, consumers' claims and deletes
+included, and ``server_cpu_ms_per_fire`` that per fire (with ``--kill``, the killed process's
+share is lost).
 
 With ``--kill worker`` or ``--kill store``, one worker or the embedded store is killed with
 SIGKILL halfway (``kill`` in the answer: what, its pid, whether it was gone after, when);
@@ -48,6 +51,7 @@ from typing import Any
 import requests
 
 from benchmarks.loadgen import latency_summary
+from benchmarks.procstat import cpu_seconds
 from benchmarks.swift import RESULTS
 from testbed.processes import ServiceProcess, is_gone, wait_until
 from zaqar_delay.conf import STORAGE_URI_ENV
@@ -142,9 +146,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             names.append((queue, name))
             lifetimes[name] = [sent_ms, 0.0]
         written_ms = time.time() * 1000
+        cpu_before = cpu_seconds([service.process.pid])
         time.sleep(args.seconds / 2)
         killed = kill(service, args.kill)
         time.sleep(args.seconds / 2)
+        cpu_s = cpu_seconds([service.process.pid]) - cpu_before
         for queue, name in names:
             http.delete(f"{service.url}/v2/queues/{queue}/schedules/{name}")
             lifetimes[name][1] = time.time() * 1000
@@ -155,7 +161,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             consumer.join(timeout=60)
     finally:
         service.stop()
-    return {**report(consumers, written_ms, stopped_ms, lifetimes, args), "kill": killed}
+    reported = report(consumers, written_ms, stopped_ms, lifetimes, args)
+    fires = max(1, reported["fires"])
+    # The server's CPU while the schedules fired (its workers, the embedded store, the
+    # consumers' claims and deletes): the per-fire cost of the whole path.
+    cpu = {
+        "server_cpu_s": round(cpu_s, 2),
+        "server_cpu_ms_per_fire": round(1000 * cpu_s / fires, 3),
+    }
+    return {**reported, **cpu, "kill": killed}
 
 
 def kill(service: ServiceProcess, what: str) -> dict[str, Any] | None:

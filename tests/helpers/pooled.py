@@ -72,6 +72,12 @@ class PooledDriver:
         self._colocate(project, queue, metadata)
         self.stores.place(project, queue).set_metadata(project, queue, metadata)
 
+    def put_metadata_many(self, project: str, metadata: dict[str, Any], now_ms: int) -> None:
+        """Each queue written on its own pool (as ``schedules.records`` groups them)."""
+        for queue, one in metadata.items():
+            self._colocate(project, queue, one)
+            self.stores.place(project, queue).put_metadata_many(project, {queue: one}, now_ms)
+
     def delete_queue(self, project: str, queue: str) -> None:
         self.stores.for_queue(project, queue).delete_queue(project, queue)
         self.stores.forget(project, queue)

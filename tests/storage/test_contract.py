@@ -120,6 +120,27 @@ class TestQueues:
         ]
         assert driver.get_metadata_many(P, []) == []
 
+    def test_metadata_put_on_many_queues_replaces_or_creates_and_keeps_messages(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        driver.create_queue(P, "kept", {"n": "old"}, clock.now_ms())
+        [kept_id] = post(driver, clock, "kept message", queue="kept")
+        driver.create_queue("other", "new", {"n": "other's"}, clock.now_ms())
+        driver.put_metadata_many(P, {}, clock.now_ms())
+        driver.put_metadata_many(P, {"kept": {"n": "kept"}, "new": {"n": "new"}}, clock.now_ms())
+        assert driver.get_metadata_many(P, ["kept", "new"]) == [{"n": "kept"}, {"n": "new"}]
+        assert driver.get_metadata("other", "new") == {"n": "other's"}
+        assert [q.name for q in driver.list_queues(P, None, 10, detailed=False)] == ["kept", "new"]
+        assert driver.count_queues(P) == 2
+        [kept] = driver.get_messages(P, "kept", [kept_id], clock.now_ms())
+        assert kept.body == "kept message"
+        # A queue made by the put is a queue like any other: it takes posts and claims.
+        post(driver, clock, "first", queue="new")
+        assert bodies_of(claim(driver, clock, queue="new")) == ["first"]
+        assert driver.create_queue(P, "new", {"n": "again"}, clock.now_ms()) is False
+        driver.put_metadata_many(P, {"new": {"n": "newer"}}, clock.now_ms())
+        assert driver.get_metadata(P, "new") == {"n": "newer"}
+
     def test_list_is_sorted_paged_and_per_project(self, driver: Driver, clock: FakeClock) -> None:
         for name in ("c", "a", "b", "d"):
             driver.create_queue(P, name, {"n": name}, clock.now_ms())

@@ -112,6 +112,20 @@ def test_the_driver_waits_after_scripts_and_index_writes(client: Any, replica: R
     assert any("replica_acks = 2" in warning for warning in starved.prepare())
 
 
+def test_many_calls_wait_for_the_replica_once_after_the_last(
+    client: Any, replica: RedisServer
+) -> None:
+    driver = RedisDriver(client, prefix=f"a{uuid.uuid4().hex[:8]}", acks=ReplicaAcks(1, 5.0))
+    copy = redis.Redis(port=replica.port)
+    driver.put_metadata_many("p", {"a": {"n": 1}, "b": {"n": 2}}, 1000)
+    assert copy.hget(driver._keys.queue("p", "b").queue, "m") == b'{"n": 2}'
+    assert copy.zrange(driver._keys.project_queues("p"), 0, -1) == [b"a", b"b"]
+    starved = RedisDriver(client, prefix=driver._keys.prefix, acks=ReplicaAcks(2, 0.05))
+    with pytest.raises(WriteNotReplicated, match="1 of the 2 replicas"):
+        starved.put_metadata_many("p", {"a": {"n": 3}, "c": {"n": 4}}, 1000)
+    assert driver.get_metadata_many("p", ["a", "c"]) == [{"n": 3}, {"n": 4}], "not written"
+
+
 def test_the_embedded_store_with_replica_acks_is_refused() -> None:
     with pytest.raises(StorageConfigError, match="the embedded store has none"):
         resolve_store(Settings(storage=StorageSettings(replica_acks=1)))

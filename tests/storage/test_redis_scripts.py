@@ -321,3 +321,49 @@ def test_every_script_loads_with_only_the_helpers_it_uses(client: Any) -> None:
     for name in SCRIPT_NAMES:
         source = script_source(name)
         assert client.script_load(source) == hashlib.sha1(source.encode()).hexdigest()
+
+
+def test_many_calls_go_in_one_packet_and_answer_in_order(client: Any, key: str) -> None:
+    connections = ScriptConnections(client.connection_pool)
+    script = PooledScript(connections, COUNT_AND_ECHO)
+    script(keys=[key], args=["first"])
+    [connection] = connections._idle
+    sent: list[Any] = []
+    send = connection.send_packed_command
+    connection.send_packed_command = lambda packets, **kw: (
+        sent.append(packets),
+        send(packets, **kw),
+    )
+    assert script.many([([key], ["a"]), ([key], ["b"]), ([key], ["c"])]) == [
+        [b"2", b"a"],
+        [b"3", b"b"],
+        [b"4", b"c"],
+    ]
+    assert len(sent) == 1 and len(sent[0]) == 3, "the three calls were not sent as one packet"
+    assert connections._idle == [connection]
+    assert script.many([]) == []
+    assert len(sent) == 1, "no call, nothing sent"
+
+
+def test_many_calls_with_an_error_reply_run_the_others_and_raise_it(client: Any, key: str) -> None:
+    connections = ScriptConnections(client.connection_pool)
+    fails_on_b = (
+        "if ARGV[1] == 'b' then return redis.error_reply('boom') end "
+        "return redis.call('INCR', KEYS[1])"
+    )
+    script = PooledScript(connections, fails_on_b)
+    with pytest.raises(redis.ResponseError, match="boom"):
+        script.many([([key], ["a"]), ([key], ["b"]), ([key], ["c"])])
+    assert client.get(key) == b"2", "the calls around the refused one did not both run"
+    [connection] = connections._idle
+    assert script(keys=[key], args=["d"]) == 3, "the connection is out of step"
+    assert connections._idle == [connection]
+
+
+def test_many_calls_of_a_script_the_store_forgot_each_run_once(client: Any, key: str) -> None:
+    script = script_on(client, COUNT_AND_ECHO)
+    script(keys=[key], args=["a"])
+    client.script_flush()
+    assert client.script_exists(script._sha) == [False], "the flush did not drop the script"
+    assert script.many([([key], ["b"]), ([key], ["c"])]) == [[b"2", b"b"], [b"3", b"c"]]
+    assert client.get(key) == b"3"

@@ -2,16 +2,15 @@
 its two queues) and the ticks of its target's tick queue (``names.py``).
 
 The bulk forms read and write many schedules of one target with one store call per store
-(one round trip on Redis, one query on MongoDB), so that firing a batch of ticks costs a
-few calls, not a few per schedule.
+(a round trip or two on Redis, one query on MongoDB), so that firing a batch of ticks costs
+a few calls, not a few per schedule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from zaqar_delay import errors
 from zaqar_delay.models import Metadata, NewMessage
 from zaqar_delay.schedules import names
 from zaqar_delay.stores import Stores
@@ -49,15 +48,11 @@ class Records:
     def write_states(
         self, project: str, target: str, states: Mapping[str, Metadata], now_ms: int
     ) -> None:
-        """Record each schedule's state (its state queue is made by its first fire)."""
-        for name, state in states.items():
-            queue = names.state_queue(target, name)
-            store = self.stores.place(project, queue)
-            try:
-                store.set_metadata(project, queue, state)
-            except errors.QueueDoesNotExist:
-                if not store.create_queue(project, queue, state, now_ms):
-                    store.set_metadata(project, queue, state)  # made meanwhile
+        """Record each schedule's state (its state queue is made by its first fire): one
+        write per store that holds some."""
+        queues = {names.state_queue(target, name): state for name, state in states.items()}
+        for store, some in _by_store(queues, lambda queue: self.stores.place(project, queue)):
+            store.put_metadata_many(project, {queue: queues[queue] for queue in some}, now_ms)
 
     def post_ticks(
         self, project: str, target: str, ticks: Sequence[NewMessage], client_id: str, now_ms: int
@@ -71,13 +66,18 @@ class Records:
     def _metadata_of(self, project: str, queues: list[str]) -> list[Metadata | None]:
         """The metadata of each queue, in order: one bulk read per store that holds some
         (each queue may be placed on another pool)."""
-        by_store: dict[int, tuple[Driver, list[int]]] = {}
-        for index, queue in enumerate(queues):
-            store = self.stores.for_queue(project, queue)
-            by_store.setdefault(id(store), (store, []))[1].append(index)
-        found: list[Metadata | None] = [None] * len(queues)
-        for store, indexes in by_store.values():
-            read = store.get_metadata_many(project, [queues[i] for i in indexes])
-            for index, metadata in zip(indexes, read, strict=True):
-                found[index] = metadata
-        return found
+        read: dict[str, Metadata | None] = {}
+        for store, some in _by_store(queues, lambda queue: self.stores.for_queue(project, queue)):
+            read.update(zip(some, store.get_metadata_many(project, some), strict=True))
+        return [read[queue] for queue in queues]
+
+
+def _by_store(
+    queues: Iterable[str], locate: Callable[[str], Driver]
+) -> list[tuple[Driver, list[str]]]:
+    """``queues`` grouped by the store ``locate`` gives each, in their order."""
+    groups: dict[int, tuple[Driver, list[str]]] = {}
+    for queue in queues:
+        store = locate(queue)
+        groups.setdefault(id(store), (store, []))[1].append(queue)
+    return list(groups.values())

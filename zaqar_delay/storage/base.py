@@ -10,8 +10,9 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from zaqar_delay import errors
 from zaqar_delay.models import (
     Batch,
     Claim,
@@ -130,6 +131,19 @@ class Driver(SubscriptionStore, DeliveryStore):
     @abc.abstractmethod
     def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
         """Replace the metadata of an existing queue; QueueDoesNotExist otherwise."""
+
+    def put_metadata_many(
+        self, project: str, metadata: Mapping[str, Metadata], now_ms: int
+    ) -> None:
+        """Give each queue of ``metadata`` its metadata: replaced where the queue exists,
+        created with it (as :meth:`create_queue` creates) where it does not. Each queue is
+        written whole or not at all; a driver may write them all in one call."""
+        for queue, one in metadata.items():
+            try:
+                self.set_metadata(project, queue, one)
+            except errors.QueueDoesNotExist:
+                if not self.create_queue(project, queue, one, now_ms):
+                    self.set_metadata(project, queue, one)  # made meanwhile
 
     @abc.abstractmethod
     def delete_queue(self, project: str, queue: str) -> None:

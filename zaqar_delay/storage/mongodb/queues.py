@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from pymongo.errors import DuplicateKeyError
+from pymongo import UpdateOne
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from zaqar_delay import errors
 from zaqar_delay.models import (
@@ -18,7 +19,7 @@ from zaqar_delay.storage.mongodb.common import (
     Doc,
     MongoBase,
 )
-from zaqar_delay.storage.mongodb.errors import translate_class_errors
+from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_class_errors
 
 
 @translate_class_errors
@@ -54,6 +55,29 @@ class QueueOps(MongoBase):
         )
         if result.matched_count == 0:
             raise errors.QueueDoesNotExist(queue, project)
+
+    def put_metadata_many(
+        self, project: str, metadata: Mapping[str, Metadata], now_ms: int
+    ) -> None:
+        """One bulk write of upserts. Two upserts of one new queue may race: the one the
+        unique index refused is sent again, and then finds the queue."""
+        if not metadata:
+            return
+        writes = [
+            UpdateOne(
+                self._queue_filter(project, queue),
+                {"$set": {"m": json.dumps(one)}, "$setOnInsert": {"cr": now_ms, "seq": 0}},
+                upsert=True,
+            )
+            for queue, one in metadata.items()
+        ]
+        try:
+            self._queues.bulk_write(writes, ordered=False)
+        except BulkWriteError as exc:
+            refused = duplicate_positions(exc)
+            if refused is None:
+                raise
+            self._queues.bulk_write([writes[i] for i in refused], ordered=False)
 
     def delete_queue(self, project: str, queue: str) -> None:
         scope = self._queue_filter(project, queue)

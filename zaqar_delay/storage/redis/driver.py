@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgpack
@@ -43,6 +43,7 @@ from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.pushes import PushScripts
 from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
+from zaqar_delay.storage.redis.script_calls import PooledScript
 from zaqar_delay.storage.redis.subscriptions import SubscriptionScripts
 from zaqar_delay.storage.traits import Durability, Wakeups
 
@@ -165,6 +166,26 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
     def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
         if not self._run("queue", project, queue, "set", 0, json.dumps(metadata)):
             raise errors.QueueDoesNotExist(queue, project)
+
+    def put_metadata_many(
+        self, project: str, metadata: Mapping[str, Metadata], now_ms: int
+    ) -> None:
+        """Two round trips however many queues: their writes (queue.lua ``put``) in one packet
+        (on a Cluster, one call each), then their index entries, as ``create_queue`` does."""
+        if not metadata:
+            return
+        calls = [
+            (self._keys.script_keys(project, queue), ("put", now_ms, json.dumps(one)))
+            for queue, one in metadata.items()
+        ]
+        script = self._scripts["queue"]
+        if isinstance(script, PooledScript):
+            script.many(calls)
+        else:
+            for keys, args in calls:
+                script(keys=keys, args=args)
+        index = self._keys.project_queues(project)
+        self._write(index, lambda client: client.zadd(index, dict.fromkeys(metadata, 0)))
 
     def delete_queue(self, project: str, queue: str) -> None:
         index = self._keys.project_queues(project)

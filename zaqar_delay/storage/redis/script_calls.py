@@ -218,14 +218,34 @@ class PooledScript:
     def __call__(self, keys: Sequence[str | bytes], args: Sequence[Any]) -> Any:
         command = _pack("EVALSHA", self._sha, len(keys), *keys, *args)
         try:
-            return self._send(command)
+            return self._send([command])[0]
         except NoScriptError:
-            self._send(_pack("SCRIPT", "LOAD", self._source), wait=False)
-            return self._send(command)
+            self._send([_pack("SCRIPT", "LOAD", self._source)], wait=False)
+            return self._send([command])[0]
 
-    def _send(self, command: bytes, wait: bool = True) -> Any:
+    def many(self, calls: Sequence[tuple[Sequence[str | bytes], Sequence[Any]]]) -> list[Any]:
+        """Run the script once for each ``(keys, args)`` of ``calls``, in order, in one round
+        trip: the calls go in one packet (then WAIT, as one call's does) and their replies
+        come back in order. The first error reply is raised once every reply is read; the
+        other calls ran. Redis runs each call whole: each call is atomic, not the set."""
+        commands = [_pack("EVALSHA", self._sha, len(keys), *keys, *args) for keys, args in calls]
+        replies = self._send(commands, raise_errors=False) if commands else []
+        unloaded = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if unloaded:  # only those did not run: the script was not loaded when they came
+            self._send([_pack("SCRIPT", "LOAD", self._source)], wait=False)
+            again = self._send([commands[i] for i in unloaded], raise_errors=False)
+            for index, reply in zip(unloaded, again, strict=True):
+                replies[index] = reply
+        for reply in replies:
+            if isinstance(reply, redis.ResponseError):
+                raise reply
+        return replies
+
+    def _send(
+        self, commands: list[bytes], wait: bool = True, raise_errors: bool = True
+    ) -> list[Any]:
         connections = self.connections
-        packets = [command, self._wait] if wait and self._wait is not None else [command]
+        packets = [*commands, self._wait] if wait and self._wait is not None else commands
         attempts = 1 + RETRIES_ON_CONNECTION_ERROR
         for attempt in range(1, attempts + 1):
             connection = connections.checkout()  # connects a new one: not retried here
@@ -239,35 +259,42 @@ class PooledScript:
             except BaseException:
                 connections.discard(connection)
                 raise
-            return self._read(connection, len(packets))
+            replies, error, confirmed = self._read(connection, len(commands), len(packets))
+            if error is not None and raise_errors:
+                raise error
+            if confirmed is not None and self._acks is not None:
+                self._acks.check(int(confirmed))
+            return replies
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _read(self, connection: Any, replies: int) -> Any:
-        """The script's reply (its error reply raised), after WAIT's when one was sent."""
+    def _read(
+        self, connection: Any, calls: int, replies: int
+    ) -> tuple[list[Any], redis.ResponseError | None, Any]:
+        """The calls' replies (an error reply in its place, as its ``ResponseError``), the
+        first error reply, and WAIT's reply (None when none was sent)."""
         connections = self.connections
+        read: list[Any] = []
         error: redis.ResponseError | None = None
         try:
-            try:
-                reply = connection.read_response()
-            except redis.ResponseError as exc:
-                # An error reply (NOSCRIPT, a script's error) was read whole: the connection
-                # is still in step.
-                reply, error = None, exc
-            confirmed = connection.read_response() if replies == 2 else None
+            for _ in range(calls):
+                try:
+                    read.append(connection.read_response())
+                except redis.ResponseError as exc:
+                    # An error reply (NOSCRIPT, a script's error) was read whole: the
+                    # connection is still in step.
+                    read.append(exc)
+                    error = error or exc
+            confirmed = connection.read_response() if replies > calls else None
         except BaseException:
             connections.discard(connection)
             raise
         # A connection whose store says "not now" (READONLY: the primary it reached was
         # demoted by a failover) is closed, so the next call connects to the primary of now.
-        if error is not None and is_transient(error):
+        if error is not None and any(isinstance(r, Exception) and is_transient(r) for r in read):
             connections.discard(connection)
         else:
             connections.give_back(connection)
-        if error is not None:
-            raise error
-        if confirmed is not None and self._acks is not None:
-            self._acks.check(int(confirmed))
-        return reply
+        return read, error, confirmed
 
 
 def _pack(*args: Any) -> bytes:
