@@ -253,6 +253,27 @@ def test_dedup_posts_benchmark_measures_each_kind_on_each_store(tmp_path: Path) 
     assert all(set(kinds) == {"plain", "dedup"} for kinds in rates.values())
 
 
+def test_schedule_fire_benchmark_times_each_batch_on_each_store(tmp_path: Path) -> None:
+    from testbed.swift_aio import missing_binaries
+
+    stores = "redis-server,mongodb" + ("" if missing_binaries() else ",swift")
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.schedule_fire", "--stores", stores),
+            *("--schedules", "3", "--rounds", "2", "--results", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    [out] = tmp_path.glob("schedule-fire-*.json")
+    batches = json.loads(out.read_text())["batch_ms"]
+    assert list(batches) == stores.split(",")
+    assert all(len(times) == 2 and all(t > 0 for t in times) for times in batches.values())
+
+
 def test_websocket_benchmark_measures_both_transports(tmp_path: Path) -> None:
     report: dict[str, Any] = run_benchmark(
         "websocket",

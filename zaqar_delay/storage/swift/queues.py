@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from zaqar_delay import errors
 from zaqar_delay.models import MessageRef, Metadata, QueueInfo, QueueStats
@@ -29,6 +29,10 @@ class QueueOps(SwiftBase):
     def get_metadata(self, project: str, queue: str) -> Metadata | None:
         text = self._metadata_text(project, queue)
         return None if text is None else dict(json.loads(text))
+
+    def get_metadata_many(self, project: str, queues: Sequence[str]) -> list[Metadata | None]:
+        """The queues read at once."""
+        return self._swift.each(lambda queue: self.get_metadata(project, queue), queues)
 
     def set_metadata(self, project: str, queue: str, metadata: Metadata) -> None:
         """Checks the queue exists first: a delete in between is not seen (Swift has no
