@@ -367,3 +367,21 @@ def test_many_calls_of_a_script_the_store_forgot_each_run_once(client: Any, key:
     assert client.script_exists(script._sha) == [False], "the flush did not drop the script"
     assert script.many([([key], ["b"]), ([key], ["c"])]) == [[b"2", b"b"], [b"3", b"c"]]
     assert client.get(key) == b"3"
+
+
+def test_many_calls_whose_sending_failed_part_way_are_not_sent_again(client: Any, key: str) -> None:
+    connections = ScriptConnections(client.connection_pool)
+    script = PooledScript(connections, COUNT_AND_ECHO)
+    script(keys=[key], args=["loaded"])
+    [connection] = connections._idle
+    send = connection.send_packed_command
+
+    def send_the_first_then_fail(packets: list[bytes], **kwargs: Any) -> None:
+        send(packets[:1], **kwargs)
+        raise redis.ConnectionError("the connection broke after the first call")
+
+    connection.send_packed_command = send_the_first_then_fail
+    with pytest.raises(redis.ConnectionError, match="after the first call"):
+        script.many([([key], ["a"]), ([key], ["b"])])
+    assert client.get(key) == b"2", "the first call did not run, or ran twice"
+    assert connections._idle == [], "the broken connection was given back"

@@ -196,10 +196,11 @@ class PooledScript:
 
     A call is sent again on a fresh connection only when sending it failed
     (``RETRIES_ON_CONNECTION_ERROR`` times): the store cannot have run a command it did not
-    receive whole. Once sent, a lost connection or a timeout is never retried (the script
-    may have run: a post run twice would store its messages twice) and the caller answers
-    503. A connection that failed in any way, gevent's timeouts and a killed greenlet
-    included, is closed rather than given back.
+    receive whole. Calls sent together (:meth:`many`) are not: the first may have run. Once
+    sent, a lost connection or a timeout is never retried (the script may have run: a post
+    run twice would store its messages twice) and the caller answers 503. A connection that
+    failed in any way, gevent's timeouts and a killed greenlet included, is closed rather
+    than given back.
 
     With ``acks`` requiring replicas, WAIT follows the script on the same connection, in the
     same packet, and :meth:`ReplicaAcks.check` judges its answer once the script's reply is
@@ -246,7 +247,8 @@ class PooledScript:
     ) -> list[Any]:
         connections = self.connections
         packets = [*commands, self._wait] if wait and self._wait is not None else commands
-        attempts = 1 + RETRIES_ON_CONNECTION_ERROR
+        # Several calls are never sent again: those before the failure may have run.
+        attempts = 1 + RETRIES_ON_CONNECTION_ERROR if len(commands) == 1 else 1
         for attempt in range(1, attempts + 1):
             connection = connections.checkout()  # connects a new one: not retried here
             try:
