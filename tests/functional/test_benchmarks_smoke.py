@@ -231,46 +231,40 @@ def on_swift(module: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_dedup_posts_benchmark_measures_each_kind_on_each_store(tmp_path: Path) -> None:
+def run_on_each_store(tmp_path: Path, module: str, *args: str) -> tuple[list[str], Any]:
+    """Run ``benchmarks.<module>`` on a redis-server, secantusdb and (where its servers are
+    installed) a Swift all-in-one; the stores and the JSON document it wrote."""
     from testbed.swift_aio import missing_binaries
 
     stores = "redis-server,mongodb" + ("" if missing_binaries() else ",swift")
     subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks.dedup_posts", "--stores", stores),
-            *("--posts", "5", "--rounds", "1", "--results", str(tmp_path)),
-        ],
+        [sys.executable, "-m", f"benchmarks.{module}", "--stores", stores, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
         check=True,
     )
-    [out] = tmp_path.glob("dedup-posts-*.json")
-    rates = json.loads(out.read_text())["posts_per_s"]
-    assert list(rates) == stores.split(",")
+    [out] = tmp_path.glob("*.json")
+    return stores.split(","), json.loads(out.read_text())
+
+
+def test_dedup_posts_benchmark_measures_each_kind_on_each_store(tmp_path: Path) -> None:
+    stores, report = run_on_each_store(
+        tmp_path, "dedup_posts", "--posts", "5", "--rounds", "1", "--results", str(tmp_path)
+    )
+    rates = report["posts_per_s"]
+    assert list(rates) == stores
     assert all(len(r) == 1 and r[0] > 0 for kinds in rates.values() for r in kinds.values())
     assert all(set(kinds) == {"plain", "dedup"} for kinds in rates.values())
 
 
 def test_schedule_fire_benchmark_times_each_batch_on_each_store(tmp_path: Path) -> None:
-    from testbed.swift_aio import missing_binaries
-
-    stores = "redis-server,mongodb" + ("" if missing_binaries() else ",swift")
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks.schedule_fire", "--stores", stores),
-            *("--schedules", "3", "--rounds", "2", "--results", str(tmp_path)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
+    stores, report = run_on_each_store(
+        tmp_path, "schedule_fire", "--schedules", "3", "--rounds", "2", "--results", str(tmp_path)
     )
-    [out] = tmp_path.glob("schedule-fire-*.json")
-    batches = json.loads(out.read_text())["batch_ms"]
-    assert list(batches) == stores.split(",")
+    batches = report["batch_ms"]
+    assert list(batches) == stores
     assert all(len(times) == 2 and all(t > 0 for t in times) for times in batches.values())
 
 
