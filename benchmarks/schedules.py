@@ -1,8 +1,9 @@
-"""Recurring schedules: many schedules firing every second, each slot once, and how late.
+"""Recurring schedules: many schedules firing every second (or ``--every`` seconds), each slot
+once, and how late.
 
 Starts a zaqar-delay-server (``--workers`` workers, the embedded store, or ``--store`` a
-storage URI), writes ``--schedules`` schedules (``every: 1``) spread over ``--queues``
-queues, and lets them fire for ``--seconds``. One consumer per queue claims with
+storage URI), writes ``--schedules`` schedules (``every: 1``, or ``--every``) spread over
+``--queues`` queues, and lets them fire for ``--seconds``. One consumer per queue claims with
 ``wait`` and ``with_schedule=true`` and deletes what it claimed; each fired message's
 ``due`` is its slot. Then the schedules are deleted and the queues drained.
 
@@ -11,7 +12,7 @@ fired twice (the same schedule and slot in two messages: must be 0), the slots m
 each schedule's run of consecutive slots (must be 0 unless ``skip`` skipped them), fires
 claimed before they were due (``fired_before_slot``: must be 0), and lateness (claimed minus
 slot, ms) p50/p99/max over the fires whose slot came after the schedules were written (the
-first second is excluded: it is the write's, not the schedule's). An on-time fire is due
+first period is excluded: it is the write's, not the schedule's). An on-time fire is due
 exactly at its slot; a fire posted after its slot passed (the push of its tick came more
 than the lead late) is due when it was posted: it counts in ``late_fires``, its lateness is
 from its slot, and slots it skipped (``misfire`` ``skip``) count in ``slots_missing``.
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for index in range(args.schedules):
             queue, name = queues[index % len(queues)], f"s{index}"
             document = {
-                "every": 1,
+                "every": args.every,
                 "misfire": args.misfire,
                 "message": {"body": {"schedule": name}, "ttl": 300},
             }
@@ -192,8 +193,8 @@ def report(
     lifetimes: dict[str, list[float]],
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    # On-time fires are due exactly at their slot, on the schedule's grid of whole seconds
-    # from its anchor (the grid's phase is the most common due time modulo a second); a late
+    # On-time fires are due exactly at their slot, on the schedule's grid of whole periods
+    # from its anchor (the grid's phase is the most common due time modulo the period); a late
     # fire (its slot passed before the fire posted it) is due when it was posted. The k late
     # fires of one schedule posted together (misfire "all" catching up) are the k slots up
     # to the grid point before that; one alone is that grid point.
@@ -210,12 +211,13 @@ def report(
     by_schedule: dict[str, collections.Counter[int]] = collections.defaultdict(collections.Counter)
     on_time: dict[str, collections.Counter[int]] = collections.defaultdict(collections.Counter)
     lateness, early, late_fires = [], 0, 0
+    period = args.every * 1000
     for schedule, fires_of in received.items():
-        phase = collections.Counter(due % 1000 for due, _ in fires_of).most_common(1)[0][0]
+        phase = collections.Counter(due % period for due, _ in fires_of).most_common(1)[0][0]
         posted_together: collections.Counter[int] = collections.Counter()
         for due, claimed_at in sorted(fires_of):
-            grid = due - (due - phase) % 1000
-            slot = grid - 1000 * posted_together[due]
+            grid = due - (due - phase) % period
+            slot = grid - period * posted_together[due]
             if due != grid:
                 late_fires += 1
                 posted_together[due] += 1
@@ -224,7 +226,7 @@ def report(
                 on_time[schedule][slot] += 1
             if claimed_at < due:
                 early += 1
-            if slot > written_ms + 1000:
+            if slot > written_ms + period:
                 lateness.append(claimed_at - slot)
     # Twice: two messages due at the very same slot (a late fire's slot is inferred, so only
     # on-time fires are compared; the dedup ids must have made this impossible).
@@ -234,23 +236,24 @@ def report(
     missing = 0
     for slots in by_schedule.values():
         ordered = sorted(slots)
-        missing += sum((b - a) // 1000 - 1 for a, b in itertools.pairwise(ordered))
+        missing += sum((b - a) // period - 1 for a, b in itertools.pairwise(ordered))
     fires = len(seen)
-    # A schedule written at w and deleted at d fires at least (d - w) // 1000 - 1 slots and
-    # at most (d - w) // 1000 + 1, plus those whose messages were posted ahead (LEAD_MS)
+    # A schedule written at w and deleted at d fires at least (d - w) // period - 1 slots and
+    # at most (d - w) // period + 1, plus those whose messages were posted ahead (LEAD_MS)
     # before the delete: fires beyond them are extra, short of them lacking.
     extra = lacking = 0
-    ahead = LEAD_MS // 1000
+    ahead = -(-LEAD_MS // period)
     for name, (put_ms, deleted_ms) in lifetimes.items():
-        seconds = int(deleted_ms - put_ms) // 1000
+        periods = int(deleted_ms - put_ms) // period
         got = sum(by_schedule[name].values())
-        extra += max(0, got - (seconds + 1 + ahead))
-        lacking += max(0, seconds - 1 - got)
+        extra += max(0, got - (periods + 1 + ahead))
+        lacking += max(0, periods - 1 - got)
     return {
         "schedules": args.schedules,
         "queues": args.queues,
         "workers": args.workers,
         "seconds": args.seconds,
+        "every": args.every,
         "store": args.store or "embedded",
         "push_concurrency": args.push_concurrency,
         "misfire": args.misfire,
@@ -273,6 +276,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedules", type=int, default=1000)
     parser.add_argument("--queues", type=int, default=10)
+    parser.add_argument("--every", type=int, default=1, help="the schedules' period, s")
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--store", default="", help="a storage URI (default: embedded)")

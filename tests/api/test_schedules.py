@@ -208,6 +208,45 @@ def test_a_tick_whose_fire_hangs_fires_again_after_its_short_lease_and_posts_onc
         stuck.stop()
 
 
+def test_a_tick_batch_fired_slowly_halves_the_next_and_quick_full_ones_double_it_back(
+    quick_api: Api,
+) -> None:
+    """A batch of ticks whose fire takes more than half its lease halves the next batch of
+    its tick queue, so that a fire ends before another dispatcher may lease its ticks; the
+    ticks left over fire in the next rounds. Full batches fired quickly double it again."""
+    api = quick_api
+    for n in range(8):
+        one = {"every": 60, "message": {"body": {"n": n}, "ttl": 600}}
+        assert api.put(f"/v2/queues/q/schedules/s{n}", json=one).status_code == 201
+    batches: list[int] = []
+    slow = threading.Event()
+    slow.set()
+
+    def timed(project: str, queue: str, bodies: Any, now_ms: int) -> list[Exception | None]:
+        batches.append(len(bodies))
+        fired = api.service.schedules.fire_many(project, queue, bodies, now_ms)
+        if slow.is_set():
+            api.clock.advance(ms=TICK_LEASE_MS // 2 + 1)
+        return fired
+
+    slow_fire_ms = TICK_LEASE_MS // 2 + 1
+    with dispatching(api, senders(fire=timed)) as dispatcher:
+        api.clock.advance(ms=60_000 - LEAD_MS)
+        assert dispatcher.run_once() == 8  # slow: the next batch is 4
+        api.clock.advance(ms=60_000 - slow_fire_ms)
+        assert dispatcher.run_once() == 4  # slow again: 2
+        slow.clear()
+        # Quick from now on: a full batch doubles the next, the rest of the ticks does not.
+        assert [dispatcher.run_once() for _ in range(3)] == [2, 2, 0]  # 4 next
+        api.clock.advance(ms=60_000 - slow_fire_ms)
+        assert [dispatcher.run_once() for _ in range(3)] == [4, 4, 0]  # 8 next
+        api.clock.advance(ms=60_000)
+        assert [dispatcher.run_once() for _ in range(2)] == [8, 0]
+    assert batches == [8, 4, 2, 2, 4, 4, 8]
+    for n in range(8):  # every slot fired once
+        assert api.get(f"/v2/queues/q/schedules/s{n}").json["fires"] == 4
+
+
 def test_a_schedule_written_again_leaves_the_old_plan_s_tick_without_effect(api: Api) -> None:
     api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
     hourly = {**EVERY_MINUTE, "every": 3600}

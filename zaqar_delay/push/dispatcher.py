@@ -20,7 +20,8 @@ call per queue, at most ``settle_every_s`` after their requests end; only then a
 slots free again. So a slow receiver holds only its own slots, not the other queues'
 pushes, and a crash repeats at most ``concurrency`` pushes. Schedules' ticks are not requests:
 a tick queue's due ticks are leased together, up to ``TICKS_PER_BATCH``, fired in one call in
-this process (``Schedules.fire_many``), and hold one slot between them.
+this process (``Schedules.fire_many``), and hold one slot between them; a queue whose fires
+take more than half their lease gets smaller batches.
 
 While nothing is in flight the dispatcher sleeps until the earliest owed push (less
 ``lease_ahead_ms``), at most ``recheck_s``; a post in this process that owes an earlier push
@@ -65,6 +66,8 @@ TICKS_PER_BATCH = 200
 # the store could not record (an outage), fires again this soon. Two overlapping fires of a
 # tick (a fire slower than this) post nothing twice: every post they make has a dedup id.
 TICK_LEASE_MS = 5000
+# Tick queues whose batch size a process keeps (all forgotten at once when full).
+SIZED_TICK_QUEUES = 10_000
 
 
 class Dispatcher:
@@ -102,6 +105,8 @@ class Dispatcher:
         self._in_flight_by_project: collections.Counter[str] = collections.Counter()
         self._in_flight_lock = threading.Lock()
         self._ended: list[Attempt] = []
+        # Each tick queue's next batch size, where it is not TICKS_PER_BATCH.
+        self._tick_batches: dict[tuple[str, str], int] = {}
         # While the loop sleeps: when it leases next (ms); None while it is awake.
         self._sleeping_until: int | None = None
         self._wake = threading.Event()
@@ -243,17 +248,19 @@ class Dispatcher:
         started: list[concurrent.futures.Future[None]],
     ) -> int:
         """Lease up to ``limit`` pushes of the queue and start each (into ``started``): the
-        request slots they take. A tick queue's ticks are leased up to ``TICKS_PER_BATCH``
-        and fired together, in one slot: they are one call in this process, not requests."""
+        request slots they take. A tick queue's ticks are leased up to its batch size
+        (``_size_tick_batch``) and fired together, in one slot: they are one call in this
+        process, not requests."""
         if is_tick_queue(queue):
             lease_ms = min(self.lease_ms, TICK_LEASE_MS)
+            batch = self._tick_batches.get((project, queue), TICKS_PER_BATCH)
             ticks = self.service.pushes.lease_pushes(
-                project, queue, now_ms, lease_ms, TICKS_PER_BATCH, until_ms
+                project, queue, now_ms, lease_ms, batch, until_ms
             )
             if not ticks:
                 return 0
             self._take_slots(project, 1)
-            started.append(self._pool.submit(self._attempt_ticks, ticks))
+            started.append(self._pool.submit(self._attempt_ticks, ticks, lease_ms))
             return 1
         leased = self.service.pushes.lease_pushes(
             project, queue, now_ms, self.lease_ms, limit, until_ms
@@ -284,7 +291,7 @@ class Dispatcher:
             with self._in_flight_lock:
                 self._ended.append(Attempt(delivery, outcome, sent_ms))
 
-    def _attempt_ticks(self, ticks: list[Delivery]) -> None:
+    def _attempt_ticks(self, ticks: list[Delivery], lease_ms: int) -> None:
         """Fire schedules' ticks of one queue together (they share their store calls), and
         queue their outcomes for settling. They fire when leased, up to ``lease_ahead_ms``
         before they are owed: a tick is owed well ahead of its slot (``LEAD_MS``) and posts
@@ -297,12 +304,32 @@ class Dispatcher:
             LOG.exception("%d ticks failed unexpectedly; fired again later", len(ticks))
             self._take_slots(ticks[0].project, -1)
         else:
+            self._size_tick_batch(ticks, self.clock.now_ms() - sent_ms, lease_ms)
             attempts = [
                 Attempt(tick, outcome, sent_ms, slots=int(index == 0))
                 for index, (tick, outcome) in enumerate(zip(ticks, outcomes, strict=True))
             ]
             with self._in_flight_lock:
                 self._ended += attempts
+
+    def _size_tick_batch(self, ticks: list[Delivery], took_ms: int, lease_ms: int) -> None:
+        """Size the next batch of the ticks' queue by how long their fire took: more than
+        half their lease halves it, so that a fire ends before its ticks may be leased
+        again (by another dispatcher, which would repeat the work); a full batch fired in
+        under a quarter of it doubles it, up to ``TICKS_PER_BATCH``. The ticks a smaller
+        batch leaves are leased in the next rounds, into other request slots."""
+        key = (ticks[0].project, ticks[0].queue)
+        batch = self._tick_batches.get(key, TICKS_PER_BATCH)
+        if took_ms > lease_ms // 2:
+            batch = max(1, min(batch, len(ticks)) // 2)
+        elif took_ms < lease_ms // 4 and len(ticks) >= batch:
+            batch = min(TICKS_PER_BATCH, batch * 2)
+        if batch == TICKS_PER_BATCH:
+            self._tick_batches.pop(key, None)
+            return
+        if len(self._tick_batches) >= SIZED_TICK_QUEUES:
+            self._tick_batches.clear()
+        self._tick_batches[key] = batch
 
     def _wait_for(self, owed_ms: int) -> bool:
         """Sleep until ``owed_ms`` has come on the clock (False: the dispatcher stopped first).
