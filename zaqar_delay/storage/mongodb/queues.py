@@ -29,7 +29,7 @@ class QueueOps(MongoBase):
     # -- queues --------------------------------------------------------------------------------
 
     def create_queue(self, project: str, queue: str, metadata: Metadata, now_ms: int) -> bool:
-        document = {"p": project, "q": queue, "m": json.dumps(metadata), "cr": now_ms, "seq": 0}
+        document = {"p": project, "q": queue, "m": json.dumps(metadata), **_created(now_ms)}
         try:
             self._queues.insert_one(document)
         except DuplicateKeyError:
@@ -66,7 +66,7 @@ class QueueOps(MongoBase):
         writes = [
             UpdateOne(
                 self._queue_filter(project, queue),
-                {"$set": {"m": json.dumps(one)}, "$setOnInsert": {"cr": now_ms, "seq": 0}},
+                {"$set": {"m": json.dumps(one)}, "$setOnInsert": _created(now_ms)},
                 upsert=True,
             )
             for queue, one in metadata.items()
@@ -132,3 +132,9 @@ class QueueOps(MongoBase):
         self._messages.delete_many(scope)
         self._claims.delete_many(scope)
         self._dedup_records.forget_queue(project, queue)
+
+
+def _created(now_ms: int) -> Doc:
+    """The fields a queue's document gets when it is created, besides its names and
+    metadata: its creation time and message sequence."""
+    return {"cr": now_ms, "seq": 0}

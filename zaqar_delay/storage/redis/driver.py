@@ -147,10 +147,11 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         self._index_queue(project, queue)
         return created
 
-    def _index_queue(self, project: str, queue: str) -> None:
-        """List the queue in its project's index (another cluster slot than its own keys)."""
+    def _index_queue(self, project: str, *queues: str) -> None:
+        """List the queues in their project's index (another cluster slot than their own
+        keys), in one write."""
         index = self._keys.project_queues(project)
-        self._write(index, lambda client: client.zadd(index, {queue: 0}))
+        self._write(index, lambda client: client.zadd(index, dict.fromkeys(queues, 0)))
 
     def get_metadata(self, project: str, queue: str) -> Metadata | None:
         raw = self._client.hget(self._keys.queue(project, queue).queue, "m")
@@ -184,8 +185,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         else:
             for keys, args in calls:
                 script(keys=keys, args=args)
-        index = self._keys.project_queues(project)
-        self._write(index, lambda client: client.zadd(index, dict.fromkeys(metadata, 0)))
+        self._index_queue(project, *metadata)
 
     def delete_queue(self, project: str, queue: str) -> None:
         index = self._keys.project_queues(project)
