@@ -74,31 +74,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
-    spread_directories(items)
-
-
-def spread_directories(items: list[pytest.Item]) -> None:
-    """Order whole modules so that each test directory's modules are spread evenly over the
-    run, each module's tests kept together and in order.
-
-    pytest-xdist hands tests out in this order. In directory order the workers would all be
-    in tests/functional at once, whose tests mostly wait on real time and real servers while
-    the cores idle, and all in the storage and unit suites later, where they contend for the
-    cores; spread, a worker waiting on a server leaves its core to one that computes."""
-    modules: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    directories: dict[str, list[str]] = {}
-    for module in modules:
-        directories.setdefault(module.rsplit("/", 1)[0], []).append(module)
-    place = {
-        module: (index + 0.5) / len(listed)
-        for listed in directories.values()
-        for index, module in enumerate(listed)
-    }
-    items[:] = [
-        item for module in sorted(modules, key=place.__getitem__) for item in modules[module]
-    ]
 
 
 @pytest.fixture(scope="session")
