@@ -8,6 +8,7 @@ test's own stores, or no host at all."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,10 +78,20 @@ def api(request: pytest.FixtureRequest) -> Iterator[Api]:
     yield from pooled_api_on(request)
 
 
+# A Redis database of the test's redis-server that no other test writes to.
+FUZZ_REDIS_DB = 15
+
+
 @pytest.fixture
 def live_uris(request: pytest.FixtureRequest) -> list[str]:
-    """The URIs of the test's own Redis and MongoDB, which a pool can really connect to."""
-    return [store_url(request, "redis-server"), store_url(request, "mongodb")]
+    """The URIs of the test's own Redis and MongoDB, which a pool can really connect to: on a
+    Redis database and a MongoDB database of the fuzz's own. A pool given no namespace option
+    uses its store's default namespace, and one that holds a queue (another test's, left on
+    the worker's store) keeps the pool from being deleted, rightly."""
+    redis_uri = store_url(request, "redis-server").rsplit("/", 1)[0] + f"/{FUZZ_REDIS_DB}"
+    database = f"fuzz{uuid.uuid4().hex[:12]}"
+    mongodb_uri = request.getfixturevalue("secantus_server").database_url(database)
+    return [redis_uri, mongodb_uri]
 
 
 @FUZZ

@@ -167,3 +167,38 @@ def test_pool_and_flavor_names_are_checked(local: Api, name: str) -> None:
     flavor = local.put(f"/v2/flavors/{name}", json={"pool_list": ["redis"]})
     assert flavor.status_code == 400, flavor.text
     assert local.put("/v2/flavors/" + "f" * 64, json={"pool_list": ["redis"]}).status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("prefix", "a_glob"),
+    [("*", True), ("?*", True), ("[tz]*", True), ("a\\", False), ("{t}", False), ("t\n", False)],
+)
+def test_a_key_prefix_that_would_match_other_prefixes_is_a_400(
+    local: Api, prefix: str, a_glob: bool
+) -> None:
+    local.patch("/v2/pools/mongo", json={"weight": 0})
+    local.post_messages("kept", {"body": "precious"})
+    assert local.service.stores.pool_of(PROJECT, "kept") == "redis"
+    body = local.get("/v2/pools/redis", params={"detailed": "true"}).json
+    # Where the check is not in the way: the driver's scan for the queues of its prefix (the
+    # one that says whether a pool may be deleted), with this prefix, meets the other pool's.
+    # (Braces are refused for another reason: a hash tag in the prefix would put all of its
+    # keys in one Cluster slot.)
+    if a_glob:
+        store = redis.Redis.from_url(body["uri"])
+        owner = f"{body['options']['key_prefix']}:{{{PROJECT}}}:queues".encode()
+        assert owner in set(store.scan_iter(match=f"{prefix}:{{*}}:queues", count=1000))
+    refused = local.put(
+        "/v2/pools/glob", json={"uri": body["uri"], "weight": 0, "options": {"key_prefix": prefix}}
+    )
+    assert refused.status_code == 400, refused.text
+    assert "key_prefix" in refused.json["description"], refused.json
+    assert local.get("/v2/pools/glob").status_code == 404
+    patched = local.patch("/v2/pools/redis", json={"options": {"key_prefix": prefix}})
+    assert patched.status_code == 400, patched.text
+    shown = local.get("/v2/pools/redis", params={"detailed": "true"}).json
+    assert shown["options"] == body["options"]
+    # A prefix of other characters, a colon among them, is taken.
+    taken = {"uri": body["uri"], "weight": 0, "options": {"key_prefix": "zd:tenant-1"}}
+    assert local.put("/v2/pools/named", json=taken).status_code == 201
+    assert local.delete("/v2/pools/named").status_code == 204

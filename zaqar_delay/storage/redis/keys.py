@@ -11,6 +11,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from zaqar_delay.errors import StorageConfigError
+
+# What a key prefix may not hold: Redis's glob syntax, because the driver scans and subscribes
+# by patterns under its prefix (a queue index scan, the wake channels, the layout upgrade), and
+# a glob there would match the keys of every other prefix on the store; and braces, because a
+# hash tag in the prefix would put every key of the prefix in one Cluster slot.
+PREFIX_REFUSED = frozenset("*?[]\\{}")
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class QueueKeys:
@@ -60,9 +68,19 @@ class QueueKeys:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class KeySpace:
-    """Builds key names under one prefix."""
+    """Builds key names under one prefix: a non-empty one, without glob characters or braces
+    (``PREFIX_REFUSED``) or control characters; ``StorageConfigError`` otherwise."""
 
     prefix: str = "zd"
+
+    def __post_init__(self) -> None:
+        refused = sorted({c for c in self.prefix if c in PREFIX_REFUSED or not c.isprintable()})
+        if not self.prefix or refused:
+            raise StorageConfigError(
+                f"The key_prefix {self.prefix!r} cannot be used: a Redis key prefix must not "
+                "be empty nor hold control characters, glob characters (* ? [ ] \\) or braces"
+                + (f" (it holds {''.join(refused)!r})." if refused else ".")
+            )
 
     def queue(self, project: str, queue: str) -> QueueKeys:
         """The keys of one queue, remembered for the most recently used queues."""
