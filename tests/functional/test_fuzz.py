@@ -2,10 +2,10 @@
 
 Bounded by a fixed seed and 50 examples per operation and phase, so it fits in every CI run;
 a longer run is the same command with larger numbers. Not by ``--max-time``: schemathesis
-takes that as a budget to spend whole, generating past the examples' bound until it runs out. Waiting claims are capped at
-1 second on this server so generated ``wait`` values do not stall the run. The server pools
-(its own store as the virtual pool) with the admin API open, so every operation the description
-names is served and fuzzed.
+takes that as a budget to spend whole, generating past the examples' bound until it runs out.
+Waiting claims are capped at 1 second on this server so generated ``wait`` values do not
+stall the run. The server pools (its own store as the virtual pool) with the admin API open,
+so every operation the description names is served and fuzzed.
 """
 
 from __future__ import annotations
