@@ -9,6 +9,7 @@ message, and a released + second claim for one message in ten), then times the r
 
     python -m benchmarks.pipeline schedule [--rows 1000000] [--master local[*]]
     python -m benchmarks.pipeline report [--events 10000000] [--master local[*]]
+        [--shuffle-partitions N]
 
 Both share the machine's cores with everything they start (the server, its store, Spark's
 Python workers), as a single-machine deployment would.
@@ -36,6 +37,15 @@ from zaqar_delay.pipeline.client import Target
 PROJECT = "pipeline-bench"
 
 
+def session(args: argparse.Namespace) -> Any:
+    """The job's Spark session; ``--shuffle-partitions`` replaces Spark's default (200), which
+    costs a small run one task per partition of every shuffle."""
+    spark: Any = spark_session(args.master, "zaqar-delay-pipeline benchmark")
+    if args.shuffle_partitions:
+        spark.conf.set("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+    return spark
+
+
 def write_rows(path: Path, rows: int) -> None:
     generator = random.Random(20261122)
     with open(path, "w", encoding="ascii") as handle:
@@ -53,7 +63,7 @@ def bench_schedule(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     (work / "server").mkdir()
     service = ServiceProcess(workers=args.workers, data_dir=str(work / "server")).start()
     try:
-        spark = spark_session(args.master, "zaqar-delay-pipeline benchmark")
+        spark = session(args)
         started = time.perf_counter()
         summary = schedule.run(
             spark,  # type: ignore[arg-type]
@@ -134,7 +144,7 @@ def write_journal(spark: Any, path: Path, events: int) -> None:
 
 
 def bench_report(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    spark = spark_session(args.master, "zaqar-delay-pipeline benchmark")
+    spark = session(args)
     journal = work / "journal"
     started = time.perf_counter()
     write_journal(spark, journal, args.events)
@@ -162,6 +172,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="server workers (schedule)")
     parser.add_argument("--partitions", type=int, help="posting tasks (schedule)")
     parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--shuffle-partitions", type=int, help="spark.sql.shuffle.partitions")
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
