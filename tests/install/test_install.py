@@ -2,8 +2,11 @@
 wheel installed into empty virtualenvs (no test dependency), and the README's quick start and
 curl walkthrough run as README.rst writes them, read from it at test time.
 
-Runs without the test suite's conftest files (``--noconftest``) and without the package in
-the test environment: everything it checks runs in the virtualenvs it makes.
+Needs nothing of the test suite's conftest files or of the test environment: everything it
+checks runs in the virtualenvs it makes. ``tox -e install`` runs it alone, without the conftest
+files (``--noconftest``) and without the package installed; the gate's ``py3`` runs it in one
+worker (the ``install`` xdist group, so the sdist, the wheel and the core virtualenv are built
+once), beside the other tests.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import venv
 import zipfile
@@ -25,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.install
+pytestmark = [pytest.mark.install, pytest.mark.xdist_group("install")]
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.rst"
@@ -179,7 +184,17 @@ def wait_for_server(deadline_s: float, process: subprocess.Popen[bytes], log: Pa
 
 
 @pytest.fixture
-def quick_start(dist: Path, core: Path, tmp_path: Path) -> Iterator[None]:
+def home() -> Iterator[Path]:
+    """A fresh, empty HOME with a short path: the embedded store's socket lies under the user
+    data directory in it, and a socket path holds at most 107 bytes (pytest's temporary
+    directories under an xdist worker are longer than the server accepts)."""
+    path = Path(tempfile.mkdtemp(prefix="zd-home-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def quick_start(dist: Path, core: Path, tmp_path: Path, home: Path) -> Iterator[None]:
     """The README's quick-start line, as written, in an unpacked sdist with the core
     virtualenv first on PATH and a fresh HOME; stopped (SIGTERM) afterwards."""
     (line,) = [
@@ -188,8 +203,6 @@ def quick_start(dist: Path, core: Path, tmp_path: Path) -> Iterator[None]:
     with tarfile.open(sdist_of(dist)) as sdist:
         sdist.extractall(tmp_path, filter="data")
     (source,) = tmp_path.glob("zaqar_delay-*")
-    home = tmp_path / "home"
-    home.mkdir()
     assert port_free(PORT), f"port {PORT}, the README's, is taken"
     env = {**os.environ, "HOME": str(home), "PATH": f"{core}{os.pathsep}{os.environ['PATH']}"}
     for name in ("XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "ZAQAR_DELAY_STORAGE_URI"):
@@ -257,14 +270,14 @@ def test_the_quick_start_serves_and_the_curl_walkthrough_works_verbatim(quick_st
 # -- the commands and the extras -----------------------------------------------------------------
 
 
-def test_the_status_and_pipeline_commands_run_from_the_wheel(core: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "HOME": str(tmp_path)}
+def test_the_status_and_pipeline_commands_run_from_the_wheel(core: Path, home: Path) -> None:
+    env = {**os.environ, "HOME": str(home)}
     checked = run_in(core, "zaqar-delay-status", "upgrade", "check", env=env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "Store durability" in checked.stdout
     # It started the embedded store for the check, and stopped it again.
-    assert (tmp_path / ".local" / "share" / "zaqar-delay").is_dir()
-    assert not stores_running_under(tmp_path)
+    assert (home / ".local" / "share" / "zaqar-delay").is_dir()
+    assert not stores_running_under(home)
     helped = run_in(core, "zaqar-delay-pipeline", "--help")
     assert helped.returncode == 0 and "schedule" in helped.stdout, helped.stderr
 
