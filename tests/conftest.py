@@ -68,10 +68,15 @@ def shared_servers(config: pytest.Config) -> SharedServers | None:
     return None if directory is None else SharedServers(directory)
 
 
+# First, so that pytest-xdist's own hook (which names each test's group) and ``-m`` see the
+# markers added here.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith("tests/pipeline/"):
             item.add_marker(pytest.mark.spark)
+            # One Spark session (a JVM per worker) serves the suite: its tests run in one worker.
+            item.add_marker(pytest.mark.xdist_group("spark"))
         if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
 

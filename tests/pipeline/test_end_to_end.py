@@ -21,9 +21,6 @@ from zaqar_delay.pipeline import cli
 from zaqar_delay.pipeline.client import Poster, Target
 from zaqar_delay.pipeline.rows import Prepared
 
-# One Spark session (a JVM per worker) serves the suite: its tests run in one worker.
-pytestmark = pytest.mark.xdist_group("spark")
-
 PROJECT = "pipeline-e2e"
 HEADERS = {"Client-ID": "5b0ff36c-2a4f-4a0c-9a52-6d3e1f0c7b21", "X-Project-ID": PROJECT}
 

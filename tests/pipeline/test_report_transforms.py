@@ -12,9 +12,6 @@ from pyspark.sql import SparkSession
 
 from zaqar_delay.pipeline import report
 
-# One Spark session (a JVM per worker) serves the suite: its tests run in one worker.
-pytestmark = pytest.mark.xdist_group("spark")
-
 T0 = 1_800_000_000_000  # 2027-01-15T08:00:00Z, a whole minute
 MINUTE0 = datetime.datetime(2027, 1, 15, 8, 0)
 

@@ -13,9 +13,6 @@ from zaqar_delay.conf import Limits
 from zaqar_delay.pipeline import schedule
 from zaqar_delay.pipeline.rows import derived_dedup_id
 
-# One Spark session (a JVM per worker) serves the suite: its tests run in one worker.
-pytestmark = pytest.mark.xdist_group("spark")
-
 NOW = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 
 
