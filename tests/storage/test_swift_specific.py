@@ -822,3 +822,38 @@ def test_the_latest_numbered_object_is_found_in_one_listing_however_many_there_a
     number, body = client.latest_numbered(container, prefix)
     assert (number, body) == (7, b'{"n": 7}')
     assert len(gets) == 2  # the highest, and the one after it (not there)
+
+
+def test_a_read_of_an_object_known_to_exist_is_not_answered_404_by_an_overwrite(
+    swift: SwiftDriver,
+) -> None:
+    """A GET that races an overwrite of its object may answer 404: a dedup generation being
+    confirmed while a repeat polled it was taken for forgotten, and replaced, so its id was
+    stored twice. A ``known`` read reads a 404 again before it believes it."""
+    client, container = swift._swift, swift._container(names.DEDUP)
+    client.put(container, "overwritten", b"0", "x")
+    stopping = threading.Event()
+    plain_404s, known_404s, known_reads = [0], [0], [0]
+
+    def overwrite() -> None:
+        while not stopping.is_set():
+            client.put(container, "overwritten", uuid.uuid4().bytes, "x")
+
+    def read() -> None:
+        while not stopping.is_set():
+            plain_404s[0] += client.get(container, "overwritten") is None
+            known_404s[0] += client.get(container, "overwritten", known=True) is None
+            known_reads[0] += 1
+
+    threads = [threading.Thread(target=overwrite) for _ in range(2)]
+    threads += [threading.Thread(target=read) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 120
+    while plain_404s[0] < 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stopping.set()
+    for thread in threads:
+        thread.join()
+    assert plain_404s[0] >= 5, "no GET raced an overwrite into a 404: the fault did not happen"
+    assert known_404s[0] == 0, (known_404s[0], known_reads[0])

@@ -37,6 +37,11 @@ LISTING_LIMIT = 10_000
 # the timestamp of an update from a proxy whose clock is ahead of this one's to pass.
 OVERTAKEN_ATTEMPTS = 10
 OVERTAKEN_PAUSE_S = (0.01, 0.5)
+# Reads of an object known to exist before a 404 is believed, and the pause between them: a
+# GET that races an overwrite of the object may answer 404 (its object server chose the file
+# the overwrite then removed), about once in 150 such GETs on the all-in-one.
+KNOWN_OBJECT_READS = 3
+KNOWN_OBJECT_PAUSE_S = 0.01
 
 
 def _unavailable(exc: Exception) -> errors.StorageUnavailable:
@@ -202,23 +207,30 @@ class SwiftClient:
         the margin where every commit is slow."""
         round_trip = time.monotonic() - sent
         time.sleep(self._access.settle_ms / 1000 + round_trip)
-        found = self.get(container, name, newest=True)
+        found = self.get(container, name, newest=True, known=True)
         return None if found is None else found[1]
 
     def get(
-        self, container: str, name: str, *, newest: bool = False
+        self, container: str, name: str, *, newest: bool = False, known: bool = False
     ) -> tuple[dict[str, str], bytes] | None:
         """``(headers, body)``, or None when there is no such object. ``newest``: the newest
-        copy among the replicas, not the first one to answer."""
-        try:
-            headers, body = self._call(
-                "get_object", container, name, headers={"X-Newest": "true"} if newest else None
-            )
-        except ClientException as exc:
-            if exc.http_status == 404:
-                return None
-            raise _unavailable(exc) from exc
-        return headers, body
+        copy among the replicas, not the first one to answer. ``known``: the object is known
+        to have been created (this process created it, read it, or listed it), so a 404 is
+        read again, up to ``KNOWN_OBJECT_READS`` reads, before it is believed: one GET that
+        races an overwrite may answer 404, and a caller would take the object for deleted."""
+        headers = {"X-Newest": "true"} if newest else None
+        for attempt in range(KNOWN_OBJECT_READS if known else 1):
+            if attempt:
+                time.sleep(KNOWN_OBJECT_PAUSE_S)
+            try:
+                found: tuple[dict[str, str], bytes] = self._call(
+                    "get_object", container, name, headers=headers
+                )
+                return found
+            except ClientException as exc:
+                if exc.http_status != 404:
+                    raise _unavailable(exc) from exc
+        return None
 
     def latest_numbered(
         self, container: str, prefix: str, listed: list[dict[str, Any]] | None = None
@@ -229,8 +241,9 @@ class SwiftClient:
         is missing: an object once created is always found. ``listed``: the prefix's
         listing (or its last entry), when the caller has it."""
 
-        def read(number: int) -> bytes | None:
-            found = self.get(container, prefix + names.number_part(number), newest=True)
+        def read(number: int, known: bool = False) -> bytes | None:
+            name = prefix + names.number_part(number)
+            found = self.get(container, name, newest=True, known=known)
             return None if found is None else found[1]
 
         if listed is None:
@@ -240,7 +253,7 @@ class SwiftClient:
         highest = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
         # The highest listed and the one after it are read together.
         after = self.submit(read, highest + 1)
-        body = read(highest) if highest else None
+        body = read(highest, known=True) if highest else None
         newer = after.result()
         while newer is not None:
             highest, body = highest + 1, newer

@@ -40,7 +40,9 @@ class SwiftDedupRecords:
         return dataclasses.replace(record, version=name)
 
     def _read(self, dedup_id: str, name: str) -> DedupRecord | None:
-        found = self._swift.get(self._container, name)
+        """The generation ``name``, which this post read or made before: a 404 is read again
+        before it is believed (``known``), since taking it for forgotten replaces it."""
+        found = self._swift.get(self._container, name, known=True)
         return None if found is None else _record(dedup_id, name, found[1])
 
     def create(self, project: str, queue: str, records: Sequence[DedupRecord]) -> list[Created]:
