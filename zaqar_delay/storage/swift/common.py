@@ -135,8 +135,11 @@ class SwiftBase(Driver):
 
     def _queue_object(self, project: str, queue: str) -> QueueObject:
         """The queue's metadata text (None: no such queue), and whether it may have
-        subscriptions (see ``names.SUBSCRIBED``; a queue that does not exist may)."""
-        found = self._swift.get(self._container(names.QUEUES), names.queue_object(project, queue))
+        subscriptions (see ``names.SUBSCRIBED``; a queue that does not exist may). A 404 is
+        read again (``known``): a read racing a metadata write may answer 404, and a post
+        would then go by no metadata (no default delay) until this process reads it again."""
+        name = names.queue_object(project, queue)
+        found = self._swift.get(self._container(names.QUEUES), name, known=True)
         if found is None:
             return None, True
         headers, body = found

@@ -215,9 +215,10 @@ class SwiftClient:
     ) -> tuple[dict[str, str], bytes] | None:
         """``(headers, body)``, or None when there is no such object. ``newest``: the newest
         copy among the replicas, not the first one to answer. ``known``: the object is known
-        to have been created (this process created it, read it, or listed it), so a 404 is
-        read again, up to ``KNOWN_OBJECT_READS`` reads, before it is believed: one GET that
-        races an overwrite may answer 404, and a caller would take the object for deleted."""
+        to have been created (this process created it, read it, or listed it), or a caller
+        acts on its absence where it usually exists (a queue's metadata), so a 404 is read
+        again, up to ``KNOWN_OBJECT_READS`` reads, before it is believed: one GET that races
+        an overwrite may answer 404, and a caller would take the object for deleted."""
         headers = {"X-Newest": "true"} if newest else None
         for attempt in range(KNOWN_OBJECT_READS if known else 1):
             if attempt:
