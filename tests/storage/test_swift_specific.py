@@ -895,3 +895,36 @@ def test_a_queue_whose_metadata_is_being_written_is_never_read_as_missing(
         lambda: swift.get_metadata(P, Q) is None,
     )
     assert misses == 0, (misses, reads)
+
+
+def test_a_message_or_claim_a_client_names_is_never_read_as_missing_while_overwritten(
+    swift: SwiftDriver,
+) -> None:
+    """A message an edit or a release overwrites, and a claim a renewal overwrites: read as
+    missing, a delete would leave the message, and a renewal or a delete under the claim
+    would be refused as if the claim had ended."""
+    clock = FakeClock()
+    [mid] = swift.post_messages(P, Q, [NewMessage('"x"', 3600, 0)], ALICE, clock.now_ms()).ids
+    claim = swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms())
+    assert claim is not None and [m.id for m in claim.messages] == [mid]
+
+    def claim_missing() -> bool:
+        try:
+            swift.get_claim(P, Q, claim.id, clock.now_ms())
+        except errors.ClaimDoesNotExist:
+            return True
+        return False
+
+    overwritten = [
+        (
+            names.MESSAGES,
+            swift._message_name(P, Q, mid),
+            lambda: not swift.get_messages(P, Q, [mid], clock.now_ms()),
+        ),
+        (names.CLAIMS, swift._claim_name(P, Q, claim.id), claim_missing),
+    ]
+    for kind, name, missing in overwritten:
+        _, misses, reads = reads_under_overwrites(
+            swift._swift, swift._container(kind), name, missing
+        )
+        assert misses == 0, (kind, misses, reads)

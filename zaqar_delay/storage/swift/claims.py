@@ -234,7 +234,7 @@ class ClaimOps(TakeOps):
 
     def release_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> None:
         found = self._swift.get(
-            self._container(names.CLAIMS), self._claim_name(project, queue, claim_id)
+            self._container(names.CLAIMS), self._claim_name(project, queue, claim_id), known=True
         )
         if found is None:
             return

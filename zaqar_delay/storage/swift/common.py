@@ -194,10 +194,18 @@ class SwiftBase(Driver):
 
     # -- messages ------------------------------------------------------------------------------
 
-    def _read_message(self, project: str, queue: str, message_id: str) -> Doc | None:
-        """The message, or None when it is missing or its post was never committed."""
+    def _read_message(
+        self, project: str, queue: str, message_id: str, *, known: bool = False
+    ) -> Doc | None:
+        """The message, or None when it is missing or its post was never committed.
+        ``known``: a message a client names, whose 404 is read again before it is believed
+        (an edit or a release overwrites it, and a read racing that may answer 404: a delete
+        would then leave it); claimers meeting index entries read once, where a message
+        gone is the usual answer."""
         found = self._swift.get(
-            self._container(names.MESSAGES), self._message_name(project, queue, message_id)
+            self._container(names.MESSAGES),
+            self._message_name(project, queue, message_id),
+            known=known,
         )
         if found is None:
             return None

@@ -216,8 +216,10 @@ class MessageOps(PushOps):
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _read_messages(self, project: str, queue: str, ids: Sequence[str]) -> dict[str, Doc]:
-        docs = self._swift.each(lambda i: self._read_message(project, queue, i), ids)
+    def _read_messages(
+        self, project: str, queue: str, ids: Sequence[str], *, known: bool = False
+    ) -> dict[str, Doc]:
+        docs = self._swift.each(lambda i: self._read_message(project, queue, i, known=known), ids)
         return {i: doc for i, doc in zip(ids, docs, strict=True) if doc is not None}
 
     def list_messages(self, project: str, queue: str, listing: ListQuery, now_ms: int) -> ListPage:
@@ -266,9 +268,9 @@ class MessageOps(PushOps):
     def get_messages(
         self, project: str, queue: str, ids: Sequence[str], now_ms: int
     ) -> list[Message]:
-        known = [i for i in dict.fromkeys(ids) if names.is_message_id(i)]
-        docs = {i: d for i, d in self._read_messages(project, queue, known).items()}
-        alive = [i for i in known if i in docs and int(docs[i]["e"]) > now_ms]
+        named = [i for i in dict.fromkeys(ids) if names.is_message_id(i)]
+        docs = self._read_messages(project, queue, named, known=True)
+        alive = [i for i in named if i in docs and int(docs[i]["e"]) > now_ms]
         slots = self._swift.each(lambda i: self._current_slot(project, queue, i), alive)
         by_id = {
             i: message_of(i, docs[i], slot, now_ms) for i, slot in zip(alive, slots, strict=True)
@@ -286,7 +288,7 @@ class MessageOps(PushOps):
             return
         # Both are needed for any message there is to delete: read at once.
         latest = self._swift.submit(self._current_slot, project, queue, message_id)
-        doc = self._read_message(project, queue, message_id)
+        doc = self._read_message(project, queue, message_id, known=True)
         if doc is None:
             return
         slot = latest.result()
@@ -312,9 +314,9 @@ class MessageOps(PushOps):
 
     def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
         ids, claim_ids = deletion.ids, deletion.claim_ids
-        known = [i for i in dict.fromkeys(ids) if names.is_message_id(i)]
-        docs = self._read_messages(project, queue, known)
-        present = [i for i in known if i in docs]
+        named = [i for i in dict.fromkeys(ids) if names.is_message_id(i)]
+        docs = self._read_messages(project, queue, named, known=True)
+        present = [i for i in named if i in docs]
         slots = dict(
             zip(
                 present,

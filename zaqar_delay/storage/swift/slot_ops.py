@@ -85,8 +85,10 @@ class SlotOps(SwiftBase):
         return slots
 
     def _live_claim(self, project: str, queue: str, claim_id: str, now_ms: int) -> Doc | None:
+        """The claim a client names, if live; a 404 is read again (``known``): a renewal
+        overwrites the claim, and a read racing it may answer 404."""
         found = self._swift.get(
-            self._container(names.CLAIMS), self._claim_name(project, queue, claim_id)
+            self._container(names.CLAIMS), self._claim_name(project, queue, claim_id), known=True
         )
         if found is None:
             return None
@@ -111,7 +113,7 @@ class SlotOps(SwiftBase):
         known = self._claim_slots.get(name)
         if known is not None:
             return known
-        found = self._swift.get(self._container(names.CLAIMS), name)
+        found = self._swift.get(self._container(names.CLAIMS), name, known=True)
         if found is None:
             return None
         numbers = {str(i): int(n) for i, n in dict(json.loads(found[1])["m"]).items()}
