@@ -827,9 +827,9 @@ def test_the_latest_numbered_object_is_found_in_one_listing_however_many_there_a
 def reads_under_overwrites(
     client: SwiftClient, container: str, name: str, missing: Callable[[], bool]
 ) -> tuple[int, int, int]:
-    """Two threads overwrite the object (its body and headers as they are) while three read
+    """Three threads overwrite the object (its body and headers as they are) while three read
     it, each with a plain GET and with ``missing`` (the read under test: True when it took
-    the object for absent), until plain GETs have answered 404 five times (two minutes at
+    the object for absent), until plain GETs have answered 404 three times (two minutes at
     most): (plain 404s, reads under test that missed, reads under test)."""
     found = client.get(container, name)
     assert found is not None
@@ -851,17 +851,17 @@ def reads_under_overwrites(
                 misses[0] += missed
                 reads[0] += 1
 
-    threads = [threading.Thread(target=overwrite) for _ in range(2)]
+    threads = [threading.Thread(target=overwrite) for _ in range(3)]
     threads += [threading.Thread(target=read) for _ in range(3)]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + 120
-    while plain_404s[0] < 5 and time.monotonic() < deadline:
+    while plain_404s[0] < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
     stopping.set()
     for thread in threads:
         thread.join()
-    assert plain_404s[0] >= 5, "no GET raced an overwrite into a 404: the fault did not happen"
+    assert plain_404s[0] >= 3, "no GET raced an overwrite into a 404: the fault did not happen"
     return plain_404s[0], misses[0], reads[0]
 
 
