@@ -140,8 +140,9 @@ class Run:
         assert time.time() * 1000 < self.first_slot, "the schedules were written too late"
 
     def wait_for_slots(self, count: int) -> None:
-        """Until ``count`` slots have come (the first one at ``first_slot``)."""
-        time.sleep(max(0.0, self.first_slot / 1000 + count - 1 - time.time()))
+        """Until half a second after the ``count``-th slot (the first one at ``first_slot``):
+        the fault comes between slots, as it did when the run's start was not on a slot."""
+        time.sleep(max(0.0, self.first_slot / 1000 + count - 0.5 - time.time()))
 
     def follow(self, url: str) -> None:
         for consumer in self.consumers:
