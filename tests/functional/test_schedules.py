@@ -195,16 +195,20 @@ class Run:
                     break
                 params["marker"] = messages[-1]["id"]
 
+    def claimed(self) -> list[Fired]:
+        """What the consumers claimed."""
+        return [fired for consumer in self.consumers for fired in consumer.fires]
+
     def fires(self) -> list[Fired]:
         """What the consumers claimed, then what was left in the queues."""
-        return [fired for consumer in self.consumers for fired in consumer.fires] + self.leftovers
+        return self.claimed() + self.leftovers
 
     def check(self, fault_ms: float, ended_ms: float) -> None:
         """Each slot once, none early, each schedule on after ``fault_ms``; every slot of an
         ``all`` schedule fired; the missed slots of a ``skip`` one at most once."""
         by_schedule: dict[str, dict[str, Fired]] = collections.defaultdict(dict)
-        claimed = [fired for consumer in self.consumers for fired in consumer.fires]
-        for fired in self.fires():
+        claimed = self.claimed()
+        for fired in claimed + self.leftovers:
             # A message claimed again (a delete the failover lost) is one fire.
             by_schedule[fired.schedule].setdefault(fired.message_id, fired)
         assert all(f.claimed_at is not None and f.claimed_at >= f.due for f in claimed)
