@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime
-import itertools
 import os
 import tempfile
 import threading
@@ -231,9 +230,13 @@ class Run:
                 assert fired == slots, (name, fired, slots, dues)
             else:
                 assert fired <= slots, (name, fired, slots)
-                late = sorted(f.due for f in fires.values() if (f.due - first) % 1000)
-                # One late message per catch-up, never a burst of the missed slots.
-                assert all(b - a >= 500 for a, b in itertools.pairwise(late)), late
+                # One message per catch-up, never a burst of the missed slots: each second of
+                # the grid holds at most one message. (A catch-up posted just before a slot
+                # and the fire of that slot a few ms after it are two seconds, not a burst: a
+                # dead worker's lease can end a slot's worth before the slot.)
+                seconds = collections.Counter((f.due - first) // 1000 for f in fires.values())
+                dues = sorted(f.due - first for f in fires.values())
+                assert max(seconds.values()) == 1, (name, dues)
 
 
 def config_file(text: str) -> str:
