@@ -61,7 +61,9 @@ class ClaimOps(TakeOps):
             fields = names.fields_of(entry["content_type"])
             message_id = entry["name"].rsplit("/", 1)[1]
             ended_ms = int(entry["name"].rsplit("/", 2)[1])
-            slot = self._read_slot(project, queue, message_id, int(fields["n"]))
+            # Read as missing, a slot a renewal is overwriting would hand its message out
+            # while the renewed claim holds it: a 404 is read again (``known``).
+            slot = self._read_slot(project, queue, message_id, int(fields["n"]), known=True)
             if slot is not None and slot.live(now_ms):
                 # Renewed, and the renewal's entry not yet written (or this one not yet
                 # deleted): index it at the claim's new end rather than hand it out.
@@ -72,7 +74,7 @@ class ClaimOps(TakeOps):
             due = redelivery_due(policy, int(fields["d"]), int(fields["cc"]), ended_ms)
             doc = {"d": due, "e": int(fields["e"]), "u": fields["u"]}
             if due != int(fields["d"]):
-                stored = self._read_message(project, queue, message_id)
+                stored = self._read_message(project, queue, message_id, known=True)
                 if stored is not None:
                     self._write_message(project, queue, message_id, {**stored, "d": due})
             latest = Slot(int(fields["n"]), int(fields["cc"]))
@@ -189,7 +191,7 @@ class ClaimOps(TakeOps):
             slot = self._holding_slot(project, queue, message_id, n, claim_id, now_ms)
             if slot is None:
                 return None
-            doc = self._read_message(project, queue, message_id)
+            doc = self._read_message(project, queue, message_id, known=True)
             return None if doc is None else (message_id, doc, slot)
 
         found = self._swift.each(still_held, list(dict(record["m"]).items()))
@@ -290,7 +292,9 @@ class ClaimOps(TakeOps):
                 kept.append((entry["name"].rsplit("/", 1)[1], int(fields.get("cc", 0))))
                 if len(kept) == listing.limit:
                     break
-        docs = self._swift.each(lambda item: self._read_message(project, queue, item[0]), kept)
+        docs = self._swift.each(
+            lambda item: self._read_message(project, queue, item[0], known=True), kept
+        )
         messages = tuple(
             message_of(mid, doc, Slot(0, count), now_ms)
             for (mid, count), doc in zip(kept, docs, strict=True)

@@ -198,10 +198,11 @@ class SwiftBase(Driver):
         self, project: str, queue: str, message_id: str, *, known: bool = False
     ) -> Doc | None:
         """The message, or None when it is missing or its post was never committed.
-        ``known``: a message a client names, whose 404 is read again before it is believed
-        (an edit or a release overwrites it, and a read racing that may answer 404: a delete
-        would then leave it); claimers meeting index entries read once, where a message
-        gone is the usual answer."""
+        ``known``: a message that should be there (a client, a claim, a push or a listed
+        entry names it), whose 404 is read again before it is believed: an edit, a claim or
+        a release overwrites it, and a read racing that may answer 404 (a delete would then
+        leave it, a claimer drop its entry). A claimer meeting the entry of a message posted
+        within the orphan grace reads once: a post still writing it is a usual answer."""
         found = self._swift.get(
             self._container(names.MESSAGES),
             self._message_name(project, queue, message_id),

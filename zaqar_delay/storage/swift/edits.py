@@ -27,7 +27,7 @@ class EditOps(SlotOps):
         message_id, claim_id = edit.message_id, edit.claim_id
         for _ in range(EDIT_ATTEMPTS):
             doc = (
-                self._read_message(project, queue, message_id)
+                self._read_message(project, queue, message_id, known=True)
                 if names.is_message_id(message_id)
                 else None
             )

@@ -172,7 +172,8 @@ class MessageOps(PushOps):
     def _complete_post(self, project: str, queue: str, message_id: str, now_ms: int) -> bool:
         """Whether the message ``message_id`` is stored, once the pushes its post may not
         have owed yet are owed (owing one again is a second delivery at worst)."""
-        stored = self._read_message(project, queue, message_id)
+        # Read as missing while a claim overwrites it, the message would be posted twice.
+        stored = self._read_message(project, queue, message_id, known=True)
         if stored is None:
             return False
         self._owe_pushes(project, queue, [(message_id, stored)], now_ms)

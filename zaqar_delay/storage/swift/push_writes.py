@@ -97,7 +97,7 @@ class SettleWrites:
         read, so not counted twice."""
         ops = self.ops
         docs = ops._swift.each(
-            lambda m: ops._read_message(self.project, self.queue, m), message_ids
+            lambda m: ops._read_message(self.project, self.queue, m, known=True), message_ids
         )
         stored = [(m, d) for m, d in zip(message_ids, docs, strict=True) if d is not None]
         ops._swift.each(

@@ -164,7 +164,7 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
             mid: doc
             for mid, doc in zip(
                 mids,
-                self._swift.each(lambda m: self._read_message(project, queue, m), mids),
+                self._swift.each(lambda m: self._read_message(project, queue, m, known=True), mids),
                 strict=True,
             )
             if doc is not None and int(doc["e"]) > request.now_ms

@@ -38,11 +38,17 @@ class SlotOps(SwiftBase):
             slot.content_type(),
         )
 
-    def _read_slot(self, project: str, queue: str, message_id: str, n: int) -> Slot | None:
+    def _read_slot(
+        self, project: str, queue: str, message_id: str, n: int, *, known: bool = False
+    ) -> Slot | None:
+        """Slot ``n`` of the message, or None. ``known``: a slot an entry or a claim names,
+        whose 404 is read again before it is believed (a renewal, a release or an edit
+        overwrites a slot, and a read racing that may answer 404)."""
         found = self._swift.get(
             self._container(names.CLAIMS),
             self._slot_name(project, queue, message_id, n),
             newest=True,
+            known=known,
         )
         return None if found is None else slot_from_document(n, found[1])
 
@@ -99,9 +105,10 @@ class SlotOps(SwiftBase):
         self, project: str, queue: str, message_id: str, n: int, claim_id: str, now_ms: int
     ) -> Slot | None:
         """Slot ``n`` of the message when ``claim_id``'s live claim holds the message through
-        it: the slot is the claim's, live, and the message's latest (no slot after it)."""
+        it: the slot is the claim's, live, and the message's latest (no slot after it). The
+        claim's own slot is known to exist; the one after it usually does not."""
         later = self._swift.submit(self._read_slot, project, queue, message_id, n + 1)
-        slot = self._read_slot(project, queue, message_id, n)
+        slot = self._read_slot(project, queue, message_id, n, known=True)
         if slot is None or slot.claim_id != claim_id or not slot.live(now_ms):
             return None
         return slot if later.result() is None else None

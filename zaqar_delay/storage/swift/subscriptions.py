@@ -69,9 +69,12 @@ class SubscriptionOps(SwiftBase):
     def _read_subscription(self, project: str, queue: str, subscription_id: str) -> Doc | None:
         if not subscription_id.isalnum():
             return None
+        # Every push's result overwrites its subscription: a read racing that may answer
+        # 404, and a lease would drop the push, so a 404 is read again (``known``).
         found = self._swift.get(
             self._container(names.SUBSCRIPTIONS),
             self._subscription_name(project, queue, subscription_id),
+            known=True,
         )
         return None if found is None else dict(json.loads(found[1]))
 
@@ -94,7 +97,9 @@ class SubscriptionOps(SwiftBase):
         generation = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
         for _ in range(HOLD_ATTEMPTS):
             if generation:
-                found = self._swift.get(container, prefix + names.number_part(generation))
+                found = self._swift.get(
+                    container, prefix + names.number_part(generation), known=True
+                )
                 holder = "" if found is None else str(json.loads(found[1])["s"])
                 if holder == subscription_id:
                     return ""

@@ -72,9 +72,13 @@ class TakeOps(DueOrderOps, SlotOps):
         body = slot.document()
         sent = time.monotonic()
         if not self._swift.create(container, slot_name, body, slot.content_type()):
-            taker = self._read_slot(project, queue, message_id, slot.n)
+            # It exists (the create was refused), and its taker may be overwriting it.
+            taker = self._read_slot(project, queue, message_id, slot.n, known=True)
             return self._after_losing(project, queue, message_id, name, taker, now_ms)
-        reading = self._swift.submit(self._read_message, project, queue, message_id)
+        past_post = self._past_post(name, now_ms)
+        reading = self._swift.submit(
+            lambda: self._read_message(project, queue, message_id, known=past_post)
+        )
         kept = self._swift.settled(container, slot_name, sent)
         if kept != body:
             taker = None if kept is None else slot_from_document(slot.n, kept)
@@ -123,7 +127,7 @@ class TakeOps(DueOrderOps, SlotOps):
             and taker.taken_ms + self._times.taker_grace_ms > now_ms
         ):
             return None
-        doc = self._read_message(project, queue, message_id)
+        doc = self._read_message(project, queue, message_id, known=self._past_post(name, now_ms))
         if doc is None:
             self._remove_orphan(project, queue, name, now_ms)
             return None
@@ -159,12 +163,20 @@ class TakeOps(DueOrderOps, SlotOps):
         else:
             self._delete_index_entry(entry)
 
+    def _past_post(self, entry: str, now_ms: int) -> bool:
+        """Whether the post of the message of index entry ``entry`` is over: its orphan grace
+        (``SwiftTimes``) has passed, so the message, if not found, is taken for gone."""
+        message_id = entry.rsplit("/", 1)[1]
+        return names.named_ms_of(message_id) + self._times.orphan_grace_ms < now_ms
+
     def _remove_orphan(self, project: str, queue: str, entry: str, now_ms: int) -> None:
         """The message of the due entry ``entry`` was not found (or its post not committed).
         Its post may still be writing it for the orphan grace (``SwiftTimes``) after it was
-        due; after that the entry goes, and a message of a post never committed with it."""
+        due; after that the entry goes, and a message of a post never committed with it.
+        (Past that grace the message was read with ``known``: a read racing an overwrite of
+        it answers 404, and its entry would go while it stays, never claimed again.)"""
         message_id = entry.rsplit("/", 1)[1]
-        if names.named_ms_of(message_id) + self._times.orphan_grace_ms >= now_ms:
+        if not self._past_post(entry, now_ms):
             return
         if is_named_entry(entry):
             self._swift.delete(
@@ -179,7 +191,8 @@ class TakeOps(DueOrderOps, SlotOps):
         """Remove the message of an index entry listed as expired, once its document agrees
         (an edit may have given it a longer ttl since)."""
         message_id = entry["name"].rsplit("/", 1)[1]
-        doc = self._read_message(project, queue, message_id)
+        # An edit that gave it a longer ttl overwrote it: read as missing then, it would go.
+        doc = self._read_message(project, queue, message_id, known=True)
         if doc is None or int(doc["e"]) <= now_ms:
             self._remove_message(project, queue, message_id, doc, None)
             self._delete_index_entry(entry["name"])
