@@ -220,9 +220,10 @@ class TestMessages:
         self, driver: Driver, clock: FakeClock, store_uri: str
     ) -> None:
         # Swift commits a post of several only within its post deadline (40 s, SwiftTimes),
-        # else refuses it whole; the test all-in-one writes some 190 messages a second, and
-        # under the suite's load less than half that, so its large batch is 2,000.
-        size = 2000 if store_uri.startswith("swift") else 5000
+        # else refuses it whole; the test all-in-one writes some 190 messages a second, but
+        # under the suite's load on a slow 2-core host under 50 (a post of 2,000 missed the
+        # deadline there), so its large batch is 1,000.
+        size = 1000 if store_uri.startswith("swift") else 5000
         ids = post(driver, clock, *range(size), ttl=60)
         assert len(ids) == size
         assert driver.stats(P, Q, clock.now_ms()).total == size
