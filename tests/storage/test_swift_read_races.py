@@ -21,14 +21,17 @@ from swiftclient.exceptions import ClientException
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import (
+    Batch,
     ClaimTimes,
     LeaseRequest,
     ListQuery,
     MessageEdit,
     NewMessage,
     NewSubscription,
+    Posted,
     Settlement,
 )
+from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.connect import SwiftClient
@@ -90,6 +93,54 @@ def message_object(swift: SwiftDriver, mid: str) -> str:
 
 def slot_object(swift: SwiftDriver, mid: str, n: int) -> str:
     return swift._slot_name(P, Q, mid, n)
+
+
+@pytest.mark.parametrize("reader", ["get_metadata", "post_if_current"])
+def test_a_queue_whose_metadata_is_read_as_missing_is_read_with_it(
+    swift: SwiftDriver, raced: RacedReads, reader: str
+) -> None:
+    """Read as missing while a metadata write overwrote it, a queue's metadata was none: a
+    post went by no metadata, without the queue's default delay, so due too early (the
+    service reads the metadata, and the post checks it is still the one read)."""
+    clock = FakeClock()
+    swift.create_queue(P, Q, {"_default_message_delay": 60}, clock.now_ms())
+    queue_object = names.queue_object(P, Q)
+    text = swift._metadata_text(P, Q)
+    assert text is not None
+    raced.next_read(queue_object)
+    if reader == "get_metadata":
+        assert swift.get_metadata(P, Q) == {"_default_message_delay": 60}
+    else:
+        swift._recent_queue_objects.forget(queue_object)  # read by the post, not remembered
+        batch = Batch([NewMessage('"x"', 3600, 60_000)], ALICE)
+        posted = swift.post_if_current(P, Q, batch, clock.now_ms(), metadata_version_of(text))
+        assert isinstance(posted, Posted)
+    assert raced.given == [queue_object]
+
+
+@pytest.mark.parametrize("named", ["get", "delete", "claim"])
+def test_a_message_or_claim_a_client_names_is_found_when_read_as_missing(
+    swift: SwiftDriver, raced: RacedReads, named: str
+) -> None:
+    """An edit or a release overwrites a message, a renewal its claim. Read as missing, a
+    get by id left it out, a delete left it (delivered again), a claim's holder was told
+    its claim had ended."""
+    clock = FakeClock()
+    mid = post(swift, clock)
+    if named == "get":
+        raced.next_read(message_object(swift, mid))
+        assert [m.id for m in swift.get_messages(P, Q, [mid], clock.now_ms())] == [mid]
+    elif named == "delete":
+        raced.next_read(message_object(swift, mid))
+        swift.delete_message(P, Q, mid, None, clock.now_ms())
+        assert swift.get_messages(P, Q, [mid], clock.now_ms()) == []
+    else:
+        made = swift.create_claim(P, Q, ClaimTimes(60, 60), 10, clock.now_ms())
+        assert made is not None
+        raced.next_read(swift._claim_name(P, Q, made.id))
+        held = swift.get_claim(P, Q, made.id, clock.now_ms())
+        assert [m.id for m in held.messages] == [mid]
+    assert len(raced.given) == 1
 
 
 def test_a_claim_s_renewed_slot_read_as_missing_does_not_hand_its_message_out(
