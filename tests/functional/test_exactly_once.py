@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from testbed.processes import ServiceProcess
+from tests.helpers.faults import stored_ids
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 MESSAGES = 400
@@ -120,7 +121,7 @@ def test_each_message_is_delivered_once_never_early(two_servers: list[ServicePro
     duplicates = {i for i in ids if ids.count(i) > 1}
     assert duplicates == set(), "a message was in two live claims"
     undelivered = set(due) - set(ids)
-    still_stored = stored(two_servers[0], queue, undelivered)
+    still_stored = stored_ids(two_servers[0].url, queue, sorted(undelivered), headers(0))
     assert undelivered == set(), (
         f"{len(undelivered)} messages not delivered within {CONSUME_S} s: "
         f"{len(still_stored)} of them still stored, {len(undelivered - still_stored)} lost"
@@ -129,18 +130,3 @@ def test_each_message_is_delivered_once_never_early(two_servers: list[ServicePro
     early = [(i, at - due[i]) for i, _, at in deliveries if at < due[i]]
     assert early == [], "a message was delivered before it was due"
     assert set(delete_statuses) == {204}
-
-
-def stored(service: ServiceProcess, queue: str, message_ids: set[str]) -> set[str]:
-    """Those of ``message_ids`` still in the queue (20 per request: a page's most)."""
-    wanted, found = sorted(message_ids), set()
-    for start in range(0, len(wanted), 20):
-        # Literal commas: an encoded one (requests' params=) would not split the ids.
-        ids = ",".join(wanted[start : start + 20])
-        response = requests.get(
-            f"{service.url}/v2/queues/{queue}/messages?ids={ids}", headers=headers(0), timeout=30
-        )
-        assert response.status_code in (200, 404), response.text  # 404: none of them
-        if response.status_code == 200:
-            found |= {message["id"] for message in response.json()["messages"]}
-    return found

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -72,8 +71,8 @@ class RacedReads:
 
 
 @pytest.fixture
-def raced(monkeypatch: pytest.MonkeyPatch) -> Iterator[RacedReads]:
-    yield RacedReads(monkeypatch)
+def raced(monkeypatch: pytest.MonkeyPatch) -> RacedReads:
+    return RacedReads(monkeypatch)
 
 
 def post(swift: SwiftDriver, clock: FakeClock, ttl_s: int = 3600) -> str:
