@@ -131,23 +131,27 @@ class EmbeddedRedis:
 
     def ensure_running(self, may_start: bool = True) -> bool:
         """Start the store unless a live redis-server owns the directory (only if
-        ``may_start``); wait until it answers. Returns True when this call started it."""
-        lock = os.open(self._path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
+        ``may_start``); wait until it answers. Returns True when this call started it.
+
+        A store joined that dies before it answers (its lock is free again) is started here,
+        not waited for until the start timeout."""
+        while True:
+            lock = os.open(self._path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
             try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                started = False
-                self._check_same_store(lock)
-            else:
-                if not may_start:
-                    return False  # closing the lock releases it
-                started = True
-                self._start(lock)
-        finally:
-            os.close(lock)  # the child keeps its copy, and with it the lock
-        self._wait_until_ready(started)
-        return started
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    started = False
+                    self._check_same_store(lock)
+                else:
+                    if not may_start:
+                        return False  # closing the lock releases it
+                    started = True
+                    self._start(lock)
+            finally:
+                os.close(lock)  # the child keeps its copy, and with it the lock
+            if self._wait_until_ready(started):
+                return started
 
     def _check_same_store(self, lock: int) -> None:
         owner = os.pread(lock, 4096, 0).decode(errors="replace").strip()
@@ -195,7 +199,9 @@ class EmbeddedRedis:
         finally:
             os.umask(umask)
 
-    def _wait_until_ready(self, started: bool) -> None:
+    def _wait_until_ready(self, started: bool) -> bool:
+        """Wait until the store answers: True. False when the store joined (not ``started``)
+        died meanwhile, its lock released: nobody else would ever answer."""
         deadline = time.monotonic() + self.start_timeout
         client = self._client()
         try:
@@ -213,6 +219,8 @@ class EmbeddedRedis:
                             f"the embedded redis-server at {self.directory} exited at start: "
                             f"{self._log_tail()}"
                         ) from exc
+                    if not started and self._lock_is_free():
+                        return False
                 if time.monotonic() > deadline:
                     raise StorageConfigError(
                         f"the embedded Redis at {self.directory} did not answer within "
@@ -223,6 +231,18 @@ class EmbeddedRedis:
             client.close()
         if started:
             self._report_truncated_aof()
+        return True
+
+    def _lock_is_free(self) -> bool:
+        """Whether no redis-server holds the directory's lock (taken and dropped at once)."""
+        lock = os.open(self._path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(lock)
+        return True
 
     def _report_truncated_aof(self) -> None:
         lines = [
