@@ -16,25 +16,28 @@ Pushes flow: the dispatcher leases only as many pushes as it has free request sl
 (``concurrency``), the pushes owed within the next ``lease_ahead_ms`` included, and each is
 sent at its owed time, never before: the store is asked once per batch, not once per push,
 and the send does not wait for a store round trip. Outcomes are settled in batches, one store
-call per queue, at most ``settle_every_s`` after their requests end; only then are their
-slots free again. So a slow receiver holds only its own slots, not the other queues'
-pushes, and a crash repeats at most ``concurrency`` pushes. Schedules' ticks are not requests:
-a tick queue's due ticks are leased together, up to ``TICKS_PER_BATCH``, fired in one call in
-this process (``Schedules.fire_many``), and hold one slot between them; a queue whose fires
-take more than half their lease gets smaller batches.
+call per queue, by a thread of their own, at most ``settle_every_s`` after their requests end
+(plus the store calls of the batch before): never behind a lease round, which on a slow store
+can take as long as a lease, so the outcome of a push is recorded before its lease runs out
+and it is not sent again. Only then are their slots free again, and the lease loop is woken.
+So a slow receiver holds only its own slots, not the other queues' pushes, and a crash
+repeats at most ``concurrency`` pushes. Schedules' ticks are not requests: a tick queue's due
+ticks are leased together, up to ``TICKS_PER_BATCH``, fired in one call in this process
+(``Schedules.fire_many``), and hold one slot between them; a queue whose fires take more than
+half their lease gets smaller batches.
 
-While nothing is in flight the dispatcher sleeps until the earliest owed push (less
+When a round leases nothing the dispatcher sleeps until the earliest owed push (less
 ``lease_ahead_ms``), at most ``recheck_s``; a post in this process that owes an earlier push
-wakes it at once (``notify``).
+wakes it at once (``notify``), and so does the settler when it frees slots.
 
 Projects are served fairly: each lease round gives the free slots first to the projects with
 the fewest pushes in flight, each at most its share. The bound: a push of a project with
 nothing in flight, owed at T, is leased in the first round after ``T - lease_ahead_ms`` in
-which a slot is free. While requests are in flight, rounds run every ``settle_every_s``, so
-another project's backlog delays it by at most the time until one of that backlog's
-requests ends (``[notification] push_timeout`` at worst, the receiver's answer time in
-general) plus ``settle_every_s``, as long as its queue is among the ``QUEUES_PER_ROUND``
-queues owing the oldest pushes.
+which a slot is free. The settler wakes the lease loop as soon as it frees slots, so another
+project's backlog delays it by at most the time until one of that backlog's requests ends
+(``[notification] push_timeout`` at worst, the receiver's answer time in general) plus
+``settle_every_s`` and the settling store call, as long as its queue is among the
+``QUEUES_PER_ROUND`` queues owing the oldest pushes.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import threading
 
 from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.models import Delivery
+from zaqar_delay.push.lease_length import LeaseLength
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.settling import Attempt, Settler
 from zaqar_delay.push.webhook import Outcome
@@ -94,6 +98,7 @@ class Dispatcher:
         self.service = service
         self.settler = Settler(service.pushes, service.lifecycle, service.clock)
         self.lease_ms = int(sender.timeout_s * 3000)
+        self.lease_length = LeaseLength(int(sender.timeout_s * 1000))
         self.lease_ahead_ms = lease_ahead_ms
         self.settle_every_s = settle_every_s
         self.clock = service.clock
@@ -105,6 +110,7 @@ class Dispatcher:
         self._in_flight_by_project: collections.Counter[str] = collections.Counter()
         self._in_flight_lock = threading.Lock()
         self._ended: list[Attempt] = []
+        self._attempts_ended = threading.Event()
         # Each tick queue's next batch size, where it is not TICKS_PER_BATCH.
         self._tick_batches: dict[tuple[str, str], int] = {}
         # While the loop sleeps: when it leases next (ms); None while it is awake.
@@ -112,6 +118,7 @@ class Dispatcher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._settling: threading.Thread | None = None
 
     # -- running -------------------------------------------------------------------------------
 
@@ -120,12 +127,18 @@ class Dispatcher:
             target=self._run, name="zaqar-delay-dispatcher", daemon=True
         )
         self._thread.start()
+        self._settling = threading.Thread(
+            target=self._settle_loop, name="zaqar-delay-settler", daemon=True
+        )
+        self._settling.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        self._attempts_ended.set()
+        for thread in (self._thread, self._settling):
+            if thread is not None:
+                thread.join(10)
         self._pool.shutdown(wait=False)
         self.sender.close()
 
@@ -139,14 +152,14 @@ class Dispatcher:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self._settle_ended()
-                if self._free_slots() and self._lease_round(ahead=True):
+                free = self._free_slots()
+                if free and self._lease_round(ahead=True):
                     continue
-                if self._free_slots() < self.concurrency:
-                    # Requests in flight: settle what ends, and lease into freed slots, soon.
-                    self._sleep_until(self.clock.now_ms(), self.settle_every_s)
-                else:
+                if free:
                     self._sleep()
+                else:
+                    # Every slot in flight: the settler wakes this loop when it frees some.
+                    self._sleep_until(self.clock.now_ms(), self.recheck_s)
             except StorageUnavailable as exc:
                 LOG.warning("push delivery waits for the store: %s", exc.description)
                 self._stop.wait(self.recheck_s)
@@ -262,9 +275,14 @@ class Dispatcher:
             self._take_slots(project, 1)
             started.append(self._pool.submit(self._attempt_ticks, ticks, lease_ms))
             return 1
-        leased = self.service.pushes.lease_pushes(
-            project, queue, now_ms, self.lease_ms, limit, until_ms
-        )
+        lease_ms = self.lease_length.lease_ms()
+        called_ms = self.clock.now_ms()
+        leased = self.service.pushes.lease_pushes(project, queue, now_ms, lease_ms, limit, until_ms)
+        took_ms = self.clock.now_ms() - called_ms
+        self.lease_length.record(took_ms)
+        if leased and not self.lease_length.enough_left(until_ms + lease_ms - took_ms - called_ms):
+            LOG.warning("%d pushes leased too late to send (in %d ms)", len(leased), took_ms)
+            return 0  # owed again when the lease ends, and leased for longer then
         self._take_slots(project, len(leased))
         started += [self._pool.submit(self._attempt, delivery) for delivery in leased]
         return len(leased)
@@ -290,6 +308,7 @@ class Dispatcher:
         else:
             with self._in_flight_lock:
                 self._ended.append(Attempt(delivery, outcome, sent_ms))
+            self._attempts_ended.set()
 
     def _attempt_ticks(self, ticks: list[Delivery], lease_ms: int) -> None:
         """Fire schedules' ticks of one queue together (they share their store calls), and
@@ -311,6 +330,7 @@ class Dispatcher:
             ]
             with self._in_flight_lock:
                 self._ended += attempts
+            self._attempts_ended.set()
 
     def _size_tick_batch(self, ticks: list[Delivery], took_ms: int, lease_ms: int) -> None:
         """Size the next batch of the ticks' queue by how long their fire took: more than
@@ -342,6 +362,21 @@ class Dispatcher:
             if self._stop.wait(min(left_ms / 1000, WAIT_SLICE_S)):
                 return False
 
+    def _settle_loop(self) -> None:
+        """Settle attempts as they end, ``settle_every_s`` after the first of a batch (the
+        others ending meanwhile join it), and wake the lease loop into the slots they free."""
+        while not self._stop.is_set():
+            if not self._attempts_ended.wait(self.recheck_s):
+                continue
+            if self._stop.wait(self.settle_every_s):
+                return
+            self._attempts_ended.clear()
+            try:
+                if self._settle_ended():
+                    self._wake.set()
+            except Exception:
+                LOG.exception("settling pushes failed; they are sent again later")
+
     def _settle_ended(self) -> int:
         """Record the outcomes of the requests that ended, one store call per queue, and free
         their slots (also when the store fails: those pushes are sent again later); how many
@@ -353,7 +388,9 @@ class Dispatcher:
             by_queue[attempt.delivery.project, attempt.delivery.queue].append(attempt)
         try:
             for (project, queue), attempts in by_queue.items():
+                called_ms = self.clock.now_ms()
                 self.settler.settle(project, queue, attempts)
+                self.lease_length.record(self.clock.now_ms() - called_ms)
         except StorageUnavailable as exc:
             LOG.warning("%d pushes not recorded, sent again later: %s", len(ended), exc)
         finally:
