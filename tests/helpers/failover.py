@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -208,3 +210,20 @@ def send(session: requests.Session, method: str, url: str, **kwargs: Any) -> int
         return session.request(method, url, timeout=10, **kwargs).status_code
     except requests.RequestException:
         return 599
+
+
+# The dispatcher's line for outcomes the store refused to record (those pushes are sent
+# again), after the log line's local time.
+UNRECORDED = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) .*?(\d+) pushes not recorded, sent again",
+    re.MULTILINE,
+)
+
+
+def unrecorded_pushes(log: str) -> list[tuple[float, int]]:
+    """When (epoch s) the server logged pushes whose outcome the store refused to record, and
+    how many each time, from the server's log."""
+    return [
+        (datetime.datetime.strptime(at, "%Y-%m-%d %H:%M:%S.%f").timestamp(), int(count))
+        for at, count in UNRECORDED.findall(log)
+    ]
