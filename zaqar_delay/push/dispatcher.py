@@ -97,8 +97,8 @@ class Dispatcher:
         self.require_confirmation = require_confirmation
         self.service = service
         self.settler = Settler(service.pushes, service.lifecycle, service.clock)
-        self.lease_ms = int(sender.timeout_s * 3000)
         self.lease_length = LeaseLength(int(sender.timeout_s * 1000))
+        self.lease_ms = self.lease_length.base_ms  # a slow store's leases are longer
         self.lease_ahead_ms = lease_ahead_ms
         self.settle_every_s = settle_every_s
         self.clock = service.clock
@@ -278,9 +278,10 @@ class Dispatcher:
         lease_ms = self.lease_length.lease_ms()
         called_ms = self.clock.now_ms()
         leased = self.service.pushes.lease_pushes(project, queue, now_ms, lease_ms, limit, until_ms)
-        took_ms = self.clock.now_ms() - called_ms
+        answered_ms = self.clock.now_ms()
+        took_ms = answered_ms - called_ms
         self.lease_length.record(took_ms)
-        if leased and not self.lease_length.enough_left(until_ms + lease_ms - took_ms - called_ms):
+        if leased and not self.lease_length.enough_left(until_ms + lease_ms - answered_ms):
             LOG.warning("%d pushes leased too late to send (in %d ms)", len(leased), took_ms)
             return 0  # owed again when the lease ends, and leased for longer then
         self._take_slots(project, len(leased))

@@ -124,6 +124,9 @@ class EmbeddedRedis:
     def _path(self, name: str) -> str:
         return os.path.join(self.directory, name)
 
+    def _open_lock(self) -> int:
+        return os.open(self._path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+
     def _client(self) -> redis.Redis:
         return _control_client(self.socket_path)
 
@@ -136,7 +139,7 @@ class EmbeddedRedis:
         A store joined that dies before it answers (its lock is free again) is started here,
         not waited for until the start timeout."""
         while True:
-            lock = os.open(self._path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+            lock = self._open_lock()
             try:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -235,7 +238,7 @@ class EmbeddedRedis:
 
     def _lock_is_free(self) -> bool:
         """Whether no redis-server holds the directory's lock (taken and dropped at once)."""
-        lock = os.open(self._path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        lock = self._open_lock()
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
