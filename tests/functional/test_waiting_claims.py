@@ -94,10 +94,10 @@ def test_a_waiting_claim_takes_a_delayed_message_when_due_not_before(
 # Waiting claims: 100, or fewer where a claim is slow. A queue's waiting claims are answered
 # one after another in each server process (the head of the line claims, then passes on), and
 # a Swift claim settles for settle_ms (100 ms) before it answers: 100 of them take 13 s on an
-# idle machine, too close to the longest wait (20 s) on a busy one. On MongoDB's wire-protocol
-# test server in a loaded gate, a line of 100 was not all answered with a message within it:
-# the first to miss was the 88th to ask.
-WAITERS = {"swift": 40, "mongodb": 50}
+# idle machine, too close to the longest wait (20 s) on a busy one. Where the line is slower
+# than the wait, the claims that run out make their last attempts together, and each must
+# still get a message (the storage contract's concurrent one-message claims).
+WAITERS = {"swift": 40}
 
 
 def test_many_waiting_claims_each_get_one_message(

@@ -744,6 +744,32 @@ class TestClaims:
         counts = [m.claim_count for m in driver.get_messages(P, Q, ids, clock.now_ms())]
         assert counts == [1] * len(ids)
 
+    @pytest.mark.racing
+    def test_concurrent_one_message_claims_each_get_one(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        # Consumers taking one message at a time all aim at the oldest: a claimer that loses
+        # the race must go on to another message, not answer "nothing to claim".
+        contenders = 12
+        ids = post(driver, clock, *range(contenders))
+        start = threading.Barrier(contenders)
+        taken: list[list[str]] = []
+        lock = threading.Lock()
+
+        def consume_one() -> None:
+            start.wait()
+            held = claim(driver, clock, limit=1)
+            with lock:
+                taken.append([m.id for m in held.messages] if held else [])
+
+        threads = [threading.Thread(target=consume_one) for _ in range(contenders)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(len(t) for t in taken) == [1] * contenders
+        assert sorted(i for t in taken for i in t) == sorted(ids)
+
 
 def _claim_until_empty(uri: str, namespace: str, now_ms: int) -> list[str]:
     """Runs in a child process: claim batches of 3 until nothing is left."""

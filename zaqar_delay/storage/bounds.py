@@ -15,6 +15,14 @@ LIST_SCAN_BUDGET = 2000
 # Rounds a claim makes when concurrent claimers take its candidates first.
 CLAIM_ATTEMPTS = 5
 
+# Rounds a claim makes on a store that cannot take the oldest claimable message atomically
+# (Swift): N claims racing for the last N messages each lose most rounds.
+CONTENDED_CLAIM_ROUNDS = 20
+
+# How many times more of the oldest claimable messages than it wants a claim that lost some to
+# concurrent claims lists (again after each lost round), to try a random choice of them.
+CONTENDED_SPREAD = 4
+
 # Due pushes looked at per lease beyond its limit, so a subscription at its limits does not
 # hide the pushes of the others behind it.
 SCAN_EXTRA = 100

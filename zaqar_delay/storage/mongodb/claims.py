@@ -16,8 +16,9 @@ from zaqar_delay.models import (
     OverLimit,
 )
 from zaqar_delay.policy import QueuePolicy
-from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
+from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS, CONTENDED_SPREAD, LIST_SCAN_BUDGET
 from zaqar_delay.storage.claim_records import claim_of
+from zaqar_delay.storage.contention import contended_choice
 from zaqar_delay.storage.mongodb.common import (
     Doc,
     MongoBase,
@@ -57,26 +58,46 @@ class ClaimOps(MongoBase):
         now_ms: int,
     ) -> list[Doc]:
         """Put up to ``limit`` claimable messages under ``claim_id``; returns their documents
-        (claim count already raised), oldest due first."""
+        (claim count already raised), oldest due first.
+
+        Fewer than ``limit`` only when no more are claimable: rounds that lose candidates to
+        concurrent claims spread out (``storage.contention``), and a claim still short after
+        ``CLAIM_ATTEMPTS`` contended rounds takes the rest one at a time, each the oldest
+        claimable left, which no concurrent claim can take from under it."""
         scope = self._queue_filter(project, queue)
         self._return_lapsed_claims(scope, policy, now_ms)
         claimable = claimable_filter(scope, now_ms)
-        taken = 0
+        taking = {"$set": {"cid": claim_id, "ce": expires_ms, "v": expires_ms}, "$inc": {"cc": 1}}
+        taken, spread = 0, 1
         for _ in range(CLAIM_ATTEMPTS):
-            candidates = [d["_id"] for d in self.claim_candidates(scope, now_ms, limit - taken)]
+            wanted = limit - taken
+            listed = min(wanted * spread, LIST_SCAN_BUDGET)
+            candidates = [d["_id"] for d in self.claim_candidates(scope, now_ms, listed)]
             if not candidates:
                 break
+            tried = contended_choice(candidates, wanted)
             # The v <= now guard drops candidates a concurrent claimer took meanwhile.
-            taken += self._messages.update_many(
-                {**claimable, "_id": {"$in": candidates}},
-                {"$set": {"cid": claim_id, "ce": expires_ms, "v": expires_ms}, "$inc": {"cc": 1}},
-            ).modified_count
-            if taken >= limit:
-                break
+            won = self._messages.update_many({**claimable, "_id": {"$in": tried}}, taking)
+            taken += won.modified_count
+            if taken >= limit or (won.modified_count == len(tried) and len(candidates) < listed):
+                break  # all it wanted, or all there was
+            if won.modified_count < len(tried):
+                spread *= CONTENDED_SPREAD
+        else:
+            while taken < limit and self._take_oldest(claimable, taking):
+                taken += 1
         if not taken:
             return []
         held = self._messages.find({**scope, "cid": claim_id}).sort([("d", 1), ("k", 1)])
         return list(held)
+
+    def _take_oldest(self, claimable: Doc, taking: Doc) -> bool:
+        """Apply ``taking`` to the oldest message matching ``claimable``, in one atomic
+        operation; whether there was one."""
+        taken = self._messages.find_one_and_update(
+            claimable, taking, sort=[("v", 1), ("k", 1)], hint="claimable", projection={"_id": 1}
+        )
+        return taken is not None
 
     def _extend_lifetimes(self, held: Doc, expires_ms: int, ttl_s: int, grace_s: int) -> None:
         """Messages matching ``held`` that would expire before the claim ends live until its

@@ -23,11 +23,11 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage import markers
+from zaqar_delay.storage.bounds import CONTENDED_SPREAD
 from zaqar_delay.storage.claim_records import claim_of
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, message_of, redelivery_due
 from zaqar_delay.storage.swift.due_order import (
-    CONTENDED_SPREAD,
     FIRST_PAGE,
     due_order_key,
     named_marker,

@@ -8,12 +8,10 @@ import heapq
 from collections.abc import Iterator
 from typing import Any
 
+from zaqar_delay.storage.bounds import CONTENDED_SPREAD
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import SwiftBase, is_named_entry
 
-# How many more due entries than it wants a claim that lost slots to concurrent claims lists,
-# to try a random choice of them.
-CONTENDED_SPREAD = 4
 # Entries the reads in due order list first, when they will likely stop after a few.
 FIRST_PAGE = 100
 

@@ -6,18 +6,19 @@ repairs the index; entries of missing or expired messages are removed as they ar
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 from typing import Any
 
-from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
+from zaqar_delay.storage.bounds import (
+    CLAIM_ATTEMPTS,
+    CONTENDED_CLAIM_ROUNDS,
+    CONTENDED_SPREAD,
+    LIST_SCAN_BUDGET,
+)
+from zaqar_delay.storage.contention import contended_choice
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, is_named_entry
-from zaqar_delay.storage.swift.due_order import (
-    CONTENDED_SPREAD,
-    DueCursor,
-    DueOrderOps,
-)
+from zaqar_delay.storage.swift.due_order import DueCursor, DueOrderOps
 from zaqar_delay.storage.swift.slot_ops import SlotOps
 from zaqar_delay.storage.swift.slots import Slot, slot_from_document
 
@@ -208,34 +209,49 @@ class TakeOps(DueOrderOps, SlotOps):
         """Put up to ``limit`` claimable messages under ``claim``, oldest due first.
 
         Concurrent claims list the same entries, the oldest due, and all but one lose each
-        slot. A claim that lost some spreads out: its later rounds list ``CONTENDED_SPREAD``
-        times the entries it still wants and try a random choice of them, so concurrent
-        claims mostly try different messages (a claim alone keeps strict due order)."""
+        slot. A claim that lost some spreads out (``storage.contention``): it lists
+        ``CONTENDED_SPREAD`` times the entries it still wants and tries a random choice of
+        them, so concurrent claims mostly try different messages (a claim alone keeps strict
+        due order), each lost round spreading further. Entries it listed and did not try stay
+        among its choices in later rounds, so a claim answers short once it has tried every
+        entry due, or after ``CONTENDED_CLAIM_ROUNDS`` rounds (``CLAIM_ATTEMPTS`` that found
+        nothing to try), not while an entry it passed over may still be free."""
         taken: list[Taken] = []
+        untried: list[dict[str, Any]] = []
         cursor = DueCursor()
-        contended = False
-        for _ in range(CLAIM_ATTEMPTS):
+        spread, rounds_without_tries = 1, 0
+        for _ in range(CONTENDED_CLAIM_ROUNDS):
             wanted = limit - len(taken)
-            listed = wanted * CONTENDED_SPREAD if contended else wanted
-            entries = self._due_entries(project, queue, now_ms, cursor, listed)
-            if not entries and not cursor.more_named:
-                break
-            fresh = [
-                e for e in entries if int(names.fields_of(e["content_type"]).get("e", 0)) > now_ms
-            ]
-            tried = fresh
-            if len(fresh) > wanted:
-                tried = sorted(random.sample(fresh, wanted), key=lambda e: str(e["name"]))
+            listed = min(wanted * spread, LIST_SCAN_BUDGET)
+            more = self._due_entries(project, queue, now_ms, cursor, listed)
+            untried += self._drop_expired(project, queue, more, now_ms)
+            tried = contended_choice(untried, wanted)
+            untried = [e for e in untried if all(e is not t for t in tried)]
             results = self._swift.each(
                 lambda e: self._try_take(project, queue, e, claim, now_ms), tried
             )
-            taken += [t for t in results if t is not None]
-            contended = contended or None in results
-            # Expired ones are removed as they are met, so later claims do not list them.
-            self._swift.each(
-                lambda e: self._remove_if_expired(project, queue, e, now_ms),
-                [e for e in entries if e not in fresh],
-            )
-            if len(taken) >= limit:
+            won = [t for t in results if t is not None]
+            taken += won
+            listed_all = len(more) < listed and not cursor.more_named
+            if len(taken) >= limit or (listed_all and not untried):
+                break  # all it wanted, or all there was
+            if len(won) < len(tried):
+                spread *= CONTENDED_SPREAD
+            # Rounds that only page past claimed messages named at the front are bounded
+            # as a listing is.
+            rounds_without_tries += not tried
+            if rounds_without_tries >= CLAIM_ATTEMPTS:
                 break
         return sorted(taken, key=lambda t: (int(t.doc["d"]), t.message_id))
+
+    def _drop_expired(
+        self, project: str, queue: str, entries: list[dict[str, Any]], now_ms: int
+    ) -> list[dict[str, Any]]:
+        """``entries`` but those of expired messages, which are removed as they are met, so
+        later claims do not list them."""
+        fresh = [e for e in entries if int(names.fields_of(e["content_type"]).get("e", 0)) > now_ms]
+        self._swift.each(
+            lambda e: self._remove_if_expired(project, queue, e, now_ms),
+            [e for e in entries if e not in fresh],
+        )
+        return fresh
