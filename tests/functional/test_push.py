@@ -145,9 +145,11 @@ def test_kill_9_of_every_server_process_mid_delivery_loses_no_push(
             hook.wait_for(1)
             killed = service.kill()
             assert killed and all(is_gone(pid) for pid in killed)
+            killed_ms = time.time_ns() // 1_000_000
             with hook.lock:
                 before_restart = len(hook.received)
             assert before_restart < len(ids), "everything arrived before the kill"
+            restart_ms = time.time_ns() // 1_000_000
             service = ServiceProcess(env=env, args=args).start()
             hook.wait_for(len(ids), timeout_s=60)
             deadline = time.monotonic() + 60
@@ -155,10 +157,18 @@ def test_kill_9_of_every_server_process_mid_delivery_loses_no_push(
                 time.sleep(0.1)
             received = message_ids(hook.received)
             assert set(received) == set(ids)
-            # At least once: only pushes in flight at the kill may arrive twice.
+            # At least once: only pushes in flight at the kill may arrive twice, once sent by
+            # the killed server and once by the restarted one.
             duplicates = len(received) - len(set(received))
             print(f"{before_restart} pushes before the kill, {duplicates} sent again after it")
-            assert duplicates <= before_restart + 32
+            sent_by: dict[str, list[int]] = {}
+            with hook.lock:
+                for push in hook.received:
+                    sent_by.setdefault(push.json()["id"], []).append(sent_ms(push))
+            for message_id, sent in sent_by.items():
+                assert all(t <= killed_ms or t >= restart_ms for t in sent), message_id
+                assert sum(t <= killed_ms for t in sent) <= 1, f"{message_id} sent twice before"
+                assert sum(t >= restart_ms for t in sent) <= 1, f"{message_id} sent twice after"
         finally:
             service.stop()
 
