@@ -25,7 +25,8 @@ from tests.helpers.stores import (
 )
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.storage.base import Driver
-from zaqar_delay.storage.redis.embedded import EmbeddedRedis, shut_down
+from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+from zaqar_delay.storage.redis.embedded_control import shut_down
 
 # Tests with one of these markers are slow legs: tox -e slow runs them, tox -e fast leaves them.
 SLOW_MARKERS = ("faults", "fuzz", "spark", "benchmark", "wallclock")

