@@ -226,7 +226,8 @@ class TakeOps(DueOrderOps, SlotOps):
             more = self._due_entries(project, queue, now_ms, cursor, listed)
             untried += self._drop_expired(project, queue, more, now_ms)
             tried = contended_choice(untried, wanted)
-            untried = [e for e in untried if all(e is not t for t in tried)]
+            chosen = {id(e) for e in tried}
+            untried = [e for e in untried if id(e) not in chosen]
             results = self._swift.each(
                 lambda e: self._try_take(project, queue, e, claim, now_ms), tried
             )
@@ -249,9 +250,10 @@ class TakeOps(DueOrderOps, SlotOps):
     ) -> list[dict[str, Any]]:
         """``entries`` but those of expired messages, which are removed as they are met, so
         later claims do not list them."""
-        fresh = [e for e in entries if int(names.fields_of(e["content_type"]).get("e", 0)) > now_ms]
-        self._swift.each(
-            lambda e: self._remove_if_expired(project, queue, e, now_ms),
-            [e for e in entries if e not in fresh],
-        )
+        fresh: list[dict[str, Any]] = []
+        expired: list[dict[str, Any]] = []
+        for entry in entries:
+            unexpired = int(names.fields_of(entry["content_type"]).get("e", 0)) > now_ms
+            (fresh if unexpired else expired).append(entry)
+        self._swift.each(lambda e: self._remove_if_expired(project, queue, e, now_ms), expired)
         return fresh
