@@ -2,9 +2,13 @@
 
 Waiters on a queue stand in line. Only the head of the line keeps a timer, set to the
 queue's next due time (or claim expiry), and the store's wake-ups (a message posted, released
-or rescheduled) wake only the head. A waiter that claims something passes the baton to the
-next one, since more may be claimable; one that finds nothing waits again. So a wake-up costs
-one claim attempt per server process, not one per waiter, whatever the number waiting.
+or rescheduled) wake only the head. A waiter that claims something wakes the first ones still
+asleep in its line (the store's ``waiting_claim_relay`` of them), since more may be
+claimable; one that finds nothing waits again. So a wake-up costs one claim attempt per server
+process, not one per waiter, whatever the number waiting. With a relay of one, a burst of n
+messages reaches n waiters one claim after another; with two, the number trying doubles each
+round while claims find messages (about log2(n) claim times), at the cost of up to two
+attempts that find nothing per claim that found something.
 """
 
 from __future__ import annotations
@@ -53,6 +57,11 @@ class Seat:
     def wake(self) -> None:
         self._event.set()
 
+    @property
+    def sleeping(self) -> bool:
+        """Asleep and not yet woken: a waiter a relay may wake."""
+        return self.asleep and not self._event.is_set()
+
     def wait(self, timeout_s: float) -> None:
         """Sleep until woken or ``timeout_s`` passes."""
         self.asleep = True
@@ -65,17 +74,20 @@ class Seat:
     def is_head(self) -> bool:
         return self._room.head(self.channel) is self
 
-    def pass_baton(self) -> None:
-        """Wake the waiter behind this one: there may be more to claim."""
-        self._room.wake_after(self)
+    def relay(self) -> None:
+        """Wake the first sleepers of this line (the room's ``relay`` of them): there may be
+        more to claim."""
+        self._room.wake_sleepers(self.channel, self._room.relay)
 
 
 class WaitRoom:
     """Every waiting claim of this process, keyed by the store's wake channel."""
 
-    def __init__(self, wakeups: Wakeups | None, clock: Clock) -> None:
+    def __init__(self, wakeups: Wakeups | None, clock: Clock, relay: int = 1) -> None:
+        """``relay``: how many sleepers a waiter that claimed something wakes."""
         self._wakeups = wakeups
         self._clock = clock
+        self.relay = relay
         self._lock = threading.Lock()
         self._lines: dict[str, collections.deque[Seat]] = {}
         self._announced: dict[str, float] = {}
@@ -136,7 +148,7 @@ class WaitRoom:
                 self.announce(project, queue)
                 result = attempt()
                 if result is not None:
-                    seat.pass_baton()  # there may be more: the next in line tries too
+                    seat.relay()  # there may be more: sleepers in line try too
                     return result
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -174,13 +186,17 @@ class WaitRoom:
             line = self._lines.get(channel)
             return line[0] if line else None
 
-    def wake_after(self, seat: Seat) -> None:
-        with self._lock:
-            line = self._lines.get(seat.channel, collections.deque())
-            if seat in line:
-                position = line.index(seat)
-                if position + 1 < len(line):
-                    line[position + 1].wake()
+    def wake_sleepers(self, channel: str, count: int) -> None:
+        """Wake the first ``count`` waiters of the line that are asleep and not yet woken
+        (those awake are trying already)."""
+        woken = 0
+        with self._lock:  # held while waking, so that two relays never wake the same ones
+            for seat in self._lines.get(channel, ()):
+                if woken == count:
+                    return
+                if seat.sleeping:
+                    seat.wake()
+                    woken += 1
 
     # -- wake-ups from the store ---------------------------------------------------------------
 
@@ -266,6 +282,7 @@ class WaitRooms:
         with self._lock:
             known = self._rooms.get(id(store))
             if known is None or known[0] is not store:
-                known = (store, WaitRoom(store.wakeups(), self._clock))
+                room = WaitRoom(store.wakeups(), self._clock, store.waiting_claim_relay)
+                known = (store, room)
                 self._rooms[id(store)] = known
             return known[1]

@@ -270,6 +270,24 @@ def test_schedule_fire_benchmark_times_each_batch_on_each_store(tmp_path: Path) 
     assert all(len(times) == 2 and all(t > 0 for t in times) for times in batches.values())
 
 
+def test_waiting_claims_benchmark_answers_every_waiter(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.waiting_claims", "--stores", "redis-server"),
+            *("--waiters", "4", "--rounds", "1", "--results", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    [out] = tmp_path.glob("waiting-claims-*.json")
+    report = json.loads(out.read_text())["redis-server"]
+    assert report["claims_without_a_message"] == 0
+    assert len(report["last_ms"]) == 1 and report["first_ms"][0] <= report["last_ms"][0]
+
+
 def test_websocket_benchmark_measures_both_transports(tmp_path: Path) -> None:
     report: dict[str, Any] = run_benchmark(
         "websocket",

@@ -91,10 +91,11 @@ def test_a_waiting_claim_takes_a_delayed_message_when_due_not_before(
     assert answered_ms >= due_ms
 
 
-# Waiting claims: 100, or fewer where a claim is slow. A queue's waiting claims are answered
-# one after another in each server process (the head of the line claims, then passes on), and
-# a Swift claim settles for settle_ms (100 ms) before it answers: 100 of them take 13 s on an
-# idle machine, too close to the longest wait (20 s) on a busy one. Where the line is slower
+# Waiting claims: 100, or fewer where a claim is slow. A Swift claim settles for settle_ms
+# (100 ms) before it answers, and racing claims contend for the oldest messages: even with each
+# claimer waking two more (the store's waiting_claim_relay), 100 of them take 7-8 s on an idle
+# machine (python -m benchmarks.waiting_claims --stores swift --waiters 100), too close to the
+# longest wait (20 s) on a busy one. Where the line is slower
 # than the wait, the claims that run out make their last attempts together, and each must
 # still get a message (the storage contract's concurrent one-message claims).
 WAITERS = {"swift": 40}

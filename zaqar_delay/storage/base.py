@@ -105,6 +105,13 @@ class Driver(SubscriptionStore, DeliveryStore):
         claims then rely on ``next_claimable_ms`` and a slow re-check)."""
         return None
 
+    #: How many of a queue's sleeping waiting claims one that claimed something wakes (see
+    #: ``zaqar_delay.waiting``). One where claims racing for a queue's oldest messages cost the
+    #: store more than they save: Redis runs claims one after another anyway, MongoDB retries
+    #: the lost updates. More where a claim is mostly waiting on requests, so racing claims
+    #: overlap.
+    waiting_claim_relay = 1
+
     @abc.abstractmethod
     def catalog(self) -> CatalogStore:
         """The pooling catalog kept in this store (asked of the default store only)."""
