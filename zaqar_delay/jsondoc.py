@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from zaqar_delay import errors
@@ -12,14 +13,27 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or an exponent, refused when a float cannot hold it:
+    ``1e400`` would decode to infinity and be stored and answered as ``Infinity``, which is
+    not JSON and which strict clients cannot read."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is out of range for a JSON number")
+    return value
+
+
 def loads(payload: bytes) -> Any:
     """Decode a UTF-8 JSON document.
 
-    Invalid UTF-8, malformed JSON, NaN/Infinity, nesting too deep for the parser and integers
-    too long to convert all raise InvalidBody("Request body could not be parsed.").
+    Invalid UTF-8, malformed JSON, NaN/Infinity, numbers beyond a float's range (``1e400``),
+    nesting too deep for the parser and integers too long to convert all raise
+    InvalidBody("Request body could not be parsed.").
     """
     try:
-        return json.loads(payload.decode("utf-8"), parse_constant=_refuse_constant)
+        return json.loads(
+            payload.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
+        )
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise errors.InvalidBody("Request body could not be parsed.") from exc
 

@@ -117,6 +117,24 @@ class TestPost:
         assert_error(api.post("/v2/queues/q/messages", json=document), 400, title, description)
         assert stored_total(api) == 0
 
+    @pytest.mark.parametrize("body", ["1e400", '{"deep": [-1E+999]}'])
+    def test_a_number_beyond_a_float_stores_nothing(self, api: Api, body: str) -> None:
+        # It would be stored as infinity and answered as Infinity, which is not JSON.
+        raw = '{"messages": [{"body": 1}, {"body": ' + body + "}]}"
+        assert_error(
+            api.post("/v2/queues/q/messages", body=raw),
+            400,
+            "Invalid request body",
+            "Request body could not be parsed.",
+        )
+        assert stored_total(api) == 0
+
+    def test_the_largest_floats_are_kept(self, api: Api) -> None:
+        raw = '{"messages": [{"body": [1.7976931348623157e308, -2.5e-320, 1e2]}]}'
+        assert api.post("/v2/queues/q/messages", body=raw).status_code == 201
+        [message] = api.get("/v2/queues/q/messages", params={"echo": "true"}).json["messages"]
+        assert message["body"] == [1.7976931348623157e308, -2.5e-320, 100.0]
+
     @pytest.mark.parametrize("ttl", [60, 1209600])
     def test_ttl_boundaries_accepted(self, api: Api, ttl: int) -> None:
         [mid] = api.post_messages("q", {"body": 1, "ttl": ttl})

@@ -109,6 +109,19 @@ def test_noauth_frames_reach_the_api_with_only_the_allowed_headers(api: Api) -> 
     assert frames.answer(typed)["headers"]["status"] == 201
 
 
+@pytest.mark.parametrize("number", [float("inf"), float("-inf"), float("nan")])
+def test_a_frame_with_a_number_json_cannot_hold_is_refused(api: Api, number: float) -> None:
+    # A text frame's 1e400 decodes to infinity, and MessagePack carries infinities and NaN:
+    # stored, they would be answered over HTTP as Infinity or NaN, which are not JSON.
+    frames = Frames(api.client.app, SESSION, keystone=False)
+    posted = frame("message_post", queue_name="q", messages=[{"body": 1}, {"body": [number]}])
+    answer = frames.answer(posted)
+    assert answer["headers"]["status"] == 400
+    assert answer["body"]["error"] == "Request body could not be parsed."
+    listed = frames.answer(frame("message_list", queue_name="q", echo=True))
+    assert listed["headers"]["status"] == 200 and listed["body"]["messages"] == []
+
+
 def test_the_handshake_accepts_rfc_6455s_example_and_refuses_the_rest() -> None:
     key = "dGhlIHNhbXBsZSBub25jZQ=="
     request = {
