@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import recorded
 from benchmarks.dedup_posts import STORES, running
 from benchmarks.swift import RESULTS
 from tests.helpers.stores import close_test_driver, open_test_driver
@@ -85,10 +86,7 @@ def main() -> None:
             "max_ms": round(max(took) * 1000, 1),
         }
         print(store, json.dumps(report[store]), flush=True)
-    args.results.mkdir(parents=True, exist_ok=True)
-    path = args.results / f"claim-race-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    print("written", path)
+    recorded.write(args.results, "claim-race", report)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks import recorded
 from benchmarks.swift import RESULTS
 from testbed.processes import RedisServer, SecantusServer
 from testbed.swift_aio import SwiftAllInOne
@@ -84,9 +85,7 @@ def main() -> None:
                 rates[store][kind].append(round(rate, 1))
     report = {"args": {"posts": args.posts, "rounds": args.rounds}, "posts_per_s": rates}
     print(json.dumps(report, indent=1))
-    args.results.mkdir(parents=True, exist_ok=True)
-    out = args.results / f"dedup-posts-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    recorded.write(args.results, "dedup-posts", report)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import Any
 
 import falcon.testing
 
+from benchmarks import recorded
 from benchmarks.dedup_posts import STORES, running
 from benchmarks.swift import RESULTS
 from tests.helpers.api import HEADERS, PROJECT, settings_on
@@ -88,9 +89,7 @@ def main() -> None:
         "batch_ms": batches,
     }
     print(json.dumps(report, indent=1))
-    args.results.mkdir(parents=True, exist_ok=True)
-    out = args.results / f"schedule-fire-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    recorded.write(args.results, "schedule-fire", report)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ from typing import Any
 
 import requests
 
+from benchmarks import recorded
 from benchmarks.loadgen import latency_summary
 from benchmarks.procstat import cpu_seconds
 from benchmarks.swift import RESULTS
@@ -291,9 +292,7 @@ def main() -> None:
     args = parser.parse_args()
     result = run(args)
     print(json.dumps(result))
-    args.results.mkdir(parents=True, exist_ok=True)
-    out = args.results / f"schedules-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    recorded.write(args.results, "schedules", result)
 
 
 if __name__ == "__main__":

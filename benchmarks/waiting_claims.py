@@ -26,6 +26,7 @@ from typing import Any
 
 import requests
 
+from benchmarks import recorded
 from benchmarks.dedup_posts import STORES, running
 from benchmarks.swift import RESULTS
 from testbed.processes import ServiceProcess
@@ -104,10 +105,7 @@ def main() -> None:
             "claims_without_a_message": empties,
         }
         print(store, json.dumps(report[store]), flush=True)
-    args.results.mkdir(parents=True, exist_ok=True)
-    path = args.results / f"waiting-claims-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    print("written", path)
+    recorded.write(args.results, "waiting-claims", report)
 
 
 if __name__ == "__main__":
