@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
 from typing import Any
 
 from zaqar_delay import topics
@@ -22,12 +24,22 @@ def claim_href(queue: str, claim_id: str) -> str:
     return f"{topics.href(queue)}/claims/{claim_id}"
 
 
-def message(queue: str, m: Message, now_ms: int, schedule: bool = False) -> dict[str, Any]:
+def checksum(body: Any) -> str:
+    """Zaqar's message checksum: "MD5:" and the hex MD5 of the body as Python's ``json.dumps``
+    writes it (default separators, keys in the body's order, ASCII escapes)."""
+    text = json.dumps(body).encode()
+    return "MD5:" + hashlib.md5(text, usedforsecurity=False).hexdigest()
+
+
+def message(
+    queue: str, m: Message, now_ms: int, schedule: bool = False, with_checksum: bool = False
+) -> dict[str, Any]:
     """The message object every read returns; ``href`` names the live claim, if any.
 
     ``schedule`` (the ``with_schedule=true`` extension) adds ``due`` and ``claim_count``:
     opt-in, because python-zaqarclient builds its Message objects from these keys and
     refuses ones it does not know (it knows ``claim_count`` but not ``due``).
+    ``with_checksum`` (``[DEFAULT] enable_checksum``) adds Zaqar's ``checksum``.
     """
     shown = {
         "id": m.id,
@@ -36,15 +48,17 @@ def message(queue: str, m: Message, now_ms: int, schedule: bool = False) -> dict
         "age": m.age_s(now_ms),
         "body": m.body,
     }
+    if with_checksum:
+        shown["checksum"] = checksum(m.body)
     if schedule:
         shown["due"] = timestamp_ms(m.due_ms)
         shown["claim_count"] = m.claim_count
     return shown
 
 
-def popped_message(m: Message, now_ms: int) -> dict[str, Any]:
+def popped_message(m: Message, now_ms: int, with_checksum: bool = False) -> dict[str, Any]:
     """Pop returns Zaqar's raw storage form (no href)."""
-    return {
+    shown = {
         "id": m.id,
         "body": m.body,
         "ttl": m.ttl_s,
@@ -52,14 +66,19 @@ def popped_message(m: Message, now_ms: int) -> dict[str, Any]:
         "claim_id": None,
         "claim_count": m.claim_count,
     }
+    if with_checksum:
+        shown["checksum"] = checksum(m.body)
+    return shown
 
 
-def claim(queue: str, c: Claim, now_ms: int, schedule: bool = False) -> dict[str, Any]:
+def claim(
+    queue: str, c: Claim, now_ms: int, schedule: bool = False, with_checksum: bool = False
+) -> dict[str, Any]:
     return {
         "age": c.age_s(now_ms),
         "ttl": c.ttl_s,
         "href": claim_href(queue, c.id),
-        "messages": [message(queue, m, now_ms, schedule) for m in c.messages],
+        "messages": [message(queue, m, now_ms, schedule, with_checksum) for m in c.messages],
     }
 
 

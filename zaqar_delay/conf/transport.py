@@ -12,7 +12,8 @@ from zaqar_delay.conf.options import setting
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Limits:
-    """Validation limits and defaults of the v2 API: Zaqar's ``[transport]`` options."""
+    """Validation limits and defaults of the v2 API, and the form of its messages: Zaqar's
+    ``[transport]`` options, and ``[DEFAULT] enable_checksum``."""
 
     default_message_ttl: int = setting(
         "transport",
@@ -226,6 +227,16 @@ class Limits:
             "service user (auth_strategy = keystone; without [trustee], with no token)."
         ),
         convert=tuple,
+    )
+    enable_checksum: bool = setting(
+        "DEFAULT",
+        cfg.BoolOpt,
+        "enable_checksum",
+        default=False,
+        help=(
+            'Show each message\'s "checksum", as Zaqar: "MD5:" and the MD5 of its body as JSON '
+            "(Python's json.dumps, default separators), computed from the body as it is read."
+        ),
     )
     client_id_uuid_safe: str = setting(
         "transport",

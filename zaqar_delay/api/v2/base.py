@@ -10,3 +10,8 @@ class Resource:
 
     def __init__(self, service: Service) -> None:
         self.service = service
+
+    @property
+    def with_checksum(self) -> bool:
+        """Whether message objects show Zaqar's ``checksum`` (``[DEFAULT] enable_checksum``)."""
+        return self.service.limits.enable_checksum

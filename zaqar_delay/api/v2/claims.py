@@ -36,7 +36,10 @@ class ClaimCollection(Resource):
         resp.location = views.claim_href(queue_name, claim.id)
         schedule = params.schedule(req)
         resp.media = {
-            "messages": [views.message(queue_name, m, now_ms, schedule) for m in claim.messages]
+            "messages": [
+                views.message(queue_name, m, now_ms, schedule, self.with_checksum)
+                for m in claim.messages
+            ]
         }
 
 
@@ -50,7 +53,9 @@ class ClaimItem(Resource):
         self, req: falcon.Request, resp: falcon.Response, queue_name: str, claim_id: str
     ) -> None:
         claim = self.service.get_claim(req.context.project, queue_name, claim_id)
-        resp.media = views.claim(queue_name, claim, self.service.now_ms(), params.schedule(req))
+        now_ms = self.service.now_ms()
+        schedule = params.schedule(req)
+        resp.media = views.claim(queue_name, claim, now_ms, schedule, self.with_checksum)
 
     @operation(
         "Renew a claim",

@@ -108,7 +108,10 @@ class MessageCollection(Resource):
             href = f"{views.queue_href(queue_name)}/messages?{urllib.parse.urlencode(query)}"
             links.append({"rel": "next", "href": href})
         resp.media = {
-            "messages": [views.message(queue_name, m, now_ms, schedule) for m in page.messages],
+            "messages": [
+                views.message(queue_name, m, now_ms, schedule, self.with_checksum)
+                for m in page.messages
+            ],
             "links": links,
         }
 
@@ -118,7 +121,11 @@ class MessageCollection(Resource):
         found = self.service.get_messages(req.context.project, queue_name, ids)
         now_ms = self.service.now_ms()
         schedule = params.schedule(req)
-        resp.media = {"messages": [views.message(queue_name, m, now_ms, schedule) for m in found]}
+        resp.media = {
+            "messages": [
+                views.message(queue_name, m, now_ms, schedule, self.with_checksum) for m in found
+            ]
+        }
 
     @operation(
         "Bulk delete or pop",
@@ -144,7 +151,9 @@ class MessageCollection(Resource):
         if pop is not None:
             popped = self.service.pop_messages(req.context.project, queue_name, pop)
             now_ms = self.service.now_ms()
-            resp.media = {"messages": [views.popped_message(m, now_ms) for m in popped]}
+            resp.media = {
+                "messages": [views.popped_message(m, now_ms, self.with_checksum) for m in popped]
+            }
             return
         if ids is None:
             raise errors.InvalidRequest(
@@ -168,7 +177,9 @@ class MessageItem(Resource):
     ) -> None:
         message = self.service.get_message(req.context.project, queue_name, message_id)
         now_ms = self.service.now_ms()
-        resp.media = views.message(queue_name, message, now_ms, params.schedule(req))
+        resp.media = views.message(
+            queue_name, message, now_ms, params.schedule(req), self.with_checksum
+        )
 
     @operation(
         "Edit or reschedule a message (extension)",
