@@ -20,7 +20,7 @@ from testbed.processes import free_port, wait_gone
 from tests.helpers.api import PROJECT, Api, api_on, assert_error, pooled_api_on
 from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay import errors
-from zaqar_delay.conf import CatalogSettings, Settings, StorageSettings
+from zaqar_delay.conf import CatalogSettings, Limits, Settings, StorageSettings
 from zaqar_delay.pooling.setup import registry
 from zaqar_delay.stores import PooledStores
 
@@ -146,6 +146,22 @@ def test_a_bad_patch_is_a_400_and_a_missing_pool_a_404(pooled: Api) -> None:
 def test_listing_limits(pooled: Api) -> None:
     assert pooled.get("/v2/pools", params={"limit": 0}).status_code == 400
     assert pooled.get("/v2/flavors", params={"limit": 21}).status_code == 400
+
+
+def test_listing_limits_are_configured(request: pytest.FixtureRequest) -> None:
+    limits = Limits(max_pools_per_page=1, max_flavors_per_page=25)
+    for api in pooled_api_on(request, limits=limits):
+        assert_error(
+            api.get("/v2/pools", params={"limit": 2}),
+            400,
+            "Invalid API request",
+            "Limit must be at least 1 and no greater than 1.",
+        )
+        first = api.get("/v2/pools").json  # the default page (10) is capped too
+        assert [p["name"] for p in first["pools"]] == ["mongo"]
+        assert first["links"][0]["href"] == "/v2/pools?marker=mongo&limit=1&detailed=false"
+        assert api.get("/v2/flavors", params={"limit": 25}).status_code == 200
+        assert api.get("/v2/flavors", params={"limit": 26}).status_code == 400
 
 
 def test_queues_are_placed_by_weight_and_a_drained_pool_takes_none(pooled: Api) -> None:

@@ -199,6 +199,22 @@ class Limits:
         min=60,
         help="Largest claim grace, in seconds.",
     )
+    max_pools_per_page: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_pools_per_page",
+        default=20,
+        min=1,
+        help="Largest limit for listing pools.",
+    )
+    max_flavors_per_page: int = setting(
+        "transport",
+        cfg.IntOpt,
+        "max_flavors_per_page",
+        default=20,
+        min=1,
+        help="Largest limit for listing flavors.",
+    )
     default_subscription_ttl: int = setting(
         "transport",
         cfg.IntOpt,

@@ -17,10 +17,12 @@ from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.pooling.registry import Registry, pool_view
 from zaqar_delay.service import Service
 
-# Zaqar's [transport] max_pools_per_page (it serves flavor pages too).
-MAX_PER_PAGE = 20
 LISTING = [
-    query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PER_PAGE}),
+    query(
+        "limit",
+        {"type": "integer", "minimum": 1},
+        "At most [transport] max_pools_per_page or max_flavors_per_page (20 each by default).",
+    ),
     query("marker", {"type": "string"}),
     query("detailed", FLAG),
 ]
@@ -50,12 +52,13 @@ class CatalogResource(Resource):
         self.registry = registry
 
 
-def _page(req: falcon.Request) -> tuple[str | None, int, bool]:
-    """``marker``, ``limit`` (1 to 20, default 10) and ``detailed`` of a listing."""
-    limit = params.integer(req, "limit", 10)
+def _page(req: falcon.Request, most: int) -> tuple[str | None, int, bool]:
+    """``marker``, ``limit`` (1 to ``most``, default 10 or ``most`` if lower) and ``detailed``
+    of a listing."""
+    limit = params.integer(req, "limit", min(10, most))
     assert limit is not None
-    if not 1 <= limit <= MAX_PER_PAGE:
-        raise errors.InvalidRequest(f"Limit must be at least 1 and no greater than {MAX_PER_PAGE}.")
+    if not 1 <= limit <= most:
+        raise errors.InvalidRequest(f"Limit must be at least 1 and no greater than {most}.")
     return params.text(req, "marker"), limit, params.boolean(req, "detailed")
 
 
@@ -85,7 +88,7 @@ class PoolCollection(CatalogResource):
         context=ADMIN,
     )
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        marker, limit, detailed = _page(req)
+        marker, limit, detailed = _page(req, self.service.limits.max_pools_per_page)
         pools = self.registry.list_pools(marker, limit)
         entries = [pool_view(p, detailed) for p in pools]
         resp.media = _listing(req, "pools", entries, limit, detailed)
@@ -141,7 +144,7 @@ class FlavorCollection(CatalogResource):
         context=ADMIN,
     )
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        marker, limit, detailed = _page(req)
+        marker, limit, detailed = _page(req, self.service.limits.max_flavors_per_page)
         flavors = self.registry.list_flavors(marker, limit)
         entries = []
         for flavor in flavors:
