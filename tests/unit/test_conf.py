@@ -84,6 +84,13 @@ def test_zaqars_default_group_unreliable_is_read(tmp_path: pathlib.Path) -> None
     assert load_settings([], environ={}).storage.unreliable is False
 
 
+def test_zaqars_old_name_of_pooling_is_read(tmp_path: pathlib.Path) -> None:
+    conf = tmp_path / "z.conf"
+    conf.write_text("[DEFAULT]\nsharding = true\n")
+    assert load_settings([str(conf)], environ={}).pooling is True
+    assert load_settings([], environ={}).pooling is False
+
+
 def test_replica_acks_are_read_and_bounded(tmp_path: pathlib.Path) -> None:
     conf = tmp_path / "z.conf"
     conf.write_text("[storage]\nreplica_acks = 2\nreplica_ack_timeout = 0.5\n")

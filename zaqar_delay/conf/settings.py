@@ -48,6 +48,7 @@ class Settings:
         cfg.BoolOpt,
         "pooling",
         default=False,
+        deprecated_opts=[cfg.DeprecatedOpt("sharding")],  # Zaqar's old name, still read
         help=(
             "Spread queues over pools: stores an admin registers with /v2/pools, each queue "
             "placed on one of them (by weight, within its _flavor). The catalog of pools, "
