@@ -18,7 +18,7 @@ import pytest
 from aiosmtpd.smtp import Envelope
 
 from testbed.receiver import receiver
-from tests.helpers.api import PROJECT, Api, api_on, signed_headers
+from tests.helpers.api import PROJECT, Api, api_on, confirmation_headers
 from tests.helpers.push import senders, subscribe
 from zaqar_delay.api import views
 from zaqar_delay.conf import JournalSettings, NotificationSettings, SignedUrlSettings, load_settings
@@ -447,8 +447,9 @@ def test_require_confirmation_sends_a_signed_url_and_pushes_only_once_confirmed(
             document = request.json()
             assert document["Message_Type"] == "SubscriptionConfirmation"
             assert document["Message"] == "You have chosen to subscribe to the queue: q"
-            assert document["URL-Paths"] == [f"/v2/queues/q/subscriptions/{sid}/confirm"]
-            assert document["URL-Methods"] == ["PUT"]
+            # Strings, as in Zaqar: the header values a subscriber sends back as they are.
+            assert document["URL-Paths"] == f"/v2/queues/q/subscriptions/{sid}/confirm"
+            assert document["URL-Methods"] == "PUT"
             assert (document["SubscribeBody"], document["UnsubscribeBody"]) == (
                 {"confirmed": True},
                 {"confirmed": False},
@@ -459,24 +460,16 @@ def test_require_confirmation_sends_a_signed_url_and_pushes_only_once_confirmed(
             assert len(hook.received) == 1
             assert api.get(f"/v2/queues/q/subscriptions/{sid}").json["confirmed"] is False
             # The subscriber confirms with the pre-signed URL alone.
-            share = {
-                "signature": document["URL-Signature"],
-                "expires": document["URL-Expires"],
-                "methods": document["URL-Methods"],
-                "paths": document["URL-Paths"],
-                "project": document["X-Project-ID"],
-            }
+            headers = confirmation_headers(document)
             confirmed = api.put(
-                document["URL-Paths"][0],
-                json=document["SubscribeBody"],
-                headers={**signed_headers(share), "X-Project-ID": PROJECT},
+                document["URL-Paths"], json=document["SubscribeBody"], headers=headers
             )
             assert confirmed.status_code == 204, confirmed.text
             # The signature covers that path only.
             other = api.put(
                 "/v2/queues/q/subscriptions/other/confirm",
                 json={"confirmed": True},
-                headers={**signed_headers(share), "X-Project-ID": PROJECT},
+                headers=headers,
             )
             assert other.status_code == 404
             api.post_messages("q", {"body": "after"})
@@ -488,9 +481,7 @@ def test_require_confirmation_sends_a_signed_url_and_pushes_only_once_confirmed(
             assert again.status_code == 409
             # Unconfirming it tells the subscriber, with the URL to confirm it again.
             unconfirmed = api.put(
-                document["URL-Paths"][0],
-                json=document["UnsubscribeBody"],
-                headers={**signed_headers(share), "X-Project-ID": PROJECT},
+                document["URL-Paths"], json=document["UnsubscribeBody"], headers=headers
             )
             assert unconfirmed.status_code == 204, unconfirmed.text
             notice = hook.wait_for(3)[2].json()
@@ -538,7 +529,7 @@ def test_require_confirmation_mails_mailto_subscribers_the_signed_url(
         mail = email.message_from_bytes(envelope.content, policy=email.policy.default)  # type: ignore[arg-type]
         assert mail["Subject"] == "Confirm your subscription to the queue q"
         document = json.loads(mail.get_content())  # type: ignore[attr-defined]
-        assert document["URL-Paths"] == [f"/v2/queues/q/subscriptions/{sid}/confirm"]
+        assert document["URL-Paths"] == f"/v2/queues/q/subscriptions/{sid}/confirm"
 
 
 def test_a_subscription_shows_its_last_push_attempt(api: Api, dispatcher: Dispatcher) -> None:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from testbed.receiver import receiver
-from tests.helpers.api import PROJECT, Api, api_on, assert_error, signed_headers
+from tests.helpers.api import PROJECT, Api, api_on, assert_error, confirmation_headers
 from tests.helpers.push import dispatching, senders
 from zaqar_delay import queue_listing
 from zaqar_delay.conf import Limits, NotificationSettings, SignedUrlSettings
@@ -201,22 +201,15 @@ def test_a_topic_subscription_is_confirmed_through_its_topic_path(
                 document = hook.wait_for(1)[0].json()
                 assert document["Message"] == "You have chosen to subscribe to the topic: t"
                 assert document["queue_name"] == "t"
-                assert document["URL-Paths"] == [f"/v2/topics/t/subscriptions/{sid}/confirm"]
-                share = {
-                    "signature": document["URL-Signature"],
-                    "expires": document["URL-Expires"],
-                    "methods": document["URL-Methods"],
-                    "paths": document["URL-Paths"],
-                    "project": document["X-Project-ID"],
-                }
-                headers = {**signed_headers(share), "X-Project-ID": PROJECT}
+                assert document["URL-Paths"] == f"/v2/topics/t/subscriptions/{sid}/confirm"
+                headers = confirmation_headers(document)
                 # The signature is the topic's: the queue of the same name is not covered.
                 queue_path = f"/v2/queues/t/subscriptions/{sid}/confirm"
                 assert api.put(
                     queue_path, json={"confirmed": True}, headers=headers
                 ).status_code == (404)
                 confirmed = api.put(
-                    document["URL-Paths"][0], json={"confirmed": True}, headers=headers
+                    document["URL-Paths"], json={"confirmed": True}, headers=headers
                 )
                 assert confirmed.status_code == 204, confirmed.text
                 assert api.get(f"/v2/topics/t/subscriptions/{sid}").json["confirmed"] is True

@@ -94,6 +94,13 @@ def signed_headers(share: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def confirmation_headers(document: dict[str, Any]) -> dict[str, str]:
+    """The headers a subscriber confirms with: the ``URL-*`` and ``X-Project-ID`` fields of
+    its confirmation request as they are, as Zaqar's sample subscriber sends them."""
+    names = ("URL-Signature", "URL-Expires", "URL-Methods", "URL-Paths", "X-Project-ID")
+    return {**{name: document[name] for name in names}, "Client-ID": CLIENT_ID}
+
+
 def settings_on(uri: str, **settings: Any) -> Settings:
     """Settings of a service on the store at ``uri``; ``settings``: fields of
     :class:`Settings` (an option group's settings, or a ``[DEFAULT]`` option), and the

@@ -28,7 +28,7 @@ from zaqar_delay.journal import open_journal
 from zaqar_delay.keystone.trusts import Trusts, trusts_of
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.pooling.setup import pooled_stores, registry
-from zaqar_delay.push.confirmation import Confirmations
+from zaqar_delay.push.confirmation import Confirmations, confirmation_page
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard, tenant_guard
 from zaqar_delay.push.mail import MailRules, MailSender
@@ -193,7 +193,9 @@ def build(
     confirmations = None
     if settings.notification.require_confirmation:
         webhook, mail = push_senders(settings, guard)
-        confirmations = Confirmations(signer, clock, webhook, mail)
+        confirmations = Confirmations(
+            signer, clock, webhook, mail, confirmation_page(settings.notification)
+        )
     mail_rules = MailRules(
         settings.notification.smtp_sender, settings.notification.smtp_allowed_senders
     )

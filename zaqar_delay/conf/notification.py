@@ -4,10 +4,47 @@ addresses they may reach."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from oslo_config import cfg
 
 from zaqar_delay.conf.options import setting
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MailTemplate:
+    """Zaqar's confirmation mail template: its subject (``topic``), its text (``body``, in
+    which ``{0}`` is the queue's name, ``{1}`` the project and ``{2}`` the confirmation link)
+    and its sender."""
+
+    topic: str
+    body: str
+    sender: str
+
+    def text(self, queue: str, project: str, link: str) -> str:
+        return self.body.format(queue, project, link)
+
+
+def mail_template(value: Mapping[str, str]) -> MailTemplate:
+    """The template a ``DictOpt`` of Zaqar's form describes (ValueError, naming what is wrong,
+    when a key is missing or ``body`` has a placeholder other than {0}, {1} and {2})."""
+    missing = sorted({"topic", "body", "sender"} - set(value))
+    if missing:
+        raise ValueError(f"a confirmation mail template needs {', '.join(missing)}")
+    template = MailTemplate(value["topic"], value["body"], value["sender"])
+    if any(ord(c) < 32 or ord(c) == 127 for c in template.topic + template.sender):
+        raise ValueError("a confirmation mail template's topic and sender are one line each")
+    try:
+        template.text("queue", "project", "link")
+    except (IndexError, KeyError, ValueError) as exc:
+        raise ValueError(
+            "a confirmation mail template's body may use {0} (queue), {1} (project) and {2} "
+            f"(link) only: {exc!r}"
+        ) from None
+    return template
+
+
+_SENDER = "Zaqar Notifications <no-reply@openstack.org>"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -122,4 +159,55 @@ class NotificationSettings:
             "send mail in anybody's name."
         ),
         convert=tuple,
+    )
+    external_confirmation_url: str = setting(
+        "notification",
+        cfg.StrOpt,
+        "external_confirmation_url",
+        default="",
+        help=(
+            "With require_confirmation: the page a mailto: subscriber's confirmation mail "
+            "links to, as in Zaqar. The link adds Signature, Methods, Paths, Project, Expires, "
+            "Url and Queue query parameters (the pre-signed request that confirms the "
+            "subscription); the mail is written from the templates below. Empty: the mail "
+            "holds the confirmation request as JSON, as a webhook receives it."
+        ),
+    )
+    subscription_confirmation_email_template: MailTemplate = setting(
+        "notification",
+        cfg.DictOpt,
+        "subscription_confirmation_email_template",
+        default={
+            "topic": "Zaqar Notification - Subscription Confirmation",
+            "body": (
+                "You have chosen to subscribe to the queue: {0}. This queue belongs to "
+                "project: {1}. To confirm this subscription, click or visit this link below: "
+                "{2}"
+            ),
+            "sender": _SENDER,
+        },
+        help=(
+            "Subject (topic), text (body: {0} the queue, {1} the project, {2} the link) and "
+            "sender of the confirmation mail, with external_confirmation_url."
+        ),
+        convert=mail_template,
+    )
+    unsubscribe_confirmation_email_template: MailTemplate = setting(
+        "notification",
+        cfg.DictOpt,
+        "unsubscribe_confirmation_email_template",
+        default={
+            "topic": "Zaqar Notification - Unsubscribe Confirmation",
+            "body": (
+                "You have unsubscribed successfully to the queue: {0}. This queue belongs to "
+                "project: {1}. To resubscribe this subscription, click or visit this link "
+                "below: {2}"
+            ),
+            "sender": _SENDER,
+        },
+        help=(
+            "Subject, text and sender of the mail sent when a subscription is set to "
+            '{"confirmed": false}, with external_confirmation_url (the link confirms it again).'
+        ),
+        convert=mail_template,
     )

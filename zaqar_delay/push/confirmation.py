@@ -9,6 +9,11 @@ mail. Until the subscription is confirmed, the pushes that fall due for it are d
 subscription set to ``{"confirmed": false}`` is sent Zaqar's ``UnsubscribeConfirmation``, with
 the same pre-signed URL to confirm it again.
 
+With ``[notification] external_confirmation_url``, as in Zaqar, a ``mailto:`` subscriber is
+mailed a text from the configured template instead, with a link to that page whose query holds
+the pre-signed request (``Signature``, ``Methods``, ``Paths``, ``Project``, ``Expires``,
+``Url``, ``Queue``); without it the mail holds the JSON document (Zaqar sends no mail then).
+
 The request is sent once, in the background, by the process that answered the subscribe; a
 subscriber who missed it subscribes again to be sent another.
 """
@@ -16,11 +21,15 @@ subscriber who missed it subscribes again to be sent another.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
+import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 from zaqar_delay import jsondoc, topics
 from zaqar_delay.clock import Clock
+from zaqar_delay.conf.notification import MailTemplate, NotificationSettings
 from zaqar_delay.models import Subscription
 from zaqar_delay.push.mail import MailRefused, MailSender, is_mailto
 from zaqar_delay.push.subscribers import redacted
@@ -53,8 +62,9 @@ def confirmation_document(
         "Message_Type": kind,
         "Message": message,
         "URL-Signature": signed["signature"],
-        "URL-Methods": signed["methods"],
-        "URL-Paths": signed["paths"],
+        # One method and one path, as strings as in Zaqar: the header values to send.
+        "URL-Methods": ",".join(signed["methods"]),
+        "URL-Paths": ",".join(signed["paths"]),
         "URL-Expires": signed["expires"],
         "X-Project-ID": project,
         "SubscribeBody": {"confirmed": True},
@@ -63,16 +73,68 @@ def confirmation_document(
     }
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfirmationPage:
+    """Zaqar's ``external_confirmation_url`` and the templates of the mails that link to it."""
+
+    url: str
+    subscribe: MailTemplate
+    unsubscribe: MailTemplate
+
+    def link(self, document: Mapping[str, Any]) -> str:
+        """The page's URL with the pre-signed request of ``document`` in its query, under
+        Zaqar's names (``Url``, Zaqar's public URL of the request, is empty: the page knows
+        where the API is and ``Paths`` names the path)."""
+        query = urllib.parse.urlencode(
+            [
+                ("Signature", document["URL-Signature"]),
+                ("Methods", document["URL-Methods"]),
+                ("Paths", document["URL-Paths"]),
+                ("Project", document["X-Project-ID"]),
+                ("Expires", document["URL-Expires"]),
+                ("Url", ""),
+                ("Queue", document["queue_name"]),
+            ]
+        )
+        return f"{self.url}{'&' if '?' in self.url else '?'}{query}"
+
+    def mail(self, document: Mapping[str, Any], unsubscribed: bool) -> tuple[str, str, str]:
+        """The subject, text and sender of the mail that links to the page."""
+        template = self.unsubscribe if unsubscribed else self.subscribe
+        text = template.text(document["queue_name"], document["X-Project-ID"], self.link(document))
+        return template.topic, text, template.sender
+
+
+def confirmation_page(settings: NotificationSettings) -> ConfirmationPage | None:
+    """The confirmation page ``[notification]`` names (None without
+    ``external_confirmation_url``)."""
+    if not settings.external_confirmation_url:
+        return None
+    return ConfirmationPage(
+        settings.external_confirmation_url,
+        settings.subscription_confirmation_email_template,
+        settings.unsubscribe_confirmation_email_template,
+    )
+
+
 class Confirmations:
     """Sends confirmation requests in the background, one attempt each."""
 
     def __init__(
-        self, signer: Signer, clock: Clock, webhook: WebhookSender, mail: MailSender
+        self,
+        signer: Signer,
+        clock: Clock,
+        webhook: WebhookSender,
+        mail: MailSender,
+        page: ConfirmationPage | None = None,
     ) -> None:
+        """``page``: where mails to ``mailto:`` subscribers link (None: they hold the JSON
+        document)."""
         self.signer = signer
         self.clock = clock
         self.webhook = webhook
         self.mail = mail
+        self.page = page
         self._pool = concurrent.futures.ThreadPoolExecutor(2, "zaqar-delay-confirm")
 
     def request(
@@ -86,27 +148,11 @@ class Confirmations:
         self, project: str, queue: str, subscription: Subscription, unsubscribed: bool
     ) -> Outcome:
         document = confirmation_document(self.signer, project, queue, subscription.id, unsubscribed)
-        body = jsondoc.dumps(document)
-        stamp = signature(subscription.secret, self.clock.now_ms(), "", body.encode())
         if is_mailto(subscription.subscriber):
-            subject = (
-                f"You unsubscribed from the queue {queue}"
-                if unsubscribed
-                else f"Confirm your subscription to the queue {queue}"
-            )
-            try:
-                mail = self.mail.compose(
-                    subscription.subscriber,
-                    subscription.options,
-                    subject,
-                    {SIGNATURE_HEADER: stamp},
-                    body,
-                )
-            except MailRefused as exc:
-                outcome = Outcome("permanent", str(exc))
-            else:
-                outcome = self.mail.deliver(mail)
+            outcome = self._mail(subscription, document, unsubscribed)
         else:
+            body = jsondoc.dumps(document)
+            stamp = signature(subscription.secret, self.clock.now_ms(), "", body.encode())
             headers = {"Content-Type": "application/json", SIGNATURE_HEADER: stamp}
             outcome = self.webhook.post(subscription.subscriber, body.encode(), headers)
         if outcome.kind != "delivered":
@@ -116,6 +162,36 @@ class Confirmations:
                 outcome.error,
             )
         return outcome
+
+    def _mail(
+        self, subscription: Subscription, document: Mapping[str, Any], unsubscribed: bool
+    ) -> Outcome:
+        """Mail ``document`` to a ``mailto:`` subscriber: a link to the confirmation page when
+        there is one, else the document itself."""
+        sender: str | None = None
+        if self.page is not None:
+            subject, text, sender = self.page.mail(document, unsubscribed)
+        else:
+            queue = document["queue_name"]
+            subject = (
+                f"You unsubscribed from the queue {queue}"
+                if unsubscribed
+                else f"Confirm your subscription to the queue {queue}"
+            )
+            text = jsondoc.dumps(document)
+        stamp = signature(subscription.secret, self.clock.now_ms(), "", text.encode())
+        try:
+            mail = self.mail.compose(
+                subscription.subscriber,
+                subscription.options,
+                subject,
+                {SIGNATURE_HEADER: stamp},
+                text,
+                sender,
+            )
+        except MailRefused as exc:
+            return Outcome("permanent", str(exc))
+        return self.mail.deliver(mail)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)

@@ -149,11 +149,13 @@ class MailSender:
         subject_text: str,
         headers: Mapping[str, str],
         text: str,
+        sender: str | None = None,
     ) -> email.message.EmailMessage:
-        """A mail to the subscriber's one address (MailRefused: the rules are broken)."""
+        """A mail to the subscriber's one address (MailRefused: the rules are broken), from
+        ``sender`` (the operator's, configured) or else the subscription's allowed sender."""
         mail = email.message.EmailMessage(policy=MAIL_POLICY)
         mail["To"] = recipient(subscriber)
-        mail["From"] = self.rules.from_address(options)
+        mail["From"] = sender or self.rules.from_address(options)
         mail["Subject"] = subject_text
         for name, value in headers.items():
             mail[name] = value
