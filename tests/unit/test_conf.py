@@ -122,7 +122,7 @@ def test_every_option_fills_exactly_one_settings_field() -> None:
     ]
     assert Limits in groups
     declared = [
-        field.metadata["option"][:2]
+        (field.metadata["option"].group, field.metadata["option"].dest)
         for cls in (Settings, *groups)
         for field in dataclasses.fields(cls)
         if "option" in field.metadata

@@ -2,9 +2,9 @@
 from the config files, the command line and the environment.
 
 Each option group is a module of this package (as Zaqar keeps them) declaring a frozen
-dataclass whose fields are its options (``options.setting``: the oslo.config option and the
-field's default in one declaration); :class:`Settings` holds one of each. The rest of the
-package never touches ``cfg`` and reads the frozen :class:`Settings`.
+dataclass whose fields are its options (``options.option``: the oslo.config option named as
+the field, and the field's default, in one declaration); :class:`Settings` holds one of each.
+The rest of the package never touches ``cfg`` and reads the frozen :class:`Settings`.
 """
 
 from __future__ import annotations

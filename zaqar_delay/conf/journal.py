@@ -6,17 +6,16 @@ import dataclasses
 
 from oslo_config import cfg
 
-from zaqar_delay.conf.options import mib, setting
+from zaqar_delay.conf.options import mib, option, options
 
 
+@options("journal")
 @dataclasses.dataclass(frozen=True, slots=True)
 class JournalSettings:
     """The lifecycle journal: ``[journal]``."""
 
-    path: str = setting(
-        "journal",
+    path: str = option(
         cfg.StrOpt,
-        "path",
         default="",
         help=(
             "Directory of the lifecycle journal: one JSON line per message event (posted, "
@@ -26,10 +25,9 @@ class JournalSettings:
             "are not removed."
         ),
     )
-    max_bytes: int = setting(
-        "journal",
+    max_bytes: int = option(
         cfg.IntOpt,
-        "max_file_size",
+        name="max_file_size",
         default=64,
         min=1,
         help="Size in MiB after which a journal file is closed and the next one begun.",

@@ -6,17 +6,16 @@ import dataclasses
 
 from oslo_config import cfg
 
-from zaqar_delay.conf.options import setting
+from zaqar_delay.conf.options import option, options
 
 
+@options("metrics")
 @dataclasses.dataclass(frozen=True, slots=True)
 class MetricsSettings:
     """Prometheus metrics: ``[metrics]``."""
 
-    max_queue_series: int = setting(
-        "metrics",
+    max_queue_series: int = option(
         cfg.IntOpt,
-        "max_queue_series",
         default=100,
         min=0,
         help=(

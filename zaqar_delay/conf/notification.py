@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from oslo_config import cfg
 
-from zaqar_delay.conf.options import setting
+from zaqar_delay.conf.options import option, options
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -47,14 +47,13 @@ def mail_template(value: Mapping[str, str]) -> MailTemplate:
 _SENDER = "Zaqar Notifications <no-reply@openstack.org>"
 
 
+@options("notification")
 @dataclasses.dataclass(frozen=True, slots=True)
 class NotificationSettings:
     """Pushes to subscribers (webhook, mail): Zaqar's ``[notification]`` options."""
 
-    push: bool = setting(
-        "notification",
+    push: bool = option(
         cfg.BoolOpt,
-        "push",
         default=True,
         help=(
             "Whether this server process sends the pushes owed to subscribers. Any server on "
@@ -62,10 +61,8 @@ class NotificationSettings:
             "requests."
         ),
     )
-    require_confirmation: bool = setting(
-        "notification",
+    require_confirmation: bool = option(
         cfg.BoolOpt,
-        "require_confirmation",
         default=False,
         help=(
             "Zaqar's confirmation flow: a new subscription is sent a pre-signed URL to confirm "
@@ -73,26 +70,14 @@ class NotificationSettings:
             "confirmed."
         ),
     )
-    push_timeout: float = setting(
-        "notification",
-        cfg.FloatOpt,
-        "push_timeout",
-        default=10.0,
-        min=0.1,
-        help="Seconds one push request may take.",
+    push_timeout: float = option(
+        cfg.FloatOpt, default=10.0, min=0.1, help="Seconds one push request may take."
     )
-    push_concurrency: int = setting(
-        "notification",
-        cfg.IntOpt,
-        "push_concurrency",
-        default=32,
-        min=1,
-        help="Push requests in flight at most, per server process.",
+    push_concurrency: int = option(
+        cfg.IntOpt, default=32, min=1, help="Push requests in flight at most, per server process."
     )
-    denied_networks: tuple[str, ...] = setting(
-        "notification",
+    denied_networks: tuple[str, ...] = option(
         cfg.ListOpt,
-        "denied_networks",
         default=[],
         help=(
             "Networks pushes may not reach, besides those always denied: the unspecified "
@@ -106,10 +91,8 @@ class NotificationSettings:
         ),
         convert=tuple,
     )
-    allowed_networks: tuple[str, ...] = setting(
-        "notification",
+    allowed_networks: tuple[str, ...] = option(
         cfg.ListOpt,
-        "allowed_networks",
         default=[],
         help=(
             "Networks pushes may reach even when denied_networks names them. A link-local or "
@@ -118,40 +101,24 @@ class NotificationSettings:
         ),
         convert=tuple,
     )
-    smtp_host: str = setting(
-        "notification",
+    smtp_host: str = option(
         cfg.StrOpt,
-        "smtp_host",
         default="",
         help="SMTP server of pushes to mailto: subscribers. Empty: such pushes fail.",
     )
-    smtp_port: int = setting(
-        "notification", cfg.PortOpt, "smtp_port", default=25, help="Port of the SMTP server."
+    smtp_port: int = option(cfg.PortOpt, default=25, help="Port of the SMTP server.")
+    smtp_starttls: bool = option(
+        cfg.BoolOpt, default=False, help="Use STARTTLS with the SMTP server."
     )
-    smtp_starttls: bool = setting(
-        "notification",
-        cfg.BoolOpt,
-        "smtp_starttls",
-        default=False,
-        help="Use STARTTLS with the SMTP server.",
-    )
-    smtp_username: str = setting(
-        "notification", cfg.StrOpt, "smtp_username", default="", help="SMTP login (empty: none)."
-    )
-    smtp_password: str = setting(
-        "notification", cfg.StrOpt, "smtp_password", default="", secret=True, help="SMTP password."
-    )
-    smtp_sender: str = setting(
-        "notification",
+    smtp_username: str = option(cfg.StrOpt, default="", help="SMTP login (empty: none).")
+    smtp_password: str = option(cfg.StrOpt, default="", secret=True, help="SMTP password.")
+    smtp_sender: str = option(
         cfg.StrOpt,
-        "smtp_sender",
         default="zaqar-delay@localhost",
         help="From address of push mails whose subscription sets no options.from.",
     )
-    smtp_allowed_senders: tuple[str, ...] = setting(
-        "notification",
+    smtp_allowed_senders: tuple[str, ...] = option(
         cfg.ListOpt,
-        "smtp_allowed_senders",
         default=[],
         help=(
             "Addresses a subscription may set as options.from of its push mails, besides "
@@ -160,10 +127,8 @@ class NotificationSettings:
         ),
         convert=tuple,
     )
-    external_confirmation_url: str = setting(
-        "notification",
+    external_confirmation_url: str = option(
         cfg.StrOpt,
-        "external_confirmation_url",
         default="",
         help=(
             "With require_confirmation: the page a mailto: subscriber's confirmation mail "
@@ -173,10 +138,8 @@ class NotificationSettings:
             "holds the confirmation request as JSON, as a webhook receives it."
         ),
     )
-    subscription_confirmation_email_template: MailTemplate = setting(
-        "notification",
+    subscription_confirmation_email_template: MailTemplate = option(
         cfg.DictOpt,
-        "subscription_confirmation_email_template",
         default={
             "topic": "Zaqar Notification - Subscription Confirmation",
             "body": (
@@ -192,10 +155,8 @@ class NotificationSettings:
         ),
         convert=mail_template,
     )
-    unsubscribe_confirmation_email_template: MailTemplate = setting(
-        "notification",
+    unsubscribe_confirmation_email_template: MailTemplate = option(
         cfg.DictOpt,
-        "unsubscribe_confirmation_email_template",
         default={
             "topic": "Zaqar Notification - Unsubscribe Confirmation",
             "body": (

@@ -6,17 +6,16 @@ import dataclasses
 
 from oslo_config import cfg
 
-from zaqar_delay.conf.options import setting
+from zaqar_delay.conf.options import option, options
 
 
+@options("pooling:catalog")
 @dataclasses.dataclass(frozen=True, slots=True)
 class CatalogSettings:
     """The pool catalog: Zaqar's ``[pooling:catalog]`` options."""
 
-    enable_virtual_pool: bool = setting(
-        "pooling:catalog",
+    enable_virtual_pool: bool = option(
         cfg.BoolOpt,
-        "enable_virtual_pool",
         default=False,
         help=(
             "With pooling: while no pool is registered, queues are placed on [storage] uri "
@@ -24,10 +23,9 @@ class CatalogSettings:
             "registers one."
         ),
     )
-    refresh: float = setting(
-        "pooling:catalog",
+    refresh: float = option(
         cfg.FloatOpt,
-        "catalog_refresh",
+        name="catalog_refresh",
         default=1.0,
         min=0.01,
         help=(

@@ -6,40 +6,23 @@ import dataclasses
 
 from oslo_config import cfg
 
-from zaqar_delay.conf.options import setting
+from zaqar_delay.conf.options import option, options
 
 
+@options("server")
 @dataclasses.dataclass(frozen=True, slots=True)
 class ServerSettings:
     """The HTTP server: Zaqar-delay's ``[server]`` options."""
 
-    bind: str = setting(
-        "server",
+    bind: str = option(
+        cfg.StrOpt, default="127.0.0.1:8888", help="HOST:PORT the HTTP server listens on."
+    )
+    workers: int = option(cfg.IntOpt, default=2, min=1, help="Number of gunicorn worker processes.")
+    timeout: int = option(
+        cfg.IntOpt, default=30, min=1, help="Seconds before gunicorn restarts a stuck worker."
+    )
+    auth_strategy: str = option(
         cfg.StrOpt,
-        "bind",
-        default="127.0.0.1:8888",
-        help="HOST:PORT the HTTP server listens on.",
-    )
-    workers: int = setting(
-        "server",
-        cfg.IntOpt,
-        "workers",
-        default=2,
-        min=1,
-        help="Number of gunicorn worker processes.",
-    )
-    timeout: int = setting(
-        "server",
-        cfg.IntOpt,
-        "timeout",
-        default=30,
-        min=1,
-        help="Seconds before gunicorn restarts a stuck worker.",
-    )
-    auth_strategy: str = setting(
-        "server",
-        cfg.StrOpt,
-        "auth_strategy",
         default="noauth",
         choices=["noauth", "keystone"],
         help=(
@@ -48,10 +31,8 @@ class ServerSettings:
             "install zaqar-delay[keystone]) and takes project and roles from the token."
         ),
     )
-    default_project: str = setting(
-        "server",
+    default_project: str = option(
         cfg.StrOpt,
-        "default_project",
         default="",
         help=(
             "With auth_strategy = noauth only: the project of a request that names none "

@@ -15,7 +15,7 @@ from zaqar_delay.conf.environment import STORAGE_URI_ENV
 from zaqar_delay.conf.journal import JournalSettings
 from zaqar_delay.conf.metrics import MetricsSettings
 from zaqar_delay.conf.notification import NotificationSettings
-from zaqar_delay.conf.options import GROUPS, options_of, setting
+from zaqar_delay.conf.options import GROUPS, option, options, options_of
 from zaqar_delay.conf.pooling import CatalogSettings
 from zaqar_delay.conf.server import ServerSettings
 from zaqar_delay.conf.signed_url import SignedUrlSettings
@@ -25,6 +25,7 @@ from zaqar_delay.conf.transport import EncryptionSettings, Limits
 from zaqar_delay.conf.websocket import WebSocketSettings
 
 
+@options("DEFAULT")
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     """Everything the service needs to run, resolved from the config files and the
@@ -43,10 +44,8 @@ class Settings:
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
     notification: NotificationSettings = dataclasses.field(default_factory=NotificationSettings)
     websocket: WebSocketSettings = dataclasses.field(default_factory=WebSocketSettings)
-    pooling: bool = setting(
-        "DEFAULT",
+    pooling: bool = option(
         cfg.BoolOpt,
-        "pooling",
         default=False,
         deprecated_opts=[cfg.DeprecatedOpt("sharding")],  # Zaqar's old name, still read
         help=(
@@ -55,10 +54,8 @@ class Settings:
             "flavors and placements is kept in [storage] uri."
         ),
     )
-    admin_mode: bool = setting(
-        "DEFAULT",
+    admin_mode: bool = option(
         cfg.BoolOpt,
-        "admin_mode",
         default=False,
         help=(
             "With auth_strategy = noauth: serve the admin API (/v2/pools, /v2/flavors) to any "

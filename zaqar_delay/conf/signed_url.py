@@ -6,17 +6,16 @@ import dataclasses
 
 from oslo_config import cfg
 
-from zaqar_delay.conf.options import setting
+from zaqar_delay.conf.options import option, options
 
 
+@options("signed_url")
 @dataclasses.dataclass(frozen=True, slots=True)
 class SignedUrlSettings:
     """Pre-signed URLs: Zaqar's ``[signed_url]`` options."""
 
-    secret_key: str = setting(
-        "signed_url",
+    secret_key: str = option(
         cfg.StrOpt,
-        "secret_key",
         default="",
         secret=True,
         help=(

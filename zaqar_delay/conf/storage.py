@@ -7,17 +7,16 @@ import dataclasses
 from oslo_config import cfg
 
 from zaqar_delay.conf.environment import STORAGE_URI_ENV
-from zaqar_delay.conf.options import setting
+from zaqar_delay.conf.options import option, options
 
 
+@options("storage")
 @dataclasses.dataclass(frozen=True, slots=True)
 class StorageSettings:
     """The message store: ``[storage]`` (``ZAQAR_DELAY_STORAGE_URI`` overrides ``uri``)."""
 
-    uri: str = setting(
-        "storage",
+    uri: str = option(
         cfg.StrOpt,
-        "uri",
         default="",
         help=(
             "Where messages are stored: redis://host:port/db, rediss://host:port/db, "
@@ -31,17 +30,13 @@ class StorageSettings:
             f"{STORAGE_URI_ENV} overrides this option."
         ),
     )
-    data_dir: str = setting(
-        "storage",
+    data_dir: str = option(
         cfg.StrOpt,
-        "data_dir",
         default="",
         help="Directory of the embedded Redis data files. Empty means the user's data directory.",
     )
-    embedded_appendfsync: str = setting(
-        "storage",
+    embedded_appendfsync: str = option(
         cfg.StrOpt,
-        "embedded_appendfsync",
         default="always",
         choices=["always", "everysec"],
         help=(
@@ -52,40 +47,30 @@ class StorageSettings:
             "store process, not only of the machine, can lose the last two seconds."
         ),
     )
-    socket_timeout: float = setting(
-        "storage",
+    socket_timeout: float = option(
         cfg.FloatOpt,
-        "socket_timeout",
         default=5.0,
         min=0.1,
         help="Seconds a storage command may take before the request fails with 503.",
     )
-    key_prefix: str = setting(
-        "storage",
+    key_prefix: str = option(
         cfg.StrOpt,
-        "key_prefix",
         default="zd",
         help="Prefix of every Redis key the service writes (and of its Swift containers).",
     )
-    max_connections: int = setting(
-        "storage",
+    max_connections: int = option(
         cfg.IntOpt,
-        "max_connections",
         default=64,
         min=1,
         help="Connections to the store per worker process; requests beyond wait for one.",
     )
-    database: str = setting(
-        "storage",
+    database: str = option(
         cfg.StrOpt,
-        "database",
         default="zaqar_delay",
         help="MongoDB database, when the mongodb:// URI names none.",
     )
-    unreliable: bool = setting(
-        "storage",
+    unreliable: bool = option(
         cfg.BoolOpt,
-        "unreliable",
         default=False,
         deprecated_group="DEFAULT",
         help=(
@@ -93,10 +78,8 @@ class StorageSettings:
             "journaled but not replicated, so a lost disk loses acknowledged messages."
         ),
     )
-    replica_acks: int = setting(
-        "storage",
+    replica_acks: int = option(
         cfg.IntOpt,
-        "replica_acks",
         default=0,
         min=0,
         help=(
@@ -108,10 +91,8 @@ class StorageSettings:
             "MongoDB once a majority has it."
         ),
     )
-    replica_ack_timeout: float = setting(
-        "storage",
+    replica_ack_timeout: float = option(
         cfg.FloatOpt,
-        "replica_ack_timeout",
         default=1.0,
         min=0.001,
         help=(

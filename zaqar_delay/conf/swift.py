@@ -6,18 +6,17 @@ import dataclasses
 
 from oslo_config import cfg
 
-from zaqar_delay.conf.options import setting
+from zaqar_delay.conf.options import option, options
 from zaqar_delay.storage.bounds import SWIFT_METADATA_CACHE_MS, SWIFT_SETTLE_MS
 
 
+@options("drivers:message_store:swift")
 @dataclasses.dataclass(frozen=True, slots=True)
 class SwiftSettings:
     """The Swift store's access and timings: Zaqar's ``[drivers:message_store:swift]`` options."""
 
-    auth_url: str = setting(
-        "drivers:message_store:swift",
+    auth_url: str = option(
         cfg.StrOpt,
-        "auth_url",
         default="",
         help=(
             "For a swift://USER:PASSWORD@/PROJECT storage or pool URI: Keystone v3 "
@@ -26,57 +25,32 @@ class SwiftSettings:
             "in the URI). A URI's ?auth_url= overrides it."
         ),
     )
-    insecure: bool = setting(
-        "drivers:message_store:swift",
-        cfg.BoolOpt,
-        "insecure",
-        default=False,
-        help="Do not verify the TLS certificates of Keystone and Swift.",
+    insecure: bool = option(
+        cfg.BoolOpt, default=False, help="Do not verify the TLS certificates of Keystone and Swift."
     )
-    project_domain_id: str | None = setting(
-        "drivers:message_store:swift",
-        cfg.StrOpt,
-        "project_domain_id",
-        help="Keystone v3: the id of the project's domain (instead of its name).",
+    project_domain_id: str | None = option(
+        cfg.StrOpt, help="Keystone v3: the id of the project's domain (instead of its name)."
     )
-    project_domain_name: str = setting(
-        "drivers:message_store:swift",
-        cfg.StrOpt,
-        "project_domain_name",
-        default="Default",
-        help="Keystone v3: the name of the project's domain.",
+    project_domain_name: str = option(
+        cfg.StrOpt, default="Default", help="Keystone v3: the name of the project's domain."
     )
-    user_domain_id: str | None = setting(
-        "drivers:message_store:swift",
-        cfg.StrOpt,
-        "user_domain_id",
-        help="Keystone v3: the id of the user's domain (instead of its name).",
+    user_domain_id: str | None = option(
+        cfg.StrOpt, help="Keystone v3: the id of the user's domain (instead of its name)."
     )
-    user_domain_name: str = setting(
-        "drivers:message_store:swift",
-        cfg.StrOpt,
-        "user_domain_name",
-        default="Default",
-        help="Keystone v3: the name of the user's domain.",
+    user_domain_name: str = option(
+        cfg.StrOpt, default="Default", help="Keystone v3: the name of the user's domain."
     )
-    region_name: str | None = setting(
-        "drivers:message_store:swift",
-        cfg.StrOpt,
-        "region_name",
-        help="Keystone v3: the region whose object-store endpoint is used.",
+    region_name: str | None = option(
+        cfg.StrOpt, help="Keystone v3: the region whose object-store endpoint is used."
     )
-    interface: str = setting(
-        "drivers:message_store:swift",
+    interface: str = option(
         cfg.StrOpt,
-        "interface",
         default="public",
         choices=["public", "internal", "admin"],
         help="Keystone v3: the interface of the object-store endpoint.",
     )
-    settle_ms: int = setting(
-        "drivers:message_store:swift",
+    settle_ms: int = option(
         cfg.IntOpt,
-        "settle_ms",
         default=SWIFT_SETTLE_MS,
         min=1,
         help=(
@@ -89,10 +63,8 @@ class SwiftSettings:
             "before they repair after it); checked at start."
         ),
     )
-    metadata_cache_ms: int = setting(
-        "drivers:message_store:swift",
+    metadata_cache_ms: int = option(
         cfg.IntOpt,
-        "metadata_cache_ms",
         default=SWIFT_METADATA_CACHE_MS,
         min=0,
         help=(

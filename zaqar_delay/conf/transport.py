@@ -7,234 +7,145 @@ import dataclasses
 
 from oslo_config import cfg, types
 
-from zaqar_delay.conf.options import setting
+from zaqar_delay.conf.options import option, options
 
 
+@options("transport")
 @dataclasses.dataclass(frozen=True, slots=True)
 class Limits:
     """Validation limits and defaults of the v2 API, and the form of its messages: Zaqar's
     ``[transport]`` options, and ``[DEFAULT] enable_checksum``."""
 
-    default_message_ttl: int = setting(
-        "transport",
+    default_message_ttl: int = option(
         cfg.IntOpt,
-        "default_message_ttl",
         default=3600,
         min=60,
         help="Message ttl when neither the message nor its queue sets one.",
     )
-    default_message_delay: int = setting(
-        "transport",
+    default_message_delay: int = option(
         cfg.IntOpt,
-        "default_message_delay",
         default=0,
         min=0,
         help="Shown as _default_message_delay of queues that do not set it.",
     )
-    default_claim_ttl: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "default_claim_ttl",
-        default=300,
-        min=60,
-        help="Claim ttl when the request omits it.",
+    default_claim_ttl: int = option(
+        cfg.IntOpt, default=300, min=60, help="Claim ttl when the request omits it."
     )
-    default_claim_grace: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "default_claim_grace",
-        default=60,
-        min=60,
-        help="Claim grace when the request omits it.",
+    default_claim_grace: int = option(
+        cfg.IntOpt, default=60, min=60, help="Claim grace when the request omits it."
     )
-    max_queues_per_page: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_queues_per_page",
-        default=20,
-        min=1,
-        help="Largest limit for listing queues.",
+    max_queues_per_page: int = option(
+        cfg.IntOpt, default=20, min=1, help="Largest limit for listing queues."
     )
-    max_messages_per_page: int = setting(
-        "transport",
+    max_messages_per_page: int = option(
         cfg.IntOpt,
-        "max_messages_per_page",
         default=20,
         min=1,
         help="Largest limit for listing messages and for ids in bulk requests.",
     )
-    max_messages_per_claim_or_pop: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_messages_per_claim_or_pop",
-        default=20,
-        min=1,
-        help="Largest limit of a claim and of a pop.",
+    max_messages_per_claim_or_pop: int = option(
+        cfg.IntOpt, default=20, min=1, help="Largest limit of a claim and of a pop."
     )
-    max_queue_metadata: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_queue_metadata",
-        default=65536,
-        min=1,
-        help="Largest queue metadata document, in bytes.",
+    max_queue_metadata: int = option(
+        cfg.IntOpt, default=65536, min=1, help="Largest queue metadata document, in bytes."
     )
-    max_messages_per_post: int = setting(
-        "transport",
+    max_messages_per_post: int = option(
         cfg.IntOpt,
-        "max_messages_per_post",
         default=1000,
         min=1,
         help="Most messages one post may hold (Zaqar sets no count, only max_messages_post_size: "
         "a post of tens of thousands of tiny messages answered a Location header proxies "
         "refuse, after storing them).",
     )
-    max_queues_per_project: int = setting(
-        "transport",
+    max_queues_per_project: int = option(
         cfg.IntOpt,
-        "max_queues_per_project",
         default=10000,
         min=0,
         help="Most queues one project may have; creating one more (PUT, or the first post or "
         "subscription of a queue) answers 403. 0: no limit. Checked against the count when a "
         "queue is created, so creations racing each other may pass it by a few.",
     )
-    max_subscriptions_per_queue: int = setting(
-        "transport",
+    max_subscriptions_per_queue: int = option(
         cfg.IntOpt,
-        "max_subscriptions_per_queue",
         default=20,
         min=0,
         help="Most live subscriptions one queue may have (each message is pushed to each of "
         "them); one more answers 403. 0: no limit.",
     )
-    max_subscriptions_per_project: int = setting(
-        "transport",
+    max_subscriptions_per_project: int = option(
         cfg.IntOpt,
-        "max_subscriptions_per_project",
         default=200,
         min=0,
         help="Most live subscriptions one project may have over all its queues; one more "
         "answers 403. 0: no limit.",
     )
-    max_schedules_per_queue: int = setting(
-        "transport",
+    max_schedules_per_queue: int = option(
         cfg.IntOpt,
-        "max_schedules_per_queue",
         default=100,
         min=0,
         help="Most recurring schedules one queue or topic may have; one more answers 403. "
         "0: no limit.",
     )
-    max_schedules_per_project: int = setting(
-        "transport",
+    max_schedules_per_project: int = option(
         cfg.IntOpt,
-        "max_schedules_per_project",
         default=1000,
         min=0,
         help="Most recurring schedules one project may have over all its queues and topics; "
         "one more answers 403. 0: no limit.",
     )
-    min_schedule_interval: int = setting(
-        "transport",
+    min_schedule_interval: int = option(
         cfg.IntOpt,
-        "min_schedule_interval",
         default=1,
         min=1,
         help="Shortest interval (seconds) a recurring schedule's every may have.",
     )
-    max_messages_post_size: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_messages_post_size",
-        default=262144,
-        min=1,
-        help="Largest body of a message post, in bytes.",
+    max_messages_post_size: int = option(
+        cfg.IntOpt, default=262144, min=1, help="Largest body of a message post, in bytes."
     )
-    max_message_ttl: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_message_ttl",
-        default=1209600,
-        min=60,
-        help="Largest message ttl, in seconds.",
+    max_message_ttl: int = option(
+        cfg.IntOpt, default=1209600, min=60, help="Largest message ttl, in seconds."
     )
-    max_message_delay: int = setting(
-        "transport",
+    max_message_delay: int = option(
         cfg.IntOpt,
-        "max_message_delay",
         default=900,
         min=0,
         help="Largest message delay and queue _default_message_delay, in seconds.",
     )
-    deliver_at_tolerance: float = setting(
-        "transport",
+    deliver_at_tolerance: float = option(
         cfg.FloatOpt,
-        "deliver_at_tolerance",
         default=5.0,
         min=0.0,
         help="Seconds a deliver_at time may lie in the past (clock skew) before it is refused.",
     )
-    max_claim_wait: int = setting(
-        "transport",
+    max_claim_wait: int = option(
         cfg.IntOpt,
-        "max_claim_wait",
         default=20,
         min=0,
         help="Longest wait, in seconds, a claim may ask for with ?wait= before answering 204.",
     )
-    max_claim_ttl: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_claim_ttl",
-        default=43200,
-        min=60,
-        help="Largest claim ttl, in seconds.",
+    max_claim_ttl: int = option(
+        cfg.IntOpt, default=43200, min=60, help="Largest claim ttl, in seconds."
     )
-    max_claim_grace: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_claim_grace",
-        default=43200,
-        min=60,
-        help="Largest claim grace, in seconds.",
+    max_claim_grace: int = option(
+        cfg.IntOpt, default=43200, min=60, help="Largest claim grace, in seconds."
     )
-    max_pools_per_page: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_pools_per_page",
-        default=20,
-        min=1,
-        help="Largest limit for listing pools.",
+    max_pools_per_page: int = option(
+        cfg.IntOpt, default=20, min=1, help="Largest limit for listing pools."
     )
-    max_flavors_per_page: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_flavors_per_page",
-        default=20,
-        min=1,
-        help="Largest limit for listing flavors.",
+    max_flavors_per_page: int = option(
+        cfg.IntOpt, default=20, min=1, help="Largest limit for listing flavors."
     )
-    default_subscription_ttl: int = setting(
-        "transport",
+    default_subscription_ttl: int = option(
         cfg.IntOpt,
-        "default_subscription_ttl",
         default=3600,
         min=60,
         help="Subscription ttl, in seconds, when the request omits it.",
     )
-    max_subscriptions_per_page: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_subscriptions_per_page",
-        default=20,
-        min=1,
-        help="Largest limit for listing subscriptions.",
+    max_subscriptions_per_page: int = option(
+        cfg.IntOpt, default=20, min=1, help="Largest limit for listing subscriptions."
     )
-    subscriber_types: tuple[str, ...] = setting(
-        "transport",
+    subscriber_types: tuple[str, ...] = option(
         cfg.ListOpt,
-        "subscriber_types",
         default=["http", "https", "mailto", "trust+http", "trust+https"],
         item_type=types.String(choices=["http", "https", "mailto", "trust+http", "trust+https"]),
         help=(
@@ -244,57 +155,40 @@ class Limits:
         ),
         convert=tuple,
     )
-    enable_checksum: bool = setting(
-        "DEFAULT",
+    enable_checksum: bool = option(
         cfg.BoolOpt,
-        "enable_checksum",
+        group="DEFAULT",
         default=False,
         help=(
             'Show each message\'s "checksum", as Zaqar: "MD5:" and the MD5 of its body as JSON '
             "(Python's json.dumps, default separators), computed from the body as it is read."
         ),
     )
-    client_id_uuid_safe: str = setting(
-        "transport",
+    client_id_uuid_safe: str = option(
         cfg.StrOpt,
-        "client_id_uuid_safe",
         default="strict",
         choices=["strict", "off"],
         help="strict: the Client-ID header must be a UUID. off: any string of allowed length.",
     )
-    min_length_client_id: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "min_length_client_id",
-        default=10,
-        min=1,
-        help="Shortest Client-ID when client_id_uuid_safe is off.",
+    min_length_client_id: int = option(
+        cfg.IntOpt, default=10, min=1, help="Shortest Client-ID when client_id_uuid_safe is off."
     )
-    max_length_client_id: int = setting(
-        "transport",
-        cfg.IntOpt,
-        "max_length_client_id",
-        default=36,
-        min=1,
-        help="Longest Client-ID when client_id_uuid_safe is off.",
+    max_length_client_id: int = option(
+        cfg.IntOpt, default=36, min=1, help="Longest Client-ID when client_id_uuid_safe is off."
     )
-    message_delete_with_claim_id: bool = setting(
-        "transport",
-        cfg.BoolOpt,
-        "message_delete_with_claim_id",
-        default=False,
-        help="Bulk delete requires claim_ids that hold the messages.",
+    message_delete_with_claim_id: bool = option(
+        cfg.BoolOpt, default=False, help="Bulk delete requires claim_ids that hold the messages."
     )
 
 
+@options("transport")
 @dataclasses.dataclass(frozen=True, slots=True)
 class EncryptionSettings:
     """Message bodies sealed at rest: the ``[transport]`` encryption options."""
 
-    key: str = setting(
-        "transport",
+    key: str = option(
         cfg.StrOpt,
-        "message_encryption_key",
+        name="message_encryption_key",
         default="",
         secret=True,
         help=(
@@ -305,10 +199,9 @@ class EncryptionSettings:
             "queues cannot ask for encryption (400)."
         ),
     )
-    old_keys: tuple[str, ...] = setting(
-        "transport",
+    old_keys: tuple[str, ...] = option(
         cfg.ListOpt,
-        "message_encryption_old_keys",
+        name="message_encryption_old_keys",
         default=[],
         secret=True,
         help=(

@@ -6,29 +6,24 @@ import dataclasses
 
 from oslo_config import cfg
 
-from zaqar_delay.conf.options import setting
-
-GROUP = "drivers:transport:websocket"
+from zaqar_delay.conf.options import option, options
 
 
+@options("drivers:transport:websocket")
 @dataclasses.dataclass(frozen=True, slots=True)
 class WebSocketSettings:
     """Where WebSocket sessions are served besides the API's port, and their limits."""
 
-    bind: str = setting(
-        GROUP,
+    bind: str = option(
         cfg.StrOpt,
-        "bind",
         default="",
         help=(
             "Address of the extra WebSocket port (with port set; empty: the host of [server] "
             "bind). Sessions are always served on the API's own port too."
         ),
     )
-    port: int = setting(
-        GROUP,
+    port: int = option(
         cfg.IntOpt,
-        "port",
         default=0,
         min=0,
         max=65535,
@@ -38,10 +33,8 @@ class WebSocketSettings:
             "port (Zaqar's default is 9000). 0 (the default): the API's port only."
         ),
     )
-    external_port: int = setting(
-        GROUP,
+    external_port: int = option(
         cfg.IntOpt,
-        "external_port",
         default=0,
         min=0,
         max=65535,
@@ -53,10 +46,8 @@ class WebSocketSettings:
             "checked."
         ),
     )
-    max_sessions: int = setting(
-        GROUP,
+    max_sessions: int = option(
         cfg.IntOpt,
-        "max_sessions",
         default=500,
         min=1,
         help=(
@@ -64,10 +55,8 @@ class WebSocketSettings:
             "them is answered 503. Each session holds one of the worker's 1,000 connections."
         ),
     )
-    max_sessions_per_project: int = setting(
-        GROUP,
+    max_sessions_per_project: int = option(
         cfg.IntOpt,
-        "max_sessions_per_project",
         default=100,
         min=1,
         help=(
@@ -77,10 +66,8 @@ class WebSocketSettings:
             "only max_sessions bounds them."
         ),
     )
-    notification_bind: str = setting(
-        GROUP,
+    notification_bind: str = option(
         cfg.StrOpt,
-        "notification_bind",
         default="127.0.0.1",
         help=(
             "Address each server process listens on (a port of its own, chosen by the "
@@ -90,10 +77,8 @@ class WebSocketSettings:
             "others reach."
         ),
     )
-    ping_interval: int = setting(
-        GROUP,
+    ping_interval: int = option(
         cfg.IntOpt,
-        "ping_interval",
         default=30,
         min=1,
         help=(
