@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+from zaqar_delay import sibling_wakeups
 from zaqar_delay.clock import Clock
 from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.storage.base import Driver
@@ -201,7 +202,10 @@ class WaitRoom:
     # -- wake-ups from the store ---------------------------------------------------------------
 
     def _start_listener(self) -> None:
-        if self._wakeups is None or self._listener is not None:
+        if self._wakeups is None:
+            self._listen_to_siblings()
+            return
+        if self._listener is not None:
             return
         with self._lock:
             if self._listener is not None:
@@ -224,7 +228,14 @@ class WaitRoom:
         finally:
             # No more wake-ups will come: every head re-checks, and polls from now on.
             self._polling.set()
+            self._listen_to_siblings()
             self._wake_everyone()
+
+    def _listen_to_siblings(self) -> None:
+        """Without the store's wake-ups, take those of the server's other workers."""
+        siblings = sibling_wakeups.joined()
+        if siblings is not None:
+            siblings.listen(self._wake_head)
 
     def _renew(self) -> None:
         """Keep writers sending wake-ups for every queue with a line here, while heads sleep
@@ -244,10 +255,15 @@ class WaitRoom:
     def written(self, project: str, queue: str) -> None:
         """This process made the queue's messages claimable (a post, a release, a
         reschedule). A store with wake-ups tells every process itself; without them, the
-        head of this process's line is woken here, and other processes' lines find the
-        messages at their next re-check (``RECHECK_WITHOUT_WAKEUPS_S``)."""
+        head of this process's line is woken here, and those of the server's other workers
+        through ``sibling_wakeups``; processes of other servers find the messages at their
+        next re-check (``RECHECK_WITHOUT_WAKEUPS_S``)."""
         if self._wakeups is None or self._polling.is_set():
-            self._wake_head(self._channel(project, queue))
+            channel = self._channel(project, queue)
+            self._wake_head(channel)
+            siblings = sibling_wakeups.joined()
+            if siblings is not None:
+                siblings.tell(channel)
 
     def _channel(self, project: str, queue: str) -> str:
         """The name of the queue's line: the store's wake-up channel, when it has wake-ups."""

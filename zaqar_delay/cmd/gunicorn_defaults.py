@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from zaqar_delay import sibling_wakeups
 from zaqar_delay.cmd import balance
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings
 
@@ -32,8 +33,9 @@ def options(settings: Settings) -> dict[str, Any]:
         "loglevel": "info",
         # One control socket per user would clash between servers on one machine.
         "control_socket_disable": True,
-        "pre_fork": balance.assign_slot,
+        "pre_fork": before_fork,
         "child_exit": worker_exited,
+        "on_exit": master_exits,
     }
 
 
@@ -46,6 +48,18 @@ def binds(settings: Settings) -> list[str]:
         host = websocket.bind or settings.server.bind.rsplit(":", 1)[0]
         found.append(f"{host}:{websocket.port}")
     return found
+
+
+def before_fork(server: Any, worker: Any) -> None:
+    """gunicorn ``pre_fork`` (in the master): the worker's slot, and the directory where
+    workers wake each other's waiting claims."""
+    balance.assign_slot(server, worker)
+    sibling_wakeups.prepare()
+
+
+def master_exits(server: Any) -> None:
+    """gunicorn ``on_exit``: remove what the master made for its workers."""
+    sibling_wakeups.remove()
 
 
 def worker_exited(server: Any, worker: Any) -> None:

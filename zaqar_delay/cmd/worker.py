@@ -16,6 +16,7 @@ from typing import Any
 
 from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIServer
 
+from zaqar_delay import sibling_wakeups
 from zaqar_delay.cmd.balance import DEFER_S, Share, share_of
 from zaqar_delay.cmd.headers import Handler
 
@@ -89,6 +90,7 @@ class Worker(GeventPyWSGIWorker):  # type: ignore[misc]
         super().run()
 
     def init_process(self) -> None:
+        sibling_wakeups.join(getattr(self, "balance_slot", None))
         self.server_class = functools.partial(  # type: ignore[assignment]
             FairPyWSGIServer, share=share_of(self)
         )
