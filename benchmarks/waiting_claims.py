@@ -7,7 +7,7 @@ post brings as many messages. Printed per store: the time from the post's answer
 the median and the last claim's answer (ms), and claims left without a message (none should be).
 
     python -m benchmarks.waiting_claims [--stores redis-server,mongodb,swift] [--waiters 40]
-        [--rounds 3] [--workers 2] [--cwd DIR] [--results DIR]
+        [--rounds 3] [--workers 2] [--stagger S] [--cwd DIR] [--results DIR]
 
 ``--cwd`` runs the ``zaqar_delay`` of another checkout (a revision to compare with). Writes
 ``DIR/waiting-claims-<time>.json`` as well.
@@ -38,9 +38,9 @@ SETTLE_S = 2.0
 HEADERS = {"X-Project-ID": "waiting-bench"}
 
 
-def one_round(url: str, waiters: int) -> tuple[list[float], int]:
+def one_round(url: str, waiters: int, stagger_s: float) -> tuple[list[float], int]:
     """Answer times (s after the post answered) of the claims that got a message, and how many
-    got none."""
+    got none. Waiters start ``stagger_s`` apart (so that the server's workers share them)."""
     queue = f"w-{uuid.uuid4().hex[:10]}"
     answered: list[float] = []
     empty = 0
@@ -58,7 +58,10 @@ def one_round(url: str, waiters: int) -> tuple[list[float], int]:
         return response.status_code == 201
 
     with concurrent.futures.ThreadPoolExecutor(waiters) as pool:
-        futures = [pool.submit(claim) for _ in range(waiters)]
+        futures = []
+        for _ in range(waiters):
+            futures.append(pool.submit(claim))
+            time.sleep(stagger_s)
         time.sleep(SETTLE_S)
         response = requests.post(
             f"{url}/v2/queues/{queue}/messages",
@@ -78,10 +81,18 @@ def main() -> None:
     parser.add_argument("--waiters", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--stagger", type=float, default=0.0, help="seconds between the starts of two waiters"
+    )
     parser.add_argument("--cwd", default=None, help="checkout whose zaqar_delay is served")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
     args = parser.parse_args()
-    report: dict[str, Any] = {"waiters": args.waiters, "workers": args.workers, "cwd": args.cwd}
+    report: dict[str, Any] = {
+        "waiters": args.waiters,
+        "workers": args.workers,
+        "stagger_s": args.stagger,
+        "cwd": args.cwd,
+    }
     for store in args.stores.split(","):
         firsts, medians, lasts, empties = [], [], [], 0
         with running(store) as uri:
@@ -91,7 +102,7 @@ def main() -> None:
             try:
                 service.wait_for_workers()
                 for _ in range(args.rounds):
-                    times, empty = one_round(service.url, args.waiters)
+                    times, empty = one_round(service.url, args.waiters, args.stagger)
                     firsts.append(times[0])
                     medians.append(statistics.median(times))
                     lasts.append(times[-1])
