@@ -39,10 +39,14 @@ _joined: Siblings | None = None
 
 
 def prepare() -> None:
-    """In the master, before a fork: make the directory of the workers' sockets (once)."""
+    """In the master, before a fork: make the directory of the workers' sockets (once). When
+    it cannot be made, the workers run without each other's wake-ups."""
     global _directory
     if _directory is None:
-        _directory = tempfile.mkdtemp(prefix="zaqar-delay-workers-")
+        try:
+            _directory = tempfile.mkdtemp(prefix="zaqar-delay-workers-")
+        except OSError as exc:
+            LOG.warning("workers will not wake each other's waiting claims: %s", exc)
 
 
 def remove() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import multiprocessing
 import os
+import pathlib
 import shutil
 import socket
 import tempfile
@@ -121,3 +122,15 @@ def test_the_master_makes_the_directory_and_removes_it(monkeypatch: pytest.Monke
     assert os.listdir(made) == ["3"]
     sibling_wakeups.remove()
     assert not os.path.exists(made)
+
+
+def test_without_a_directory_the_workers_run_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    monkeypatch.setattr(sibling_wakeups, "_directory", None)
+    monkeypatch.setattr(sibling_wakeups, "_joined", None)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    sibling_wakeups.prepare()  # the master goes on forking its workers
+    assert sibling_wakeups._directory is None
+    sibling_wakeups.join(0)
+    assert sibling_wakeups.joined() is None
