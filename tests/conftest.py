@@ -163,6 +163,15 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+@pytest.fixture
+def short_tmp() -> Iterator[str]:
+    """A temporary directory of a short path, for sockets (a socket's path must fit in about a
+    hundred bytes, which pytest's own temporary paths may not)."""
+    made = tempfile.mkdtemp(prefix="zd-")
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
 @pytest.fixture(params=STORES)
 def store_uri(request: pytest.FixtureRequest) -> str:
     return store_url(request, request.param)

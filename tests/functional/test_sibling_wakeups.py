@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
 import signal
-import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import requests
@@ -26,21 +23,14 @@ pytestmark = pytest.mark.functional
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "siblings"}
 
 
-@pytest.fixture
-def temporary() -> Iterator[str]:
-    # The server's TMPDIR, short: a socket's path must fit in about a hundred bytes.
-    made = tempfile.mkdtemp(prefix="zd-t-")
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
-
-
 def test_workers_on_swift_share_a_directory_of_wake_up_sockets(
-    swift_aio: SwiftAllInOne, temporary: str
+    swift_aio: SwiftAllInOne, short_tmp: str
 ) -> None:
-    env = {STORAGE_URI_ENV: swift_aio.store_uri, "TMPDIR": temporary}
+    # The server's TMPDIR is short, for its workers' sockets.
+    env = {STORAGE_URI_ENV: swift_aio.store_uri, "TMPDIR": short_tmp}
     server = ServiceProcess(env=env, workers=2).start().wait_for_workers()
     try:
-        made = glob.glob(os.path.join(temporary, "zaqar-delay-workers-*"))
+        made = glob.glob(os.path.join(short_tmp, "zaqar-delay-workers-*"))
         assert len(made) == 1 and os.stat(made[0]).st_mode & 0o777 == 0o700
         queue = f"{server.url}/v2/queues/q-{uuid.uuid4().hex[:8]}"
         assert requests.put(queue, json={}, headers=HEADERS, timeout=30).status_code == 201

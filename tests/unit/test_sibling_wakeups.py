@@ -8,10 +8,8 @@ import errno
 import multiprocessing
 import os
 import pathlib
-import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
 
 import pytest
 
@@ -25,11 +23,8 @@ FORK = multiprocessing.get_context("fork")
 
 
 @pytest.fixture
-def directory() -> Iterator[str]:
-    # Short: a socket's path must fit in about a hundred bytes.
-    made = tempfile.mkdtemp(prefix="zd-sib-")
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
+def directory(short_tmp: str) -> str:
+    return short_tmp
 
 
 def wait_in_a_sibling(
