@@ -973,8 +973,8 @@ class TestReschedule:
     def test_moves_the_due_time_both_ways(self, driver: Driver, clock: FakeClock) -> None:
         [soon, late] = post(driver, clock, "soon", "late", delay=60)
         now = clock.now_ms()
-        driver.reschedule_message(P, Q, late, None, now + 10_000, now)
-        driver.reschedule_message(P, Q, soon, None, now + 120_000, now)
+        driver.edit_message(P, Q, MessageEdit(late, None, due_ms=now + 10_000), now)
+        driver.edit_message(P, Q, MessageEdit(soon, None, due_ms=now + 120_000), now)
         clock.advance(ms=9_999)
         assert claim(driver, clock) is None
         clock.advance(ms=1)
@@ -990,10 +990,10 @@ class TestReschedule:
         assert held is not None
         now = clock.now_ms()
         with pytest.raises(errors.MessageIsClaimed):
-            driver.reschedule_message(P, Q, mid, None, now + 5000, now)
+            driver.edit_message(P, Q, MessageEdit(mid, None, due_ms=now + 5000), now)
         with pytest.raises(errors.ClaimNotValid):
-            driver.reschedule_message(P, Q, mid, "f" * 32, now + 5000, now)
-        driver.reschedule_message(P, Q, mid, held.id, now + 5000, now)
+            driver.edit_message(P, Q, MessageEdit(mid, "f" * 32, due_ms=now + 5000), now)
+        driver.edit_message(P, Q, MessageEdit(mid, held.id, due_ms=now + 5000), now)
         assert bodies_of(driver.get_claim(P, Q, held.id, now)) == []
         [m] = driver.get_messages(P, Q, [mid], now)
         assert (m.claim_id, m.claim_count, m.due_ms) == (None, 1, now + 5000)
@@ -1005,10 +1005,12 @@ class TestReschedule:
     def test_missing_or_expired(self, driver: Driver, clock: FakeClock) -> None:
         [mid] = post(driver, clock, "short", ttl=60)
         with pytest.raises(errors.MessageDoesNotExist):
-            driver.reschedule_message(P, Q, "nope", None, clock.now_ms(), clock.now_ms())
+            driver.edit_message(
+                P, Q, MessageEdit("nope", None, due_ms=clock.now_ms()), clock.now_ms()
+            )
         clock.advance(60)
         with pytest.raises(errors.MessageDoesNotExist):
-            driver.reschedule_message(P, Q, mid, None, clock.now_ms(), clock.now_ms())
+            driver.edit_message(P, Q, MessageEdit(mid, None, due_ms=clock.now_ms()), clock.now_ms())
 
 
 # -- edit --------------------------------------------------------------------------------------

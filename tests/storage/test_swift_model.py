@@ -39,7 +39,7 @@ from hypothesis.stateful import (
 from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.memory_swift import Fault, MemorySwift, Process, faulty_client, memory_client
 from zaqar_delay import errors
-from zaqar_delay.models import ClaimTimes, Deletion, Message, NewMessage
+from zaqar_delay.models import ClaimTimes, Deletion, Message, MessageEdit, NewMessage
 from zaqar_delay.storage.swift import connect, lifecycle, names
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -165,7 +165,8 @@ class SwiftSlotMachine(RuleBasedStateMachine):
 
     def _reschedule(self, index: int, message_id: str, claim_id: str | None, delay: int) -> None:
         try:
-            self._run(index, "reschedule_message", message_id, claim_id, self.now + delay, self.now)
+            edit = MessageEdit(message_id, claim_id, due_ms=self.now + delay)
+            self._run(index, "edit_message", edit, self.now)
         except (errors.MessageIsClaimed, errors.MessageDoesNotExist):
             return
         except errors.StorageUnavailable:

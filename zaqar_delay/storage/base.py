@@ -262,20 +262,6 @@ class Driver(SubscriptionStore, DeliveryStore):
         nothing is written.
         """
 
-    def reschedule_message(
-        self,
-        project: str,
-        queue: str,
-        message_id: str,
-        claim_id: str | None,
-        due_ms: int,
-        now_ms: int,
-    ) -> None:
-        """Make the message due at ``due_ms`` (claim count and expiry kept): an edit of its
-        due time alone (``edit_message``), so a message held by the named live claim leaves
-        that claim."""
-        self.edit_message(project, queue, MessageEdit(message_id, claim_id, due_ms=due_ms), now_ms)
-
     @abc.abstractmethod
     def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
         """Delete the messages ``deletion.ids`` names; missing ids are ignored.
