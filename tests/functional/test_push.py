@@ -58,14 +58,21 @@ def message_ids(pushes: list[Received]) -> list[str]:
 
 def pushes_attempted(url: str) -> float:
     """Every push attempt the server's processes have settled (its /metrics)."""
+    return sum(attempts_by_outcome(url).values())
+
+
+def attempts_by_outcome(url: str) -> dict[str, float]:
+    """The push attempts the server's processes have settled, by outcome (delivered, retry,
+    failed)."""
     text = requests.get(f"{url}/metrics", timeout=10).text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "zaqar_delay_push_attempts"
-        for sample in family.samples
-        if sample.name == "zaqar_delay_push_attempts_total"
-    )
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "zaqar_delay_push_attempts":
+            for sample in family.samples:
+                if sample.name == "zaqar_delay_push_attempts_total":
+                    outcome = sample.labels["outcome"]
+                    counts[outcome] = counts.get(outcome, 0) + sample.value
+    return counts
 
 
 @pytest.fixture(params=["embedded", "redis-cluster", "mongodb", "pooled"])
@@ -168,7 +175,14 @@ def test_kill_9_of_every_server_process_mid_delivery_loses_no_push(
             for message_id, sent in sent_by.items():
                 assert all(t <= killed_ms or t >= restart_ms for t in sent), message_id
                 assert sum(t <= killed_ms for t in sent) <= 1, f"{message_id} sent twice before"
-                assert sum(t >= restart_ms for t in sent) <= 1, f"{message_id} sent twice after"
+            # The restarted server sends a push again only after an attempt of its own failed
+            # (the receiver's answer, 0.5 s late, can exceed the 1 s timeout on a busy machine),
+            # and it counts that attempt as a retry before sending again.
+            after = {m: sum(t >= restart_ms for t in sent) for m, sent in sent_by.items()}
+            again = {m: n - 1 for m, n in after.items() if n > 1}
+            retried = attempts_by_outcome(service.url).get("retry", 0)
+            print(f"sent again by the restarted server: {again}, retries: {retried}")
+            assert sum(again.values()) <= retried, again
         finally:
             service.stop()
 
