@@ -152,8 +152,10 @@ class Confirmations:
             outcome = self._mail(subscription, document, unsubscribed)
         else:
             body = jsondoc.dumps(document)
-            stamp = signature(subscription.secret, self.clock.now_ms(), "", body.encode())
-            headers = {"Content-Type": "application/json", SIGNATURE_HEADER: stamp}
+            headers = {
+                "Content-Type": "application/json",
+                SIGNATURE_HEADER: self._stamp(subscription, body),
+            }
             outcome = self.webhook.post(subscription.subscriber, body.encode(), headers)
         if outcome.kind != "delivered":
             LOG.warning(
@@ -179,19 +181,23 @@ class Confirmations:
                 else f"Confirm your subscription to the queue {queue}"
             )
             text = jsondoc.dumps(document)
-        stamp = signature(subscription.secret, self.clock.now_ms(), "", text.encode())
         try:
             mail = self.mail.compose(
                 subscription.subscriber,
                 subscription.options,
                 subject,
-                {SIGNATURE_HEADER: stamp},
+                {SIGNATURE_HEADER: self._stamp(subscription, text)},
                 text,
                 sender,
             )
         except MailRefused as exc:
             return Outcome("permanent", str(exc))
         return self.mail.deliver(mail)
+
+    def _stamp(self, subscription: Subscription, text: str) -> str:
+        """The signature of a confirmation request's ``text``, as pushes are signed (without a
+        delivery id)."""
+        return signature(subscription.secret, self.clock.now_ms(), "", text.encode())
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
