@@ -3,10 +3,10 @@
 Without the store's wake-ups a waiting claim re-checks its queue every second
 (``waiting.RECHECK_WITHOUT_WAKEUPS_S``), and the process that made a queue's messages
 claimable wakes only its own waiters. This tells the server's other workers as well: the
-master makes a private directory (mode 0700) before its first fork (:func:`prepare`); a worker
-binds a datagram socket there, named for its slot, once it has a waiting claim
-(:meth:`Siblings.listen`); and a process that made a queue's messages claimable sends the name
-of the queue's line to every other socket there (:meth:`Siblings.tell`).
+master makes a private directory (mode 0700, ``master_directories``) before its first fork
+(:func:`prepare`); a worker binds a datagram socket there, named for its slot, once it has a
+waiting claim (:meth:`Siblings.listen`); and a process that made a queue's messages claimable
+sends the name of the queue's line to every other socket there (:meth:`Siblings.tell`).
 
 A datagram is a hint, as a store's wake-up is: one lost (a full buffer, a worker restarting,
 the socket of a worker that died) costs a waiter what no wake-up costs, its next re-check.
@@ -18,11 +18,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import socket
-import tempfile
 import threading
 from collections.abc import Callable
+
+from zaqar_delay import master_directories
 
 LOG = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def prepare() -> None:
     global _directory
     if _directory is None:
         try:
-            _directory = tempfile.mkdtemp(prefix="zaqar-delay-workers-")
+            _directory = master_directories.make("zaqar-delay-workers-")
         except OSError as exc:
             LOG.warning("workers will not wake each other's waiting claims: %s", exc)
 
@@ -53,7 +53,7 @@ def remove() -> None:
     """In the master, as it exits: remove the directory and the sockets in it."""
     global _directory
     if _directory is not None:
-        shutil.rmtree(_directory, ignore_errors=True)
+        master_directories.remove(_directory)
         _directory = None
 
 
@@ -133,7 +133,7 @@ class Siblings:
             return
         for name in names:
             path = os.path.join(self._directory, name)
-            if path != self._own:
+            if path != self._own and not name.startswith("."):  # the master's lock
                 # Gone, not bound, or its buffer full: that worker re-checks instead.
                 with contextlib.suppress(OSError):
                     self._sender.sendto(data, path)

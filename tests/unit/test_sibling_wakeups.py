@@ -14,7 +14,7 @@ import tempfile
 import pytest
 
 from testbed.processes import wait_until
-from zaqar_delay import sibling_wakeups, waiting
+from zaqar_delay import master_directories, sibling_wakeups, waiting
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.sibling_wakeups import Siblings
 from zaqar_delay.waiting import WaitRoom
@@ -114,7 +114,7 @@ def test_the_master_makes_the_directory_and_removes_it(monkeypatch: pytest.Monke
     joined = sibling_wakeups.joined()
     assert joined is not None
     joined.listen(lambda line: None)
-    assert os.listdir(made) == ["3"]
+    assert sorted(os.listdir(made)) == [master_directories.LOCK_NAME, "3"]
     sibling_wakeups.remove()
     assert not os.path.exists(made)
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,6 +12,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 from oslo_config import cfg
 
+from zaqar_delay import master_directories
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings, settings_from_command_line
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.logs import LogConfigError, setup_logging
@@ -109,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 LOG.info("stopped the embedded pool store in %s", directory)
         store.close()
         if metrics_dir is not None:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
+            master_directories.remove(metrics_dir)
     return 0
 
 
@@ -118,7 +117,7 @@ def _metrics_directory() -> str | None:
     returns it when this process made it (and so removes it at exit)."""
     if os.environ.get(PROMETHEUS_MULTIPROC_ENV):
         return None
-    directory = tempfile.mkdtemp(prefix="zaqar-delay-metrics-")
+    directory = master_directories.make("zaqar-delay-metrics-")
     os.environ[PROMETHEUS_MULTIPROC_ENV] = directory
     return directory
 
