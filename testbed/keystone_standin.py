@@ -20,7 +20,8 @@ Endpoint = dict[str, str]
 
 class KeystoneStandIn:
     """Serves ``GET /v3`` and ``POST /v3/auth/tokens`` for the users in ``passwords``; the
-    token comes from ``token()`` and the catalog lists ``endpoints`` of type object-store.
+    token comes from ``token()`` and the catalog lists ``endpoints`` of type object-store, and
+    the ``services`` a test adds.
     Every authentication request's body is kept in ``requests``."""
 
     def __init__(
@@ -34,6 +35,8 @@ class KeystoneStandIn:
         self.token = token
         self.endpoints = endpoints
         self.requests: list[dict[str, Any]] = []
+        # More services of the catalog (Keystone's form: type, name, id, endpoints).
+        self.services: list[dict[str, Any]] = []
         self.user_tokens: dict[str, str] = {}  # trustor tokens the test registers -> user id
         self.trusts: dict[str, dict[str, Any]] = {}  # live trusts by id
         self.trust_tokens: dict[str, str] = {}  # trust-scoped tokens issued -> trust id
@@ -132,7 +135,8 @@ class KeystoneStandIn:
                                 {**endpoint, "id": str(i), "region_id": endpoint["region"]}
                                 for i, endpoint in enumerate(standin.endpoints)
                             ],
-                        }
+                        },
+                        *standin.services,
                     ]
                 self._answer(201, {"token": token}, {"X-Subject-Token": standin.token()})
 

@@ -4,39 +4,14 @@ that confirms the subscription in its query."""
 
 from __future__ import annotations
 
-import email
-import email.message
-import email.policy
 import pathlib
-import time
-import urllib.parse
 
 import pytest
 from aiosmtpd.smtp import Envelope
 
 from tests.helpers.api import CLIENT_ID, PROJECT, Api, api_on
+from tests.helpers.mail import PAGE, link_in, mail_number
 from zaqar_delay.conf import NotificationSettings, SignedUrlSettings, load_settings
-
-PAGE = "https://confirm.example.com/page?lang=en"
-
-
-def mail_number(received: list[Envelope], count: int) -> email.message.EmailMessage:
-    """The ``count``-th mail received, waited for (a confirmation is sent in the background)."""
-    deadline = time.monotonic() + 5
-    while len(received) < count:
-        assert time.monotonic() < deadline, f"mail {count} never came"
-        time.sleep(0.01)
-    message = email.message_from_bytes(received[count - 1].content, policy=email.policy.default)  # type: ignore[arg-type]
-    assert isinstance(message, email.message.EmailMessage)
-    return message
-
-
-def link_in(text: str) -> tuple[str, dict[str, str]]:
-    """The page the mail's link names, and its query."""
-    [link] = [word for word in text.split() if word.startswith("https://")]
-    parts = urllib.parse.urlsplit(link)
-    query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
-    return f"{parts.scheme}://{parts.netloc}{parts.path}", query
 
 
 def confirm(api: Api, query: dict[str, str], confirmed: bool) -> int:

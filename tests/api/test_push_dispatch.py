@@ -450,6 +450,8 @@ def test_require_confirmation_sends_a_signed_url_and_pushes_only_once_confirmed(
             # Strings, as in Zaqar: the header values a subscriber sends back as they are.
             assert document["URL-Paths"] == f"/v2/queues/q/subscriptions/{sid}/confirm"
             assert document["URL-Methods"] == "PUT"
+            # Without Keystone's catalog no public URL is known, as in Zaqar.
+            assert "WSGISubscribeURL" not in document
             assert (document["SubscribeBody"], document["UnsubscribeBody"]) == (
                 {"confirmed": True},
                 {"confirmed": False},

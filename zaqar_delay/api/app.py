@@ -25,10 +25,11 @@ from zaqar_delay.conf import Settings, conf_of
 from zaqar_delay.dashboard import with_dashboard
 from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.journal import open_journal
+from zaqar_delay.keystone.catalog import PublicEndpoints
 from zaqar_delay.keystone.trusts import Trusts, trusts_of
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.pooling.setup import pooled_stores, registry
-from zaqar_delay.push.confirmation import Confirmations, confirmation_page
+from zaqar_delay.push.confirmation import Confirmations, PublicUrls, confirmation_page
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard, tenant_guard
 from zaqar_delay.push.mail import MailRules, MailSender
@@ -103,6 +104,14 @@ def push_trusts(settings: Settings) -> Trusts | None:
     if settings.server.auth_strategy != "keystone":
         return None
     return trusts_of(conf_of(settings))
+
+
+def confirmation_urls(settings: Settings) -> PublicUrls | None:
+    """Under keystone, the URLs of a confirmation request at the public endpoints of Zaqar's
+    services in Keystone's catalog, as Zaqar names them."""
+    if settings.server.auth_strategy != "keystone":
+        return None
+    return PublicEndpoints(conf_of(settings)).urls
 
 
 def push_senders(
@@ -193,9 +202,9 @@ def build(
     confirmations = None
     if settings.notification.require_confirmation:
         webhook, mail = push_senders(settings, guard)
-        confirmations = Confirmations(
-            signer, clock, webhook, mail, confirmation_page(settings.notification)
-        )
+        page = confirmation_page(settings.notification)
+        urls = confirmation_urls(settings)
+        confirmations = Confirmations(signer, clock, webhook, mail, page, urls)
     mail_rules = MailRules(
         settings.notification.smtp_sender, settings.notification.smtp_allowed_senders
     )

@@ -14,6 +14,11 @@ mailed a text from the configured template instead, with a link to that page who
 the pre-signed request (``Signature``, ``Methods``, ``Paths``, ``Project``, ``Expires``,
 ``Url``, ``Queue``); without it the mail holds the JSON document (Zaqar sends no mail then).
 
+Under keystone, as in Zaqar, the document also names the request's URLs at the public
+endpoints of the services ``zaqar`` and ``zaqar-websocket`` in Keystone's catalog
+(``WSGISubscribeURL``, ``WebSocketSubscribeURL``; ``keystone/catalog.py``), and the page's
+``Url`` is the first.
+
 The request is sent once, in the background, by the process that answered the subscribe; a
 subscriber who missed it subscribes again to be sent another.
 """
@@ -24,7 +29,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from zaqar_delay import jsondoc, topics
@@ -39,11 +44,22 @@ from zaqar_delay.signed_urls import Signer
 LOG = logging.getLogger(__name__)
 
 
+# The URLs of a confirmation's path at the API's public endpoints, by field (Zaqar's
+# ``WSGISubscribeURL``, ``WebSocketSubscribeURL``); none where none is known.
+PublicUrls = Callable[[str], Mapping[str, str]]
+
+
 def confirmation_document(
-    signer: Signer, project: str, queue: str, subscription_id: str, unsubscribed: bool = False
+    signer: Signer,
+    project: str,
+    queue: str,
+    subscription_id: str,
+    unsubscribed: bool = False,
+    public_urls: PublicUrls | None = None,
 ) -> dict[str, Any]:
     """Zaqar's ``SubscriptionConfirmation`` document for one subscription, or with
-    ``unsubscribed`` its ``UnsubscribeConfirmation``."""
+    ``unsubscribed`` its ``UnsubscribeConfirmation``; with the URLs ``public_urls`` gives
+    for the path to confirm at."""
     path = f"{topics.href(queue)}/subscriptions/{subscription_id}/confirm"
     resource, name = topics.kind(queue), topics.public_name(queue)
     signed = signer.sign(project, [path], ["PUT"])
@@ -59,6 +75,7 @@ def confirmation_document(
             f"You have chosen to subscribe to the {resource}: {name}",
         )
     return {
+        **(public_urls(path) if public_urls is not None else {}),
         "Message_Type": kind,
         "Message": message,
         "URL-Signature": signed["signature"],
@@ -83,8 +100,8 @@ class ConfirmationPage:
 
     def link(self, document: Mapping[str, Any]) -> str:
         """The page's URL with the pre-signed request of ``document`` in its query, under
-        Zaqar's names (``Url``, Zaqar's public URL of the request, is empty: the page knows
-        where the API is and ``Paths`` names the path)."""
+        Zaqar's names (``Url``: the request's public URL, ``WSGISubscribeURL``; empty when
+        Keystone's catalog gave none, and the page must know where the API is)."""
         query = urllib.parse.urlencode(
             [
                 ("Signature", document["URL-Signature"]),
@@ -92,7 +109,7 @@ class ConfirmationPage:
                 ("Paths", document["URL-Paths"]),
                 ("Project", document["X-Project-ID"]),
                 ("Expires", document["URL-Expires"]),
-                ("Url", ""),
+                ("Url", document.get("WSGISubscribeURL", "")),
                 ("Queue", document["queue_name"]),
             ]
         )
@@ -127,9 +144,12 @@ class Confirmations:
         webhook: WebhookSender,
         mail: MailSender,
         page: ConfirmationPage | None = None,
+        public_urls: PublicUrls | None = None,
     ) -> None:
         """``page``: where mails to ``mailto:`` subscribers link (None: they hold the JSON
-        document)."""
+        document); ``public_urls``: the request's URLs at the API's public endpoints (None:
+        the documents name none)."""
+        self.public_urls = public_urls
         self.signer = signer
         self.clock = clock
         self.webhook = webhook
@@ -147,7 +167,9 @@ class Confirmations:
     def _send(
         self, project: str, queue: str, subscription: Subscription, unsubscribed: bool
     ) -> Outcome:
-        document = confirmation_document(self.signer, project, queue, subscription.id, unsubscribed)
+        document = confirmation_document(
+            self.signer, project, queue, subscription.id, unsubscribed, self.public_urls
+        )
         if is_mailto(subscription.subscriber):
             outcome = self._mail(subscription, document, unsubscribed)
         else:
