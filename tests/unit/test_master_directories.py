@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from testbed.processes import is_gone, wait_gone
+from testbed.processes import is_gone, wait_gone, wait_until
 from zaqar_delay import master_directories
 
 FORK = multiprocessing.get_context("fork")
@@ -49,7 +49,8 @@ def start_master(with_worker: bool = False) -> tuple[multiprocessing.Process, st
 def kill(process: multiprocessing.Process) -> None:
     assert process.pid is not None
     os.kill(process.pid, signal.SIGKILL)
-    process.join(10)
+    # Not join(): a worker it forked holds the pipe join() waits to see closed.
+    wait_until(lambda: process.exitcode is not None, 10, "the killed master")
     assert process.exitcode == -signal.SIGKILL
 
 
