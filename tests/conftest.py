@@ -35,13 +35,32 @@ SLOW_MARKERS = ("faults", "fuzz", "spark", "benchmark", "wallclock")
 # The workers' input naming the directory of the servers they share (testbed.shared).
 SHARED_SERVERS_INPUT = "zaqar_delay_shared_servers"
 SHARED_SERVERS = pytest.StashKey[SharedServers]()
+# Set by the run's first process to its temporary directory, for the workers it starts.
+RUN_DIRECTORY_ENV = "_ZAQAR_DELAY_TEST_RUN"
+
+
+# The run's temporary directory (the controller's), and whether the run passed.
+RUN_DIRECTORY = pytest.StashKey[str]()
+RUN_PASSED = pytest.StashKey[bool]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist, the controller makes the directory through which its workers
-    share servers."""
+    """The first process of a run makes one temporary directory for everything the run makes
+    (``TMPDIR``: its workers, the servers they start and pytest's ``tmp_path`` put their files
+    there). Under pytest-xdist, the controller also makes the directory through which its
+    workers share servers."""
+    if os.environ.get(RUN_DIRECTORY_ENV):
+        tempfile.tempdir = os.environ["TMPDIR"]  # a worker: its controller's, as TMPDIR says
+    else:
+        run = tempfile.mkdtemp(prefix="zd-run-")
+        config.stash[RUN_DIRECTORY] = tempfile.tempdir = os.environ["TMPDIR"] = run
+        os.environ[RUN_DIRECTORY_ENV] = run
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         config.stash[SHARED_SERVERS] = SharedServers(tempfile.mkdtemp(prefix="zd-shared-"))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[RUN_PASSED] = exitstatus == 0
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -53,14 +72,21 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """On the controller, every worker done: stop the servers they shared."""
+    """On the controller, every worker done: stop the servers they shared, then remove the
+    run's directory if the run passed (a failed run's files are kept, to be read)."""
     shared = config.stash.get(SHARED_SERVERS, None)
-    if shared is None:
+    if shared is not None:
+        for name, record in shared.records():
+            assert name == "swift", f"no way to stop the shared server {name}"
+            SwiftAllInOne.stop_recorded(record)
+        shutil.rmtree(shared.directory, ignore_errors=True)
+    run = config.stash.get(RUN_DIRECTORY, None)
+    if run is None:
         return
-    for name, record in shared.records():
-        assert name == "swift", f"no way to stop the shared server {name}"
-        SwiftAllInOne.stop_recorded(record)
-    shutil.rmtree(shared.directory, ignore_errors=True)
+    if config.stash.get(RUN_PASSED, False):
+        shutil.rmtree(run, ignore_errors=True)
+    else:
+        print(f"\nthe run's files (server logs, data directories) are kept in {run}")
 
 
 def shared_servers(config: pytest.Config) -> SharedServers | None:
