@@ -6,10 +6,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from zaqar_delay.conf import Settings, conf_of
-from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.keystone import without_the_extra
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-EXTRA = "pip install 'zaqar-delay[keystone]'"
 
 
 def token_checked(app: WSGIApp, settings: Settings) -> WSGIApp:
@@ -19,8 +18,6 @@ def token_checked(app: WSGIApp, settings: Settings) -> WSGIApp:
     try:
         from keystonemiddleware import auth_token
     except ImportError as exc:
-        raise StorageConfigError(
-            f"auth_strategy = keystone needs the keystone extra ({EXTRA}): {exc}"
-        ) from exc
+        raise without_the_extra(exc) from exc
     checked: WSGIApp = auth_token.AuthProtocol(app, {"oslo_config_config": conf_of(settings)})
     return checked

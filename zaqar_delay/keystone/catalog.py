@@ -17,8 +17,7 @@ from collections.abc import Mapping
 
 from oslo_config import cfg
 
-from zaqar_delay import errors
-from zaqar_delay.keystone.trusts import EXTRA
+from zaqar_delay.keystone import keystoneauth_loading
 
 LOG = logging.getLogger(__name__)
 
@@ -36,13 +35,7 @@ class PublicEndpoints:
         """``conf``: parsed configuration with ``[keystone_authtoken]`` (keystoneauth's auth
         options are registered here). StorageConfigError, saying what to install, without
         the keystone extra."""
-        try:
-            from keystoneauth1 import loading
-        except ImportError as exc:
-            raise errors.StorageConfigError(
-                f"auth_strategy = keystone needs the keystone extra ({EXTRA}): {exc}"
-            ) from exc
-        loading.register_auth_conf_options(conf, GROUP)
+        keystoneauth_loading().register_auth_conf_options(conf, GROUP)
         self._conf = conf
         self._found: dict[str, str] = {}
         self._lock = threading.Lock()

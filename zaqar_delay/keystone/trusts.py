@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from oslo_config import cfg
 
 from zaqar_delay import errors
+from zaqar_delay.keystone import keystoneauth_loading
 from zaqar_delay.push.trusts import Caller, TrustRefused
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 GROUP = "trustee"
 # Trust-scoped auth plugins kept (each holds its token until it nears expiry).
 CACHED_PLUGINS = 1024
-EXTRA = "pip install 'zaqar-delay[keystone]'"
 
 
 class Trusts:
@@ -127,13 +127,7 @@ class Trusts:
 def trusts_of(conf: cfg.ConfigOpts) -> Trusts | None:
     """The trusts of ``conf``, when ``[trustee] auth_type`` names a service user; else
     None (a trust+ subscriber is then pushed without a token)."""
-    try:
-        from keystoneauth1 import loading
-    except ImportError as exc:
-        raise errors.StorageConfigError(
-            f"auth_strategy = keystone needs the keystone extra ({EXTRA}): {exc}"
-        ) from exc
-    loading.register_auth_conf_options(conf, GROUP)
+    keystoneauth_loading().register_auth_conf_options(conf, GROUP)
     if not conf[GROUP].auth_type:
         return None
     return Trusts(conf)
