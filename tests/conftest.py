@@ -45,13 +45,16 @@ RUN_PASSED = pytest.StashKey[bool]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The first process of a run makes one temporary directory for everything the run makes
-    (``TMPDIR``: its workers, the servers they start and pytest's ``tmp_path`` put their files
-    there). Under pytest-xdist, the controller also makes the directory through which its
-    workers share servers."""
+    """The first process of a run makes one temporary directory for what the run makes
+    (``TMPDIR``: its workers and the servers they start put their files there). Under
+    pytest-xdist, the controller also makes the directory through which its workers share
+    servers."""
     if os.environ.get(RUN_DIRECTORY_ENV):
         tempfile.tempdir = os.environ["TMPDIR"]  # a worker: its controller's, as TMPDIR says
     else:
+        # pytest's tmp_path stays where pytest keeps it (its last three runs): the paths of
+        # tests that bind sockets there have no room for a longer prefix.
+        os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
         run = tempfile.mkdtemp(prefix="zd-run-")
         config.stash[RUN_DIRECTORY] = tempfile.tempdir = os.environ["TMPDIR"] = run
         os.environ[RUN_DIRECTORY_ENV] = run
