@@ -12,11 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.processes import ServiceProcess, is_gone
 from testbed.receiver import Received, Receiver, receiver
 from tests.helpers.faults import HEADERS, Store
+from tests.helpers.push import attempts_by_outcome
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -59,20 +59,6 @@ def message_ids(pushes: list[Received]) -> list[str]:
 def pushes_attempted(url: str) -> float:
     """Every push attempt the server's processes have settled (its /metrics)."""
     return sum(attempts_by_outcome(url).values())
-
-
-def attempts_by_outcome(url: str) -> dict[str, float]:
-    """The push attempts the server's processes have settled, by outcome (delivered, retry,
-    failed)."""
-    text = requests.get(f"{url}/metrics", timeout=10).text
-    counts: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name == "zaqar_delay_push_attempts":
-            for sample in family.samples:
-                if sample.name == "zaqar_delay_push_attempts_total":
-                    outcome = sample.labels["outcome"]
-                    counts[outcome] = counts.get(outcome, 0) + sample.value
-    return counts
 
 
 @pytest.fixture(params=["embedded", "redis-cluster", "mongodb", "pooled"])

@@ -1,9 +1,13 @@
-"""Push helpers: a dispatcher with its senders, and subscriptions to a receiver."""
+"""Push helpers: a dispatcher with its senders, subscriptions to a receiver, and the push
+attempts a running server counted."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.receiver import Receiver
 from tests.helpers.api import Api
@@ -50,3 +54,17 @@ def dispatching(api: Api, sender: Senders | None = None) -> Iterator[Dispatcher]
         yield dispatcher
     finally:
         dispatcher.stop()
+
+
+def attempts_by_outcome(url: str) -> dict[str, float]:
+    """The push attempts the server's processes have settled, by outcome (delivered, retry,
+    failed)."""
+    text = requests.get(f"{url}/metrics", timeout=10).text
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "zaqar_delay_push_attempts":
+            for sample in family.samples:
+                if sample.name == "zaqar_delay_push_attempts_total":
+                    outcome = sample.labels["outcome"]
+                    counts[outcome] = counts.get(outcome, 0) + sample.value
+    return counts
