@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import pathlib
 import stat
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 import redis
 
+from testbed.processes import RedisServer
 from tests.helpers.api import PROJECT, Api, pooled_api_on
 from zaqar_delay.conf import StorageSettings
 from zaqar_delay.storage.catalog import PoolRecord
@@ -90,11 +92,31 @@ def test_a_socket_of_the_services_own_stores_is_no_pool(local: Api, tmp_path: pa
         assert client.ping()
     finally:
         client.close()
-    for uri in (f"unix://{socket}", f"unix://{data}/x/../inside/redis.sock"):
+    spellings = (
+        f"unix://{socket}",
+        f"unix://{data}/x/../inside/redis.sock",
+        f"redis://{socket}",  # Zaqar's spellings of a socket: no host
+        f"redis://:pw@{data}/x/../inside/redis.sock",
+    )
+    for uri in spellings:
         refused = local.put("/v2/pools/own", json={"uri": uri, "weight": 0})
         assert refused.status_code == 400, refused.text
         assert "data directory" in refused.json["description"]
     assert local.get("/v2/pools/own").status_code == 404
+
+
+def test_zaqars_and_redis_pys_spellings_of_one_socket_are_one_pool(local: Api) -> None:
+    socket = f"{tempfile.mkdtemp(prefix='zd-sock-')}/redis.sock"
+    server = RedisServer(extra_args=["--unixsocket", socket, "--unixsocketperm", "700"]).start()
+    try:
+        first = local.put("/v2/pools/s1", json={"uri": f"unix://{socket}", "weight": 0})
+        assert first.status_code == 201, first.text
+        refused = local.put("/v2/pools/s2", json={"uri": f"redis://{socket}", "weight": 0})
+        assert refused.status_code == 409, refused.text
+        assert "Pool s1 already has the URI" in refused.json["description"]
+    finally:
+        local.delete("/v2/pools/s1")
+        server.stop()
 
 
 def test_put_does_not_replace_the_uri_of_a_pool_that_holds_queues(

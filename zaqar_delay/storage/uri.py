@@ -39,9 +39,26 @@ def embedded_db_path(settings: Settings) -> str | None:
     return path
 
 
+def unix_socket_form(uri: str) -> str:
+    """``uri``, with Zaqar's spelling of a Redis unix socket, ``redis://[:password@]/path/to/
+    redis.sock[?options]`` (no host), written ``unix://`` as redis-py reads it; any other URI
+    as it is. redis-py would read the host-less form as localhost:6379, another store than the
+    one the URI names; a path that is a number (``redis:///1``) keeps redis-py's meaning, a
+    database on localhost."""
+    parsed = urllib.parse.urlsplit(uri)
+    path = parsed.path.strip("/")
+    if parsed.scheme != "redis" or parsed.hostname or not path or path.isdigit():
+        return uri
+    if "master" in urllib.parse.parse_qs(parsed.query):
+        return uri  # a Sentinel URI naming no Sentinel, refused as such
+    query = f"?{parsed.query}" if parsed.query else ""
+    return f"unix://{parsed.netloc}{parsed.path}{query}"
+
+
 def open_driver(uri: str, settings: Settings) -> Driver:
     """Open a driver for an external store URI (the embedded one is resolved to unix:// first)."""
     try:
+        uri = unix_socket_form(uri)
         scheme = urllib.parse.urlsplit(uri).scheme
     except ValueError as exc:
         raise StorageConfigError(f"Invalid storage URI {uri!r}: {exc}") from exc
