@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import redis
 import requests
 
 from testbed.processes import RedisServer, ServiceProcess, free_port, process_tree, wait_until
@@ -45,11 +46,19 @@ def test_bad_store_is_one_line(uri: str, message: str) -> None:
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
-def test_bad_config_file_is_one_line() -> None:
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("[server]\nworkers = many\n", "workers"),
+        ("[drivers]\nmessage_store = mongodb\n", "needs [drivers:message_store:mongodb] uri"),
+    ],
+)
+def test_bad_config_file_is_one_line(content: str, reason: str) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
-        conf.write("[server]\nworkers = many\n")
+        conf.write(content)
     result = run_server("--config-file", conf.name)
     assert result.returncode == 2
+    assert reason in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
@@ -67,6 +76,27 @@ def test_config_file_sets_limits() -> None:
             requests.put(url, json={"_default_message_delay": 30}, headers=HEADERS).status_code
             == 201
         )
+    finally:
+        service.stop()
+
+
+def test_a_zaqar_configuration_file_names_the_store(redis_server: RedisServer) -> None:
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
+        conf.write(
+            "[drivers]\nmessage_store = redis\n"
+            f"[drivers:message_store:redis]\nuri = {redis_server.url}\n"
+        )
+    service = ServiceProcess(
+        args=["--config-file", conf.name], workers=1, env={STORAGE_URI_ENV: ""}
+    ).start()
+    try:
+        queue = f"zaqar-conf-{os.getpid()}"
+        put = requests.put(f"{service.url}/v2/queues/{queue}", headers=HEADERS, timeout=10)
+        assert put.status_code == 201, put.text
+        index = redis.Redis(redis_server.host, redis_server.port).zrange("zd:{p}:queues", 0, -1)
+        assert queue.encode() in index
+        # No embedded store was started beside it.
+        assert not os.path.exists(os.path.join(service.data_dir, "redis.pid"))
     finally:
         service.stop()
 

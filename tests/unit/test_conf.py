@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import re
 import subprocess
 import sys
 
 import pytest
 
-from zaqar_delay.conf import GROUPS, STORAGE_URI_ENV, Limits, Settings, load_settings
+from zaqar_delay.conf import (
+    GROUPS,
+    STORAGE_URI_ENV,
+    Limits,
+    Settings,
+    load_settings,
+    settings_from_command_line,
+)
+from zaqar_delay.conf.drivers import ZaqarDrivers
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -77,6 +86,79 @@ def test_file_and_environment(tmp_path: pathlib.Path) -> None:
     assert overridden.storage.uri == "unix:///tmp/r.sock"
 
 
+@pytest.mark.parametrize(
+    ("zaqar_conf", "uri"),
+    [
+        (
+            "[drivers]\nmessage_store = redis\n"
+            "[drivers:message_store:redis]\nuri = redis://:pw@/run/redis.sock?dbid=2\n"
+            "[drivers:message_store:mongodb]\nuri = mongodb://elsewhere:27017\n",
+            "redis://:pw@/run/redis.sock?dbid=2",
+        ),
+        ("[drivers]\nmessage_store = redis\n", "redis://127.0.0.1:6379"),  # Zaqar's default
+        ("[drivers:message_store:mongodb]\nuri = mongodb://db:27017\n", "mongodb://db:27017"),
+        (
+            "[drivers]\nmessage_store = swift\n"
+            "[drivers:message_store:swift]\nuri = swift://u:p@/proj\nauth_url = http://k/v3\n",
+            "swift://u:p@/proj",
+        ),
+        # Zaqar's options naming no store, and the Redis default without message_store.
+        ("[drivers:message_store:redis]\nuri = redis://unused:6379\n", ""),
+        ("", ""),
+    ],
+)
+def test_zaqars_drivers_layout_names_the_store(
+    tmp_path: pathlib.Path, zaqar_conf: str, uri: str
+) -> None:
+    conf = tmp_path / "zaqar.conf"
+    conf.write_text(zaqar_conf)
+    assert load_settings([str(conf)], environ={}).storage.uri == uri
+    # [storage] uri, and the environment over it, win over Zaqar's options.
+    conf.write_text(zaqar_conf + "[storage]\nuri = redis://ours:6379/0\n")
+    assert load_settings([str(conf)], environ={}).storage.uri == "redis://ours:6379/0"
+    chosen = load_settings([str(conf)], environ={STORAGE_URI_ENV: "unix:///tmp/env.sock"})
+    assert chosen.storage.uri == "unix:///tmp/env.sock"
+
+
+@pytest.mark.parametrize(
+    ("zaqar_conf", "refusal"),
+    [
+        ("[drivers]\nmessage_store = mongodb\n", "needs [drivers:message_store:mongodb] uri"),
+        ("[drivers]\nmessage_store = swift\n", "needs [drivers:message_store:swift] uri"),
+        ("[drivers]\nmessage_store = sqlalchemy\n", "message_store"),
+    ],
+)
+def test_zaqars_drivers_layout_naming_no_store_is_refused(
+    tmp_path: pathlib.Path, zaqar_conf: str, refusal: str
+) -> None:
+    conf = tmp_path / "zaqar.conf"
+    conf.write_text(zaqar_conf)
+    with pytest.raises(Exception, match=re.escape(refusal)):
+        load_settings([str(conf)], environ={})
+
+
+@pytest.mark.parametrize(
+    ("wsgi", "bind"),
+    [
+        ("bind = 0.0.0.0\nport = 9000\n", "0.0.0.0:9000"),
+        ("port = 9000\n", "127.0.0.1:9000"),
+        ("bind = ::1\n", "[::1]:8888"),
+    ],
+)
+def test_zaqars_wsgi_address_is_read_unless_server_bind_is_set(
+    tmp_path: pathlib.Path, wsgi: str, bind: str
+) -> None:
+    conf = tmp_path / "zaqar.conf"
+    conf.write_text(f"[drivers:transport:wsgi]\n{wsgi}")
+    assert load_settings([str(conf)], environ={}).server.bind == bind
+    conf.write_text(f"[drivers:transport:wsgi]\n{wsgi}[server]\nbind = 127.0.0.1:8888\n")
+    assert load_settings([str(conf)], environ={}).server.bind == "127.0.0.1:8888"
+    from_command_line = settings_from_command_line(
+        ["--config-file", str(conf.with_name("zaqar.conf")), "--bind", "127.0.0.1:7000"], "zd", ""
+    )
+    assert from_command_line.server.bind == "127.0.0.1:7000"
+
+
 def test_zaqars_default_group_unreliable_is_read(tmp_path: pathlib.Path) -> None:
     conf = tmp_path / "z.conf"
     conf.write_text("[DEFAULT]\nunreliable = true\n")
@@ -114,7 +196,8 @@ def test_dataclass_defaults_are_the_declared_option_defaults() -> None:
 
 
 def test_every_option_fills_exactly_one_settings_field() -> None:
-    # Settings holds one settings object per option group, and [DEFAULT]'s options.
+    # Settings holds one settings object per option group, and [DEFAULT]'s options; Zaqar's
+    # [drivers] layout is read into [storage] uri and [server] bind.
     groups = [
         field.default_factory
         for field in dataclasses.fields(Settings)
@@ -123,7 +206,7 @@ def test_every_option_fills_exactly_one_settings_field() -> None:
     assert Limits in groups
     declared = [
         (field.metadata["option"].group, field.metadata["option"].dest)
-        for cls in (Settings, *groups)
+        for cls in (Settings, *groups, ZaqarDrivers)
         for field in dataclasses.fields(cls)
         if "option" in field.metadata
     ]

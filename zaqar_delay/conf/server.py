@@ -15,7 +15,12 @@ class ServerSettings:
     """The HTTP server: Zaqar-delay's ``[server]`` options."""
 
     bind: str = option(
-        cfg.StrOpt, default="127.0.0.1:8888", help="HOST:PORT the HTTP server listens on."
+        cfg.StrOpt,
+        default="127.0.0.1:8888",
+        help=(
+            "HOST:PORT the HTTP server listens on. When no file sets it, Zaqar's "
+            "[drivers:transport:wsgi] bind and port are read."
+        ),
     )
     workers: int = option(cfg.IntOpt, default=2, min=1, help="Number of gunicorn worker processes.")
     timeout: int = option(

