@@ -28,9 +28,13 @@ def directory(short_tmp: str) -> str:
 
 
 def wait_in_a_sibling(
-    directory: str, posted: multiprocessing.synchronize.Event, answers: multiprocessing.Queue
+    directory: str,
+    looked: multiprocessing.synchronize.Event,
+    posted: multiprocessing.synchronize.Event,
+    answers: multiprocessing.Queue,
 ) -> None:
-    """A worker of slot 1 with one waiting claim, which finds a message once ``posted``."""
+    """A worker of slot 1 with one waiting claim, which finds a message once ``posted``
+    (``looked``: it looked once)."""
     sibling_wakeups._directory = directory
     sibling_wakeups.join(1)
     room = WaitRoom(None, FakeClock())
@@ -38,6 +42,7 @@ def wait_in_a_sibling(
 
     def attempt() -> str | None:
         attempts.append(posted.is_set())
+        looked.set()
         return "claimed" if posted.is_set() else None
 
     got = room.wait_for("p", "q", 30.0, attempt, lambda now_ms: None)
@@ -50,11 +55,13 @@ def test_a_write_in_one_worker_wakes_a_waiting_claim_in_another(
     # The waiter's own timer is beyond its wait: without a wake-up from this process it
     # would answer nothing after 30 s.
     monkeypatch.setattr(waiting, "RECHECK_WITHOUT_WAKEUPS_S", 60.0)
-    posted, answers = FORK.Event(), FORK.Queue()
-    child = FORK.Process(target=wait_in_a_sibling, args=(directory, posted, answers))
+    looked, posted, answers = FORK.Event(), FORK.Event(), FORK.Queue()
+    child = FORK.Process(target=wait_in_a_sibling, args=(directory, looked, posted, answers))
     child.start()
     try:
         wait_until(lambda: os.path.exists(os.path.join(directory, "1")), 10, "the waiter's socket")
+        # Posted after the claim's first look, which found nothing: only a wake-up ends it.
+        assert looked.wait(10)
         writer = WaitRoom(None, FakeClock())
         monkeypatch.setattr(sibling_wakeups, "_joined", Siblings(directory, "0"))
         posted.set()
