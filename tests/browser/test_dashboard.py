@@ -15,6 +15,7 @@ import requests
 
 from testbed.processes import RedisServer, ServiceProcess
 from testbed.receiver import receiver
+from tests.helpers.keystone import TOKENLESS_ONLY
 
 pytestmark = pytest.mark.functional
 
@@ -303,11 +304,7 @@ def test_in_keystone_mode_nothing_is_shown_without_a_token(
     browser: Any, tmp_path: pathlib.Path
 ) -> None:
     conf = tmp_path / "keystone.conf"
-    conf.write_text(
-        "[server]\nauth_strategy = keystone\n"
-        "[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n"
-        "delay_auth_decision = false\n"
-    )
+    conf.write_text("[server]\nauth_strategy = keystone\n" + TOKENLESS_ONLY)
     service = ServiceProcess(args=["--config-file", str(conf)]).start()
     try:
         headers = {"Client-ID": str(uuid.uuid4()), "X-Project-ID": "p"}

@@ -14,6 +14,7 @@ import requests
 
 from testbed.processes import RedisServer, ServiceProcess, free_port, process_tree, wait_until
 from tests.helpers.commands import run_server
+from tests.helpers.keystone import TOKENLESS_ONLY
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -51,6 +52,11 @@ def test_bad_store_is_one_line(uri: str, message: str) -> None:
     [
         ("[server]\nworkers = many\n", "workers"),
         ("[drivers]\nmessage_store = mongodb\n", "needs [drivers:message_store:mongodb] uri"),
+        ("[server]\nauth_strategy = keystone\n", "needs [keystone_authtoken] auth_type"),
+        (
+            "[server]\nauth_strategy = keystone\n[keystone_authtoken]\nauth_section = user\n",
+            "needs [user] auth_type",
+        ),
     ],
 )
 def test_bad_config_file_is_one_line(content: str, reason: str) -> None:
@@ -97,6 +103,18 @@ def test_a_zaqar_configuration_file_names_the_store(redis_server: RedisServer) -
         assert queue.encode() in index
         # No embedded store was started beside it.
         assert not os.path.exists(os.path.join(service.data_dir, "redis.pid"))
+    finally:
+        service.stop()
+
+
+def test_a_zaqar_configuration_file_asking_for_keystone_gets_it() -> None:
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
+        conf.write("[DEFAULT]\nauth_strategy = keystone\n" + TOKENLESS_ONLY)
+    service = ServiceProcess(args=["--config-file", conf.name], workers=1).start()
+    try:
+        # The headers noauth trusts open nothing: a request without a token is refused.
+        listed = requests.get(f"{service.url}/v2/queues", headers=HEADERS, timeout=10)
+        assert listed.status_code == 401, listed.text
     finally:
         service.stop()
 

@@ -94,6 +94,16 @@ SUBS = "/v2/queues/q/subscriptions"
 
 SERVICE_USER, SERVICE_PASSWORD = "zaqar-delay", "service-secret"
 
+#: ``[keystone_authtoken]`` of a server that only ever refuses requests without a token: the
+#: service user that would check a token is named (the server needs one to start) and never
+#: reached.
+TOKENLESS_ONLY = (
+    "[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n"
+    "delay_auth_decision = false\nauth_type = password\nauth_url = http://127.0.0.1:5000/v3\n"
+    f"username = {SERVICE_USER}\npassword = {SERVICE_PASSWORD}\nuser_domain_id = default\n"
+    "project_name = service\nproject_domain_id = default\n"
+)
+
 
 def trustee_conf(keystone_server: KeystoneStandIn) -> str:
     return (

@@ -159,6 +159,24 @@ def test_zaqars_wsgi_address_is_read_unless_server_bind_is_set(
     assert from_command_line.server.bind == "127.0.0.1:7000"
 
 
+@pytest.mark.parametrize(
+    ("content", "strategy"),
+    [
+        ("[DEFAULT]\nauth_strategy = keystone\n", "keystone"),
+        ("[DEFAULT]\nauth_strategy =\n", "noauth"),  # Zaqar's empty value
+        ("[DEFAULT]\nauth_strategy = keystone\n[server]\nauth_strategy = noauth\n", "noauth"),
+        ("[server]\nauth_strategy = keystone\n", "keystone"),
+        ("", "noauth"),
+    ],
+)
+def test_zaqars_default_group_auth_strategy_is_read(
+    tmp_path: pathlib.Path, content: str, strategy: str
+) -> None:
+    conf = tmp_path / "zaqar.conf"
+    conf.write_text(content)
+    assert load_settings([str(conf)], environ={}).server.auth_strategy == strategy
+
+
 def test_zaqars_default_group_unreliable_is_read(tmp_path: pathlib.Path) -> None:
     conf = tmp_path / "z.conf"
     conf.write_text("[DEFAULT]\nunreliable = true\n")

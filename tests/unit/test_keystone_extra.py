@@ -1,5 +1,5 @@
-"""Keystone used without the keystone extra: each feature that needs it (the token check,
-trusts, the catalog's public endpoints) fails at start with one line saying what to install,
+"""Keystone used without the keystone extra: each feature that needs it (the token check and
+its start check, trusts, the catalog's public endpoints) fails at start with one line saying what to install,
 never with an ImportError from inside the server."""
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from oslo_config import cfg
 
 from zaqar_delay.conf import Settings
 from zaqar_delay.errors import StorageConfigError
-from zaqar_delay.keystone.auth_token import token_checked
+from zaqar_delay.keystone.auth_token import check_configured, token_checked
 from zaqar_delay.keystone.catalog import PublicEndpoints
 from zaqar_delay.keystone.trusts import trusts_of
 
 FEATURES: dict[str, Callable[[], object]] = {
     "token check": lambda: token_checked(lambda environ, start: [], Settings()),
+    "the token check's start check": lambda: check_configured(Settings()),
     "trusts": lambda: trusts_of(cfg.ConfigOpts()),
     "catalog": lambda: PublicEndpoints(cfg.ConfigOpts()),
 }

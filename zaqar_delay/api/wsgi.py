@@ -21,10 +21,14 @@ _building = threading.Lock()
 def _build() -> Any:
     from zaqar_delay.api.app import create_wsgi_app
     from zaqar_delay.conf import load_settings
+    from zaqar_delay.keystone.auth_token import check_configured
     from zaqar_delay.storage.resolve import resolve_store
 
     config = os.environ.get("ZAQAR_DELAY_CONFIG_FILE")
-    store = resolve_store(load_settings([config] if config else []))
+    settings = load_settings([config] if config else [])
+    if settings.server.auth_strategy == "keystone":
+        check_configured(settings)
+    store = resolve_store(settings)
     return create_wsgi_app(store.settings)
 
 

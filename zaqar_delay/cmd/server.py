@@ -15,6 +15,7 @@ from oslo_config import cfg
 from zaqar_delay import master_directories
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings, settings_from_command_line
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.keystone.auth_token import check_configured
 from zaqar_delay.logs import LogConfigError, setup_logging
 from zaqar_delay.pooling.embedded import stop_pool_stores
 from zaqar_delay.storage.resolve import redact, resolve_store
@@ -85,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         # From here [DEFAULT] debug, log_file, use_json... apply (before, lines go to stderr).
         setup_logging(settings)
+        if settings.server.auth_strategy == "keystone":
+            check_configured(settings)
         store = resolve_store(settings)
     except (StorageConfigError, ValueError, OSError, LogConfigError) as exc:
         print(f"zaqar-delay-server: {getattr(exc, 'description', exc)}", file=sys.stderr)
