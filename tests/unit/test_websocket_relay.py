@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import http.client
+import socket
 import urllib.parse
 from collections.abc import Iterator
 
 import pytest
 
+from zaqar_delay.api.websocket import relay as relay_module
 from zaqar_delay.api.websocket.relay import SessionRelay
 from zaqar_delay.push.sessions import is_session
 
@@ -57,3 +59,19 @@ def test_bodies_over_the_limit_or_without_a_length_are_refused(relay: SessionRel
     assert post(subscriber, b"x" * 1001) == 413
     assert post(subscriber, b"{}", length="two") == 400
     assert received == []
+
+
+def test_a_connection_that_sends_too_little_is_closed(
+    relay: SessionRelay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(relay_module, "IDLE_TIMEOUT_S", 0.3)
+    received: list[bytes] = []
+    subscriber = relay.subscriber("e" * 32, lambda body: received.append(body) is None)
+    target = urllib.parse.urlsplit(subscriber)
+    assert target.hostname is not None and target.port is not None
+    for sent in (b"", b"POST /", b"POST /x HTTP/1.0\r\nContent-Length: 10\r\n\r\n{}"):
+        with socket.create_connection((target.hostname, target.port), timeout=5) as idle:
+            idle.sendall(sent)
+            assert idle.recv(100) == b""  # closed by the relay, not timed out here
+    assert post(subscriber, b"{}") == 204
+    assert received == [b"{}"]

@@ -26,11 +26,17 @@ SESSION_SUBSCRIBER_ENV = "zaqar_delay.session_subscriber"
 
 Deliver = Callable[[bytes], bool]
 
+#: How long the relay waits for a connection's next bytes before closing it: a dispatcher
+#: sends its whole request at once, and a connection that sends nothing must not hold a
+#: thread for ever.
+IDLE_TIMEOUT_S = 10.0
+
 
 class SessionRelay:
     """This process's self-subscribed sessions, by id, and the listener pushes reach them
     through, on ``host`` (an address the other servers' dispatchers reach; loopback for one
-    machine). A push body over ``max_body`` bytes is refused (413)."""
+    machine). A push body over ``max_body`` bytes is refused (413), and a connection idle for
+    ``IDLE_TIMEOUT_S`` is closed."""
 
     def __init__(self, host: str, max_body: int) -> None:
         self._host = host
@@ -69,6 +75,8 @@ class SessionRelay:
         relay = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            timeout = IDLE_TIMEOUT_S
+
             def do_POST(self) -> None:
                 try:
                     length = int(self.headers.get("Content-Length") or "")
