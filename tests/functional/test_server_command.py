@@ -192,6 +192,38 @@ def test_keep_alive_connections_are_shared_by_the_workers() -> None:
     assert mean_imbalance <= MEAN_IMBALANCE_BOUND, rounds
 
 
+def received_until_closed(connection: socket.socket) -> bytes:
+    """What the server sends before it closes the connection (a timeout here fails)."""
+    received = b""
+    while chunk := connection.recv(4096):
+        received += chunk
+    return received
+
+
+def test_idle_and_slow_connections_are_closed_after_the_keepalive() -> None:
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
+        conf.write("[server]\nkeepalive = 1\n")
+    service = ServiceProcess(args=["--config-file", conf.name], workers=1).start()
+    address = ("127.0.0.1", service.port)
+    try:
+        with socket.create_connection(address, timeout=10) as silent:
+            assert received_until_closed(silent) == b""
+        with socket.create_connection(address, timeout=10) as slow:
+            slow.sendall(b"GET /v2/health HTTP/1.1\r\nHost: q\r\nX-Proj")  # and no more
+            assert received_until_closed(slow).startswith(b"HTTP/1.1 400")
+        with socket.create_connection(address, timeout=10) as pooled:
+            pooled.sendall(b"GET / HTTP/1.1\r\nHost: q\r\n\r\n")
+            assert received_until_closed(pooled).startswith(b"HTTP/1.1 300")  # then idle
+        # A waiting claim is not idle: it answers after its wait, longer than the keepalive.
+        queue = f"{service.url}/v2/queues/keepalive"
+        assert requests.put(queue, headers=HEADERS, timeout=10).status_code == 201
+        started = time.monotonic()
+        claimed = requests.post(f"{queue}/claims?wait=3", headers=HEADERS, json={}, timeout=10)
+        assert claimed.status_code == 204 and time.monotonic() - started >= 2.9
+    finally:
+        service.stop()
+
+
 def held_after_a_pool_opens(port: int, workers: list[int]) -> list[int]:
     """Open connections one after another, as a client pool opens them (the worker that took
     the last one is the one awake, and without balancing it wins more than its share); the

@@ -26,7 +26,7 @@ def options(settings: Settings) -> dict[str, Any]:
         "worker_connections": WORKER_CONNECTIONS,
         "timeout": settings.server.timeout,
         "graceful_timeout": 10,
-        "keepalive": 5,
+        "keepalive": settings.server.keepalive,
         "proc_name": "zaqar-delay",
         "accesslog": None,
         "errorlog": "-",

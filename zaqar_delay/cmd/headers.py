@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO
 
+import gevent
 from gunicorn.workers.ggevent import PyWSGIHandler
 
 # http.client's own limits: a longer line or more headers is a bad request.
@@ -89,10 +90,29 @@ class RequestHeaders:
 
 
 class Handler(PyWSGIHandler):  # type: ignore[misc]
-    """gunicorn's gevent WSGI handler (access log, environ), reading headers as above."""
+    """gunicorn's gevent WSGI handler (access log, environ), reading headers as above.
+
+    gevent's handler waits for a request for ever, and a connection holds one of the worker's
+    ``worker_connections`` while it waits: clients that leave pooled connections open, or send
+    a request a byte at a time, would end by taking them all. So the request line must come
+    within the server's ``idle_s`` (gunicorn's ``keepalive``) of the connection going idle,
+    and the headers within ``idle_s`` more; otherwise the connection is closed (a late
+    header answered 400 first)."""
+
+    def _idle_s(self) -> float | None:
+        return getattr(self.server, "idle_s", None)
+
+    def read_requestline(self) -> str:
+        with gevent.Timeout(self._idle_s(), False):
+            line: str = super().read_requestline()
+            return line
+        return ""  # no request: the connection closes
 
     def MessageClass(self, fp: IO[bytes], *_: object) -> RequestHeaders:
-        return RequestHeaders.read(fp)
+        idle_s = self._idle_s()
+        with gevent.Timeout(idle_s, False):
+            return RequestHeaders.read(fp)
+        return RequestHeaders([], f"the headers took over {idle_s} s")
 
     def log_request(self) -> None:
         # gunicorn builds the access log's record (two datetimes, a response object, the

@@ -24,9 +24,13 @@ from zaqar_delay.cmd.headers import Handler
 class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
     max_accept = 1
 
-    def __init__(self, *args: Any, share: Share | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, share: Share | None = None, idle_s: float | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._share = share
+        # Read by the handler: how long a connection may idle, or take to send a request head.
+        self.idle_s = idle_s
         if share is not None:
             share.serving()
         # After a deferral, the next connection is taken without asking if it comes before
@@ -92,6 +96,6 @@ class Worker(GeventPyWSGIWorker):  # type: ignore[misc]
     def init_process(self) -> None:
         sibling_wakeups.join(getattr(self, "balance_slot", None))
         self.server_class = functools.partial(  # type: ignore[assignment]
-            FairPyWSGIServer, share=share_of(self)
+            FairPyWSGIServer, share=share_of(self), idle_s=self.cfg.keepalive
         )
         super().init_process()

@@ -26,6 +26,18 @@ class ServerSettings:
     timeout: int = option(
         cfg.IntOpt, default=30, min=1, help="Seconds before gunicorn restarts a stuck worker."
     )
+    keepalive: int = option(
+        cfg.IntOpt,
+        default=650,
+        min=1,
+        help=(
+            "Seconds a client connection may stay idle before the server closes it: between "
+            "requests, and again while a request's line, then its headers, arrive (gunicorn's "
+            "keepalive). Behind a load balancer keep it above the balancer's own idle timeout "
+            "(60 s on AWS, 600 s on Google Cloud by default), or it sends requests on "
+            "connections the server just closed."
+        ),
+    )
     auth_strategy: str = option(
         cfg.StrOpt,
         default="noauth",
