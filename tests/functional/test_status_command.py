@@ -114,3 +114,20 @@ def test_an_unreachable_store_fails_every_check(tmp_path: Path) -> None:
     assert code == 2
     assert table.count("Result: Failure") == 3
     assert "cannot reach the store at redis://127.0.0.1:1/0" in table
+
+
+@pytest.mark.parametrize(
+    ("conf_text", "reason"),
+    [
+        ("[notification]\nrequire_confirmation = true\n", "needs [signed_url] secret_key"),
+        ("[drivers]\nmessage_store = mongodb\n", "needs [drivers:message_store:mongodb] uri"),
+        ("[server]\nworkers = many\n", "workers"),
+    ],
+)
+def test_a_configuration_the_server_would_refuse_fails_every_check(
+    tmp_path: Path, conf_text: str, reason: str
+) -> None:
+    code, table = upgrade_check(tmp_path, conf_text)
+    assert code == 2 and "Traceback" not in table
+    assert table.count("Result: Failure") == 3
+    assert reason in table

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
+from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
 from zaqar_delay.conf import load_settings, make_conf
@@ -38,10 +39,10 @@ class StoreChecks(upgradecheck.UpgradeCommands):
         self._config_files = config_files
 
     def _with_driver(self, check: Callable[[Driver], Result]) -> Result:
-        settings = load_settings(list(self._config_files()))
-        uri, embedded = settings.storage.uri, None
-        db_path = embedded_db_path(settings)
+        embedded = None
         try:
+            settings = load_settings(list(self._config_files()))
+            uri, db_path = settings.storage.uri, embedded_db_path(settings)
             if db_path is not None:
                 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
@@ -54,7 +55,8 @@ class StoreChecks(upgradecheck.UpgradeCommands):
                 return check(driver)
             finally:
                 driver.close()
-        except (StorageConfigError, StorageUnavailable, OSError) as exc:
+        except (StorageConfigError, StorageUnavailable, OSError, ValueError, cfg.Error) as exc:
+            # A configuration the server would refuse at start fails each check, in one line.
             return Result(Code.FAILURE, str(getattr(exc, "description", exc)))
         finally:
             if embedded is not None:
