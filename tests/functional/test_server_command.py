@@ -273,6 +273,33 @@ def test_malformed_request_headers_get_400(embedded_service: ServiceProcess, hea
         assert connection.recv(4096).startswith(b"HTTP/1.1 400")
 
 
+@pytest.mark.parametrize(
+    "framing",
+    [b"Content-Length: 100\r\n", b"Transfer-Encoding: chunked\r\n"],
+)
+def test_a_body_cut_short_gets_400_and_writes_nothing(
+    embedded_service: ServiceProcess, framing: bytes
+) -> None:
+    headers = "".join(f"{k}: {v}\r\n" for k, v in {**HEADERS, "X-Project-ID": "cut"}.items())
+    with socket.create_connection(("127.0.0.1", embedded_service.port), timeout=10) as sent:
+        sent.sendall(
+            b"PUT /v2/queues/cut HTTP/1.1\r\nHost: q\r\n"
+            + headers.encode()
+            + framing
+            + b"\r\n"
+            + (b"c\r\n" if b"chunked" in framing else b"")
+            + b'{"a": 1, '
+        )
+        sent.shutdown(socket.SHUT_WR)  # the body ends here, short of what it announced
+        answer = received_until_closed(sent)
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert b"ended before it was whole" in answer
+    listed = requests.get(
+        f"{embedded_service.url}/v2/queues", headers={**HEADERS, "X-Project-ID": "cut"}
+    )
+    assert listed.json()["queues"] == []
+
+
 def test_chunked_bodies_are_read(embedded_service: ServiceProcess) -> None:
     server_url = embedded_service.url
 

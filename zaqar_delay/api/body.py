@@ -17,6 +17,8 @@ def read(req: falcon.Request, limit: int, too_large: str) -> bytes:
 
     The declared Content-Length is checked first so an oversized body is never read; a body
     sent without one (``Transfer-Encoding: chunked``) is read up to ``limit + 1`` bytes only.
+    A body that ends before its length (or its last chunk) is an InvalidRequest too: the
+    server's input raises OSError there, the client's fault, not the server's.
     """
     if req.content_length is not None and req.content_length > limit:
         raise errors.InvalidRequest(too_large)
@@ -25,7 +27,10 @@ def read(req: falcon.Request, limit: int, too_large: str) -> bytes:
         # falcon bounds a body without a length to nothing; a server whose input ends where
         # the body does (gevent's, which decodes chunks) can be read to the end instead.
         stream = req.stream
-    payload: bytes = stream.read(limit + 1)
+    try:
+        payload: bytes = stream.read(limit + 1)
+    except OSError as exc:
+        raise errors.InvalidRequest(f"The request body ended before it was whole: {exc}.") from exc
     if len(payload) > limit:
         raise errors.InvalidRequest(too_large)
     return payload
