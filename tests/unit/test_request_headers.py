@@ -68,3 +68,38 @@ def test_malformed_headers_carry_a_status(raw: bytes, why: str) -> None:
     headers = read(raw)
     assert why in headers.status
     assert headers.items() == []
+
+
+@pytest.mark.parametrize(
+    ("framing", "why"),
+    [
+        (b"Content-Length: 25\r\nContent-Length: 5\r\n", "Content-Length"),
+        (b"Content-Length: 5, 25\r\n", "Content-Length"),
+        (b"Content-Length: 2_5\r\n", "Content-Length"),
+        (b"Content-Length: +25\r\n", "Content-Length"),
+        (b"Content-Length: -1\r\n", "Content-Length"),
+        (b"Content-Length: 0x19\r\n", "Content-Length"),
+        (b"Transfer-Encoding: gzip, chunked\r\n", "Transfer-Encoding"),
+        (b"Transfer-Encoding: xchunked\r\n", "Transfer-Encoding"),
+        (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", "Transfer-Encoding"),
+        (b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", "both"),
+    ],
+)
+def test_a_body_framing_a_proxy_could_read_otherwise_carries_a_status(
+    framing: bytes, why: str
+) -> None:
+    assert why in read(b"Host: q\r\n" + framing + b"\r\n").status
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        b"",
+        b"Content-Length: 25\r\n",
+        b"Content-Length: 25\r\ncontent-length: 25\r\n",
+        b"Content-Length: 25, 25\r\n",
+        b"Transfer-Encoding: Chunked\r\n",
+    ],
+)
+def test_an_unambiguous_body_framing_is_read(framing: bytes) -> None:
+    assert read(b"Host: q\r\n" + framing + b"\r\n").status == ""

@@ -9,6 +9,7 @@ gunicorn make (``get``, ``getheader``, ``typeheader``, ``headers``, ``items``, `
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import IO
 
@@ -20,6 +21,8 @@ MAX_LINE = 65536
 MAX_HEADERS = 100
 # Headers with environ entries of their own (CGI), not HTTP_*.
 _OWN_ENTRIES = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
+# RFC 9112's Content-Length: decimal digits only (Python's int() also takes "+5" and "2_5").
+_DIGITS = re.compile(r"[0-9]+")
 
 
 class RequestHeaders:
@@ -47,7 +50,7 @@ class RequestHeaders:
             if len(line) > MAX_LINE:
                 return cls([], "Line too long")
             if line in (b"\r\n", b"\n", b""):
-                return cls(fields)
+                return cls(fields, _framing_fault(fields))
             if len(fields) >= MAX_HEADERS:
                 return cls([], f"got more than {MAX_HEADERS} headers")
             text = line.decode("iso-8859-1").rstrip("\r\n")
@@ -87,6 +90,27 @@ class RequestHeaders:
         lowered = name.lower()
         self._fields = [(n, v) for n, v in self._fields if n.lower() != lowered]
         self._first.pop(lowered, None)
+
+
+def _framing_fault(fields: list[tuple[str, str]]) -> str:
+    """Why the body's framing is ambiguous ("" when it is not): a proxy in front may read it
+    otherwise than gevent does, and the bytes one takes for the next request would be
+    smuggled past it (RFC 9112 section 6). So a Content-Length is decimal digits, repeated
+    only with the same value; a Transfer-Encoding is ``chunked`` alone; never both."""
+    lengths = {
+        value.strip()
+        for name, field in fields
+        if name.lower() == "content-length"
+        for value in field.split(",")
+    }
+    codings = [field for name, field in fields if name.lower() == "transfer-encoding"]
+    if any(not _DIGITS.fullmatch(length) for length in lengths) or len(lengths) > 1:
+        return "Content-Length is not one decimal number"
+    if codings and [c.strip().lower() for c in codings] != ["chunked"]:
+        return "the only Transfer-Encoding served is chunked"
+    if codings and lengths:
+        return "both Transfer-Encoding and Content-Length"
+    return ""
 
 
 class Handler(PyWSGIHandler):  # type: ignore[misc]
