@@ -264,6 +264,9 @@ def is_worker(pid: int) -> bool:
         b"X-Project-ID p\r\n",  # no colon
         b"X-Project-ID : p\r\n",  # space before the colon
         b" folded: first\r\n",
+        b"X-Project-ID: a\rb\r\n",  # control characters in a value
+        b"X-Project-ID: a\x00b\r\n",
+        b"X-Project-ID: \x1b[2J\r\n",
         b"X-Long: " + b"a" * 70_000 + b"\r\n",
         # Body framings a proxy in front could read otherwise (request smuggling).
         b"Content-Length: 0\r\nContent-Length: 40\r\n",

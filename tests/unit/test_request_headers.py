@@ -62,6 +62,15 @@ def test_a_folded_line_continues_the_field_before_it() -> None:
         (b"Name : value\r\n\r\n", "malformed"),
         (b": value\r\n\r\n", "malformed"),
         (b" folded first\r\n\r\n", "continuation"),
+        (b"X Y: v\r\n\r\n", "malformed"),
+        (b"X\x01: v\r\n\r\n", "malformed"),
+        # Control characters in a value: a lone CR, NUL, ESC, DEL; also in a folded line.
+        (b"X-Project-ID: a\rb\r\n\r\n", "malformed"),
+        (b"X-Project-ID: a\r\r\n\r\n", "malformed"),
+        (b"X: a\x00b\r\n\r\n", "malformed"),
+        (b"X: \x1b[2J\r\n\r\n", "malformed"),
+        (b"X: a\x7f\r\n\r\n", "malformed"),
+        (b"X: a\r\n b\x00\r\n\r\n", "continuation"),
     ],
 )
 def test_malformed_headers_carry_a_status(raw: bytes, why: str) -> None:
@@ -103,3 +112,9 @@ def test_a_body_framing_a_proxy_could_read_otherwise_carries_a_status(
 )
 def test_an_unambiguous_body_framing_is_read(framing: bytes) -> None:
     assert read(b"Host: q\r\n" + framing + b"\r\n").status == ""
+
+
+def test_a_value_keeps_tabs_spaces_and_obs_text_inside_and_loses_them_around() -> None:
+    headers = read(b"X-Note: \t caf\xe9\tau lait \t\r\nX-Empty:\r\n\r\n")
+    assert headers.status == ""
+    assert headers.items() == [("X-Note", "caf\xe9\tau lait"), ("X-Empty", "")]

@@ -23,6 +23,12 @@ MAX_HEADERS = 100
 _OWN_ENTRIES = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
 # RFC 9112's Content-Length: decimal digits only (Python's int() also takes "+5" and "2_5").
 _DIGITS = re.compile(r"[0-9]+")
+# RFC 9110's field line: a token, a colon, and a value of visible characters, spaces, tabs and
+# obs-text. No other control character (NUL, a lone CR, ESC...) reaches the API, its logs or
+# its stores.
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+_OWS = " \t"  # the white space around a value
 
 
 class RequestHeaders:
@@ -53,17 +59,20 @@ class RequestHeaders:
                 return cls(fields, _framing_fault(fields))
             if len(fields) >= MAX_HEADERS:
                 return cls([], f"got more than {MAX_HEADERS} headers")
-            text = line.decode("iso-8859-1").rstrip("\r\n")
+            text = line.decode("iso-8859-1").removesuffix("\n").removesuffix("\r")
             if text[:1] in (" ", "\t"):
-                if not fields:
-                    return cls([], "continuation line without a header")
+                if not fields or not _VALUE.fullmatch(text):
+                    return cls([], f"malformed continuation line {text[:40]!r}")
                 name, value = fields[-1]
-                fields[-1] = (name, f"{value} {text.strip()}")  # obsolete line folding
+                fields[-1] = (name, f"{value} {text.strip(_OWS)}")  # obsolete line folding
                 continue
             name, colon, value = text.partition(":")
-            if not colon or not name or name != name.strip():
+            # Quick yeses first: a name of letters, digits and dashes; a value without tab or
+            # obs-text.
+            token = (name.isascii() and name.replace("-", "").isalnum()) or _TOKEN.fullmatch(name)
+            if not (colon and token and (value.isprintable() or _VALUE.fullmatch(value))):
                 return cls([], f"malformed header line {text[:40]!r}")
-            fields.append((name, value.strip()))
+            fields.append((name, value.strip(_OWS)))
 
     def get(self, name: str, default: str | None = None) -> str | None:
         return self._first.get(name.lower(), default)
@@ -97,13 +106,14 @@ def _framing_fault(fields: list[tuple[str, str]]) -> str:
     otherwise than gevent does, and the bytes one takes for the next request would be
     smuggled past it (RFC 9112 section 6). So a Content-Length is decimal digits, repeated
     only with the same value; a Transfer-Encoding is ``chunked`` alone; never both."""
-    lengths = {
-        value.strip()
-        for name, field in fields
-        if name.lower() == "content-length"
-        for value in field.split(",")
-    }
-    codings = [field for name, field in fields if name.lower() == "transfer-encoding"]
+    lengths: set[str] = set()
+    codings: list[str] = []
+    for name, field in fields:
+        lowered = name.lower()
+        if lowered == "content-length":
+            lengths.update(length.strip() for length in field.split(","))
+        elif lowered == "transfer-encoding":
+            codings.append(field)
     if any(not _DIGITS.fullmatch(length) for length in lengths) or len(lengths) > 1:
         return "Content-Length is not one decimal number"
     if codings and [c.strip().lower() for c in codings] != ["chunked"]:
