@@ -10,8 +10,8 @@ gunicorn make (``get``, ``getheader``, ``typeheader``, ``headers``, ``items``, `
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import IO
+from collections.abc import Callable, Iterator
+from typing import IO, TypeVar
 
 import gevent
 from gunicorn.workers.ggevent import PyWSGIHandler
@@ -29,6 +29,11 @@ _DIGITS = re.compile(r"[0-9]+")
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 _OWS = " \t"  # the white space around a value
+# Header names seen valid, so the usual ones are not checked again (bounded: a client may
+# send names of its own).
+_VALID_NAMES: set[str] = set()
+_VALID_NAMES_KEPT = 512
+Read = TypeVar("Read")
 
 
 class RequestHeaders:
@@ -67,10 +72,12 @@ class RequestHeaders:
                 fields[-1] = (name, f"{value} {text.strip(_OWS)}")  # obsolete line folding
                 continue
             name, colon, value = text.partition(":")
-            # Quick yeses first: a name of letters, digits and dashes; a value without tab or
-            # obs-text.
-            token = (name.isascii() and name.replace("-", "").isalnum()) or _TOKEN.fullmatch(name)
-            if not (colon and token and (value.isprintable() or _VALUE.fullmatch(value))):
+            # Quick yeses first: a name seen before; a value without tab or obs-text.
+            if not (
+                colon
+                and (name in _VALID_NAMES or _valid_name(name))
+                and (value.isprintable() or _VALUE.fullmatch(value))
+            ):
                 return cls([], f"malformed header line {text[:40]!r}")
             fields.append((name, value.strip(_OWS)))
 
@@ -99,6 +106,15 @@ class RequestHeaders:
         lowered = name.lower()
         self._fields = [(n, v) for n, v in self._fields if n.lower() != lowered]
         self._first.pop(lowered, None)
+
+
+def _valid_name(name: str) -> bool:
+    """Whether ``name`` is an RFC 9110 token (remembered in ``_VALID_NAMES`` if so)."""
+    if not _TOKEN.fullmatch(name):
+        return False
+    if len(_VALID_NAMES) < _VALID_NAMES_KEPT:
+        _VALID_NAMES.add(name)
+    return True
 
 
 def _framing_fault(fields: list[tuple[str, str]]) -> str:
@@ -133,20 +149,36 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
     and the headers within ``idle_s`` more; otherwise the connection is closed (a late
     header answered 400 first)."""
 
-    def _idle_s(self) -> float | None:
-        return getattr(self.server, "idle_s", None)
+    # One timer per connection, started and cancelled for each read: a new gevent.Timeout
+    # for each read costs four times as much, on every request.
+    _timer: gevent.Timeout | None = None
+
+    def _within_idle_time(self, read: Callable[[], Read]) -> Read | None:
+        """What ``read()`` returns, or None when it took over the server's ``idle_s``."""
+        idle_s: float | None = getattr(self.server, "idle_s", None)
+        if idle_s is None:
+            return read()
+        if self._timer is None:
+            self._timer = gevent.Timeout(idle_s)
+        self._timer.start()
+        try:
+            return read()
+        except gevent.Timeout as timeout:
+            if timeout is not self._timer:
+                raise
+            return None
+        finally:
+            self._timer.cancel()
 
     def read_requestline(self) -> str:
-        with gevent.Timeout(self._idle_s(), False):
-            line: str = super().read_requestline()
-            return line
-        return ""  # no request: the connection closes
+        line: str | None = self._within_idle_time(super().read_requestline)
+        return line or ""  # "": no request, the connection closes
 
     def MessageClass(self, fp: IO[bytes], *_: object) -> RequestHeaders:
-        idle_s = self._idle_s()
-        with gevent.Timeout(idle_s, False):
-            return RequestHeaders.read(fp)
-        return RequestHeaders([], f"the headers took over {idle_s} s")
+        headers = self._within_idle_time(lambda: RequestHeaders.read(fp))
+        if headers is None:
+            return RequestHeaders([], "the headers were not received in time")
+        return headers
 
     def log_request(self) -> None:
         # gunicorn builds the access log's record (two datetimes, a response object, the
