@@ -10,10 +10,11 @@ gunicorn make (``get``, ``getheader``, ``typeheader``, ``headers``, ``items``, `
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from typing import IO, TypeVar
+from collections.abc import Iterator
+from typing import IO
 
 import gevent
+from gevent.pywsgi import MAX_REQUEST_LINE
 from gunicorn.workers.ggevent import PyWSGIHandler
 
 # http.client's own limits: a longer line or more headers is a bad request.
@@ -33,7 +34,6 @@ _OWS = " \t"  # the white space around a value
 # send names of its own).
 _VALID_NAMES: set[str] = set()
 _VALID_NAMES_KEPT = 512
-Read = TypeVar("Read")
 
 
 class RequestHeaders:
@@ -61,7 +61,10 @@ class RequestHeaders:
             if len(line) > MAX_LINE:
                 return cls([], "Line too long")
             if line in (b"\r\n", b"\n", b""):
-                return cls(fields, _framing_fault(fields))
+                headers = cls(fields)
+                if "content-length" in headers._first or "transfer-encoding" in headers._first:
+                    headers.status = _framing_fault(fields)
+                return headers
             if len(fields) >= MAX_HEADERS:
                 return cls([], f"got more than {MAX_HEADERS} headers")
             text = line.decode("iso-8859-1").removesuffix("\n").removesuffix("\r")
@@ -144,41 +147,52 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
 
     gevent's handler waits for a request for ever, and a connection holds one of the worker's
     ``worker_connections`` while it waits: clients that leave pooled connections open, or send
-    a request a byte at a time, would end by taking them all. So the request line must come
-    within the server's ``idle_s`` (gunicorn's ``keepalive``) of the connection going idle,
-    and the headers within ``idle_s`` more; otherwise the connection is closed (a late
-    header answered 400 first)."""
+    a request a byte at a time, would end by taking them all. So a request's line and headers
+    must arrive within the server's ``idle_s`` (gunicorn's ``keepalive``) of the connection
+    going idle; otherwise the connection is closed (late headers answered 400 first)."""
 
-    # One timer per connection, started and cancelled for each read: a new gevent.Timeout
-    # for each read costs four times as much, on every request.
+    # One timer per connection, started when the connection waits for a request and
+    # cancelled once its headers are read (a new gevent.Timeout per request costs four times
+    # as much, on every request).
     _timer: gevent.Timeout | None = None
 
-    def _within_idle_time(self, read: Callable[[], Read]) -> Read | None:
-        """What ``read()`` returns, or None when it took over the server's ``idle_s``."""
+    def read_requestline(self) -> str:
         idle_s: float | None = getattr(self.server, "idle_s", None)
-        if idle_s is None:
-            return read()
-        if self._timer is None:
+        if idle_s is not None and self._timer is None:
             self._timer = gevent.Timeout(idle_s)
-        self._timer.start()
+        timer = self._timer
+        if timer is None:
+            line: str = super().read_requestline()
+            return line
+        timer.start()
         try:
-            return read()
+            line = super().read_requestline()
+        except gevent.Timeout as timeout:
+            timer.cancel()
+            if timeout is not timer:
+                raise
+            return ""  # no request: the connection closes
+        except BaseException:
+            timer.cancel()
+            raise
+        if not line or len(line) >= MAX_REQUEST_LINE:
+            timer.cancel()  # gevent reads no headers for these
+        return line
+
+    def read_request(self, raw_requestline: str) -> bool:
+        try:
+            return bool(super().read_request(raw_requestline))
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()  # the head is read: the application's time is its own
+
+    def MessageClass(self, fp: IO[bytes], *_: object) -> RequestHeaders:
+        try:
+            return RequestHeaders.read(fp)
         except gevent.Timeout as timeout:
             if timeout is not self._timer:
                 raise
-            return None
-        finally:
-            self._timer.cancel()
-
-    def read_requestline(self) -> str:
-        line: str | None = self._within_idle_time(super().read_requestline)
-        return line or ""  # "": no request, the connection closes
-
-    def MessageClass(self, fp: IO[bytes], *_: object) -> RequestHeaders:
-        headers = self._within_idle_time(lambda: RequestHeaders.read(fp))
-        if headers is None:
-            return RequestHeaders([], "the headers were not received in time")
-        return headers
+            return RequestHeaders([], "the request head was not received in time")
 
     def log_request(self) -> None:
         # gunicorn builds the access log's record (two datetimes, a response object, the

@@ -31,9 +31,9 @@ class ServerSettings:
         default=650,
         min=1,
         help=(
-            "Seconds a client connection may stay idle before the server closes it: between "
-            "requests, and again while a request's line, then its headers, arrive (gunicorn's "
-            "keepalive). Behind a load balancer keep it above the balancer's own idle timeout "
+            "Seconds within which a request's line and headers must arrive once a client "
+            "connection is idle (new, or between requests); the server closes it otherwise "
+            "(gunicorn's keepalive). Behind a load balancer keep it above the balancer's own idle timeout "
             "(60 s on AWS, 600 s on Google Cloud by default), or it sends requests on "
             "connections the server just closed."
         ),
