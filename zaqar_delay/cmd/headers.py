@@ -62,12 +62,20 @@ class RequestHeaders:
                 return cls([], "Line too long")
             if line in (b"\r\n", b"\n", b""):
                 headers = cls(fields)
-                if "content-length" in headers._first or "transfer-encoding" in headers._first:
+                length = headers._first.get("content-length")
+                usual = length is None or (length.isdigit() and length.isascii())
+                # Quick yes: no Transfer-Encoding, and one Content-Length of digits at most (no
+                # name twice at all).
+                if (
+                    not usual
+                    or "transfer-encoding" in headers._first
+                    or len(headers._first) < len(fields)
+                ):
                     headers.status = _framing_fault(fields)
                 return headers
             if len(fields) >= MAX_HEADERS:
                 return cls([], f"got more than {MAX_HEADERS} headers")
-            text = line.decode("iso-8859-1").removesuffix("\n").removesuffix("\r")
+            text = line.rstrip(b"\r\n").decode("iso-8859-1")
             if text[:1] in (" ", "\t"):
                 if not fields or not _VALUE.fullmatch(text):
                     return cls([], f"malformed continuation line {text[:40]!r}")
