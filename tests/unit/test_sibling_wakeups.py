@@ -41,9 +41,10 @@ def wait_in_a_sibling(
     attempts = []
 
     def attempt() -> str | None:
-        attempts.append(posted.is_set())
+        found = posted.is_set()  # read once: the test posts as soon as it sees the first look
+        attempts.append(found)
         looked.set()
-        return "claimed" if posted.is_set() else None
+        return "claimed" if found else None
 
     got = room.wait_for("p", "q", 30.0, attempt, lambda now_ms: None)
     answers.put((got, attempts))
