@@ -33,9 +33,9 @@ class ServerSettings:
         help=(
             "Seconds within which a request's line and headers must arrive once a client "
             "connection is idle (new, or between requests); the server closes it otherwise "
-            "(gunicorn's keepalive). Behind a load balancer keep it above the balancer's own idle timeout "
-            "(60 s on AWS, 600 s on Google Cloud by default), or it sends requests on "
-            "connections the server just closed."
+            "(gunicorn's keepalive). Behind a load balancer keep it above the balancer's own "
+            "idle timeout (60 s on AWS, 600 s on Google Cloud by default), or it sends "
+            "requests on connections the server just closed."
         ),
     )
     auth_strategy: str = option(
