@@ -22,8 +22,6 @@ MAX_LINE = 65536
 MAX_HEADERS = 100
 # Headers with environ entries of their own (CGI), not HTTP_*.
 _OWN_ENTRIES = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
-# RFC 9112's Content-Length: decimal digits only (Python's int() also takes "+5" and "2_5").
-_DIGITS = re.compile(r"[0-9]+")
 # RFC 9110's field line: a token, a colon, and a value of visible characters, spaces, tabs and
 # obs-text. No other control character (NUL, a lone CR, ESC...) reaches the API, its logs or
 # its stores.
@@ -62,16 +60,7 @@ class RequestHeaders:
                 return cls([], "Line too long")
             if line in (b"\r\n", b"\n", b""):
                 headers = cls(fields)
-                length = headers._first.get("content-length")
-                usual = length is None or (length.isdigit() and length.isascii())
-                # Quick yes: no Transfer-Encoding, and one Content-Length of digits at most (no
-                # name twice at all).
-                if (
-                    not usual
-                    or "transfer-encoding" in headers._first
-                    or len(headers._first) < len(fields)
-                ):
-                    headers.status = _framing_fault(fields)
+                headers.status = _framing_fault(headers._first, fields)
                 return headers
             if len(fields) >= MAX_HEADERS:
                 return cls([], f"got more than {MAX_HEADERS} headers")
@@ -128,11 +117,22 @@ def _valid_name(name: str) -> bool:
     return True
 
 
-def _framing_fault(fields: list[tuple[str, str]]) -> str:
+def _is_decimal(text: str) -> bool:
+    """RFC 9112's Content-Length: decimal digits only (int() also takes "+5" and "2_5")."""
+    return text.isdigit() and text.isascii()
+
+
+def _framing_fault(first: dict[str, str], fields: list[tuple[str, str]]) -> str:
     """Why the body's framing is ambiguous ("" when it is not): a proxy in front may read it
     otherwise than gevent does, and the bytes one takes for the next request would be
     smuggled past it (RFC 9112 section 6). So a Content-Length is decimal digits, repeated
-    only with the same value; a Transfer-Encoding is ``chunked`` alone; never both."""
+    only with the same value; a Transfer-Encoding is ``chunked`` alone; never both.
+    ``first``: the fields by lower-case name, for the quick yes of the usual request (no
+    Transfer-Encoding, one Content-Length of digits at most, no name twice at all)."""
+    length = first.get("content-length")
+    usual = length is None or _is_decimal(length)
+    if usual and "transfer-encoding" not in first and len(first) == len(fields):
+        return ""
     lengths: set[str] = set()
     codings: list[str] = []
     for name, field in fields:
@@ -141,7 +141,7 @@ def _framing_fault(fields: list[tuple[str, str]]) -> str:
             lengths.update(length.strip() for length in field.split(","))
         elif lowered == "transfer-encoding":
             codings.append(field)
-    if any(not _DIGITS.fullmatch(length) for length in lengths) or len(lengths) > 1:
+    if any(not _is_decimal(length) for length in lengths) or len(lengths) > 1:
         return "Content-Length is not one decimal number"
     if codings and [c.strip().lower() for c in codings] != ["chunked"]:
         return "the only Transfer-Encoding served is chunked"
