@@ -35,6 +35,12 @@ class TtlAlreadyLapsed(InvalidRequest):
         )
 
 
+class RequestTimeout(ZaqarDelayError):
+    """The client did not send the whole request in time (408)."""
+
+    title = "Request timeout"
+
+
 class InvalidBody(ZaqarDelayError):
     """The request body cannot be parsed or has fields of the wrong type (400)."""
 

@@ -31,7 +31,9 @@ def test_the_file_applies_the_servers_settings(
     config_files: list[str] = []
     if workers is not None:
         ini = tmp_path / "zaqar-delay.conf"
-        ini.write_text(f"[server]\nworkers = {workers}\nbind = 127.0.0.1:9999\n")
+        ini.write_text(
+            f"[server]\nworkers = {workers}\nbind = 127.0.0.1:9999\ntransfer_timeout = 7\n"
+        )
         monkeypatch.setenv("ZAQAR_DELAY_CONFIG_FILE", str(ini))
         config_files = [str(ini)]
     else:
@@ -42,6 +44,7 @@ def test_the_file_applies_the_servers_settings(
         if key in config.settings:
             assert config.settings[key].get() == config.settings[key].validator(value), key
     assert config.workers == (workers or 2)
+    assert config.worker_class.transfer_s == (7 if workers else 60)
 
 
 def test_the_websocket_port_is_a_second_bind(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ def read(req: falcon.Request, limit: int, too_large: str) -> bytes:
     The declared Content-Length is checked first so an oversized body is never read; a body
     sent without one (``Transfer-Encoding: chunked``) is read up to ``limit + 1`` bytes only.
     A body that ends before its length (or its last chunk) is an InvalidRequest too: the
-    server's input raises OSError there, the client's fault, not the server's.
+    server's input raises OSError there, the client's fault, not the server's. One that does
+    not arrive within the server's transfer timeout (cmd/transfer.py) is a RequestTimeout.
     """
     if req.content_length is not None and req.content_length > limit:
         raise errors.InvalidRequest(too_large)
@@ -29,6 +30,11 @@ def read(req: falcon.Request, limit: int, too_large: str) -> bytes:
         stream = req.stream
     try:
         payload: bytes = stream.read(limit + 1)
+    except TimeoutError as exc:
+        raise errors.RequestTimeout(
+            f"The request body was not received in time ({exc.strerror or exc}): send it "
+            "whole right after the request's headers."
+        ) from exc
     except OSError as exc:
         raise errors.InvalidRequest(f"The request body ended before it was whole: {exc}.") from exc
     if len(payload) > limit:

@@ -15,6 +15,7 @@ LOG = logging.getLogger(__name__)
 STATUS: dict[type[errors.ZaqarDelayError], str] = {
     errors.InvalidRequest: falcon.HTTP_400,
     errors.InvalidBody: falcon.HTTP_400,
+    errors.RequestTimeout: falcon.HTTP_408,
     errors.InvalidParameter: falcon.HTTP_400,
     errors.ClaimNotValid: falcon.HTTP_400,
     errors.MessageIsClaimed: falcon.HTTP_403,

@@ -7,6 +7,7 @@ from typing import Any
 
 from zaqar_delay import sibling_wakeups
 from zaqar_delay.cmd import balance
+from zaqar_delay.cmd.worker import worker_class
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings
 
 # Concurrent connections each worker serves. Waiting claims (?wait=S) hold theirs for up to
@@ -22,7 +23,7 @@ def options(settings: Settings) -> dict[str, Any]:
     return {
         "bind": binds(settings),
         "workers": settings.server.workers,
-        "worker_class": "zaqar_delay.cmd.worker.Worker",
+        "worker_class": worker_class(settings.server.transfer_timeout),
         "worker_connections": WORKER_CONNECTIONS,
         "timeout": settings.server.timeout,
         "graceful_timeout": 10,

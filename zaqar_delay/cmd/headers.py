@@ -9,13 +9,16 @@ gunicorn make (``get``, ``getheader``, ``typeheader``, ``headers``, ``items``, `
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 import gevent
 from gevent.pywsgi import MAX_REQUEST_LINE
 from gunicorn.workers.ggevent import PyWSGIHandler
+
+from zaqar_delay.cmd.transfer import TimedInput, TransferTimer
 
 # http.client's own limits: a longer line or more headers is a bad request.
 MAX_LINE = 65536
@@ -157,12 +160,20 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
     ``worker_connections`` while it waits: clients that leave pooled connections open, or send
     a request a byte at a time, would end by taking them all. So a request's line and headers
     must arrive within the server's ``idle_s`` (gunicorn's ``keepalive``) of the connection
-    going idle; otherwise the connection is closed (late headers answered 400 first)."""
+    going idle; otherwise the connection is closed (late headers answered 400 first). Then
+    the body must arrive, and each response be taken, within the server's ``transfer_s``
+    (cmd/transfer.py)."""
 
     # One timer per connection, started when the connection waits for a request and
     # cancelled once its headers are read (a new gevent.Timeout per request costs four times
     # as much, on every request).
     _timer: gevent.Timeout | None = None
+    # Bodies read and responses sent within the server's ``transfer_s`` (cmd/transfer.py).
+    _transfer: TransferTimer | None = None
+    wsgi_input: Any  # gevent's body reader of the request, set by get_environ
+    # A client too slow for the transfer timeout is not an error of the server's: its
+    # connection is closed without a traceback in the log.
+    ignored_socket_errors = (*PyWSGIHandler.ignored_socket_errors, errno.ETIMEDOUT)
 
     def read_requestline(self) -> str:
         idle_s: float | None = getattr(self.server, "idle_s", None)
@@ -201,6 +212,33 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
             if timeout is not self._timer:
                 raise
             return RequestHeaders([], "the request head was not received in time")
+
+    def get_environ(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environ()
+        transfer = self._transfer_timer()
+        # An upgrade request's input is the raw connection, for the protocol it switches to.
+        if transfer is not None and environ["wsgi.input"] is self.wsgi_input:
+            self.wsgi_input = environ["wsgi.input"] = TimedInput(self.wsgi_input, transfer)
+        return environ
+
+    def handle_one_response(self) -> None:
+        super().handle_one_response()
+        if self._transfer is not None and self._transfer.expired:
+            self.close_connection = True  # part of a body or of a response is lost
+
+    def _sendall(self, data: bytes) -> None:
+        transfer = self._transfer_timer()
+        if transfer is None:
+            super()._sendall(data)
+        else:
+            transfer.run(super()._sendall, data)
+
+    def _transfer_timer(self) -> TransferTimer | None:
+        if self._transfer is None:
+            seconds: float | None = getattr(self.server, "transfer_s", None)
+            if seconds is not None:
+                self._transfer = TransferTimer(seconds)
+        return self._transfer
 
     def log_request(self) -> None:
         # gunicorn builds the access log's record (two datetimes, a response object, the

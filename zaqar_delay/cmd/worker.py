@@ -19,18 +19,26 @@ from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIServer
 from zaqar_delay import sibling_wakeups
 from zaqar_delay.cmd.balance import DEFER_S, Share, share_of
 from zaqar_delay.cmd.headers import Handler
+from zaqar_delay.conf.server import ServerSettings
 
 
 class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
     max_accept = 1
 
     def __init__(
-        self, *args: Any, share: Share | None = None, idle_s: float | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        share: Share | None = None,
+        idle_s: float | None = None,
+        transfer_s: float | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._share = share
-        # Read by the handler: how long a connection may idle, or take to send a request head.
+        # Read by the handler: how long a connection may idle, or take to send a request head;
+        # how long a client may take to send a body, or take a response (cmd/transfer.py).
         self.idle_s = idle_s
+        self.transfer_s = transfer_s
         if share is not None:
             share.serving()
         # After a deferral, the next connection is taken without asking if it comes before
@@ -83,10 +91,12 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
 
 
 class Worker(GeventPyWSGIWorker):  # type: ignore[misc]
-    """``worker_class = "zaqar_delay.cmd.worker.Worker"``."""
+    """``worker_class = "zaqar_delay.cmd.worker.Worker"``, with the default transfer timeout;
+    :func:`worker_class` for another."""
 
     server_class = FairPyWSGIServer
     wsgi_handler = Handler
+    transfer_s: float = ServerSettings().transfer_timeout
 
     def run(self) -> None:
         # After the app loaded: from here on the worker accepts connections.
@@ -96,6 +106,16 @@ class Worker(GeventPyWSGIWorker):  # type: ignore[misc]
     def init_process(self) -> None:
         sibling_wakeups.join(getattr(self, "balance_slot", None))
         self.server_class = functools.partial(  # type: ignore[assignment]
-            FairPyWSGIServer, share=share_of(self), idle_s=self.cfg.keepalive
+            FairPyWSGIServer,
+            share=share_of(self),
+            idle_s=self.cfg.keepalive,
+            transfer_s=self.transfer_s,
         )
         super().init_process()
+
+
+@functools.cache  # one class per value: gunicorn's configuration compares settings
+def worker_class(transfer_s: float) -> type[Worker]:
+    """gunicorn's ``worker_class``: :class:`Worker` with ``[server] transfer_timeout``
+    (gunicorn has no setting of its own for it)."""
+    return type(Worker.__name__, (Worker,), {"transfer_s": transfer_s})

@@ -38,6 +38,17 @@ class ServerSettings:
             "requests on connections the server just closed."
         ),
     )
+    transfer_timeout: int = option(
+        cfg.IntOpt,
+        default=60,
+        min=1,
+        help=(
+            "Seconds within which a client must send a request's body once the server reads "
+            "it, and take each response (or WebSocket frame) the server sends; the server "
+            "closes the connection otherwise, answering 408 to a body that did not arrive. "
+            "It keeps clients that stall from holding the server's connections."
+        ),
+    )
     auth_strategy: str = option(
         cfg.StrOpt,
         default="noauth",
