@@ -216,8 +216,13 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
     def get_environ(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environ()
         transfer = self._transfer_timer()
-        # An upgrade request's input is the raw connection, for the protocol it switches to.
-        if transfer is not None and environ["wsgi.input"] is self.wsgi_input:
+        # Only a request that announces a body has one to wait for. An upgrade request's
+        # input is the raw connection, for the protocol it switches to.
+        if (
+            transfer is not None
+            and (self.content_length or "HTTP_TRANSFER_ENCODING" in environ)
+            and environ["wsgi.input"] is self.wsgi_input
+        ):
             self.wsgi_input = environ["wsgi.input"] = TimedInput(self.wsgi_input, transfer)
         return environ
 
