@@ -6,7 +6,9 @@ asks for a large listing and reads none of it, would hold one of the worker's co
 ever, and enough of them all of it. So each read of a body and each send to the client must
 finish within the server's ``transfer_timeout``; past it the read or send fails with
 :class:`TransferTimeout` and the connection is closed (a body that came too late is answered
-408 first, ``api/body.py``).
+408 first, ``api/body.py``). The API reads a body in one call, and gevent sends an answer
+made of one piece (every JSON answer) in one, so each is bounded whole, not only between two
+bytes.
 
 A WebSocket session's reads are not bounded here (gevent hands the session the raw
 connection, not the body reader; the session pings an idle peer itself), its sends are: a
