@@ -11,6 +11,7 @@ is a reseller admin of account ``AUTH_test``. ``.ci/run`` installs the packages.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -27,6 +28,9 @@ import requests
 from testbed.processes import free_port, wait_gone, wait_until
 
 USER, KEY = "test:tester", "testing"
+# A second user of the test account, for tests that make Swift refuse a token: its token is
+# its own, so the other tests (every pytest worker shares one all-in-one) keep theirs.
+REFUSED_USER = "test:refused"
 BINARIES = (
     "swift-ring-builder",
     "swift-proxy-server",
@@ -147,8 +151,23 @@ class SwiftAllInOne:
     @property
     def store_uri(self) -> str:
         """The storage URI of the test account, naming this all-in-one's auth URL."""
+        return self.store_uri_as(USER)
+
+    def store_uri_as(self, user: str) -> str:
+        """:attr:`store_uri` as ``user`` (``USER`` or ``REFUSED_USER``)."""
         query = urllib.parse.urlencode({"auth_url": self.auth_url})
-        return f"swift://{urllib.parse.quote(USER, safe='')}:{KEY}@/test?{query}"
+        return f"swift://{urllib.parse.quote(user, safe='')}:{KEY}@/test?{query}"
+
+    def forget_token(self, token: str) -> None:
+        """Make tempauth refuse ``token`` from now on, as when it expires: its entry in
+        memcached goes (Swift's memcache client names an entry by the MD5 of its key). Only
+        that entry: a ``flush_all`` would also drop the tokens other tests' clients hold, and
+        those that authenticate again within the same second (memcached's flush covers the
+        whole second) would be refused a second time."""
+        key = hashlib.md5(f"AUTH_/token/{token}".encode(), usedforsecurity=False).hexdigest()
+        with socket.create_connection(("127.0.0.1", self.ports["memcached"]), 5) as cache:
+            cache.sendall(f"delete {key}\r\n".encode())
+            assert cache.recv(32) == b"DELETED\r\n", "tempauth had no such token"
 
     def _write_configuration(self) -> None:
         devices = self.directory / "srv"
@@ -181,9 +200,16 @@ class SwiftAllInOne:
             f"[pipeline:main]\npipeline = {self._proxy_pipeline()}\n\n"
             "[app:proxy-server]\nuse = egg:swift#proxy\naccount_autocreate = true\n\n"
             "[filter:tempauth]\nuse = egg:swift#tempauth\n"
-            f"user_test_tester = {KEY} .admin .reseller_admin\n\n"
+            f"user_test_tester = {KEY} .admin .reseller_admin\n"
+            f"user_test_refused = {KEY} .admin\n\n"
             "[filter:cache]\nuse = egg:swift#memcache\n"
-            f"memcache_servers = 127.0.0.1:{self.ports['memcached']}\n\n"
+            f"memcache_servers = 127.0.0.1:{self.ports['memcached']}\n"
+            # tempauth keeps its tokens there, and a memcached call that fails is a token
+            # refused (401) or one issued but never stored. Swift's defaults (2 connections
+            # per proxy worker, a 0.3 s connect and 1 s pool wait, then 60 s without memcached
+            # after 10 errors) refused tokens to a loaded test machine's clients.
+            "memcache_max_connections = 16\nconnect_timeout = 5\npool_timeout = 5\n"
+            "io_timeout = 5\nerror_suppression_limit = 1000000\n\n"
             "[filter:catch_errors]\nuse = egg:swift#catch_errors\n\n"
             # A client's X-Timestamp is kept, as for peers syncing containers, so a test can
             # write as a proxy whose clock is ahead would. The driver never sends one.

@@ -5,7 +5,6 @@ applied (reported, with Swift's answer)."""
 from __future__ import annotations
 
 import http.server
-import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -13,18 +12,10 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from testbed.swift_aio import SwiftAllInOne
+from testbed.swift_aio import REFUSED_USER, SwiftAllInOne
 from zaqar_delay import errors
 from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
-
-
-def forget_every_token(swift_aio: SwiftAllInOne) -> None:
-    """tempauth keeps its tokens in memcached: emptied, every token is refused (as when
-    tokens expire, or memcached restarts)."""
-    with socket.create_connection(("127.0.0.1", swift_aio.ports["memcached"]), 5) as cache:
-        cache.sendall(b"flush_all\r\n")
-        assert cache.recv(16) == b"OK\r\n"
 
 
 def refused(client: SwiftClient, container: str) -> bool:
@@ -41,12 +32,12 @@ def refused(client: SwiftClient, container: str) -> bool:
 def test_a_write_with_a_refused_token_is_sent_again_once_authenticated(
     swift_aio: SwiftAllInOne, write: str
 ) -> None:
-    client = SwiftClient(access_from_uri(swift_aio.store_uri))
+    client = SwiftClient(access_from_uri(swift_aio.store_uri_as(REFUSED_USER)))
     container = f"tokens-{uuid.uuid4().hex}"
     try:
         client.put_container(container)
         client.put(container, "before", b"1", "x")
-        forget_every_token(swift_aio)
+        swift_aio.forget_token(client._connection().token)
         assert refused(client, container), "Swift still accepts the token"
         if write == "put":
             client.put(container, "after", b"2", "x")
