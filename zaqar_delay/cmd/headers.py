@@ -164,21 +164,24 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
     the body must arrive, and each response be taken, within the server's ``transfer_s``
     (cmd/transfer.py)."""
 
-    # One timer per connection, started when the connection waits for a request and
-    # cancelled once its headers are read (a new gevent.Timeout per request costs four times
-    # as much, on every request).
-    _timer: gevent.Timeout | None = None
-    # Bodies read and responses sent within the server's ``transfer_s`` (cmd/transfer.py).
-    _transfer: TransferTimer | None = None
     wsgi_input: Any  # gevent's body reader of the request, set by get_environ
     # A client too slow for the transfer timeout is not an error of the server's: its
     # connection is closed without a traceback in the log.
     ignored_socket_errors = (*PyWSGIHandler.ignored_socket_errors, errno.ETIMEDOUT)
 
+    def __init__(self, sock: Any, address: Any, server: Any, *args: Any) -> None:
+        super().__init__(sock, address, server, *args)
+        # A server without the bounds (another gevent server) gets none.
+        idle_s: float | None = getattr(server, "idle_s", None)
+        transfer_s: float | None = getattr(server, "transfer_s", None)
+        # One timer per connection, started when the connection waits for a request and
+        # cancelled once its headers are read (a new gevent.Timeout per request costs four
+        # times as much, on every request).
+        self._timer = None if idle_s is None else gevent.Timeout(idle_s)
+        # Bodies read and responses sent within ``transfer_s`` (cmd/transfer.py).
+        self._transfer = None if transfer_s is None else TransferTimer(transfer_s)
+
     def read_requestline(self) -> str:
-        idle_s: float | None = getattr(self.server, "idle_s", None)
-        if idle_s is not None and self._timer is None:
-            self._timer = gevent.Timeout(idle_s)
         timer = self._timer
         if timer is None:
             line: str = super().read_requestline()
@@ -215,7 +218,7 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
 
     def get_environ(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environ()
-        transfer = self._transfer_timer()
+        transfer = self._transfer
         # Only a request that announces a body has one to wait for. An upgrade request's
         # input is the raw connection, for the protocol it switches to.
         if (
@@ -232,18 +235,10 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
             self.close_connection = True  # part of a body or of a response is lost
 
     def _sendall(self, data: bytes) -> None:
-        transfer = self._transfer_timer()
-        if transfer is None:
+        if self._transfer is None:
             super()._sendall(data)
         else:
-            transfer.run(super()._sendall, data)
-
-    def _transfer_timer(self) -> TransferTimer | None:
-        if self._transfer is None:
-            seconds: float | None = getattr(self.server, "transfer_s", None)
-            if seconds is not None:
-                self._transfer = TransferTimer(seconds)
-        return self._transfer
+            self._transfer.run(super()._sendall, data)
 
     def log_request(self) -> None:
         # gunicorn builds the access log's record (two datetimes, a response object, the
