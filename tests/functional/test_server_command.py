@@ -15,6 +15,7 @@ import requests
 from testbed.processes import RedisServer, ServiceProcess, free_port, process_tree, wait_until
 from tests.helpers.commands import run_server
 from tests.helpers.keystone import TOKENLESS_ONLY
+from tests.helpers.raw_http import received_until_closed
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -190,14 +191,6 @@ def test_keep_alive_connections_are_shared_by_the_workers() -> None:
         service.stop()
     mean_imbalance = sum(max(held) - min(held) for held in rounds) / ROUNDS
     assert mean_imbalance <= MEAN_IMBALANCE_BOUND, rounds
-
-
-def received_until_closed(connection: socket.socket) -> bytes:
-    """What the server sends before it closes the connection (a timeout here fails)."""
-    received = b""
-    while chunk := connection.recv(4096):
-        received += chunk
-    return received
 
 
 def test_idle_and_slow_connections_are_closed_after_the_keepalive() -> None:

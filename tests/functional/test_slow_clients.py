@@ -16,6 +16,7 @@ import requests
 import websocket
 
 from testbed.processes import ServiceProcess
+from tests.helpers.raw_http import received_until_closed
 
 pytestmark = pytest.mark.functional
 
@@ -40,14 +41,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
 def head(method: str, path: str, *fields: str) -> bytes:
     lines = [f"{method} {path} HTTP/1.1", "Host: q", *(f"{k}: {v}" for k, v in HEADERS.items())]
     return ("\r\n".join([*lines, *fields]) + "\r\n\r\n").encode()
-
-
-def received_until_closed(connection: socket.socket) -> bytes:
-    """What the server sends before it closes the connection (a timeout here fails)."""
-    received = b""
-    while chunk := connection.recv(65536):
-        received += chunk
-    return received
 
 
 def queues(service: ServiceProcess) -> list[str]:
