@@ -161,9 +161,8 @@ class SwiftAllInOne:
     def forget_token(self, token: str) -> None:
         """Make tempauth refuse ``token`` from now on, as when it expires: its entry in
         memcached goes (Swift's memcache client names an entry by the MD5 of its key). Only
-        that entry: a ``flush_all`` would also drop the tokens other tests' clients hold, and
-        those that authenticate again within the same second (memcached's flush covers the
-        whole second) would be refused a second time."""
+        that entry: a ``flush_all`` would also drop the tokens every other test's client
+        holds, and make them all authenticate again at once."""
         key = hashlib.md5(f"AUTH_/token/{token}".encode(), usedforsecurity=False).hexdigest()
         with socket.create_connection(("127.0.0.1", self.ports["memcached"]), 5) as cache:
             cache.sendall(f"delete {key}\r\n".encode())
