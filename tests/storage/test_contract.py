@@ -982,6 +982,27 @@ class TestReschedule:
         clock.advance(110)
         assert bodies_of(claim(driver, clock)) == ["soon"]
 
+    def test_the_due_time_a_message_has_keeps_it_claimable(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        # A repeated "deliver at" edit (a client's retry) must not hold the message back.
+        [due, later] = post(driver, clock, "due", "later", delay=0)
+        now = clock.now_ms()
+        driver.edit_message(P, Q, MessageEdit(due, None, due_ms=now), now)
+        driver.edit_message(P, Q, MessageEdit(later, None, due_ms=now + 5000), now)
+        driver.edit_message(P, Q, MessageEdit(later, None, due_ms=now + 5000), now)
+        assert bodies_of(claim(driver, clock)) == ["due"]
+        clock.advance(5)
+        held = claim(driver, clock)
+        assert bodies_of(held) == ["later"]
+        # Given with its claim, the due time it has still takes the message out of the claim.
+        assert held is not None
+        now = clock.now_ms()
+        [m] = driver.get_messages(P, Q, [later], now)
+        driver.edit_message(P, Q, MessageEdit(later, held.id, due_ms=m.due_ms), now)
+        assert bodies_of(driver.get_claim(P, Q, held.id, now)) == []
+        assert bodies_of(claim(driver, clock)) == ["later"]
+
     def test_claimed_message_needs_its_claim_and_leaves_it(
         self, driver: Driver, clock: FakeClock
     ) -> None:

@@ -42,11 +42,14 @@ class EditOps(SlotOps):
             if edit.body_json is not None:
                 changed["b"] = edit.body_json
             held = slot.live(now_ms)
-            if edit.due_ms is not None:
+            # A due time the message already has moves it only out of its claim: fencing an
+            # unclaimed one would leave claimers to wait out the void slot.
+            moved = edit.due_ms is not None and (held or edit.due_ms != int(doc["d"]))
+            if moved:
                 changed["d"] = edit.due_ms
                 if not self._fence(project, queue, message_id, slot, now_ms):
                     continue  # a claim took the message meanwhile: decide again
-            self._apply_edit(project, queue, message_id, (doc, changed), slot, held)
+            self._apply_edit(project, queue, message_id, (doc, changed), slot, held, moved)
             return
         raise errors.StorageUnavailable("The message could not be edited.")
 
@@ -70,13 +73,15 @@ class EditOps(SlotOps):
         versions: tuple[Doc, Doc],
         slot: Slot,
         held: bool,
+        moved: bool,
     ) -> None:
         """Write the edited message (``versions``: as read, as edited) and the index entry
-        that makes it claimable; ``held``: a live claim held it when read. A message
-        claimable by its name stays so unless its due time changes: then it is indexed by a
-        due entry, as its name no longer tells when it is due."""
+        that makes it claimable; ``held``: a live claim held it when read; ``moved``: it was
+        fenced for a due time given (a new one, or its own to leave its claim). A message
+        claimable by its name stays so unless moved: then it is indexed by a due entry, as
+        its name no longer tells when it is due."""
         doc, changed = versions
-        if changed["d"] != doc["d"]:
+        if moved:
             changed = {**changed, "i": 0}
             if doc.get("i"):
                 # Indexed by a due entry at its old time first (naming the slot before the
@@ -85,7 +90,7 @@ class EditOps(SlotOps):
                 # and their repair indexes it at its new time.
                 self._write_due_entry(project, queue, message_id, doc, slot)
         self._write_message(project, queue, message_id, changed)
-        if changed["d"] != doc["d"]:
+        if moved:
             # It left its claim, if any, and is due at the new time; the void slot (or the
             # ended claim's) is now its latest.
             latest = slot if held else Slot(slot.n + 1, slot.claim_count)

@@ -131,7 +131,8 @@ TRANSITIONS: tuple[Transition, ...] = (
         "edits.EditOps.edit_message",
         "slot n+1 void (or the claim's slot ended); for a NAMED message a due entry at its "
         "old time; the message with its new due time; the due entry of that time; then the "
-        "old entries deleted",
+        "old entries deleted (an unclaimed message given the due time it has: none of these, "
+        "it stays as it is)",
         "the old entry leads claimers to the void slot: after TAKER_GRACE_MS they repair the "
         "index at the message's new due time",
     ),
