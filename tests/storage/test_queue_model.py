@@ -1,7 +1,8 @@
 """Every store held to one model of a queue, by a hypothesis state machine.
 
-The machine posts (with delays and ttls), claims, renews, releases, deletes (one message,
-several, with and without claims), reschedules, pops and purges on one queue while a fake clock moves
+The machine makes a queue with a retry backoff, dead letters, both or neither, then posts
+(with delays and ttls), claims, renews, releases, lets claims run out, deletes (one message,
+several, with and without claims), reschedules, pops and purges on it while a fake clock moves
 by steps that land on due times, claim expiries and message expiries to the millisecond. A
 plain Python model (:class:`Model`) says what each call must answer, and the store must answer
 exactly that:
@@ -9,6 +10,9 @@ exactly that:
 - a claim or a pop takes the claimable messages (due, unexpired, in no live claim), oldest due
   first and in posting order within a millisecond, up to its limit, and nothing else: never a
   message before it is due, never one a live claim holds;
+- a claim that ends (released, or run out) makes its messages due again at once, or after
+  the queue's retry backoff; a claim moves a message claimed ``_max_claim_count`` times to
+  the dead-letter queue, due at once, with its ttl or the queue's dead-letter ttl;
 - a refusal is the one the storage contract names, and writes nothing;
 - a message no delete, pop or expiry removed is never lost: every read (by id, listings in
   posting order and by due time, a claim's messages, the counts of ``stats``) shows it with its
@@ -29,12 +33,19 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from tests.helpers.pooled import CONTRACT_STORES
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import ClaimTimes, Deletion, ListQuery, Message, MessageEdit, NewMessage
+from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
@@ -51,9 +62,23 @@ STEPS_MS = (1, 998, 999, 1_000, 4_000, 29_000, 30_000, 59_999, 60_000, 61_000, 2
 # Examples per store, fixed (derandomized) so that every run tries the same ones; Swift
 # answers each call in milliseconds where Redis takes microseconds. A longer hunt is the same
 # test with larger numbers (400 and 80 take about 3 minutes on -n 3).
-EXAMPLES = 40
+EXAMPLES = 100
 SWIFT_EXAMPLES = 15
 STEPS = 30
+# The queue's metadata: neither, a retry backoff (2 s, 6 s, then 10 s after a claim ends),
+# dead letters after one or two claims (the copies keeping their ttl, or given 600 s), both.
+BACKOFF = {"_retry_backoff": {"initial": 2, "factor": 3, "max": 10}}
+POLICIES = [
+    {},
+    BACKOFF,
+    {"_max_claim_count": 1, "_dead_letter_queue": "set by the machine"},
+    {
+        "_max_claim_count": 2,
+        "_dead_letter_queue": "set by the machine",
+        "_dead_letter_queue_messages_ttl": 600,
+    },
+    {**BACKOFF, "_max_claim_count": 2, "_dead_letter_queue": "set by the machine"},
+]
 
 
 @dataclasses.dataclass
@@ -65,6 +90,7 @@ class ModelMessage:
     body: Any
     due_ms: int
     expires_ms: int
+    ttl_s: int
     claim_id: str | None = None
     claim_count: int = 0
 
@@ -76,19 +102,41 @@ class ModelClaim:
     id: str
     expires_ms: int
     released: bool = False
+    ended: bool = False  # its end has been applied to its messages (retry backoff)
 
 
 class Model:
-    """A queue as the storage contract (``storage/base.py``) describes it, at ``now_ms``."""
+    """A queue as the storage contract (``storage/base.py``) describes it, at ``now_ms``,
+    with its metadata's ``policy`` (retry backoff, dead letters)."""
 
-    def __init__(self, swift: bool = False) -> None:
+    def __init__(self, policy: QueuePolicy, swift: bool = False) -> None:
         """``swift``: the queue is on Swift, whose messages are named for the due time they
         were posted with (``doc/source/manual/swift.rst``): listings in posting order list
         them by that time, and those due in one millisecond go by name."""
         self.messages: dict[str, ModelMessage] = {}  # by id, alive or not yet collected
         self.claims: dict[str, ModelClaim] = {}
+        # The dead-letter queue's copies, by id: (body, due, expiry).
+        self.dead: dict[str, tuple[Any, int, int]] = {}
         self.seqs = itertools.count()
+        self.policy = policy
         self.swift = swift
+
+    def end_claim(self, claim: ModelClaim, at_ms: int) -> None:
+        """``claim`` ended at ``at_ms`` (released, or run out): with a retry backoff, the
+        messages it held are due that long after, by their claim counts."""
+        backoff = self.policy.retry_backoff
+        if backoff is not None and not claim.ended:
+            for message in self.messages.values():
+                if message.claim_id == claim.id and message.expires_ms > at_ms:
+                    message.due_ms = at_ms + int(backoff.delay_s(message.claim_count) * 1000)
+                    message.claim_id = None
+        claim.ended = True
+
+    def lapse(self, now_ms: int) -> None:
+        """Apply the end of every claim that ran out by ``now_ms``."""
+        for claim in sorted(self.claims.values(), key=lambda c: c.expires_ms):
+            if not claim.released and not claim.ended and claim.expires_ms <= now_ms:
+                self.end_claim(claim, claim.expires_ms)
 
     def due_order(self, message: ModelMessage) -> tuple[int, Any]:
         """Where ``message`` stands in due order: by due time, then posting order (by name
@@ -124,20 +172,33 @@ class Model:
         ]
         return sorted(free, key=self.due_order)
 
-    def take(self, now_ms: int, limit: int) -> list[ModelMessage]:
-        """What a claim or a pop of ``limit`` takes, each counted as a delivery."""
+    def take(self, now_ms: int, limit: int, claiming: bool = False) -> list[ModelMessage]:
+        """What a claim (``claiming``) or a pop of ``limit`` returns, each counted as a
+        delivery. A claim moves the messages claimed ``_max_claim_count`` times already to
+        the dead-letter queue instead (they count toward its limit)."""
         taken = self.claimable(now_ms)[:limit]
+        most = self.policy.max_claim_count if self.policy.dead_letter_queue else None
+        returned = []
         for message in taken:
+            if claiming and most is not None and message.claim_count >= most:
+                ttl_s = self.policy.dead_letter_ttl_s or message.ttl_s
+                self.dead[message.id] = (message.body, now_ms, now_ms + ttl_s * 1000)
+                del self.messages[message.id]
+                continue
             message.claim_count += 1
-        return taken
+            returned.append(message)
+        return returned
 
-    def hold(self, claim: ModelClaim, grace_s: int, messages: list[ModelMessage]) -> None:
+    def hold(
+        self, claim: ModelClaim, ttl_s: int, grace_s: int, messages: list[ModelMessage]
+    ) -> None:
         """``claim`` holds ``messages``; one that would expire first lives until claim expiry
-        plus grace."""
+        plus grace (its ttl is then the claim's plus grace)."""
         for message in messages:
             message.claim_id = claim.id
             if message.expires_ms < claim.expires_ms:
                 message.expires_ms = claim.expires_ms + grace_s * 1000
+                message.ttl_s = ttl_s + grace_s
 
     def held_by(self, claim_id: str, now_ms: int) -> list[ModelMessage]:
         return [m for m in self.alive(now_ms) if self.holder(m, now_ms) == claim_id]
@@ -163,6 +224,7 @@ def shown(message: Message) -> tuple[Any, ...]:
         message.body,
         message.due_ms,
         message.expires_ms,
+        message.ttl_s,
         message.claim_id,
         message.claim_count,
     )
@@ -174,6 +236,7 @@ def modelled(model: Model, message: ModelMessage, now_ms: int) -> tuple[Any, ...
         message.body,
         message.due_ms,
         message.expires_ms,
+        message.ttl_s,
         model.holder(message, now_ms),
         message.claim_count,
     )
@@ -204,8 +267,17 @@ class QueueMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.queue = f"q{next(self.queues)}"
-        self.model = Model(self.swift)
+        self.dead_letter_queue = f"{self.queue}-dead"
+        self.model = Model(QueuePolicy(), self.swift)
         self.bodies = itertools.count()
+
+    @initialize(metadata=st.sampled_from(POLICIES))
+    def create(self, metadata: dict[str, Any]) -> None:
+        """The queue, with a retry backoff, dead letters, both or neither."""
+        if metadata.get("_dead_letter_queue"):
+            metadata = {**metadata, "_dead_letter_queue": self.dead_letter_queue}
+        self.driver.create_queue(P, self.queue, metadata, self.now())
+        self.model = Model(QueuePolicy.of(metadata), self.swift)
 
     def now(self) -> int:
         return self.clock.now_ms()
@@ -237,12 +309,13 @@ class QueueMachine(RuleBasedStateMachine):
         for message_id, body, (delay_ms, ttl_s) in zip(ids, bodies, shapes, strict=True):
             assert message_id not in self.model.messages
             self.model.messages[message_id] = ModelMessage(
-                next(self.model.seqs), message_id, body, now + delay_ms, now + ttl_s * 1000
+                next(self.model.seqs), message_id, body, now + delay_ms, now + ttl_s * 1000, ttl_s
             )
 
     @rule(step_ms=st.sampled_from(STEPS_MS))
     def advance(self, step_ms: int) -> None:
         self.clock.advance(ms=step_ms)
+        self.model.lapse(self.now())
 
     @rule(
         limit=st.integers(1, 4),
@@ -250,19 +323,41 @@ class QueueMachine(RuleBasedStateMachine):
         grace_s=st.sampled_from(GRACES_S),
     )
     def claim(self, limit: int, ttl_s: int, grace_s: int) -> None:
+        self.claim_made(limit, ttl_s, grace_s)
+
+    @rule(
+        limit=st.integers(1, 4),
+        ttl_s=st.sampled_from(CLAIM_TTLS_S),
+        grace_s=st.sampled_from(GRACES_S),
+        released=st.booleans(),
+    )
+    def claim_and_end(self, limit: int, ttl_s: int, grace_s: int, released: bool) -> None:
+        """A claim that ends at once, released or run out: a consumer that failed, which
+        retry backoffs and dead letters are for."""
+        claim_id = self.claim_made(limit, ttl_s, grace_s)
+        if claim_id is None:
+            return
+        if released:
+            self.release_claim(claim_id)
+        else:
+            self.advance(ttl_s * 1000)
+
+    def claim_made(self, limit: int, ttl_s: int, grace_s: int) -> str | None:
+        """Claim as the model says the store does; the claim's id (None: none was made)."""
         now = self.now()
-        expected = self.model.take(now, limit)
+        expected = self.model.take(now, limit, claiming=True)
         made = self.driver.create_claim(P, self.queue, ClaimTimes(ttl_s, grace_s), limit, now)
         if not expected:
             assert made is None
-            return
+            return None
         assert made is not None, "the store claimed nothing of a claimable message"
         assert made.id not in self.model.claims
         claim = ModelClaim(made.id, now + ttl_s * 1000)
         self.model.claims[made.id] = claim
-        self.model.hold(claim, grace_s, expected)
+        self.model.hold(claim, ttl_s, grace_s, expected)
         assert made.expires_ms == claim.expires_ms
         assert [shown(m) for m in made.messages] == [modelled(self.model, m, now) for m in expected]
+        return made.id
 
     @precondition(lambda self: self.model.claims)
     @rule(
@@ -284,15 +379,22 @@ class QueueMachine(RuleBasedStateMachine):
         assert outcome is None
         held = self.model.held_by(claim_id, now)
         claim.expires_ms = now + ttl_s * 1000
-        self.model.hold(claim, grace_s, held)
+        self.model.hold(claim, ttl_s, grace_s, held)
 
     @precondition(lambda self: self.model.claims)
     @rule(index=st.integers(0, 50))
     def release(self, index: int) -> None:
         claim_id = self.pick_claim(index)
         assert claim_id is not None
-        self.driver.release_claim(P, self.queue, claim_id, self.now())
-        self.model.claims[claim_id].released = True
+        self.release_claim(claim_id)
+
+    def release_claim(self, claim_id: str) -> None:
+        now = self.now()
+        self.driver.release_claim(P, self.queue, claim_id, now)
+        claim = self.model.claims[claim_id]
+        if self.model.live_claim(claim_id, now):
+            self.model.end_claim(claim, now)
+        claim.released = True
 
     @precondition(lambda self: self.model.messages)
     @rule(index=st.integers(0, 50), by_claim=st.integers(-1, 50))
@@ -370,24 +472,29 @@ class QueueMachine(RuleBasedStateMachine):
         self.driver.purge(P, self.queue)
         self.model.messages.clear()
         for claim in self.model.claims.values():
-            claim.released = True
+            claim.released = claim.ended = True
 
     # -- reads ----------------------------------------------------------------------------
 
     @rule()
     def check(self) -> None:
-        """Every read shows what the model holds."""
+        """Every read shows what the model holds.
+
+        The listing by due time goes first: it returns the messages of claims that ran out,
+        at their redelivery time, as a claim does. Until then, on a queue with a retry
+        backoff, the other reads of every store show such a message as due at its old time
+        (though no claim takes it before its backoff has passed)."""
         now = self.now()
         model = self.model
         alive = model.alive(now)
+        unclaimed = [m for m in alive if model.holder(m, now) is None]
+        by_due = sorted(unclaimed, key=model.due_order)
+        assert self.listed(now, by_due=True) == [m.id for m in by_due]
         every = list(model.messages)
         got = self.driver.get_messages(P, self.queue, every, now)
         assert [shown(m) for m in got] == [modelled(model, m, now) for m in alive]
         in_listing = model.listing(now)
         assert self.listed(now, by_due=False) == [m.id for m in in_listing]
-        unclaimed = [m for m in alive if model.holder(m, now) is None]
-        by_due = sorted(unclaimed, key=model.due_order)
-        assert self.listed(now, by_due=True) == [m.id for m in by_due]
         ready = self.listed(now, by_due=False, include_claimed=False, include_delayed=False)
         assert ready == [
             m.id for m in in_listing if m.due_ms <= now and model.holder(m, now) is None
@@ -412,7 +519,20 @@ class QueueMachine(RuleBasedStateMachine):
             len(delayed),
             min((m.due_ms for m in delayed), default=None),
         )
-        assert self.driver.next_claimable_ms(P, self.queue, now) == self.next_claimable(now)
+        # Waiting claims sleep until then: never later than the model's time. Earlier is
+        # allowed (an expired message's entry may name it: the waiter finds nothing and waits
+        # again).
+        woken, expected = (
+            self.driver.next_claimable_ms(P, self.queue, now),
+            self.next_claimable(now),
+        )
+        assert woken is None or woken > now
+        assert expected is None or (woken is not None and woken <= expected)
+        dead = {i: d for i, d in model.dead.items() if d[2] > now}
+        copies = self.driver.get_messages(P, self.dead_letter_queue, list(model.dead), now)
+        assert [
+            (m.id, m.body, m.due_ms, m.expires_ms, m.claim_id, m.claim_count) for m in copies
+        ] == [(i, body, due, expires, None, 0) for i, (body, due, expires) in dead.items()]
 
     def next_claimable(self, now: int) -> int | None:
         """The earliest future due time or live claim's expiry."""
@@ -448,6 +568,7 @@ class QueueMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.check()
         self.driver.delete_queue(P, self.queue)
+        self.driver.delete_queue(P, self.dead_letter_queue)
 
 
 def test_every_store_answers_as_the_queue_model(driver: Driver, clock: FakeClock) -> None:
