@@ -16,7 +16,8 @@ class Lifecycle:
     def __init__(self, metrics: Metrics, journal: NullJournal) -> None:
         self.metrics = metrics
         self.journal = journal
-        # Told when a post owes pushes (the push dispatcher of this process, when it runs).
+        # Told when a post owes pushes, or an edit brings them forward (the push dispatcher of
+        # this process, when it runs).
         self.pushes_owed: Callable[[int], None] = lambda due_ms: None
 
     @property

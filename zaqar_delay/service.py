@@ -265,12 +265,13 @@ class Service:
             ),
         )
         try:
-            store.edit_message(project, queue, edit, now_ms)
+            push_due_ms = store.edit_message(project, queue, edit, now_ms)
         except (errors.MessageIsClaimed, errors.ClaimNotValid) as exc:
             exc.title = "Unable to edit" if edit.due_ms is None else "Unable to reschedule"
             raise
         if edit.due_ms is not None:
             self._written(project, queue)
+        self.lifecycle.pushes_owed(push_due_ms)
         if edit.body_json is None and edit.ttl_s is None:
             assert edit.due_ms is not None
             self.lifecycle.rescheduled(project, queue, edit, now_ms)

@@ -63,6 +63,29 @@ def test_pushed_when_due_never_before(api: Api, dispatcher: Dispatcher) -> None:
         assert api.get(f"/v2/queues/q/messages/{mid}").status_code == 200
 
 
+def test_a_message_rescheduled_earlier_is_pushed_at_its_new_time(api: Api) -> None:
+    """The edit that brings a push forward wakes this process's dispatcher, as a post does:
+    it sleeps until the earliest push it knows of, here for longer than the test waits."""
+    dispatcher = Dispatcher(api.service, senders(), concurrency=4, recheck_s=600)
+    api.service.lifecycle.pushes_owed = dispatcher.notify  # as the server wires it
+    with receiver() as hook:
+        subscribe(api, hook)
+        [mid] = api.post_messages("q", {"body": 1, "deliver_at": api.clock.now_ms() + 600_000})
+        dispatcher.start()
+        try:
+            deadline = time.monotonic() + 10
+            while dispatcher._sleeping_until is None:
+                assert time.monotonic() < deadline, "the dispatcher never went to sleep"
+                time.sleep(0.01)
+            assert hook.received == []
+            assert api.patch(f"/v2/queues/q/messages/{mid}", json={"delay": 0}).status_code == 204
+            [push] = hook.wait_for(1, timeout_s=10)
+            assert push.json()["id"] == mid
+            assert push.headers["X-Zaqar-Delay-Attempt"] == "1"
+        finally:
+            dispatcher.stop()
+
+
 @pytest.fixture
 def running(api: Api) -> Iterator[Dispatcher]:
     """A dispatcher running in the background with 4 request slots."""

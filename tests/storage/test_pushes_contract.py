@@ -122,6 +122,70 @@ def test_a_push_waits_for_a_message_rescheduled_later(driver: Driver, clock: Fak
     assert delivery.message.id == moved and delivery.owed_ms == start + 60_000
 
 
+def test_pushes_come_forward_with_their_message_rescheduled_earlier(
+    driver: Driver, clock: FakeClock
+) -> None:
+    first, second = subscribe(driver, clock, "a"), subscribe(driver, clock, "b")
+    moved, kept = post(driver, clock, "moved", "kept", delay_ms=60_000)
+    start = clock.now_ms()
+    assert driver.edit_message(P, Q, MessageEdit(moved, None, due_ms=start + 5_000), start) == (
+        start + 5_000
+    )
+    assert driver.next_push_ms() == start + 5_000
+    clock.advance(ms=4_999)
+    assert driver.due_push_queues(clock.now_ms(), 10) == []
+    assert lease(driver, clock) == []
+    clock.advance(ms=1)
+    assert driver.due_push_queues(clock.now_ms(), 10) == [(P, Q)]
+    leased = lease(driver, clock)
+    assert sorted(d.id for d in leased) == sorted(f"{s}:{moved}" for s in (first, second))
+    assert {(d.owed_ms, d.attempts) for d in leased} == {(start + 5_000, 0)}
+    driver.settle_pushes(P, Q, Settlement([(d, None) for d in leased]), clock.now_ms())
+    # The other message's pushes keep their time.
+    clock.advance(ms=54_999)
+    assert lease(driver, clock) == []
+    clock.advance(ms=1)
+    assert sorted(d.id for d in lease(driver, clock)) == sorted(
+        f"{s}:{kept}" for s in (first, second)
+    )
+
+
+def test_only_an_earlier_due_time_brings_pushes_forward(driver: Driver, clock: FakeClock) -> None:
+    subscribe(driver, clock)
+    [mid] = post(driver, clock, "x", delay_ms=10_000)
+    start = clock.now_ms()
+    for edit in (
+        MessageEdit(mid, None, body_json='"y"'),
+        MessageEdit(mid, None, due_ms=start + 10_000),
+        MessageEdit(mid, None, due_ms=start + 20_000),
+    ):
+        assert driver.edit_message(P, Q, edit, start) == 0
+    assert driver.next_push_ms() == start + 10_000
+
+
+def test_a_push_in_flight_stays_and_a_retry_comes_forward(driver: Driver, clock: FakeClock) -> None:
+    subscribe(driver, clock)
+    [mid] = post(driver, clock, "x")
+    start = clock.now_ms()
+
+    def reschedule(*due_ms: int) -> int:
+        return [
+            driver.edit_message(P, Q, MessageEdit(mid, None, due_ms=at), clock.now_ms())
+            for at in due_ms
+        ][-1]
+
+    [held] = lease(driver, clock)  # owed again at its lease's end, start + LEASE_MS
+    assert reschedule(start + 60_000, start + 1_000) == 0
+    clock.advance(ms=1_000)
+    assert lease(driver, clock) == []
+    # Retried: owed again later, then brought forward with one attempt made.
+    driver.settle_pushes(P, Q, Settlement([(held, start + 20_000)]), clock.now_ms())
+    assert reschedule(start + 60_000, start + 2_000) == start + 2_000
+    clock.advance(ms=1_000)
+    [again] = lease(driver, clock)
+    assert (again.id, again.attempts, again.owed_ms) == (held.id, 1, start + 2_000)
+
+
 def test_pushes_owed_soon_are_leased_ahead_with_their_time(
     driver: Driver, clock: FakeClock
 ) -> None:

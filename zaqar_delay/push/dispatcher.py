@@ -143,8 +143,8 @@ class Dispatcher:
         self.sender.close()
 
     def notify(self, due_ms: int) -> None:
-        """A post owes pushes due at ``due_ms``: look again now, unless the loop sleeps and
-        leases by then anyway (most posts: it saves the loop two store calls each)."""
+        """A post or an edit owes pushes due at ``due_ms`` (0: none): look again now, unless
+        the loop sleeps and leases by then anyway (most posts: it saves two store calls)."""
         sleeping_until = self._sleeping_until
         if due_ms and (sleeping_until is None or due_ms < sleeping_until):
             self._wake.set()

@@ -251,7 +251,7 @@ class Driver(SubscriptionStore, DeliveryStore):
         """
 
     @abc.abstractmethod
-    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
+    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> int:
         """Replace what ``edit`` names of one message; its id, claim count and place in
         posting order stay.
 
@@ -260,6 +260,12 @@ class Driver(SubscriptionStore, DeliveryStore):
         (a consumer's "retry later"); a body or ttl alone leaves the claim in place. A new
         ttl whose expiry (creation + ttl) is not after ``now_ms``: InvalidRequest, and
         nothing is written.
+
+        A due time earlier than the message's brings forward its pushes owed after the new
+        time and no later than the old one that no live lease holds: they are owed at the
+        new time (a push owed later, a retry, keeps its time; one a later due time left owed
+        earlier is owed again at that time when leased). Returns the new due time when a
+        push came forward, else 0.
         """
 
     @abc.abstractmethod

@@ -48,6 +48,10 @@ class MessageOps(MongoBase):
             self, project: str, queue: str, stored: Sequence[Doc], now_ms: int
         ) -> int: ...
 
+        def _bring_pushes_forward(
+            self, project: str, queue: str, message_id: str, due: tuple[int, int], now_ms: int
+        ) -> int: ...
+
     def _documents(
         self,
         project: str,
@@ -295,12 +299,12 @@ class MessageOps(MongoBase):
         holder = doc["cid"] if doc["cid"] is not None and doc["ce"] > now_ms else None
         check_claim(holder, claim_id, lambda c: bool(self._live_claim(project, queue, c, now_ms)))
 
-    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
+    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> int:
         message_id, claim_id = edit.message_id, edit.claim_id
         scope = {**self._queue_filter(project, queue), "_id": message_id}
         for _ in range(CLAIM_ATTEMPTS):
             doc = self._messages.find_one(
-                {**scope, "e": {"$gt": now_ms}}, {"cid": 1, "ce": 1, "cr": 1}
+                {**scope, "e": {"$gt": now_ms}}, {"cid": 1, "ce": 1, "cr": 1, "d": 1}
             )
             if doc is None:
                 raise errors.MessageDoesNotExist(message_id, queue, project)
@@ -317,10 +321,15 @@ class MessageOps(MongoBase):
             edited = self._messages.update_one(
                 {**scope, "cid": doc["cid"], "ce": doc["ce"]}, {"$set": change}
             )
-            if edited.matched_count:
-                if edit.due_ms is not None:
-                    self._wakeups.wake(project, queue)
-                return
+            if not edited.matched_count:
+                continue
+            if edit.due_ms is None:
+                return 0
+            self._wakeups.wake(project, queue)
+            if edit.due_ms >= int(doc["d"]):
+                return 0
+            due = (edit.due_ms, int(doc["d"]))
+            return self._bring_pushes_forward(project, queue, message_id, due, now_ms)
         raise errors.StorageUnavailable("The message could not be edited.")
 
     def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:

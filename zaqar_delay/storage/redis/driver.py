@@ -355,19 +355,24 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         outcome = self._run("delete", project, queue, now_ms, message_id, claim_id or "")
         raise_claim_refusal(outcome)
 
-    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
+    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> int:
         message_id, claim_id = edit.message_id, edit.claim_id
         # A field the edit keeps is sent as "".
         fields = (
             "" if value is None else value for value in (edit.body_json, edit.due_ms, edit.ttl_s)
         )
-        outcome = self._run("edit", project, queue, now_ms, message_id, claim_id or "", *fields)
+        outcome, push_due = self._run(
+            "edit", project, queue, now_ms, message_id, claim_id or "", *fields
+        )
         if outcome == _EDIT_MISSING:
             raise errors.MessageDoesNotExist(message_id, queue, project)
         if outcome == _EDIT_TTL_LAPSED:
             assert edit.ttl_s is not None  # only a new ttl can have lapsed
             raise errors.TtlAlreadyLapsed(edit.ttl_s)
         raise_claim_refusal(outcome)
+        if push_due:
+            self._lower_push_index(project, queue, int(push_due))
+        return int(push_due)
 
     def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
         ids, claim_ids = deletion.ids, deletion.claim_ids

@@ -2,28 +2,31 @@
 is fenced first (the claim it is made under ends, or an unclaimed message's next slot is
 taken void), so no claimer that read the old due time takes the message; then the message
 and its index entries are written in the order the life cycle's table gives
-(``lifecycle.py``, "reschedule")."""
+(``lifecycle.py``, "reschedule"). An earlier due time brings the message's pushes owed with
+it forward (``Driver.edit_message``)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from zaqar_delay import errors
 from zaqar_delay.models import MessageEdit
 from zaqar_delay.storage.message_rules import edited_expiry
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc
-from zaqar_delay.storage.swift.slot_ops import SlotOps
+from zaqar_delay.storage.swift.owed import Owed
+from zaqar_delay.storage.swift.pushes import PushOps
 from zaqar_delay.storage.swift.slots import Slot
 
 # Rounds an edit makes while concurrent claims take the message's next slot first.
 EDIT_ATTEMPTS = 5
 
 
-class EditOps(SlotOps):
+class EditOps(PushOps):
     """Edits of stored messages."""
 
-    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> None:
+    def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> int:
         message_id, claim_id = edit.message_id, edit.claim_id
         for _ in range(EDIT_ATTEMPTS):
             doc = (
@@ -50,7 +53,10 @@ class EditOps(SlotOps):
                 if not self._fence(project, queue, message_id, slot, now_ms):
                     continue  # a claim took the message meanwhile: decide again
             self._apply_edit(project, queue, message_id, (doc, changed), slot, held, moved)
-            return
+            if edit.due_ms is None or edit.due_ms >= int(doc["d"]):
+                return 0
+            due = (edit.due_ms, int(doc["d"]))
+            return self._bring_pushes_forward(project, queue, message_id, due, now_ms)
         raise errors.StorageUnavailable("The message could not be edited.")
 
     def _fence(self, project: str, queue: str, message_id: str, slot: Slot, now_ms: int) -> bool:
@@ -107,3 +113,41 @@ class EditOps(SlotOps):
                 self._write_claimed_entry(project, queue, message_id, changed, slot)
             elif not doc.get("i"):
                 self._write_due_entry(project, queue, message_id, changed, slot)
+
+    def _bring_pushes_forward(
+        self, project: str, queue: str, message_id: str, due: tuple[int, int], now_ms: int
+    ) -> int:
+        """The message's due time moved from ``due[1]`` to the earlier ``due[0]``: its pushes
+        owed in between (owed with the message) that no live lease holds are owed at the new
+        time (``Driver.edit_message``); returns it when any were, else 0. One listing of the
+        queue's pushes owed in between."""
+        new_ms, old_ms = due
+        suffix = f":{message_id}"
+        found = [
+            owed
+            for owed in self._queue_owed(project, queue, from_ms=new_ms + 1, until_ms=old_ms)
+            if owed.push_id.endswith(suffix) and not owed.parked_from
+        ]
+        moving = [owed for owed in found if not self._held_by_lease(project, queue, owed, now_ms)]
+
+        def bring_forward(owed: Owed) -> None:
+            # A rate reservation was for the old time: taken again when leased.
+            self._move_owed(
+                project, queue, owed, dataclasses.replace(owed, at_ms=new_ms, reserved="")
+            )
+
+        self._swift.each(bring_forward, moving)
+        return new_ms if moving else 0
+
+    def _held_by_lease(self, project: str, queue: str, owed: Owed, now_ms: int) -> bool:
+        """Whether ``owed`` is a push a live lease holds: owed at the end of its latest lease
+        (a retry or a lease's run-out is owed at another time)."""
+        if not owed.leases or owed.at_ms <= now_ms:
+            return False
+        found = self._swift.get(
+            self._container(names.PUSHES),
+            self._lease_name(project, queue, owed.push_id, owed.leases),
+            newest=True,
+        )
+        # A lease of an earlier release recorded no end: held, as it may be.
+        return found is not None and int(json.loads(found[1]).get("e", owed.at_ms)) == owed.at_ms
