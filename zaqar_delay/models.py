@@ -302,7 +302,8 @@ class Delivery:
     ``id`` (``<subscription id>:<message id>``) is stable across attempts: receivers use it
     to drop duplicates. ``attempts`` counts the attempts made before this one; ``lease``
     identifies this lease when the outcome is recorded. ``owed_ms``: when this attempt is owed
-    (the message's due time, or the retry's), never sent before. ``queue_metadata`` is the queue's
+    (the message's due time, or the retry's, and never before the message is due), never sent
+    before. ``queue_metadata`` is the queue's
     metadata at the lease: its retry policy, dead-letter queue and ``_delete_after_push`` decide
     what the attempt's outcome does.
     """

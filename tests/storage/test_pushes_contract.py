@@ -209,6 +209,18 @@ def test_pushes_owed_soon_are_leased_ahead_with_their_time(
     assert again.id == ahead.id and again.owed_ms == now + 200 + LEASE_MS
 
 
+def test_a_push_leased_ahead_is_sent_no_sooner_than_its_message_is_due(
+    driver: Driver, clock: FakeClock
+) -> None:
+    subscribe(driver, clock)
+    [mid] = post(driver, clock, "x")
+    now = clock.now_ms()
+    # Rescheduled a little later: the push is still owed at the old time, which has come.
+    driver.edit_message(P, Q, MessageEdit(mid, None, due_ms=now + 30), now)
+    [ahead] = driver.lease_pushes(P, Q, LeaseRequest(now, LEASE_MS, 10, now + 50))
+    assert ahead.message.id == mid and ahead.owed_ms == now + 30
+
+
 def test_one_call_settles_the_attempts_of_several_leases(driver: Driver, clock: FakeClock) -> None:
     subscribe(driver, clock)
     post(driver, clock, 1, 2)

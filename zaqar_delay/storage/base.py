@@ -262,10 +262,10 @@ class Driver(SubscriptionStore, DeliveryStore):
         nothing is written.
 
         A due time earlier than the message's brings forward its pushes owed after the new
-        time and no later than the old one that no live lease holds: they are owed at the
-        new time (a push owed later, a retry, keeps its time; one a later due time left owed
-        earlier is owed again at that time when leased). Returns the new due time when a
-        push came forward, else 0.
+        time and no later than the old one that no lease holds (those owed with the message):
+        they are owed at the new time. A push owed after the old time (a retry) keeps its
+        time; one that a later due time leaves owed earlier is owed again at that time when
+        leased. Returns the new due time when a push came forward, else 0.
         """
 
     @abc.abstractmethod

@@ -39,7 +39,8 @@ class DeliveryStore(abc.ABC):
     def lease_pushes(self, project: str, queue: str, request: LeaseRequest) -> list[Delivery]:
         """Lease up to ``request.limit`` pushes of the queue owed by ``request.until_ms``,
         oldest first, until ``request.end_ms``: no other lease takes them meanwhile. A push
-        leased ahead is sent at its ``owed_ms``, never before."""
+        leased ahead is sent at its ``owed_ms``, never before: the time it is owed or its
+        message is due, whichever is later (or the later time its rate limit gives it)."""
 
     @abc.abstractmethod
     def settle_pushes(

@@ -15,9 +15,10 @@ take (some will be passed over), and goes through them until it has ``limit``:
   again at the time reserved is not reserved twice); one reserved past the lease's time is
   owed again then, and gives back the place it took.
 
-What is left is taken, each at the time it is sent (its owed time, or the rate's). The store
-then leases them; a place taken for a push the store could not lease (another dispatcher took
-it first) is given back (:meth:`Chosen.give_back_unleased`).
+What is left is taken, each at the time it is sent: its owed time or its message's due time
+(later within the lease), whichever is later, or the rate's. The store then leases them; a
+place taken for a push the store could not lease (another dispatcher took it first) is given
+back (:meth:`Chosen.give_back_unleased`).
 """
 
 from __future__ import annotations
@@ -144,7 +145,9 @@ def choose(
         if due > until_ms:
             writes.owe_again(push, due, rate_reserved=False)
             continue
-        send_ms = _within_limits(push, subscription, writes, until_ms, chosen.places)
+        # Never sent before its message is due (a later due time within the lease).
+        earliest_ms = max(push.owed_ms, due)
+        send_ms = _within_limits(push, subscription, writes, (earliest_ms, until_ms), chosen.places)
         if send_ms is not None:
             chosen.pushes.append((push, send_ms))
     return chosen
@@ -154,12 +157,13 @@ def _within_limits(
     push: DuePush,
     subscription: Subscription,
     writes: LeaseWrites,
-    until_ms: int,
+    times: tuple[int, int],
     places: dict[str, str],
 ) -> int | None:
     """When the push may be sent within its subscription's limits, its place taken (and
     recorded in ``places``); None when it is held back (parked, or owed again at the time the
-    rate reserved)."""
+    rate reserved). ``times``: the earliest it may be sent, and the latest the lease takes."""
+    earliest_ms, until_ms = times
     rules = DispatchLimits.of(subscription.options)
     sid = subscription.id
     if rules.concurrency:
@@ -167,8 +171,8 @@ def _within_limits(
             return None
         places[push.push_id] = sid
     if not rules.interval_ms or push.rate_reserved:
-        return push.owed_ms
-    reserved = writes.take_rate(sid, push.owed_ms, rules.interval_ms)
+        return earliest_ms
+    reserved = writes.take_rate(sid, earliest_ms, rules.interval_ms)
     if reserved is None or reserved > until_ms:
         if reserved is not None:
             writes.owe_again(push, reserved, rate_reserved=True)

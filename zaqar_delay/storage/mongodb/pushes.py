@@ -62,19 +62,19 @@ class PushOps(PushLimitOps):
         return min(int(m["d"]) for m in stored)
 
     def _bring_pushes_forward(
-        self, project: str, queue: str, message_id: str, due: tuple[int, int], now_ms: int
+        self, project: str, queue: str, message_id: str, due: tuple[int, int]
     ) -> int:
         """The message's due time moved from ``due[1]`` to the earlier ``due[0]``: its pushes
-        owed in between (owed with the message) that no live lease holds are owed at the new
-        time (``Driver.edit_message``); returns it when any were, else 0."""
+        owed in between (owed with the message) that no lease holds are owed at the new time
+        (``Driver.edit_message``); returns it when any were, else 0."""
         new_ms, old_ms = due
         moved = self._pushes.update_many(
             {
                 **self._queue_filter(project, queue),
                 "m": message_id,
                 "n": {"$gt": new_ms, "$lte": old_ms},
-                # A leased push is owed at its lease's end, and held until then.
-                "$or": [{"l": None}, {"n": {"$lte": now_ms}}],
+                # A leased push is owed at its lease's end (due anyway once that has passed).
+                "l": None,
             },
             # A rate reservation was for the old time: taken again when leased.
             {"$set": {"n": new_ms}, "$unset": {"r": ""}},

@@ -500,19 +500,18 @@ local function earliest_push()
 end
 
 -- A message given an earlier due time: its pushes owed after `due` and no later than
--- `old_due` (owed with the message) that no live lease holds are owed at `due` instead. A push
--- parked or owed later (a retry) keeps its time; its rate reservation no longer matches and is
--- taken again when it is leased. Returns `due` when a push came forward, else 0.
-local function bring_pushes_forward(mid, due, old_due, now)
+-- `old_due` (owed with the message) that no lease holds are owed at `due` instead (a leased
+-- push is owed at its lease's end; once that has passed it is due anyway). A push parked or
+-- owed later (a retry) keeps its time; a rate reservation of a push moved no longer matches
+-- and is taken again when it is leased. Returns `due` when a push came forward, else 0.
+local function bring_pushes_forward(mid, due, old_due)
     local moved = 0
     for _, sid in ipairs(redis.call('HKEYS', K_SUBSCRIPTIONS)) do
         local delivery = sid .. ':' .. mid
         local owed = tonumber(redis.call('ZSCORE', K_DELIVERIES, delivery))
         if owed and owed > due and owed <= old_due then
             local raw_state = redis.call('HGET', K_DELIVERY_INFO, delivery)
-            local holder = raw_state and cmsgpack.unpack(raw_state)[2] or ''
-            -- A leased push is owed at its lease's end: held until then.
-            if holder == '' or owed <= now then
+            if not raw_state or cmsgpack.unpack(raw_state)[2] == '' then
                 redis.call('ZADD', K_DELIVERIES, due, delivery)
                 moved = due
             end

@@ -14,7 +14,8 @@
 --       ends. Returns {earliest, metadata JSON (false: no queue), delivery, attempts, send at,
 --       subscription record, body, message record, delivery, ...}, earliest being the queue's
 --       earliest owed push after the lease (0 for none), send at the time the push is owed
---       (or the one its rate limit reserved), never sent before.
+--       or its message is due, whichever is later (or the one its rate limit reserved), never
+--       sent before.
 --   "settle", now, then four values per attempt: delivery, token, retry_at, consume: the
 --       outcome of the attempt leased under token. retry_at 0: done (delivered, or given up);
 --       else due again at retry_at, one attempt more. consume 1 (a delivered push of a queue
@@ -169,14 +170,15 @@ if action == 'lease' then
             local state = raw_state and cmsgpack.unpack(raw_state) or {0, '', 0}
             local attempts, reserved = state[1], state[3] or 0
             local interval, concurrency, held = limits[1], limits[2], limits[3]
-            local send_at = owed
+            -- Never sent before its message is due (a later due time within the lease).
+            local send_at = math.max(owed, info.due)
             local take = true
             if concurrency and in_flight(held) >= concurrency then
                 park(sid, delivery, owed)
                 take = false
             elseif interval and reserved ~= owed then
                 -- The limit's next free time is this push's: it is sent then.
-                send_at = math.ceil(math.max(owed, held.t))
+                send_at = math.ceil(math.max(send_at, held.t))
                 held.t = send_at + interval
                 if send_at > owed_by then
                     redis.call('ZADD', K_DELIVERIES, send_at, delivery)
