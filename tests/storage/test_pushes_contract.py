@@ -430,6 +430,23 @@ class TestDispatchLimits:
         [third] = driver.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), LEASE_MS, 10, start + 500))
         assert third.message.body == "3" and third.owed_ms == start + 500
 
+    def test_a_backlog_is_spaced_by_the_rate_from_when_it_is_sent(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        subscribe(driver, clock, _max_dispatches_per_second=4)
+        post(driver, clock, 1, 2, 3)
+        # Owed ten seconds ago (no dispatcher ran): sent from now on, a rate interval apart.
+        clock.advance(seconds=10)
+        now = clock.now_ms()
+        [first] = lease(driver, clock)
+        assert first.message.body == "1" and first.owed_ms <= now
+        assert driver.next_push_ms() == now + 250
+        clock.advance(ms=249)
+        assert lease(driver, clock) == []
+        clock.advance(ms=1)
+        [second] = lease(driver, clock)
+        assert second.message.body == "2" and second.owed_ms == now + 250
+
     def test_changing_the_limits_frees_what_they_held_back(
         self, driver: Driver, clock: FakeClock
     ) -> None:

@@ -262,7 +262,7 @@ class Driver(SubscriptionStore, DeliveryStore):
         nothing is written.
 
         A due time earlier than the message's brings forward its pushes owed after the new
-        time and no later than the old one that no lease holds (those owed with the message):
+        time and no later than the old one that no live lease holds (owed with the message):
         they are owed at the new time. A push owed after the old time (a retry) keeps its
         time; one that a later due time leaves owed earlier is owed again at that time when
         leased. Returns the new due time when a push came forward, else 0.

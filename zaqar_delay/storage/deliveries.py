@@ -48,6 +48,9 @@ class DeliveryStore(abc.ABC):
     ) -> list[str]:
         """Record attempts made under their lease: ``None`` ends a push (delivered or given
         up), a time makes it due again then with one attempt more. An outcome whose lease
-        ran out and was taken again is ignored. The messages of the ``consume`` deliveries
-        (ended, delivered) are deleted once no push of theirs is owed any more; returns the
-        ids of the messages this call deleted (for the journal and the metrics)."""
+        ran out is ignored once the push was leased again, or owed again at another time (a
+        message due later or brought forward, a dispatch limit holding it back): only the
+        lease that holds a push, or held it last, settles it. The messages of the
+        ``consume`` deliveries (ended, delivered) are deleted once no push of theirs is owed
+        any more; returns the ids of the messages this call deleted (for the journal and the
+        metrics)."""

@@ -11,9 +11,11 @@ take (some will be passed over), and goes through them until it has ``limit``:
   is owed again at that time: never sent before;
 - a push whose subscription limits concurrency takes one of its request places for the lease,
   or is parked until one is given back;
-- a push whose subscription limits its rate reserves a send time from it (once: a push owed
-  again at the time reserved is not reserved twice); one reserved past the lease's time is
-  owed again then, and gives back the place it took.
+- a push whose subscription limits its rate reserves a send time from it, never before the
+  lease's now (a backlog owed in the past is spaced from then, not sent at once), once: a push
+  owed again at the time reserved is sent then, unless that time has passed (a lease came
+  late) or its message is due later; one reserved past the lease's time is owed again then,
+  and gives back the place it took.
 
 What is left is taken, each at the time it is sent: its owed time or its message's due time
 (later within the lease), whichever is later, or the rate's. The store then leases them; a
@@ -28,7 +30,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 from zaqar_delay.dispatch_limits import DispatchLimits
-from zaqar_delay.models import Subscription
+from zaqar_delay.models import LeaseRequest, Subscription
 
 
 class PushIdentity:
@@ -124,16 +126,16 @@ def choose(
     subscriptions: Mapping[str, Subscription],
     due_ms: Mapping[str, int],
     writes: LeaseWrites,
-    *,
-    limit: int,
-    until_ms: int,
+    request: LeaseRequest,
 ) -> Chosen:
-    """Up to ``limit`` of ``pushes`` (due by ``until_ms``, oldest first) to lease, the others
-    passed over as the module says. ``subscriptions``: the live subscriptions among theirs;
-    ``due_ms``: the due time of each of their messages still live."""
+    """Up to ``request.limit`` of ``pushes`` (due by ``request.until_ms``, oldest first) to
+    lease, the others passed over as the module says. ``subscriptions``: the live
+    subscriptions among theirs; ``due_ms``: the due time of each of their messages still
+    live."""
     chosen = Chosen()
+    until_ms = request.until_ms
     for push in pushes:
-        if len(chosen.pushes) == limit:
+        if len(chosen.pushes) == request.limit:
             break
         subscription = subscriptions.get(push.subscription_id)
         due = due_ms.get(push.message_id)
@@ -147,7 +149,7 @@ def choose(
             continue
         # Never sent before its message is due (a later due time within the lease).
         earliest_ms = max(push.owed_ms, due)
-        send_ms = _within_limits(push, subscription, writes, (earliest_ms, until_ms), chosen.places)
+        send_ms = _within_limits(push, subscription, writes, (earliest_ms, request), chosen.places)
         if send_ms is not None:
             chosen.pushes.append((push, send_ms))
     return chosen
@@ -157,23 +159,27 @@ def _within_limits(
     push: DuePush,
     subscription: Subscription,
     writes: LeaseWrites,
-    times: tuple[int, int],
+    times: tuple[int, LeaseRequest],
     places: dict[str, str],
 ) -> int | None:
     """When the push may be sent within its subscription's limits, its place taken (and
     recorded in ``places``); None when it is held back (parked, or owed again at the time the
-    rate reserved). ``times``: the earliest it may be sent, and the latest the lease takes."""
-    earliest_ms, until_ms = times
+    rate reserved). ``times``: the earliest it may be sent, and the lease."""
+    earliest_ms, request = times
     rules = DispatchLimits.of(subscription.options)
     sid = subscription.id
     if rules.concurrency:
         if not writes.hold_place(push, sid, rules.concurrency):
             return None
         places[push.push_id] = sid
-    if not rules.interval_ms or push.rate_reserved:
+    if not rules.interval_ms:
         return earliest_ms
-    reserved = writes.take_rate(sid, earliest_ms, rules.interval_ms)
-    if reserved is None or reserved > until_ms:
+    if push.rate_reserved and request.now_ms <= push.owed_ms == earliest_ms:
+        return earliest_ms  # the time reserved for it, still to come
+    # A push owed in the past is sent now: the rate spaces what is sent from now on, so a
+    # backlog is not sent at once (nor are reserved times a late lease finds past).
+    reserved = writes.take_rate(sid, max(earliest_ms, request.now_ms), rules.interval_ms)
+    if reserved is None or reserved > request.until_ms:
         if reserved is not None:
             writes.owe_again(push, reserved, rate_reserved=True)
         if places.pop(push.push_id, None):

@@ -49,7 +49,7 @@ class MessageOps(MongoBase):
         ) -> int: ...
 
         def _bring_pushes_forward(
-            self, project: str, queue: str, message_id: str, due: tuple[int, int]
+            self, project: str, queue: str, message_id: str, due: tuple[int, int], now_ms: int
         ) -> int: ...
 
     def _documents(
@@ -329,7 +329,7 @@ class MessageOps(MongoBase):
             if edit.due_ms >= int(doc["d"]):
                 return 0
             due = (edit.due_ms, int(doc["d"]))
-            return self._bring_pushes_forward(project, queue, message_id, due)
+            return self._bring_pushes_forward(project, queue, message_id, due, now_ms)
         raise errors.StorageUnavailable("The message could not be edited.")
 
     def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:

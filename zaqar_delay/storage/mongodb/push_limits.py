@@ -109,7 +109,10 @@ class PushLimitOps(MongoBase):
             self._unpark(sid, 1)
 
     def _park(self, push_id: str, owed_ms: int) -> None:
-        self._pushes.update_one({"_id": push_id, "n": owed_ms}, {"$set": {"n": PARKED + owed_ms}})
+        # Owed again: the lease that held it, if any, is over (see _LeaseWrites.owe_again).
+        self._pushes.update_one(
+            {"_id": push_id, "n": owed_ms}, {"$set": {"n": PARKED + owed_ms, "l": None}}
+        )
 
     def _unpark(self, sid: str, count: int | None) -> None:
         """Owe again, as before, up to ``count`` (None: all) parked pushes of ``sid``, oldest

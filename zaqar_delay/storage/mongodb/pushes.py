@@ -62,22 +62,22 @@ class PushOps(PushLimitOps):
         return min(int(m["d"]) for m in stored)
 
     def _bring_pushes_forward(
-        self, project: str, queue: str, message_id: str, due: tuple[int, int]
+        self, project: str, queue: str, message_id: str, due: tuple[int, int], now_ms: int
     ) -> int:
         """The message's due time moved from ``due[1]`` to the earlier ``due[0]``: its pushes
-        owed in between (owed with the message) that no lease holds are owed at the new time
-        (``Driver.edit_message``); returns it when any were, else 0."""
+        owed in between (owed with the message) that no live lease holds are owed at the new
+        time (``Driver.edit_message``); returns it when any were, else 0."""
         new_ms, old_ms = due
         moved = self._pushes.update_many(
             {
                 **self._queue_filter(project, queue),
                 "m": message_id,
                 "n": {"$gt": new_ms, "$lte": old_ms},
-                # A leased push is owed at its lease's end (due anyway once that has passed).
-                "l": None,
+                # A leased push is owed at its lease's end, and held until then.
+                "$or": [{"l": None}, {"n": {"$lte": now_ms}}],
             },
-            # A rate reservation was for the old time: taken again when leased.
-            {"$set": {"n": new_ms}, "$unset": {"r": ""}},
+            # Owed again (see _LeaseWrites.owe_again).
+            {"$set": {"n": new_ms, "l": None}, "$unset": {"r": ""}},
         )
         return new_ms if moved.modified_count else 0
 
@@ -122,8 +122,7 @@ class PushOps(PushLimitOps):
             subscriptions,
             {mid: int(m["d"]) for mid, m in messages.items()},
             writes,
-            limit=request.limit,
-            until_ms=request.until_ms,
+            request,
         )
         send_ms = {push.push_id: at for push, at in chosen.pushes}
         if send_ms:
@@ -170,8 +169,15 @@ class _LeaseWrites:
         self.ops._pushes.delete_one({"_id": push.push_id, "n": push.owed_ms})
 
     def owe_again(self, push: DuePush, at_ms: int, *, rate_reserved: bool) -> None:
-        fields = {"n": at_ms, "r": at_ms} if rate_reserved else {"n": at_ms}
-        self.ops._pushes.update_one({"_id": push.push_id, "n": push.owed_ms}, {"$set": fields})
+        # The lease that held the push, if any, is over: an outcome it records later is
+        # ignored.
+        fields = {"n": at_ms, "l": None}
+        update = (
+            {"$set": {**fields, "r": at_ms}}
+            if rate_reserved
+            else {"$set": fields, "$unset": {"r": ""}}
+        )
+        self.ops._pushes.update_one({"_id": push.push_id, "n": push.owed_ms}, update)
 
     def hold_place(self, push: DuePush, subscription_id: str, concurrency: int) -> bool:
         def take() -> bool:

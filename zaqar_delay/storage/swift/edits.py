@@ -56,7 +56,7 @@ class EditOps(PushOps):
             if edit.due_ms is None or edit.due_ms >= int(doc["d"]):
                 return 0
             due = (edit.due_ms, int(doc["d"]))
-            return self._bring_pushes_forward(project, queue, message_id, due)
+            return self._bring_pushes_forward(project, queue, message_id, due, now_ms)
         raise errors.StorageUnavailable("The message could not be edited.")
 
     def _fence(self, project: str, queue: str, message_id: str, slot: Slot, now_ms: int) -> bool:
@@ -115,12 +115,13 @@ class EditOps(PushOps):
                 self._write_due_entry(project, queue, message_id, changed, slot)
 
     def _bring_pushes_forward(
-        self, project: str, queue: str, message_id: str, due: tuple[int, int]
+        self, project: str, queue: str, message_id: str, due: tuple[int, int], now_ms: int
     ) -> int:
         """The message's due time moved from ``due[1]`` to the earlier ``due[0]``: its pushes
-        owed in between (owed with the message) that no lease holds are owed at the new time
-        (``Driver.edit_message``); returns it when any were, else 0. One listing of the
-        queue's pushes owed in between."""
+        owed in between (owed with the message) that no live lease holds are owed at the new
+        time (``Driver.edit_message``); returns it when any were, else 0. One listing of the
+        queue's pushes owed in between. A push moved off its lease's end leaves that lease's
+        late outcome nothing to record."""
         new_ms, old_ms = due
         suffix = f":{message_id}"
         found = [
@@ -128,7 +129,7 @@ class EditOps(PushOps):
             for owed in self._queue_owed(project, queue, from_ms=new_ms + 1, until_ms=old_ms)
             if owed.push_id.endswith(suffix) and not owed.parked_from
         ]
-        moving = [owed for owed in found if not self._held_by_lease(project, queue, owed)]
+        moving = [owed for owed in found if not self._held_by_lease(project, queue, owed, now_ms)]
 
         def bring_forward(owed: Owed) -> None:
             # A rate reservation was for the old time: taken again when leased.
@@ -139,10 +140,10 @@ class EditOps(PushOps):
         self._swift.each(bring_forward, moving)
         return new_ms if moving else 0
 
-    def _held_by_lease(self, project: str, queue: str, owed: Owed) -> bool:
-        """Whether ``owed`` is a push a lease holds: owed at the end of its latest lease (due
-        anyway once that has passed; a retry is owed at another time)."""
-        if not owed.leases:
+    def _held_by_lease(self, project: str, queue: str, owed: Owed, now_ms: int) -> bool:
+        """Whether ``owed`` is a push a live lease holds: owed at the end of its latest lease,
+        still to come (a retry is owed at another time)."""
+        if not owed.leases or owed.at_ms <= now_ms:
             return False
         found = self._swift.get(
             self._container(names.PUSHES),

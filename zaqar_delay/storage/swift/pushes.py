@@ -176,8 +176,7 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
             subscriptions,
             {mid: int(doc["d"]) for mid, doc in messages.items()},
             writes,
-            limit=request.limit,
-            until_ms=request.until_ms,
+            request,
         )
 
         def take(item: tuple[DuePush, int]) -> Delivery | None:

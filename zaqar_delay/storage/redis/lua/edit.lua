@@ -38,7 +38,7 @@ if due then
     unclaim(info, due)
     wake_waiters()
     if due < old_due then
-        push_due = bring_pushes_forward(id, due, old_due)
+        push_due = bring_pushes_forward(id, due, old_due, now)
     end
 else
     store_info(info)

@@ -499,20 +499,30 @@ local function earliest_push()
     return score < PARKED and score or 0
 end
 
+-- Owe a push again at `at` (not under a live lease): the lease that held it, if any, is
+-- over, and an outcome it records later is ignored. Its rate reservation goes too.
+local function owe_push_again(delivery, at)
+    redis.call('ZADD', K_DELIVERIES, at, delivery)
+    local raw_state = redis.call('HGET', K_DELIVERY_INFO, delivery)
+    if raw_state then
+        local attempts = cmsgpack.unpack(raw_state)[1]
+        redis.call('HSET', K_DELIVERY_INFO, delivery, cmsgpack.pack({attempts, ''}))
+    end
+end
+
 -- A message given an earlier due time: its pushes owed after `due` and no later than
--- `old_due` (owed with the message) that no lease holds are owed at `due` instead (a leased
--- push is owed at its lease's end; once that has passed it is due anyway). A push parked or
--- owed later (a retry) keeps its time; a rate reservation of a push moved no longer matches
--- and is taken again when it is leased. Returns `due` when a push came forward, else 0.
-local function bring_pushes_forward(mid, due, old_due)
+-- `old_due` (owed with the message) that no live lease holds are owed at `due` instead (a
+-- leased push is owed at its lease's end, and held until then). A push parked or owed later
+-- (a retry) keeps its time. Returns `due` when a push came forward, else 0.
+local function bring_pushes_forward(mid, due, old_due, now)
     local moved = 0
     for _, sid in ipairs(redis.call('HKEYS', K_SUBSCRIPTIONS)) do
         local delivery = sid .. ':' .. mid
         local owed = tonumber(redis.call('ZSCORE', K_DELIVERIES, delivery))
         if owed and owed > due and owed <= old_due then
             local raw_state = redis.call('HGET', K_DELIVERY_INFO, delivery)
-            if not raw_state or cmsgpack.unpack(raw_state)[2] == '' then
-                redis.call('ZADD', K_DELIVERIES, due, delivery)
+            if owed <= now or not raw_state or cmsgpack.unpack(raw_state)[2] == '' then
+                owe_push_again(delivery, due)
                 moved = due
             end
         end

@@ -76,7 +76,7 @@ end
 local function park(sid, delivery, owed)
     local mid = string.sub(delivery, #sid + 2)
     redis.call('ZADD', K_PARKED, 0, sid .. '|' .. string.format('%016x', owed) .. '|' .. mid)
-    redis.call('ZADD', K_DELIVERIES, PARKED + owed, delivery)
+    owe_push_again(delivery, PARKED + owed)
 end
 
 -- The ids of the messages settle() deleted, in the order it deleted them.
@@ -164,7 +164,7 @@ if action == 'lease' then
         elseif info.due > owed_by then
             -- The message was rescheduled or edited to a later due time: owed then, never
             -- sent before its message is due.
-            redis.call('ZADD', K_DELIVERIES, info.due, delivery)
+            owe_push_again(delivery, info.due)
         else
             local raw_state = redis.call('HGET', K_DELIVERY_INFO, delivery)
             local state = raw_state and cmsgpack.unpack(raw_state) or {0, '', 0}
@@ -176,9 +176,12 @@ if action == 'lease' then
             if concurrency and in_flight(held) >= concurrency then
                 park(sid, delivery, owed)
                 take = false
-            elseif interval and reserved ~= owed then
-                -- The limit's next free time is this push's: it is sent then.
-                send_at = math.ceil(math.max(send_at, held.t))
+            elseif interval and (reserved ~= owed or send_at ~= owed or owed < now) then
+                -- The limit's next free time is this push's: it is sent then, and not before
+                -- now (a backlog is spaced from when it is sent, not sent at once). A time
+                -- reserved before is kept while it is still to come and its message due by
+                -- then.
+                send_at = math.ceil(math.max(send_at, held.t, now))
                 held.t = send_at + interval
                 if send_at > owed_by then
                     redis.call('ZADD', K_DELIVERIES, send_at, delivery)
