@@ -13,9 +13,8 @@ take (some will be passed over), and goes through them until it has ``limit``:
   or is parked until one is given back;
 - a push whose subscription limits its rate reserves a send time from it, never before the
   lease's now (a backlog owed in the past is spaced from then, not sent at once), once: a push
-  owed again at the time reserved is sent then, unless that time has passed (a lease came
-  late) or its message is due later; one reserved past the lease's time is owed again then,
-  and gives back the place it took.
+  owed again at the time reserved is sent then, unless its message is due later; one
+  reserved past the lease's time is owed again then, and gives back the place it took.
 
 What is left is taken, each at the time it is sent: its owed time or its message's due time
 (later within the lease), whichever is later, or the rate's. The store then leases them; a
@@ -174,10 +173,10 @@ def _within_limits(
         places[push.push_id] = sid
     if not rules.interval_ms:
         return earliest_ms
-    if push.rate_reserved and request.now_ms <= push.owed_ms == earliest_ms:
-        return earliest_ms  # the time reserved for it, still to come
+    if push.rate_reserved and push.owed_ms == earliest_ms:
+        return earliest_ms  # the time reserved for it (unless its message is due later)
     # A push owed in the past is sent now: the rate spaces what is sent from now on, so a
-    # backlog is not sent at once (nor are reserved times a late lease finds past).
+    # backlog is not sent at once.
     reserved = writes.take_rate(sid, max(earliest_ms, request.now_ms), rules.interval_ms)
     if reserved is None or reserved > request.until_ms:
         if reserved is not None:

@@ -176,11 +176,10 @@ if action == 'lease' then
             if concurrency and in_flight(held) >= concurrency then
                 park(sid, delivery, owed)
                 take = false
-            elseif interval and (reserved ~= owed or send_at ~= owed or owed < now) then
+            elseif interval and (reserved ~= owed or send_at ~= owed) then
                 -- The limit's next free time is this push's: it is sent then, and not before
                 -- now (a backlog is spaced from when it is sent, not sent at once). A time
-                -- reserved before is kept while it is still to come and its message due by
-                -- then.
+                -- reserved before is kept unless its message is due later.
                 send_at = math.ceil(math.max(send_at, held.t, now))
                 held.t = send_at + interval
                 if send_at > owed_by then
