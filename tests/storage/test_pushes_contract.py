@@ -357,6 +357,20 @@ def test_consumed_messages_are_deleted_once_no_push_is_owed(
     assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
 
 
+def test_a_deleted_subscription_keeps_no_consumed_message(
+    driver: Driver, clock: FakeClock
+) -> None:
+    subscribe(driver, clock, "a")
+    gone = subscribe(driver, clock, "b")
+    [mid] = post(driver, clock, "x")
+    leased = {d.subscription.id: d for d in lease(driver, clock)}
+    driver.delete_subscription(P, Q, gone)
+    [kept] = [d for sid, d in leased.items() if sid != gone]
+    consumed = driver.settle_pushes(P, Q, Settlement([(kept, None)], [kept.id]), clock.now_ms())
+    assert consumed == [mid]
+    assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
+
+
 class TestDispatchLimits:
     """A subscription's ``_max_concurrent_dispatches`` and ``_max_dispatches_per_second`` hold
     across every dispatcher on the store (here: two leases of one store and of a second

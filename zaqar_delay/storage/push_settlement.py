@@ -32,7 +32,8 @@ class SettleWrites(Protocol):
         subscription parked for one."""
 
     def still_owed(self, message_ids: Collection[str]) -> set[str]:
-        """Those of ``message_ids`` a push is still owed for."""
+        """Those of ``message_ids`` a push to a live subscription is still owed for (a
+        deleted or expired subscription's is dropped, and keeps no message)."""
 
     def delete_consumed(self, message_ids: Sequence[str]) -> list[str]:
         """Delete these messages; the ids of those this call deleted."""

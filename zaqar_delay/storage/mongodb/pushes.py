@@ -153,7 +153,7 @@ class PushOps(PushLimitOps):
     def settle_pushes(
         self, project: str, queue: str, settlement: Settlement, now_ms: int
     ) -> list[str]:
-        writes = _SettleWrites(self, self._queue_filter(project, queue))
+        writes = _SettleWrites(self, self._queue_filter(project, queue), now_ms)
         return push_settlement.settle(writes, settlement)
 
 
@@ -209,6 +209,7 @@ class _SettleWrites:
 
     ops: PushOps
     scope: Doc
+    now_ms: int
 
     def record(self, outcomes: Sequence[PushOutcome]) -> None:
         """Each attempt only while its own lease still holds the push; one bulk write."""
@@ -232,7 +233,12 @@ class _SettleWrites:
         self.ops._give_back(delivery.subscription.id, holder_of(delivery.id, delivery.lease))
 
     def still_owed(self, message_ids: Collection[str]) -> set[str]:
-        owed = self.ops._pushes.find({**self.scope, "m": {"$in": list(message_ids)}}, {"m": 1})
+        # Owed to a subscription still there: a deleted or expired one's push is dropped.
+        live = self.ops._subscriptions.find({**self.scope, "e": {"$gt": self.now_ms}}, {"_id": 1})
+        owed = self.ops._pushes.find(
+            {**self.scope, "m": {"$in": list(message_ids)}, "s": {"$in": [s["_id"] for s in live]}},
+            {"m": 1},
+        )
         return {str(push["m"]) for push in owed}
 
     def delete_consumed(self, message_ids: Sequence[str]) -> list[str]:

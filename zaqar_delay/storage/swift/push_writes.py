@@ -77,6 +77,7 @@ class SettleWrites:
     ops: PushOps
     project: str
     queue: str
+    now_ms: int
 
     def record(self, outcomes: Sequence[PushOutcome]) -> None:
         self.ops._swift.each(
@@ -89,7 +90,13 @@ class SettleWrites:
         self.ops._give_back(self.project, self.queue, delivery.subscription.id, holder, place)
 
     def still_owed(self, message_ids: Collection[str]) -> set[str]:
-        owed = {owed.message_id for owed in self.ops._queue_owed(self.project, self.queue)}
+        # Owed to a subscription still there: a deleted or expired one's push is dropped.
+        live = set(self.ops._live_subscription_ids(self.project, self.queue, self.now_ms))
+        owed = {
+            owed.message_id
+            for owed in self.ops._queue_owed(self.project, self.queue)
+            if owed.subscription_id in live
+        }
         return owed & set(message_ids)
 
     def delete_consumed(self, message_ids: Sequence[str]) -> list[str]:

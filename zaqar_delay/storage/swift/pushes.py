@@ -248,7 +248,7 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
     def settle_pushes(
         self, project: str, queue: str, settlement: Settlement, now_ms: int
     ) -> list[str]:
-        return push_settlement.settle(SettleWrites(self, project, queue), settlement)
+        return push_settlement.settle(SettleWrites(self, project, queue, now_ms), settlement)
 
     def _record_outcome(
         self, project: str, queue: str, delivery: Delivery, retry_at: int | None

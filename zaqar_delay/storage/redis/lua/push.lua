@@ -112,7 +112,8 @@ local function settle(delivery, token, retry_at, consume)
     forget(delivery)
     if consume then
         local mid = string.sub(delivery, #sid + 2)
-        for _, other in ipairs(redis.call('HKEYS', K_SUBSCRIPTIONS)) do
+        -- Owed to a subscription still there: a deleted or expired one's push is dropped.
+        for _, other in ipairs(live_subscription_ids(now)) do
             if redis.call('ZSCORE', K_DELIVERIES, other .. ':' .. mid) then
                 return unparked
             end
