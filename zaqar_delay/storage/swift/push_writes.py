@@ -28,11 +28,18 @@ class LeaseWrites:
     places: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
     # The number of the place each push took, by push id.
     taken: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Pushes this lease owed again by their parked entries (a place it gave back) after it
+    # listed them: their listed entries are gone, and the next lease takes them where they
+    # are now. Written from one, they would be owed twice.
+    moved: set[str] = dataclasses.field(default_factory=set)
 
     def drop(self, push: DuePush) -> None:
-        self.ops._drop_owed(self.lease.project, self.lease.queue, self.owed[push.push_id])
+        if push.push_id not in self.moved:
+            self.ops._drop_owed(self.lease.project, self.lease.queue, self.owed[push.push_id])
 
     def owe_again(self, push: DuePush, at_ms: int, *, rate_reserved: bool) -> None:
+        if push.push_id in self.moved:
+            return
         owed = self.owed[push.push_id]
         again = dataclasses.replace(owed, at_ms=at_ms)
         if rate_reserved:
@@ -42,6 +49,8 @@ class LeaseWrites:
     def hold_place(self, push: DuePush, subscription_id: str, concurrency: int) -> bool:
         """A place, or the push parked until the time the first place frees at the latest
         (a give-back owes it again sooner)."""
+        if push.push_id in self.moved:
+            return False
         owed = self.owed[push.push_id]
         known = self.places.setdefault(subscription_id, {})
         place, frees_ms = self.ops._take_place(
@@ -64,10 +73,16 @@ class LeaseWrites:
     def give_back(self, push: DuePush, subscription_id: str) -> None:
         place = self.taken.pop(push.push_id, None)
         holder = self.lease.holder(push)
-        self.ops._give_back(self.lease.project, self.lease.queue, subscription_id, holder, place)
+        self.moved.update(
+            self.ops._give_back(
+                self.lease.project, self.lease.queue, subscription_id, holder, place
+            )
+        )
 
     def unpark(self, subscription_id: str) -> None:
-        self.ops._unpark(self.lease.project, self.lease.queue, subscription_id, 1)
+        self.moved.update(
+            self.ops._unpark(self.lease.project, self.lease.queue, subscription_id, 1)
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

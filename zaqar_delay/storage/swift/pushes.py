@@ -181,6 +181,8 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
 
         def take(item: tuple[DuePush, int]) -> Delivery | None:
             push, send_ms = item
+            if push.push_id in writes.moved:
+                return None  # unparked by this lease since it was listed: owed anew
             leasing = owed[push.push_id]
             lease_number = leasing.leases + 1
             name = self._lease_name(project, queue, push.push_id, lease_number)
@@ -274,11 +276,12 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
 
     def _give_back(
         self, project: str, queue: str, sid: str, holder: str, place: int | None = None
-    ) -> None:
+    ) -> list[str]:
         """Free ``holder``'s place (``place``: its number, when known) and owe again the
-        oldest push parked for want of one."""
+        oldest push parked for want of one; returns the ids of the pushes it owed again."""
         if self._give_back_place(project, queue, sid, holder, place):
-            self._unpark(project, queue, sid, 1)
+            return self._unpark(project, queue, sid, 1)
+        return []
 
     def _parked_name(self, project: str, queue: str, owed: Owed) -> str:
         """The parked push's entry in its subscription's index of parked pushes, in the order
@@ -324,9 +327,9 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
             self._swift.delete(container, entry["name"])
         return found
 
-    def _unpark(self, project: str, queue: str, sid: str, count: int | None) -> None:
+    def _unpark(self, project: str, queue: str, sid: str, count: int | None) -> list[str]:
         """Owe again at their own time up to ``count`` (None: all) parked pushes of ``sid``,
-        oldest first."""
+        oldest first; returns their ids."""
 
         def unpark(owed: Owed) -> None:
             again = dataclasses.replace(owed, at_ms=int(owed.parked_from), parked_from="")
@@ -335,7 +338,9 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
                 self._container(names.PUSHES), self._parked_name(project, queue, owed)
             )
 
-        self._swift.each(unpark, self._parked(project, queue, sid, count))
+        parked = self._parked(project, queue, sid, count)
+        self._swift.each(unpark, parked)
+        return [owed.push_id for owed in parked]
 
     def _limits_changed(self, project: str, queue: str, subscription_id: str) -> None:
         """Forget the state of the subscription's old limits; owe again what they parked."""
