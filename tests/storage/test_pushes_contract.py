@@ -357,9 +357,7 @@ def test_consumed_messages_are_deleted_once_no_push_is_owed(
     assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
 
 
-def test_a_deleted_subscription_keeps_no_consumed_message(
-    driver: Driver, clock: FakeClock
-) -> None:
+def test_a_deleted_subscription_keeps_no_consumed_message(driver: Driver, clock: FakeClock) -> None:
     subscribe(driver, clock, "a")
     gone = subscribe(driver, clock, "b")
     [mid] = post(driver, clock, "x")
