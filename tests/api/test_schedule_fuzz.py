@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 import hypothesis.strategies as st
-from hypothesis import event, example, given
+import pytest
+from hypothesis import event, example, given, settings
 
 from tests.helpers.api import Api
 from tests.helpers.fuzz import FUZZ, assert_no_server_error, hostile_text, json_values
@@ -110,14 +111,25 @@ EDGES = [
 ]
 
 
-@FUZZ
-@given(document=documents, change=documents)
-@example(document=changed(VALID[0], EDGES[0]), change={})
-@example(document=changed(VALID[0], EDGES[1]), change={})
-@example(document=changed(VALID[0], EDGES[2]), change={})
-@example(document=changed(VALID[0], EDGES[3]), change={})
-@example(document=VALID[1], change=EDGES[0])
-def test_no_schedule_body_is_a_server_error(api: Api, document: Any, change: Any) -> None:
+# Swift answers a write of a schedule (a queue's metadata) once its metadata period is over
+# (250 ms): its leg took 73-77 s of the gate at 200 examples, against 2-5 s on the other
+# stores. What a body may be is checked the same on every store; the Swift leg holds its own
+# storing of what passes on fewer examples.
+SWIFT_EXAMPLES = 50
+OTHER_STORE = pytest.mark.other_store
+
+
+def fuzzed(test: Any) -> Any:
+    """``test`` over any two documents, after the plans at the edges of Python's dates."""
+    test = example(document=VALID[1], change=EDGES[0])(test)
+    for edge in EDGES:
+        test = example(document=changed(VALID[0], edge), change={})(test)
+    return given(document=documents, change=documents)(test)
+
+
+def answers_without_server_error(api: Api, document: Any, change: Any) -> None:
+    """Write ``document``, change it by ``change``, run it, read it and list it: no answer is
+    a server error; what was written is deleted again."""
     written = api.put(SCHEDULE, body=json.dumps(document).encode(), headers=JSON)
     event(f"written: {written.status_code}")
     assert_no_server_error(written)
@@ -128,3 +140,25 @@ def test_no_schedule_body_is_a_server_error(api: Api, document: Any, change: Any
     assert_no_server_error(api.get("/v2/queues/q/schedules"))
     if read.status_code == 200:
         assert api.delete(SCHEDULE).status_code == 204
+
+
+@FUZZ
+@fuzzed
+@pytest.mark.parametrize(
+    "api",
+    [
+        "embedded",
+        pytest.param("mongodb", marks=OTHER_STORE),
+        pytest.param("pooled", marks=OTHER_STORE),
+    ],
+    indirect=True,
+)
+def test_no_schedule_body_is_a_server_error(api: Api, document: Any, change: Any) -> None:
+    answers_without_server_error(api, document, change)
+
+
+@settings(FUZZ, max_examples=SWIFT_EXAMPLES)
+@fuzzed
+@pytest.mark.parametrize("api", [pytest.param("swift", marks=OTHER_STORE)], indirect=True)
+def test_no_schedule_body_is_a_server_error_on_swift(api: Api, document: Any, change: Any) -> None:
+    answers_without_server_error(api, document, change)
