@@ -36,20 +36,18 @@ class PushOps(PushLimitOps):
         owed)."""
         if not stored:
             return 0
-        subscriptions = self._subscriptions.find(
-            {**self._queue_filter(project, queue), "e": {"$gt": now_ms}}, {"_id": 1}
-        )
+        subscriptions = self._live_subscription_ids(self._queue_filter(project, queue), now_ms)
         pushes = [
             {
-                "_id": f"{s['_id']}:{m['_id']}",
+                "_id": f"{sid}:{m['_id']}",
                 "p": project,
                 "q": queue,
-                "s": s["_id"],
+                "s": sid,
                 "m": m["_id"],
                 "n": m["d"],
                 "a": 0,
             }
-            for s in subscriptions
+            for sid in subscriptions
             for m in stored
         ]
         if not pushes:
@@ -60,6 +58,11 @@ class PushOps(PushLimitOps):
             if duplicate_positions(exc) is None:
                 raise
         return min(int(m["d"]) for m in stored)
+
+    def _live_subscription_ids(self, scope: Doc, now_ms: int) -> list[str]:
+        """The ids of the subscriptions of the queue ``scope`` names that have not expired."""
+        live = self._subscriptions.find({**scope, "e": {"$gt": now_ms}}, {"_id": 1})
+        return [str(subscription["_id"]) for subscription in live]
 
     def _bring_pushes_forward(
         self, project: str, queue: str, message_id: str, due: tuple[int, int], now_ms: int
@@ -234,10 +237,9 @@ class _SettleWrites:
 
     def still_owed(self, message_ids: Collection[str]) -> set[str]:
         # Owed to a subscription still there: a deleted or expired one's push is dropped.
-        live = self.ops._subscriptions.find({**self.scope, "e": {"$gt": self.now_ms}}, {"_id": 1})
+        live = self.ops._live_subscription_ids(self.scope, self.now_ms)
         owed = self.ops._pushes.find(
-            {**self.scope, "m": {"$in": list(message_ids)}, "s": {"$in": [s["_id"] for s in live]}},
-            {"m": 1},
+            {**self.scope, "m": {"$in": list(message_ids)}, "s": {"$in": live}}, {"m": 1}
         )
         return {str(push["m"]) for push in owed}
 
