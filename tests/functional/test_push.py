@@ -1,7 +1,7 @@
 """Push delivery through the real server (gunicorn, two workers) to a receiver on loopback:
 every message pushed once it is due and never before (embedded store, Redis Cluster, MongoDB),
-and no push lost when every server process is killed with SIGKILL in the middle of sending,
-on Redis and MongoDB."""
+no push lost when every server process is killed with SIGKILL in the middle of sending, on
+Redis and MongoDB, and a subscription's rate kept when the server comes back after a stop."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from testbed.processes import ServiceProcess, is_gone
+from testbed.processes import RedisServer, ServiceProcess, is_gone, process_tree
 from testbed.receiver import Received, Receiver, receiver
 from tests.helpers.faults import HEADERS, Store
 from tests.helpers.push import attempts_by_outcome
@@ -199,3 +199,44 @@ def test_dispatch_limits_hold_across_the_server_processes(server: ServiceProcess
         # The k-th push goes out no sooner than k twentieths of a second after the first could.
         for k, sent in enumerate(sorted(sent_ms(p) for p in paced)):
             assert sent >= posted_ms + 50 * k
+
+
+@pytest.mark.faults
+def test_a_rate_limited_backlog_is_not_sent_at_once_after_every_server_process_stopped() -> None:
+    # Twelve pushes at five a second: the rate reserves a time for each, 200 ms apart. The
+    # server stops after the first two and comes back once every time reserved has passed.
+    interval_ms = 200
+    redis = RedisServer().start()
+    env = {STORAGE_URI_ENV: redis.url}
+    try:
+        with receiver() as hook:
+            service = ServiceProcess(env=env).start()
+            subscribe(service.url, "paced", hook, _max_dispatches_per_second=5)
+            posted_ms = time.time_ns() // 1_000_000
+            ids = post(service.url, "paced", [posted_ms] * 12)
+            hook.wait_for(2)
+            assert service.process is not None
+            tree = process_tree(service.process.pid)
+            service.stop()
+            assert all(is_gone(pid) for pid in tree)
+            with hook.lock:
+                before_restart = len(hook.received)
+            assert before_restart < len(ids), "everything arrived before the stop"
+            time.sleep(max(0.0, (posted_ms + interval_ms * len(ids)) / 1000 - time.time() + 0.5))
+            restart_ms = time.time_ns() // 1_000_000
+            assert restart_ms > posted_ms + interval_ms * len(ids), "a reserved time is ahead"
+            service = ServiceProcess(env=env).start()
+            try:
+                hook.wait_for(len(ids), timeout_s=60)
+            finally:
+                service.stop()
+            assert sorted(set(message_ids(hook.received))) == sorted(ids)
+            after = sorted(t for t in map(sent_ms, hook.received) if t >= restart_ms)
+            assert len(after) >= len(ids) - before_restart
+            print(f"sent after the restart, ms after the first: {[t - after[0] for t in after]}")
+            # An interval apart from the first sent after the restart (less the few ms a
+            # dispatcher may take between leasing the first and sending it), not at once.
+            for k, sent in enumerate(after):
+                assert sent >= after[0] + interval_ms * k - 50, (k, sent - after[0])
+    finally:
+        redis.stop()

@@ -25,8 +25,9 @@ looked at it), the model keeps both: each push's possible owed times.
 A subscription may limit its dispatches (``_max_concurrent_dispatches`` 1 or 2,
 ``_max_dispatches_per_second`` 4). Its pushes are then held back (parked, or owed again at the
 time the rate reserves), which the model does not time: it checks that no more of them are
-leased at once than the limit, that their send times are a rate interval apart, and, at the
-end of each example, that delivering whatever is leased until nothing is left delivers every
+leased at once than the limit, that their send times are a rate interval apart and never
+passed when a lease hands them over (a lease that comes late sends one now and the others an
+interval apart from then, not all at once), and, at the end of each example, that delivering whatever is leased until nothing is left delivers every
 push owed (none is held back for good).
 """
 
@@ -283,6 +284,8 @@ class PushMachine(RuleBasedStateMachine):
             if model.limits[push.sid]:
                 # Held back until a place frees or the rate's time comes: never sooner.
                 assert delivery.owed_ms >= min(model.sent_at(push))
+                if model.limits[push.sid].get("_max_dispatches_per_second"):
+                    assert delivery.owed_ms >= now, "a time of the rate that passed"
             else:
                 assert delivery.owed_ms in model.sent_at(push)
             assert delivery.owed_ms >= message.due_ms  # never before it is due
@@ -305,8 +308,6 @@ class PushMachine(RuleBasedStateMachine):
                     if p.sid == sid and p.lease is not None and min(p.owed) > now
                 ]
                 assert len(held) <= concurrency, (sid, len(held))
-            # The times the rate gives (a lease that comes after some of them sends those at
-            # once: the dispatcher was late).
             if limits.get("_max_dispatches_per_second"):
                 sent = sorted(model.sent[sid])
                 gaps = [later - earlier for earlier, later in itertools.pairwise(sent)]

@@ -459,6 +459,37 @@ class TestDispatchLimits:
         [second] = lease(driver, clock)
         assert second.message.body == "2" and second.owed_ms == now + 250
 
+    def test_times_the_rate_reserved_before_the_dispatchers_stopped_are_not_sent_at_once(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        subscribe(driver, clock, _max_dispatches_per_second=4)
+        post(driver, clock, 1, 2, 3, 4)
+        start = clock.now_ms()
+        assert [d.message.body for d in lease(driver, clock)] == ["1"]
+        # Reserved for 2, 3 and 4: start + 250, 500 and 750.
+        assert driver.next_push_ms() == start + 250
+        # No dispatcher runs for ten seconds: every time reserved has passed.
+        clock.advance(seconds=10)
+        now = clock.now_ms()
+        assert driver.next_push_ms() == start + 250 < now
+        [second] = lease(driver, clock)
+        assert second.message.body == "2" and second.owed_ms == now
+        # The others keep their order, an interval apart from now.
+        assert driver.next_push_ms() == now + 250
+        clock.advance(ms=249)
+        assert lease(driver, clock) == []
+        clock.advance(ms=1)
+        [third] = lease(driver, clock)
+        assert third.message.body == "3" and third.owed_ms == now + 250
+        # A push posted now takes the rate's next slot, after those reserved before.
+        post(driver, clock, 5)
+        clock.advance(ms=250)
+        [fourth] = lease(driver, clock)
+        assert fourth.message.body == "4" and fourth.owed_ms == now + 500
+        clock.advance(ms=250)
+        [fifth] = lease(driver, clock)
+        assert fifth.message.body == "5" and fifth.owed_ms == now + 750
+
     def test_changing_the_limits_frees_what_they_held_back(
         self, driver: Driver, clock: FakeClock
     ) -> None:

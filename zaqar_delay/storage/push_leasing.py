@@ -11,10 +11,11 @@ take (some will be passed over), and goes through them until it has ``limit``:
   is owed again at that time: never sent before;
 - a push whose subscription limits concurrency takes one of its request places for the lease,
   or is parked until one is given back;
-- a push whose subscription limits its rate reserves a send time from it, never before the
-  lease's now (a backlog owed in the past is spaced from then, not sent at once), once: a push
-  owed again at the time reserved is sent then, unless its message is due later; one
-  reserved past the lease's time is owed again then, and gives back the place it took.
+- a push whose subscription limits its rate reserves a slot of it, never before the lease's
+  now (a backlog owed in the past is spaced from then, not sent at once), once: a push owed
+  again at its slot's time is sent then, unless its message is due later, or later when that
+  time passed or another push was sent too close to it (``rate_reservation``); one whose time
+  is past the lease's is owed again then, and gives back the place it took.
 
 What is left is taken, each at the time it is sent: its owed time or its message's due time
 (later within the lease), whichever is later, or the rate's. The store then leases them; a
@@ -30,6 +31,7 @@ from typing import Protocol
 
 from zaqar_delay.dispatch_limits import DispatchLimits
 from zaqar_delay.models import LeaseRequest, Subscription
+from zaqar_delay.storage.rate_reservation import RateRequest, RateTime
 
 
 class PushIdentity:
@@ -49,12 +51,12 @@ class PushIdentity:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DuePush(PushIdentity):
-    """A push a lease found due: its id, the time it is owed at, and whether that time is one
-    its subscription's rate reserved for it."""
+    """A push a lease found due: its id, the time it is owed at, and the slot of its
+    subscription's rate it holds when it is owed at that slot's time (None otherwise)."""
 
     push_id: str
     owed_ms: int
-    rate_reserved: bool = False
+    rate_slot: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -85,16 +87,18 @@ class LeaseWrites(Protocol):
     def drop(self, push: DuePush) -> None:
         """The push goes: its message or subscription is gone."""
 
-    def owe_again(self, push: DuePush, at_ms: int, *, rate_reserved: bool) -> None:
-        """Owe the push at ``at_ms`` instead (``rate_reserved``: a time its rate reserved)."""
+    def owe_again(self, push: DuePush, at_ms: int, *, rate_slot: int | None) -> None:
+        """Owe the push at ``at_ms`` instead (``rate_slot``: the slot of its rate it holds,
+        whose time ``at_ms`` is)."""
 
     def hold_place(self, push: DuePush, subscription_id: str, concurrency: int) -> bool:
         """Hold one of the subscription's ``concurrency`` request places for the push until
         the lease ends; when none is free, park the push until one is given back: False."""
 
-    def take_rate(self, subscription_id: str, owed_ms: int, interval_ms: float) -> int | None:
-        """The send time the subscription's rate gives a push owed at ``owed_ms``, reserved
-        for it; None when other dispatchers kept changing the rate."""
+    def take_rate(self, subscription_id: str, request: RateRequest) -> RateTime | None:
+        """The slot of the subscription's rate a push holds (reserved for it if it holds
+        none) and its send time (``rate_reservation.take``); None when other dispatchers kept
+        changing the rate."""
 
     def give_back(self, push: DuePush, subscription_id: str) -> None:
         """Free the place the push holds, and owe again the oldest push parked for one."""
@@ -144,7 +148,7 @@ def choose(
                 writes.unpark(subscription.id)
             continue
         if due > until_ms:
-            writes.owe_again(push, due, rate_reserved=False)
+            writes.owe_again(push, due, rate_slot=None)
             continue
         # Never sent before its message is due (a later due time within the lease).
         earliest_ms = max(push.owed_ms, due)
@@ -173,15 +177,16 @@ def _within_limits(
         places[push.push_id] = sid
     if not rules.interval_ms:
         return earliest_ms
-    if push.rate_reserved and push.owed_ms == earliest_ms:
-        return earliest_ms  # the time reserved for it (unless its message is due later)
-    # A push owed in the past is sent now: the rate spaces what is sent from now on, so a
-    # backlog is not sent at once.
-    reserved = writes.take_rate(sid, max(earliest_ms, request.now_ms), rules.interval_ms)
-    if reserved is None or reserved > request.until_ms:
-        if reserved is not None:
-            writes.owe_again(push, reserved, rate_reserved=True)
+    # The slot reserved for it is kept unless its message is due later.
+    slot_ms = push.rate_slot if push.owed_ms == earliest_ms else None
+    timed = writes.take_rate(
+        sid,
+        RateRequest(slot_ms, earliest_ms, request.now_ms, request.until_ms, rules.interval_ms),
+    )
+    if timed is None or timed.send_ms > request.until_ms:
+        if timed is not None:
+            writes.owe_again(push, timed.send_ms, rate_slot=timed.slot_ms)
         if places.pop(push.push_id, None):
             writes.give_back(push, sid)
         return None
-    return reserved
+    return timed.send_ms

@@ -1,17 +1,17 @@
 """Dispatch limits of subscriptions on MongoDB (``zaqar_delay.dispatch_limits``), kept in the
 ``push_limits`` collection so that every server process shares them:
 
-- ``{_id: "<sid>/rate", s, p, q, t}``: the next free time (ms) of the subscription's rate; a
-  push takes it, and moves it one interval on, with a compare-and-set
+- ``{_id: "<sid>/rate", s, p, q, t, o, l}``: the subscription's rate, its next free slot
+  ``t``, offset ``o`` and last send ``l`` (ms), changed by compare-and-set
   (``storage.rate_reservation``).
 - ``{_id: "<sid>/<i>", s, p, q, i, e, h}``: request place ``i`` of the subscription's
   concurrency, held by ``h`` (``"<push id>@<lease token>"``) until ``e``, the lease's end; a
   place whose lease ran out is free again. Places are made the first time they are needed.
 
 A push held back by the rate is owed again at the time reserved for it (``r`` on the push
-remembers the reservation, so it is not taken twice); one held back by concurrency is parked:
-its ``n`` becomes ``PARKED`` + its owed time (never due) until a request of its subscription
-ends.
+remembers that time and ``rs`` the slot, so it is not taken twice); one held back by
+concurrency is parked: its ``n`` becomes ``PARKED`` + its owed time (never due) until a
+request of its subscription ends.
 """
 
 from __future__ import annotations
@@ -22,51 +22,56 @@ from pymongo import UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from zaqar_delay.storage import rate_reservation
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, MongoBase
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
 from zaqar_delay.storage.push_leasing import DuePush, Lease
+from zaqar_delay.storage.rate_reservation import RateState
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RateDocument:
-    """A subscription's next free time (``rate_reservation.RateCell``): the document
-    ``{_id: "<sid>/rate", s, p, q, t}``, whose version is ``t`` itself (it only grows)."""
+    """A subscription's rate (``rate_reservation.RateCell``): the document
+    ``{_id: "<sid>/rate", s, p, q, t, o, l}``, whose version is ``t``, ``o`` and ``l``
+    themselves (none of them ever goes back; ``o`` and ``l`` are absent from a document
+    written before rates had them)."""
 
     collection: Collection[Doc]
     sid: str
     project: str
     queue: str
 
-    def read(self) -> tuple[float | None, object]:
-        current = self.collection.find_one({"_id": f"{self.sid}/rate"}, {"t": 1})
-        return (None, None) if current is None else (float(current["t"]), current["t"])
+    def read(self) -> tuple[RateState | None, object]:
+        current = self.collection.find_one({"_id": f"{self.sid}/rate"})
+        if current is None:
+            return None, None
+        version = (current["t"], current.get("o"), current.get("l"))
+        return RateState(float(current["t"]), int(current.get("o") or 0), current.get("l")), version
 
-    def replace(self, version: object, free_ms: float) -> bool:
+    def replace(self, version: object, state: RateState) -> bool:
         key = f"{self.sid}/rate"
+        fields = {"t": state.free_ms, "o": state.offset_ms, "l": state.last_ms}
         if version is None:
             try:
                 self.collection.insert_one(
-                    {"_id": key, "s": self.sid, "p": self.project, "q": self.queue, "t": free_ms}
+                    {"_id": key, "s": self.sid, "p": self.project, "q": self.queue, **fields}
                 )
             except DuplicateKeyError:
                 return False
             return True
-        taken = self.collection.update_one({"_id": key, "t": version}, {"$set": {"t": free_ms}})
+        assert isinstance(version, tuple)
+        free, offset, last = version
+        taken = self.collection.update_one(
+            {"_id": key, "t": free, "o": offset, "l": last}, {"$set": fields}
+        )
         return taken.modified_count > 0
 
 
 class PushLimitOps(MongoBase):
     """Take, give back and reset what subscriptions' dispatch limits allow."""
 
-    def _take_rate(
-        self, project: str, queue: str, sid: str, owed_ms: int, interval_ms: float
-    ) -> int | None:
-        """The time the rate gives a push owed at ``owed_ms`` (reserved for it); None when
-        other dispatchers kept changing it."""
-        cell = RateDocument(self._push_limits, sid, project, queue)
-        return rate_reservation.reserve(cell, owed_ms, interval_ms)
+    def _rate(self, lease: Lease, sid: str) -> RateDocument:
+        return RateDocument(self._push_limits, sid, lease.project, lease.queue)
 
     def _take_place(self, lease: Lease, push: DuePush, sid: str, concurrency: int) -> bool:
         """Hold one of the subscription's ``concurrency`` request places for ``push`` until

@@ -16,7 +16,7 @@ from pymongo import DeleteMany, UpdateOne
 from pymongo.errors import BulkWriteError
 
 from zaqar_delay.models import Delivery, LeaseRequest, PushOutcome, Settlement
-from zaqar_delay.storage import push_leasing, push_settlement
+from zaqar_delay.storage import push_leasing, push_settlement, rate_reservation
 from zaqar_delay.storage.bounds import SCAN_EXTRA
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.mongodb.common import Doc, message_of
@@ -24,6 +24,20 @@ from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_cl
 from zaqar_delay.storage.mongodb.push_limits import PushLimitOps
 from zaqar_delay.storage.mongodb.subscriptions import subscription_of
 from zaqar_delay.storage.push_leasing import DuePush, Lease, holder_of
+from zaqar_delay.storage.rate_reservation import RateRequest, RateTime
+
+# A push owed at another time than its rate reserved for it forgets the reservation: its
+# time ``r`` and its slot ``rs``.
+UNRESERVED = {"r": "", "rs": ""}
+
+
+def rate_slot_of(push: Doc) -> int | None:
+    """The slot of its rate a push holds, when it is owed at that slot's time: ``rs``, or
+    ``r`` itself where a reservation made before rates had an offset left no ``rs``."""
+    if push.get("r") != push["n"]:
+        return None
+    slot = push.get("rs")
+    return int(push["r"] if slot is None else slot)
 
 
 @translate_class_errors
@@ -80,7 +94,7 @@ class PushOps(PushLimitOps):
                 "$or": [{"l": None}, {"n": {"$lte": now_ms}}],
             },
             # Owed again (see _LeaseWrites.owe_again).
-            {"$set": {"n": new_ms, "l": None}, "$unset": {"r": ""}},
+            {"$set": {"n": new_ms, "l": None}, "$unset": UNRESERVED},
         )
         return new_ms if moved.modified_count else 0
 
@@ -101,9 +115,11 @@ class PushOps(PushLimitOps):
         scope = self._queue_filter(project, queue)
         due = {**scope, "n": {"$lte": request.until_ms}}
         found = (
-            self._pushes.find(due, {"n": 1, "r": 1}).sort("n", 1).limit(request.limit + SCAN_EXTRA)
+            self._pushes.find(due, {"n": 1, "r": 1, "rs": 1})
+            .sort("n", 1)
+            .limit(request.limit + SCAN_EXTRA)
         )
-        pushes = [DuePush(p["_id"], int(p["n"]), p.get("r") == p["n"]) for p in found]
+        pushes = [DuePush(p["_id"], int(p["n"]), rate_slot_of(p)) for p in found]
         if not pushes:
             return []
         live = {"e": {"$gt": request.now_ms}}
@@ -131,7 +147,7 @@ class PushOps(PushLimitOps):
         if send_ms:
             self._pushes.update_many(
                 {**due, "_id": {"$in": list(send_ms)}},
-                {"$set": {"n": lease.end_ms, "l": lease.token}, "$unset": {"r": ""}},
+                {"$set": {"n": lease.end_ms, "l": lease.token}, "$unset": UNRESERVED},
             )
         leased = list(self._pushes.find({**scope, "l": lease.token}))
         chosen.give_back_unleased({p["_id"] for p in leased}, writes)
@@ -171,14 +187,14 @@ class _LeaseWrites:
     def drop(self, push: DuePush) -> None:
         self.ops._pushes.delete_one({"_id": push.push_id, "n": push.owed_ms})
 
-    def owe_again(self, push: DuePush, at_ms: int, *, rate_reserved: bool) -> None:
+    def owe_again(self, push: DuePush, at_ms: int, *, rate_slot: int | None) -> None:
         # The lease that held the push, if any, is over: an outcome it records later is
         # ignored.
         fields = {"n": at_ms, "l": None}
         update = (
-            {"$set": {**fields, "r": at_ms}}
-            if rate_reserved
-            else {"$set": fields, "$unset": {"r": ""}}
+            {"$set": {**fields, "r": at_ms, "rs": rate_slot}}
+            if rate_slot is not None
+            else {"$set": fields, "$unset": UNRESERVED}
         )
         self.ops._pushes.update_one({"_id": push.push_id, "n": push.owed_ms}, update)
 
@@ -194,10 +210,8 @@ class _LeaseWrites:
             self.ops._give_back(subscription_id, self.lease.holder(push))
         return False
 
-    def take_rate(self, subscription_id: str, owed_ms: int, interval_ms: float) -> int | None:
-        return self.ops._take_rate(
-            self.lease.project, self.lease.queue, subscription_id, owed_ms, interval_ms
-        )
+    def take_rate(self, subscription_id: str, request: RateRequest) -> RateTime | None:
+        return rate_reservation.take(self.ops._rate(self.lease, subscription_id), request)
 
     def give_back(self, push: DuePush, subscription_id: str) -> None:
         self.ops._give_back(subscription_id, self.lease.holder(push))

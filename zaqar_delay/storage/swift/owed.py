@@ -18,13 +18,21 @@ class Owed(PushIdentity):
     at_ms: int
     attempts: int = 0
     leases: int = 0
-    reserved: str = ""
+    reserved: str = ""  # the time its rate reserved for it
     parked_from: str = ""  # parked: the time it was owed at before
+    slot: str = ""  # the slot of its rate that time is of
 
     def content_type(self) -> str:
         return names.content_type(
-            a=self.attempts, k=self.leases, r=self.reserved, o=self.parked_from
+            a=self.attempts, k=self.leases, r=self.reserved, o=self.parked_from, s=self.slot
         )
+
+    def rate_slot(self) -> int | None:
+        """The slot of its rate the push holds, when it is owed at that slot's time: ``s``,
+        or ``r`` itself where a reservation made before rates had an offset left no ``s``."""
+        if self.reserved != str(self.at_ms):
+            return None
+        return int(self.slot or self.reserved)
 
 
 def owed_of(name: str, content_type: str) -> Owed:
@@ -38,6 +46,7 @@ def owed_of(name: str, content_type: str) -> Owed:
         int(fields["k"]),
         fields.get("r", ""),
         fields.get("o", ""),
+        fields.get("s", ""),
     )
 
 

@@ -2,17 +2,17 @@
 server process through objects of the pushes container, each changed only by creating its
 next generation (``SwiftClient.create_settled``):
 
-- ``r/<p>/<q>/<sid>/<g>``: the next free time (ms) of the subscription's rate, reserved
-  from by ``storage.rate_reservation``;
+- ``r/<p>/<q>/<sid>/<g>``: the subscription's rate, its next free slot ``t``, offset ``o``
+  and last send ``l`` (ms), taken by ``storage.rate_reservation``;
 - ``p/<p>/<q>/<sid>/<i>/<g>``: request place ``i`` of its concurrency, held by ``h``
   (``"<push id>@<lease>"``) until ``e``, the lease's end; a place whose lease ran out is free.
 
 A push held back by the rate is owed again at the time reserved for it (``r`` on its index
-entry, so the reservation is not taken twice). One held back by concurrency is parked: owed
-again when the first held place frees by itself (its lease's end), its own time kept (``o``),
-and owed again at that time as soon as a request of its subscription ends. A parking that
-races with the end of that request therefore delays the push by one lease at most; it is
-never stranded.
+entry, and ``s`` the slot, so the reservation is not taken twice). One held back by
+concurrency is parked: owed again when the first held place frees by itself (its lease's end),
+its own time kept (``o``), and owed again at that time as soon as a request of its
+subscription ends. A parking that races with the end of that request therefore delays the push
+by one lease at most; it is never stranded.
 """
 
 from __future__ import annotations
@@ -22,28 +22,31 @@ import json
 import secrets
 from typing import Any
 
-from zaqar_delay.storage import rate_reservation
 from zaqar_delay.storage.push_leasing import DuePush, Lease
+from zaqar_delay.storage.rate_reservation import RateState
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import SwiftBase
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RateGenerations:
-    """A subscription's next free time (``rate_reservation.RateCell``): the generations
+    """A subscription's rate (``rate_reservation.RateCell``): the generations
     ``r/<p>/<q>/<sid>/<g>``, whose version is the generation number; a replace creates the
     next one, and only one creator of a generation wins."""
 
     ops: PushLimitOps
     prefix: str
 
-    def read(self) -> tuple[float | None, object]:
+    def read(self) -> tuple[RateState | None, object]:
         generation, held = self.ops._latest_generation(self.prefix)
-        return (None if held is None else float(held["t"])), generation
+        if held is None:
+            return None, generation
+        return RateState(float(held["t"]), int(held.get("o", 0)), held.get("l")), generation
 
-    def replace(self, version: object, free_ms: float) -> bool:
+    def replace(self, version: object, state: RateState) -> bool:
         assert isinstance(version, int)
-        return self.ops._create_generation(self.prefix, version + 1, {"t": free_ms})
+        held = {"t": state.free_ms, "o": state.offset_ms, "l": state.last_ms}
+        return self.ops._create_generation(self.prefix, version + 1, held)
 
 
 class PushLimitOps(SwiftBase):
@@ -69,13 +72,8 @@ class PushLimitOps(SwiftBase):
     def _places_prefix(self, project: str, queue: str, sid: str) -> str:
         return f"p/{names.queue_prefix(project, queue)}{sid}/"
 
-    def _take_rate(
-        self, project: str, queue: str, sid: str, owed_ms: int, interval_ms: float
-    ) -> int | None:
-        """The time the rate gives a push owed at ``owed_ms`` (reserved for it); None when
-        other dispatchers kept taking it."""
-        cell = RateGenerations(self, self._rate_prefix(project, queue, sid))
-        return rate_reservation.reserve(cell, owed_ms, interval_ms)
+    def _rate(self, lease: Lease, sid: str) -> RateGenerations:
+        return RateGenerations(self, self._rate_prefix(lease.project, lease.queue, sid))
 
     def _take_place(
         self, lease: Lease, push: DuePush, sid: str, concurrency: int, known: dict[int, int]

@@ -9,7 +9,9 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from zaqar_delay.models import Delivery, PushOutcome
+from zaqar_delay.storage import rate_reservation
 from zaqar_delay.storage.push_leasing import DuePush, Lease, holder_of
+from zaqar_delay.storage.rate_reservation import RateRequest, RateTime
 from zaqar_delay.storage.swift.owed import Owed
 
 if TYPE_CHECKING:
@@ -37,13 +39,13 @@ class LeaseWrites:
         if push.push_id not in self.moved:
             self.ops._drop_owed(self.lease.project, self.lease.queue, self.owed[push.push_id])
 
-    def owe_again(self, push: DuePush, at_ms: int, *, rate_reserved: bool) -> None:
+    def owe_again(self, push: DuePush, at_ms: int, *, rate_slot: int | None) -> None:
         if push.push_id in self.moved:
             return
         owed = self.owed[push.push_id]
         again = dataclasses.replace(owed, at_ms=at_ms)
-        if rate_reserved:
-            again = dataclasses.replace(again, reserved=str(at_ms))
+        if rate_slot is not None:
+            again = dataclasses.replace(again, reserved=str(at_ms), slot=str(rate_slot))
         self.ops._move_owed(self.lease.project, self.lease.queue, owed, again)
 
     def hold_place(self, push: DuePush, subscription_id: str, concurrency: int) -> bool:
@@ -65,10 +67,8 @@ class LeaseWrites:
         self.ops._park(self.lease.project, self.lease.queue, owed, parked)
         return False
 
-    def take_rate(self, subscription_id: str, owed_ms: int, interval_ms: float) -> int | None:
-        return self.ops._take_rate(
-            self.lease.project, self.lease.queue, subscription_id, owed_ms, interval_ms
-        )
+    def take_rate(self, subscription_id: str, request: RateRequest) -> RateTime | None:
+        return rate_reservation.take(self.ops._rate(self.lease, subscription_id), request)
 
     def give_back(self, push: DuePush, subscription_id: str) -> None:
         place = self.taken.pop(push.push_id, None)

@@ -172,7 +172,7 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
         lease = Lease(project, queue, secrets.token_hex(8), request.end_ms, request.now_ms)
         writes = LeaseWrites(self, lease, owed)
         chosen = push_leasing.choose(
-            [DuePush(o.push_id, o.at_ms, o.reserved == str(o.at_ms)) for o in found],
+            [DuePush(o.push_id, o.at_ms, o.rate_slot()) for o in found],
             subscriptions,
             {mid: int(doc["d"]) for mid, doc in messages.items()},
             writes,

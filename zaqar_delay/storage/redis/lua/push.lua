@@ -43,7 +43,11 @@ local function limits_of(record)
     return {rate and rate > 0 and 1000 / rate or nil, concurrency}
 end
 
--- The limit state of a subscription: {t = next free ms, f = {delivery -> lease end}}.
+-- The limit state of a subscription: {t = next free slot ms, o = offset ms (nil: 0), l = last
+-- send ms (nil: none), f = {delivery -> lease end}}. A push is sent at its rate's slot plus
+-- the offset, never before now nor within an interval of the last send; the offset grows to
+-- match what holds it back, so the later slots move with it (storage/rate_reservation.py
+-- says it at length).
 local function load_limits(sid)
     local raw = redis.call('HGET', K_PUSH_LIMITS, sid)
     local state = raw and cmsgpack.unpack(raw) or {}
@@ -53,7 +57,7 @@ local function load_limits(sid)
 end
 
 local function store_limits(sid, state)
-    if next(state.f) == nil and state.t <= now then
+    if next(state.f) == nil and state.t + (state.o or 0) <= now then
         redis.call('HDEL', K_PUSH_LIMITS, sid)
     else
         redis.call('HSET', K_PUSH_LIMITS, sid, cmsgpack.pack(state))
@@ -100,7 +104,7 @@ local function settle(delivery, token, retry_at, consume)
         local limits = cmsgpack.unpack(raw_limits)
         if limits.f and limits.f[delivery] then
             limits.f[delivery] = nil
-            store_limits(sid, {t = limits.t or 0, f = limits.f})
+            store_limits(sid, {t = limits.t or 0, o = limits.o, l = limits.l, f = limits.f})
             unparked = unpark(sid, 1)
         end
     end
@@ -169,7 +173,9 @@ if action == 'lease' then
         else
             local raw_state = redis.call('HGET', K_DELIVERY_INFO, delivery)
             local state = raw_state and cmsgpack.unpack(raw_state) or {0, '', 0}
-            local attempts, reserved = state[1], state[3] or 0
+            -- A time its rate reserved (state[3]) and the slot that time is of (state[4];
+            -- absent from a reservation made before rates had an offset: the time itself).
+            local attempts, reserved, slot = state[1], state[3] or 0, state[4] or state[3]
             local interval, concurrency, held = limits[1], limits[2], limits[3]
             -- Never sent before its message is due (a later due time within the lease).
             local send_at = math.max(owed, info.due)
@@ -177,17 +183,25 @@ if action == 'lease' then
             if concurrency and in_flight(held) >= concurrency then
                 park(sid, delivery, owed)
                 take = false
-            elseif interval and (reserved ~= owed or send_at ~= owed) then
-                -- The limit's next free time is this push's: it is sent then, and not before
-                -- now (a backlog is spaced from when it is sent, not sent at once). A time
-                -- reserved before is kept unless its message is due later.
-                send_at = math.ceil(math.max(send_at, held.t, now))
-                held.t = send_at + interval
+            elseif interval then
+                local offset = held.o or 0
+                if reserved ~= owed or send_at ~= owed then
+                    -- The rate's next free slot is this push's, not before now (a backlog is
+                    -- spaced from when it is sent, not sent at once). A slot reserved before
+                    -- is kept unless its message is due later.
+                    slot = math.ceil(math.max(math.max(send_at, now) - offset, held.t))
+                    held.t = slot + interval
+                end
+                send_at = math.ceil(math.max(
+                    slot + offset, now, held.l and held.l + interval or 0))
+                held.o = send_at - slot
                 if send_at > owed_by then
                     redis.call('ZADD', K_DELIVERIES, send_at, delivery)
                     redis.call('HSET', K_DELIVERY_INFO, delivery,
-                        cmsgpack.pack({attempts, '', send_at}))
+                        cmsgpack.pack({attempts, '', send_at, slot}))
                     take = false
+                else
+                    held.l = send_at
                 end
             end
             if take then
