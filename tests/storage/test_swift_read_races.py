@@ -5,12 +5,14 @@ object's files, then opens the newest, which the overwrite has just replaced):
 ``test_swift_specific.py`` shows it on the all-in-one. Here that answer is injected, once, into
 the first GET of one object, so each read that must not believe it is checked on its own:
 each test first asserts that the 404 was given, then that nothing was lost, handed out twice
-or dropped.
+or dropped. One read is given instead the body of a creation that a concurrent one overwrote
+after it: a reader of a generation whose creations are not all committed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from typing import Any
 
@@ -312,6 +314,37 @@ def test_a_subscriber_whose_holder_is_read_as_missing_is_not_subscribed_twice(
     raced.next_read(holder)
     assert swift.create_subscription(P, Q, new, clock.now_ms()) == (sid, False)
     assert raced.given == [holder]
+
+
+def test_a_subscriber_s_holder_read_before_a_concurrent_creation_overwrote_it_is_not_named(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent creations of one holder generation all succeed, and Swift keeps the one
+    committed last: a third creation of the same subscriber that read the generation between
+    two commits read a losing creation's subscription, live until its creator learns it lost
+    and deletes it, and answered its id (a subscription that is then gone)."""
+    clock = FakeClock()
+    new = NewSubscription(SUBSCRIBER, 3600, {}, "s")
+    kept, created = swift.create_subscription(P, Q, new, clock.now_ms())
+    assert created
+    lost = "0" * 24
+    doc = {"u": SUBSCRIBER, "t": 3600, "o": {}, "st": 0, "e": clock.now_ms() + 3_600_000}
+    swift._write_subscription(P, Q, lost, {**doc, "c": False, "sk": "s"})
+    holder = swift._holders_prefix(P, Q, SUBSCRIBER) + names.number_part(1)
+    read_early: list[str] = []
+    call = SwiftClient._call
+
+    def before_the_last_commit(client: SwiftClient, method: str, *args: Any, **kw: Any) -> Any:
+        answer = call(client, method, *args, **kw)
+        if method == "get_object" and args[1] == holder and not read_early:
+            read_early.append(args[1])
+            return answer[0], json.dumps({"s": lost, "k": "early"}).encode()
+        return answer
+
+    monkeypatch.setattr(SwiftClient, "_call", before_the_last_commit)
+    answered = swift.create_subscription(P, Q, new, clock.now_ms())
+    assert read_early == [holder]
+    assert answered == (kept, False)
 
 
 class PostDied(BaseException):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -97,15 +98,21 @@ class SubscriptionOps(SwiftBase):
         generation = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
         for _ in range(HOLD_ATTEMPTS):
             if generation:
-                found = self._swift.get(
-                    container, prefix + names.number_part(generation), known=True
-                )
+                name = prefix + names.number_part(generation)
+                sent = time.monotonic()
+                found = self._swift.get(container, name, known=True)
                 holder = "" if found is None else str(json.loads(found[1])["s"])
                 if holder == subscription_id:
                     return ""
                 doc = self._read_subscription(project, queue, holder) if holder else None
                 if doc is not None and int(doc["e"]) > now_ms and doc["u"] == subscriber:
-                    return holder
+                    # What was read may be a concurrent creation's that another, not yet
+                    # committed, still overwrites (its creator then deletes the subscription
+                    # it named): the holder is the one kept once every such one is.
+                    kept = self._swift.settled(container, name, sent)
+                    if kept is not None and json.loads(kept)["s"] == holder:
+                        return holder
+                    continue
             held = json.dumps({"s": subscription_id, "k": secrets.token_hex(8)}).encode()
             name = prefix + names.number_part(generation + 1)
             if self._swift.create_settled(container, name, held, names.CONTENT_TYPE):
