@@ -9,6 +9,10 @@ process, not one per waiter, whatever the number waiting. With a relay of one, a
 messages reaches n waiters one claim after another; with two, the number trying doubles each
 round while claims find messages (about log2(n) claim times), at the cost of up to two
 attempts that find nothing per claim that found something.
+
+When the server process stops (:func:`end_every_wait`), each waiting claim makes one last
+attempt and answers what it found, an empty answer if nothing, rather than hold the process
+until its wait runs out or the process is killed under it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import contextlib
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -43,6 +48,16 @@ RECHECK_WITH_WAKEUPS_S = 30.0
 RECHECK_WITHOUT_WAKEUPS_S = 1.0
 # Longest a first waiter waits for the process's wake-up subscription to be in place.
 LISTENER_START_S = 2.0
+
+# Every room of this process, for end_every_wait (a room goes with its service).
+_ROOMS: weakref.WeakSet[WaitRoom] = weakref.WeakSet()
+
+
+def end_every_wait() -> None:
+    """This process stops serving: every claim waiting in one of its rooms answers after one
+    more attempt, and claims asked to wait from now on make one attempt."""
+    for room in list(_ROOMS):
+        room.close()
 
 
 class Seat:
@@ -99,6 +114,9 @@ class WaitRoom:
         self._polling = threading.Event()
         # Never set in production: the listener ends when its driver is closed.
         self._stop = threading.Event()
+        # Set when the process stops serving (end_every_wait): no claim waits any more.
+        self._closed = threading.Event()
+        _ROOMS.add(self)
 
     @property
     def recheck_s(self) -> float:
@@ -152,10 +170,18 @@ class WaitRoom:
                     seat.relay()  # there may be more: sleepers in line try too
                     return result
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or self._closed.is_set():
                     return None
                 sleep = self._head_sleep_s(next_claimable_ms) if seat.is_head() else remaining
                 seat.wait(min(remaining, sleep))
+
+    def close(self) -> None:
+        """Answer every waiting claim after one more attempt, and wait no more from now on."""
+        self._closed.set()
+        with self._lock:
+            seats = [seat for line in self._lines.values() for seat in line]
+        for seat in seats:
+            seat.wake()
 
     def _head_sleep_s(self, next_claimable_ms: Callable[[int], int | None]) -> float:
         now_ms = self._clock.now_ms()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import re
+import socket
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -162,7 +163,12 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
     must arrive within the server's ``idle_s`` (gunicorn's ``keepalive``) of the connection
     going idle; otherwise the connection is closed (late headers answered 400 first). Then
     the body must arrive, and each response be taken, within the server's ``transfer_s``
-    (cmd/transfer.py)."""
+    (cmd/transfer.py).
+
+    When the worker stops (:meth:`stop_serving`), a connection waiting for a request is
+    closed at once, and one in the middle of a request after its response, which says
+    ``Connection: close``: gunicorn's worker waits for its connections to end before it exits,
+    and clients keep pooled connections open for as long as the server lets them."""
 
     wsgi_input: Any  # gevent's body reader of the request, set by get_environ
     # A client too slow for the transfer timeout is not an error of the server's: its
@@ -180,6 +186,50 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
         self._timer = None if idle_s is None else gevent.Timeout(idle_s)
         # Bodies read and responses sent within ``transfer_s`` (cmd/transfer.py).
         self._transfer = None if transfer_s is None else TransferTimer(transfer_s)
+        self._greenlet = gevent.getcurrent()
+        self._awaiting_request = False  # in read_requestline, with nothing of a request read
+        # A connection accepted as the worker stopped gets an answer to what it already sent.
+        self._stopping: bool = getattr(server, "stopping", False)
+        connections = getattr(server, "connections", None)
+        if connections is not None:
+            connections.add(self)
+
+    def stop_serving(self) -> None:
+        """Serve no request after the current one; close the connection now if it waits for
+        one and no byte of it has arrived."""
+        self._stopping = True
+        if self._awaiting_request:
+            self._close_soon()
+
+    def _close_soon(self) -> None:
+        # From the hub, where the handler's greenlet is parked, not running.
+        gevent.get_hub().loop.run_callback(self._close_if_awaiting)
+
+    def _close_if_awaiting(self) -> None:
+        if not self._awaiting_request or self._timer is None or self._request_arriving():
+            return
+        # As when the connection's idle time runs out: read_requestline answers no request.
+        self._greenlet.throw(self._timer)
+
+    def _request_arriving(self) -> bool:
+        raw = getattr(self.socket, "_sock", None)
+        if raw is None:
+            return True  # closed meanwhile, or not a socket to look into: leave it be
+        try:
+            return bool(raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True  # the handler's own read meets the error
+
+    def handle_one_request(self) -> Any:
+        result = super().handle_one_request()
+        return None if result is True and self._stopping else result
+
+    def start_response(self, status: str, headers: list[tuple[str, str]], *args: Any) -> Any:
+        if self._stopping and all(name.lower() != "connection" for name, _ in headers):
+            headers = [*headers, ("Connection", "close")]
+        return super().start_response(status, headers, *args)
 
     def read_requestline(self) -> str:
         timer = self._timer
@@ -187,6 +237,9 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
             line: str = super().read_requestline()
             return line
         timer.start()
+        self._awaiting_request = True
+        if self._stopping:
+            self._close_soon()
         try:
             line = super().read_requestline()
         except gevent.Timeout as timeout:
@@ -197,6 +250,8 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
         except BaseException:
             timer.cancel()
             raise
+        finally:
+            self._awaiting_request = False
         if not line or len(line) >= MAX_REQUEST_LINE:
             timer.cancel()  # gevent reads no headers for these
         return line

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
 from typing import Any
 
+import gevent
 from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIServer
 
-from zaqar_delay import sibling_wakeups
+from zaqar_delay import sibling_wakeups, waiting
 from zaqar_delay.cmd.balance import DEFER_S, Share, share_of
 from zaqar_delay.cmd.headers import Handler
 from zaqar_delay.conf.server import ServerSettings
@@ -44,6 +46,25 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
         # After a deferral, the next connection is taken without asking if it comes before
         # then (monotonic s); 0.0 once a connection was weighed, or when there was no deferral.
         self._unconditional_until = 0.0
+        # The connections being served (their handlers add themselves), and whether the
+        # worker stops: read by the handlers.
+        self.connections: weakref.WeakSet[Handler] = weakref.WeakSet()
+        self.stopping = False
+
+    def close(self) -> None:
+        """gunicorn's worker stops (SIGTERM, a reload): accept no connection, answer every
+        waiting claim, close connections waiting for a request, and the others after their
+        current response. gunicorn then exits the worker as soon as no connection is left,
+        instead of waiting for idle ones until its graceful timeout and killing the worker
+        with whatever requests it is serving then."""
+        super().close()
+        self.stopping = True
+        for handler in list(self.connections):
+            handler.stop_serving()
+        waiting.end_every_wait()
+        # A connection closed above leaves the worker's pool a few hub rounds later: let it
+        # before gunicorn first looks whether any is left (it looks again a second later).
+        gevent.sleep(0.01)
 
     def _do_read(self) -> None:
         if not self.accepts_now():
