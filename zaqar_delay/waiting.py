@@ -10,9 +10,9 @@ messages reaches n waiters one claim after another; with two, the number trying 
 round while claims find messages (about log2(n) claim times), at the cost of up to two
 attempts that find nothing per claim that found something.
 
-When the server process stops (:func:`end_every_wait`), each waiting claim makes one last
-attempt and answers what it found, an empty answer if nothing, rather than hold the process
-until its wait runs out or the process is killed under it.
+When the server process stops (:func:`end_every_wait`, a ``stopping`` hook), each waiting
+claim makes one last attempt and answers what it found, an empty answer if nothing, rather
+than hold the process until its wait runs out or the process is killed under it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from zaqar_delay import sibling_wakeups
+from zaqar_delay import sibling_wakeups, stopping
 from zaqar_delay.clock import Clock
 from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.storage.base import Driver
@@ -53,6 +53,7 @@ LISTENER_START_S = 2.0
 _ROOMS: weakref.WeakSet[WaitRoom] = weakref.WeakSet()
 
 
+@stopping.when_stopping
 def end_every_wait() -> None:
     """This process stops serving: every claim waiting in one of its rooms answers after one
     more attempt, and claims asked to wait from now on make one attempt."""

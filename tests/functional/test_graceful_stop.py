@@ -1,14 +1,15 @@
 """A server stopped with SIGTERM (a deploy, a restart, gunicorn's reload) on real gunicorn.
 
-Each worker answers the claims waiting in it and closes the connections that wait for a
-request, then exits by itself: it is not killed at gunicorn's graceful timeout with the
-waiting claims cut and the clients' pooled connections reset.
+Each worker answers the claims waiting in it, closes the connections that wait for a request
+and its WebSocket sessions (1001, going away), then exits by itself: it is not killed at
+gunicorn's graceful timeout with the waiting claims cut and the connections reset.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import http.client
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 import requests
+import websocket
 
 from testbed.processes import RedisServer, ServiceProcess
 from zaqar_delay.conf import STORAGE_URI_ENV
@@ -37,6 +39,22 @@ def service(redis_server: RedisServer) -> Iterator[ServiceProcess]:
     service.start().wait_for_workers()
     yield service
     service.stop()
+
+
+def terminate(service: ServiceProcess) -> None:
+    assert service.process is not None
+    service.process.send_signal(signal.SIGTERM)
+
+
+def exited_by_itself(service: ServiceProcess) -> None:
+    """The server exits with 0, each worker by itself (not killed by the master at the
+    graceful timeout)."""
+    assert service.process is not None
+    assert service.process.wait(60) == 0
+    service.process = None
+    log = service.log()
+    assert log.count("Worker exiting") == WORKERS, log
+    assert "graceful timeout" not in log, log
 
 
 def waiting_claim(service: ServiceProcess, queue: str) -> requests.Response:
@@ -73,16 +91,23 @@ def test_a_stopping_server_answers_its_waiting_claims_and_closes_idle_connection
             assert not any(claim.done() for claim in claims), "a claim did not wait"
             time.sleep(0.05)
 
-        assert service.process is not None
-        service.process.send_signal(signal.SIGTERM)
-        assert service.process.wait(60) == 0
-        service.process = None
-
+        terminate(service)
+        exited_by_itself(service)
         answers = [claim.result(30) for claim in claims]  # a cut claim raises ConnectionError
     assert [answer.status_code for answer in answers] == [204] * len(QUEUES)
     assert all(answer.headers.get("Connection") == "close" for answer in answers)
     assert pooled.sock.recv(1) == b"", "the idle connection was left open"
-    log = service.log()
-    # Each worker ended by itself, not killed by the master at the graceful timeout.
-    assert log.count("Worker exiting") == WORKERS, log
-    assert "graceful timeout" not in log, log
+
+
+def test_a_stopping_server_closes_its_websocket_sessions_going_away(
+    service: ServiceProcess,
+) -> None:
+    session = websocket.create_connection(f"ws://127.0.0.1:{service.port}/", timeout=30)
+    session.send(json.dumps({"action": "queue_list", "headers": HEADERS, "body": {}}))
+    assert json.loads(session.recv())["headers"]["status"] == 200
+    terminate(service)
+    # A session cut without a close frame raises WebSocketConnectionClosedException here.
+    opcode, data = session.recv_data(control_frame=True)  # answers the close, as clients do
+    assert opcode == websocket.ABNF.OPCODE_CLOSE
+    assert int.from_bytes(data[:2], "big") == 1001, data
+    exited_by_itself(service)

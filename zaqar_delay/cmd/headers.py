@@ -189,7 +189,7 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
         self._greenlet = gevent.getcurrent()
         self._awaiting_request = False  # in read_requestline, with nothing of a request read
         # A connection accepted as the worker stopped gets an answer to what it already sent.
-        self._stopping: bool = getattr(server, "stopping", False)
+        self._stopping: bool = getattr(server, "closing", False)
         connections = getattr(server, "connections", None)
         if connections is not None:
             connections.add(self)

@@ -18,7 +18,7 @@ from typing import Any
 import gevent
 from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIServer
 
-from zaqar_delay import sibling_wakeups, waiting
+from zaqar_delay import sibling_wakeups, stopping
 from zaqar_delay.cmd.balance import DEFER_S, Share, share_of
 from zaqar_delay.cmd.headers import Handler
 from zaqar_delay.conf.server import ServerSettings
@@ -49,7 +49,7 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
         # The connections being served (their handlers add themselves), and whether the
         # worker stops: read by the handlers.
         self.connections: weakref.WeakSet[Handler] = weakref.WeakSet()
-        self.stopping = False
+        self.closing = False
 
     def close(self) -> None:
         """gunicorn's worker stops (SIGTERM, a reload): accept no connection, answer every
@@ -58,10 +58,10 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
         instead of waiting for idle ones until its graceful timeout and killing the worker
         with whatever requests it is serving then."""
         super().close()
-        self.stopping = True
+        self.closing = True
         for handler in list(self.connections):
             handler.stop_serving()
-        waiting.end_every_wait()
+        stopping.stop_serving()  # waiting claims answer, WebSocket sessions close
         # A connection closed above leaves the worker's pool a few hub rounds later: let it
         # before gunicorn first looks whether any is left (it looks again a second later).
         gevent.sleep(0.01)

@@ -9,7 +9,9 @@ limit is answered with a 400 frame and the session closes (1009, message too big
 A watchdog beside the reader pings a session the peer sent nothing on for an idle interval,
 and closes it (1001) when the next interval passes without a byte, so a client that vanished
 without a close does not hold a session for ever. Closing ends the connection
-(``end``), which ends the read the session waits in.
+(``end``), which ends the read the session waits in. When the server process stops, every
+live session is closed (1001, going away) and ends once the peer answers, or after
+``CLOSING_S``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -34,13 +37,22 @@ from wsproto.events import (
 )
 from wsproto.frame_protocol import CloseReason
 
-from zaqar_delay import jsondoc
+from zaqar_delay import jsondoc, stopping
 from zaqar_delay.api.websocket.frames import Frames, error
 
 LOG = logging.getLogger(__name__)
 READ_BYTES = 65536
 #: How long a session this side closed waits for the peer's close before it ends.
 CLOSING_S = 5.0
+# The sessions this process serves, closed when it stops.
+_LIVE: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
+@stopping.when_stopping
+def close_every_session() -> None:
+    """The process stops serving: each live session says so (1001) and ends with its close."""
+    for session in list(_LIVE):
+        session.go_away()
 
 
 class Reader(Protocol):
@@ -85,11 +97,24 @@ class Session:
         the session is idle; then what the session subscribed of itself goes."""
         watchdog = threading.Thread(target=self._watch, name="websocket-watchdog", daemon=True)
         watchdog.start()
+        _LIVE.add(self)
         try:
             self._serve()
         finally:
+            _LIVE.discard(self)
             self._over.set()
             self._frames.end()
+
+    def go_away(self) -> None:
+        """Close the session (1001): the server stops. The watchdog ends it if the peer does
+        not answer within ``CLOSING_S``."""
+        with self._lock:
+            if self._connection.state is not ConnectionState.OPEN:
+                return
+            try:
+                self._close(CloseReason.GOING_AWAY, "the server stops")
+            except OSError:
+                self._end()
 
     def notify(self, body: bytes) -> bool:
         """Send a push's body (JSON) as a notification frame: MessagePack when the session
