@@ -155,6 +155,15 @@ def test_failover_benchmark_measures_when_posting_resumes() -> None:
     assert isinstance(result["posts_per_s_before"], float) and result["posts_per_s_before"] > 0
 
 
+def test_graceful_stop_benchmark_measures_the_stop_and_the_waiting_claims() -> None:
+    result = run_benchmark("graceful_stop", "--rounds", "1", "--pooled", "1", "--waiting", "2")
+    assert isinstance(result["median_stop_s"], float) and result["median_stop_s"] > 0
+    ends = result["waiting_claims"]
+    # How they end is tests/functional/test_graceful_stop.py's to check: one may not have
+    # reached the server within the benchmark's second on a loaded machine.
+    assert isinstance(ends, dict) and sum(ends.values()) == 2
+
+
 def test_replica_acks_benchmark_measures_each_value() -> None:
     result = run_benchmark(
         "replica_acks", "--acks", "0,1", "--rounds", "1", "--seconds", "1", "--connections", "4"
