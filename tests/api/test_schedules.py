@@ -18,7 +18,8 @@ from tests.helpers.api import PROJECT, Api, api_on, assert_error
 from tests.helpers.push import dispatching, senders
 from zaqar_delay.api import views
 from zaqar_delay.conf import JournalSettings, Limits
-from zaqar_delay.push.dispatcher import TICK_LEASE_MS, Dispatcher
+from zaqar_delay.push.dispatcher import Dispatcher
+from zaqar_delay.push.tick_batches import TICK_LEASE_MS
 from zaqar_delay.schedules import names
 from zaqar_delay.schedules.firing import LEAD_MS
 

@@ -1,11 +1,15 @@
 """Push delivery through the real server (gunicorn, two workers) to a receiver on loopback:
 every message pushed once it is due and never before (embedded store, Redis Cluster, MongoDB),
 no push lost when every server process is killed with SIGKILL in the middle of sending, on
-Redis and MongoDB, and a subscription's rate kept when the server comes back after a stop."""
+Redis and MongoDB, a subscription's rate kept when the server comes back after a stop, and a
+push in flight at a graceful stop recorded, not sent again."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -241,5 +245,43 @@ def test_a_rate_limited_backlog_is_not_sent_at_once_after_every_server_process_s
             # bound is taken from its send less up to first_left_late_ms.
             for k, sent in enumerate(after):
                 assert sent >= after[0] + interval_ms * k - first_left_late_ms, (k, sent - after[0])
+    finally:
+        redis.stop()
+
+
+def test_a_push_in_flight_when_the_server_is_stopped_is_settled_and_not_sent_again() -> None:
+    # A lease lasts three push timeouts: a push whose outcome was not recorded is sent again
+    # by the restarted server once its lease ends.
+    push_timeout_s = 4.0
+    args = ["--config-file", config(push_timeout_s)]
+    redis = RedisServer().start()
+    env = {STORAGE_URI_ENV: redis.url}
+    try:
+        with receiver(hold=True) as hook:
+            service = ServiceProcess(env=env, args=args).start()
+            subscribe(service.url, "jobs", hook)
+            [message_id] = post(service.url, "jobs", [time.time_ns() // 1_000_000])
+            hook.wait_for(1)
+            with hook.lock:
+                assert hook.in_flight == 1, "the push is not in flight"
+            assert service.process is not None
+            stopping = service.process
+            stopping.send_signal(signal.SIGTERM)
+            # The receiver answers once the server exited, or 2.5 s after the stop began
+            # (within the push timeout): a server that waits for its push takes the answer.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                stopping.wait(2.5)
+            hook.answering.set()
+            assert stopping.wait(30) == 0
+            service.process = None
+            [first] = hook.received
+            lease_ends_s = sent_ms(first) / 1000 + 3 * push_timeout_s
+            service = ServiceProcess(env=env, args=args).start()
+            try:
+                time.sleep(max(0.0, lease_ends_s - time.time() + 3.0))
+                with hook.lock:
+                    assert message_ids(hook.received) == [message_id], "sent again"
+            finally:
+                service.stop()
     finally:
         redis.stop()

@@ -22,9 +22,10 @@ can take as long as a lease, so the outcome of a push is recorded before its lea
 and it is not sent again. Only then are their slots free again, and the lease loop is woken.
 So a slow receiver holds only its own slots, not the other queues' pushes, and a crash
 repeats at most ``concurrency`` pushes. Schedules' ticks are not requests: a tick queue's due
-ticks are leased together, up to ``TICKS_PER_BATCH``, fired in one call in this process
-(``Schedules.fire_many``), and hold one slot between them; a queue whose fires take more than
-half their lease gets smaller batches.
+ticks are leased together (``tick_batches.py``), fired in one call in this process
+(``Schedules.fire_many``), and hold one slot between them. When the server process stops,
+its dispatchers stop (:meth:`Dispatcher.stop`) and settle what they sent: a push its receiver
+took just before the stop is not sent again.
 
 When a round leases nothing the dispatcher sleeps until the earliest owed push (less
 ``lease_ahead_ms``), at most ``recheck_s``; a post in this process that owes an earlier push
@@ -46,12 +47,16 @@ import collections
 import concurrent.futures
 import logging
 import threading
+import time
+import weakref
 
+from zaqar_delay import stopping
 from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.models import Delivery
 from zaqar_delay.push.lease_length import LeaseLength
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.settling import Attempt, Settler
+from zaqar_delay.push.tick_batches import TICK_LEASE_MS, TickBatches
 from zaqar_delay.push.webhook import Outcome
 from zaqar_delay.schedules.names import is_tick_queue
 from zaqar_delay.service import Service
@@ -64,14 +69,14 @@ RECHECK_S = 1.0
 LEASE_AHEAD_MS = 50
 SETTLE_EVERY_S = 0.005
 WAIT_SLICE_S = 0.05
-# Ticks of schedules leased at once from one tick queue: fired together, in one request slot.
-TICKS_PER_BATCH = 200
-# How long a batch of ticks is leased: a tick held by a process that died, or whose outcome
-# the store could not record (an outage), fires again this soon. Two overlapping fires of a
-# tick (a fire slower than this) post nothing twice: every post they make has a dedup id.
-TICK_LEASE_MS = 5000
-# Tick queues whose batch size a process keeps (all forgotten at once when full).
-SIZED_TICK_QUEUES = 10_000
+_RUNNING: weakref.WeakSet[Dispatcher] = weakref.WeakSet()
+
+
+@stopping.when_stopping
+def stop_every_dispatcher() -> None:
+    """The process stops serving: each of its dispatchers (``_RUNNING``) stops."""
+    for dispatcher in list(_RUNNING):
+        dispatcher.stop()
 
 
 class Dispatcher:
@@ -111,8 +116,7 @@ class Dispatcher:
         self._in_flight_lock = threading.Lock()
         self._ended: list[Attempt] = []
         self._attempts_ended = threading.Event()
-        # Each tick queue's next batch size, where it is not TICKS_PER_BATCH.
-        self._tick_batches: dict[tuple[str, str], int] = {}
+        self._tick_batches = TickBatches()
         # While the loop sleeps: when it leases next (ms); None while it is awake.
         self._sleeping_until: int | None = None
         self._wake = threading.Event()
@@ -131,16 +135,31 @@ class Dispatcher:
             target=self._settle_loop, name="zaqar-delay-settler", daemon=True
         )
         self._settling.start()
+        _RUNNING.add(self)
 
     def stop(self) -> None:
+        """Lease nothing more, drop the pushes waiting for their time (sent again when their
+        leases end), wait up to a push timeout for the requests in flight, settle all ended."""
+        _RUNNING.discard(self)
         self._stop.set()
         self._wake.set()
         self._attempts_ended.set()
         for thread in (self._thread, self._settling):
             if thread is not None:
                 thread.join(10)
+        deadline = time.monotonic() + self.sender.timeout_s
+        while self._sending() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        try:
+            self._settle_ended()
+        except Exception:  # the store is down: those pushes are sent again when leases end
+            LOG.exception("settling pushes at the stop failed; they are sent again later")
         self._pool.shutdown(wait=False)
         self.sender.close()
+
+    def _sending(self) -> bool:  # whether slots are held by attempts that have not ended
+        with self._in_flight_lock:
+            return self._in_flight > sum(attempt.slots for attempt in self._ended)
 
     def notify(self, due_ms: int) -> None:
         """A post or an edit owes pushes due at ``due_ms`` (0: none): look again now, unless
@@ -262,11 +281,11 @@ class Dispatcher:
     ) -> int:
         """Lease up to ``limit`` pushes of the queue and start each (into ``started``): the
         request slots they take. A tick queue's ticks are leased up to its batch size
-        (``_size_tick_batch``) and fired together, in one slot: they are one call in this
+        (``TickBatches``) and fired together, in one slot: they are one call in this
         process, not requests."""
         if is_tick_queue(queue):
             lease_ms = min(self.lease_ms, TICK_LEASE_MS)
-            batch = self._tick_batches.get((project, queue), TICKS_PER_BATCH)
+            batch = self._tick_batches.size(project, queue)
             ticks = self.service.pushes.lease_pushes(
                 project, queue, now_ms, lease_ms, batch, until_ms
             )
@@ -324,7 +343,7 @@ class Dispatcher:
             LOG.exception("%d ticks failed unexpectedly; fired again later", len(ticks))
             self._take_slots(ticks[0].project, -1)
         else:
-            self._size_tick_batch(ticks, self.clock.now_ms() - sent_ms, lease_ms)
+            self._tick_batches.fired(ticks, self.clock.now_ms() - sent_ms, lease_ms)
             attempts = [
                 Attempt(tick, outcome, sent_ms, slots=int(index == 0))
                 for index, (tick, outcome) in enumerate(zip(ticks, outcomes, strict=True))
@@ -332,25 +351,6 @@ class Dispatcher:
             with self._in_flight_lock:
                 self._ended += attempts
             self._attempts_ended.set()
-
-    def _size_tick_batch(self, ticks: list[Delivery], took_ms: int, lease_ms: int) -> None:
-        """Size the next batch of the ticks' queue by how long their fire took: more than
-        half their lease halves it, so that a fire ends before its ticks may be leased
-        again (by another dispatcher, which would repeat the work); a full batch fired in
-        under a quarter of it doubles it, up to ``TICKS_PER_BATCH``. The ticks a smaller
-        batch leaves are leased in the next rounds, into other request slots."""
-        key = (ticks[0].project, ticks[0].queue)
-        batch = self._tick_batches.get(key, TICKS_PER_BATCH)
-        if took_ms > lease_ms // 2:
-            batch = max(1, min(batch, len(ticks)) // 2)
-        elif took_ms < lease_ms // 4 and len(ticks) >= batch:
-            batch = min(TICKS_PER_BATCH, batch * 2)
-        if batch == TICKS_PER_BATCH:
-            self._tick_batches.pop(key, None)
-            return
-        if len(self._tick_batches) >= SIZED_TICK_QUEUES:
-            self._tick_batches.clear()
-        self._tick_batches[key] = batch
 
     def _wait_for(self, owed_ms: int) -> bool:
         """Sleep until ``owed_ms`` has come on the clock (False: the dispatcher stopped first).
