@@ -10,7 +10,7 @@ messages reaches n waiters one claim after another; with two, the number trying 
 round while claims find messages (about log2(n) claim times), at the cost of up to two
 attempts that find nothing per claim that found something.
 
-When the server process stops (:func:`end_every_wait`, a ``stopping`` hook), each waiting
+When the server process stops (:meth:`WaitRoom.close`, through ``stopping``), each waiting
 claim makes one last attempt and answers what it found, an empty answer if nothing, rather
 than hold the process until its wait runs out or the process is killed under it.
 """
@@ -22,7 +22,6 @@ import contextlib
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -48,17 +47,6 @@ RECHECK_WITH_WAKEUPS_S = 30.0
 RECHECK_WITHOUT_WAKEUPS_S = 1.0
 # Longest a first waiter waits for the process's wake-up subscription to be in place.
 LISTENER_START_S = 2.0
-
-# Every room of this process, for end_every_wait (a room goes with its service).
-_ROOMS: weakref.WeakSet[WaitRoom] = weakref.WeakSet()
-
-
-@stopping.when_stopping
-def end_every_wait() -> None:
-    """This process stops serving: every claim waiting in one of its rooms answers after one
-    more attempt, and claims asked to wait from now on make one attempt."""
-    for room in list(_ROOMS):
-        room.close()
 
 
 class Seat:
@@ -115,9 +103,9 @@ class WaitRoom:
         self._polling = threading.Event()
         # Never set in production: the listener ends when its driver is closed.
         self._stop = threading.Event()
-        # Set when the process stops serving (end_every_wait): no claim waits any more.
+        # Set when the process stops serving (close): no claim waits any more.
         self._closed = threading.Event()
-        _ROOMS.add(self)
+        stopping.track(self, WaitRoom.close)
 
     @property
     def recheck_s(self) -> float:

@@ -61,7 +61,7 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
         self.closing = True
         for handler in list(self.connections):
             handler.stop_serving()
-        stopping.stop_serving()  # waiting claims answer, WebSocket sessions close
+        stopping.stop_serving()  # waiting claims answer, sessions close, pushes settle
         # A connection closed above leaves the worker's pool a few hub rounds later: let it
         # before gunicorn first looks whether any is left (it looks again a second later).
         gevent.sleep(0.01)

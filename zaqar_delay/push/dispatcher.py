@@ -48,7 +48,6 @@ import concurrent.futures
 import logging
 import threading
 import time
-import weakref
 
 from zaqar_delay import stopping
 from zaqar_delay.errors import StorageUnavailable
@@ -69,14 +68,6 @@ RECHECK_S = 1.0
 LEASE_AHEAD_MS = 50
 SETTLE_EVERY_S = 0.005
 WAIT_SLICE_S = 0.05
-_RUNNING: weakref.WeakSet[Dispatcher] = weakref.WeakSet()
-
-
-@stopping.when_stopping
-def stop_every_dispatcher() -> None:
-    """The process stops serving: each of its dispatchers (``_RUNNING``) stops."""
-    for dispatcher in list(_RUNNING):
-        dispatcher.stop()
 
 
 class Dispatcher:
@@ -135,12 +126,12 @@ class Dispatcher:
             target=self._settle_loop, name="zaqar-delay-settler", daemon=True
         )
         self._settling.start()
-        _RUNNING.add(self)
+        stopping.track(self, Dispatcher.stop)
 
     def stop(self) -> None:
         """Lease nothing more, drop the pushes waiting for their time (sent again when their
         leases end), wait up to a push timeout for the requests in flight, settle all ended."""
-        _RUNNING.discard(self)
+        stopping.forget(self)
         self._stop.set()
         self._wake.set()
         self._attempts_ended.set()

@@ -20,7 +20,6 @@ import json
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -44,15 +43,6 @@ LOG = logging.getLogger(__name__)
 READ_BYTES = 65536
 #: How long a session this side closed waits for the peer's close before it ends.
 CLOSING_S = 5.0
-# The sessions this process serves, closed when it stops.
-_LIVE: weakref.WeakSet[Session] = weakref.WeakSet()
-
-
-@stopping.when_stopping
-def close_every_session() -> None:
-    """The process stops serving: each live session says so (1001) and ends with its close."""
-    for session in list(_LIVE):
-        session.go_away()
 
 
 class Reader(Protocol):
@@ -97,11 +87,11 @@ class Session:
         the session is idle; then what the session subscribed of itself goes."""
         watchdog = threading.Thread(target=self._watch, name="websocket-watchdog", daemon=True)
         watchdog.start()
-        _LIVE.add(self)
+        stopping.track(self, Session.go_away)
         try:
             self._serve()
         finally:
-            _LIVE.discard(self)
+            stopping.forget(self)
             self._over.set()
             self._frames.end()
 
