@@ -327,10 +327,12 @@ PushOutcome = tuple[Delivery, int | None]
 class Settlement:
     """Attempts made under their lease, to record (``Deliveries.settle_pushes``).
     ``consume``: the ids of the deliveries whose messages go once delivered (a queue with
-    ``_delete_after_push``)."""
+    ``_delete_after_push``). ``unsent``: the ids of the deliveries given back unsent (their
+    dispatcher stopped before their time), owed again at their time with no attempt more."""
 
     outcomes: Sequence[PushOutcome]
     consume: Collection[str] = ()
+    unsent: Collection[str] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

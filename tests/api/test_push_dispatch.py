@@ -170,6 +170,33 @@ def test_a_push_leased_ahead_is_sent_at_its_time_never_before(
         dispatcher.stop()
 
 
+@pytest.mark.parametrize("options", [{}, {"_max_concurrent_dispatches": 1}])
+def test_a_stopping_dispatcher_gives_back_the_pushes_it_leased_ahead(
+    api: Api, options: dict[str, object]
+) -> None:
+    """Owed again at their time to the other dispatchers at once, not a lease later, with
+    no attempt counted, and their request place free."""
+    dispatcher = Dispatcher(api.service, senders(), concurrency=4, lease_ahead_ms=10_000)
+    dispatcher.start()
+    try:
+        with receiver() as hook:
+            subscribe(api, hook, **options)
+            due_ms = api.clock.now_ms() + 5_000
+            [mid] = api.post_messages("q", {"body": 1, "deliver_at": due_ms})
+            deadline = time.monotonic() + 10
+            while api.store("q").next_push_ms() == due_ms:
+                assert time.monotonic() < deadline, "never leased ahead"
+                time.sleep(0.01)
+            dispatcher.stop()
+            assert hook.received == []
+    finally:
+        dispatcher.stop()
+    assert api.store("q").next_push_ms() == due_ms
+    now_ms = api.clock.now_ms()
+    [again] = api.store("q").lease_pushes(PROJECT, "q", LeaseRequest(now_ms, 60_000, 10, due_ms))
+    assert (again.message.id, again.attempts, again.owed_ms) == (mid, 0, due_ms)
+
+
 def test_dispatch_limits_hold_across_dispatchers(api: Api) -> None:
     """Two dispatchers with free slots, one subscription allowed one request at a time."""
     dispatchers = [

@@ -371,11 +371,29 @@ class PushMachine(RuleBasedStateMachine):
         self.outstanding = [d for i, d in enumerate(self.outstanding) if i not in chosen]
         self.settle_outcomes(outcomes, consume)
 
-    def settle_outcomes(self, outcomes: list[tuple[Delivery, int | None]], consume: bool) -> None:
-        """Record ``outcomes`` (consumed too, when ``consume``), in the store and the model."""
+    @rule(picks=st.lists(st.integers(0, 20), min_size=1, max_size=3))
+    def give_back(self, picks: list[int]) -> None:
+        """A stopping dispatcher gives back pushes it leased and has not sent: owed again at
+        their time, with no attempt more; not sent, they took no time of their rate."""
+        settleable = [i for i, d in enumerate(self.outstanding) if self.settleable(d)]
+        if not settleable:
+            return
+        chosen = {settleable[index % len(settleable)] for index in picks}
+        given = [(d, d.owed_ms) for i, d in enumerate(self.outstanding) if i in chosen]
+        self.outstanding = [d for i, d in enumerate(self.outstanding) if i not in chosen]
+        for delivery, _ in given:
+            self.model.sent[delivery.subscription.id].remove(delivery.owed_ms)
+        self.settle_outcomes(list(given), consume=False, unsent=True)
+
+    def settle_outcomes(
+        self, outcomes: list[tuple[Delivery, int | None]], consume: bool, unsent: bool = False
+    ) -> None:
+        """Record ``outcomes`` (consumed too, when ``consume``; as given back unsent, when
+        ``unsent``), in the store and the model."""
         consumed_ids = [d.id for d, retry_at in outcomes if consume and retry_at is None]
+        unsent_ids = [d.id for d, _ in outcomes] if unsent else []
         answered = self.driver.settle_pushes(
-            P, self.queue, Settlement(outcomes, consumed_ids), self.now()
+            P, self.queue, Settlement(outcomes, consumed_ids, unsent_ids), self.now()
         )
         consumed: list[str] = []
         model = self.model
@@ -384,7 +402,8 @@ class PushMachine(RuleBasedStateMachine):
             if push is None or push.lease != delivery.lease:
                 continue  # its lease ran out and another took the push: ignored
             if retry_at is not None:
-                push.owed, push.attempts, push.lease = {retry_at}, push.attempts + 1, None
+                attempted = 0 if unsent else 1
+                push.owed, push.attempts, push.lease = {retry_at}, push.attempts + attempted, None
                 continue
             del model.pushes[delivery.id]
             message = model.messages[push.mid]

@@ -265,6 +265,27 @@ def test_a_retry_is_due_at_its_time_with_one_attempt_more(driver: Driver, clock:
     assert again.id == delivery.id and again.attempts == 1 and again.lease != delivery.lease
 
 
+def test_a_push_given_back_unsent_is_owed_again_at_its_time_with_no_attempt_more(
+    driver: Driver, clock: FakeClock
+) -> None:
+    """What a stopping dispatcher does with a push leased ahead: the push is owed again at
+    its time, to any dispatcher, at once (not when the lease ends), and frees its place."""
+    subscribe(driver, clock, _max_concurrent_dispatches=1)
+    post(driver, clock, "x")
+    [failed] = lease(driver, clock)
+    retry_at = clock.now_ms() + 5_000
+    driver.settle_pushes(P, Q, Settlement([(failed, retry_at)]), clock.now_ms())
+    now = clock.now_ms()
+    [ahead] = driver.lease_pushes(P, Q, LeaseRequest(now, LEASE_MS, 10, retry_at))
+    assert (ahead.attempts, ahead.owed_ms) == (1, retry_at)
+    assert driver.next_push_ms() != retry_at  # held by the lease
+    driver.settle_pushes(P, Q, Settlement([(ahead, retry_at)], unsent=[ahead.id]), now)
+    assert driver.next_push_ms() == retry_at
+    [again] = driver.lease_pushes(P, Q, LeaseRequest(now, LEASE_MS, 10, retry_at))
+    assert (again.id, again.attempts, again.owed_ms) == (ahead.id, 1, retry_at)
+    assert again.lease != ahead.lease
+
+
 def test_a_lease_that_runs_out_is_due_again_and_its_settle_is_ignored(
     driver: Driver, clock: FakeClock
 ) -> None:

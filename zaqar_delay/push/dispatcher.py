@@ -25,7 +25,8 @@ repeats at most ``concurrency`` pushes. Schedules' ticks are not requests: a tic
 ticks are leased together (``tick_batches.py``), fired in one call in this process
 (``Schedules.fire_many``), and hold one slot between them. When the server process stops,
 its dispatchers stop (:meth:`Dispatcher.stop`) and settle what they sent: a push its receiver
-took just before the stop is not sent again.
+took just before the stop is not sent again, and one leased ahead but not yet sent is given
+back, owed at once to the other processes rather than when its lease ends.
 
 When a round leases nothing the dispatcher sleeps until the earliest owed push (less
 ``lease_ahead_ms``), at most ``recheck_s``; a post in this process that owes an earlier push
@@ -129,8 +130,9 @@ class Dispatcher:
         stopping.track(self, Dispatcher.stop)
 
     def stop(self) -> None:
-        """Lease nothing more, drop the pushes waiting for their time (sent again when their
-        leases end), wait up to a push timeout for the requests in flight, settle all ended."""
+        """Lease nothing more, give back the pushes waiting for their time, wait up to a push
+        timeout for the requests in flight, and settle all: each push is then owed to the
+        other dispatchers at once, never sent twice by this one."""
         stopping.forget(self)
         self._stop.set()
         self._wake.set()
@@ -301,15 +303,16 @@ class Dispatcher:
     # -- one push ------------------------------------------------------------------------------
 
     def _attempt(self, delivery: Delivery) -> None:
-        """Send one push at its time and queue its outcome for settling. A push not settled
-        (this process died or stopped, or the store failed) is due again when its lease
-        ends."""
+        """Send one push at its time and queue its outcome for settling; one whose time has
+        not come when the dispatcher stops is given back (``unsent``), owed again at once to
+        the other dispatchers. A push not settled (this process died, or the store failed) is
+        due again when its lease ends."""
         try:
-            if not self._wait_for(delivery.owed_ms):
-                self._take_slots(delivery.project, -1)
-                return
+            stopped = not self._wait_for(delivery.owed_ms)
             sent_ms = self.clock.now_ms()
-            if self.require_confirmation and not delivery.subscription.confirmed:
+            if stopped:
+                outcome = Outcome("unsent")
+            elif self.require_confirmation and not delivery.subscription.confirmed:
                 outcome = Outcome("unconfirmed")
             else:
                 outcome = self.sender.send(delivery, sent_ms)

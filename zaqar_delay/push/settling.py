@@ -19,6 +19,9 @@ from zaqar_delay.push.webhook import Outcome, message_document
 from zaqar_delay.push_door import PushDoor
 
 LOG = logging.getLogger(__name__)
+# The dispatcher's outcomes of pushes it did not send: dropped (the subscription is not
+# confirmed), or given back for their time (the dispatcher stopped first).
+NOT_SENT = ("unconfirmed", "unsent")
 # Characters of an error kept as a subscription's last push result.
 MAX_RESULT_DETAIL = 200
 
@@ -47,12 +50,14 @@ class Settler:
         journal, dead letters), and keep each subscription's last result."""
         now_ms = self.clock.now_ms()
         outcomes: list[tuple[Delivery, int | None]] = []
-        consume = []
+        consume: list[str] = []
+        unsent: list[str] = []
         for attempt in attempts:
             delivery, outcome = attempt.delivery, attempt.outcome
-            if outcome.kind == "unconfirmed":
-                # Dropped unsent: not an attempt, nothing to report.
-                outcomes.append((delivery, None))
+            if outcome.kind in NOT_SENT:
+                # Not an attempt, nothing to report: dropped, or owed again at its time.
+                unsent.append(delivery.id)
+                outcomes.append((delivery, delivery.owed_ms if outcome.kind == "unsent" else None))
                 continue
             retry_at = self._retry_at(delivery, outcome, now_ms)
             outcomes.append((delivery, retry_at))
@@ -60,7 +65,8 @@ class Settler:
             if outcome.kind == "delivered" and policy.delete_after_push:
                 consume.append(delivery.id)
             self._report(attempt, retry_at, policy, now_ms)
-        self.pushes.settle_pushes(project, queue, Settlement(outcomes, consume), now_ms)
+        settlement = Settlement(outcomes, consume, unsent)
+        self.pushes.settle_pushes(project, queue, settlement, now_ms)
         self._record_last(project, queue, attempts)
 
     def _record_last(self, project: str, queue: str, attempts: list[Attempt]) -> None:
@@ -70,7 +76,7 @@ class Settler:
         last: dict[str, PushResult] = {}
         for attempt in sorted(attempts, key=lambda a: a.sent_ms):
             outcome = attempt.outcome
-            if outcome.kind != "unconfirmed":
+            if outcome.kind not in NOT_SENT:
                 detail = outcome.error[:MAX_RESULT_DETAIL]
                 last[attempt.delivery.subscription.id] = PushResult(
                     attempt.sent_ms, outcome.kind, detail

@@ -56,7 +56,8 @@ MAX_RETRY_AFTER_S = 86_400.0
 class Outcome:
     """What an attempt came to: ``delivered``, ``retry`` (with the receiver's ``Retry-After``
     in seconds, if it gave one) or ``permanent``; ``error`` says why it failed. (The
-    dispatcher's ``unconfirmed``: not sent, the subscription is not confirmed.)"""
+    dispatcher's ``unconfirmed``: not sent, the subscription is not confirmed; ``unsent``:
+    given back before its time, the dispatcher stopped.)"""
 
     kind: str
     error: str = ""

@@ -47,7 +47,8 @@ class DeliveryStore(abc.ABC):
         self, project: str, queue: str, settlement: Settlement, now_ms: int
     ) -> list[str]:
         """Record attempts made under their lease: ``None`` ends a push (delivered or given
-        up), a time makes it due again then with one attempt more. An outcome whose lease
+        up), a time makes it due again then with one attempt more (none more for the
+        ``unsent`` deliveries, given back unattempted). An outcome whose lease
         ran out is ignored once the push was leased again, or owed again at another time (a
         message due later or brought forward, a dispatch limit holding it back): only the
         lease that holds a push, or held it last, settles it. The messages of the

@@ -2,8 +2,9 @@
 settle in Python (MongoDB, Swift); Redis does the same inside its push script.
 
 1. Each attempt's outcome is recorded while its own lease still holds the push: delivered or
-   given up ends the push, a retry time owes it again then with one attempt more. An outcome
-   whose lease ran out and was taken again is ignored.
+   given up ends the push, a retry time owes it again then with one attempt more (a push
+   given back unsent: none more). An outcome whose lease ran out and was taken again is
+   ignored.
 2. Every attempt of a subscription that limits concurrency gives back the request place it
    held (a place is held by the push under its lease, so one already taken again stays), and
    the oldest push parked for a place is owed again.
@@ -24,8 +25,9 @@ from zaqar_delay.models import Delivery, PushOutcome, Settlement
 class SettleWrites(Protocol):
     """What a store writes to settle one queue's attempts."""
 
-    def record(self, outcomes: Sequence[PushOutcome]) -> None:
-        """Record each outcome while its own lease still holds the push (step 1)."""
+    def record(self, outcomes: Sequence[PushOutcome], unsent: Collection[str]) -> None:
+        """Record each outcome while its own lease still holds the push (step 1); the
+        ``unsent`` deliveries count no attempt."""
 
     def give_back(self, delivery: Delivery) -> None:
         """Free the request place the attempt held, and owe again the oldest push of its
@@ -42,7 +44,7 @@ class SettleWrites(Protocol):
 def settle(writes: SettleWrites, settlement: Settlement) -> list[str]:
     """Settle the attempts as the module says; returns the ids of the messages deleted."""
     outcomes, consume = settlement.outcomes, set(settlement.consume)
-    writes.record(outcomes)
+    writes.record(outcomes, settlement.unsent)
     # One after another: each give-back owes again the oldest parked push, and the next one
     # must find that push no longer parked (in parallel they read the same parked pushes).
     for delivery, _ in outcomes:

@@ -228,7 +228,7 @@ class _SettleWrites:
     scope: Doc
     now_ms: int
 
-    def record(self, outcomes: Sequence[PushOutcome]) -> None:
+    def record(self, outcomes: Sequence[PushOutcome], unsent: Collection[str]) -> None:
         """Each attempt only while its own lease still holds the push; one bulk write."""
         done: dict[str, list[str]] = {}
         writes: list[DeleteMany | UpdateOne] = []
@@ -236,10 +236,11 @@ class _SettleWrites:
             if retry_at is None:
                 done.setdefault(delivery.lease, []).append(delivery.id)
             else:
+                attempted = int(delivery.id not in unsent)
                 writes.append(
                     UpdateOne(
                         {"_id": delivery.id, "l": delivery.lease},
-                        {"$set": {"n": retry_at, "l": None}, "$inc": {"a": 1}},
+                        {"$set": {"n": retry_at, "l": None}, "$inc": {"a": attempted}},
                     )
                 )
         writes += [DeleteMany({"_id": {"$in": ids}, "l": token}) for token, ids in done.items()]

@@ -4,8 +4,8 @@ The scripts get them as a prelude of ``local`` constants generated from here (:f
 and placed before ``lua/lib.lua``, so no script spells one itself: the order of a queue's keys
 (``KEYS``, from :class:`~zaqar_delay.storage.redis.keys.QueueKeys`), the message record layout
 and its kind bits, the bucket size, the parked-push marker, the claim-refusal replies, the
-protocols' bounds they use (:mod:`zaqar_delay.storage.bounds`), and the metadata and option
-names the scripts read (:mod:`zaqar_delay.policy`,
+settle kinds, the protocols' bounds they use (:mod:`zaqar_delay.storage.bounds`), and the
+metadata and option names the scripts read (:mod:`zaqar_delay.policy`,
 :mod:`zaqar_delay.dispatch_limits`).
 """
 
@@ -47,6 +47,13 @@ REFUSED_BAD_CLAIM = "bad_claim"
 EDIT_MISSING = "missing"
 EDIT_TTL_LAPSED = "lapsed"
 
+# What push.lua's settle does with an attempt beyond its outcome: nothing more; delete its
+# message (consumed: a delivered push of a queue with _delete_after_push) once no other
+# subscription is owed it; count no attempt (given back unsent).
+SETTLE_PLAIN = 0
+SETTLE_CONSUME = 1
+SETTLE_UNSENT = 2
+
 # Lua's struct module names unsigned fields by their size.
 _LUA_STRUCT_CODES = {"Q": "I8", "I": "I4", "H": "I2", "B": "B"}
 
@@ -85,6 +92,8 @@ def constants() -> dict[str, str]:
         "REFUSED_BAD_CLAIM": _lua_string(REFUSED_BAD_CLAIM),
         "EDIT_MISSING": _lua_string(EDIT_MISSING),
         "EDIT_TTL_LAPSED": _lua_string(EDIT_TTL_LAPSED),
+        "SETTLE_CONSUME": str(SETTLE_CONSUME),
+        "SETTLE_UNSENT": str(SETTLE_UNSENT),
         "P_RETRY_BACKOFF": _lua_string(policy.RETRY_BACKOFF),
         "P_MAX_CLAIM_COUNT": _lua_string(policy.MAX_CLAIM_COUNT),
         "P_DEAD_LETTER_QUEUE": _lua_string(policy.DEAD_LETTER_QUEUE),

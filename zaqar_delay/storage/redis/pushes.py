@@ -25,6 +25,7 @@ from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.deliveries import PARKED
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
+from zaqar_delay.storage.redis.layout import SETTLE_CONSUME, SETTLE_PLAIN, SETTLE_UNSENT
 from zaqar_delay.storage.redis.replies import message_of, text
 from zaqar_delay.storage.redis.subscriptions import subscription_of
 
@@ -126,10 +127,12 @@ class PushScripts(Driver):
         outcomes = settlement.outcomes
         if not outcomes:
             return []
-        consumed = set(settlement.consume)
+        consumed, unsent = set(settlement.consume), set(settlement.unsent)
         attempts: list[Any] = []
         for delivery, retry_at in outcomes:
-            attempts += [delivery.id, delivery.lease, retry_at or 0, int(delivery.id in consumed)]
+            kind = SETTLE_CONSUME if delivery.id in consumed else SETTLE_PLAIN
+            kind = SETTLE_UNSENT if delivery.id in unsent else kind
+            attempts += [delivery.id, delivery.lease, retry_at or 0, kind]
         _, unparked, consumed = self._run("push", project, queue, "settle", now_ms, *attempts)
         owed_again = [retry_at for _, retry_at in outcomes if retry_at is not None]
         owed_again += [int(unparked)] if unparked else []

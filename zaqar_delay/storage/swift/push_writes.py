@@ -94,9 +94,12 @@ class SettleWrites:
     queue: str
     now_ms: int
 
-    def record(self, outcomes: Sequence[PushOutcome]) -> None:
+    def record(self, outcomes: Sequence[PushOutcome], unsent: Collection[str]) -> None:
         self.ops._swift.each(
-            lambda item: self.ops._record_outcome(self.project, self.queue, *item), outcomes
+            lambda item: self.ops._record_outcome(
+                self.project, self.queue, *item, attempted=item[0].id not in unsent
+            ),
+            outcomes,
         )
 
     def give_back(self, delivery: Delivery) -> None:

@@ -253,10 +253,10 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
         return push_settlement.settle(SettleWrites(self, project, queue, now_ms), settlement)
 
     def _record_outcome(
-        self, project: str, queue: str, delivery: Delivery, retry_at: int | None
+        self, project: str, queue: str, delivery: Delivery, retry_at: int | None, attempted: bool
     ) -> None:
         """One attempt's outcome, only while no later lease took the push (this one ran
-        out first)."""
+        out first); a push given back unsent (not ``attempted``) counts no attempt."""
         _, lease_number, lease_end, _ = lease_parts(delivery.lease)
         if self._swift.exists(
             self._container(names.PUSHES),
@@ -269,7 +269,7 @@ class PushOps(SubscriptionOps, PushLimitOps, SlotOps):
             # entry a race left behind can never be leased again.
             self._drop_owed(project, queue, leased)
         else:
-            again = Owed(delivery.id, retry_at, delivery.attempts + 1, lease_number)
+            again = Owed(delivery.id, retry_at, delivery.attempts + attempted, lease_number)
             self._move_owed(project, queue, leased, again)
 
     # -- limits and their parked pushes ---------------------------------------------------------

@@ -16,11 +16,12 @@
 --       earliest owed push after the lease (0 for none), send at the time the push is owed
 --       or its message is due, whichever is later (or the one its rate limit reserved), never
 --       sent before.
---   "settle", now, then four values per attempt: delivery, token, retry_at, consume: the
+--   "settle", now, then four values per attempt: delivery, token, retry_at, kind: the
 --       outcome of the attempt leased under token. retry_at 0: done (delivered, or given up);
---       else due again at retry_at, one attempt more. consume 1 (a delivered push of a queue
---       with _delete_after_push): the message is deleted when no other subscription is owed
---       it. A lease that ran out and was taken again is left to its new holder. Each request
+--       else due again at retry_at, one attempt more. kind SETTLE_CONSUME (a delivered push
+--       of a queue with _delete_after_push): the message is deleted when no other
+--       subscription is owed it; SETTLE_UNSENT (given back before it was sent): no attempt
+--       more. A lease that ran out and was taken again is left to its new holder. Each request
 --       that ended frees a place for one parked push of its subscription.
 --       Returns {earliest, the earliest owed time of the pushes it put back (0 for none),
 --       the ids of the messages it deleted}.
@@ -88,7 +89,7 @@ local consumed = {}
 
 -- The outcome of one attempt (see "settle" above); returns the earliest owed time of what it
 -- unparked (0 for none).
-local function settle(delivery, token, retry_at, consume)
+local function settle(delivery, token, retry_at, kind)
     local state = redis.call('HGET', K_DELIVERY_INFO, delivery)
     if not state then
         return 0
@@ -109,12 +110,13 @@ local function settle(delivery, token, retry_at, consume)
         end
     end
     if retry_at ~= 0 then
-        redis.call('HSET', K_DELIVERY_INFO, delivery, cmsgpack.pack({attempts + 1, ''}))
+        local attempted = kind == SETTLE_UNSENT and 0 or 1
+        redis.call('HSET', K_DELIVERY_INFO, delivery, cmsgpack.pack({attempts + attempted, ''}))
         redis.call('ZADD', K_DELIVERIES, retry_at, delivery)
         return unparked
     end
     forget(delivery)
-    if consume then
+    if kind == SETTLE_CONSUME then
         local mid = string.sub(delivery, #sid + 2)
         -- Owed to a subscription still there: a deleted or expired one's push is dropped.
         for _, other in ipairs(live_subscription_ids(now)) do
@@ -190,8 +192,11 @@ if action == 'lease' then
                     -- spaced from when it is sent, not sent at once). A slot reserved before
                     -- is kept unless its message is due later.
                     slot = math.ceil(math.max(math.max(send_at, now) - offset, held.t))
-                    held.t = slot + interval
                 end
+                -- Past the slot also when it was reserved before: a state whose reservations
+                -- all passed may have been dropped (store_limits), and t + o must stay an
+                -- interval past the last send for store_limits to drop it only then.
+                held.t = math.max(held.t, slot + interval)
                 send_at = math.ceil(math.max(
                     slot + offset, now, held.l and held.l + interval or 0))
                 held.o = send_at - slot
@@ -236,7 +241,7 @@ if action == 'lease' then
 elseif action == 'settle' then
     local unparked = 0
     for i = 3, #ARGV, 4 do
-        local earliest = settle(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3] == '1')
+        local earliest = settle(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]))
         if earliest > 0 and (unparked == 0 or earliest < unparked) then
             unparked = earliest
         end
