@@ -164,6 +164,17 @@ def test_graceful_stop_benchmark_measures_the_stop_and_the_waiting_claims() -> N
     assert isinstance(ends, dict) and sum(ends.values()) == 2
 
 
+def test_rolling_pushes_benchmark_accounts_for_every_message() -> None:
+    result = run_benchmark(
+        "rolling_pushes", "--rounds", "1", "--messages", "40", "--spacing-ms", "20", "--wait", "5"
+    )
+    [over_1s] = result["over_1s"]
+    assert isinstance(over_1s, int) and over_1s >= 0
+    # When each push came is tests/api/test_push_dispatch.py's to check.
+    assert isinstance(result["never"], int) and 0 <= result["never"] <= 40
+    assert isinstance(result["twice"], int)
+
+
 def test_replica_acks_benchmark_measures_each_value() -> None:
     result = run_benchmark(
         "replica_acks", "--acks", "0,1", "--rounds", "1", "--seconds", "1", "--connections", "4"
