@@ -27,7 +27,7 @@ pytestmark = pytest.mark.functional
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "graceful"}
 QUEUES = ("q1", "q2", "q3")
 WORKERS = 2
-# The longest wait a claim may ask for: longer than gunicorn's graceful timeout (10 s), past
+# The longest wait a claim may ask for: longer than gunicorn's graceful timeout (15 s), past
 # which the master kills a worker that has not exited.
 WAIT_S = 20
 

@@ -285,3 +285,42 @@ def test_a_push_in_flight_when_the_server_is_stopped_is_settled_and_not_sent_aga
                 service.stop()
     finally:
         redis.stop()
+
+
+def test_a_stop_waits_for_pushes_in_flight_as_long_as_the_push_timeout() -> None:
+    """A push timeout longer than gunicorn's usual graceful timeout (10 s): the stopping
+    workers are given the push timeout and a margin, so a push its receiver answers 11 s into
+    the stop is recorded (not sent again when its lease ends) and each worker exits by
+    itself."""
+    args = ["--config-file", config(push_timeout_s=14.0)]
+    redis = RedisServer().start()
+    env = {STORAGE_URI_ENV: redis.url}
+    try:
+        with receiver(hold=True) as hook:
+            service = ServiceProcess(env=env, args=args).start().wait_for_workers()
+            subscribe(service.url, "slow", hook)
+            post(service.url, "slow", [time.time_ns() // 1_000_000])
+            hook.wait_for(1)
+            with hook.lock:
+                assert hook.in_flight == 1, "the push is not in flight"
+            assert service.process is not None
+            stopping = service.process
+            stopping.send_signal(signal.SIGTERM)
+            with pytest.raises(subprocess.TimeoutExpired):
+                stopping.wait(11)  # past the 10 s a worker used to be given
+            hook.answering.set()
+            assert stopping.wait(30) == 0
+            service.process = None
+            log = service.log()
+            assert log.count("Worker exiting") == 2, log
+            service = ServiceProcess(env=env, args=args).start()
+            try:
+                listed = requests.get(
+                    f"{service.url}/v2/queues/slow/subscriptions", headers=HEADERS, timeout=10
+                )
+                [shown] = listed.json()["subscriptions"]
+                assert shown["last_delivery"]["outcome"] == "delivered", shown
+            finally:
+                service.stop()
+    finally:
+        redis.stop()

@@ -62,3 +62,13 @@ def test_the_websocket_port_is_a_second_bind(tmp_path: Path) -> None:
     )
     binds = gunicorn_defaults.options(load_settings([str(conf)]))["bind"]
     assert binds == ["127.0.0.1:8888", "0.0.0.0:9000"]
+
+
+@pytest.mark.parametrize(("push_timeout", "graceful"), [(None, 15), (30.5, 36), (0.5, 10)])
+def test_a_stopping_worker_is_given_the_push_timeout_and_a_margin(
+    tmp_path: Path, push_timeout: float | None, graceful: int
+) -> None:
+    conf = tmp_path / "zaqar-delay.conf"
+    conf.write_text(f"[notification]\npush_timeout = {push_timeout}\n" if push_timeout else "")
+    options = gunicorn_defaults.options(load_settings([str(conf)]))
+    assert options["graceful_timeout"] == graceful

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -13,6 +14,10 @@ from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings
 # Concurrent connections each worker serves. Waiting claims (?wait=S) hold theirs for up to
 # S seconds while costing only a greenlet, so 2 workers hold 2,000 waiting claims.
 WORKER_CONNECTIONS = 1000
+# How long a stopping worker may take (gunicorn's graceful_timeout) beyond the push timeout it
+# waits for its pushes in flight: to record their outcomes and end the rest.
+STOP_MARGIN_S = 5
+MIN_GRACEFUL_TIMEOUT_S = 10
 
 
 def options(settings: Settings) -> dict[str, Any]:
@@ -26,7 +31,7 @@ def options(settings: Settings) -> dict[str, Any]:
         "worker_class": worker_class(settings.server.transfer_timeout),
         "worker_connections": WORKER_CONNECTIONS,
         "timeout": settings.server.timeout,
-        "graceful_timeout": 10,
+        "graceful_timeout": graceful_timeout_s(settings),
         "keepalive": settings.server.keepalive,
         "proc_name": "zaqar-delay",
         "accesslog": None,
@@ -38,6 +43,14 @@ def options(settings: Settings) -> dict[str, Any]:
         "child_exit": worker_exited,
         "on_exit": master_exits,
     }
+
+
+def graceful_timeout_s(settings: Settings) -> int:
+    """How long a stopping worker has before gunicorn kills it: 10 s, or longer when the
+    dispatcher's wait for its pushes in flight (``[notification] push_timeout``) needs it, so
+    that a push a receiver answers late in that wait is recorded and not sent again."""
+    wait_s = math.ceil(settings.notification.push_timeout) + STOP_MARGIN_S
+    return max(MIN_GRACEFUL_TIMEOUT_S, wait_s)
 
 
 def binds(settings: Settings) -> list[str]:
