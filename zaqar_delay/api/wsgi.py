@@ -5,6 +5,9 @@ file comes from ``ZAQAR_DELAY_CONFIG_FILE`` (optional). The app is built on firs
 in each worker, so nothing connects before the fork, and exactly once: requests that arrive
 together while it is built (threads, or greenlets of a gevent worker, where the lock is
 gevent's) wait for that one build instead of starting a second app with a second dispatcher.
+Under uWSGI, a worker that exits stops what the process runs (``stopping.stop_serving``): its
+push dispatcher records the outcomes of its pushes in flight and gives back those it leased
+ahead, as under zaqar-delay-server.
 """
 
 from __future__ import annotations
@@ -40,3 +43,18 @@ def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
                 _app = _build()
     result: Iterable[bytes] = _app(environ, start_response)
     return result
+
+
+def _stop_at_uwsgi_exit() -> None:
+    """Under uWSGI (its ``uwsgi`` module exists only there), stop serving as the worker
+    exits: after a graceful stop has let its requests end, before the process goes."""
+    try:
+        import uwsgi
+    except ImportError:
+        return
+    from zaqar_delay import stopping
+
+    uwsgi.atexit = stopping.stop_serving
+
+
+_stop_at_uwsgi_exit()
