@@ -126,6 +126,14 @@ def test_only_requests_in_flight_are_leased(api: Api, running: Dispatcher) -> No
         hanging.answering.set()
 
 
+def wait_until_leased(api: Api, due_ms: int) -> None:
+    """Until a running dispatcher leased queue q's push owed at ``due_ms`` ahead of time."""
+    deadline = time.monotonic() + 10
+    while api.store("q").next_push_ms() == due_ms:
+        assert time.monotonic() < deadline, "never leased ahead"
+        time.sleep(0.01)
+
+
 def test_a_push_leased_ahead_is_sent_at_its_time_never_before(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -149,17 +157,14 @@ def test_a_push_leased_ahead_is_sent_at_its_time_never_before(
             due_ms = api.clock.now_ms() + 5_000
             [mid] = api.post_messages("q", {"body": 1, "deliver_at": due_ms})
             # Within the lease-ahead time: the running dispatcher holds it at once...
-            deadline = time.monotonic() + 10
-            while api.store("q").next_push_ms() == due_ms:
-                assert time.monotonic() < deadline, "never leased ahead"
-                time.sleep(0.01)
+            wait_until_leased(api, due_ms)
             assert api.store("q").lease_pushes(PROJECT, "q", LeaseRequest(due_ms, 60_000, 10)) == []
             # ...and sends it when its time comes on the clock, not before: the push thread
             # reads the clock again and again and keeps waiting.
             api.clock.advance(ms=4_999)
-            before = push_thread_reads[0]
+            before, deadline = push_thread_reads[0], time.monotonic() + 10
             while push_thread_reads[0] < before + 5:
-                assert time.monotonic() < deadline + 10, "the push stopped reading the clock"
+                assert time.monotonic() < deadline, "the push stopped reading the clock"
                 time.sleep(0.01)
             assert hook.received == []
             api.clock.advance(ms=1)
@@ -183,10 +188,7 @@ def test_a_stopping_dispatcher_gives_back_the_pushes_it_leased_ahead(
             subscribe(api, hook, **options)
             due_ms = api.clock.now_ms() + 5_000
             [mid] = api.post_messages("q", {"body": 1, "deliver_at": due_ms})
-            deadline = time.monotonic() + 10
-            while api.store("q").next_push_ms() == due_ms:
-                assert time.monotonic() < deadline, "never leased ahead"
-                time.sleep(0.01)
+            wait_until_leased(api, due_ms)
             dispatcher.stop()
             assert hook.received == []
     finally:

@@ -20,7 +20,7 @@ import requests
 from testbed.processes import RedisServer, ServiceProcess, is_gone, process_tree
 from testbed.receiver import Received, Receiver, receiver
 from tests.helpers.faults import HEADERS, Store
-from tests.helpers.push import attempts_by_outcome
+from tests.helpers.push import attempts_by_outcome, last_outcome
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -249,6 +249,22 @@ def test_a_rate_limited_backlog_is_not_sent_at_once_after_every_server_process_s
         redis.stop()
 
 
+def stop_with_a_push_in_flight(
+    service: ServiceProcess, queue: str, hook: Receiver
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Subscribe ``hook`` (holding its answers) to ``queue``, post one message, and send the
+    server SIGTERM once the message's push is in flight; the stopping server and the id."""
+    subscribe(service.url, queue, hook)
+    [message_id] = post(service.url, queue, [time.time_ns() // 1_000_000])
+    hook.wait_for(1)
+    with hook.lock:
+        assert hook.in_flight == 1, "the push is not in flight"
+    assert service.process is not None
+    stopping = service.process
+    stopping.send_signal(signal.SIGTERM)
+    return stopping, message_id
+
+
 def test_a_push_in_flight_when_the_server_is_stopped_is_settled_and_not_sent_again() -> None:
     # A lease lasts three push timeouts: a push whose outcome was not recorded is sent again
     # by the restarted server once its lease ends.
@@ -259,14 +275,7 @@ def test_a_push_in_flight_when_the_server_is_stopped_is_settled_and_not_sent_aga
     try:
         with receiver(hold=True) as hook:
             service = ServiceProcess(env=env, args=args).start()
-            subscribe(service.url, "jobs", hook)
-            [message_id] = post(service.url, "jobs", [time.time_ns() // 1_000_000])
-            hook.wait_for(1)
-            with hook.lock:
-                assert hook.in_flight == 1, "the push is not in flight"
-            assert service.process is not None
-            stopping = service.process
-            stopping.send_signal(signal.SIGTERM)
+            stopping, message_id = stop_with_a_push_in_flight(service, "jobs", hook)
             # The receiver answers once the server exited, or 2.5 s after the stop began
             # (within the push timeout): a server that waits for its push takes the answer.
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -298,14 +307,7 @@ def test_a_stop_waits_for_pushes_in_flight_as_long_as_the_push_timeout() -> None
     try:
         with receiver(hold=True) as hook:
             service = ServiceProcess(env=env, args=args).start().wait_for_workers()
-            subscribe(service.url, "slow", hook)
-            post(service.url, "slow", [time.time_ns() // 1_000_000])
-            hook.wait_for(1)
-            with hook.lock:
-                assert hook.in_flight == 1, "the push is not in flight"
-            assert service.process is not None
-            stopping = service.process
-            stopping.send_signal(signal.SIGTERM)
+            stopping, _ = stop_with_a_push_in_flight(service, "slow", hook)
             with pytest.raises(subprocess.TimeoutExpired):
                 stopping.wait(11)  # past the 10 s a worker used to be given
             hook.answering.set()
@@ -315,11 +317,7 @@ def test_a_stop_waits_for_pushes_in_flight_as_long_as_the_push_timeout() -> None
             assert log.count("Worker exiting") == 2, log
             service = ServiceProcess(env=env, args=args).start()
             try:
-                listed = requests.get(
-                    f"{service.url}/v2/queues/slow/subscriptions", headers=HEADERS, timeout=10
-                )
-                [shown] = listed.json()["subscriptions"]
-                assert shown["last_delivery"]["outcome"] == "delivered", shown
+                assert last_outcome(service.url, "slow", HEADERS) == "delivered"
             finally:
                 service.stop()
     finally:

@@ -20,6 +20,7 @@ import requests
 
 from testbed.processes import RedisServer, ServiceProcess, free_port, wait_until
 from testbed.receiver import receiver
+from tests.helpers.push import last_outcome
 
 pytestmark = pytest.mark.functional
 
@@ -170,10 +171,6 @@ def test_a_push_in_flight_when_uwsgi_stops_is_recorded(
         assert server.wait(30) == 0
     service = ServiceProcess(args=["--config-file", str(conf)]).start()
     try:
-        listed = requests.get(
-            f"{service.url}/v2/queues/hooked/subscriptions", headers=HEADERS, timeout=10
-        )
-        [shown] = listed.json()["subscriptions"]
-        assert shown["last_delivery"]["outcome"] == "delivered", shown
+        assert last_outcome(service.url, "hooked", HEADERS) == "delivered"
     finally:
         service.stop()

@@ -68,3 +68,12 @@ def attempts_by_outcome(url: str) -> dict[str, float]:
                     outcome = sample.labels["outcome"]
                     counts[outcome] = counts.get(outcome, 0) + sample.value
     return counts
+
+
+def last_outcome(url: str, queue: str, headers: dict[str, str]) -> str:
+    """The outcome of the last push attempt the queue's one subscription records, as the
+    server at ``url`` shows it."""
+    listed = requests.get(f"{url}/v2/queues/{queue}/subscriptions", headers=headers, timeout=10)
+    [shown] = listed.json()["subscriptions"]
+    assert "last_delivery" in shown, f"no attempt recorded: {shown}"
+    return str(shown["last_delivery"]["outcome"])
