@@ -55,6 +55,33 @@ def test_a_push_leased_too_slowly_is_not_sent_and_is_leased_for_longer_next(
         assert dispatcher.run_once() == 0  # settled: never sent again
 
 
+def test_a_push_leased_too_slowly_is_given_back_at_once(
+    api: Api, dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Owed again as soon as it is settled unsent, not when its lease ends."""
+    door = api.service.pushes
+    lease_pushes = door.lease_pushes
+    timeout_ms = dispatcher.lease_length.push_timeout_ms
+    slow = [True]
+
+    def slow_once(*args: Any) -> list[Delivery]:
+        leased = lease_pushes(*args)
+        if leased and slow[0]:
+            slow[0] = False
+            api.clock.advance(ms=timeout_ms * 3 // 2)  # 1.5 push timeouts of the lease left
+        return leased
+
+    monkeypatch.setattr(door, "lease_pushes", slow_once)
+    with receiver() as hook:
+        subscribe(api, hook)
+        api.post_messages("q", {"body": 1, "ttl": 600})
+        assert dispatcher.run_once() == 0
+        assert not slow[0] and hook.received == []
+        assert dispatcher.run_once() == 1  # the clock has not moved: the lease would hold it
+        [push] = hook.wait_for(1)
+        assert push.json()["body"] == 1 and push.headers["X-Zaqar-Delay-Attempt"] == "1"
+
+
 def test_outcomes_are_settled_while_a_lease_round_waits_on_the_store(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -209,7 +209,7 @@ class Dispatcher:
         concurrent.futures.wait(started)
         for future in started:
             future.result()
-        return self._settle_ended()
+        return sum(attempt.outcome.kind != "unsent" for attempt in self._settle_ended())
 
     def _free_slots(self) -> int:
         with self._in_flight_lock:
@@ -293,10 +293,12 @@ class Dispatcher:
         answered_ms = self.clock.now_ms()
         took_ms = answered_ms - called_ms
         self.lease_length.record(took_ms)
+        self._take_slots(project, len(leased))
         if leased and not self.lease_length.enough_left(until_ms + lease_ms - answered_ms):
             LOG.warning("%d pushes leased too late to send (in %d ms)", len(leased), took_ms)
-            return 0  # owed again when the lease ends, and leased for longer then
-        self._take_slots(project, len(leased))
+            # Given back unsent, owed again at once: the next lease is longer.
+            self._ended_all([Attempt(d, Outcome("unsent"), answered_ms) for d in leased])
+            return 0
         started += [self._pool.submit(self._attempt, delivery) for delivery in leased]
         return len(leased)
 
@@ -320,9 +322,7 @@ class Dispatcher:
             LOG.exception("push %s failed unexpectedly; sent again later", delivery.id)
             self._take_slots(delivery.project, -1)
         else:
-            with self._in_flight_lock:
-                self._ended.append(Attempt(delivery, outcome, sent_ms))
-            self._attempts_ended.set()
+            self._ended_all([Attempt(delivery, outcome, sent_ms)])
 
     def _attempt_ticks(self, ticks: list[Delivery], lease_ms: int) -> None:
         """Fire schedules' ticks of one queue together (they share their store calls), and
@@ -338,13 +338,18 @@ class Dispatcher:
             self._take_slots(ticks[0].project, -1)
         else:
             self._tick_batches.fired(ticks, self.clock.now_ms() - sent_ms, lease_ms)
-            attempts = [
-                Attempt(tick, outcome, sent_ms, slots=int(index == 0))
-                for index, (tick, outcome) in enumerate(zip(ticks, outcomes, strict=True))
-            ]
-            with self._in_flight_lock:
-                self._ended += attempts
-            self._attempts_ended.set()
+            self._ended_all(
+                [
+                    Attempt(tick, outcome, sent_ms, slots=int(index == 0))
+                    for index, (tick, outcome) in enumerate(zip(ticks, outcomes, strict=True))
+                ]
+            )
+
+    def _ended_all(self, attempts: list[Attempt]) -> None:
+        """Queue these attempts for the settler (their slots are freed once settled)."""
+        with self._in_flight_lock:
+            self._ended += attempts
+        self._attempts_ended.set()
 
     def _wait_for(self, owed_ms: int) -> bool:
         """Sleep until ``owed_ms`` has come on the clock (False: the dispatcher stopped first).
@@ -372,10 +377,10 @@ class Dispatcher:
             except Exception:
                 LOG.exception("settling pushes failed; they are sent again later")
 
-    def _settle_ended(self) -> int:
+    def _settle_ended(self) -> list[Attempt]:
         """Record the outcomes of the requests that ended, one store call per queue, and free
-        their slots (also when the store fails: those pushes are sent again later); how many
-        ended."""
+        their slots (also when the store fails: those pushes are sent again later); those
+        that ended."""
         with self._in_flight_lock:
             ended, self._ended = self._ended, []
         by_queue: dict[tuple[str, str], list[Attempt]] = collections.defaultdict(list)
@@ -391,4 +396,4 @@ class Dispatcher:
         finally:
             for attempt in ended:
                 self._take_slots(attempt.delivery.project, -attempt.slots)
-        return len(ended)
+        return ended
