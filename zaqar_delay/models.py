@@ -328,7 +328,8 @@ class Settlement:
     """Attempts made under their lease, to record (``Deliveries.settle_pushes``).
     ``consume``: the ids of the deliveries whose messages go once delivered (a queue with
     ``_delete_after_push``). ``unsent``: the ids of the deliveries given back unsent (their
-    dispatcher stopped before their time), owed again at their time with no attempt more."""
+    dispatcher stopped before their time, or leased them too late to send), owed again at
+    their time with no attempt more."""
 
     outcomes: Sequence[PushOutcome]
     consume: Collection[str] = ()

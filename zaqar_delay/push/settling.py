@@ -20,7 +20,8 @@ from zaqar_delay.push_door import PushDoor
 
 LOG = logging.getLogger(__name__)
 # The dispatcher's outcomes of pushes it did not send: dropped (the subscription is not
-# confirmed), or given back for their time (the dispatcher stopped first).
+# confirmed), or given back, owed again at their time (the dispatcher stopped first, or leased
+# them too late to send).
 NOT_SENT = ("unconfirmed", "unsent")
 # Characters of an error kept as a subscription's last push result.
 MAX_RESULT_DETAIL = 200
@@ -55,9 +56,10 @@ class Settler:
         for attempt in attempts:
             delivery, outcome = attempt.delivery, attempt.outcome
             if outcome.kind in NOT_SENT:
-                # Not an attempt, nothing to report: dropped, or owed again at its time.
-                unsent.append(delivery.id)
-                outcomes.append((delivery, delivery.owed_ms if outcome.kind == "unsent" else None))
+                # Not an attempt, nothing to report: owed again at its time, or dropped.
+                given_back = outcome.kind == "unsent"
+                outcomes.append((delivery, delivery.owed_ms if given_back else None))
+                unsent += [delivery.id] if given_back else []
                 continue
             retry_at = self._retry_at(delivery, outcome, now_ms)
             outcomes.append((delivery, retry_at))

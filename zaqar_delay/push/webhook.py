@@ -57,7 +57,7 @@ class Outcome:
     """What an attempt came to: ``delivered``, ``retry`` (with the receiver's ``Retry-After``
     in seconds, if it gave one) or ``permanent``; ``error`` says why it failed. (The
     dispatcher's ``unconfirmed``: not sent, the subscription is not confirmed; ``unsent``:
-    given back before its time, the dispatcher stopped.)"""
+    given back, the dispatcher stopped first or leased it too late to send.)"""
 
     kind: str
     error: str = ""
