@@ -137,7 +137,7 @@ def sentinel_client(uri: str, socket_timeout: float, max_connections: int = 64) 
     Sentinel in the list is the retry)."""
     target = parse_sentinel_uri(uri)
     timeout = target.socket_timeout or socket_timeout
-    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+    sentinels = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]  # typed from redis 8.2
         list(target.sentinels),
         sentinel_kwargs={
             "socket_timeout": timeout,
