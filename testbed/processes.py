@@ -591,6 +591,9 @@ class ServiceProcess:
             LOOPBACK_ONLY,
             *self.args,
         ]
+        if os.path.exists(self.log_path):
+            # A server started again on the same data: the log of the one before is kept.
+            os.replace(self.log_path, self.log_path + ".before")
         log = open(self.log_path, "wb")  # noqa: SIM115 - kept open for the server's lifetime
         self.process = subprocess.Popen(
             command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd

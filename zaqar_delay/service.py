@@ -71,7 +71,7 @@ class Service:
         self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption)
         self.quotas = Quotas(self.stores, limits)
         self.listing = QueueListing(self.stores, limits)
-        self.schedules = Schedules(self.stores, limits, self.post_messages, self.lifecycle)
+        self.schedules = Schedules(self.stores, limits, self.post_messages, self.lifecycle, clock)
         self.pushes = PushDoor(self.stores, self.lifecycle, self.encryption, self.poster)
 
     def now_ms(self) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zaqar_delay import errors, topics, validation
+from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Metadata, NewSubscription
@@ -43,12 +44,14 @@ class Schedules:
     """The schedules of every project's queues and topics, over ``stores``; ``post`` posts
     a fire's message with the target's rules (``Service.post_messages``)."""
 
-    def __init__(self, stores: Stores, limits: Limits, post: Post, lifecycle: Lifecycle) -> None:
+    def __init__(
+        self, stores: Stores, limits: Limits, post: Post, lifecycle: Lifecycle, clock: Clock
+    ) -> None:
         self.stores = stores
         self.limits = limits
         self.lifecycle = lifecycle
         self.records = Records(stores)
-        self.ticks = Ticks(self.records, limits, post, lifecycle)
+        self.ticks = Ticks(self.records, limits, post, lifecycle, clock)
 
     # -- what clients write ------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from zaqar_delay import jsondoc
+from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Fire, Metadata, NewMessage, Posted
@@ -82,13 +83,16 @@ def successor(
 
 class Ticks:
     """Fires the ticks of every project's tick queues, over ``records``; ``post`` posts the
-    messages with the target's rules (``Service.post_messages``)."""
+    messages with the target's rules (``Service.post_messages``), which read ``clock``."""
 
-    def __init__(self, records: Records, limits: Limits, post: Post, lifecycle: Lifecycle) -> None:
+    def __init__(
+        self, records: Records, limits: Limits, post: Post, lifecycle: Lifecycle, clock: Clock
+    ) -> None:
         self.records = records
         self.limits = limits
         self._post = post
         self.lifecycle = lifecycle
+        self.clock = clock
 
     def fire_many(
         self, project: str, queue: str, tick_bodies: Sequence[Any], now_ms: int
@@ -137,8 +141,7 @@ class Ticks:
         ``max_messages_per_post``: what each schedule posted."""
         planned: list[tuple[str, int, dict[str, Any]]] = []
         for firing in firings:
-            message = firing.schedule.message
-            delay_ms = int(message.get("delay", 0)) * 1000
+            message, delay_ms = firing.schedule.message, _delay_ms(firing.schedule)
             for key, slot_ms in firing.slots.items():
                 one: dict[str, Any] = {
                     "body": message["body"],
@@ -170,12 +173,16 @@ class Ticks:
             if (firing := self._firing(name, body, definitions[name], now_ms)) is not None
         ]
         fired = self.post_fires(project, target, [f for f in firings if f.slots], now_ms)
-        states, ticks = {}, []
+        stored_by_ms = self.clock.now_ms()
+        states, ticks, collapsed = {}, [], {}
         for firing in firings:
             schedule, posted = firing.schedule, fired.get(firing.name, [])
             fires, last = firing.fires_before + len(posted), firing.tick_slot
+            after = last
             if posted:
                 last = posted[-1].slot_ms
+                after = _stands_for(schedule, posted[-1], stored_by_ms)
+                collapsed[firing.name] = schedule.plan.catch_up(last, after, fires)[1]
                 states[firing.name] = {
                     "fires": fires,
                     "slot": last,
@@ -184,14 +191,14 @@ class Ticks:
                 }
             # One successor per tick, whatever a repeat of it computes.
             key = f"after:{firing.tick_slot}"
-            tick = successor(firing.name, firing.metadata, schedule, last, fires, now_ms, key)
+            tick = successor(firing.name, firing.metadata, schedule, after, fires, now_ms, key)
             if tick is not None:
                 ticks.append(tick)
         self.records.write_states(project, target, states, now_ms)
         for firing in firings:
             if firing.name in fired:
                 posted = fired[firing.name]
-                missed = max(0, firing.passed - len(posted))
+                missed = max(0, firing.passed - len(posted)) + collapsed[firing.name]
                 self.lifecycle.scheduled(project, target, firing.name, posted, missed, now_ms)
         self.records.post_ticks(project, target, ticks, SCHEDULER_CLIENT_ID, now_ms)
 
@@ -215,3 +222,19 @@ class Ticks:
             keyed = {str(s): s for s in due} if schedule.plan.misfire == "all" else {}
             slots = keyed or {str(slot): due[-1]}
         return Firing(name, metadata, schedule, slot, fires, slots, passed)
+
+
+def _delay_ms(schedule: Schedule) -> int:
+    """The delay of the schedule's messages after their slots."""
+    return int(schedule.message.get("delay", 0)) * 1000
+
+
+def _stands_for(schedule: Schedule, last: Fire, stored_by_ms: int) -> int:
+    """The latest slot the schedule's ``last`` fire stands for: its own, or, for a ``skip``
+    catch-up posted after its due time (so due when stored, by ``stored_by_ms``), every slot
+    whose message would have been due by then. A store slow to take that post (after a
+    restart, say) would otherwise see the next slot fire a second message beside it."""
+    delay_ms = _delay_ms(schedule)
+    if schedule.plan.misfire != "skip" or last.due_ms <= last.slot_ms + delay_ms:
+        return last.slot_ms
+    return max(last.slot_ms, stored_by_ms - delay_ms)
