@@ -138,7 +138,9 @@ class Ticks:
     ) -> dict[str, list[Fire]]:
         """Post the message of each firing's slots, each due at its slot plus the message's
         own delay (now for a slot already past), in posts of at most
-        ``max_messages_per_post``: what each schedule posted."""
+        ``max_messages_per_post``: what each schedule posted. A message posted for a time
+        already past is due when the store takes it: its ``Fire`` says the clock read once
+        its post answered (what each schedule posted is known to be due by then)."""
         planned: list[tuple[str, int, dict[str, Any]]] = []
         for firing in firings:
             message, delay_ms = firing.schedule.message, _delay_ms(firing.schedule)
@@ -157,8 +159,10 @@ class Ticks:
             chunk = planned[start : start + most]
             payload = jsondoc.dumps({"messages": [one for _, _, one in chunk]}).encode()
             ids = self._post(project, target, payload, SCHEDULER_CLIENT_ID).ids
+            answered_ms = self.clock.now_ms()
             for (name, slot_ms, one), message_id in zip(chunk, ids, strict=True):
-                fired[name].append(Fire(slot_ms, one["deliver_at"], message_id))
+                due_ms = max(one["deliver_at"], answered_ms)
+                fired[name].append(Fire(slot_ms, due_ms, message_id))
         return fired
 
     def _fire_together(
@@ -173,7 +177,6 @@ class Ticks:
             if (firing := self._firing(name, body, definitions[name], now_ms)) is not None
         ]
         fired = self.post_fires(project, target, [f for f in firings if f.slots], now_ms)
-        stored_by_ms = self.clock.now_ms()
         states, ticks, collapsed = {}, [], {}
         for firing in firings:
             schedule, posted = firing.schedule, fired.get(firing.name, [])
@@ -181,7 +184,7 @@ class Ticks:
             after = last
             if posted:
                 last = posted[-1].slot_ms
-                after = _stands_for(schedule, posted[-1], stored_by_ms)
+                after = _stands_for(schedule, posted[-1])
                 collapsed[firing.name] = schedule.plan.catch_up(last, after, fires)[1]
                 states[firing.name] = {
                     "fires": fires,
@@ -229,12 +232,12 @@ def _delay_ms(schedule: Schedule) -> int:
     return int(schedule.message.get("delay", 0)) * 1000
 
 
-def _stands_for(schedule: Schedule, last: Fire, stored_by_ms: int) -> int:
+def _stands_for(schedule: Schedule, last: Fire) -> int:
     """The latest slot the schedule's ``last`` fire stands for: its own, or, for a ``skip``
-    catch-up posted after its due time (so due when stored, by ``stored_by_ms``), every slot
-    whose message would have been due by then. A store slow to take that post (after a
+    message due later than its slot's time (a catch-up, due when the store took it), every
+    slot whose message would have been due by then. A store slow to take that post (after a
     restart, say) would otherwise see the next slot fire a second message beside it."""
     delay_ms = _delay_ms(schedule)
-    if schedule.plan.misfire != "skip" or last.due_ms <= last.slot_ms + delay_ms:
+    if schedule.plan.misfire != "skip":
         return last.slot_ms
-    return max(last.slot_ms, stored_by_ms - delay_ms)
+    return max(last.slot_ms, last.due_ms - delay_ms)
