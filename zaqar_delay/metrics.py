@@ -133,8 +133,9 @@ class Metrics:
         )
         self.schedule_fires = Counter(
             "zaqar_delay_schedule_fires",
-            "Messages recurring schedules posted, by schedule and whether their slot had "
-            "passed when they were posted (late: after an outage, or a dispatcher behind).",
+            "Messages recurring schedules posted, by schedule and whether their due time (the "
+            "slot plus the message's delay) had passed when they were posted (late: after an "
+            "outage, or a dispatcher behind).",
             (*QUEUE_LABELS, "schedule", "late"),
             registry=registry,
         )
@@ -195,7 +196,7 @@ class Metrics:
         bounded = self._series.labels(project, f"{queue}/{schedule}") != (OTHER, OTHER)
         shown = (project, queue, schedule) if bounded else (OTHER, OTHER, OTHER)
         for fire in fires:
-            self.schedule_fires.labels(*shown, str(fire.due_ms > fire.slot_ms).lower()).inc()
+            self.schedule_fires.labels(*shown, str(fire.late).lower()).inc()
         if missed:
             self.schedule_missed.labels(*shown).inc(missed)
 

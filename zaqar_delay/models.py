@@ -339,8 +339,10 @@ class Settlement:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Fire:
     """A message a recurring schedule posted: for its ``slot_ms``, due at ``due_ms`` (the slot
-    plus the message's delay, or when it was posted for a slot already past)."""
+    plus the message's delay, or when it was posted for a slot already past); ``late`` when
+    that time had passed when it was posted."""
 
     slot_ms: int
     due_ms: int
     message_id: str
+    late: bool = False

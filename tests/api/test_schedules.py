@@ -455,6 +455,23 @@ def test_dispatcher_without_a_fire_retries_the_tick(api: Api) -> None:
         assert messages(api) == [{"job": "sweep"}]
 
 
+def test_a_fire_is_counted_late_only_when_its_message_could_not_be_due_on_time(api: Api) -> None:
+    """A message with a ``delay`` is due that long after its slot: posted ahead, it is on
+    time; posted once its slot and delay have both passed (after an outage), it is late."""
+    delayed = {**EVERY_MINUTE, "message": {**EVERY_MINUTE["message"], "delay": 30}}
+    api.put("/v2/queues/q/schedules/sweep", json=delayed)
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=60_000 - LEAD_MS)
+        dispatcher.run_once()  # due at its slot plus 30 s
+        api.clock.advance(ms=5 * 60_000 + LEAD_MS + 40_000)  # the latest slot and its delay past
+        dispatcher.run_once()
+    assert len(messages(api)) == 2
+    shown = api.service.metrics.render().decode()
+    labels = f'project="{PROJECT}",queue="q",schedule="sweep"'
+    assert f'zaqar_delay_schedule_fires_total{{late="false",{labels}}} 1.0' in shown
+    assert f'zaqar_delay_schedule_fires_total{{late="true",{labels}}} 1.0' in shown
+
+
 def test_fires_are_journaled_and_counted_with_the_slots_they_skipped(
     request: pytest.FixtureRequest, tmp_path: pathlib.Path
 ) -> None:

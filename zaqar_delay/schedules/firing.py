@@ -142,8 +142,9 @@ class Ticks:
         already past is due when the store takes it: its ``Fire`` says the clock read once
         its post answered (what each schedule posted is known to be due by then)."""
         planned: list[tuple[str, int, dict[str, Any]]] = []
+        delays = {firing.name: _delay_ms(firing.schedule) for firing in firings}
         for firing in firings:
-            message, delay_ms = firing.schedule.message, _delay_ms(firing.schedule)
+            message, delay_ms = firing.schedule.message, delays[firing.name]
             for key, slot_ms in firing.slots.items():
                 one: dict[str, Any] = {
                     "body": message["body"],
@@ -162,7 +163,8 @@ class Ticks:
             answered_ms = self.clock.now_ms()
             for (name, slot_ms, one), message_id in zip(chunk, ids, strict=True):
                 due_ms = max(one["deliver_at"], answered_ms)
-                fired[name].append(Fire(slot_ms, due_ms, message_id))
+                late = one["deliver_at"] > slot_ms + delays[name]
+                fired[name].append(Fire(slot_ms, due_ms, message_id, late))
         return fired
 
     def _fire_together(
