@@ -108,8 +108,9 @@ class NullJournal:
     def scheduled(
         self, project: str, queue: str, schedule: str, fires: Sequence[Fire], now_ms: int
     ) -> None:
-        """Journal the messages a schedule's fire posted to ``queue``: each one's slot and
-        due time (a slot already past when it fired is due when it was posted)."""
+        """Journal the messages a schedule's fire posted to ``queue``: each one's slot, its
+        delay after the slot and its due time (the slot plus the delay, or when it was posted
+        for a time already past)."""
 
 
 class Journal(NullJournal):
@@ -290,7 +291,8 @@ def _scheduled_lines(
     head = _head(now_ms, "scheduled", project, queue)
     name = _str(schedule)
     return "".join(
-        f'{head}{_str(f.message_id)},"schedule":{name},"slot":{f.slot_ms},"due":{f.due_ms}}}\n'
+        f'{head}{_str(f.message_id)},"schedule":{name},"slot":{f.slot_ms},"due":{f.due_ms},'
+        f'"delay":{f.delay_ms}}}\n'
         for f in fires
     )
 

@@ -133,9 +133,9 @@ class Metrics:
         )
         self.schedule_fires = Counter(
             "zaqar_delay_schedule_fires",
-            "Messages recurring schedules posted, by schedule and whether their due time (the "
-            "slot plus the message's delay) had passed when they were posted (late: after an "
-            "outage, or a dispatcher behind).",
+            "Messages recurring schedules posted, by schedule and whether they were late: due "
+            "after their slot plus the message's delay (posted after an outage, or by a "
+            "dispatcher behind).",
             (*QUEUE_LABELS, "schedule", "late"),
             registry=registry,
         )

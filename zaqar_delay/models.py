@@ -339,10 +339,15 @@ class Settlement:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Fire:
     """A message a recurring schedule posted: for its ``slot_ms``, due at ``due_ms`` (the slot
-    plus the message's delay, or when it was posted for a slot already past); ``late`` when
-    that time had passed when it was posted."""
+    plus the message's ``delay_ms``, or when it was posted for a time already past)."""
 
     slot_ms: int
     due_ms: int
     message_id: str
-    late: bool = False
+    delay_ms: int = 0
+
+    @property
+    def late(self) -> bool:
+        """Due after its slot plus its delay: posted after an outage, or by a dispatcher
+        behind."""
+        return self.due_ms > self.slot_ms + self.delay_ms

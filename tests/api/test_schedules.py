@@ -490,9 +490,9 @@ def test_fires_are_journaled_and_counted_with_the_slots_they_skipped(
             for line in path.read_text().splitlines()
         ]
         fires = [line for line in lines if line["event"] == "scheduled"]
-        assert [(f["schedule"], f["slot"], f["due"]) for f in fires] == [
-            ("sweep", written + 60_000, written + 60_000),
-            ("sweep", written + 360_000, api.clock.now_ms()),  # skip: the latest, late
+        assert [(f["schedule"], f["slot"], f["due"], f["delay"]) for f in fires] == [
+            ("sweep", written + 60_000, written + 60_000, 0),
+            ("sweep", written + 360_000, api.clock.now_ms(), 0),  # skip: the latest, late
         ]
         shown = api.service.metrics.render().decode()
         labels = f'project="{PROJECT}",queue="q",schedule="sweep"'

@@ -248,6 +248,8 @@ def test_schedule_fires_are_counted_per_schedule_with_their_lateness(
         event(0, "scheduled", "m2", schedule="nightly", slot=2000, due=2000),
         event(0, "scheduled", "m3", schedule="nightly", slot=3000, due=3400),  # late
         event(0, "scheduled", "m4", schedule="hourly", slot=1000, due=1000),
+        # Due its delay (30 s) after its slot: on time.
+        event(0, "scheduled", "m5", schedule="hourly", slot=2000, due=32000, delay=30000),
         # A schedule's ticks live in a queue of the server's own: not counted anywhere.
         event(0, "pushed", "t1", queue="~~q1~", subscription_id="s", attempt=1,
               outcome="delivered", due=0),
@@ -256,7 +258,7 @@ def test_schedule_fires_are_counted_per_schedule_with_their_lateness(
     events = report.read_journal(spark, str(path))
     rows = [tuple(r) for r in report.per_schedule(events).collect()]
     assert rows == [
-        ("p", "q1", "hourly", 1, 0, 0.0, 0.0, 0.0, 0),
+        ("p", "q1", "hourly", 2, 0, 0.0, 0.0, 0.0, 0),
         ("p", "q1", "nightly", 3, 1, 0.0, pytest.approx(360.0), pytest.approx(392.0), 400),
     ]
     result = report.summary(events, report.per_queue(events))

@@ -17,8 +17,8 @@ has a negative one (there must be none either).
 A topic's rows carry its stored name (``~<topic>``, :mod:`zaqar_delay.topics`); the summary
 counts topic deliveries (their pushes delivered) apart from the queues'. Recurring schedules'
 fires (``scheduled`` events) are counted per schedule with their lateness (due time minus
-slot) in the summary's ``schedules``; the events of the server's own queues (``~~``, a
-schedule's ticks) are left out of every count.
+slot and the message's delay) in the summary's ``schedules``; the events of the server's own
+queues (``~~``, a schedule's ticks) are left out of every count.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("error", T.StringType()),
         T.StructField("schedule", T.StringType()),
         T.StructField("slot", T.LongType()),
+        T.StructField("delay", T.LongType()),
         T.StructField("_corrupt", T.StringType()),
     ]
 )
@@ -148,10 +149,11 @@ def readable(events: DataFrame) -> DataFrame:
 
 def per_schedule(events: DataFrame) -> DataFrame:
     """One row per (project, queue, schedule) that fired (``scheduled`` events): fires,
-    fires posted after their slot had passed (``late_fires``), and lateness (due time minus
-    slot, ms: 0 for a fire made ahead of its slot)."""
+    fires due after their slot plus their message's delay (``late_fires``), and lateness (due
+    time minus slot and delay, ms: 0 for a fire made ahead of its slot; a line without
+    ``delay``, written before delays were journaled, counts a delay of 0)."""
     fires = readable(events).filter(F.col("event") == "scheduled")
-    lateness = F.col("due") - F.col("slot")
+    lateness = F.col("due") - F.col("slot") - F.coalesce(F.col("delay"), F.lit(0))
     return (
         fires.groupBy("project", "queue", "schedule")
         .agg(

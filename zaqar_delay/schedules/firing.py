@@ -142,7 +142,7 @@ class Ticks:
         already past is due when the store takes it: its ``Fire`` says the clock read once
         its post answered (what each schedule posted is known to be due by then)."""
         planned: list[tuple[str, int, dict[str, Any]]] = []
-        delays = {firing.name: _delay_ms(firing.schedule) for firing in firings}
+        delays = {f.name: int(f.schedule.message.get("delay", 0)) * 1000 for f in firings}
         for firing in firings:
             message, delay_ms = firing.schedule.message, delays[firing.name]
             for key, slot_ms in firing.slots.items():
@@ -163,8 +163,7 @@ class Ticks:
             answered_ms = self.clock.now_ms()
             for (name, slot_ms, one), message_id in zip(chunk, ids, strict=True):
                 due_ms = max(one["deliver_at"], answered_ms)
-                late = one["deliver_at"] > slot_ms + delays[name]
-                fired[name].append(Fire(slot_ms, due_ms, message_id, late))
+                fired[name].append(Fire(slot_ms, due_ms, message_id, delays[name]))
         return fired
 
     def _fire_together(
@@ -229,17 +228,11 @@ class Ticks:
         return Firing(name, metadata, schedule, slot, fires, slots, passed)
 
 
-def _delay_ms(schedule: Schedule) -> int:
-    """The delay of the schedule's messages after their slots."""
-    return int(schedule.message.get("delay", 0)) * 1000
-
-
 def _stands_for(schedule: Schedule, last: Fire) -> int:
-    """The latest slot the schedule's ``last`` fire stands for: its own, or, for a ``skip``
-    message due later than its slot's time (a catch-up, due when the store took it), every
-    slot whose message would have been due by then. A store slow to take that post (after a
-    restart, say) would otherwise see the next slot fire a second message beside it."""
-    delay_ms = _delay_ms(schedule)
-    if schedule.plan.misfire != "skip":
+    """The latest slot the schedule's ``last`` fire stands for: its own, or, for a late
+    ``skip`` message (a catch-up, due when the store took it), every slot whose message would
+    have been due by then. A store slow to take that post (after a restart, say) would
+    otherwise see the next slot fire a second message beside it."""
+    if schedule.plan.misfire != "skip" or not last.late:
         return last.slot_ms
-    return max(last.slot_ms, last.due_ms - delay_ms)
+    return last.due_ms - last.delay_ms
