@@ -339,12 +339,15 @@ class Settlement:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Fire:
     """A message a recurring schedule posted: for its ``slot_ms``, due at ``due_ms`` (the slot
-    plus the message's ``delay_ms``, or when it was posted for a time already past)."""
+    plus the message's ``delay_ms``, or when it was posted for a time already past);
+    ``repeated`` when an earlier fire of the slot posted it (a tick fired again after a crash:
+    the post matched its dedup id and stored nothing)."""
 
     slot_ms: int
     due_ms: int
     message_id: str
     delay_ms: int = 0
+    repeated: bool = False
 
     @property
     def late(self) -> bool:

@@ -117,8 +117,15 @@ def test_a_fire_repeated_after_a_crash_posts_once(api: Api) -> None:
     api.clock.advance(ms=59_000)
     for _ in range(3):  # the same tick, fired again (a dispatcher died before settling it)
         api.service.schedules.fire(PROJECT, names.tick_queue("q"), body, api.clock.now_ms())
+        api.clock.advance(ms=60_000)  # later each time: it would count missed slots
     assert messages(api) == [{"job": "sweep"}]
     assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == 1
+    # Counted once, as the one message: the repeats stored nothing.
+    counted = api.service.metrics.render().decode()
+    labels = f'project="{PROJECT}",queue="q",schedule="sweep"'
+    assert f'zaqar_delay_schedule_fires_total{{late="false",{labels}}} 1.0' in counted
+    assert 'zaqar_delay_schedule_fires_total{late="true"' not in counted
+    assert "zaqar_delay_schedule_missed_slots_total{" not in counted
 
 
 @pytest.fixture(params=["embedded", pytest.param("mongodb", marks=pytest.mark.other_store)])

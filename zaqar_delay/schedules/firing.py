@@ -159,11 +159,14 @@ class Ticks:
         for start in range(0, len(planned), most):
             chunk = planned[start : start + most]
             payload = jsondoc.dumps({"messages": [one for _, _, one in chunk]}).encode()
-            ids = self._post(project, target, payload, SCHEDULER_CLIENT_ID).ids
+            posted = self._post(project, target, payload, SCHEDULER_CLIENT_ID)
             answered_ms = self.clock.now_ms()
-            for (name, slot_ms, one), message_id in zip(chunk, ids, strict=True):
+            for index, ((name, slot_ms, one), message_id) in enumerate(
+                zip(chunk, posted.ids, strict=True)
+            ):
                 due_ms = max(one["deliver_at"], answered_ms)
-                fired[name].append(Fire(slot_ms, due_ms, message_id, delays[name]))
+                repeated = index in posted.duplicates
+                fired[name].append(Fire(slot_ms, due_ms, message_id, delays[name], repeated))
         return fired
 
     def _fire_together(
@@ -200,10 +203,11 @@ class Ticks:
                 ticks.append(tick)
         self.records.write_states(project, target, states, now_ms)
         for firing in firings:
-            if firing.name in fired:
-                posted = fired[firing.name]
-                missed = max(0, firing.passed - len(posted)) + collapsed[firing.name]
-                self.lifecycle.scheduled(project, target, firing.name, posted, missed, now_ms)
+            # What a repeated tick posts again was reported by the fire that stored it.
+            new = [fire for fire in fired.get(firing.name, []) if not fire.repeated]
+            if new:
+                missed = max(0, firing.passed - len(fired[firing.name])) + collapsed[firing.name]
+                self.lifecycle.scheduled(project, target, firing.name, new, missed, now_ms)
         self.records.post_ticks(project, target, ticks, SCHEDULER_CLIENT_ID, now_ms)
 
     @staticmethod
