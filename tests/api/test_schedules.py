@@ -307,19 +307,20 @@ def test_slots_missed_in_an_outage_fire_by_the_misfire_policy(
 def test_a_skip_catch_up_posted_past_the_next_slot_stands_for_that_slot_too(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A late tick's catch-up whose post is stored after the next slot has come (a slow store
-    after a restart) is the one message of every slot up to then: the next slot does not
-    fire a second message beside it."""
+    """A late tick's catch-up posted after the next slot has come (a store slow to answer the
+    fire's first read, after a restart) is the one message of every slot up to then: the
+    next slot does not fire a second message beside it."""
     written = api.clock.now_ms()
     api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
     first_slot = written + 60_000
-    post = api.service.schedules.ticks._post
+    records = api.service.schedules.ticks.records
+    read = records.definitions_and_states
 
-    def slow_post(*args: Any) -> Any:
-        api.clock.advance(ms=10)  # the post is stored 5 ms past the third slot
-        return post(*args)
+    def slow_read(*args: Any) -> Any:
+        api.clock.advance(ms=10)  # the catch-up is posted 5 ms past the third slot
+        return read(*args)
 
-    monkeypatch.setattr(api.service.schedules.ticks, "_post", slow_post)
+    monkeypatch.setattr(records, "definitions_and_states", slow_read)
     with dispatching(api) as dispatcher:
         api.clock.advance(ms=first_slot + 2 * 60_000 - 5 - written)  # two slots missed
         for _ in range(3):
@@ -337,6 +338,42 @@ def test_a_skip_catch_up_posted_past_the_next_slot_stands_for_that_slot_too(
     labels = f'project="{PROJECT}",queue="q",schedule="sweep"'
     counted = api.service.metrics.render().decode()
     assert f"zaqar_delay_schedule_missed_slots_total{{{labels}}} 2.0" in counted
+
+
+def test_a_catch_up_after_a_slow_read_is_posted_not_refused_as_long_past(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fire whose first read takes longer than a post's tolerance for a ``deliver_at`` in
+    the past (5 s) still posts its catch-up, due when posted."""
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    records = api.service.schedules.ticks.records
+    read = records.definitions_and_states
+
+    def slow_read(*args: Any) -> Any:
+        api.clock.advance(ms=6_000)
+        return read(*args)
+
+    monkeypatch.setattr(records, "definitions_and_states", slow_read)
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=150_000)  # two slots missed
+        assert dispatcher.run_once() == 1
+    assert messages(api) == [{"job": "sweep"}]
+    assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == 1
+
+
+def test_a_skip_schedule_written_again_while_late_fires_its_slots_once(api: Api) -> None:
+    """Written again unchanged while its tick is late, a ``skip`` schedule has two ticks (the
+    late one and the one the write posts for the next slot): the late one's catch-up stands
+    for the next slot, so the other posts nothing."""
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    api.clock.advance(ms=2 * 60_000 - LEAD_MS)  # the first slot missed, the second's tick due
+    assert api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE).status_code == 204
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=LEAD_MS + 1_000)  # past the second slot: both ticks due
+        for _ in range(3):
+            dispatcher.run_once()
+    assert messages(api) == [{"job": "sweep"}]
+    assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == 1
 
 
 def test_run_fires_once_now_without_moving_the_plan(api: Api) -> None:

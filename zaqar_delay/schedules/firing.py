@@ -47,8 +47,9 @@ Post = Callable[[str, str, bytes, str], Posted]
 @dataclasses.dataclass(frozen=True, slots=True)
 class Firing:
     """A tick that fires: its schedule, the slots it posts now (by dedup key: none when the
-    tick only passes the chain on), what it knows of the fires before it, and how many slots
-    came from its own to now (those it does not post are missed)."""
+    tick only passes the chain on), what it knows of the fires before it, how many slots
+    came from its own to now (those it does not post are missed), and the latest slot an
+    earlier fire of the schedule already stood for."""
 
     name: str
     metadata: Metadata
@@ -57,6 +58,7 @@ class Firing:
     fires_before: int
     slots: Mapping[str, int]
     passed: int = 0
+    covered_ms: int = 0
 
 
 def successor(
@@ -137,36 +139,36 @@ class Ticks:
         self, project: str, target: str, firings: Sequence[Firing], now_ms: int
     ) -> dict[str, list[Fire]]:
         """Post the message of each firing's slots, each due at its slot plus the message's
-        own delay (now for a slot already past), in posts of at most
-        ``max_messages_per_post``: what each schedule posted. A message posted for a time
-        already past is due when the store takes it: its ``Fire`` says the clock read once
-        its post answered (what each schedule posted is known to be due by then)."""
-        planned: list[tuple[str, int, dict[str, Any]]] = []
+        own delay, in posts of at most ``max_messages_per_post``: what each schedule posted.
+        A message whose time has passed is due when posted: ``deliver_at`` is then the clock
+        read just before its post, not when the fire began (the reads and posts before it
+        may have taken a while, and a post is refused a time long past)."""
+        planned: list[tuple[str, int, int, dict[str, Any]]] = []
         delays = {f.name: int(f.schedule.message.get("delay", 0)) * 1000 for f in firings}
         for firing in firings:
-            message, delay_ms = firing.schedule.message, delays[firing.name]
+            message = firing.schedule.message
             for key, slot_ms in firing.slots.items():
                 one: dict[str, Any] = {
                     "body": message["body"],
-                    "deliver_at": max(slot_ms + delay_ms, now_ms),
                     "dedup_id": f"schedule:{firing.name}:{key}",
                 }
                 if "ttl" in message:
                     one["ttl"] = message["ttl"]
-                planned.append((firing.name, slot_ms, one))
+                planned.append((firing.name, slot_ms, slot_ms + delays[firing.name], one))
         fired: dict[str, list[Fire]] = collections.defaultdict(list)
         most = max(1, self.limits.max_messages_per_post)
         for start in range(0, len(planned), most):
             chunk = planned[start : start + most]
-            payload = jsondoc.dumps({"messages": [one for _, _, one in chunk]}).encode()
-            posted = self._post(project, target, payload, SCHEDULER_CLIENT_ID)
-            answered_ms = self.clock.now_ms()
-            for index, ((name, slot_ms, one), message_id) in enumerate(
-                zip(chunk, posted.ids, strict=True)
-            ):
-                due_ms = max(one["deliver_at"], answered_ms)
+            posting_ms = max(now_ms, self.clock.now_ms())
+            due = [max(planned_ms, posting_ms) for _, _, planned_ms, _ in chunk]
+            messages = [{**one, "deliver_at": at} for (*_, one), at in zip(chunk, due, strict=True)]
+            posted = self._post(
+                project, target, jsondoc.dumps({"messages": messages}).encode(), SCHEDULER_CLIENT_ID
+            )
+            for index, (name, slot_ms, _, _) in enumerate(chunk):
                 repeated = index in posted.duplicates
-                fired[name].append(Fire(slot_ms, due_ms, message_id, delays[name], repeated))
+                fire = Fire(slot_ms, due[index], posted.ids[index], delays[name], repeated)
+                fired[name].append(fire)
         return fired
 
     def _fire_together(
@@ -174,25 +176,27 @@ class Ticks:
     ) -> None:
         """Fire ticks of distinct schedules of ``target`` with shared store calls."""
         by_name = {str(body.get("schedule", "")): body for body in tick_bodies}
-        definitions = self.records.definitions(project, target, by_name)
+        definitions, states = self.records.definitions_and_states(project, target, by_name)
         firings = [
             firing
             for name, body in by_name.items()
-            if (firing := self._firing(name, body, definitions[name], now_ms)) is not None
+            if (firing := self._firing(name, body, definitions[name], states[name], now_ms))
         ]
         fired = self.post_fires(project, target, [f for f in firings if f.slots], now_ms)
-        states, ticks, collapsed = {}, [], {}
+        states, ticks = {}, []
         for firing in firings:
             schedule, posted = firing.schedule, fired.get(firing.name, [])
             fires, last = firing.fires_before + len(posted), firing.tick_slot
-            after = last
+            after = max(last, firing.covered_ms)
             if posted:
                 last = posted[-1].slot_ms
                 after = _stands_for(schedule, posted[-1])
-                collapsed[firing.name] = schedule.plan.catch_up(last, after, fires)[1]
+                collapsed = schedule.plan.catch_up(last, after, fires)[1]
+                self._report(project, target, firing, posted, collapsed, now_ms)
                 states[firing.name] = {
                     "fires": fires,
                     "slot": last,
+                    "through": after,
                     "message_id": posted[-1].message_id,
                     "at": now_ms,
                 }
@@ -202,28 +206,48 @@ class Ticks:
             if tick is not None:
                 ticks.append(tick)
         self.records.write_states(project, target, states, now_ms)
-        for firing in firings:
-            # What a repeated tick posts again was reported by the fire that stored it.
-            new = [fire for fire in fired.get(firing.name, []) if not fire.repeated]
-            if new:
-                missed = max(0, firing.passed - len(fired[firing.name])) + collapsed[firing.name]
-                self.lifecycle.scheduled(project, target, firing.name, new, missed, now_ms)
         self.records.post_ticks(project, target, ticks, SCHEDULER_CLIENT_ID, now_ms)
+
+    def _report(
+        self,
+        project: str,
+        target: str,
+        firing: Firing,
+        posted: Sequence[Fire],
+        collapsed: int,
+        now_ms: int,
+    ) -> None:
+        """Journal and count the messages this fire stored, as soon as they are stored (a
+        store call of the fire that fails afterwards has the tick fired again, and that
+        repeat stores, so reports, nothing), with the slots it skipped: those the span held
+        beyond what it posted, and the ``collapsed`` ones that came while it posted."""
+        new = [fire for fire in posted if not fire.repeated]
+        if new:
+            missed = max(0, firing.passed - len(posted)) + collapsed
+            self.lifecycle.scheduled(project, target, firing.name, new, missed, now_ms)
 
     @staticmethod
     def _firing(
-        name: str, tick_body: Mapping[str, Any], metadata: Metadata | None, now_ms: int
+        name: str,
+        tick_body: Mapping[str, Any],
+        metadata: Metadata | None,
+        state: Metadata,
+        now_ms: int,
     ) -> Firing | None:
         """What the tick fires (None: nothing, its schedule was deleted, paused or written
         since): the slots ``misfire`` says are due, keyed so that a repeat of this tick at
         another time posts nothing new (each slot by itself with ``all``; with ``skip`` the
-        one message by the tick's own slot)."""
+        one message by the tick's own slot). A ``skip`` tick whose slot an earlier fire
+        already stood for (the tick a rewrite of the schedule posted beside a late one, or
+        this tick fired again) posts nothing, and passes the chain on after that fire."""
         if metadata is None or tick_body.get("generation") != metadata.get("generation"):
             return None
         schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
         if schedule.paused:
             return None
         slot, fires = int(tick_body["slot"]), int(tick_body.get("fires", 0))
+        if schedule.plan.misfire == "skip" and slot <= int(state.get("through", 0)):
+            return Firing(name, metadata, schedule, slot, fires, {}, 0, int(state["through"]))
         due, passed = schedule.plan.catch_up(slot - 1, max(now_ms, slot), fires)
         slots: dict[str, int] = {}
         if due:

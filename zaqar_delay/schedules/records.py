@@ -40,6 +40,22 @@ class Records:
             for name, metadata in zip(queues, read, strict=True)
         }
 
+    def definitions_and_states(
+        self, project: str, target: str, schedule_names: Iterable[str]
+    ) -> tuple[dict[str, Metadata | None], dict[str, Metadata]]:
+        """Each named schedule's definition (None: it does not exist) and state (``{}``
+        before its first fire), in one read per store."""
+        named = list(schedule_names)
+        queues = [names.definition_queue(target, name) for name in named]
+        queues += [names.state_queue(target, name) for name in named]
+        read = self._metadata_of(project, queues)
+        definitions = {
+            name: metadata if metadata is not None and "schedule" in metadata else None
+            for name, metadata in zip(named, read, strict=False)
+        }
+        states = {name: read[len(named) + i] or {} for i, name in enumerate(named)}
+        return definitions, states
+
     def state(self, project: str, target: str, name: str) -> Metadata:
         """What the schedule's fires recorded (``{}`` before the first)."""
         queue = names.state_queue(target, name)
