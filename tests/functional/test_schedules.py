@@ -217,7 +217,8 @@ class Run:
             # An on-time message is due at its slot (the grid from the first slot); a late
             # one (posted after its slot) is due when it was posted.
             on_time = sorted(f.due for f in fires.values() if (f.due - first) % 1000 == 0)
-            assert len(on_time) == len(set(on_time)), (name, on_time)
+            every = sorted((f.due - first, f.message_id[-6:]) for f in fires.values())
+            assert len(on_time) == len(set(on_time)), f"{name}: {every}"
             assert on_time and on_time[-1] > ended_ms - 5000, (name, on_time)
             assert any(due > fault_ms for due in on_time), (name, on_time)
             last = on_time[-1]
@@ -236,7 +237,7 @@ class Run:
                 # dead worker's lease can end a slot's worth before the slot.)
                 seconds = collections.Counter((f.due - first) // 1000 for f in fires.values())
                 dues = sorted(f.due - first for f in fires.values())
-                assert max(seconds.values()) == 1, (name, dues)
+                assert max(seconds.values()) == 1, f"{name}: {dues}"
 
 
 def config_file(text: str) -> str:

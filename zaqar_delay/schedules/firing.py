@@ -47,9 +47,9 @@ Post = Callable[[str, str, bytes, str], Posted]
 @dataclasses.dataclass(frozen=True, slots=True)
 class Firing:
     """A tick that fires: its schedule, the slots it posts now (by dedup key: none when the
-    tick only passes the chain on), what it knows of the fires before it, how many slots
-    came from its own to now (those it does not post are missed), and the latest slot an
-    earlier fire of the schedule already stood for."""
+    tick only passes the chain on), what it knows of the fires before it, the latest slot an
+    earlier fire of the schedule already stood for, and whether it posts for the latest slot
+    alone (``skip``: ``_placed``)."""
 
     name: str
     metadata: Metadata
@@ -57,8 +57,8 @@ class Firing:
     tick_slot: int
     fires_before: int
     slots: Mapping[str, int]
-    passed: int = 0
     covered_ms: int = 0
+    latest_only: bool = False
 
 
 def successor(
@@ -122,17 +122,21 @@ class Ticks:
                 together.append(index)
                 seen.add(name)
         groups.appendleft(together)
+        # The latest slot each schedule's fires in this call stood for, their state written
+        # or not: a later tick of the schedule here posts nothing it already stood for.
+        covered: dict[str, int] = {}
         while groups:
             group = groups.popleft()
             if not group:
                 continue
+            bodies = [tick_bodies[i] for i in group]
             try:
-                self._fire_together(project, parsed.target, [tick_bodies[i] for i in group], now_ms)
+                self._fire_together(project, parsed.target, bodies, now_ms, covered)
             except Exception as exc:  # noqa: BLE001 - a store or a rule that fails this group
                 if len(group) == 1:
                     outcomes[group[0]] = exc
-                else:
-                    groups.extend([index] for index in group)
+                else:  # each by itself, before the later ticks of the same schedules
+                    groups.extendleft([index] for index in reversed(group))
         return outcomes
 
     def post_fires(
@@ -143,45 +147,53 @@ class Ticks:
         A message whose time has passed is due when posted: ``deliver_at`` is then the clock
         read just before its post, not when the fire began (the reads and posts before it
         may have taken a while, and a post is refused a time long past)."""
-        planned: list[tuple[str, int, int, dict[str, Any]]] = []
+        planned: list[tuple[Firing, str, int, dict[str, Any]]] = []
         delays = {f.name: int(f.schedule.message.get("delay", 0)) * 1000 for f in firings}
         for firing in firings:
             message = firing.schedule.message
-            for key, slot_ms in firing.slots.items():
-                one: dict[str, Any] = {
-                    "body": message["body"],
-                    "dedup_id": f"schedule:{firing.name}:{key}",
-                }
-                if "ttl" in message:
-                    one["ttl"] = message["ttl"]
-                planned.append((firing.name, slot_ms, slot_ms + delays[firing.name], one))
+            one = {"body": message["body"]} | ({"ttl": message["ttl"]} if "ttl" in message else {})
+            planned += [(firing, key, slot_ms, one) for key, slot_ms in firing.slots.items()]
         fired: dict[str, list[Fire]] = collections.defaultdict(list)
         most = max(1, self.limits.max_messages_per_post)
         for start in range(0, len(planned), most):
             chunk = planned[start : start + most]
             posting_ms = max(now_ms, self.clock.now_ms())
-            due = [max(planned_ms, posting_ms) for _, _, planned_ms, _ in chunk]
-            messages = [{**one, "deliver_at": at} for (*_, one), at in zip(chunk, due, strict=True)]
+            placed = [
+                _placed(firing, key, slot_ms, delays[firing.name], posting_ms)
+                for firing, key, slot_ms, _ in chunk
+            ]
+            messages = [
+                {**one, "dedup_id": f"schedule:{firing.name}:{key}", "deliver_at": due_ms}
+                for (firing, _, _, one), (key, _, due_ms) in zip(chunk, placed, strict=True)
+            ]
             posted = self._post(
                 project, target, jsondoc.dumps({"messages": messages}).encode(), SCHEDULER_CLIENT_ID
             )
-            for index, (name, slot_ms, _, _) in enumerate(chunk):
+            for index, ((firing, _, _, _), (_, slot_ms, due_ms)) in enumerate(
+                zip(chunk, placed, strict=True)
+            ):
                 repeated = index in posted.duplicates
-                fire = Fire(slot_ms, due[index], posted.ids[index], delays[name], repeated)
-                fired[name].append(fire)
+                name = firing.name
+                fired[name].append(Fire(slot_ms, due_ms, posted.ids[index], delays[name], repeated))
         return fired
 
     def _fire_together(
-        self, project: str, target: str, tick_bodies: Sequence[dict[str, Any]], now_ms: int
+        self,
+        project: str,
+        target: str,
+        tick_bodies: Sequence[dict[str, Any]],
+        now_ms: int,
+        covered: dict[str, int],
     ) -> None:
-        """Fire ticks of distinct schedules of ``target`` with shared store calls."""
+        """Fire ticks of distinct schedules of ``target`` with shared store calls; ``covered``
+        holds and gets the latest slot each schedule's earlier fires stood for."""
         by_name = {str(body.get("schedule", "")): body for body in tick_bodies}
-        definitions, states = self.records.definitions_and_states(project, target, by_name)
-        firings = [
-            firing
-            for name, body in by_name.items()
-            if (firing := self._firing(name, body, definitions[name], states[name], now_ms))
-        ]
+        definitions, stored = self.records.definitions_and_states(project, target, by_name)
+        firings = []
+        for name, body in by_name.items():
+            through = max(int(stored[name].get("through", 0)), covered.get(name, 0))
+            if firing := self._firing(name, body, definitions[name], through, now_ms):
+                firings.append(firing)
         fired = self.post_fires(project, target, [f for f in firings if f.slots], now_ms)
         states, ticks = {}, []
         for firing in firings:
@@ -190,9 +202,11 @@ class Ticks:
             after = max(last, firing.covered_ms)
             if posted:
                 last = posted[-1].slot_ms
-                after = _stands_for(schedule, posted[-1])
-                collapsed = schedule.plan.catch_up(last, after, fires)[1]
-                self._report(project, target, firing, posted, collapsed, now_ms)
+                after = covered[firing.name] = _stands_for(schedule, posted[-1])
+                spanned = schedule.plan.catch_up(firing.tick_slot - 1, after, firing.fires_before)[
+                    1
+                ]
+                self._report(project, target, firing, posted, spanned, now_ms)
                 states[firing.name] = {
                     "fires": fires,
                     "slot": last,
@@ -214,16 +228,16 @@ class Ticks:
         target: str,
         firing: Firing,
         posted: Sequence[Fire],
-        collapsed: int,
+        spanned: int,
         now_ms: int,
     ) -> None:
         """Journal and count the messages this fire stored, as soon as they are stored (a
         store call of the fire that fails afterwards has the tick fired again, and that
-        repeat stores, so reports, nothing), with the slots it skipped: those the span held
-        beyond what it posted, and the ``collapsed`` ones that came while it posted."""
+        repeat stores, so reports, nothing), with the slots it skipped: those of the span it
+        stood for, from its tick's slot (``spanned`` of them), that it did not post."""
         new = [fire for fire in posted if not fire.repeated]
         if new:
-            missed = max(0, firing.passed - len(posted)) + collapsed
+            missed = max(0, spanned - len(posted))
             self.lifecycle.scheduled(project, target, firing.name, new, missed, now_ms)
 
     @staticmethod
@@ -231,29 +245,28 @@ class Ticks:
         name: str,
         tick_body: Mapping[str, Any],
         metadata: Metadata | None,
-        state: Metadata,
+        through_ms: int,
         now_ms: int,
     ) -> Firing | None:
         """What the tick fires (None: nothing, its schedule was deleted, paused or written
-        since): the slots ``misfire`` says are due, keyed so that a repeat of this tick at
-        another time posts nothing new (each slot by itself with ``all``; with ``skip`` the
-        one message by the tick's own slot). A ``skip`` tick whose slot an earlier fire
-        already stood for (the tick a rewrite of the schedule posted beside a late one, or
-        this tick fired again) posts nothing, and passes the chain on after that fire."""
+        since): the slots ``misfire`` says are due, each keyed by its slot, so that a repeat
+        of this tick posts nothing new (with ``skip``, the one slot it posts for is the latest
+        by its post: ``_placed``). A ``skip`` tick whose slot an earlier fire
+        already stood for (``through_ms``: the tick a rewrite of the schedule posted beside
+        a late one, or this tick fired again) posts nothing, and passes the chain on after
+        that fire."""
         if metadata is None or tick_body.get("generation") != metadata.get("generation"):
             return None
         schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
         if schedule.paused:
             return None
         slot, fires = int(tick_body["slot"]), int(tick_body.get("fires", 0))
-        if schedule.plan.misfire == "skip" and slot <= int(state.get("through", 0)):
-            return Firing(name, metadata, schedule, slot, fires, {}, 0, int(state["through"]))
-        due, passed = schedule.plan.catch_up(slot - 1, max(now_ms, slot), fires)
-        slots: dict[str, int] = {}
-        if due:
-            keyed = {str(s): s for s in due} if schedule.plan.misfire == "all" else {}
-            slots = keyed or {str(slot): due[-1]}
-        return Firing(name, metadata, schedule, slot, fires, slots, passed)
+        if schedule.plan.misfire == "skip" and slot <= through_ms:
+            return Firing(name, metadata, schedule, slot, fires, {}, through_ms)
+        due, _ = schedule.plan.catch_up(slot - 1, max(now_ms, slot), fires)
+        skip = schedule.plan.misfire == "skip"
+        slots = {str(s): s for s in due}  # with skip, the latest alone
+        return Firing(name, metadata, schedule, slot, fires, slots, latest_only=skip)
 
 
 def _stands_for(schedule: Schedule, last: Fire) -> int:
@@ -264,3 +277,20 @@ def _stands_for(schedule: Schedule, last: Fire) -> int:
     if schedule.plan.misfire != "skip" or not last.late:
         return last.slot_ms
     return last.due_ms - last.delay_ms
+
+
+def _placed(
+    firing: Firing, key: str, slot_ms: int, delay_ms: int, posting_ms: int
+) -> tuple[str, int, int]:
+    """A message's dedup key, slot and due time when posted at ``posting_ms``: its slot plus
+    its delay, or ``posting_ms`` once that has passed. A ``skip`` catch-up stands for the
+    latest slot whose time has passed by then (the fire's reads may have taken a while),
+    and is keyed by it: any two fires of the schedule that would post for one slot (a tick
+    fired again, the tick a rewrite posted beside a late one) post one message."""
+    if firing.latest_only:
+        later, _ = firing.schedule.plan.catch_up(
+            slot_ms, posting_ms - delay_ms, firing.fires_before
+        )
+        if later:
+            slot_ms, key = later[-1], str(later[-1])
+    return key, slot_ms, max(slot_ms + delay_ms, posting_ms)
