@@ -218,7 +218,10 @@ class Run:
             # one (posted after its slot) is due when it was posted.
             on_time = sorted(f.due for f in fires.values() if (f.due - first) % 1000 == 0)
             every = sorted((f.due - first, f.message_id[-6:]) for f in fires.values())
-            assert len(on_time) == len(set(on_time)), f"{name}: {every}"
+            # The messages of an ``all`` catch-up share the time they were posted, which may
+            # fall on a whole second: ``all`` is held to its exact count below instead.
+            if self.misfire[name] == "skip":
+                assert len(on_time) == len(set(on_time)), f"{name}: {every}"
             assert on_time and on_time[-1] > ended_ms - 5000, (name, on_time)
             assert any(due > fault_ms for due in on_time), (name, on_time)
             last = on_time[-1]
