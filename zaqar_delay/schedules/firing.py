@@ -159,21 +159,18 @@ class Ticks:
             chunk = planned[start : start + most]
             posting_ms = max(now_ms, self.clock.now_ms())
             placed = [
-                _placed(firing, key, slot_ms, delays[firing.name], posting_ms)
-                for firing, key, slot_ms, _ in chunk
+                (firing, *_placed(firing, key, slot_ms, delays[firing.name], posting_ms), one)
+                for firing, key, slot_ms, one in chunk
             ]
             messages = [
                 {**one, "dedup_id": f"schedule:{firing.name}:{key}", "deliver_at": due_ms}
-                for (firing, _, _, one), (key, _, due_ms) in zip(chunk, placed, strict=True)
+                for firing, key, _, due_ms, one in placed
             ]
             posted = self._post(
                 project, target, jsondoc.dumps({"messages": messages}).encode(), SCHEDULER_CLIENT_ID
             )
-            for index, ((firing, _, _, _), (_, slot_ms, due_ms)) in enumerate(
-                zip(chunk, placed, strict=True)
-            ):
-                repeated = index in posted.duplicates
-                name = firing.name
+            for index, (firing, _, slot_ms, due_ms, _) in enumerate(placed):
+                name, repeated = firing.name, index in posted.duplicates
                 fired[name].append(Fire(slot_ms, due_ms, posted.ids[index], delays[name], repeated))
         return fired
 
@@ -203,9 +200,9 @@ class Ticks:
             if posted:
                 last = posted[-1].slot_ms
                 after = covered[firing.name] = _stands_for(schedule, posted[-1])
-                spanned = schedule.plan.catch_up(firing.tick_slot - 1, after, firing.fires_before)[
-                    1
-                ]
+                _, spanned = schedule.plan.catch_up(
+                    firing.tick_slot - 1, after, firing.fires_before
+                )
                 self._report(project, target, firing, posted, spanned, now_ms)
                 states[firing.name] = {
                     "fires": fires,

@@ -27,18 +27,8 @@ class Records:
 
     def definition(self, project: str, target: str, name: str) -> Metadata | None:
         """The definition queue's metadata; None when the schedule does not exist."""
-        return self.definitions(project, target, [name])[name]
-
-    def definitions(
-        self, project: str, target: str, schedule_names: Iterable[str]
-    ) -> dict[str, Metadata | None]:
-        """Each named schedule's definition (None: it does not exist), one read per store."""
-        queues = {name: names.definition_queue(target, name) for name in schedule_names}
-        read = self._metadata_of(project, list(queues.values()))
-        return {
-            name: metadata if metadata is not None and "schedule" in metadata else None
-            for name, metadata in zip(queues, read, strict=True)
-        }
+        queue = names.definition_queue(target, name)
+        return _as_definition(self.stores.for_queue(project, queue).get_metadata(project, queue))
 
     def definitions_and_states(
         self, project: str, target: str, schedule_names: Iterable[str]
@@ -49,11 +39,9 @@ class Records:
         queues = [names.definition_queue(target, name) for name in named]
         queues += [names.state_queue(target, name) for name in named]
         read = self._metadata_of(project, queues)
-        definitions = {
-            name: metadata if metadata is not None and "schedule" in metadata else None
-            for name, metadata in zip(named, read, strict=False)
-        }
-        states = {name: read[len(named) + i] or {} for i, name in enumerate(named)}
+        defined, recorded = read[: len(named)], read[len(named) :]
+        definitions = {name: _as_definition(m) for name, m in zip(named, defined, strict=True)}
+        states = {name: m or {} for name, m in zip(named, recorded, strict=True)}
         return definitions, states
 
     def state(self, project: str, target: str, name: str) -> Metadata:
@@ -86,6 +74,11 @@ class Records:
         for store, some in _by_store(queues, lambda queue: self.stores.for_queue(project, queue)):
             read.update(zip(some, store.get_metadata_many(project, some), strict=True))
         return [read[queue] for queue in queues]
+
+
+def _as_definition(metadata: Metadata | None) -> Metadata | None:
+    """A definition queue's metadata, or None when it holds no schedule."""
+    return metadata if metadata is not None and "schedule" in metadata else None
 
 
 def _by_store(
