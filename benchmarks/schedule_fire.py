@@ -49,7 +49,8 @@ def batch_times_ms(uri: str, schedules: int, rounds: int) -> list[float]:
             path = f"/v2/queues/q/schedules/{name}"
             answer = client.simulate_put(path, json=every_minute, headers=HEADERS)
             assert answer.status_code == 201, answer.text
-        definitions = service.schedules.records.definitions(PROJECT, "q", schedule_names)
+        records = service.schedules.records
+        definitions, _ = records.definitions_and_states(PROJECT, "q", schedule_names)
         times = []
         for fired in range(rounds):
             clock.advance(ms=MINUTE_MS)
