@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import socket
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -53,6 +55,10 @@ def test_bad_store_is_one_line(uri: str, message: str) -> None:
     [
         ("[server]\nworkers = many\n", "workers"),
         ("[drivers]\nmessage_store = mongodb\n", "needs [drivers:message_store:mongodb] uri"),
+        (
+            "[DEFAULT]\npooling = true\n[drivers]\nmanagement_store = sqlalchemy\n",
+            "management_store = sqlalchemy: zaqar-delay keeps the pool catalog in Redis",
+        ),
         ("[server]\nauth_strategy = keystone\n", "needs [keystone_authtoken] auth_type"),
         (
             "[server]\nauth_strategy = keystone\n[keystone_authtoken]\nauth_section = user\n",
@@ -106,6 +112,51 @@ def test_a_zaqar_configuration_file_names_the_store(redis_server: RedisServer) -
         assert not os.path.exists(os.path.join(service.data_dir, "redis.pid"))
     finally:
         service.stop()
+
+
+def test_a_pooled_zaqar_configuration_file_keeps_the_catalog_in_its_management_store(
+    redis_server: RedisServer, tmp_path: pathlib.Path
+) -> None:
+    # Zaqar's pooled layout naming only its management store: every server reading the file
+    # shares the one catalog there, so a pool one server registers serves the other's queues.
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    conf = tmp_path / "zaqar.conf"
+    conf.write_text(
+        f"[DEFAULT]\npooling = true\nadmin_mode = true\n[storage]\nkey_prefix = {prefix}\n"
+        "[drivers]\nmanagement_store = redis\n"
+        f"[drivers:management_store:redis]\nuri = {redis_server.url}\n"
+    )
+    env = {STORAGE_URI_ENV: ""}
+    servers = [
+        ServiceProcess(env=env, args=["--config-file", str(conf)], workers=1).start()
+        for _ in range(2)
+    ]
+    try:
+        pool = {"uri": redis_server.url, "weight": 1, "options": {"key_prefix": f"{prefix}p"}}
+        put = requests.put(f"{servers[0].url}/v2/pools/shared", json=pool, headers=HEADERS)
+        assert put.status_code == 201, put.text
+        listed = requests.get(f"{servers[1].url}/v2/pools", headers=HEADERS, timeout=10)
+        assert [p["name"] for p in listed.json()["pools"]] == ["shared"], listed.text
+        posted = requests.post(
+            f"{servers[0].url}/v2/queues/managed/messages",
+            json={"messages": [{"body": "placed once", "ttl": 600}]},
+            headers=HEADERS,
+            timeout=10,
+        )
+        assert posted.status_code == 201, posted.text
+        got = requests.get(
+            f"{servers[1].url}/v2/queues/managed/messages",
+            params={"echo": "true"},
+            headers=HEADERS,
+            timeout=10,
+        )
+        assert [m["body"] for m in got.json()["messages"]] == ["placed once"], got.text
+        # No server started an embedded store to keep a catalog of its own.
+        for server in servers:
+            assert not os.path.exists(os.path.join(server.data_dir, "redis.pid"))
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def test_a_zaqar_configuration_file_asking_for_keystone_gets_it() -> None:

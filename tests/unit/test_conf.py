@@ -137,6 +137,69 @@ def test_zaqars_drivers_layout_naming_no_store_is_refused(
         load_settings([str(conf)], environ={})
 
 
+POOLED = "[DEFAULT]\npooling = true\n"
+MANAGED_BY_REDIS = "[drivers]\nmanagement_store = redis\n"
+
+
+@pytest.mark.parametrize(
+    ("zaqar_conf", "uri"),
+    [
+        (
+            POOLED + MANAGED_BY_REDIS + "[drivers:management_store:redis]\nuri = redis://m:6379\n",
+            "redis://m:6379",
+        ),
+        (POOLED + MANAGED_BY_REDIS, "redis://127.0.0.1:6379"),  # Zaqar's default
+        (  # Zaqar's default driver: a MongoDB uri alone names it.
+            POOLED + "[drivers:management_store:mongodb]\nuri = mongodb://m:27017\n",
+            "mongodb://m:27017",
+        ),
+        (  # The message store, where one is named, keeps the catalog as before.
+            POOLED
+            + "[drivers:management_store:mongodb]\nuri = mongodb://m:27017\n"
+            + "[drivers:message_store:mongodb]\nuri = mongodb://data:27017\n",
+            "mongodb://data:27017",
+        ),
+        # Unpooled, there is no catalog: the management store is not read.
+        ("[drivers:management_store:mongodb]\nuri = mongodb://m:27017\n", ""),
+        ("[drivers]\nmanagement_store = sqlalchemy\n", ""),
+    ],
+)
+def test_a_pooled_zaqar_layout_naming_only_its_management_store_keeps_the_catalog_there(
+    tmp_path: pathlib.Path, zaqar_conf: str, uri: str
+) -> None:
+    conf = tmp_path / "zaqar.conf"
+    conf.write_text(zaqar_conf)
+    assert load_settings([str(conf)], environ={}).storage.uri == uri
+    conf.write_text(zaqar_conf + "[storage]\nuri = redis://ours:6379/0\n")
+    assert load_settings([str(conf)], environ={}).storage.uri == "redis://ours:6379/0"
+
+
+@pytest.mark.parametrize(
+    ("zaqar_conf", "refusal"),
+    [
+        (
+            POOLED + "[drivers]\nmanagement_store = sqlalchemy\n"
+            "[drivers:management_store:sqlalchemy]\nuri = mysql+pymysql://z@db/zaqar\n",
+            "management_store = sqlalchemy: zaqar-delay keeps the pool catalog in Redis",
+        ),
+        (
+            POOLED + "[drivers]\nmanagement_store = mongodb\n",
+            "needs [drivers:management_store:mongodb] uri",
+        ),
+    ],
+)
+def test_a_pooled_zaqar_layout_whose_catalog_store_cannot_be_used_is_refused(
+    tmp_path: pathlib.Path, zaqar_conf: str, refusal: str
+) -> None:
+    conf = tmp_path / "zaqar.conf"
+    conf.write_text(zaqar_conf)
+    with pytest.raises(ValueError, match=re.escape(refusal)):
+        load_settings([str(conf)], environ={})
+    # A store of zaqar-delay's own keeps the catalog instead: nothing to refuse.
+    conf.write_text(zaqar_conf + "[storage]\nuri = redis://ours:6379/0\n")
+    assert load_settings([str(conf)], environ={}).storage.uri == "redis://ours:6379/0"
+
+
 @pytest.mark.parametrize(
     ("wsgi", "bind"),
     [

@@ -1,6 +1,8 @@
 """Zaqar's ``[drivers]`` layout, read so that a Zaqar configuration file keeps naming its store
 and its address: ``[drivers] message_store`` with the ``uri`` of its
-``[drivers:message_store:<driver>]`` group, and ``[drivers:transport:wsgi]`` ``bind`` and
+``[drivers:message_store:<driver>]`` group; for a pooled service that names no message store,
+``[drivers] management_store`` with the ``uri`` of its ``[drivers:management_store:<driver>]``
+group, where Zaqar keeps the pool catalog; and ``[drivers:transport:wsgi]`` ``bind`` and
 ``port``. zaqar-delay's own options win where they are set (``[storage] uri``, ``[server]
 bind``); what Zaqar stored is not read (zaqar-delay keeps its own keys, collections and
 containers)."""
@@ -16,8 +18,15 @@ from zaqar_delay.conf.options import option, options
 REDIS = "drivers:message_store:redis"
 MONGODB = "drivers:message_store:mongodb"
 SWIFT = "drivers:message_store:swift"
+MANAGEMENT_REDIS = "drivers:management_store:redis"
+MANAGEMENT_MONGODB = "drivers:management_store:mongodb"
+MANAGEMENT_SQL = "drivers:management_store:sqlalchemy"
 WSGI = "drivers:transport:wsgi"
 _TAKEN = "Read only when [storage] uri is empty and [drivers] message_store names this driver."
+_MANAGED = (
+    "Read only with pooling, when neither [storage] uri nor Zaqar's message store options name "
+    "a store, and [drivers] management_store names this driver: the pool catalog's store."
+)
 
 
 @options("drivers")
@@ -62,6 +71,44 @@ class ZaqarDrivers:
         secret=True,
         help=f"Zaqar's Swift store, swift://USER:PASSWORD@/PROJECT. {_TAKEN}",
     )
+    management_store: str | None = option(
+        cfg.StrOpt,
+        choices=["mongodb", "redis", "sqlalchemy"],
+        help=(
+            "Zaqar's management store option, read with pooling when neither [storage] uri nor "
+            "Zaqar's message store options name a store: the pool catalog (and, with "
+            "enable_virtual_pool, the virtual pool) is kept in the store the uri of "
+            "[drivers:management_store:<driver>] names. Unset, a "
+            "[drivers:management_store:mongodb] uri names it (Zaqar's default driver). "
+            "sqlalchemy stops the server at start: the catalog needs a Redis, MongoDB or Swift "
+            "store, set in [storage] uri."
+        ),
+    )
+    management_redis_uri: str = option(
+        cfg.StrOpt,
+        name="uri",
+        group=MANAGEMENT_REDIS,
+        default="redis://127.0.0.1:6379",
+        secret=True,
+        help=f"Zaqar's Redis management store, written as for [storage] uri. {_MANAGED}",
+    )
+    management_mongodb_uri: str | None = option(
+        cfg.StrOpt,
+        name="uri",
+        group=MANAGEMENT_MONGODB,
+        secret=True,
+        help=(
+            f"Zaqar's MongoDB management store. {_MANAGED} The data goes to [storage] database "
+            "(or the URI's), never to Zaqar's database option."
+        ),
+    )
+    management_sql_uri: str | None = option(
+        cfg.StrOpt,
+        name="uri",
+        group=MANAGEMENT_SQL,
+        secret=True,
+        help="Zaqar's SQL management store: never read (zaqar-delay keeps no data in SQL).",
+    )
     wsgi_bind: str | None = option(
         cfg.HostAddressOpt,
         name="bind",
@@ -86,6 +133,26 @@ class ZaqarDrivers:
             group = {"mongodb": MONGODB, "swift": SWIFT}[driver]
             raise ValueError(f"[drivers] message_store = {driver} needs [{group}] uri")
         return str(uri[driver])
+
+    def catalog_uri(self) -> str:
+        """The store Zaqar's management options name, for a pooled service whose store
+        nothing else names ("" for none); ValueError when they choose SQL, or a driver
+        without its URI."""
+        driver = self.management_store or ("mongodb" if self.management_mongodb_uri else None)
+        if driver is None:
+            return ""
+        if driver == "sqlalchemy":
+            raise ValueError(
+                "[drivers] management_store = sqlalchemy: zaqar-delay keeps the pool catalog "
+                "in Redis, MongoDB or Swift; set [storage] uri to that store"
+            )
+        if driver == "mongodb" and not self.management_mongodb_uri:
+            raise ValueError(
+                f"[drivers] management_store = mongodb needs [{MANAGEMENT_MONGODB}] uri"
+            )
+        return str(
+            self.management_mongodb_uri if driver == "mongodb" else self.management_redis_uri
+        )
 
     def bind(self) -> str | None:
         """``HOST:PORT`` from Zaqar's address options (None when neither is set)."""

@@ -174,9 +174,13 @@ def _settings(conf: cfg.ConfigOpts, config_files: tuple[str, ...], env: Any) -> 
     groups = {name: cls(**options_of(cls, conf)) for name, cls in _GROUP_FIELDS.items()}
     settings = Settings(config_files=config_files, **groups, **options_of(Settings, conf))
     storage, server = settings.storage, settings.server
-    # Zaqar's [drivers] layout names the store and address where ours are not set.
+    # Zaqar's [drivers] layout names the store and address where ours are not set. A pooled
+    # Zaqar service may name only its management store: the catalog every server shares
+    # must be there, not in each server's embedded store.
     zaqar = ZaqarDrivers(**options_of(ZaqarDrivers, conf))
     uri = env.get(STORAGE_URI_ENV) or storage.uri or zaqar.store_uri()
+    if not uri and settings.pooling:
+        uri = zaqar.catalog_uri()
     bind = zaqar.bind()
     if bind is not None and _unset(conf, "bind", "server"):
         server = dataclasses.replace(server, bind=bind)
