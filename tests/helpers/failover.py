@@ -116,7 +116,7 @@ def finish_and_check(run: Run, threads: list[threading.Thread], producers: int) 
     for thread in threads[producers:]:
         thread.join(30)
     delivered = [n for n, _, _ in run.deliveries]
-    assert run.unexpected == []
+    assert run.unexpected == [], f"answers other than 201, 204 or 503: {run.unexpected[:10]}"
     assert sorted(n for n in set(delivered) if delivered.count(n) > 1) == [], (
         "a message was delivered twice (two live claims, or stored twice)"
     )

@@ -14,7 +14,7 @@ import urllib.parse
 from typing import Any
 
 import redis
-from redis.cluster import ClusterNode, RedisCluster
+from redis.cluster import PRIMARY, ClusterNode, RedisCluster, get_node_name
 from redis.commands.core import Script
 
 from zaqar_delay.errors import StorageConfigError
@@ -31,6 +31,29 @@ class _NoTimeoutRetryCluster(RedisCluster):
         redis.exceptions.ClusterDownError,
         redis.exceptions.SlotNotCoveredError,
     )
+
+    def get_node(
+        self, host: str | None = None, port: int | None = None, node_name: str | None = None
+    ) -> ClusterNode | None:
+        """The cached node of that address or name; for an address the cache lacks, a new
+        primary node, added to the cache.
+
+        An ``ASK`` redirect is followed through this lookup, and it may name a primary no
+        ``CLUSTER SLOTS`` reply has listed yet: one added to scale the cluster out serves no
+        slot until its first slot has moved. redis-py's own lookup then answers None and the
+        command fails with an ``AttributeError`` (redis-py issue 4015), a 500 for every request
+        on a slot moving to the new primary. ``MOVED`` redirects already add such a node
+        (``NodesManager.move_slot``); the next read of the slot map keeps it, or releases its
+        connections if it is not in the map.
+        """
+        node: ClusterNode | None = super().get_node(host, port, node_name)  # type: ignore[no-untyped-call]
+        if node is None and host and port:
+            # dict.setdefault is atomic: two redirects at once share one node and its pool.
+            node = self.nodes_manager.nodes_cache.setdefault(
+                get_node_name(host, port),
+                ClusterNode(host, port, PRIMARY),  # type: ignore[no-untyped-call]
+            )
+        return node
 
 
 def parse_cluster_uri(uri: str) -> tuple[list[ClusterNode], dict[str, Any]]:

@@ -38,13 +38,28 @@ _TRANSIENT_REPLIES = frozenset(
 _SCRIPT_REPLY = re.compile(r"@user_script: ?\d+: -([A-Z]+)")
 
 
-# Cluster failures that mean a node or slot is unreachable for now (not a bug).
-_CLUSTER_OUTAGES = (redis.exceptions.ClusterError, redis.exceptions.SlotNotCoveredError)
+# Cluster failures that mean a node or slot is unreachable for now (not a bug). A redirect
+# that reaches the driver (MOVED, and ASK: MovedError is an AskError) was not followed this
+# time, a slot moving again mid-call: the script did not run, and a retry finds the slot.
+_CLUSTER_OUTAGES = (
+    redis.exceptions.ClusterError,
+    redis.exceptions.SlotNotCoveredError,
+    redis.exceptions.AskError,
+)
+# The replies above that redis-py's parser turns into classes of their own, their code cut
+# from the message: TRYAGAIN (a slot moving with a call's keys on both sides), READONLY and
+# OOM.
+_PARSED_TRANSIENT_REPLIES = (
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+)
 
 
 def is_transient(exc: Exception) -> bool:
     """True for outages (connection, timeout, failover, memory) as opposed to bugs."""
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_OUTAGES)):
+    outages = (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_OUTAGES)
+    if isinstance(exc, (*outages, *_PARSED_TRANSIENT_REPLIES)):
         return True
     if not isinstance(exc, redis.ResponseError):
         return False

@@ -7,10 +7,13 @@ driver routes itself: it asks the cluster client which primary serves the slot (
 slot map, no round trip) and runs the script as on a standalone store (``scripts.PooledScript``)
 on that primary's connections.
 
-After a failover or a resharding the cached map is stale. A ``MOVED`` or ``ASK`` reply means
-the script did not run: the map is read again and the call sent once more. A connection error
-also has the map read again, so the next request reaches the new primary, but answers 503:
-the script may have run.
+After a failover or a resharding the cached map is stale. A ``MOVED`` reply means the script
+did not run: the map is read again and the call sent once more. An ``ASK`` reply (the slot is
+moving, and none of the script's keys are left here) answers 503 at once: the map has not
+changed, and the primary the slot is moving to would answer ``TRYAGAIN``, as it does for any
+call whose keys it does not all hold yet (a queue's scripts name keys that may not exist).
+A connection error also has the map read again, so the next request reaches the new primary,
+but answers 503: the script may have run.
 """
 
 from __future__ import annotations
@@ -25,9 +28,6 @@ import redis
 from zaqar_delay.storage.redis.acks import ReplicaAcks
 from zaqar_delay.storage.redis.cluster import primary_client_for
 from zaqar_delay.storage.redis.script_calls import PooledScript, ScriptConnections
-
-# Replies that mean "this slot is served elsewhere": nothing ran.
-_REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError)
 
 
 class ShardRouter:
@@ -80,8 +80,8 @@ class RoutedScript:
                 self._by_pool[id(connections)] = script
             try:
                 return script(keys=keys, args=args)
-            except redis.ResponseError as exc:
-                if not isinstance(exc, _REDIRECTS) or attempt == 2:
+            except redis.exceptions.MovedError:
+                if attempt == 2:
                     raise
                 self._router.refresh()  # the script did not run: send it where it belongs
             except redis.ConnectionError:
