@@ -146,3 +146,19 @@ def test_a_primary_short_of_replicas_for_min_replicas_to_write_answers_503(
             driver.create_queue("p", "q", {}, 1000)
     finally:
         admin.config_set("min-replicas-to-write", 0)
+
+
+def test_a_write_sent_to_a_demoted_primary_answers_503_and_drops_the_connection(
+    replica: RedisServer,
+) -> None:
+    # A primary a failover has just demoted: it refuses the script's write (READONLY) and
+    # the WAIT behind it ("WAIT cannot be used with replica instances").
+    demoted = redis.Redis(port=replica.port)
+    assert demoted.info("replication")["role"] == "slave"
+    connections = ScriptConnections(redis_client(replica.url, 5.0).connection_pool)
+    script = PooledScript(connections, COUNT, ReplicaAcks(1, 1.0))
+    with pytest.raises(redis.ResponseError, match="READONLY") as refused:
+        script(keys=[f"acks:{uuid.uuid4().hex}"], args=[])
+    assert is_transient(refused.value), "a refusal for now, not a bug: 503"
+    # The connection to it is closed, so the next call connects to the primary of now.
+    assert connections._idle == []

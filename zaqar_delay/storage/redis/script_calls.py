@@ -277,6 +277,7 @@ class PooledScript:
         connections = self.connections
         read: list[Any] = []
         error: redis.ResponseError | None = None
+        demoted = False
         try:
             for _ in range(calls):
                 try:
@@ -286,13 +287,23 @@ class PooledScript:
                     # connection is still in step.
                     read.append(exc)
                     error = error or exc
-            confirmed = connection.read_response() if replies > calls else None
+            confirmed = None
+            if replies > calls:
+                try:
+                    confirmed = connection.read_response()
+                except redis.ResponseError:
+                    # WAIT refused: the store is a replica now (a failover demoted it). The
+                    # calls' own refusals (MOVED, READONLY) come first; a write it did make
+                    # counts as confirmed by none.
+                    confirmed, demoted = 0, True
         except BaseException:
             connections.discard(connection)
             raise
         # A connection whose store says "not now" (READONLY: the primary it reached was
         # demoted by a failover) is closed, so the next call connects to the primary of now.
-        if error is not None and any(isinstance(r, Exception) and is_transient(r) for r in read):
+        if demoted or (
+            error is not None and any(isinstance(r, Exception) and is_transient(r) for r in read)
+        ):
             connections.discard(connection)
         else:
             connections.give_back(connection)
