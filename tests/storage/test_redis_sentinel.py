@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from testbed.processes import RedisSentinelGroup
+from zaqar_delay.storage.redis import durability
 from zaqar_delay.storage.redis.connect import RETRIES_ON_CONNECTION_ERROR
 from zaqar_delay.storage.redis.sentinel import sentinel_client
 
@@ -62,3 +63,27 @@ def test_a_sentinel_that_hangs_up_is_tried_once_then_the_next_is_asked(
         client.close()
     assert hang_up.accepted >= 1, "the first Sentinel was never asked"
     assert hang_up.accepted <= 1 + RETRIES_ON_CONNECTION_ERROR
+
+
+@pytest.mark.parametrize(("replica_acks", "warned"), [(1, True), (2, False), (0, False)])
+def test_fewer_replica_acks_than_replicas_behind_sentinel_warn_of_a_planned_failover(
+    redis_sentinel: RedisSentinelGroup, replica_acks: int, warned: bool
+) -> None:
+    client = sentinel_client(redis_sentinel.url(), 5.0)
+    try:
+        replicas = client.info("replication")["connected_slaves"]
+        assert replicas == 2, "the deployment the warning is about: two replicas"
+        warnings = durability.check(client, replica_acks)
+    finally:
+        client.close()
+    about = [w for w in warnings if "planned failover (SENTINEL FAILOVER)" in w]
+    assert about == (
+        [
+            f"[storage] replica_acks = {replica_acks} with 2 replicas behind Sentinel: a planned "
+            "failover (SENTINEL FAILOVER) may lose writes acknowledged while it runs, since the "
+            "former primary takes writes its other replicas confirm until Sentinel demotes it; "
+            "replica_acks = 2 closes this"
+        ]
+        if warned
+        else []
+    )

@@ -72,8 +72,9 @@ def read(name: str, node: redis.Redis) -> NodeDurability:
 
 
 def check(client: Any, replicas_required: int = 0) -> list[str]:
-    """Warnings about what the store does not promise, and about fewer connected replicas
-    than ``[storage] replica_acks`` requires (writes answer 503 until they connect);
+    """Warnings about what the store does not promise (a planned Sentinel failover with
+    fewer replica acks than replicas among them), and about fewer connected replicas than
+    ``[storage] replica_acks`` requires (writes answer 503 until they connect);
     ``StorageConfigError`` for a store that would drop messages."""
     nodes = [read(name, node) for name, node in nodes_of(client)]
     evicting = [n for n in nodes if n.evicts]
@@ -96,6 +97,14 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
             f"the Redis {', '.join(exposed)} has neither an append-only file nor a replica: "
             "messages acknowledged since its last snapshot are lost if it dies"
         )
+    most = max((n.replicas for n in nodes), default=0)
+    if store_kind(client) == "redis-sentinel" and 1 <= replicas_required < most:
+        warnings.append(
+            f"[storage] replica_acks = {replicas_required} with {most} replicas behind "
+            "Sentinel: a planned failover (SENTINEL FAILOVER) may lose writes acknowledged "
+            "while it runs, since the former primary takes writes its other replicas confirm "
+            f"until Sentinel demotes it; replica_acks = {most} closes this"
+        )
     short = [n for n in nodes if n.replicas < replicas_required]
     if short:
         warnings.append(
@@ -115,9 +124,10 @@ def describe(client: Any, replica_acks: int) -> Durability:
     - machine loss: ``replica_acks`` >= 1, so another machine holds every acknowledged write.
     - process crash too, and failover: ``replica_acks`` >= 1 behind Redis Sentinel or in a
       Redis Cluster, which promote the replica holding the most (so every acknowledged
-      write). Without replica acks a failover promotes a replica that may lack the writes of
-      the primary's last moments; without a failover, a primary with no append-only file that
-      restarts empty empties its replicas as well.
+      write; a planned Sentinel failover only with as many replica acks as replicas, which
+      :func:`check` warns of). Without replica acks a failover promotes a replica that may
+      lack the writes of the primary's last moments; without a failover, a primary with no
+      append-only file that restarts empty empties its replicas as well.
     """
     nodes = [read(name, node) for name, node in nodes_of(client)]
     kind = store_kind(client)
