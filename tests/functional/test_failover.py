@@ -218,9 +218,9 @@ def test_kill_9_of_the_primary_loses_no_acknowledged_message(
 def test_a_planned_sentinel_failover_with_every_replica_acknowledging_loses_nothing() -> None:
     # SENTINEL FAILOVER promotes a replica while the primary still runs: until Sentinel
     # demotes it, the former primary takes writes its other replica confirms, and the new
-    # primary never gets them. With replica_acks = 1 of 2 such a run delivered 56 messages
-    # twice (their claims lost); with every replica acknowledging, the promoted one holds
-    # every acknowledged write and the former primary's others answer 503.
+    # primary never gets them. With replica_acks = 1 of 2, each of four such runs delivered
+    # messages twice (56 in one), their claims lost; with every replica acknowledging, the
+    # promoted one holds every acknowledged write and the former primary's others answer 503.
     group = RedisSentinelGroup(replicas=2, sentinels=3, down_after_ms=1000).start()
     config = os.path.join(tempfile.mkdtemp(prefix="zd-failover-"), "zaqar-delay.conf")
     with open(config, "w") as f:
