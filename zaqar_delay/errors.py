@@ -175,6 +175,21 @@ class WriteNotReplicated(StorageUnavailable):
         )
 
 
+class StoreFull(StorageUnavailable):
+    """The store refuses new data for lack of memory: a Redis at its ``maxmemory``, which
+    evicts nothing (503). A script it refuses has written nothing (Redis refuses one at its
+    first write). Reads, claims and deletes still work, and posts work again once messages
+    are consumed, deleted or expire."""
+
+    tells_the_client = True
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The message store is full: it takes no new data until messages are consumed, "
+            "deleted or expire. Please try again later."
+        )
+
+
 class StorageConfigError(ZaqarDelayError):
     """The storage URI or options are unusable; raised at startup only."""
 

@@ -10,7 +10,7 @@ from typing import ParamSpec, TypeVar
 import redis
 from redis.sentinel import MasterNotFoundError
 
-from zaqar_delay.errors import StorageUnavailable
+from zaqar_delay.errors import StorageUnavailable, StoreFull
 from zaqar_delay.storage.translating import on_public_methods
 
 P = ParamSpec("P")
@@ -61,12 +61,19 @@ def is_transient(exc: Exception) -> bool:
     outages = (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_OUTAGES)
     if isinstance(exc, (*outages, *_PARSED_TRANSIENT_REPLIES)):
         return True
+    return _reply_code(exc) in _TRANSIENT_REPLIES
+
+
+def _reply_code(exc: Exception) -> str | None:
+    """The code of the error reply ``exc`` stands for (``OOM``, ``READONLY``, ...), also one
+    refused inside a script or parsed into a class of its own; None when it is no reply."""
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):
+        return "OOM"
     if not isinstance(exc, redis.ResponseError):
-        return False
+        return None
     message = str(exc)
     wrapped = _SCRIPT_REPLY.search(message)
-    code = wrapped.group(1) if wrapped else message.split(" ", 1)[0]
-    return code in _TRANSIENT_REPLIES
+    return wrapped.group(1) if wrapped else message.split(" ", 1)[0]
 
 
 def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
@@ -82,6 +89,8 @@ def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
                     "The message store has no primary right now: its Redis Sentinels name "
                     "none that answers (a failover is under way); retry shortly"
                 ) from exc
+            if _reply_code(exc) == "OOM":
+                raise StoreFull() from exc
             if is_transient(exc):
                 raise StorageUnavailable(f"The message store is unavailable: {exc}") from exc
             raise
