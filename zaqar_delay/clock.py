@@ -8,9 +8,14 @@ floored "now" with it never finds a message due before its post's arrival plus i
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 NS_PER_MS = 1_000_000
+#: How far a server's clock may be from its store's before it is warned of: every due time
+#: and claim expiry is read from the clock of the server a request reached, so two servers
+#: this far apart may deliver a message up to twice this early (the manual's scaling-out).
+SKEW_WARNING_MS = 250
 
 
 class Clock(Protocol):
@@ -53,3 +58,25 @@ class FakeClock:
 
     def advance(self, seconds: float = 0.0, ms: int = 0, us: int = 0) -> None:
         self._now_ns += int(seconds * 1000) * NS_PER_MS + ms * NS_PER_MS + us * 1000
+
+
+def store_offset_ms(read_store_ms: Callable[[], int | None], clock: Clock) -> int | None:
+    """How far the store's clock is ahead of ``clock`` (negative: behind), against the middle
+    of one read of it (``read_store_ms``); None when the store shows no clock."""
+    before = clock.now_ms()
+    store_ms = read_store_ms()
+    after = clock.now_ms()
+    return None if store_ms is None else store_ms - (before + after) // 2
+
+
+def skew_warning(offset_ms: int | None) -> str | None:
+    """A warning when ``offset_ms`` (from :func:`store_offset_ms`) is over
+    :data:`SKEW_WARNING_MS` either way; None otherwise."""
+    if offset_ms is None or abs(offset_ms) <= SKEW_WARNING_MS:
+        return None
+    side = "behind" if offset_ms > 0 else "ahead of"
+    return (
+        f"this host's clock is {abs(offset_ms)} ms {side} the message store's: every due time "
+        "and claim expiry is read from the clock of the server a request reaches, so keep "
+        "the hosts' clocks synchronised (NTP or chrony)"
+    )

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
+from zaqar_delay import clock
 from zaqar_delay.conf import load_settings, make_conf
 from zaqar_delay.errors import StorageConfigError, StorageUnavailable
 from zaqar_delay.storage.base import Driver
@@ -93,9 +94,18 @@ class StoreChecks(upgradecheck.UpgradeCommands):
 
         return self._with_driver(judge)
 
+    def check_clock(self) -> Result:
+        def judge(driver: Driver) -> Result:
+            offset = clock.store_offset_ms(driver.clock_ms, clock.SystemClock())
+            skewed = clock.skew_warning(offset)
+            return Result(Code.WARNING, skewed) if skewed else Result(Code.SUCCESS)
+
+        return self._with_driver(judge)
+
     _upgrade_checks = (
         ("Store durability", check_durability),
         ("Store settings", check_settings),
+        ("Clock", check_clock),
         ("Pending schema changes", check_pending_changes),
     )
 

@@ -100,6 +100,11 @@ class Driver(SubscriptionStore, DeliveryStore):
         move to a new layout), one line each; empty when nothing. Read-only."""
         return []
 
+    def clock_ms(self) -> int | None:
+        """The store's own clock, in epoch milliseconds (one round trip), for telling how far
+        the service's clock is from it; None when the store shows none. Read-only."""
+        return None
+
     def wakeups(self) -> Wakeups | None:
         """The store's wake-up channel for waiting claims; None when it has none (waiting
         claims then rely on ``next_claimable_ms`` and a slow re-check)."""

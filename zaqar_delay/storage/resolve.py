@@ -8,6 +8,7 @@ import time
 import urllib.parse
 from typing import TYPE_CHECKING
 
+from zaqar_delay import clock
 from zaqar_delay.conf import Settings
 from zaqar_delay.encryption import data_dir_key
 from zaqar_delay.errors import StorageConfigError
@@ -51,8 +52,10 @@ class ResolvedStore:
             self.embedded = None
 
 
-def resolve_store(settings: Settings) -> ResolvedStore:
-    """Start the embedded Redis if the settings name it, check the store answers, prepare it.
+def resolve_store(settings: Settings, now: clock.Clock | None = None) -> ResolvedStore:
+    """Start the embedded Redis if the settings name it, check the store answers, prepare it,
+    and tell how far ``now`` (the system clock by default) is from the store's clock: a
+    warning when too far (:func:`zaqar_delay.clock.skew_warning`).
 
     On the embedded store without a configured message encryption key, the settings get the
     key kept in its data directory (generated on first start).
@@ -95,6 +98,9 @@ def resolve_store(settings: Settings) -> ResolvedStore:
                 raise StorageConfigError(f"cannot reach the message store at {redact(uri)}")
             resolved.warnings = driver.prepare()
             resolved.durability = driver.durability()
+            offset = clock.store_offset_ms(driver.clock_ms, now or clock.SystemClock())
+            skewed = clock.skew_warning(offset)
+            resolved.warnings += [skewed] if skewed else []
         finally:
             driver.close()
             _join_threads_started_since(running)

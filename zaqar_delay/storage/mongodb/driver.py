@@ -8,6 +8,7 @@ index only reclaims space.
 
 from __future__ import annotations
 
+import datetime
 import threading
 from typing import Any
 
@@ -68,6 +69,11 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
             return True
         except pymongo.errors.PyMongoError:
             return False
+
+    @translate_errors
+    def clock_ms(self) -> int:
+        local = self._client.admin.command("hello")["localTime"]  # UTC, naive unless tz_aware
+        return int(local.replace(tzinfo=local.tzinfo or datetime.UTC).timestamp() * 1000)
 
     @translate_errors
     def durability(self) -> Durability:

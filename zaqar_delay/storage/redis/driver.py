@@ -91,6 +91,10 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         except redis.RedisError:
             return False
 
+    def clock_ms(self) -> int:
+        seconds, micros = self._client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
     def prepare(self) -> list[str]:
         """Check what the store promises (``durability``: a store that evicts keys is
         refused), then move every queue still in the layout before buckets into them
