@@ -69,9 +69,11 @@ def store_offset_ms(read_store_ms: Callable[[], int | None], clock: Clock) -> in
     return None if store_ms is None else store_ms - (before + after) // 2
 
 
-def skew_warning(offset_ms: int | None) -> str | None:
-    """A warning when ``offset_ms`` (from :func:`store_offset_ms`) is over
-    :data:`SKEW_WARNING_MS` either way; None otherwise."""
+def skew_warning(read_store_ms: Callable[[], int | None], clock: Clock) -> str | None:
+    """A warning when the store's clock (``read_store_ms``) is more than
+    :data:`SKEW_WARNING_MS` from ``clock`` either way (:func:`store_offset_ms`); None
+    otherwise, and when the store shows no clock."""
+    offset_ms = store_offset_ms(read_store_ms, clock)
     if offset_ms is None or abs(offset_ms) <= SKEW_WARNING_MS:
         return None
     side = "behind" if offset_ms > 0 else "ahead of"

@@ -96,8 +96,7 @@ class StoreChecks(upgradecheck.UpgradeCommands):
 
     def check_clock(self) -> Result:
         def judge(driver: Driver) -> Result:
-            offset = clock.store_offset_ms(driver.clock_ms, clock.SystemClock())
-            skewed = clock.skew_warning(offset)
+            skewed = clock.skew_warning(driver.clock_ms, clock.SystemClock())
             return Result(Code.WARNING, skewed) if skewed else Result(Code.SUCCESS)
 
         return self._with_driver(judge)

@@ -258,10 +258,10 @@ class Ticks:
         if schedule.paused:
             return None
         slot, fires = int(tick_body["slot"]), int(tick_body.get("fires", 0))
-        if schedule.plan.misfire == "skip" and slot <= through_ms:
+        skip = schedule.plan.misfire == "skip"
+        if skip and slot <= through_ms:
             return Firing(name, metadata, schedule, slot, fires, {}, through_ms)
         due, _ = schedule.plan.catch_up(slot - 1, max(now_ms, slot), fires)
-        skip = schedule.plan.misfire == "skip"
         slots = {str(s): s for s in due}  # with skip, the latest alone
         return Firing(name, metadata, schedule, slot, fires, slots, latest_only=skip)
 

@@ -98,8 +98,7 @@ def resolve_store(settings: Settings, now: clock.Clock | None = None) -> Resolve
                 raise StorageConfigError(f"cannot reach the message store at {redact(uri)}")
             resolved.warnings = driver.prepare()
             resolved.durability = driver.durability()
-            offset = clock.store_offset_ms(driver.clock_ms, now or clock.SystemClock())
-            skewed = clock.skew_warning(offset)
+            skewed = clock.skew_warning(driver.clock_ms, now or clock.SystemClock())
             resolved.warnings += [skewed] if skewed else []
         finally:
             driver.close()

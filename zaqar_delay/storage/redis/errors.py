@@ -46,20 +46,17 @@ _CLUSTER_OUTAGES = (
     redis.exceptions.SlotNotCoveredError,
     redis.exceptions.AskError,
 )
-# The replies above that redis-py's parser turns into classes of their own, their code cut
-# from the message: TRYAGAIN (a slot moving with a call's keys on both sides), READONLY and
-# OOM.
-_PARSED_TRANSIENT_REPLIES = (
-    redis.exceptions.TryAgainError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.OutOfMemoryError,
+# Replies redis-py's parser turns into classes of their own, their code cut from the message.
+_PARSED_REPLIES = (
+    (redis.exceptions.TryAgainError, "TRYAGAIN"),
+    (redis.exceptions.ReadOnlyError, "READONLY"),
+    (redis.exceptions.OutOfMemoryError, "OOM"),
 )
 
 
 def is_transient(exc: Exception) -> bool:
     """True for outages (connection, timeout, failover, memory) as opposed to bugs."""
-    outages = (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_OUTAGES)
-    if isinstance(exc, (*outages, *_PARSED_TRANSIENT_REPLIES)):
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_OUTAGES)):
         return True
     return _reply_code(exc) in _TRANSIENT_REPLIES
 
@@ -67,8 +64,9 @@ def is_transient(exc: Exception) -> bool:
 def _reply_code(exc: Exception) -> str | None:
     """The code of the error reply ``exc`` stands for (``OOM``, ``READONLY``, ...), also one
     refused inside a script or parsed into a class of its own; None when it is no reply."""
-    if isinstance(exc, redis.exceptions.OutOfMemoryError):
-        return "OOM"
+    for parsed, code in _PARSED_REPLIES:
+        if isinstance(exc, parsed):
+            return code
     if not isinstance(exc, redis.ResponseError):
         return None
     message = str(exc)
