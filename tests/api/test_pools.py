@@ -113,7 +113,9 @@ def test_an_unreachable_store_is_refused(pooled: Api) -> None:
         "/v2/pools/gone", json={"uri": f"redis://127.0.0.1:{free_port()}", "weight": 1}
     )
     assert result.status_code == 400
-    assert result.json["description"].startswith("cannot connect to redis://127.0.0.1:")
+    description = result.json["description"]
+    assert description.startswith("cannot connect to redis://127.0.0.1:"), description
+    assert "Connection refused" in description, "the description says why"
     assert pooled.get("/v2/pools/gone").status_code == 404
 
 
@@ -128,6 +130,26 @@ def test_a_store_the_driver_refuses_is_a_400_that_says_why(pooled: Api) -> None:
     assert "settle_ms (60000) must be under the taker grace" in description
     assert "s3cret" not in description
     assert pooled.get("/v2/pools/slow").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("max_connections=100000", "unknown option 'max_connections'"),
+        ("sockettimeout=1", "unknown option 'sockettimeout'"),
+        ("ssl_ca_certs=/etc/hosts", "ssl_ca_certs is a TLS option; TLS needs rediss://"),
+    ],
+)
+def test_a_redis_pool_uri_with_an_option_the_driver_does_not_take_is_a_400(
+    pooled: Api, query: str, reason: str
+) -> None:
+    uri = f"redis://:pw@127.0.0.1:{free_port()}/0?{query}"
+    result = pooled.put("/v2/pools/odd", json={"uri": uri, "weight": 1})
+    assert result.status_code == 400, result.text
+    description = result.json["description"]
+    assert description.startswith("cannot use redis://:***@127.0.0.1:"), description
+    assert reason in description and "pw@" not in description
+    assert pooled.get("/v2/pools/odd").status_code == 404
 
 
 def test_the_same_store_under_another_name_is_a_409(pooled: Api) -> None:

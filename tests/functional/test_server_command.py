@@ -30,11 +30,29 @@ HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": 
     [
         (
             "redis://127.0.0.1:1/0",
-            "zaqar-delay-server: cannot reach the message store at redis://127.0.0.1:1/0",
+            "zaqar-delay-server: cannot reach the message store at redis://127.0.0.1:1/0: "
+            "Error 111 connecting to 127.0.0.1:1. Connection refused.",
         ),
         (
             "redis://:secret@127.0.0.1:1/0",
-            "zaqar-delay-server: cannot reach the message store at redis://:***@127.0.0.1:1/0",
+            "zaqar-delay-server: cannot reach the message store at redis://:***@127.0.0.1:1/0: "
+            "Error 111",
+        ),
+        (
+            "mongodb://u:secret@127.0.0.1:1/?serverSelectionTimeoutMS=300",
+            "zaqar-delay-server: cannot reach the message store at "
+            "mongodb://u:***@127.0.0.1:1/?serverSelectionTimeoutMS=300: 127.0.0.1:1: "
+            "[Errno 111] Connection refused",
+        ),
+        (
+            "redis://127.0.0.1:1/0?protocol=3",
+            "zaqar-delay-server: Invalid storage URI 'redis://127.0.0.1:1/0?protocol=3': "
+            "unknown option 'protocol'",
+        ),
+        (
+            "redis://127.0.0.1:1/0?ssl_ca_certs=/etc/hosts",
+            "zaqar-delay-server: Invalid storage URI 'redis://127.0.0.1:1/0?ssl_ca_certs=/etc/hosts': "
+            "ssl_ca_certs is a TLS option; TLS needs rediss://",
         ),
         (
             "foo://x",
@@ -48,6 +66,7 @@ def test_bad_store_is_one_line(uri: str, message: str) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith(message)
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "secret" not in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -111,7 +111,7 @@ def test_an_unreachable_store_fails_every_check(tmp_path: Path) -> None:
     code, table = upgrade_check(tmp_path, "[storage]\nuri = redis://127.0.0.1:1/0\n")
     assert code == 2
     assert table.count("Result: Failure") == 4
-    assert "cannot reach the store at redis://127.0.0.1:1/0" in table
+    assert "cannot reach the store at redis://127.0.0.1:1/0: Error 111 connecting" in table
 
 
 @pytest.mark.parametrize(

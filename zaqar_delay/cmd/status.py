@@ -51,8 +51,13 @@ class StoreChecks(upgradecheck.UpgradeCommands):
                 uri = embedded.uri
             driver = open_driver(uri, settings)
             try:
-                if not driver.ping():
-                    return Result(Code.FAILURE, f"cannot reach the store at {redact(uri)}")
+                reason = driver.unreachable_reason()
+                if reason is not None:
+                    shown = redact(uri)
+                    return Result(
+                        Code.FAILURE,
+                        f"cannot reach the store at {shown}: {reason.replace(uri, shown)}",
+                    )
                 return check(driver)
             finally:
                 driver.close()

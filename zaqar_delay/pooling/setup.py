@@ -7,7 +7,7 @@ import dataclasses
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from zaqar_delay import errors
 from zaqar_delay.conf import Settings
@@ -33,6 +33,8 @@ from zaqar_delay.stores import PooledStores
 # others are kept and shown, and change nothing.
 STORAGE_OPTIONS = ("database", "key_prefix")
 SWIFT_OPTIONS = ("auth_url", "region_name", "interface")
+
+T = TypeVar("T")
 
 
 def pool_settings(settings: Settings, record: PoolRecord) -> Settings:
@@ -94,7 +96,7 @@ def registry(
     """The admin API's registry on the stores' catalog."""
     opener = open_pool_driver or stores.open_pool
 
-    def with_driver(record: PoolRecord, check: Callable[[Driver], bool]) -> bool:
+    def with_driver(record: PoolRecord, check: Callable[[Driver], T]) -> T:
         driver = opener(record)
         try:
             return check(driver)
@@ -103,15 +105,20 @@ def registry(
 
     def reachable(record: PoolRecord) -> bool:
         # Whatever stops the driver opening (a refused connection, a URI its client library
-        # cannot parse, a deployment it refuses) makes the pool unusable: a 400, not a 500.
-        # A deployment the driver refuses says why, so the operator can mend the URI.
+        # cannot parse, a deployment it refuses) makes the pool unusable: a 400, not a 500,
+        # that says why, so the operator can mend the URI or the store.
+        shown = redact(record.uri)
         try:
-            return with_driver(record, lambda d: d.ping())
+            reason = with_driver(record, lambda d: d.unreachable_reason())
         except StorageConfigError as exc:
-            reason = str(exc).replace(record.uri, redact(record.uri))
-            raise errors.InvalidBody(f"cannot use {redact(record.uri)}: {reason}") from exc
-        except Exception:  # noqa: BLE001 - any other failure to open is "cannot connect"
-            return False
+            reason = str(exc).replace(record.uri, shown)
+            raise errors.InvalidBody(f"cannot use {shown}: {reason}") from exc
+        except Exception as exc:  # noqa: BLE001 - any other failure to open is "cannot connect"
+            reason = " ".join(str(getattr(exc, "description", exc)).split())
+        if reason is not None:
+            reason = reason.replace(record.uri, shown) or "it does not answer"
+            raise errors.InvalidBody(f"cannot connect to {shown}: {reason}")
+        return True
 
     def holds_queues(record: PoolRecord) -> bool:
         return with_driver(record, lambda d: d.holds_queues())

@@ -94,8 +94,12 @@ def resolve_store(settings: Settings, now: clock.Clock | None = None) -> Resolve
         running = set(threading.enumerate())
         driver = open_driver(uri, settings)
         try:
-            if not driver.ping():
-                raise StorageConfigError(f"cannot reach the message store at {redact(uri)}")
+            reason = driver.unreachable_reason()
+            if reason is not None:
+                shown = redact(uri)
+                raise StorageConfigError(
+                    f"cannot reach the message store at {shown}: {reason.replace(uri, shown)}"
+                )
             resolved.warnings = driver.prepare()
             resolved.durability = driver.durability()
             skewed = clock.skew_warning(driver.clock_ms, now or clock.SystemClock())

@@ -64,11 +64,16 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
     # -- lifecycle -----------------------------------------------------------------------------
 
     def ping(self) -> bool:
+        return self.unreachable_reason() is None
+
+    def unreachable_reason(self) -> str | None:
         try:
             self._client.admin.command("ping")
-            return True
-        except pymongo.errors.PyMongoError:
-            return False
+        except pymongo.errors.PyMongoError as exc:
+            # A server selection timeout goes on with the whole topology: its first part
+            # says why.
+            return " ".join(str(exc).split(", Timeout: ")[0].split()) or type(exc).__name__
+        return None
 
     @translate_errors
     def clock_ms(self) -> int:

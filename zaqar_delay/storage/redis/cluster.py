@@ -18,6 +18,7 @@ from redis.cluster import PRIMARY, ClusterNode, RedisCluster, get_node_name
 from redis.commands.core import Script
 
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.redis import uri_options
 from zaqar_delay.storage.redis.readiness import check_readiness_without_the_hub
 
 
@@ -59,10 +60,13 @@ class _NoTimeoutRetryCluster(RedisCluster):
 def parse_cluster_uri(uri: str) -> tuple[list[ClusterNode], dict[str, Any]]:
     """Startup nodes and connection options of ``redis+cluster://[user:pass@]h:p[,h:p...]``.
 
-    ``rediss+cluster://`` turns TLS on. Any node of the cluster is enough to find the others;
-    listing several lets the client start while one of them is down.
+    ``rediss+cluster://`` turns TLS on, with the TLS options of ``uri_options``; no other query
+    option is taken. Any node of the cluster is enough to find the others; listing several
+    lets the client start while one of them is down.
     """
     parsed = urllib.parse.urlsplit(uri)
+    query = uri_options.query_of(uri)
+    uri_options.check_known(uri, query, ())
     userinfo, _, hosts = parsed.netloc.rpartition("@")
     nodes = []
     for entry in filter(None, hosts.split(",")):
@@ -72,7 +76,8 @@ def parse_cluster_uri(uri: str) -> tuple[list[ClusterNode], dict[str, Any]]:
         nodes.append(ClusterNode(host.strip("[]"), int(port)))  # type: ignore[no-untyped-call]
     if not nodes:
         raise StorageConfigError(f"Invalid storage URI {uri!r}: no cluster node given")
-    options: dict[str, Any] = {"ssl": parsed.scheme == "rediss+cluster"}
+    tls = parsed.scheme == "rediss+cluster"
+    options: dict[str, Any] = {"ssl": tls, **uri_options.tls_arguments(uri, query, tls)}
     if userinfo:
         user, has_password, password = userinfo.partition(":")
         options["username"] = urllib.parse.unquote(user) or None

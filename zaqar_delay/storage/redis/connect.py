@@ -10,6 +10,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.redis import uri_options
 
 #: How many times a command that failed with a connection error is sent again, at once, on a
 #: fresh connection (see :func:`connection_retry`; the scripts' own path in ``scripts.py`` too).
@@ -48,8 +49,12 @@ def redis_client(uri: str, socket_timeout: float, max_connections: int = 64) -> 
     ``socket_timeout``) for one to come free instead of failing, so a burst of a thousand
     concurrent requests in one gevent worker shares a few dozen connections. Connections are
     made lazily and re-made after a failure, so a store that comes back is used again without
-    a restart.
+    a restart. The URI's query options are checked first (``uri_options``); redis-py reads
+    the ones it takes itself.
     """
+    query = uri_options.query_of(uri)
+    uri_options.check_known(uri, query, uri_options.STANDALONE)
+    uri_options.tls_arguments(uri, query, urllib.parse.urlsplit(uri).scheme == "rediss")
     try:
         pool = redis.BlockingConnectionPool.from_url(
             with_zaqar_options(uri), **pool_options(socket_timeout, max_connections)

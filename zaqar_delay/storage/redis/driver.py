@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgpack
-import redis
 
 from zaqar_delay import errors
 from zaqar_delay.models import (
@@ -39,7 +38,7 @@ from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.redis import durability, layout, upgrade
 from zaqar_delay.storage.redis.acks import ReplicaAcks, write_acked
 from zaqar_delay.storage.redis.claims import ClaimScripts
-from zaqar_delay.storage.redis.errors import translate_class_errors
+from zaqar_delay.storage.redis.errors import translate_class_errors, why_unreachable
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.pushes import PushScripts
 from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
@@ -86,10 +85,10 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
     # -- lifecycle -----------------------------------------------------------------------------
 
     def ping(self) -> bool:
-        try:
-            return bool(self._client.ping())
-        except redis.RedisError:
-            return False
+        return self.unreachable_reason() is None
+
+    def unreachable_reason(self) -> str | None:
+        return why_unreachable(self._client.ping)
 
     def clock_ms(self) -> int:
         seconds, micros = self._client.time()

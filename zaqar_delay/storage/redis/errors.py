@@ -74,6 +74,22 @@ def _reply_code(exc: Exception) -> str | None:
     return wrapped.group(1) if wrapped else message.split(" ", 1)[0]
 
 
+def why_unreachable(ping: Callable[[], object]) -> str | None:
+    """None when ``ping()`` is answered; else why not, in one line (redis-py's message, with
+    what to do about a certificate no CA the server trusts signed). Never raises."""
+    try:
+        ping()
+    except (redis.RedisError, *_CLUSTER_OUTAGES) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        if "CERTIFICATE_VERIFY_FAILED" in reason:
+            reason += (
+                " (name the CA that signed the store's certificate in the URI: "
+                "ssl_ca_certs=/path/to/ca.pem)"
+            )
+        return reason
+    return None
+
+
 def translate_errors(method: Callable[P, R]) -> Callable[P, R]:
     """Re-raise transient Redis failures as StorageUnavailable (503); others propagate."""
 

@@ -8,7 +8,8 @@ nodes (``rediss://`` for TLS to the data nodes). Query options, as Zaqar reads t
   ``[storage] socket_timeout``;
 - ``dbid``: the database number;
 - ``sentinel_username`` and ``sentinel_password``: credentials of the Sentinels themselves
-  (the userinfo part is the data nodes').
+  (the userinfo part is the data nodes');
+- with ``rediss://``, the TLS options of ``uri_options`` for the data nodes.
 
 Every new connection asks the Sentinels for the primary, so after a failover the next request
 reaches the new one. Until a Sentinel names a primary that answers, requests fail with
@@ -25,6 +26,7 @@ import redis
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.redis import uri_options
 from zaqar_delay.storage.redis.connect import connection_retry, pool_options
 
 SENTINEL_DEFAULT_PORT = 26379
@@ -44,6 +46,7 @@ class SentinelTarget:
     sentinel_password: str | None = None
     db: int = 0
     socket_timeout: float | None = None
+    tls_arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def is_sentinel_uri(uri: str) -> bool:
@@ -55,7 +58,8 @@ def is_sentinel_uri(uri: str) -> bool:
 def parse_sentinel_uri(uri: str) -> SentinelTarget:
     """The Sentinels, primary name and options of ``uri``; StorageConfigError when malformed."""
     parsed = urllib.parse.urlsplit(uri)
-    query = dict(urllib.parse.parse_qsl(parsed.query))
+    query = uri_options.query_of(uri)
+    uri_options.check_known(uri, query, uri_options.SENTINEL | {"dbid", "socket_timeout"})
     userinfo, _, hosts = parsed.netloc.rpartition("@")
     sentinels = tuple(_host_port(uri, entry) for entry in hosts.split(",") if entry)
     if not sentinels:
@@ -78,6 +82,7 @@ def parse_sentinel_uri(uri: str) -> SentinelTarget:
         sentinel_password=query.get("sentinel_password") or None,
         db=_number(uri, query, "dbid", int, 0),
         socket_timeout=_number(uri, query, "socket_timeout", float, None),
+        tls_arguments=uri_options.tls_arguments(uri, query, parsed.scheme == "rediss"),
     )
 
 
@@ -154,6 +159,7 @@ def sentinel_client(uri: str, socket_timeout: float, max_connections: int = 64) 
         db=target.db,
         username=target.username,
         password=target.password,
+        **target.tls_arguments,
         **pool_options(timeout, max_connections),
     )
     return redis.Redis(connection_pool=pool)

@@ -1,0 +1,89 @@
+"""The query options a Redis URI may carry (``storage/redis/uri_options.py``), read on
+standalone, Sentinel and Cluster URIs alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.redis.cluster import parse_cluster_uri
+from zaqar_delay.storage.redis.connect import redis_client
+from zaqar_delay.storage.redis.sentinel import parse_sentinel_uri
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> str:
+    path = tmp_path / "ca.pem"
+    path.write_text("not read here")
+    return str(path)
+
+
+def test_tls_options_reach_the_cluster_client(ca: str) -> None:
+    uri = (
+        f"rediss+cluster://127.0.0.1:7000?ssl_ca_certs={ca}&ssl_certfile={ca}&ssl_keyfile={ca}"
+        "&ssl_cert_reqs=optional&ssl_check_hostname=false&ssl_password=pw"
+    )
+    _, options = parse_cluster_uri(uri)
+    assert options == {
+        "ssl": True,
+        "ssl_ca_certs": ca,
+        "ssl_certfile": ca,
+        "ssl_keyfile": ca,
+        "ssl_cert_reqs": "optional",
+        "ssl_check_hostname": False,
+        "ssl_password": "pw",
+    }
+
+
+def test_tls_options_reach_the_sentinel_data_nodes(ca: str) -> None:
+    target = parse_sentinel_uri(f"rediss://s1,s2?master=zd&ssl_ca_certs={ca}&dbid=2")
+    assert target.tls and target.db == 2
+    assert target.tls_arguments == {"ssl_ca_certs": ca}
+
+
+def test_tls_options_reach_the_standalone_client(ca: str) -> None:
+    client = redis_client(f"rediss://127.0.0.1:1/0?ssl_ca_certs={ca}&ssl_cert_reqs=none", 1.0)
+    kwargs = client.connection_pool.connection_kwargs
+    assert kwargs["ssl_ca_certs"] == ca and kwargs["ssl_cert_reqs"] == "none"
+
+
+@pytest.mark.parametrize(
+    ("uri", "reason"),
+    [
+        ("redis://h:1/0?protocol=3", "unknown option 'protocol'"),
+        ("redis://h:1/0?max_connections=9", "unknown option 'max_connections'"),
+        ("redis://h1,h2?master=zd&db=1", "unknown option 'db'"),
+        ("redis+cluster://h:1?socket_timeout=1", "unknown option 'socket_timeout'"),
+        ("redis://h:1/0?ssl_cert_reqs=none", "ssl_cert_reqs is a TLS option; TLS needs rediss"),
+        ("unix:///run/r.sock?ssl_ca_certs=/x", "ssl_ca_certs is a TLS option"),
+        ("redis+cluster://h:1?ssl_ca_certs=/x", "ssl_ca_certs is a TLS option"),
+        ("redis://s1?master=zd&ssl_ca_certs=/x", "ssl_ca_certs is a TLS option"),
+        ("rediss://h:1/0?ssl_cert_reqs=maybe", "ssl_cert_reqs='maybe': use none, optional"),
+        ("rediss://h:1/0?ssl_check_hostname=yes", "ssl_check_hostname='yes': use true or false"),
+        ("rediss://h:1/0?ssl_ca_certs=/no/such/ca.pem", "is no file this server can read"),
+        ("rediss+cluster://h:1?ssl_keyfile=/no/key.pem", "is no file this server can read"),
+    ],
+)
+def test_an_option_the_driver_does_not_take_is_refused(uri: str, reason: str) -> None:
+    with pytest.raises(StorageConfigError, match="Invalid storage URI") as refused:
+        if "+cluster" in uri:
+            parse_cluster_uri(uri)
+        elif "master=" in uri:
+            parse_sentinel_uri(uri)
+        else:
+            redis_client(uri, 1.0)
+    assert reason in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "redis://h:1/0?dbid=3&socket_timeout=0.5",
+        "unix:///run/redis.sock?db=2",
+        "rediss://h:1/0",
+    ],
+)
+def test_zaqars_options_are_taken(uri: str) -> None:
+    redis_client(uri, 1.0).close()

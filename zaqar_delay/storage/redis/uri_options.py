@@ -1,0 +1,89 @@
+"""The query options a Redis URI may carry, and its TLS options as redis-py's arguments.
+
+Zaqar reads ``dbid`` and ``socket_timeout`` (with ``master`` and the Sentinel credentials in a
+Sentinel URI). A ``rediss://`` store whose certificate a private CA signed needs that CA, and a
+store that asks clients for a certificate needs one: ``ssl_ca_certs``, ``ssl_certfile``,
+``ssl_keyfile``, ``ssl_password``, ``ssl_cert_reqs`` (``none``, ``optional`` or ``required``,
+the default) and ``ssl_check_hostname`` (``true``, the default, or ``false``), as redis-py
+names them, on standalone, Sentinel and Cluster URIs alike.
+
+Any other option is refused (a ``StorageConfigError``: the server does not start, a pool's
+``uri`` answers 400). redis-py would take it as an argument of its own: a misspelt one
+(``sockettimeout``) fails every request with a ``TypeError``, ``max_connections`` and
+``timeout`` replace the bounds ``[storage]`` sets, and ``protocol=3`` is a protocol the
+driver is not tested with.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from zaqar_delay.errors import StorageConfigError
+
+#: The options of every standalone URI (``db`` is redis-py's spelling of Zaqar's ``dbid``,
+#: the one a ``unix://`` URI takes).
+STANDALONE = frozenset({"dbid", "db", "socket_timeout"})
+#: A Sentinel URI's own options besides ``dbid`` and ``socket_timeout``.
+SENTINEL = frozenset({"master", "sentinel_username", "sentinel_password"})
+CERT_REQS = ("none", "optional", "required")
+BOOLEANS = {"true": True, "false": False}
+FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+TLS = frozenset({*FILES, "ssl_password", "ssl_cert_reqs", "ssl_check_hostname"})
+
+
+def query_of(uri: str) -> dict[str, str]:
+    """The URI's query options, the last of any given twice."""
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(uri).query, keep_blank_values=True))
+
+
+def check_known(uri: str, query: Mapping[str, str], known: Iterable[str]) -> None:
+    """StorageConfigError naming the first option of ``query`` not in ``known`` or TLS's."""
+    allowed = TLS.union(known)
+    unknown = sorted(set(query) - allowed)
+    if unknown:
+        raise StorageConfigError(
+            f"Invalid storage URI {uri!r}: unknown option {unknown[0]!r} (a Redis URI takes "
+            f"{', '.join(sorted(allowed))})"
+        )
+
+
+def tls_arguments(uri: str, query: Mapping[str, str], tls: bool) -> dict[str, Any]:
+    """redis-py's connection arguments for the URI's TLS options (none without them).
+
+    StorageConfigError for a TLS option on a URI without TLS (``redis://``: the option would
+    be ignored, or refused by redis-py's plain connection at the first request), a value
+    redis-py would not take, or a file that cannot be read.
+    """
+    given = {name: value for name, value in query.items() if name in TLS}
+    if given and not tls:
+        raise StorageConfigError(
+            f"Invalid storage URI {uri!r}: {sorted(given)[0]} is a TLS option; TLS needs "
+            "rediss:// (rediss+cluster:// for a cluster)"
+        )
+    arguments: dict[str, Any] = {}
+    for name, value in given.items():
+        if name in FILES:
+            if not os.access(value, os.R_OK):
+                raise StorageConfigError(
+                    f"Invalid storage URI {uri!r}: {name}={value!r} is no file this server can read"
+                )
+            arguments[name] = value
+        elif name == "ssl_cert_reqs":
+            if value not in CERT_REQS:
+                raise StorageConfigError(
+                    f"Invalid storage URI {uri!r}: ssl_cert_reqs={value!r}: use none, "
+                    "optional or required"
+                )
+            arguments[name] = value
+        elif name == "ssl_check_hostname":
+            if value.lower() not in BOOLEANS:
+                raise StorageConfigError(
+                    f"Invalid storage URI {uri!r}: ssl_check_hostname={value!r}: use true or false"
+                )
+            arguments[name] = BOOLEANS[value.lower()]
+        else:
+            arguments[name] = value
+    return arguments
