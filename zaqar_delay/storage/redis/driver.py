@@ -104,7 +104,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             warnings.append(f"moved the messages of {upgraded} queue(s) into the bucket layout")
         return warnings
 
-    def durability(self) -> Durability:
+    def durability(self) -> Durability | None:
         return durability.describe(self._client, self._acks.replicas)
 
     def deployment_warnings(self) -> list[str]:

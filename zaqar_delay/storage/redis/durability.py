@@ -8,7 +8,8 @@ starts.
   it acknowledged since its last snapshot: the server says so.
 
 On Redis Cluster every primary is read. A store that does not answer ``CONFIG GET`` (a managed
-Redis may forbid it) cannot be checked; the server says that too.
+Redis may forbid it) or ``INFO`` (an ACL user without ``@dangerous`` may run neither) cannot be
+checked; the server says that too, and the durability report claims nothing it could not read.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ class NodeDurability:
     name: str
     policy: str | None  # maxmemory-policy; None: the node would not say
     maxmemory: int | None
-    aof: bool
-    replicas: int
+    aof: bool | None  # None: the node would not say (INFO refused)
+    replicas: int | None  # connected replicas; None: the node would not say
     appendfsync: str | None = None  # None: the node would not say
 
     @property
@@ -53,8 +54,13 @@ def nodes_of(client: Any) -> list[tuple[str, redis.Redis]]:
 
 
 def read(name: str, node: redis.Redis) -> NodeDurability:
-    persistence = node.info("persistence")
-    replication = node.info("replication")
+    persistence: dict[str, Any] | None
+    replication: dict[str, Any] | None
+    try:
+        persistence = node.info("persistence")
+        replication = node.info("replication")
+    except redis.ResponseError:  # INFO forbidden (an ACL without @dangerous)
+        persistence = replication = None
     try:
         config = node.config_get("maxmemory*")
         config.update(node.config_get("appendfsync"))
@@ -65,8 +71,8 @@ def read(name: str, node: redis.Redis) -> NodeDurability:
         name=name,
         policy=config.get("maxmemory-policy"),
         maxmemory=None if maxmemory is None else int(maxmemory),
-        aof=bool(int(persistence.get("aof_enabled", 0))),
-        replicas=int(replication.get("connected_slaves", 0)),
+        aof=None if persistence is None else bool(int(persistence.get("aof_enabled", 0))),
+        replicas=None if replication is None else int(replication.get("connected_slaves", 0)),
         appendfsync=config.get("appendfsync"),
     )
 
@@ -91,13 +97,20 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
             f"the Redis {', '.join(unchecked)} would not show its maxmemory-policy: make sure "
             "it is noeviction, or messages may be dropped under memory pressure"
         )
-    exposed = [n.name for n in nodes if not n.aof and not n.replicas]
+    unread = [n.name for n in nodes if n.aof is None]
+    if unread:
+        warnings.append(
+            f"the Redis {', '.join(unread)} would not show its persistence and replicas (INFO "
+            "refused): make sure it keeps an append-only file or a replica, or messages "
+            "acknowledged since its last snapshot are lost if it dies"
+        )
+    exposed = [n.name for n in nodes if n.aof is False and not n.replicas]
     if exposed:
         warnings.append(
             f"the Redis {', '.join(exposed)} has neither an append-only file nor a replica: "
             "messages acknowledged since its last snapshot are lost if it dies"
         )
-    most = max((n.replicas for n in nodes), default=0)
+    most = max((n.replicas or 0 for n in nodes), default=0)
     if store_kind(client) == "redis-sentinel" and 1 <= replicas_required < most:
         warnings.append(
             f"[storage] replica_acks = {replicas_required} with {most} replicas behind "
@@ -105,7 +118,7 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
             "while it runs, since the former primary takes writes its other replicas confirm "
             f"until Sentinel demotes it; replica_acks = {most} closes this"
         )
-    short = [n for n in nodes if n.replicas < replicas_required]
+    short = [n for n in nodes if n.replicas is not None and n.replicas < replicas_required]
     if short:
         warnings.append(
             f"the Redis {', '.join(n.name for n in short)} has {short[0].replicas} connected "
@@ -115,8 +128,9 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
     return warnings
 
 
-def describe(client: Any, replica_acks: int) -> Durability:
-    """What an acknowledged write survives on the store ``client`` reaches, read from it.
+def describe(client: Any, replica_acks: int) -> Durability | None:
+    """What an acknowledged write survives on the store ``client`` reaches, read from it;
+    None when a node would not show its persistence (``INFO`` refused).
 
     - process crash and power loss: every primary fsyncs its append-only file before it
       answers (``appendfsync always``). A primary with ``everysec`` may lose about its last
@@ -130,6 +144,8 @@ def describe(client: Any, replica_acks: int) -> Durability:
       append-only file that restarts empty empties its replicas as well.
     """
     nodes = [read(name, node) for name, node in nodes_of(client)]
+    if any(n.aof is None for n in nodes):
+        return None
     kind = store_kind(client)
     fsynced = all(n.aof and n.appendfsync == "always" for n in nodes)
     replicated = replica_acks >= 1

@@ -1,0 +1,116 @@
+"""A Redis user of the service's own, granted as the running manual says: the keys and wake
+channels under its key prefix, every command but ``@dangerous`` (so neither ``INFO`` nor
+``CONFIG``). Everything the service does works; what it could not read about the store it
+says it could not, and a wake channel the user may not subscribe to is told once."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from testbed.processes import RedisServer
+from zaqar_delay.conf import Settings
+from zaqar_delay.models import ClaimTimes, Deletion, NewMessage
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.uri import open_driver
+
+NOW = 1_700_000_000_000
+# The grant of doc/source/manual/running.rst for the default key prefix, zd.
+GRANT = ("resetkeys", "~zd:*", "resetchannels", "&zd:*:wake", "+@all", "-@dangerous")
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    admin = server.client(5.0)
+    admin.execute_command("ACL", "SETUSER", "zaqar", "on", ">zaqar-pw", *GRANT)
+    # The same, but for the wake channels of another prefix only.
+    other = [g if g != "&zd:*:wake" else "&other:*:wake" for g in GRANT]
+    admin.execute_command("ACL", "SETUSER", "deaf", "on", ">deaf-pw", *other)
+    yield server
+    server.stop()
+
+
+def user_driver(store: RedisServer, user: str) -> Driver:
+    return open_driver(f"redis://{user}:{user}-pw@127.0.0.1:{store.port}/0", Settings())
+
+
+def refusals_of(store: RedisServer, user: str) -> set[str]:
+    """What the store's ACL log says ``user`` was refused."""
+    entries = store.client(5.0).acl_log(100)
+    return {str(e["object"]) for e in entries if e["username"] == user}
+
+
+def test_a_user_granted_as_the_manual_says_serves_every_operation(store: RedisServer) -> None:
+    user = redis.Redis(port=store.port, username="zaqar", password="zaqar-pw")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        user.info()  # the store keeps its persistence and replicas from this user
+    driver = user_driver(store, "zaqar")
+    wakeups = driver.wakeups()
+    assert wakeups is not None
+    woken: list[str] = []
+    listening, stop = threading.Event(), threading.Event()
+    listener = threading.Thread(target=wakeups.listen, args=(woken.append, listening.set, stop))
+    listener.start()
+    try:
+        warnings = driver.prepare()
+        assert any("would not show its persistence and replicas" in w for w in warnings)
+        assert driver.durability() is None, "it cannot tell what a write survives"
+
+        project, queue = "p", f"q{uuid.uuid4().hex[:8]}"
+        driver.create_queue(project, queue, {}, NOW)
+        assert listening.wait(10)
+        wakeups.announce(project, queue, 10_000)
+        driver.post_messages(project, queue, [NewMessage('"acl"', 600, 0)], "c", NOW)
+        claim = driver.claim(project, queue, ClaimTimes(60, 60), 10, NOW).claim
+        assert claim is not None and [m.body for m in claim.messages] == ["acl"]
+        driver.delete_messages(project, queue, Deletion([claim.messages[0].id], [claim.id]), NOW)
+        assert driver.stats(project, queue, NOW).total == 0
+        driver.delete_queue(project, queue)
+        for _ in range(100):
+            if woken:
+                break
+            stop.wait(0.1)
+        assert woken == [wakeups.channel(project, queue)], "the post's wake-up was not heard"
+    finally:
+        stop.set()
+        listener.join(10)
+        driver.close()
+    # INFO and CONFIG GET (Redis 6 logs "config"), which the durability check reads, are all
+    # it was refused.
+    assert refusals_of(store, "zaqar") <= {"info", "config|get", "config"}
+
+
+def test_a_user_refused_the_wake_channel_is_told_once_and_retried_each_second(
+    store: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    driver = user_driver(store, "deaf")
+    wakeups = driver.wakeups()
+    assert wakeups is not None
+    tries: list[None] = []
+    stop = threading.Event()
+    listener = threading.Thread(
+        target=wakeups.listen, args=(lambda channel: None, lambda: tries.append(None), stop)
+    )
+    with caplog.at_level(logging.WARNING, logger="zaqar_delay.storage.redis.wakeups"):
+        listener.start()
+        try:
+            for _ in range(100):
+                if len(tries) >= 3:
+                    break
+                stop.wait(0.1)
+        finally:
+            stop.set()
+            listener.join(10)
+            driver.close()
+    assert "zd:*:wake" in refusals_of(store, "deaf"), "the store did not refuse the channel"
+    # Each try wakes the waiting claims to look (on_reconnect), and the refusal is told once.
+    assert len(tries) >= 3
+    told = [r for r in caplog.records if r.name == "zaqar_delay.storage.redis.wakeups"]
+    assert [r.levelno for r in told] == [logging.ERROR]
+    assert "ACL SETUSER <user> &zd:*:wake" in told[0].getMessage()
