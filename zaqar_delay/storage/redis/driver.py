@@ -88,7 +88,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         return self.unreachable_reason() is None
 
     def unreachable_reason(self) -> str | None:
-        return why_unreachable(self._client.ping)
+        # A lambda: a cluster client is built on first use, so even looking up ping may fail.
+        return why_unreachable(lambda: self._client.ping())
 
     def clock_ms(self) -> int:
         seconds, micros = self._client.time()
