@@ -45,6 +45,12 @@ HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": 
             "[Errno 111] Connection refused",
         ),
         (
+            "redis://:secret@127.0.0.1:1/0?protocol=3&sentinel_password=secret",
+            "zaqar-delay-server: Invalid storage URI "
+            "'redis://:***@127.0.0.1:1/0?protocol=3&sentinel_password=***': "
+            "unknown option 'protocol'",
+        ),
+        (
             "redis://127.0.0.1:1/0?protocol=3",
             "zaqar-delay-server: Invalid storage URI 'redis://127.0.0.1:1/0?protocol=3': "
             "unknown option 'protocol'",

@@ -18,7 +18,7 @@ from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.keystone.auth_token import check_configured
 from zaqar_delay.logs import LogConfigError, setup_logging
 from zaqar_delay.pooling.embedded import stop_pool_stores
-from zaqar_delay.storage.resolve import redact, resolve_store
+from zaqar_delay.storage.resolve import redact, redact_in, resolve_store
 
 LOG = logging.getLogger("zaqar_delay")
 
@@ -80,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    settings = None
     try:
         settings = settings_from_command_line(
             sys.argv[1:] if argv is None else argv, "zaqar-delay-server", DESCRIPTION
@@ -90,7 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_configured(settings)
         store = resolve_store(settings)
     except (StorageConfigError, ValueError, OSError, LogConfigError) as exc:
-        print(f"zaqar-delay-server: {getattr(exc, 'description', exc)}", file=sys.stderr)
+        # A URI the store's client refused is quoted in the message: without its secrets.
+        uri = settings.storage.uri if settings is not None else None
+        message = redact_in(str(getattr(exc, "description", exc)), uri)
+        print(f"zaqar-delay-server: {message}", file=sys.stderr)
         return 2
     except cfg.Error as exc:
         print(f"zaqar-delay-server: configuration error: {exc}", file=sys.stderr)

@@ -26,7 +26,7 @@ from zaqar_delay import clock
 from zaqar_delay.conf import load_settings, make_conf
 from zaqar_delay.errors import StorageConfigError, StorageUnavailable
 from zaqar_delay.storage.base import Driver
-from zaqar_delay.storage.resolve import redact
+from zaqar_delay.storage.resolve import redact, redact_in
 from zaqar_delay.storage.uri import embedded_db_path, open_driver
 
 Code = upgradecheck.Code
@@ -41,6 +41,7 @@ class StoreChecks(upgradecheck.UpgradeCommands):
 
     def _with_driver(self, check: Callable[[Driver], Result]) -> Result:
         embedded = None
+        uri: str | None = None
         try:
             settings = load_settings(list(self._config_files()))
             uri, db_path = settings.storage.uri, embedded_db_path(settings)
@@ -53,17 +54,16 @@ class StoreChecks(upgradecheck.UpgradeCommands):
             try:
                 reason = driver.unreachable_reason()
                 if reason is not None:
-                    shown = redact(uri)
                     return Result(
                         Code.FAILURE,
-                        f"cannot reach the store at {shown}: {reason.replace(uri, shown)}",
+                        f"cannot reach the store at {redact(uri)}: {redact_in(reason, uri)}",
                     )
                 return check(driver)
             finally:
                 driver.close()
         except (StorageConfigError, StorageUnavailable, OSError, ValueError, cfg.Error) as exc:
             # A configuration the server would refuse at start fails each check, in one line.
-            return Result(Code.FAILURE, str(getattr(exc, "description", exc)))
+            return Result(Code.FAILURE, redact_in(str(getattr(exc, "description", exc)), uri))
         finally:
             if embedded is not None:
                 embedded.close()

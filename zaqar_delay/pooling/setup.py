@@ -23,7 +23,7 @@ from zaqar_delay.pooling.embedded import (
 from zaqar_delay.pooling.registry import Registry
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord
-from zaqar_delay.storage.resolve import redact
+from zaqar_delay.storage.resolve import redact, redact_in
 from zaqar_delay.storage.uri import default_data_dir, open_driver, unix_socket_form
 from zaqar_delay.stores import PooledStores
 
@@ -111,12 +111,12 @@ def registry(
         try:
             reason = with_driver(record, lambda d: d.unreachable_reason())
         except StorageConfigError as exc:
-            reason = str(exc).replace(record.uri, shown)
+            reason = redact_in(str(exc), record.uri)
             raise errors.InvalidBody(f"cannot use {shown}: {reason}") from exc
         except Exception as exc:  # noqa: BLE001 - any other failure to open is "cannot connect"
             reason = " ".join(str(getattr(exc, "description", exc)).split())
         if reason is not None:
-            reason = reason.replace(record.uri, shown) or "it does not answer"
+            reason = redact_in(reason, record.uri) or "it does not answer"
             raise errors.InvalidBody(f"cannot connect to {shown}: {reason}")
         return True
 

@@ -22,13 +22,35 @@ if TYPE_CHECKING:
 THREADS_END_S = 5.0
 
 
+# Query options whose values are secrets: Zaqar's sentinel_password, redis-py's ssl_password,
+# pymongo's tlsCertificateKeyFilePassword and authMechanismProperties (an AWS session token).
+SECRET_OPTION_WORDS = ("password", "secret", "token", "authmechanismproperties")
+
+
 def redact(uri: str) -> str:
-    """The URI without its password, for messages."""
+    """The URI without its password or the values of secret query options (``***`` instead),
+    for messages and answers; everything else as it is spelt."""
     parts = urllib.parse.urlsplit(uri)
-    if parts.password is None:
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", ":***@")
+    query = "&".join(_redacted_option(option) for option in parts.query.split("&"))
+    if (netloc, query) == (parts.netloc, parts.query):
         return uri
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def redact_in(text: str, uri: str | None) -> str:
+    """``text`` (a message that may quote ``uri``) with ``uri`` redacted."""
+    return text.replace(uri, redact(uri)) if uri else text
+
+
+def _redacted_option(option: str) -> str:
+    name, has_value, _ = option.partition("=")
+    words = urllib.parse.unquote(name).lower()
+    if has_value and any(word in words for word in SECRET_OPTION_WORDS):
+        return f"{name}=***"
+    return option
 
 
 @dataclasses.dataclass
@@ -96,9 +118,8 @@ def resolve_store(settings: Settings, now: clock.Clock | None = None) -> Resolve
         try:
             reason = driver.unreachable_reason()
             if reason is not None:
-                shown = redact(uri)
                 raise StorageConfigError(
-                    f"cannot reach the message store at {shown}: {reason.replace(uri, shown)}"
+                    f"cannot reach the message store at {redact(uri)}: {redact_in(reason, uri)}"
                 )
             resolved.warnings = driver.prepare()
             resolved.durability = driver.durability()
