@@ -328,8 +328,8 @@ class RedisSentinelGroup:
     ``down_after_ms``: a primary silent that long is failed over. Every node runs on loopback
     unless ``place(role, index)`` (role ``primary``, ``replica`` or ``sentinel``) puts it
     elsewhere: an address and a command prefix, such as a network namespace a test made. With
-    ``tls`` the data nodes serve TLS only (Sentinels and replicas reach them over TLS; the
-    Sentinels' own ports stay plain).
+    ``tls`` the data nodes serve TLS only (Sentinels and replicas reach them over TLS), and with
+    ``tls_sentinels`` too the Sentinels (their own ports stay plain otherwise).
     """
 
     def __init__(
@@ -341,8 +341,11 @@ class RedisSentinelGroup:
         extra_args: list[str] | None = None,
         place: Callable[[str, int], Placement] = lambda role, index: LOOPBACK,
         tls: TlsFiles | None = None,
+        tls_sentinels: bool = False,
     ) -> None:
+        assert tls is not None or not tls_sentinels, "Sentinels on TLS need the TLS files"
         self.master = master
+        self.tls_sentinels = tls_sentinels
         self.down_after_ms = down_after_ms
         self.tls = tls
         host, prefix = place("primary", 0)
@@ -371,6 +374,8 @@ class RedisSentinelGroup:
         hosts = ",".join(f"{host}:{port}" for host, _, port in self.sentinels)
         if self.tls is not None:
             query = f"ssl_ca_certs={self.tls.ca}{'&' + query if query else ''}"
+        if self.tls_sentinels:
+            query = f"sentinel_tls=true&{query}"
         scheme = "redis" if self.tls is None else "rediss"
         return f"{scheme}://{hosts}?master={self.master}{'&' + query if query else ''}"
 
@@ -396,6 +401,11 @@ class RedisSentinelGroup:
                     f"sentinel failover-timeout {self.master} 10000\n"
                     f"sentinel parallel-syncs {self.master} 2\n"
                     + ("" if self.tls is None else self.tls.sentinel_config())
+                    + (
+                        f"port 0\ntls-port {port}\ntls-auth-clients optional\n"
+                        if self.tls_sentinels
+                        else ""
+                    )
                 )
             self.sentinel_processes.append(
                 subprocess.Popen(
@@ -410,7 +420,7 @@ class RedisSentinelGroup:
             if online_replicas(primary.client()) < replicas:
                 return False
             for host, _, port in self.sentinels:
-                state = redis.Redis(host, port, socket_timeout=0.5).sentinel_master(self.master)
+                state = self.sentinel(host, port).sentinel_master(self.master)
                 others = int(state["num-other-sentinels"])
                 if others < len(self.sentinels) - 1 or int(state["num-slaves"]) < replicas:
                     return False
@@ -420,14 +430,20 @@ class RedisSentinelGroup:
         # through its hello channel every 2 s: on a loaded machine that takes more than 30 s.
         wait_until(watched, 60, "Redis Sentinel")
 
+    def sentinel(self, host: str, port: int) -> redis.Redis:
+        """A client of the Sentinel at ``host:port`` (over TLS with ``tls_sentinels``)."""
+        if not self.tls_sentinels or self.tls is None:
+            return redis.Redis(host, port, socket_timeout=0.5)
+        return redis.Redis(host, port, socket_timeout=0.5, ssl=True, ssl_ca_certs=self.tls.ca)
+
     def primary_address(self, skip: int = 0) -> tuple[str, int]:
         """The primary the first answering Sentinel names now (leaving out the first
         ``skip`` Sentinels)."""
         for host, _, port in self.sentinels[skip:]:
             with contextlib.suppress(redis.RedisError):
-                address, primary = redis.Redis(
-                    host, port, socket_timeout=0.5
-                ).sentinel_get_master_addr_by_name(self.master)
+                address, primary = self.sentinel(host, port).sentinel_get_master_addr_by_name(
+                    self.master
+                )
                 host = address.decode() if isinstance(address, bytes) else str(address)
                 return host, int(primary)
         raise RuntimeError("no Sentinel answers")

@@ -115,6 +115,23 @@ def test_a_sentinel_groups_tls_data_nodes_take_acknowledged_writes(tls: TlsFiles
         group.stop()
 
 
+def test_sentinels_that_serve_tls_only_are_asked_over_tls(tls: TlsFiles) -> None:
+    group = RedisSentinelGroup(replicas=1, sentinels=1, tls=tls, tls_sentinels=True).start()
+    try:
+        [(host, _, port)] = group.sentinels
+        with pytest.raises(redis.ConnectionError):  # nothing answers there in plain text
+            redis.Redis(host, port, socket_timeout=2).ping()
+        assert "sentinel_tls=true" in group.url()
+        driver = open_driver(group.url(), Settings())
+        try:
+            assert driver.unreachable_reason() is None
+            stores_and_claims(driver)
+        finally:
+            driver.close()
+    finally:
+        group.stop()
+
+
 def test_a_tls_cluster_serves_queues_on_every_primary(tls: TlsFiles) -> None:
     cluster = RedisCluster(masters=3, tls=tls).start()
     try:

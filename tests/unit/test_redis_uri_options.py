@@ -43,6 +43,12 @@ def test_tls_options_reach_the_sentinel_data_nodes(ca: str) -> None:
     assert target.tls_arguments == {"ssl_ca_certs": ca}
 
 
+def test_sentinel_tls_reaches_the_sentinels_with_the_same_options(ca: str) -> None:
+    target = parse_sentinel_uri(f"rediss://s1?master=zd&ssl_ca_certs={ca}&sentinel_tls=true")
+    assert target.sentinel_tls and target.tls_arguments == {"ssl_ca_certs": ca}
+    assert not parse_sentinel_uri("rediss://s1?master=zd").sentinel_tls
+
+
 def test_tls_options_reach_the_standalone_client(ca: str) -> None:
     client = redis_client(f"rediss://127.0.0.1:1/0?ssl_ca_certs={ca}&ssl_cert_reqs=none", 1.0)
     kwargs = client.connection_pool.connection_kwargs
@@ -60,6 +66,8 @@ def test_tls_options_reach_the_standalone_client(ca: str) -> None:
         ("unix:///run/r.sock?ssl_ca_certs=/x", "ssl_ca_certs is a TLS option"),
         ("redis+cluster://h:1?ssl_ca_certs=/x", "ssl_ca_certs is a TLS option"),
         ("redis://s1?master=zd&ssl_ca_certs=/x", "ssl_ca_certs is a TLS option"),
+        ("redis://s1?master=zd&sentinel_tls=true", "sentinel_tls=true needs rediss://"),
+        ("rediss://s1?master=zd&sentinel_tls=on", "sentinel_tls: use true or false"),
         ("rediss://h:1/0?ssl_cert_reqs=maybe", "ssl_cert_reqs='maybe': use none, optional"),
         ("rediss://h:1/0?ssl_check_hostname=yes", "ssl_check_hostname='yes': use true or false"),
         ("rediss://h:1/0?ssl_ca_certs=/no/such/ca.pem", "is no file this server can read"),

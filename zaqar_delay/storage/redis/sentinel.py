@@ -9,7 +9,9 @@ nodes (``rediss://`` for TLS to the data nodes). Query options, as Zaqar reads t
 - ``dbid``: the database number;
 - ``sentinel_username`` and ``sentinel_password``: credentials of the Sentinels themselves
   (the userinfo part is the data nodes');
-- with ``rediss://``, the TLS options of ``uri_options`` for the data nodes.
+- with ``rediss://``, the TLS options of ``uri_options`` for the data nodes, and
+  ``sentinel_tls=true`` to reach the Sentinels over TLS too, with the same options (Sentinels
+  that serve TLS only, ``port 0`` and a ``tls-port``).
 
 Every new connection asks the Sentinels for the primary, so after a failover the next request
 reaches the new one. Until a Sentinel names a primary that answers, requests fail with
@@ -47,6 +49,7 @@ class SentinelTarget:
     db: int = 0
     socket_timeout: float | None = None
     tls_arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
+    sentinel_tls: bool = False
 
 
 def is_sentinel_uri(uri: str) -> bool:
@@ -83,7 +86,20 @@ def parse_sentinel_uri(uri: str) -> SentinelTarget:
         db=_number(uri, query, "dbid", int, 0),
         socket_timeout=_number(uri, query, "socket_timeout", float, None),
         tls_arguments=uri_options.tls_arguments(uri, query, parsed.scheme == "rediss"),
+        sentinel_tls=_sentinel_tls(uri, query, parsed.scheme == "rediss"),
     )
+
+
+def _sentinel_tls(uri: str, query: dict[str, str], tls: bool) -> bool:
+    value = query.get("sentinel_tls", "false").lower()
+    if value not in uri_options.BOOLEANS:
+        raise StorageConfigError(f"Invalid storage URI {uri!r}: sentinel_tls: use true or false")
+    if uri_options.BOOLEANS[value] and not tls:
+        raise StorageConfigError(
+            f"Invalid storage URI {uri!r}: sentinel_tls=true needs rediss:// (TLS to the data "
+            "nodes too)"
+        )
+    return uri_options.BOOLEANS[value]
 
 
 def _host_port(uri: str, entry: str) -> tuple[str, int]:
@@ -150,6 +166,7 @@ def sentinel_client(uri: str, socket_timeout: float, max_connections: int = 64) 
             "retry": connection_retry(),
             "username": target.sentinel_username,
             "password": target.sentinel_password,
+            **({"ssl": True, **target.tls_arguments} if target.sentinel_tls else {}),
         },
     )
     pool = _BlockingSentinelPool(  # type: ignore[no-untyped-call]

@@ -27,7 +27,7 @@ from zaqar_delay.errors import StorageConfigError
 #: the one a ``unix://`` URI takes).
 STANDALONE = frozenset({"dbid", "db", "socket_timeout"})
 #: A Sentinel URI's own options besides ``dbid`` and ``socket_timeout``.
-SENTINEL = frozenset({"master", "sentinel_username", "sentinel_password"})
+SENTINEL = frozenset({"master", "sentinel_username", "sentinel_password", "sentinel_tls"})
 CERT_REQS = ("none", "optional", "required")
 BOOLEANS = {"true": True, "false": False}
 FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
