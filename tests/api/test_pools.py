@@ -22,6 +22,7 @@ from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.conf import CatalogSettings, Limits, Settings, StorageSettings
 from zaqar_delay.pooling.setup import registry
+from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.stores import PooledStores
 
 
@@ -150,6 +151,29 @@ def test_a_redis_pool_uri_with_an_option_the_driver_does_not_take_is_a_400(
     assert description.startswith("cannot use redis://:***@127.0.0.1:"), description
     assert reason in description and "pw@" not in description
     assert pooled.get("/v2/pools/odd").status_code == 404
+
+
+def test_a_pool_registered_with_options_now_refused_is_opened_without_them(
+    pooled: Api, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = redis_pool(request)
+    uri = f"{body['uri']}?health_check_interval=10&max_connections=1"
+    refused = pooled.put("/v2/pools/legacy", json={**body, "uri": uri})
+    assert refused.status_code == 400, refused.text
+    assert "unknown option 'health_check_interval'" in refused.json["description"]
+    # As an earlier release stored it: its queues are served, without those options.
+    pooled.service.stores.catalog.put_pool(PoolRecord("legacy", uri, 1, "old", body["options"]))
+    assert pooled.put("/v2/flavors/old", json={"pool_list": ["legacy"]}).status_code == 201
+    assert pooled.put("/v2/queues/on-legacy", json={"_flavor": "old"}).status_code == 201
+    posted = pooled.post(
+        "/v2/queues/on-legacy/messages", json={"messages": [{"body": "kept", "ttl": 60}]}
+    )
+    assert posted.status_code == 201, posted.text
+    told = [r.getMessage() for r in caplog.records if r.name == "zaqar_delay.pooling.setup"]
+    assert told == [
+        "pool legacy: opened without the URI options health_check_interval, max_connections, "
+        "which this release does not take"
+    ]
 
 
 def test_the_same_store_under_another_name_is_a_409(pooled: Api) -> None:

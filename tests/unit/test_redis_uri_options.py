@@ -11,6 +11,7 @@ from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.redis.cluster import parse_cluster_uri
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.sentinel import parse_sentinel_uri
+from zaqar_delay.storage.redis.uri_options import check_uri, without_refused
 
 
 @pytest.fixture
@@ -83,6 +84,31 @@ def test_an_option_the_driver_does_not_take_is_refused(uri: str, reason: str) ->
         else:
             redis_client(uri, 1.0)
     assert reason in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("uri", "opened", "dropped"),
+    [
+        (
+            "redis://:pw@h:1/0?health_check_interval=10&dbid=2&max_connections=5",
+            "redis://:pw@h:1/0?dbid=2",
+            ["health_check_interval", "max_connections"],
+        ),
+        ("redis+cluster://h:1,h:2?socket_timeout=1", "redis+cluster://h:1,h:2", ["socket_timeout"]),
+        (
+            "rediss://h:1/0?ssl_ca_certs=/x&protocol=3",
+            "rediss://h:1/0?ssl_ca_certs=/x",
+            ["protocol"],
+        ),
+        ("redis://s1?master=zd&ssl_ca_certs=/x", "redis://s1?master=zd", ["ssl_ca_certs"]),
+        ("redis://h:1/0?dbid=2", "redis://h:1/0?dbid=2", []),
+    ],
+)
+def test_a_registered_pools_uri_is_opened_without_the_options_now_refused(
+    uri: str, opened: str, dropped: list[str]
+) -> None:
+    assert without_refused(uri) == (opened, dropped)
+    check_uri(opened.replace("/x", __file__))  # what is left is taken
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from zaqar_delay.pooling.embedded import (
 from zaqar_delay.pooling.registry import Registry
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord
+from zaqar_delay.storage.redis import uri_options
 from zaqar_delay.storage.resolve import redact, redact_in
 from zaqar_delay.storage.uri import default_data_dir, open_driver, unix_socket_form
 from zaqar_delay.stores import PooledStores
@@ -34,6 +36,7 @@ from zaqar_delay.stores import PooledStores
 STORAGE_OPTIONS = ("database", "key_prefix")
 SWIFT_OPTIONS = ("auth_url", "region_name", "interface")
 
+LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -60,6 +63,17 @@ def open_pool(
             if embedded is None:
                 raise StorageConfigError("embedded pools need the process's EmbeddedPools")
             uri = embedded.socket_uri(uri)
+        elif urllib.parse.urlsplit(uri).scheme in uri_options.SCHEMES:
+            # Registered by an earlier release, which took any option: opened without those
+            # a new registration would refuse (the pool's URI cannot change while it holds
+            # queues), rather than failing every request on its queues.
+            uri, dropped = uri_options.without_refused(uri)
+            if dropped:
+                LOG.warning(
+                    "pool %s: opened without the URI options %s, which this release does not take",
+                    record.name,
+                    ", ".join(dropped),
+                )
         driver = open_driver(uri, pool_settings(settings, record))
         try:
             driver.prepare()
@@ -149,6 +163,13 @@ class PoolUris:
 
     def check(self, uri: str) -> None:
         """Refuse (400) a URI that cannot be a pool here."""
+        if urllib.parse.urlsplit(uri).scheme in uri_options.SCHEMES:
+            form = unix_socket_form(uri)
+            try:
+                uri_options.check_uri(form)
+            except StorageConfigError as exc:
+                reason = redact_in(str(exc), form)
+                raise errors.InvalidBody(f"cannot use {redact(uri)}: {reason}") from exc
         if is_embedded(uri):
             try:
                 embedded_pool_path(uri, self._settings)

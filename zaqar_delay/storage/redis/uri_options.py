@@ -8,7 +8,8 @@ the default) and ``ssl_check_hostname`` (``true``, the default, or ``false``), a
 names them, on standalone, Sentinel and Cluster URIs alike.
 
 Any other option is refused (a ``StorageConfigError``: the server does not start, a pool's
-``uri`` answers 400). redis-py would take it as an argument of its own: a misspelt one
+``uri`` answers 400; a pool an earlier release registered with one is opened without it,
+:func:`without_refused`). redis-py would take it as an argument of its own: a misspelt one
 (``sockettimeout``) fails every request with a ``TypeError``, ``max_connections`` and
 ``timeout`` replace the bounds ``[storage]`` sets, and ``protocol=3`` is a protocol the
 driver is not tested with.
@@ -28,6 +29,9 @@ from zaqar_delay.errors import StorageConfigError
 STANDALONE = frozenset({"dbid", "db", "socket_timeout"})
 #: A Sentinel URI's own options besides ``dbid`` and ``socket_timeout``.
 SENTINEL = frozenset({"master", "sentinel_username", "sentinel_password", "sentinel_tls"})
+#: The schemes of Redis URIs, and those with TLS.
+SCHEMES = frozenset({"redis", "rediss", "unix", "redis+cluster", "rediss+cluster"})
+TLS_SCHEMES = frozenset({"rediss", "rediss+cluster"})
 CERT_REQS = ("none", "optional", "required")
 BOOLEANS = {"true": True, "false": False}
 FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
@@ -37,6 +41,43 @@ TLS = frozenset({*FILES, "ssl_password", "ssl_cert_reqs", "ssl_check_hostname"})
 def query_of(uri: str) -> dict[str, str]:
     """The URI's query options, the last of any given twice."""
     return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(uri).query, keep_blank_values=True))
+
+
+def own_options(uri: str, query: Mapping[str, str]) -> frozenset[str]:
+    """The options besides TLS's the client of ``uri`` takes: a cluster's none, a Sentinel
+    URI's (``master=``) its own, a standalone store's ``STANDALONE``."""
+    if urllib.parse.urlsplit(uri).scheme.endswith("+cluster"):
+        return frozenset()
+    if "master" in query:
+        return SENTINEL | {"dbid", "socket_timeout"}
+    return STANDALONE
+
+
+def check_uri(uri: str) -> None:
+    """StorageConfigError, as the client would raise it, for an option of the Redis URI
+    ``uri`` its client does not take or a TLS option it cannot use."""
+    query = query_of(uri)
+    check_known(uri, query, own_options(uri, query))
+    tls_arguments(uri, query, urllib.parse.urlsplit(uri).scheme in TLS_SCHEMES)
+
+
+def without_refused(uri: str) -> tuple[str, list[str]]:
+    """The Redis URI ``uri`` without the query options :func:`check_uri` refuses by name
+    (unknown ones, and TLS's without TLS), each other one as it is spelt; and their names."""
+    parts = urllib.parse.urlsplit(uri)
+    query = query_of(uri)
+    taken = own_options(uri, query) | (TLS if parts.scheme in TLS_SCHEMES else frozenset())
+    kept: list[str] = []
+    dropped: list[str] = []
+    for option in filter(None, parts.query.split("&")):
+        name = urllib.parse.unquote_plus(option.partition("=")[0])
+        if name in taken:
+            kept.append(option)
+        else:
+            dropped.append(name)
+    if not dropped:
+        return uri, []
+    return urllib.parse.urlunsplit(parts._replace(query="&".join(kept))), dropped
 
 
 def check_known(uri: str, query: Mapping[str, str], known: Iterable[str]) -> None:
