@@ -54,6 +54,18 @@ def stores_and_claims(driver: Driver) -> None:
     assert claim is not None and [m.body for m in claim.messages] == [{"n": 1}]
 
 
+def serves_through(uri: str, settings: Settings | None = None) -> None:
+    """A driver opened on ``uri`` reaches its store, prepares it, and serves a post and a
+    claim."""
+    driver = open_driver(uri, settings or Settings())
+    try:
+        assert driver.unreachable_reason() is None
+        driver.prepare()
+        stores_and_claims(driver)
+    finally:
+        driver.close()
+
+
 def test_a_store_asking_for_client_certificates_is_used_with_the_uris_files(
     mutual_tls_store: RedisServer, tls: TlsFiles
 ) -> None:
@@ -65,13 +77,7 @@ def test_a_store_asking_for_client_certificates_is_used_with_the_uris_files(
         f"rediss://127.0.0.1:{mutual_tls_store.port}/0?ssl_ca_certs={tls.ca}"
         f"&ssl_certfile={tls.cert}&ssl_keyfile={tls.key}"
     )
-    driver = open_driver(uri, Settings())
-    try:
-        assert driver.unreachable_reason() is None
-        driver.prepare()
-        stores_and_claims(driver)
-    finally:
-        driver.close()
+    serves_through(uri)
 
 
 def test_a_store_that_does_not_trust_the_server_says_why(
@@ -103,14 +109,8 @@ def test_a_sentinel_groups_tls_data_nodes_take_acknowledged_writes(tls: TlsFiles
         # The replica follows the primary over TLS (no plain port to follow on).
         assert primary.client().config_get("port") == {"port": "0"}
         assert online_replicas(primary.client()) == 1
-        settings = Settings(storage=StorageSettings(replica_acks=1))
-        driver = open_driver(group.url(), settings)
-        try:
-            assert driver.unreachable_reason() is None
-            # Each write waits for the replica's acknowledgement (WAIT over TLS).
-            stores_and_claims(driver)
-        finally:
-            driver.close()
+        # Each write waits for the replica's acknowledgement (WAIT over TLS).
+        serves_through(group.url(), Settings(storage=StorageSettings(replica_acks=1)))
     finally:
         group.stop()
 
@@ -122,12 +122,7 @@ def test_sentinels_that_serve_tls_only_are_asked_over_tls(tls: TlsFiles) -> None
         with pytest.raises(redis.ConnectionError):  # nothing answers there in plain text
             redis.Redis(host, port, socket_timeout=2).ping()
         assert "sentinel_tls=true" in group.url()
-        driver = open_driver(group.url(), Settings())
-        try:
-            assert driver.unreachable_reason() is None
-            stores_and_claims(driver)
-        finally:
-            driver.close()
+        serves_through(group.url())
     finally:
         group.stop()
 
