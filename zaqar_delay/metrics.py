@@ -13,7 +13,8 @@ pool holds.
 Per-queue series are bounded: each process gives its own series to the first
 ``max_queue_series`` queues it sees and counts every later one under the labels
 ``project="_other", queue="_other"``, so a scrape stays small however many queues exist.
-The service-wide series (lateness, request duration) are always there.
+The service-wide series (lateness, request duration) are always there, and so is each
+store's clock against this server's, read at the scrape as the queue state is.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from collections.abc import Iterable, Iterator
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from zaqar_delay.clock import Clock
+from zaqar_delay.clock import Clock, store_offset_ms
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV
+from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.models import Fire, Message
 from zaqar_delay.stores import PooledStores, Stores
 
@@ -226,7 +228,8 @@ class Metrics:
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         families = list(registry.collect())
-        return generate_latest(_Families(families + list(self._queue_state(families))))
+        read = [*self._queue_state(families), self._store_clocks()]
+        return generate_latest(_Families(families + read))
 
     def _queue_state(self, families: list[Metric]) -> Iterator[Metric]:
         """Delayed, claimed and expired counts, read from the store for active queues."""
@@ -268,6 +271,25 @@ class Metrics:
             for pool, count in sorted(self._stores.queues_per_pool().items()):
                 placed.add_metric([pool], count)
             yield placed
+
+    def _store_clocks(self) -> Metric:
+        """Each store's clock against this process's, read at the scrape (a store that does
+        not answer, or shows no clock, has no sample)."""
+        offsets = GaugeMetricFamily(
+            "zaqar_delay_store_clock_offset_seconds",
+            "The store's clock minus this server's, read at the scrape. Every due time and "
+            "claim expiry is read from the server's clock: a server whose clock is ahead "
+            "(a negative offset) delivers messages that much early.",
+            labels=("store",),
+        )
+        for name, driver in self._stores.named():
+            try:
+                offset_ms = store_offset_ms(driver.clock_ms, self._clock)
+            except StorageUnavailable:
+                continue
+            if offset_ms is not None:
+                offsets.add_metric([name], offset_ms / 1000)
+        return offsets
 
 
 class _Families:

@@ -22,6 +22,8 @@ from zaqar_delay.storage.catalog import CatalogStore, PoolRecord
 
 # Placements one process remembers (forgotten all at once when full).
 PLACEMENT_CACHE_SIZE = 100_000
+# The name of the configured store ([storage] uri) among the stores, beside the pools'.
+DEFAULT_STORE = "default"
 # Seconds a pool's driver replaced by a changed record stays open: requests that took it
 # before the change finish on it.
 RETIRED_DRIVER_GRACE_S = 30.0
@@ -108,6 +110,11 @@ class Stores:
     def all(self) -> tuple[Driver, ...]:
         """Each store once: the push dispatcher leases from every one."""
         return (self.default,)
+
+    def named(self) -> tuple[tuple[str, Driver], ...]:
+        """Each store once with its name: ``default`` for the configured store, a pool's
+        name for a pool's."""
+        return ((DEFAULT_STORE, self.default),)
 
     def close(self) -> None:
         """Close the stores this object opened (not the default store)."""
@@ -322,9 +329,16 @@ class PooledStores(Stores):
         return {name: self.catalog.queues_on_pool(name) for name in dict.fromkeys(names)}
 
     def all(self) -> tuple[Driver, ...]:
+        return tuple(driver for _, driver in self.named())
+
+    def named(self) -> tuple[tuple[str, Driver], ...]:
         self._refresh()
-        drivers = [self.default, *(self._driver(name) for name in self.pools())]
-        return tuple({id(d): d for d in drivers}.values())
+        # Keyed by driver: a pool whose driver is the default store's is that store.
+        first = {id(self.default): (DEFAULT_STORE, self.default)}
+        for name in self.pools():
+            driver = self._driver(name)
+            first.setdefault(id(driver), (name, driver))
+        return tuple(first.values())
 
 
 def _same_store(a: PoolRecord, b: PoolRecord) -> bool:

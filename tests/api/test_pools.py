@@ -176,6 +176,21 @@ def test_a_pool_registered_with_options_now_refused_is_opened_without_them(
     ]
 
 
+def test_a_scrape_shows_the_clock_of_the_default_store_and_of_each_pool(pooled: Api) -> None:
+    pools = {p["name"] for p in pooled.get("/v2/pools").json["pools"]}
+    assert pools, "the fixture registers pools"
+    scraped = pooled.get("/metrics", headers={"Client-ID": None, "X-Project-ID": None}).text
+    stores = {
+        sample.labels["store"]
+        for family in text_string_to_metric_families(scraped)
+        for sample in family.samples
+        if sample.name == "zaqar_delay_store_clock_offset_seconds"
+    }
+    # Swift's clock counts whole seconds: a pool on Swift shows none.
+    on_swift = {p for p in pools if pooled.get(f"/v2/pools/{p}").json["uri"].startswith("swift")}
+    assert stores == {"default"} | (pools - on_swift)
+
+
 def test_the_same_store_under_another_name_is_a_409(pooled: Api) -> None:
     existing = pooled.get("/v2/pools/redis", params={"detailed": "true"}).json
     body = {"uri": existing["uri"], "weight": 5, "options": existing["options"]}

@@ -8,9 +8,15 @@ import tempfile
 import time
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
+from testbed.processes import free_port
 from zaqar_delay.clock import SKEW_WARNING_MS, FakeClock, SystemClock, store_offset_ms
 from zaqar_delay.conf import Settings, StorageSettings
+from zaqar_delay.metrics import Metrics
 from zaqar_delay.storage.resolve import resolve_store
+from zaqar_delay.storage.uri import open_driver
+from zaqar_delay.stores import Stores
 
 
 def test_the_stores_clock_is_read(driver: Any) -> None:
@@ -53,3 +59,30 @@ def test_a_server_clock_far_from_the_stores_is_warned_of_at_start() -> None:
         assert clock_warnings(resolved.warnings) == []
     finally:
         resolved.close()
+
+
+def clock_offsets(metrics: Metrics) -> dict[str, float]:
+    return {
+        sample.labels["store"]: sample.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for sample in family.samples
+        if sample.name == "zaqar_delay_store_clock_offset_seconds"
+    }
+
+
+def test_each_scrape_shows_the_stores_clock_against_the_servers(driver: Any) -> None:
+    ahead = FakeClock(time.time_ns() // 1_000_000 + 5_000)
+    offsets = clock_offsets(Metrics(Stores(driver), ahead))
+    # This server's clock 5 s ahead: the store's is 5 s behind it (a negative offset).
+    assert list(offsets) == ["default"]
+    assert -5.0 <= offsets["default"] <= -4.0, offsets
+    assert abs(clock_offsets(Metrics(Stores(driver), SystemClock()))["default"]) <= 0.25
+
+
+def test_a_scrape_leaves_out_the_clock_of_a_store_that_does_not_answer() -> None:
+    gone = open_driver(f"redis://127.0.0.1:{free_port()}/0", Settings())
+    try:
+        assert gone.unreachable_reason() is not None, "the store answers"
+        assert clock_offsets(Metrics(Stores(gone), SystemClock())) == {}
+    finally:
+        gone.close()
