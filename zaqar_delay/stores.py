@@ -109,7 +109,7 @@ class Stores:
 
     def all(self) -> tuple[Driver, ...]:
         """Each store once: the push dispatcher leases from every one."""
-        return (self.default,)
+        return tuple(driver for _, driver in self.named())
 
     def named(self) -> tuple[tuple[str, Driver], ...]:
         """Each store once with its name: ``default`` for the configured store, a pool's
@@ -327,9 +327,6 @@ class PooledStores(Stores):
         self._refresh()
         names = [*self.pools(), *([VIRTUAL_POOL] if self._virtual_pool else [])]
         return {name: self.catalog.queues_on_pool(name) for name in dict.fromkeys(names)}
-
-    def all(self) -> tuple[Driver, ...]:
-        return tuple(driver for _, driver in self.named())
 
     def named(self) -> tuple[tuple[str, Driver], ...]:
         self._refresh()

@@ -65,8 +65,7 @@ def parse_cluster_uri(uri: str) -> tuple[list[ClusterNode], dict[str, Any]]:
     lets the client start while one of them is down.
     """
     parsed = urllib.parse.urlsplit(uri)
-    query = uri_options.query_of(uri)
-    uri_options.check_known(uri, query, ())
+    tls_arguments = uri_options.check_uri(uri)
     userinfo, _, hosts = parsed.netloc.rpartition("@")
     nodes = []
     for entry in filter(None, hosts.split(",")):
@@ -76,8 +75,7 @@ def parse_cluster_uri(uri: str) -> tuple[list[ClusterNode], dict[str, Any]]:
         nodes.append(ClusterNode(host.strip("[]"), int(port)))  # type: ignore[no-untyped-call]
     if not nodes:
         raise StorageConfigError(f"Invalid storage URI {uri!r}: no cluster node given")
-    tls = parsed.scheme == "rediss+cluster"
-    options: dict[str, Any] = {"ssl": tls, **uri_options.tls_arguments(uri, query, tls)}
+    options: dict[str, Any] = {"ssl": parsed.scheme == "rediss+cluster", **tls_arguments}
     if userinfo:
         user, has_password, password = userinfo.partition(":")
         options["username"] = urllib.parse.unquote(user) or None

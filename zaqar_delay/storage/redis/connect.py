@@ -52,9 +52,7 @@ def redis_client(uri: str, socket_timeout: float, max_connections: int = 64) -> 
     a restart. The URI's query options are checked first (``uri_options``); redis-py reads
     the ones it takes itself.
     """
-    query = uri_options.query_of(uri)
-    uri_options.check_known(uri, query, uri_options.STANDALONE)
-    uri_options.tls_arguments(uri, query, urllib.parse.urlsplit(uri).scheme == "rediss")
+    uri_options.check_uri(uri)
     try:
         pool = redis.BlockingConnectionPool.from_url(
             with_zaqar_options(uri), **pool_options(socket_timeout, max_connections)

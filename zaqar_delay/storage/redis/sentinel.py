@@ -62,7 +62,7 @@ def parse_sentinel_uri(uri: str) -> SentinelTarget:
     """The Sentinels, primary name and options of ``uri``; StorageConfigError when malformed."""
     parsed = urllib.parse.urlsplit(uri)
     query = uri_options.query_of(uri)
-    uri_options.check_known(uri, query, uri_options.SENTINEL | {"dbid", "socket_timeout"})
+    tls_arguments = uri_options.check_uri(uri)
     userinfo, _, hosts = parsed.netloc.rpartition("@")
     sentinels = tuple(_host_port(uri, entry) for entry in hosts.split(",") if entry)
     if not sentinels:
@@ -85,7 +85,7 @@ def parse_sentinel_uri(uri: str) -> SentinelTarget:
         sentinel_password=query.get("sentinel_password") or None,
         db=_number(uri, query, "dbid", int, 0),
         socket_timeout=_number(uri, query, "socket_timeout", float, None),
-        tls_arguments=uri_options.tls_arguments(uri, query, parsed.scheme == "rediss"),
+        tls_arguments=tls_arguments,
         sentinel_tls=_sentinel_tls(uri, query, parsed.scheme == "rediss"),
     )
 

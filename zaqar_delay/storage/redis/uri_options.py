@@ -53,12 +53,13 @@ def own_options(uri: str, query: Mapping[str, str]) -> frozenset[str]:
     return STANDALONE
 
 
-def check_uri(uri: str) -> None:
-    """StorageConfigError, as the client would raise it, for an option of the Redis URI
-    ``uri`` its client does not take or a TLS option it cannot use."""
+def check_uri(uri: str) -> dict[str, Any]:
+    """redis-py's TLS arguments for the Redis URI ``uri``, its options checked first:
+    StorageConfigError for an option its client does not take or a TLS option it cannot
+    use."""
     query = query_of(uri)
-    check_known(uri, query, own_options(uri, query))
-    tls_arguments(uri, query, urllib.parse.urlsplit(uri).scheme in TLS_SCHEMES)
+    _check_known(uri, query, own_options(uri, query))
+    return _tls_arguments(uri, query, urllib.parse.urlsplit(uri).scheme in TLS_SCHEMES)
 
 
 def without_refused(uri: str) -> tuple[str, list[str]]:
@@ -80,7 +81,7 @@ def without_refused(uri: str) -> tuple[str, list[str]]:
     return urllib.parse.urlunsplit(parts._replace(query="&".join(kept))), dropped
 
 
-def check_known(uri: str, query: Mapping[str, str], known: Iterable[str]) -> None:
+def _check_known(uri: str, query: Mapping[str, str], known: Iterable[str]) -> None:
     """StorageConfigError naming the first option of ``query`` not in ``known`` or TLS's."""
     allowed = TLS.union(known)
     unknown = sorted(set(query) - allowed)
@@ -91,7 +92,7 @@ def check_known(uri: str, query: Mapping[str, str], known: Iterable[str]) -> Non
         )
 
 
-def tls_arguments(uri: str, query: Mapping[str, str], tls: bool) -> dict[str, Any]:
+def _tls_arguments(uri: str, query: Mapping[str, str], tls: bool) -> dict[str, Any]:
     """redis-py's connection arguments for the URI's TLS options (none without them).
 
     StorageConfigError for a TLS option on a URI without TLS (``redis://``: the option would
