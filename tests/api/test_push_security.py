@@ -531,27 +531,31 @@ def test_a_signature_binds_the_delivery_id_and_the_readme_check_refuses_old_ones
     assert not verified(old, push.body, secret)
 
 
-def test_logs_and_dead_letters_show_no_subscriber_password(
+def test_logs_and_dead_letters_show_no_subscriber_password_or_query_value(
     api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
-    subscriber = f"http://user:s3cret-pw@127.0.0.1:{free_port()}/hook"
+    subscriber = f"http://user:s3cret-pw@127.0.0.1:{free_port()}/hook?code=s3cret-tk&v=2"
     assert api.put("/v2/queues/q", json={"_dead_letter_queue": "dead"}).status_code == 201
     created = api.post(SUBS, json={"subscriber": subscriber, "options": {"_retry_policy": {
         "retries_with_no_delay": 0, "minimum_delay_retries": 0, "maximum_delay": 5,
         "minimum_delay": 5, "maximum_delay_retries": 0}}})  # fmt: skip
     assert created.status_code == 201, created.text
     # The attack's material: the password is stored with the subscriber.
-    assert "s3cret-pw" in api.get(f"{SUBS}/{created.json['subscription_id']}").text
+    shown = api.get(f"{SUBS}/{created.json['subscription_id']}").text
+    assert "s3cret-pw" in shown and "s3cret-tk" in shown
     with dispatching(api) as dispatcher:
         api.post_messages("q", {"body": 1})
         with caplog.at_level(logging.DEBUG, logger="zaqar_delay"):
             assert dispatcher.run_once() == 1
     assert any("failed for good" in record.getMessage() for record in caplog.records)
     ours = [record for record in caplog.records if record.name.startswith("zaqar_delay")]
-    assert "s3cret-pw" not in "\n".join(record.getMessage() for record in ours)
+    logged = "\n".join(record.getMessage() for record in ours)
+    assert "s3cret-pw" not in logged and "s3cret-tk" not in logged
+    assert "/hook?code=***&v=***" in logged
     [dead] = api.get("/v2/queues/dead/messages?echo=true").json["messages"]
-    assert "s3cret-pw" not in dead["body"]["subscriber"]
+    assert "s3cret" not in dead["body"]["subscriber"]
     assert dead["body"]["subscriber"].startswith("http://user:***@127.0.0.1:")
+    assert dead["body"]["subscriber"].endswith("/hook?code=***&v=***")
 
 
 def test_the_embedded_store_s_files_are_its_owner_s_alone(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from zaqar_delay import retry_policy
 from zaqar_delay.push.guard import AddressGuard, DeniedAddress
+from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import outcome_of, signature
 
 
@@ -76,6 +77,24 @@ def test_signature_is_hmac_sha256_over_timestamp_delivery_id_and_body() -> None:
     assert signature("k", 1000, "d1", b"{}") == (
         "t=1000,v2=" + hmac.new(b"k", b"1000.d1.{}", "sha256").hexdigest()
     )
+
+
+@pytest.mark.parametrize(
+    ("subscriber", "shown"),
+    [
+        ("https://h.example/in", "https://h.example/in"),
+        ("https://u:pw@h.example/in", "https://u:***@h.example/in"),
+        ("https://h.example/in?code=k&sig=s&flag", "https://h.example/in?code=***&sig=***&flag"),
+        ("trust+https://h.example/?token=t", "trust+https://h.example/?token=***"),
+        ("https://h.example/in?", "https://h.example/in?"),
+        ("mailto:ops@example.com?subject=due", "mailto:ops@example.com?subject=due"),
+        ("http://[::1/", "<a malformed subscriber>"),
+    ],
+)
+def test_a_subscriber_is_shown_without_password_or_query_values(
+    subscriber: str, shown: str
+) -> None:
+    assert redacted(subscriber) == shown
 
 
 def test_guard_defaults_deny_link_local_and_metadata_only() -> None:

@@ -32,13 +32,26 @@ def parse(subscriber: str) -> urllib.parse.SplitResult:
 
 
 def redacted(subscriber: str) -> str:
-    """``subscriber`` without the password of its userinfo (for logs and errors)."""
+    """``subscriber`` as logs and dead letters show it: the password of its userinfo and the
+    value of every query option are ``***``. A receiver's secret often rides in the query
+    (``?token=``, ``?code=``, ``?sig=``) under a name no list would foresee, so none is shown;
+    the names stay, to tell subscribers apart."""
     try:
         parts = urllib.parse.urlsplit(subscriber)
     except ValueError:
         return "<a malformed subscriber>"
-    if "@" not in parts.netloc or parts.scheme == "mailto":
+    if parts.scheme == "mailto":
         return subscriber
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user = userinfo.split(":", 1)[0]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    query = "&".join(_without_value(option) for option in parts.query.split("&") if option)
+    if (netloc, query) == (parts.netloc, parts.query):
+        return subscriber
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _without_value(option: str) -> str:
+    name, has_value, _ = option.partition("=")
+    return f"{name}=***" if has_value else name
