@@ -1,17 +1,25 @@
-"""Redis Cluster specifics: the URI, queues spread over masters, a cluster that starts late."""
+"""Redis Cluster specifics: the URI, queues spread over masters, a cluster that starts late,
+any project id, writes in order across nodes."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import redis
+import redis.cluster
+import redis.crc
 
 from testbed.processes import RedisCluster
 from tests.helpers.stores import close_test_driver, open_test_driver
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.errors import StorageConfigError, StorageUnavailable
-from zaqar_delay.models import ClaimTimes, NewMessage
+from zaqar_delay.models import ClaimTimes, LeaseRequest, NewMessage, NewSubscription
 from zaqar_delay.storage.redis.cluster import parse_cluster_uri
 from zaqar_delay.storage.redis.driver import RedisDriver
+from zaqar_delay.storage.redis.keys import KeySpace
+from zaqar_delay.storage.redis.pushes import queue_member
 
 
 def test_cluster_uri_lists_nodes_and_credentials() -> None:
@@ -98,5 +106,77 @@ def test_a_script_sent_to_a_former_owner_of_its_slot_is_sent_again_to_the_owner(
         assert len(posted.ids) == 1
         assert driver._client.get_node_from_key(queue_key).name == owner.name, "map read again"
         assert driver.stats("p", "moved", clock.now_ms()).total == 1, "the post ran once"
+    finally:
+        close_test_driver(driver)
+
+
+@pytest.mark.parametrize("project", ["}x", "}", "}{}/q"])
+def test_a_project_whose_id_begins_with_a_closing_brace_is_served(
+    redis_cluster: RedisCluster, clock: FakeClock, project: str
+) -> None:
+    # The fault: tagged "{<project>/<queue>}", a queue's keys would begin "{}", which Redis
+    # hashes whole, so they would lie in several slots and no script could touch them all.
+    standalone = KeySpace("zd").queue(project, "q").as_list()
+    assert len({redis.crc.key_slot(key.encode()) for key in standalone}) > 1
+    driver = open_test_driver(redis_cluster.url)
+    assert isinstance(driver, RedisDriver)
+    try:
+        keys = driver._keys.queue(project, "q").as_list()
+        assert len({redis.crc.key_slot(key.encode()) for key in keys}) == 1
+        assert driver.create_queue(project, "q", {"k": 1}, clock.now_ms())
+        now_ms = clock.now_ms()
+        sid, _ = driver.create_subscription(
+            project, "q", NewSubscription("http://127.0.0.1:9/h", 3600, {}, "s"), now_ms
+        )
+        [mid] = driver.post_messages(project, "q", [NewMessage('"x"', 60, 0)], "c", now_ms).ids
+        claim = driver.create_claim(project, "q", ClaimTimes(30, 30), 5, now_ms)
+        assert claim is not None and [m.id for m in claim.messages] == [mid]
+        assert driver.due_push_queues(now_ms, 10) == [(project, "q")]
+        [push] = driver.lease_pushes(project, "q", LeaseRequest(now_ms, 30_000, 10))
+        assert (push.subscription.id, push.message.id) == (sid, mid)
+        assert [q.name for q in driver.list_queues(project, None, 10, False)] == ["q"]
+        # Another project's queue of the same name is another queue.
+        assert driver.stats("}y", "q", now_ms).total == 0
+        driver.delete_queue(project, "q")
+        assert driver.get_metadata(project, "q") is None
+    finally:
+        close_test_driver(driver)
+
+
+def test_a_queue_s_push_index_is_written_before_its_deliveries_are_read(
+    redis_cluster: RedisCluster, clock: FakeClock
+) -> None:
+    """A post owing a push between a lease and the lease's index write: the index write must
+    come first, or the post's lower entry is overwritten and its push waits until the later
+    one (the index is on one node, the queue's deliveries on another)."""
+    driver = open_test_driver(redis_cluster.url)
+    assert isinstance(driver, RedisDriver)
+    try:
+        cluster = driver._client._cluster()
+        index_node = cluster.get_node_from_key(driver._keys.pushes())
+        queue = next(
+            f"q{i}"
+            for i in range(100)
+            if cluster.get_node_from_key(driver._keys.queue("p", f"q{i}").deliveries).name
+            != index_node.name
+        )
+        deliveries = driver._keys.queue("p", queue).deliveries
+        owed_ms = clock.now_ms() + 5_000
+        # The fault: the index's node holds every write for 0.5 s (a busy node), and the
+        # post's delivery lands on the queue's node meanwhile.
+        paused = redis.Redis(port=index_node.port)
+        assert paused.client_pause(500, all=False)
+        queue_node = redis.Redis(port=int(cluster.get_node_from_key(deliveries).port))
+
+        def post_meanwhile() -> int:
+            time.sleep(0.2)
+            return int(queue_node.zadd(deliveries, {"s:m": owed_ms}))
+
+        with ThreadPoolExecutor(1) as pool:
+            posted = pool.submit(post_meanwhile)
+            assert driver.lease_pushes("p", queue, LeaseRequest(clock.now_ms(), 30_000, 10)) == []
+            assert posted.result() == 1
+        member = queue_member("p", queue)
+        assert cluster.zscore(driver._keys.pushes(), member) == owed_ms
     finally:
         close_test_driver(driver)

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgpack
 import pytest
+import redis.crc
 
 from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay.clock import FakeClock
@@ -18,11 +19,17 @@ from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.keys import KeySpace
 
 
-def test_every_key_of_a_queue_shares_one_hash_tag() -> None:
-    keys = KeySpace("zd").queue("project/with}odd{chars", "jobs").as_list()
+@pytest.mark.parametrize("cluster", [False, True])
+@pytest.mark.parametrize("project", ["project/with}odd{chars", "}begins-with-a-brace"])
+def test_every_key_of_a_queue_shares_one_hash_tag(project: str, cluster: bool) -> None:
+    keys = KeySpace("zd", cluster=cluster).queue(project, "jobs").as_list()
     tags = {key[key.index("{") + 1 : key.index("}")] for key in keys}
     assert len(tags) == 1
     assert len(set(keys)) == len(keys) == 21
+    if cluster:
+        assert len({redis.crc.key_slot(key.encode()) for key in keys}) == 1
+    else:  # a standalone store keeps the keys it always had (on a Cluster no data was kept)
+        assert keys[0] == f"zd:{{{project}/jobs}}:q"
 
 
 # -- the compact message layout ----------------------------------------------------------------

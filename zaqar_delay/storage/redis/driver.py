@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgpack
+import redis
 
 from zaqar_delay import errors
 from zaqar_delay.models import (
@@ -67,7 +68,9 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         self._client = client
         self._closed = threading.Event()
         self._list_scan_budget = list_scan_budget
-        self._keys = KeySpace(prefix)
+        # A cluster client is not a redis.Redis (a RedisCluster, or the lazy stand-in for one).
+        self._on_cluster = not isinstance(client, redis.Redis)
+        self._keys = KeySpace(prefix, cluster=self._on_cluster)
         self._acks = acks or ReplicaAcks()
         self._scripts, self._script_connections = register_scripts(client, self._acks)
 

@@ -1,7 +1,9 @@
 """Every Redis key name the driver uses, in one place.
 
 All keys of one queue carry the hash tag ``{project/queue}`` so each script touches one
-cluster slot. Queue names cannot contain ``/`` or braces, so the tag is unambiguous.
+cluster slot. Queue names cannot contain ``/`` or braces, so the tag is unambiguous. A
+project id may hold anything, braces included: on a Cluster, the queues of a project whose
+id begins with ``}`` are tagged by the queue's name instead (``QUEUE_TAGGED``).
 The order of :meth:`QueueKeys.as_list` is the ``KEYS`` order every queue script expects
 (see ``lua/lib.lua``).
 """
@@ -18,6 +20,12 @@ from zaqar_delay.errors import StorageConfigError
 # a glob there would match the keys of every other prefix on the store; and braces, because a
 # hash tag in the prefix would put every key of the prefix in one Cluster slot.
 PREFIX_REFUSED = frozenset("*?[]\\{}")
+# What follows the prefix in the keys of a queue of a project whose id begins with "}", on a
+# Cluster. "{project/queue}" would be "{}...": Redis hashes a key whose first braces hold
+# nothing whole, so each of the queue's keys would go to its own slot and every script on
+# them would be refused. "!{queue/project}" tags them by "queue/" and is spelt as no other
+# key is (theirs follow the prefix with ":{", and a prefix holds no braces).
+QUEUE_TAGGED = "!"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -69,9 +77,11 @@ class QueueKeys:
 @dataclasses.dataclass(frozen=True, slots=True)
 class KeySpace:
     """Builds key names under one prefix: a non-empty one, without glob characters or braces
-    (``PREFIX_REFUSED``) or control characters; ``StorageConfigError`` otherwise."""
+    (``PREFIX_REFUSED``) or control characters; ``StorageConfigError`` otherwise.
+    ``cluster``: the keys are for a Redis Cluster (see ``QUEUE_TAGGED``)."""
 
     prefix: str = "zd"
+    cluster: bool = False
 
     def __post_init__(self) -> None:
         refused = sorted({c for c in self.prefix if c in PREFIX_REFUSED or not c.isprintable()})
@@ -93,6 +103,8 @@ class KeySpace:
 
     def _build_queue(self, project: str, queue: str) -> QueueKeys:
         base = f"{self.prefix}:{{{project}/{queue}}}"
+        if self.cluster and project.startswith("}"):
+            base = f"{self.prefix}:{QUEUE_TAGGED}{{{queue}/{project}}}"
         return QueueKeys(
             queue=f"{base}:q",
             bodies=f"{base}:mb",

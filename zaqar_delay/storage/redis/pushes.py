@@ -18,8 +18,6 @@ import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import redis.cluster
-
 from zaqar_delay.models import Delivery, LeaseRequest, Settlement
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.deliveries import PARKED
@@ -44,6 +42,7 @@ class PushScripts(Driver):
     if TYPE_CHECKING:
         _client: Any
         _keys: KeySpace
+        _on_cluster: bool
 
         def _run(self, name: str, project: str, queue: str, *args: Any) -> Any: ...
 
@@ -61,7 +60,7 @@ class PushScripts(Driver):
         pushes = self._keys.pushes()
         deliveries = self._keys.queue(project, queue).deliveries
         first: Any  # [(member, score)] or []
-        if isinstance(self._client, redis.cluster.RedisCluster):
+        if self._on_cluster:
             # Two nodes: a pipeline would not keep the write before the read.
             self._client.zadd(pushes, {member: earliest_ms or NOTHING_OWED})
             first = self._client.zrange(deliveries, 0, 0, withscores=True)
