@@ -43,8 +43,8 @@ def _retry_backoff(policy: Any, limits: Limits) -> None:
         raise errors.InvalidRequest("_retry_backoff factor must be at least 1 and at most 1000.")
 
 
-def checked(metadata: Metadata, limits: Limits) -> Metadata:
-    """Check the reserved ``_`` keys of queue metadata; null means "use the default"."""
+def checked(metadata: Metadata, limits: Limits, queue: str) -> Metadata:
+    """Check the reserved ``_`` keys of ``queue``'s metadata; null means "use the default"."""
     _reserved_int(
         metadata,
         policy.DEFAULT_MESSAGE_TTL,
@@ -89,6 +89,10 @@ def checked(metadata: Metadata, limits: Limits) -> Metadata:
     dead_letter = metadata.get(policy.DEAD_LETTER_QUEUE)
     if dead_letter is not None and not is_queue_name(dead_letter):
         raise errors.InvalidRequest("_dead_letter_queue must be the name of a queue.")
+    if dead_letter == queue:
+        # Moving a message to its own queue would delete it; a failed push's dead letter
+        # would be pushed, fail and be dead-lettered again without end.
+        raise errors.InvalidRequest("_dead_letter_queue must name another queue.")
     for flag in (policy.ENABLE_ENCRYPT_MESSAGES, policy.DELETE_AFTER_PUSH):
         value = metadata.get(flag)
         if value is not None and not isinstance(value, bool):

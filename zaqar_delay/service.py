@@ -96,7 +96,7 @@ class Service:
 
     def create_queue(self, project: str, queue: str, metadata: Metadata) -> bool:
         """Create the queue; False if it existed (its metadata is then left as it was)."""
-        reserved_metadata.checked(metadata, self.limits)
+        reserved_metadata.checked(metadata, self.limits, queue)
         self.encryption.for_queue(QueuePolicy.of(metadata))
         self.quotas.check_new_queue(project, queue)
         store = self.stores.place(project, queue, reserved_metadata.flavor(metadata))
@@ -120,7 +120,7 @@ class Service:
             raise errors.QueueDoesNotExist(queue, project)
         updated = metadata_patch.apply(stored, operations)
         try:
-            reserved_metadata.checked(updated, self.limits)
+            reserved_metadata.checked(updated, self.limits, queue)
         except errors.InvalidRequest as exc:
             raise errors.InvalidBody(exc.description) from exc
         self.encryption.for_queue(QueuePolicy.of(updated))
@@ -334,10 +334,14 @@ class Service:
             now_ms = self.now_ms()
             outcome = store.claim(project, queue, times, limit, now_ms)
             over = outcome.over_limit
-            if over is not None:
+            if over is not None and over.queue != queue:
                 target = self._dead_letter_store(project, queue, over.queue)
                 dead_letters.move(store, project, queue, over, target, now_ms)
                 self.lifecycle.dead_lettered(project, queue, over.ids, over.queue, now_ms)
+            # A queue that is its own dead-letter queue (metadata no longer accepted) keeps
+            # its messages claimed too often: moved to itself, each would be deleted. The
+            # claim holds them, as it holds those it moves, so they are not claimed again
+            # before it ends.
             claim = outcome.claim
             if claim is None:
                 return None

@@ -16,7 +16,7 @@ from zaqar_delay.models import Delivery, PushResult, Settlement
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import Outcome, message_document
-from zaqar_delay.push_door import PushDoor
+from zaqar_delay.push_door import DEAD_LETTER_CLIENT_ID, PushDoor
 
 LOG = logging.getLogger(__name__)
 # The dispatcher's outcomes of pushes it did not send: dropped (the subscription is not
@@ -103,12 +103,25 @@ class Settler:
                 delivery.attempts + 1,
                 outcome.error,
             )
-            if policy.dead_letter_queue:
-                dead_letter_queue = policy.dead_letter_queue
+            if self._dead_letters(delivery, policy):
+                dead_letter_queue = str(policy.dead_letter_queue)
                 self._dead_letter(delivery, outcome, dead_letter_queue, now_ms)
         kind = "delivered" if outcome.kind == "delivered" else "failed"
         kind = "retry" if retry_at is not None else kind
         self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, attempt.sent_ms)
+
+    @staticmethod
+    def _dead_letters(delivery: Delivery, policy: QueuePolicy) -> bool:
+        """Whether a push that failed for good goes to the queue's dead-letter queue: not
+        when it is the push of a dead letter (one from the dead-letter queue's own
+        subscriptions, or around a cycle of dead-letter queues), nor when the queue is its
+        own dead-letter queue (metadata no longer accepted). Each would be pushed, fail and
+        be dead-lettered again, without end; one subscription more on the way would double
+        them each time round. The dead letter stays in its queue."""
+        target = policy.dead_letter_queue
+        if not target or target == delivery.queue:
+            return False
+        return delivery.message.client_id != DEAD_LETTER_CLIENT_ID
 
     @staticmethod
     def _retry_at(delivery: Delivery, outcome: Outcome, now_ms: int) -> int | None:
