@@ -193,6 +193,19 @@ def test_unspecified_and_zoned_link_local_addresses_are_denied(address: str) -> 
     assert not AddressGuard(allow=["0.0.0.0/0", "::/0"]).permits(address)
 
 
+@pytest.mark.parametrize("host", ["[fe80::1%25eth0]", "[fe80::a9fe:a9fe%25lo]"])
+def test_a_zoned_link_local_subscriber_is_refused_when_subscribing(api: Api, host: str) -> None:
+    # The attack's material: the zone id as a URI spells it does not resolve, so the address
+    # passed as a host name that may resolve later.
+    hostname = urllib.parse.urlsplit(f"https://{host}/x").hostname
+    assert hostname is not None and "%25" in hostname
+    with pytest.raises(OSError):
+        socket.getaddrinfo(hostname, 443)
+    refused = api.post(SUBS, json={"subscriber": f"https://{host}/x"})
+    assert refused.status_code == 400, refused.text
+    assert "pushes may not reach" in refused.json["description"]
+
+
 def test_operator_lists_add_to_the_protected_networks_never_replace_them() -> None:
     # The attack: an operator who denies 10.0.0.0/8 or allows everything.
     for guard in (AddressGuard(deny=["10.0.0.0/8"]), AddressGuard(allow=["0.0.0.0/0"])):

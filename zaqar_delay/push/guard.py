@@ -188,8 +188,17 @@ class AddressGuard:
         return addresses
 
     def check_host(self, host: str) -> None:
-        """DeniedAddress when an address ``host`` resolves to now is denied. A name that does
-        not resolve now passes: the connection is checked again when a push is sent."""
+        """DeniedAddress when ``host`` is a denied address, or an address it resolves to now
+        is denied. A name that does not resolve now passes: the connection is checked again
+        when a push is sent."""
+        try:
+            literal = self.permits(host)
+        except ValueError:  # a name, not an address
+            literal = True
+        if not literal:
+            # Checked as written: a zone id spelt as a URI spells it ("%25eth0") does not
+            # resolve, and would pass as a name that does not resolve yet.
+            raise DeniedAddress(f"{host} is an address pushes may not reach")
         try:
             self.resolve(host, 0)
         except OSError:
