@@ -275,6 +275,7 @@ FRAMING = ["Content-Length", "Transfer-Encoding", "connection", "Host", "Upgrade
         *[({name: "0"}, "set by the service") for name in FRAMING],
         ({"X Bad": "1"}, "not an HTTP token"),
         ({"X-Split": "a\r\nContent-Length: 0"}, "control character"),
+        ({"X-Price": "5 \u20ac"}, "holds '\u20ac', beyond Latin-1"),
         ({"X-Obj": {"a": 1}}, "must be a string"),
     ],
 )

@@ -7,7 +7,8 @@ header that changes how the request is framed or routed (``Content-Length``,
 smuggle a second request to the receiver or to whatever sits in front of it. Those, and the
 service's own ``X-Zaqar-Delay-*`` headers (the signature a receiver trusts), are refused when
 subscribing; names must be RFC 9110 tokens and values must hold no control characters (no CR or
-LF). Subscriptions stored before these rules are sent without the headers that break them.
+LF) and nothing beyond Latin-1 (a push could not send it). Subscriptions stored before these
+rules are sent without the headers that break them.
 """
 
 from __future__ import annotations
@@ -48,7 +49,11 @@ def refusal(name: Any, value: Any) -> str | None:
         return f"the header {name} is set by the service, not by a subscription"
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return f"the value of the header {name} must be a string"
-    if not FIELD_VALUE.match(str(value)):
+    text = str(value)
+    if not FIELD_VALUE.match(text):
+        beyond = next((c for c in text if ord(c) > 0xFF), None)
+        if beyond is not None:  # HTTP sends header values as Latin-1 bytes
+            return f"the value of the header {name} holds {beyond!r}, beyond Latin-1"
         return f"the value of the header {name} holds a control character (CR, LF, ...)"
     return None
 
