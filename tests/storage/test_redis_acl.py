@@ -1,10 +1,11 @@
 """A Redis user of the service's own, granted as the running manual says: the keys and wake
 channels under its key prefix, every command but ``@dangerous`` (so neither ``INFO`` nor
-``CONFIG``). Everything the service does works; what it could not read about the store it
+``CONFIG``), on a standalone store, behind Sentinel and on a Cluster. Everything the service does works; what it could not read about the store it
 says it could not, and a wake channel the user may not subscribe to is told once."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import uuid
@@ -13,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from testbed.processes import RedisServer
+from testbed.processes import RedisCluster, RedisSentinelGroup, RedisServer
 from zaqar_delay.conf import Settings
-from zaqar_delay.models import ClaimTimes, Deletion, NewMessage
+from zaqar_delay.models import ClaimTimes, Deletion, LeaseRequest, NewMessage, NewSubscription
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.uri import open_driver
 
@@ -36,21 +37,56 @@ def store() -> Iterator[RedisServer]:
     server.stop()
 
 
+@dataclasses.dataclass
+class Granted:
+    """A store whose data nodes each have the user ``zaqar`` granted ``GRANT``: the URI
+    naming that user, and an administrator's client of each data node."""
+
+    uri: str
+    nodes: list[redis.Redis]
+
+
+@pytest.fixture(params=["standalone", "sentinel", "cluster"])
+def granted(request: pytest.FixtureRequest, store: RedisServer) -> Iterator[Granted]:
+    if request.param == "standalone":
+        yield Granted(f"redis://zaqar:zaqar-pw@127.0.0.1:{store.port}/0", [store.client(5.0)])
+        return
+    if request.param == "sentinel":
+        group = RedisSentinelGroup(replicas=1).start()
+        nodes = [node.client(5.0) for node in group.data_nodes]
+        uri = group.url().replace("redis://", "redis://zaqar:zaqar-pw@", 1)
+        stop = group.stop
+    else:
+        cluster = RedisCluster().start()
+        nodes = [redis.Redis(port=node.port) for node in cluster.nodes]
+        uri = cluster.url.replace("redis+cluster://", "redis+cluster://zaqar:zaqar-pw@", 1)
+        stop = cluster.stop
+    try:
+        for node in nodes:  # a replica promoted later must know the user too
+            node.execute_command("ACL", "SETUSER", "zaqar", "on", ">zaqar-pw", *GRANT)
+        yield Granted(uri, nodes)
+    finally:
+        stop()
+
+
 def user_driver(store: RedisServer, user: str) -> Driver:
     return open_driver(f"redis://{user}:{user}-pw@127.0.0.1:{store.port}/0", Settings())
 
 
-def refusals_of(store: RedisServer, user: str) -> set[str]:
-    """What the store's ACL log says ``user`` was refused."""
-    entries = store.client(5.0).acl_log(100)
-    return {str(e["object"]) for e in entries if e["username"] == user}
+def refusals_of(node: redis.Redis, user: str) -> set[str]:
+    """What the data node's ACL log says ``user`` was refused."""
+    return {str(e["object"]) for e in node.acl_log(100) if e["username"] == user}
 
 
-def test_a_user_granted_as_the_manual_says_serves_every_operation(store: RedisServer) -> None:
-    user = redis.Redis(port=store.port, username="zaqar", password="zaqar-pw")
+def test_a_user_granted_as_the_manual_says_serves_every_operation(granted: Granted) -> None:
+    user = redis.Redis(
+        port=granted.nodes[0].connection_pool.connection_kwargs["port"],
+        username="zaqar",
+        password="zaqar-pw",
+    )
     with pytest.raises(redis.exceptions.NoPermissionError):
         user.info()  # the store keeps its persistence and replicas from this user
-    driver = user_driver(store, "zaqar")
+    driver = open_driver(granted.uri, Settings())
     wakeups = driver.wakeups()
     assert wakeups is not None
     woken: list[str] = []
@@ -66,11 +102,16 @@ def test_a_user_granted_as_the_manual_says_serves_every_operation(store: RedisSe
         driver.create_queue(project, queue, {}, NOW)
         assert listening.wait(10)
         wakeups.announce(project, queue, 10_000)
+        subscription = NewSubscription("http://127.0.0.1:9/h", 3600, {}, "s")
+        driver.create_subscription(project, queue, subscription, NOW)
         driver.post_messages(project, queue, [NewMessage('"acl"', 600, 0)], "c", NOW)
         claim = driver.claim(project, queue, ClaimTimes(60, 60), 10, NOW).claim
         assert claim is not None and [m.body for m in claim.messages] == ["acl"]
+        assert (project, queue) in driver.due_push_queues(NOW, 100)
+        assert len(driver.lease_pushes(project, queue, LeaseRequest(NOW, 30_000, 10))) == 1
         driver.delete_messages(project, queue, Deletion([claim.messages[0].id], [claim.id]), NOW)
         assert driver.stats(project, queue, NOW).total == 0
+        assert queue in [q.name for q in driver.list_queues(project, None, 100, False)]
         driver.delete_queue(project, queue)
         for _ in range(100):
             if woken:
@@ -82,8 +123,9 @@ def test_a_user_granted_as_the_manual_says_serves_every_operation(store: RedisSe
         listener.join(10)
         driver.close()
     # INFO and CONFIG GET (Redis 6 logs "config"), which the durability check reads, are all
-    # it was refused.
-    assert refusals_of(store, "zaqar") <= {"info", "config|get", "config"}
+    # it was refused, on any node.
+    refused = set().union(*(refusals_of(node, "zaqar") for node in granted.nodes))
+    assert refused <= {"info", "config|get", "config"}
 
 
 def test_a_user_refused_the_wake_channel_is_told_once_and_retried_each_second(
@@ -108,7 +150,7 @@ def test_a_user_refused_the_wake_channel_is_told_once_and_retried_each_second(
             stop.set()
             listener.join(10)
             driver.close()
-    assert "zd:*:wake" in refusals_of(store, "deaf"), "the store did not refuse the channel"
+    assert "zd:*:wake" in refusals_of(store.client(5.0), "deaf"), "the channel was not refused"
     # Each try wakes the waiting claims to look (on_reconnect), and the refusal is told once.
     assert len(tries) >= 3
     told = [r for r in caplog.records if r.name == "zaqar_delay.storage.redis.wakeups"]
