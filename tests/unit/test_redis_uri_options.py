@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from zaqar_delay.errors import StorageConfigError
-from zaqar_delay.storage.redis.cluster import parse_cluster_uri
+from zaqar_delay.storage.redis.cluster import LazyClusterClient, parse_cluster_uri
 from zaqar_delay.storage.redis.connect import redis_client
 from zaqar_delay.storage.redis.sentinel import parse_sentinel_uri
 from zaqar_delay.storage.redis.uri_options import check_uri, without_refused
@@ -62,7 +62,15 @@ def test_tls_options_reach_the_standalone_client(ca: str) -> None:
         ("redis://h:1/0?protocol=3", "unknown option 'protocol'"),
         ("redis://h:1/0?max_connections=9", "unknown option 'max_connections'"),
         ("redis://h1,h2?master=zd&db=1", "unknown option 'db'"),
-        ("redis+cluster://h:1?socket_timeout=1", "unknown option 'socket_timeout'"),
+        ("redis+cluster://h:1?dbid=1", "unknown option 'dbid'"),
+        ("redis://h:1/0?socket_timeout=nan", "socket_timeout='nan' (it must be a number of"),
+        ("redis://h:1/0?socket_timeout=inf", "socket_timeout='inf'"),
+        ("redis://h:1/0?socket_timeout=0", "socket_timeout='0'"),
+        ("redis://h:1/0?socket_timeout=-1", "socket_timeout='-1'"),
+        ("redis://h:1/0?dbid=-1", "dbid='-1' (it must be a whole number from 0)"),
+        ("unix:///run/r.sock?db=two", "db='two'"),
+        ("redis://h1?master=zd&socket_timeout=nan", "socket_timeout='nan'"),
+        ("redis+cluster://h:1?socket_timeout=inf", "socket_timeout='inf'"),
         ("redis://h:1/0?ssl_cert_reqs=none", "ssl_cert_reqs is a TLS option; TLS needs rediss"),
         ("unix:///run/r.sock?ssl_ca_certs=/x", "ssl_ca_certs is a TLS option"),
         ("redis+cluster://h:1?ssl_ca_certs=/x", "ssl_ca_certs is a TLS option"),
@@ -94,7 +102,7 @@ def test_an_option_the_driver_does_not_take_is_refused(uri: str, reason: str) ->
             "redis://:pw@h:1/0?dbid=2",
             ["health_check_interval", "max_connections"],
         ),
-        ("redis+cluster://h:1,h:2?socket_timeout=1", "redis+cluster://h:1,h:2", ["socket_timeout"]),
+        ("redis+cluster://h:1,h:2?dbid=1", "redis+cluster://h:1,h:2", ["dbid"]),
         (
             "rediss://h:1/0?ssl_ca_certs=/x&protocol=3",
             "rediss://h:1/0?ssl_ca_certs=/x",
@@ -121,3 +129,10 @@ def test_a_registered_pools_uri_is_opened_without_the_options_now_refused(
 )
 def test_zaqars_options_are_taken(uri: str) -> None:
     redis_client(uri, 1.0).close()
+
+
+def test_a_cluster_uri_s_socket_timeout_replaces_the_configured_one() -> None:
+    configured = LazyClusterClient("redis+cluster://127.0.0.1:1", 5.0, 8)
+    assert configured._options["socket_timeout"] == 5.0
+    given = LazyClusterClient("redis+cluster://127.0.0.1:1?socket_timeout=0.25", 5.0, 8)
+    assert given._options["socket_timeout"] == given._options["socket_connect_timeout"] == 0.25

@@ -60,8 +60,9 @@ class _NoTimeoutRetryCluster(RedisCluster):
 def parse_cluster_uri(uri: str) -> tuple[list[ClusterNode], dict[str, Any]]:
     """Startup nodes and connection options of ``redis+cluster://[user:pass@]h:p[,h:p...]``.
 
-    ``rediss+cluster://`` turns TLS on, with the TLS options of ``uri_options``; no other query
-    option is taken. Any node of the cluster is enough to find the others; listing several
+    ``rediss+cluster://`` turns TLS on, with the TLS options of ``uri_options``; the only
+    other query option is Zaqar's ``socket_timeout`` (seconds, instead of ``[storage]
+    socket_timeout``). Any node of the cluster is enough to find the others; listing several
     lets the client start while one of them is down.
     """
     parsed = urllib.parse.urlsplit(uri)
@@ -76,6 +77,9 @@ def parse_cluster_uri(uri: str) -> tuple[list[ClusterNode], dict[str, Any]]:
     if not nodes:
         raise StorageConfigError(f"Invalid storage URI {uri!r}: no cluster node given")
     options: dict[str, Any] = {"ssl": parsed.scheme == "rediss+cluster", **tls_arguments}
+    query = uri_options.query_of(uri)
+    if "socket_timeout" in query:
+        options["socket_timeout"] = uri_options.number(uri, query, "socket_timeout", float, None)
     if userinfo:
         user, has_password, password = userinfo.partition(":")
         options["username"] = urllib.parse.unquote(user) or None
@@ -99,10 +103,11 @@ class LazyClusterClient:
 
     def __init__(self, uri: str, socket_timeout: float, max_connections: int) -> None:
         self._nodes, options = parse_cluster_uri(uri)
+        timeout = options.pop("socket_timeout", socket_timeout)
         self._options = dict(
             options,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
             max_connections=max_connections,
             health_check_interval=30,
         )

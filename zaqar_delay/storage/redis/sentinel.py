@@ -83,8 +83,8 @@ def parse_sentinel_uri(uri: str) -> SentinelTarget:
         password=password,
         sentinel_username=query.get("sentinel_username") or None,
         sentinel_password=query.get("sentinel_password") or None,
-        db=_number(uri, query, "dbid", int, 0),
-        socket_timeout=_number(uri, query, "socket_timeout", float, None),
+        db=uri_options.number(uri, query, "dbid", int, 0),
+        socket_timeout=uri_options.number(uri, query, "socket_timeout", float, None),
         tls_arguments=tls_arguments,
         sentinel_tls=_sentinel_tls(uri, query, parsed.scheme == "rediss"),
     )
@@ -113,18 +113,6 @@ def _host_port(uri: str, entry: str) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise StorageConfigError(f"Invalid storage URI {uri!r}: {entry!r} is not host[:port]")
     return host, int(port)
-
-
-def _number(uri: str, query: dict[str, str], name: str, kind: type, default: Any) -> Any:
-    if name not in query:
-        return default
-    try:
-        value = kind(query[name])
-    except ValueError:
-        value = -1
-    if value < 0 or (kind is float and value == 0):
-        raise StorageConfigError(f"Invalid storage URI {uri!r}: {name}={query[name]!r}")
-    return value
 
 
 def primary_view(pool: Any) -> Any | None:

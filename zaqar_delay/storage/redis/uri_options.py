@@ -17,6 +17,7 @@ driver is not tested with.
 
 from __future__ import annotations
 
+import math
 import os
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -36,6 +37,9 @@ CERT_REQS = ("none", "optional", "required")
 BOOLEANS = {"true": True, "false": False}
 FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
 TLS = frozenset({*FILES, "ssl_password", "ssl_cert_reqs", "ssl_check_hostname"})
+#: The numeric options, and their kind: a timeout is a positive number of seconds, a database
+#: a number from 0 (checked here: redis-py takes nan, inf or -1 and fails at every request).
+NUMBERS: Mapping[str, type] = {"socket_timeout": float, "dbid": int, "db": int}
 
 
 def query_of(uri: str) -> dict[str, str]:
@@ -44,10 +48,11 @@ def query_of(uri: str) -> dict[str, str]:
 
 
 def own_options(uri: str, query: Mapping[str, str]) -> frozenset[str]:
-    """The options besides TLS's the client of ``uri`` takes: a cluster's none, a Sentinel
-    URI's (``master=``) its own, a standalone store's ``STANDALONE``."""
+    """The options besides TLS's the client of ``uri`` takes: a cluster's ``socket_timeout``
+    (a cluster has no databases), a Sentinel URI's (``master=``) its own, a standalone
+    store's ``STANDALONE``."""
     if urllib.parse.urlsplit(uri).scheme.endswith("+cluster"):
-        return frozenset()
+        return frozenset({"socket_timeout"})
     if "master" in query:
         return SENTINEL | {"dbid", "socket_timeout"}
     return STANDALONE
@@ -55,11 +60,31 @@ def own_options(uri: str, query: Mapping[str, str]) -> frozenset[str]:
 
 def check_uri(uri: str) -> dict[str, Any]:
     """redis-py's TLS arguments for the Redis URI ``uri``, its options checked first:
-    StorageConfigError for an option its client does not take or a TLS option it cannot
-    use."""
+    StorageConfigError for an option its client does not take, a number out of its range
+    (``NUMBERS``) or a TLS option it cannot use."""
     query = query_of(uri)
     _check_known(uri, query, own_options(uri, query))
+    for name, kind in NUMBERS.items():
+        number(uri, query, name, kind, None)
     return _tls_arguments(uri, query, urllib.parse.urlsplit(uri).scheme in TLS_SCHEMES)
+
+
+def number(uri: str, query: Mapping[str, str], name: str, kind: type, default: Any) -> Any:
+    """The option ``name`` of ``query`` as a ``kind`` (``default`` when absent): a finite
+    number from 0, above 0 for a float (a timeout of 0 would fail every read);
+    StorageConfigError otherwise."""
+    if name not in query:
+        return default
+    try:
+        value = kind(query[name])
+    except ValueError:
+        value = -1
+    if not math.isfinite(value) or value < 0 or (kind is float and value == 0):
+        raise StorageConfigError(
+            f"Invalid storage URI {uri!r}: {name}={query[name]!r} (it must be "
+            + ("a number of seconds above 0)" if kind is float else "a whole number from 0)")
+        )
+    return value
 
 
 def without_refused(uri: str) -> tuple[str, list[str]]:
