@@ -10,6 +10,7 @@ again from what the store returned. On Redis a post is then one round trip.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -50,9 +51,11 @@ class MessagePoster:
         client_id: str,
         now_ms: int,
         round_up: int,
+        delivery_id: str = "",
     ) -> tuple[Posted, list[NewMessage]]:
         """Store the post's messages; returns the outcome and the messages as built (bodies
         as posted). ``now_ms`` and ``round_up`` are the post's arrival (``clock.arrival``).
+        ``delivery_id``: the post is a push (``delivery_dedup_ids``).
 
         The size limit is checked before the body is parsed, and the body is parsed once.
         """
@@ -62,7 +65,8 @@ class MessagePoster:
             self.check_size(policy, len(payload))
             if not raw_messages:
                 raw_messages.extend(self._raw_messages(payload))
-            return self._build(raw_messages, policy, now_ms, round_up)
+            built = self._build(raw_messages, policy, now_ms, round_up)
+            return delivery_dedup_ids(built, delivery_id) if delivery_id else built
 
         return self._store(project, queue, client_id, now_ms, build, seal=False)
 
@@ -165,3 +169,14 @@ class MessagePoster:
                 f"{configured}, max_messages_post_size_queue: {queue_max})."
             )
         raise errors.InvalidRequest(f"Message collection size is too large. Max size {configured}")
+
+
+def delivery_dedup_ids(messages: list[NewMessage], delivery_id: str) -> list[NewMessage]:
+    """The messages of a post a push made (``delivery_id``: its delivery id header), each
+    without a ``dedup_id`` given one from the delivery and its place in the post: a push sent
+    again (its answer lost, or a 503 after the write) stores nothing twice, so a queue fed by
+    another queue's pushes gets each message once."""
+    return [
+        m if m.dedup_id else dataclasses.replace(m, dedup_id=f"delivery:{delivery_id}:{i}")
+        for i, m in enumerate(messages)
+    ]

@@ -147,15 +147,20 @@ class Service:
 
     # -- messages ------------------------------------------------------------------------------
 
-    def post_messages(self, project: str, queue: str, payload: bytes, client_id: str) -> Posted:
+    def post_messages(
+        self, project: str, queue: str, payload: bytes, client_id: str, delivery_id: str = ""
+    ) -> Posted:
         """Validate and store a ``{"messages": [...]}`` post, all or nothing; returns the ids
         and which messages matched a remembered ``dedup_id`` (see ``Driver.post_messages``).
-        Defaults and limits are the queue's when the messages are stored (``posting``)."""
+        Defaults and limits are the queue's when the messages are stored (``posting``).
+        ``delivery_id``: the post is a push (``posting.delivery_dedup_ids``)."""
         if not self.poster.knows(project, queue):
             # The post may create the queue (a queue this process posted to lately exists).
             self.quotas.check_new_queue(project, queue)
         now_ms, round_up = arrival(self.clock)
-        posted, messages = self.poster.post(project, queue, payload, client_id, now_ms, round_up)
+        posted, messages = self.poster.post(
+            project, queue, payload, client_id, now_ms, round_up, delivery_id
+        )
         self._written(project, queue)
         self.lifecycle.posted(project, queue, posted, messages, now_ms)
         return posted

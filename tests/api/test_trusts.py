@@ -8,14 +8,11 @@ service user's authentication go to a Keystone v3 stand-in (``testbed/keystone_s
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 
@@ -30,7 +27,7 @@ from tests.helpers.keystone import (
     keystone_app,
     trustee_conf,
 )
-from tests.helpers.push import dispatching
+from tests.helpers.push import dispatching, served
 from zaqar_delay.service import Service
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
@@ -159,24 +156,6 @@ def test_under_noauth_a_trust_subscriber_is_pushed_without_a_token(api: Api) -> 
         # Sent to the URI without trust+ (no Keystone here: no trust, no token).
         assert "X-Auth-Token" not in push.headers
         assert push.json()["body"] == 1
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def served(app: Any) -> Iterator[str]:
-    """``app`` served over HTTP on a loopback port; its base URL."""
-    server = make_server("127.0.0.1", 0, app, handler_class=QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_tempests_trust_subscription_posts_zaqars_notification_to_another_queue(

@@ -3,8 +3,11 @@ attempts a running server counted."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
@@ -77,3 +80,22 @@ def last_outcome(url: str, queue: str, headers: dict[str, str]) -> str:
     [shown] = listed.json()["subscriptions"]
     assert "last_delivery" in shown, f"no attempt recorded: {shown}"
     return str(shown["last_delivery"]["outcome"])
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def served(app: Any) -> Iterator[str]:
+    """``app`` (a WSGI application, such as the API's) served over HTTP on a loopback port,
+    for pushes to reach it; its base URL."""
+    server = make_server("127.0.0.1", 0, app, handler_class=QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 
 import falcon
@@ -11,6 +12,19 @@ from zaqar_delay.api import body, params, schemas, views
 from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import FLAG, ok, query
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.push.webhook import DELIVERY_ID_HEADER
+
+# The longest delivery id header a post takes as a push's (a longer one is no push's of this
+# service): its dedup ids must stay within validation.DEDUP_ID_MAX.
+MAX_DELIVERY_ID = 200
+DELIVERY_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_DELIVERY_ID}}}")
+
+
+def delivery_id(req: falcon.Request) -> str:
+    """The push delivery id a post carries (``X-Zaqar-Delay-Delivery-Id``, which a push of
+    this service sends with each attempt), "" when it carries none it could be."""
+    value = req.get_header(DELIVERY_ID_HEADER) or ""
+    return value if DELIVERY_ID.fullmatch(value) else ""
 
 
 class MessageCollection(Resource):
@@ -31,7 +45,7 @@ class MessageCollection(Resource):
         limit = self.service.limits.max_messages_post_size
         payload = body.read(req, limit, f"Message collection size is too large. Max size {limit}")
         posted = self.service.post_messages(
-            req.context.project, queue_name, payload, req.context.client_id
+            req.context.project, queue_name, payload, req.context.client_id, delivery_id(req)
         )
         hrefs = [views.message_href(queue_name, i) for i in posted.ids]
         resp.status = falcon.HTTP_201
