@@ -344,9 +344,7 @@ class Service:
                 dead_letters.move(store, project, queue, over, target, now_ms)
                 self.lifecycle.dead_lettered(project, queue, over.ids, over.queue, now_ms)
             # A queue that is its own dead-letter queue (metadata no longer accepted) keeps
-            # its messages claimed too often: moved to itself, each would be deleted. The
-            # claim holds them, as it holds those it moves, so they are not claimed again
-            # before it ends.
+            # its messages claimed too often: moved to itself, each would be deleted.
             claim = outcome.claim
             if claim is None:
                 return None
