@@ -93,22 +93,26 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
     warnings = []
     unchecked = [n.name for n in nodes if n.policy is None]
     if unchecked:
+        nodes_named, its, _ = _named(unchecked)
         warnings.append(
-            f"the Redis {', '.join(unchecked)} would not show its maxmemory-policy: make sure "
-            "it is noeviction, or messages may be dropped under memory pressure"
+            f"{nodes_named} would not show {its} maxmemory-policy: make sure it is "
+            "noeviction, or messages may be dropped under memory pressure"
         )
     unread = [n.name for n in nodes if n.aof is None]
     if unread:
+        nodes_named, its, _ = _named(unread)
+        each = "it" if len(unread) == 1 else "each"
         warnings.append(
-            f"the Redis {', '.join(unread)} would not show its persistence and replicas (INFO "
-            "refused): make sure it keeps an append-only file or a replica, or messages "
-            "acknowledged since its last snapshot are lost if it dies"
+            f"{nodes_named} would not show {its} persistence and replicas (INFO refused): make "
+            f"sure {each} keeps an append-only file or a replica, or messages acknowledged "
+            "since its last snapshot are lost if it dies"
         )
     exposed = [n.name for n in nodes if n.aof is False and not n.replicas]
     if exposed:
+        nodes_named, its, has = _named(exposed)
         warnings.append(
-            f"the Redis {', '.join(exposed)} has neither an append-only file nor a replica: "
-            "messages acknowledged since its last snapshot are lost if it dies"
+            f"{nodes_named} {has} neither an append-only file nor a replica: messages "
+            f"acknowledged since {its} last snapshot are lost if it dies"
         )
     most = max((n.replicas or 0 for n in nodes), default=0)
     if store_kind(client) == "redis-sentinel" and 1 <= replicas_required < most:
@@ -126,6 +130,16 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
             "until enough replicas connect"
         )
     return warnings
+
+
+def _named(names: list[str]) -> tuple[str, str, str]:
+    """How a warning names nodes of ``nodes_of``: "the Redis store" or "the Redis primaries
+    A, B and C", with the possessive and the "has" that go with it."""
+    if len(names) == 1:
+        return f"the Redis {names[0]}", "its", "has"
+    addresses = [name.removeprefix("primary ") for name in names]
+    listed = f"{', '.join(addresses[:-1])} and {addresses[-1]}"
+    return f"the Redis primaries {listed}", "their", "have"
 
 
 def describe(client: Any, replica_acks: int) -> Durability | None:
