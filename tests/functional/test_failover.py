@@ -1,6 +1,7 @@
 """Failover with real processes: a primary, two replicas and three Sentinels on loopback, a
 server (gunicorn, two workers) with ``[storage] replica_acks = 1``, producers and consumers at
-work, and the primary killed with SIGKILL midway.
+work, and the primary killed with SIGKILL midway; the same on a Cluster, killed or failed over
+as planned (``CLUSTER FAILOVER``), and a planned Sentinel failover.
 
 Afterwards every message whose post was answered 201 is delivered to a consumer exactly once
 and pushed to a subscriber at least once, none before it is due; no message was in two live
@@ -108,6 +109,53 @@ def test_kill_9_of_a_cluster_master_loses_no_acknowledged_message() -> None:
             f"cluster: {len(run.acknowledged)} messages acknowledged, none lost; refused and "
             f"retried: {run.refused}; posting resumed {first_post_after(killed_at, run):.2f} "
             "s after the kill"
+        )
+    finally:
+        server.stop()
+        cluster.stop()
+
+
+def test_a_planned_cluster_failover_loses_nothing_and_delivers_once() -> None:
+    # CLUSTER FAILOVER, as an operator runs it before maintenance: the replica asks its master
+    # to stop taking writes, catches up with it, and takes its slots over; the former master
+    # becomes its replica. The clients learn the new owner from MOVED answers.
+    cluster = RedisCluster(masters=3, replicas=2).start()
+    config = os.path.join(tempfile.mkdtemp(prefix="zd-failover-"), "zaqar-delay.conf")
+    with open(config, "w") as f:
+        f.write(STORE_CONFIG)
+    server = ServiceProcess(env={STORAGE_URI_ENV: cluster.url}, args=["--config-file", config])
+    try:
+        server.start()
+        run = Run()
+        threads = start_load(server, run, (QUEUE,))
+        time.sleep(3)
+        probe = redis.RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port)
+        key = KeySpace("zd").queue(HEADERS["X-Project-ID"], QUEUE).queue
+        master_port = int(probe.get_node_from_key(key).port)
+        probe.close()
+        replica = next(
+            redis.Redis(port=node.port, socket_timeout=5)
+            for node in cluster.nodes
+            if redis.Redis(port=node.port).info("replication").get("master_port") == master_port
+        )
+        failed_over_at = time.time()
+        assert replica.execute_command("CLUSTER", "FAILOVER") in (b"OK", True)
+        # The fault happened: the replica serves the queue's slot, the former master follows.
+        former = redis.Redis(port=master_port, socket_timeout=5)
+        deadline = time.monotonic() + 30
+        while (
+            replica.info("replication")["role"] != "master"
+            or former.info("replication")["role"] != "slave"
+        ):
+            assert time.monotonic() < deadline, "the cluster did not fail over"
+            time.sleep(0.1)
+        wait_for_posting(run, failed_over_at)
+        time.sleep(2)  # keep working on the new master
+        finish_and_check(run, threads, producers=1)
+        assert set(run.refused) <= {503}, f"refused other than 503: {run.refused}"
+        print(
+            f"planned cluster failover: {len(run.acknowledged)} messages acknowledged and "
+            f"delivered once; refused and retried: {run.refused}"
         )
     finally:
         server.stop()
