@@ -16,6 +16,7 @@ import redis
 
 from testbed.processes import RedisCluster, RedisSentinelGroup, RedisServer
 from zaqar_delay.conf import Settings
+from zaqar_delay.errors import StorageConfigError, StorageUnavailable
 from zaqar_delay.models import ClaimTimes, Deletion, LeaseRequest, NewMessage, NewSubscription
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.uri import open_driver
@@ -161,3 +162,27 @@ def test_a_user_refused_the_wake_channel_is_told_once_and_retried_each_second(
     told = [r for r in caplog.records if r.name == "zaqar_delay.storage.redis.wakeups"]
     assert [r.levelno for r in told] == [logging.ERROR]
     assert "ACL SETUSER <user> &zd:*:wake" in told[0].getMessage()
+
+
+def test_replica_acks_with_a_user_refused_wait_stop_the_start(store: RedisServer) -> None:
+    without_wait = [*GRANT, "-wait"]
+    store.client(5.0).execute_command("ACL", "SETUSER", "nowait", "on", ">nowait-pw", *without_wait)
+    uri = f"redis://nowait:nowait-pw@127.0.0.1:{store.port}/0"
+    acked = Settings()
+    acked = dataclasses.replace(acked, storage=dataclasses.replace(acked.storage, replica_acks=1))
+    # The fault: the store keeps each write, and answers the WAIT after it with a refusal.
+    driver = open_driver(uri, acked)
+    try:
+        with pytest.raises(StorageUnavailable, match="may still have happened"):
+            driver.post_messages("p", "nowait", [NewMessage('"x"', 600, 0)], "c", NOW)
+        assert driver.stats("p", "nowait", NOW).total == 1
+        assert "wait" in refusals_of(store.client(5.0), "nowait")
+        with pytest.raises(StorageConfigError, match=r"replica_acks = 1 needs WAIT.*\+wait"):
+            driver.prepare()
+    finally:
+        driver.close()
+    plain = open_driver(uri, Settings())  # without replica acks nothing needs WAIT
+    try:
+        plain.prepare()
+    finally:
+        plain.close()

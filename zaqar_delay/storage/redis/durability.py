@@ -81,7 +81,9 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
     """Warnings about what the store does not promise (a planned Sentinel failover with
     fewer replica acks than replicas among them), and about fewer connected replicas than
     ``[storage] replica_acks`` requires (writes answer 503 until they connect);
-    ``StorageConfigError`` for a store that would drop messages."""
+    ``StorageConfigError`` for a store that would drop messages, or that refuses the WAIT
+    the replica acks need."""
+    _refuse_without_wait(client, replicas_required)
     nodes = [read(name, node) for name, node in nodes_of(client)]
     evicting = [n for n in nodes if n.evicts]
     if evicting:
@@ -130,6 +132,23 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
             "until enough replicas connect"
         )
     return warnings
+
+
+def _refuse_without_wait(client: Any, replicas_required: int) -> None:
+    """StorageConfigError when ``[storage] replica_acks`` is set and a data node refuses WAIT
+    (a user whose ACL leaves it out, or the command renamed away): the store would keep every
+    write and each would answer 503, "may still have happened"."""
+    if not replicas_required:
+        return
+    for name, node in nodes_of(client):
+        try:
+            node.wait(0, 1)  # no replica to wait for: answers at once
+        except redis.ResponseError as exc:
+            raise StorageConfigError(
+                f"[storage] replica_acks = {replicas_required} needs WAIT, which the Redis "
+                f"{name} refuses ({exc}): grant it (ACL SETUSER <user> +wait) or set "
+                "replica_acks = 0"
+            ) from exc
 
 
 def _named(names: list[str]) -> tuple[str, str, str]:
