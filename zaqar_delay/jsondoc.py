@@ -57,3 +57,18 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"))
 def dumps(document: Any) -> str:
     """Compact JSON, the form bodies are stored and sent in."""
     return _COMPACT.encode(document)
+
+
+def nests_deeper(document: Any, levels: int) -> bool:
+    """Whether ``document`` (decoded JSON or MessagePack: dicts, lists and scalars) holds
+    containers more than ``levels`` deep, found without recursion."""
+    pending: list[tuple[Any, int]] = [(document, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if not isinstance(value, dict | list):
+            continue
+        if depth > levels:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        pending.extend((child, depth + 1) for child in children)
+    return False

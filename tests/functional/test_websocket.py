@@ -166,6 +166,19 @@ def test_the_routes_rules_and_errors_apply(session: websocket.WebSocket) -> None
             "Invalid queue_name",
         ),
         ('{"action": "message_list", "body": {"queue_name": "q", "limit": {"a": 1}}}', "limit"),
+        # Deeper than the parser recurses: it used to end the session.
+        pytest.param(
+            '{"action": "ping_node", "body": {"x": ' + "[" * 1500 + "]" * 1500 + "}}",
+            "decode",
+            id="deeper-than-the-parser",
+        ),
+        # Parsed, but deeper than echoing it and posting its body may recurse.
+        pytest.param(
+            '{"action": "message_post", "headers": {"X-Project-ID": "p"}, "body": {"queue_name":'
+            ' "q", "messages": [{"body": ' + "[" * 600 + "]" * 600 + "}]}}",
+            "A frame nests at most 512 levels deep.",
+            id="deeper-than-a-frame-may-nest",
+        ),
     ],
 )
 def test_a_malformed_frame_is_a_400_frame_and_the_session_goes_on(
@@ -189,6 +202,14 @@ def test_binary_frames_are_answered_in_messagepack(session: websocket.WebSocket)
     session.send_binary(b"\xc1")  # never used by MessagePack
     opcode, data = session.recv_data()
     assert msgpack.unpackb(data)["headers"]["status"] == 400
+    deep: list[Any] = []
+    for _ in range(1000):  # MessagePack decodes it (it stops at 1,024 levels); it used to 500
+        deep = [deep]
+    frame["body"] = {"queue_name": "b", "messages": [{"body": deep}]}
+    frame["action"] = "message_post"
+    session.send_binary(msgpack.packb(frame))
+    opcode, data = session.recv_data()
+    assert msgpack.unpackb(data)["body"]["error"] == "A frame nests at most 512 levels deep."
 
 
 def test_a_session_that_subscribed_itself_in_messagepack_is_notified_in_messagepack(

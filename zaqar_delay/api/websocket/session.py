@@ -43,6 +43,10 @@ LOG = logging.getLogger(__name__)
 READ_BYTES = 65536
 #: How long a session this side closed waits for the peer's close before it ends.
 CLOSING_S = 5.0
+# The deepest a frame's objects and arrays may nest, the frame itself counted as one level:
+# well under Python's recursion limit (1,000 calls), so echoing the frame and reading its body
+# as JSON, from deep in a session's stack, cannot exhaust it.
+MAX_FRAME_DEPTH = 512
 
 
 class Reader(Protocol):
@@ -207,9 +211,13 @@ class Session:
     def _frames_answer(self, payload: str | bytes, binary: bool) -> dict[str, Any]:
         try:
             frame = msgpack.unpackb(payload) if binary else json.loads(payload)
-        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        except (ValueError, TypeError, RecursionError, msgpack.UnpackException) as exc:
             kind = "binary (MessagePack)" if binary else "text (JSON)"
             return error({}, 400, f"Can't decode {kind} request. {type(exc).__name__}: {exc}")
+        if jsondoc.nests_deeper(frame, MAX_FRAME_DEPTH):
+            # Answering echoes the frame, and its route reads the body as JSON: each
+            # recurses once per level, from deeper in the stack than an HTTP body's parse.
+            return error({}, 400, f"A frame nests at most {MAX_FRAME_DEPTH} levels deep.")
         try:
             return self._frames.answer(frame)
         except Exception:  # a failing frame is answered, logged, and the session lives on
