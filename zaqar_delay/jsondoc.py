@@ -23,19 +23,32 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# The deepest a request body's objects and arrays may nest. What is stored is decoded and
+# encoded again later, from deeper in the stack (a store's reply, a push, a WebSocket answer):
+# a document the parser just took at ~960 levels made every post to its queue answer 500.
+# This leaves those every call of Python's recursion limit (1,000) but the levels used here.
+MAX_DEPTH = 512
+
+
 def loads(payload: bytes) -> Any:
     """Decode a UTF-8 JSON document.
 
     Invalid UTF-8, malformed JSON, NaN/Infinity, numbers beyond a float's range (``1e400``),
     nesting too deep for the parser and integers too long to convert all raise
-    InvalidBody("Request body could not be parsed.").
+    InvalidBody("Request body could not be parsed."); nesting deeper than ``MAX_DEPTH``
+    levels raises InvalidBody saying so.
     """
     try:
-        return json.loads(
+        document = json.loads(
             payload.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
         )
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise errors.InvalidBody("Request body could not be parsed.") from exc
+    if nests_deeper(document, MAX_DEPTH):
+        raise errors.InvalidBody(
+            f"Request body could not be parsed: it nests more than {MAX_DEPTH} levels deep."
+        )
+    return document
 
 
 def is_unicode(document: Any) -> bool:

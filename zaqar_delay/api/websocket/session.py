@@ -43,10 +43,10 @@ LOG = logging.getLogger(__name__)
 READ_BYTES = 65536
 #: How long a session this side closed waits for the peer's close before it ends.
 CLOSING_S = 5.0
-# The deepest a frame's objects and arrays may nest, the frame itself counted as one level:
-# well under Python's recursion limit (1,000 calls), so echoing the frame and reading its body
-# as JSON, from deep in a session's stack, cannot exhaust it.
-MAX_FRAME_DEPTH = 512
+# The deepest a frame's objects and arrays may nest, the frame itself counted as one level,
+# as a request body over HTTP (jsondoc.MAX_DEPTH): echoing the frame and reading its body as
+# JSON, from deep in a session's stack, then cannot exhaust Python's recursion limit.
+MAX_FRAME_DEPTH = jsondoc.MAX_DEPTH
 
 
 class Reader(Protocol):
