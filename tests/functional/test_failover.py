@@ -10,8 +10,11 @@ claims; the server's wake-up subscriptions are on the new primary.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 
@@ -84,41 +87,21 @@ def kill(node: RedisServer) -> float:
     return killed_at
 
 
-def test_kill_9_of_a_cluster_master_loses_no_acknowledged_message() -> None:
-    # Two replicas per master: the promoted one still has a replica to confirm writes (with
+@dataclasses.dataclass
+class LoadedCluster:
+    """A Cluster of three masters with two replicas each, a server on it, and a producer and
+    consumers at work on QUEUE."""
+
+    cluster: RedisCluster
+    run: Run
+    threads: list[threading.Thread]
+    queue_master_port: int  # the master serving QUEUE's slot
+
+
+@contextlib.contextmanager
+def loaded_cluster() -> Iterator[LoadedCluster]:
+    # Two replicas per master: a promoted one still has a replica to confirm writes (with
     # one, writes to that shard answer 503 until a second replica joins).
-    cluster = RedisCluster(masters=3, replicas=2).start()
-    config = os.path.join(tempfile.mkdtemp(prefix="zd-failover-"), "zaqar-delay.conf")
-    with open(config, "w") as f:
-        f.write(STORE_CONFIG)
-    server = ServiceProcess(env={STORAGE_URI_ENV: cluster.url}, args=["--config-file", config])
-    try:
-        server.start()
-        run = Run()
-        threads = start_load(server, run, (QUEUE,))
-        time.sleep(3)
-        # The master serving the queue's slot.
-        probe = redis.RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port)
-        node = probe.get_node_from_key(KeySpace("zd").queue(HEADERS["X-Project-ID"], QUEUE).queue)
-        probe.close()
-        killed_at = kill(next(n for n in cluster.nodes if n.port == node.port))
-        wait_for_posting(run, killed_at)
-        time.sleep(3)  # keep posting against the promoted replica
-        finish_and_check(run, threads, producers=1)
-        print(
-            f"cluster: {len(run.acknowledged)} messages acknowledged, none lost; refused and "
-            f"retried: {run.refused}; posting resumed {first_post_after(killed_at, run):.2f} "
-            "s after the kill"
-        )
-    finally:
-        server.stop()
-        cluster.stop()
-
-
-def test_a_planned_cluster_failover_loses_nothing_and_delivers_once() -> None:
-    # CLUSTER FAILOVER, as an operator runs it before maintenance: the replica asks its master
-    # to stop taking writes, catches up with it, and takes its slots over; the former master
-    # becomes its replica. The clients learn the new owner from MOVED answers.
     cluster = RedisCluster(masters=3, replicas=2).start()
     config = os.path.join(tempfile.mkdtemp(prefix="zd-failover-"), "zaqar-delay.conf")
     with open(config, "w") as f:
@@ -131,11 +114,38 @@ def test_a_planned_cluster_failover_loses_nothing_and_delivers_once() -> None:
         time.sleep(3)
         probe = redis.RedisCluster(host="127.0.0.1", port=cluster.nodes[0].port)
         key = KeySpace("zd").queue(HEADERS["X-Project-ID"], QUEUE).queue
-        master_port = int(probe.get_node_from_key(key).port)
+        port = int(probe.get_node_from_key(key).port)
         probe.close()
+        yield LoadedCluster(cluster, run, threads, port)
+    finally:
+        server.stop()
+        cluster.stop()
+
+
+def test_kill_9_of_a_cluster_master_loses_no_acknowledged_message() -> None:
+    with loaded_cluster() as loaded:
+        run = loaded.run
+        master = next(n for n in loaded.cluster.nodes if n.port == loaded.queue_master_port)
+        killed_at = kill(master)
+        wait_for_posting(run, killed_at)
+        time.sleep(3)  # keep posting against the promoted replica
+        finish_and_check(run, loaded.threads, producers=1)
+        print(
+            f"cluster: {len(run.acknowledged)} messages acknowledged, none lost; refused and "
+            f"retried: {run.refused}; posting resumed {first_post_after(killed_at, run):.2f} "
+            "s after the kill"
+        )
+
+
+def test_a_planned_cluster_failover_loses_nothing_and_delivers_once() -> None:
+    # CLUSTER FAILOVER, as an operator runs it before maintenance: the replica asks its master
+    # to stop taking writes, catches up with it, and takes its slots over; the former master
+    # becomes its replica. The clients learn the new owner from MOVED answers.
+    with loaded_cluster() as loaded:
+        run, master_port = loaded.run, loaded.queue_master_port
         replica = next(
             redis.Redis(port=node.port, socket_timeout=5)
-            for node in cluster.nodes
+            for node in loaded.cluster.nodes
             if redis.Redis(port=node.port).info("replication").get("master_port") == master_port
         )
         failed_over_at = time.time()
@@ -151,15 +161,12 @@ def test_a_planned_cluster_failover_loses_nothing_and_delivers_once() -> None:
             time.sleep(0.1)
         wait_for_posting(run, failed_over_at)
         time.sleep(2)  # keep working on the new master
-        finish_and_check(run, threads, producers=1)
+        finish_and_check(run, loaded.threads, producers=1)
         assert set(run.refused) <= {503}, f"refused other than 503: {run.refused}"
         print(
             f"planned cluster failover: {len(run.acknowledged)} messages acknowledged and "
             f"delivered once; refused and retried: {run.refused}"
         )
-    finally:
-        server.stop()
-        cluster.stop()
 
 
 def test_kill_9_of_the_primary_loses_no_acknowledged_message(
