@@ -68,14 +68,14 @@ class Driver(SubscriptionStore, DeliveryStore):
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    @abc.abstractmethod
     def ping(self) -> bool:
         """True when the store answers; never raises."""
+        return self.unreachable_reason() is None
 
+    @abc.abstractmethod
     def unreachable_reason(self) -> str | None:
         """None when the store answers; else why it does not, in one line for an operator
         (the server's start, the status check, a pool's registration). Never raises."""
-        return None if self.ping() else "it does not answer"
 
     @abc.abstractmethod
     def close(self) -> None:

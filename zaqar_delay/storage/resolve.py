@@ -5,10 +5,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-import urllib.parse
 from typing import TYPE_CHECKING
 
-from zaqar_delay import clock
+from zaqar_delay import clock, redaction
 from zaqar_delay.conf import Settings
 from zaqar_delay.encryption import data_dir_key
 from zaqar_delay.errors import StorageConfigError
@@ -30,14 +29,7 @@ SECRET_OPTION_WORDS = ("password", "secret", "token", "authmechanismproperties")
 def redact(uri: str) -> str:
     """The URI without its password or the values of secret query options (``***`` instead),
     for messages and answers; everything else as it is spelt."""
-    parts = urllib.parse.urlsplit(uri)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", ":***@")
-    query = "&".join(_redacted_option(option) for option in parts.query.split("&"))
-    if (netloc, query) == (parts.netloc, parts.query):
-        return uri
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+    return redaction.masked(uri, _is_secret_option)
 
 
 def redact_in(text: str, uri: str | None) -> str:
@@ -45,12 +37,8 @@ def redact_in(text: str, uri: str | None) -> str:
     return text.replace(uri, redact(uri)) if uri else text
 
 
-def _redacted_option(option: str) -> str:
-    name, has_value, _ = option.partition("=")
-    words = urllib.parse.unquote(name).lower()
-    if has_value and any(word in words for word in SECRET_OPTION_WORDS):
-        return f"{name}=***"
-    return option
+def _is_secret_option(name: str) -> bool:
+    return any(word in name.lower() for word in SECRET_OPTION_WORDS)
 
 
 @dataclasses.dataclass

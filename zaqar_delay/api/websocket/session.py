@@ -43,10 +43,6 @@ LOG = logging.getLogger(__name__)
 READ_BYTES = 65536
 #: How long a session this side closed waits for the peer's close before it ends.
 CLOSING_S = 5.0
-# The deepest a frame's objects and arrays may nest, the frame itself counted as one level,
-# as a request body over HTTP (jsondoc.MAX_DEPTH): echoing the frame and reading its body as
-# JSON, from deep in a session's stack, then cannot exhaust Python's recursion limit.
-MAX_FRAME_DEPTH = jsondoc.MAX_DEPTH
 
 
 class Reader(Protocol):
@@ -214,10 +210,10 @@ class Session:
         except (ValueError, TypeError, RecursionError, msgpack.UnpackException) as exc:
             kind = "binary (MessagePack)" if binary else "text (JSON)"
             return error({}, 400, f"Can't decode {kind} request. {type(exc).__name__}: {exc}")
-        if jsondoc.nests_deeper(frame, MAX_FRAME_DEPTH):
-            # Answering echoes the frame, and its route reads the body as JSON: each
-            # recurses once per level, from deeper in the stack than an HTTP body's parse.
-            return error({}, 400, f"A frame nests at most {MAX_FRAME_DEPTH} levels deep.")
+        if jsondoc.nests_deeper(frame, jsondoc.MAX_DEPTH):
+            # As a request body over HTTP: answering echoes the frame, and its route reads the
+            # body as JSON, each recursing once per level from deep in a session's stack.
+            return error({}, 400, f"A frame nests at most {jsondoc.MAX_DEPTH} levels deep.")
         try:
             return self._frames.answer(frame)
         except Exception:  # a failing frame is answered, logged, and the session lives on

@@ -63,9 +63,6 @@ class MongoDriver(QueueOps, MessageOps, ClaimOps, SubscriptionOps, PushOps):
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def ping(self) -> bool:
-        return self.unreachable_reason() is None
-
     def unreachable_reason(self) -> str | None:
         try:
             self._client.admin.command("ping")

@@ -87,9 +87,6 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def ping(self) -> bool:
-        return self.unreachable_reason() is None
-
     def unreachable_reason(self) -> str | None:
         # A lambda: a cluster client is built on first use, so even looking up ping may fail.
         return why_unreachable(lambda: self._client.ping())

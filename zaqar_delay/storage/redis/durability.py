@@ -83,8 +83,9 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
     ``[storage] replica_acks`` requires (writes answer 503 until they connect);
     ``StorageConfigError`` for a store that would drop messages, or that refuses the WAIT
     the replica acks need."""
-    _refuse_without_wait(client, replicas_required)
-    nodes = [read(name, node) for name, node in nodes_of(client)]
+    data_nodes = nodes_of(client)
+    _refuse_without_wait(data_nodes, replicas_required)
+    nodes = [read(name, node) for name, node in data_nodes]
     evicting = [n for n in nodes if n.evicts]
     if evicting:
         node = evicting[0]
@@ -134,13 +135,13 @@ def check(client: Any, replicas_required: int = 0) -> list[str]:
     return warnings
 
 
-def _refuse_without_wait(client: Any, replicas_required: int) -> None:
+def _refuse_without_wait(data_nodes: list[tuple[str, redis.Redis]], replicas_required: int) -> None:
     """StorageConfigError when ``[storage] replica_acks`` is set and a data node refuses WAIT
     (a user whose ACL leaves it out, or the command renamed away): the store would keep every
     write and each would answer 503, "may still have happened"."""
     if not replicas_required:
         return
-    for name, node in nodes_of(client):
+    for name, node in data_nodes:
         try:
             node.wait(0, 1)  # no replica to wait for: answers at once
         except redis.ResponseError as exc:

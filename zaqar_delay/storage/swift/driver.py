@@ -62,8 +62,8 @@ class SwiftDriver(QueueOps, MessageOps, EditOps, ClaimOps):
         self._named_frontiers: Facts[str] = Facts()
         self._recent_queue_objects = RecentQueueObjects(swift.access.metadata_cache_ms / 1000)
 
-    def ping(self) -> bool:
-        return self._swift.ping()
+    def unreachable_reason(self) -> str | None:
+        return None if self._swift.ping() else "it does not answer"
 
     def close(self) -> None:
         self._swift.close()
