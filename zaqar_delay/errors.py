@@ -133,6 +133,14 @@ class QuotaExceeded(Forbidden):
         super().__init__(description, title="Quota exceeded")
 
 
+class PushLoopRefused(Forbidden):
+    """A post that came through more pushes of this service than ``[transport]
+    max_push_hops`` allows (``push_hops``): 403, so the push that made it fails for good."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description, title="Push loop refused")
+
+
 class PoolRefused(InvalidRequest):
     """A pool or flavor change the catalog cannot take (400): an unknown pool, pools of
     different capabilities in one flavor."""

@@ -17,12 +17,15 @@ class NewMessage:
 
     ``dedup_id`` ("" for none) makes the post idempotent: while the queue remembers that id
     (until the first message posted with it would expire), the message is not stored again.
+    ``hops``: the pushes of this service the message came through, one after another (0: a
+    client posted it; ``push.hops``); its own pushes carry one more.
     """
 
     body_json: str
     ttl_s: int
     delay_ms: int
     dedup_id: str = ""
+    hops: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -96,7 +99,8 @@ UNKNOWN_METADATA = VersionedMetadata({}, "?")
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Message:
-    """A stored message as read at ``now_ms``; ``claim_id`` is set only while a claim is live."""
+    """A stored message as read at ``now_ms``; ``claim_id`` is set only while a claim is live.
+    ``hops``: as the message was posted (``NewMessage.hops``)."""
 
     id: str
     body: JSON
@@ -107,6 +111,7 @@ class Message:
     claim_id: str | None
     claim_count: int
     client_id: str
+    hops: int = 0
 
     def age_s(self, now_ms: int) -> int:
         return max(0, (now_ms - self.created_ms) // 1000)
@@ -153,8 +158,11 @@ class OverLimit:
 
     def copies(self) -> list[NewMessage]:
         """The dead-letter queue's copies, in order: bodies as stored, due at once, ttl
-        ``ttl_s`` or each message's own."""
-        return [NewMessage(json.dumps(m.body), self.ttl_s or m.ttl_s, 0) for m in self.messages]
+        ``ttl_s`` or each message's own, hops their own (a move is no push)."""
+        return [
+            NewMessage(json.dumps(m.body), self.ttl_s or m.ttl_s, 0, hops=m.hops)
+            for m in self.messages
+        ]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

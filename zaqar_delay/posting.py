@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from zaqar_delay import errors, jsondoc, validation
+from zaqar_delay import errors, jsondoc, push_hops, validation
 from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import QueueEncryption
 from zaqar_delay.models import UNKNOWN_METADATA, Batch, NewMessage, Posted, VersionedMetadata
@@ -25,6 +25,35 @@ from zaqar_delay.storage.base import Driver
 POST_ATTEMPTS = 4
 # Queues whose metadata one poster remembers (forgotten all at once when full).
 METADATA_CACHE_SIZE = 10_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PushOrigin:
+    """What a post made by a push of this service carries: the push's delivery id ("" for
+    none: ``X-Zaqar-Delay-Delivery-Id``) and the pushes it came through (``push_hops``)."""
+
+    delivery_id: str = ""
+    hops: int = 0
+
+    def applied(self, messages: list[NewMessage]) -> list[NewMessage]:
+        """The post's messages with their hops, and each without a ``dedup_id`` given one
+        from the delivery and its place in the post: a push sent again (its answer lost, or
+        a 503 after the write) stores nothing twice, so a queue fed by another queue's pushes
+        gets each message once."""
+        if not self.delivery_id and not self.hops:
+            return messages
+        return [
+            dataclasses.replace(
+                m,
+                dedup_id=m.dedup_id or (self.delivery_id and f"delivery:{self.delivery_id}:{i}"),
+                hops=self.hops,
+            )
+            for i, m in enumerate(messages)
+        ]
+
+
+# A post no push made.
+CLIENT_POST = PushOrigin()
 
 
 class MessagePoster:
@@ -51,22 +80,23 @@ class MessagePoster:
         client_id: str,
         now_ms: int,
         round_up: int,
-        delivery_id: str = "",
+        origin: PushOrigin = CLIENT_POST,
     ) -> tuple[Posted, list[NewMessage]]:
         """Store the post's messages; returns the outcome and the messages as built (bodies
         as posted). ``now_ms`` and ``round_up`` are the post's arrival (``clock.arrival``).
-        ``delivery_id``: the post is a push (``delivery_dedup_ids``).
+        ``origin``: the push that made the post, if one did (PushLoopRefused past
+        ``[transport] max_push_hops``).
 
         The size limit is checked before the body is parsed, and the body is parsed once.
         """
+        push_hops.check(origin.hops, self.limits.max_push_hops)
         raw_messages: list[Any] = []
 
         def build(policy: QueuePolicy) -> list[NewMessage]:
             self.check_size(policy, len(payload))
             if not raw_messages:
                 raw_messages.extend(self._raw_messages(payload))
-            built = self._build(raw_messages, policy, now_ms, round_up)
-            return delivery_dedup_ids(built, delivery_id) if delivery_id else built
+            return origin.applied(self._build(raw_messages, policy, now_ms, round_up))
 
         return self._store(project, queue, client_id, now_ms, build, seal=False)
 
@@ -169,14 +199,3 @@ class MessagePoster:
                 f"{configured}, max_messages_post_size_queue: {queue_max})."
             )
         raise errors.InvalidRequest(f"Message collection size is too large. Max size {configured}")
-
-
-def delivery_dedup_ids(messages: list[NewMessage], delivery_id: str) -> list[NewMessage]:
-    """The messages of a post a push made (``delivery_id``: its delivery id header), each
-    without a ``dedup_id`` given one from the delivery and its place in the post: a push sent
-    again (its answer lost, or a 503 after the write) stores nothing twice, so a queue fed by
-    another queue's pushes gets each message once."""
-    return [
-        m if m.dedup_id else dataclasses.replace(m, dedup_id=f"delivery:{delivery_id}:{i}")
-        for i, m in enumerate(messages)
-    ]

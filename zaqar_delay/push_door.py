@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zaqar_delay import jsondoc
+from zaqar_delay import jsondoc, push_hops
 from zaqar_delay.encryption import QueueEncryption
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Delivery, LeaseRequest, NewMessage, PushResult, Settlement
@@ -78,7 +78,13 @@ class PushDoor:
         when ``target`` encrypts its messages or the push's own queue does; journaled,
         counted and pushed on as any post."""
         message = NewMessage(
-            jsondoc.dumps(document), delivery.message.ttl_s, 0, f"push:{delivery.id}"
+            jsondoc.dumps(document),
+            delivery.message.ttl_s,
+            0,
+            f"push:{delivery.id}",
+            # Made by the push (its posts would have carried as many), so a chain of
+            # forwarding subscriptions and dead-letter queues ends too.
+            hops=push_hops.onward(delivery.message.hops),
         )
         source = QueuePolicy.of(delivery.queue_metadata)
         posted, built = self.poster.post_built(

@@ -33,7 +33,7 @@ from zaqar_delay.models import (
     QueueStats,
 )
 from zaqar_delay.policy import QueuePolicy
-from zaqar_delay.posting import MessagePoster
+from zaqar_delay.posting import CLIENT_POST, MessagePoster, PushOrigin
 from zaqar_delay.push_door import PushDoor
 from zaqar_delay.queue_listing import QueueListing
 from zaqar_delay.quotas import Quotas
@@ -148,18 +148,24 @@ class Service:
     # -- messages ------------------------------------------------------------------------------
 
     def post_messages(
-        self, project: str, queue: str, payload: bytes, client_id: str, delivery_id: str = ""
+        self,
+        project: str,
+        queue: str,
+        payload: bytes,
+        client_id: str,
+        origin: PushOrigin = CLIENT_POST,
     ) -> Posted:
         """Validate and store a ``{"messages": [...]}`` post, all or nothing; returns the ids
         and which messages matched a remembered ``dedup_id`` (see ``Driver.post_messages``).
         Defaults and limits are the queue's when the messages are stored (``posting``).
-        ``delivery_id``: the post is a push (``posting.delivery_dedup_ids``)."""
+        ``origin``: the push of this service that made the post, if one did
+        (``posting.PushOrigin``; ``push_hops``)."""
         if not self.poster.knows(project, queue):
             # The post may create the queue (a queue this process posted to lately exists).
             self.quotas.check_new_queue(project, queue)
         now_ms, round_up = arrival(self.clock)
         posted, messages = self.poster.post(
-            project, queue, payload, client_id, now_ms, round_up, delivery_id
+            project, queue, payload, client_id, now_ms, round_up, origin
         )
         self._written(project, queue)
         self.lifecycle.posted(project, queue, posted, messages, now_ms)

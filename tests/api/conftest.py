@@ -13,11 +13,7 @@ from keystonemiddleware.fixture import AuthTokenFixture
 
 from testbed.keystone_standin import KeystoneStandIn
 from testbed.processes import SecantusServer, free_port
-from tests.helpers.api import (
-    Api,
-    api_on,
-    pooled_api_on,
-)
+from tests.helpers.api import API_STORES, Api, api_of
 from tests.helpers.keystone import SERVICE_PASSWORD, SERVICE_USER
 from tests.helpers.oslo import Deployment
 from tests.helpers.stores import close_test_driver, open_test_driver, secantus_of_its_own
@@ -26,27 +22,12 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.conf import load_settings
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
-# The API suite runs on the embedded Redis and on every other kind of store. The lane to run
-# while working (tox -e fast) leaves the other stores to the gate, except in the modules marked
-# ``store_paths``, whose tests take paths of the store's own (the contract suite holds every
-# store to the rest).
-API_STORES = [
-    "embedded",
-    *(
-        pytest.param(store, marks=pytest.mark.other_store)
-        for store in ("mongodb", "swift", "pooled")
-    ),
-]
-
 
 @pytest.fixture(params=API_STORES)
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
     """The API on each kind of driver (the contract suite covers every store), and pooled:
     queues spread over a Redis and a MongoDB pool."""
-    if request.param == "pooled":
-        yield from pooled_api_on(request)
-    else:
-        yield from api_on(request, request.param)
+    yield from api_of(request)
 
 
 @pytest.fixture

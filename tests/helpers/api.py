@@ -109,6 +109,28 @@ def settings_on(uri: str, **settings: Any) -> Settings:
     return Settings(storage=dataclasses.replace(storage, uri=uri), **settings)
 
 
+# The API suite runs on the embedded Redis and on every other kind of store. The lane to run
+# while working (tox -e fast) leaves the other stores to the gate, except in the modules marked
+# ``store_paths``, whose tests take paths of the store's own (the contract suite holds every
+# store to the rest).
+API_STORES = [
+    "embedded",
+    *(
+        pytest.param(store, marks=pytest.mark.other_store)
+        for store in ("mongodb", "swift", "pooled")
+    ),
+]
+
+
+def api_of(request: pytest.FixtureRequest, **settings: Any) -> Iterator[Api]:
+    """The API on the store ``request.param`` names (one of ``API_STORES``), with extra
+    settings (as :func:`settings_on` takes them)."""
+    if request.param == "pooled":
+        yield from pooled_api_on(request, **settings)
+    else:
+        yield from api_on(request, request.param, **settings)
+
+
 def api_on(request: pytest.FixtureRequest, store: str, **settings: Any) -> Iterator[Api]:
     """The API on a fresh namespace of a ``store`` (conftest.STORES), with extra settings
     (fields of :class:`Settings`, as :func:`settings_on` takes them)."""

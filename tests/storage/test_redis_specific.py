@@ -71,6 +71,20 @@ def test_messages_are_kept_in_compact_buckets_of_128(
     assert encodings <= {b"ziplist", b"listpack"}
 
 
+def test_a_record_holds_hops_in_one_byte_only_when_a_message_has_some(
+    redis_driver: RedisDriver, clock: FakeClock
+) -> None:
+    """A message a client posted keeps the record it always had; one that came through
+    pushes a byte more, so both stay compact (under hash-max-listpack-value, 64)."""
+    messages = [NewMessage('"a"', 3600, 0), NewMessage('"b"', 3600, 0, hops=3)]
+    redis_driver.post_messages("p", "q", messages, CLIENT, clock.now_ms())
+    keys = redis_driver._keys.queue("p", "q")
+    plain, forwarded = redis_driver._client.hmget(f"{keys.records}:0", ["1", "2"])
+    assert plain is not None and forwarded is not None
+    assert len(forwarded) == len(plain) + 1 <= 64
+    assert redis_driver._client.object("encoding", f"{keys.records}:0") in {b"ziplist", b"listpack"}
+
+
 def test_a_bucket_emptied_by_deletes_leaves_no_key_or_index_entry(
     redis_driver: RedisDriver, clock: FakeClock
 ) -> None:

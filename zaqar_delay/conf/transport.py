@@ -7,6 +7,7 @@ import dataclasses
 
 from oslo_config import cfg, types
 
+from zaqar_delay import push_hops
 from zaqar_delay.conf.options import option, options
 
 
@@ -56,6 +57,17 @@ class Limits:
         help="Most messages one post may hold (Zaqar sets no count, only max_messages_post_size: "
         "a post of tens of thousands of tiny messages answered a Location header proxies "
         "refuse, after storing them).",
+    )
+    max_push_hops: int = option(
+        cfg.IntOpt,
+        default=4,
+        min=1,
+        max=push_hops.MAX_KEPT,
+        help="Most pushes of this service a post may come through, one after another (queue to "
+        "queue forwarding with a post_data template or a trust+ subscriber; each push sends "
+        "X-Zaqar-Delay-Hops). A post past it answers 403 and its push fails for good, so a "
+        "subscription that posts its queue's messages back to it, directly or through other "
+        "queues, stops after this many rounds.",
     )
     max_queues_per_project: int = option(
         cfg.IntOpt,

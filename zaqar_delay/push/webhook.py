@@ -5,7 +5,9 @@ The body is the message as the API shows it plus ``queue_name`` and Zaqar's ``Me
 ``"$zaqar_message$"`` is replaced by Zaqar's own notification, the message as posted: ``body``,
 ``ttl``, ``queue_name`` and ``Message_Type``. A template embeds the message in a request to
 another API (another queue, Heat, Mistral), built by Zaqar clients against Zaqar's shape; the
-delivery id header still names the message. The ``post_headers`` are sent too, but for those
+delivery id header still names the message, and ``X-Zaqar-Delay-Hops`` counts the pushes
+it came through, this one included (``push_hops``: a post past the limit is refused, so a
+loop of subscriptions ends). The ``post_headers`` are sent too, but for those
 that would frame or route the request (``push.headers``). Every request carries a stable
 delivery id and an HMAC-SHA256 signature over the timestamp, the delivery id and the body,
 keyed with the subscription's secret:
@@ -32,7 +34,7 @@ import time
 from typing import Any
 
 import zaqar_delay
-from zaqar_delay import jsondoc, topics
+from zaqar_delay import jsondoc, push_hops, topics
 from zaqar_delay.keystone.trusts import Trusts
 from zaqar_delay.models import Delivery
 from zaqar_delay.push import headers as post_headers
@@ -150,6 +152,7 @@ class WebhookSender:
         headers = {"Content-Type": "application/json", **post_headers.sendable(options)}
         headers[DELIVERY_ID_HEADER] = delivery.id
         headers[ATTEMPT_HEADER] = str(delivery.attempts + 1)
+        headers[push_hops.HEADER] = str(push_hops.onward(delivery.message.hops))
         headers[SIGNATURE_HEADER] = signature(
             delivery.subscription.secret, now_ms, delivery.id, body
         )

@@ -1,6 +1,6 @@
 """The rules a change of one stored message follows on every store that checks them in Python
 (MongoDB, Swift; Redis checks the same in ``lua/lib.lua``): whether a claim lets it happen, and
-the expiry a new ttl gives it."""
+the expiry a new ttl gives it; and the field their message documents keep hops in."""
 
 from __future__ import annotations
 
@@ -40,3 +40,9 @@ def edited_expiry(edit: MessageEdit, created_ms: int, now_ms: int) -> int | None
     if expires <= now_ms:
         raise errors.TtlAlreadyLapsed(edit.ttl_s)
     return expires
+
+
+def hops_field(hops: int) -> dict[str, int]:
+    """The field of a MongoDB or Swift message document holding ``NewMessage.hops``: none for
+    0 (the message as a client posted it; documents stored before the field read as 0)."""
+    return {"h": hops} if hops else {}

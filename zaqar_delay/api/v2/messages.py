@@ -7,11 +7,12 @@ import urllib.parse
 
 import falcon
 
-from zaqar_delay import errors
+from zaqar_delay import errors, push_hops
 from zaqar_delay.api import body, params, schemas, views
 from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import FLAG, ok, query
 from zaqar_delay.api.v2.base import Resource
+from zaqar_delay.posting import PushOrigin
 from zaqar_delay.push.webhook import DELIVERY_ID_HEADER
 
 # The longest delivery id header a post takes as a push's (a longer one is no push's of this
@@ -20,11 +21,13 @@ MAX_DELIVERY_ID = 200
 DELIVERY_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_DELIVERY_ID}}}")
 
 
-def delivery_id(req: falcon.Request) -> str:
-    """The push delivery id a post carries (``X-Zaqar-Delay-Delivery-Id``, which a push of
-    this service sends with each attempt), "" when it carries none it could be."""
+def push_origin(req: falcon.Request) -> PushOrigin:
+    """The push of this service a post says it comes from: its delivery id
+    (``X-Zaqar-Delay-Delivery-Id``, "" when the post carries none it could be) and its hops
+    (``X-Zaqar-Delay-Hops``; InvalidRequest when not a whole number)."""
     value = req.get_header(DELIVERY_ID_HEADER) or ""
-    return value if DELIVERY_ID.fullmatch(value) else ""
+    delivery_id = value if DELIVERY_ID.fullmatch(value) else ""
+    return PushOrigin(delivery_id, push_hops.of_header(req.get_header(push_hops.HEADER)))
 
 
 class MessageCollection(Resource):
@@ -45,7 +48,7 @@ class MessageCollection(Resource):
         limit = self.service.limits.max_messages_post_size
         payload = body.read(req, limit, f"Message collection size is too large. Max size {limit}")
         posted = self.service.post_messages(
-            req.context.project, queue_name, payload, req.context.client_id, delivery_id(req)
+            req.context.project, queue_name, payload, req.context.client_id, push_origin(req)
         )
         hrefs = [views.message_href(queue_name, i) for i in posted.ids]
         resp.status = falcon.HTTP_201

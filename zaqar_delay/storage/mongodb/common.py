@@ -67,6 +67,7 @@ def message_of(doc: Doc, now_ms: int) -> Message:
         claim_id=doc["cid"] if live else None,
         claim_count=int(doc["cc"]),
         client_id=doc["u"],
+        hops=int(doc.get("h", 0)),
     )
 
 

@@ -27,7 +27,7 @@ from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import ANY_METADATA_VERSION, metadata_version_of, stale_metadata
 from zaqar_delay.storage.bounds import CLAIM_ATTEMPTS
 from zaqar_delay.storage.dedup_reservation import DedupRecord
-from zaqar_delay.storage.message_rules import check_claim, edited_expiry
+from zaqar_delay.storage.message_rules import check_claim, edited_expiry, hops_field
 from zaqar_delay.storage.mongodb.common import (
     SCAN_FIELDS,
     Doc,
@@ -82,6 +82,7 @@ class MessageOps(MongoBase):
                     "cid": None,
                     "ce": 0,
                     "cc": 0,
+                    **hops_field(message.hops),
                 }
             )
         return documents, subscribed

@@ -282,7 +282,14 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             ids = [random[i * 16 : i * 16 + 16] for i in range(len(messages))]
         fields: list[Any] = []
         for ref, message in zip(ids, messages, strict=True):
-            fields += (ref, message.ttl_s, message.delay_ms, message.body_json, message.dedup_id)
+            fields += (
+                ref,
+                message.ttl_s,
+                message.delay_ms,
+                message.body_json,
+                message.dedup_id,
+                message.hops,
+            )
         packed = msgpack.packb(fields)
         created, *rest = self._run(
             "post", project, queue, now_ms, mode, client_id, expected, packed

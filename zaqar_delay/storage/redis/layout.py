@@ -27,12 +27,15 @@ BUCKET_SIZE = 128
 
 # A message record: this head (created ms, expires ms, due ms, ttl s, claim count, kind), then
 # the id part (ID_RANDOM_BYTES random bytes, or a length byte and the whole id with
-# KIND_ID_KEPT) and the client id (16 bytes with a KIND_CLIENT_* bit, else as given).
+# KIND_ID_KEPT), with KIND_HOPS a byte of hops (the pushes the message came through), and the
+# client id (16 bytes with a KIND_CLIENT_* bit, else as given).
 RECORD_HEAD = struct.Struct(">QQQIHB")
 ID_RANDOM_BYTES = 8
 KIND_CLIENT_PACKED = 1  # the client id, 32 lowercase hex digits, stored as its 16 bytes
 KIND_ID_KEPT = 2  # the message came from another queue with its id (dead-letter moves)
 KIND_CLIENT_DASHED = 4  # the client id, a lowercase UUID with dashes, stored as 16 bytes
+KIND_HOPS = 8  # the message came through pushes (hops > 0): a byte holds how many
+MAX_HOPS = 255  # what the hops byte holds
 MAX_CLAIM_COUNT = 2 ** (8 * struct.calcsize(">H")) - 1  # the head's claim-count field
 
 # What a script answers when a change to a message is refused by its claim (lib.lua's
@@ -83,6 +86,8 @@ def constants() -> dict[str, str]:
         "KIND_CLIENT_PACKED": str(KIND_CLIENT_PACKED),
         "KIND_ID_KEPT": str(KIND_ID_KEPT),
         "KIND_CLIENT_DASHED": str(KIND_CLIENT_DASHED),
+        "KIND_HOPS": str(KIND_HOPS),
+        "MAX_HOPS": str(MAX_HOPS),
         "MAX_CLAIM_COUNT": str(MAX_CLAIM_COUNT),
         "PARKED": str(PARKED),
         "SCAN_EXTRA": str(bounds.SCAN_EXTRA),

@@ -30,6 +30,9 @@ def message_of(
     created, expires, due, ttl, claim_count, kind = layout.RECORD_HEAD.unpack_from(record)
     at = layout.RECORD_HEAD.size
     at += 1 + record[at] if kind & layout.KIND_ID_KEPT else layout.ID_RANDOM_BYTES
+    hops = 0
+    if kind & layout.KIND_HOPS:
+        hops, at = record[at], at + 1
     if kind & layout.KIND_CLIENT_PACKED:
         client = record[at:].hex()
     elif kind & layout.KIND_CLIENT_DASHED:
@@ -47,6 +50,7 @@ def message_of(
         claim_id=live_claim,
         claim_count=claim_count,
         client_id=client,
+        hops=hops,
     )
 
 

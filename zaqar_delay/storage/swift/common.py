@@ -58,6 +58,7 @@ def message_of(message_id: str, doc: Doc, slot: Slot, now_ms: int) -> Message:
         claim_id=slot.claim_id if slot.live(now_ms) else None,
         claim_count=slot.claim_count,
         client_id=doc["u"],
+        hops=int(doc.get("h", 0)),
     )
 
 

@@ -24,6 +24,7 @@ from zaqar_delay.models import (
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import ANY_METADATA_VERSION, metadata_version_of, stale_metadata
 from zaqar_delay.storage.dedup_reservation import DedupReservation
+from zaqar_delay.storage.message_rules import hops_field
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, delete_at, message_content_type, message_of
 from zaqar_delay.storage.swift.pushes import PushOps
@@ -113,6 +114,7 @@ class MessageOps(PushOps):
             "cr": now_ms,
             "e": now_ms + message.ttl_s * 1000,
             "d": now_ms + message.delay_ms,
+            **hops_field(message.hops),
         }
 
     def _post(

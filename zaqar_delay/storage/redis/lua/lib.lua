@@ -36,6 +36,8 @@ local CHUNK = 2000
 --                       a length byte and the id follow the head (else the id is the 16 hex
 --                       digits of the sequence number and the hex of the ID_RANDOM_BYTES that
 --                       follow).
+--   KIND_HOPS:          the message came through pushes of this service: a byte after the id
+--                       part holds how many (at most MAX_HOPS; none without the bit).
 -- Small enough to stay under hash-max-listpack-value (64 by default) for the usual client.
 local DASHED_UUID = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$'
 
@@ -101,17 +103,26 @@ local function decode_record(seq, raw)
         info.ref = string.sub(raw, at, at + ID_RANDOM_BYTES - 1)
         at = at + ID_RANDOM_BYTES
     end
+    info.hops = 0
+    if bit.band(kind, KIND_HOPS) ~= 0 then
+        info.hops = string.byte(raw, at)
+        at = at + 1
+    end
     info.client = string.sub(raw, at)
     return info
 end
 
+-- The record of `info`; its kind's KIND_HOPS bit follows info.hops (0 or nil: none).
 local function encode_record(info)
-    local ref = info.ref
-    if bit.band(info.kind, KIND_ID_KEPT) ~= 0 then
+    local ref, hops, kind = info.ref, '', bit.band(info.kind, bit.bnot(KIND_HOPS))
+    if bit.band(kind, KIND_ID_KEPT) ~= 0 then
         ref = string.char(#ref) .. ref
     end
+    if info.hops and info.hops > 0 then
+        hops, kind = string.char(math.min(info.hops, MAX_HOPS)), kind + KIND_HOPS
+    end
     return struct.pack(RECORD_HEAD, info.created, info.expires, info.due, info.ttl,
-        math.min(info.count, MAX_CLAIM_COUNT), info.kind) .. ref .. info.client
+        math.min(info.count, MAX_CLAIM_COUNT), kind) .. ref .. hops .. info.client
 end
 
 local function message_id(info)

@@ -1,9 +1,9 @@
 -- post.lua: store a batch of messages at the tail of the queue, creating the queue if needed.
 --
 -- KEYS: the queue keys (lib.lua).
--- ARGV: now_ms, mode, client_id, expected, messages: one msgpack array holding five values per
---   message, ref, ttl_s, delay_ms, body_json, dedup_id (one argument, so the client encodes one
---   value instead of five per message).
+-- ARGV: now_ms, mode, client_id, expected, messages: one msgpack array holding six values per
+--   message, ref, ttl_s, delay_ms, body_json, dedup_id, hops (one argument, so the client
+--   encodes one value instead of six per message).
 --   dedup_id: "" for none. Otherwise, while the queue remembers it (until the expiry of the
 --             message first posted with it), the message is not stored and the first one's id
 --             is returned in its place; the first message is remembered from here on, even
@@ -38,18 +38,19 @@ end
 collect_garbage(now)
 
 local fields = cmsgpack.unpack(ARGV[5])
-local count = #fields / 5
+local count = #fields / 6
 local last_seq = redis.call('HINCRBY', K_QUEUE, 'seq', count)
 local stored_client = encode_client(client)
 local records, bodies, earliest_expiry = {}, {}, {}  -- by bucket
 local ready, owed, ids, duplicates = {}, {}, {}, {}
 local stored, kept, earliest_due = 0, {}, nil
 for j = 0, count - 1 do
-    local base = 1 + j * 5
+    local base = 1 + j * 6
     local seq = last_seq - count + 1 + j
     local ref, ttl, dedup = fields[base], fields[base + 1], fields[base + 4]
     local info = {seq = seq, created = now, expires = now + ttl * 1000, ttl = ttl,
-        due = now + fields[base + 2], count = 0, client = stored_client[1]}
+        due = now + fields[base + 2], count = 0, client = stored_client[1],
+        hops = fields[base + 5]}
     local id
     if mode == 'new' then
         info.kind, info.ref = stored_client[2], from_hex(ref)
