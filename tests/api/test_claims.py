@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from testbed.receiver import receiver
 from tests.helpers.api import Api, assert_error
+from tests.helpers.push import dispatching, subscribe
 
 CLAIM_TTL = (
     "The TTL for a claim may not exceed 43200 seconds, and must be at least 60 seconds long."
@@ -155,3 +157,18 @@ def test_dead_letter_queue(api: Api) -> None:
     assert [m["id"] for m in moved] == [mid]
     assert api.get("/v2/queues/q/stats").json["messages"]["total"] == 0
     assert json.loads(json.dumps(moved[0]["body"])) == "poison"
+
+
+def test_a_dead_letter_moved_by_a_claim_is_pushed_to_the_dead_letter_queue_s_subscribers(
+    api: Api,
+) -> None:
+    api.put("/v2/queues/q", json={"_max_claim_count": 1, "_dead_letter_queue": "dead"})
+    with receiver() as hook, dispatching(api) as dispatcher:
+        subscribe(api, hook, queue="dead")
+        [mid] = api.post_messages("q", {"body": "poison"})
+        first = api.post("/v2/queues/q/claims")
+        api.delete(f"/v2/queues/q/claims/{claim_id_of(first)}")
+        assert api.post("/v2/queues/q/claims").status_code == 204
+        dispatcher.run_once()
+        [push] = hook.wait_for(1)
+    assert (push.json()["id"], push.json()["queue_name"]) == (mid, "dead")

@@ -11,10 +11,12 @@ import pytest
 from tests.helpers.stores import STORES, namespace_of, open_test_driver
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import (
+    ClaimTimes,
     LeaseRequest,
     MessageEdit,
     NewMessage,
     NewSubscription,
+    OverLimit,
     Settlement,
     SubscriptionChange,
 )
@@ -536,3 +538,29 @@ def assert_nothing_due(driver: Driver, clock: FakeClock) -> None:
     """No dispatcher is owed a push before the leases it holds run out."""
     next_ms = driver.next_push_ms()
     assert next_ms is None or next_ms >= clock.now_ms() + LEASE_MS - 1
+
+
+def test_messages_moved_to_a_dead_letter_queue_are_owed_to_its_subscriptions(
+    driver: Driver, clock: FakeClock
+) -> None:
+    """As a post owes them (``Driver.receive_dead_letters``): a subscription of a dead-letter
+    queue hears of each dead letter, moved by a claim or copied from another store."""
+    now = clock.now_ms()
+    driver.create_queue(P, Q, {"_max_claim_count": 1, "_dead_letter_queue": "dead"}, now)
+    driver.create_queue(P, "dead", {}, now)
+    subscribe(driver, clock, queue="dead")
+    [mid] = post(driver, clock, "poison")
+    held = driver.create_claim(P, Q, ClaimTimes(60, 60), 10, now)
+    assert held is not None
+    driver.release_claim(P, Q, held.id, now)
+    over = driver.claim(P, Q, ClaimTimes(60, 60), 10, now).over_limit
+    assert over is not None and over.ids == (mid,)
+    driver.move_dead_letters(P, Q, over, now)
+    assert [d.message.id for d in lease(driver, clock, queue="dead")] == [mid]
+
+    [other] = post(driver, clock, "from another store", queue="elsewhere")
+    [message] = driver.get_messages(P, "elsewhere", [other], now)
+    # As from another store (where a store keys messages by id alone, one id is one message).
+    driver.delete_message(P, "elsewhere", other, None, now)
+    driver.receive_dead_letters(P, OverLimit("dead", None, (message,)), now)
+    assert [d.message.id for d in lease(driver, clock, queue="dead")] == [other]

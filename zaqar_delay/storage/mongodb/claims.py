@@ -4,6 +4,8 @@ in-place moves of messages dead-lettered within the store."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pymongo
 
@@ -33,6 +35,12 @@ from zaqar_delay.storage.mongodb.schema import as_date
 @translate_class_errors
 class ClaimOps(MongoBase):
     """Claims: one conditional update per message taken, so no message is in two claims."""
+
+    if TYPE_CHECKING:
+
+        def _owe_pushes(
+            self, project: str, queue: str, stored: Sequence[Doc], now_ms: int
+        ) -> int: ...
 
     def claim_candidates(self, scope: Doc, now_ms: int, limit: int) -> pymongo.cursor.Cursor[Doc]:
         """Ids of up to ``limit`` claimable messages of ``scope``, oldest due first.
@@ -151,7 +159,13 @@ class ClaimOps(MongoBase):
 
     def move_dead_letters(self, project: str, queue: str, over: OverLimit, now_ms: int) -> None:
         """In place, in one bulk write: each message changes queue in one atomic update (no
-        copy, so never two of it), only while the claim that took it still holds it."""
+        copy, so never two of it), only while the claim that took it still holds it. Owed to
+        the dead-letter queue's subscriptions first, as a post owes them: a crash before the
+        move leaves pushes whose message is not there yet, which a lease drops (the next
+        claim moves the message and owes them again)."""
+        self._owe_pushes(
+            project, over.queue, [{"_id": m.id, "d": now_ms} for m in over.messages], now_ms
+        )
         first = self._reserve_sequence(project, over.queue, len(over.messages), now_ms)
         moves = []
         for i, message in enumerate(over.messages):

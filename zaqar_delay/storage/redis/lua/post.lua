@@ -17,8 +17,8 @@
 --                it, so ids of one millisecond sort in posting order.
 --   mode "keep": ref is the full id (dead-letter moves); an id already present is skipped, so a
 --                repeated move stores the message once.
--- Every message a "new" post stores is owed a push to each live subscription of the queue, at
--- its due time (deliveries).
+-- Every message a post stores (a dead letter moved in too) is owed a push to each live
+-- subscription of the queue, at its due time (deliveries).
 -- Returns: {created (1 if the queue was created), metadata SHA-1, the ids in order joined by ",",
 --   the 0-based positions of messages that matched a remembered dedup_id joined by ",",
 --   the earliest due time of the pushes it added (0 for none)}.
@@ -117,7 +117,7 @@ if stored > 0 then
     redis.call('HINCRBY', K_QUEUE, 'n', stored)
 end
 local first_push = 0
-if #owed > 0 and mode == 'new' and redis.call('EXISTS', K_SUBSCRIPTIONS) == 1 then
+if #owed > 0 and redis.call('EXISTS', K_SUBSCRIPTIONS) == 1 then
     local pushes = {}
     for _, sid in ipairs(live_subscription_ids(now)) do
         for i = 1, #owed, 2 do
