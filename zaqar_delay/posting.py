@@ -35,18 +35,21 @@ class PushOrigin:
     delivery_id: str = ""
     hops: int = 0
 
-    def applied(self, messages: list[NewMessage]) -> list[NewMessage]:
-        """The post's messages with their hops, and each without a ``dedup_id`` given one
-        from the delivery and its place in the post: a push sent again (its answer lost, or
-        a 503 after the write) stores nothing twice, so a queue fed by another queue's pushes
-        gets each message once."""
-        if not self.delivery_id and not self.hops:
+    def applied(self, messages: list[NewMessage], most_hops: int) -> list[NewMessage]:
+        """The post's messages with their hops (``push_hops.of_post``; PushLoopRefused past
+        ``most_hops``), and each without a ``dedup_id`` given one from the delivery and its
+        place in the post: a push sent again (its answer lost, or a 503 after the write)
+        stores nothing twice, so a queue fed by another queue's pushes gets each message
+        once."""
+        hops = push_hops.of_post(self.hops, len(messages))
+        push_hops.check(hops, most_hops)
+        if not self.delivery_id and not hops:
             return messages
         return [
             dataclasses.replace(
                 m,
                 dedup_id=m.dedup_id or (self.delivery_id and f"delivery:{self.delivery_id}:{i}"),
-                hops=self.hops,
+                hops=hops,
             )
             for i, m in enumerate(messages)
         ]
@@ -89,14 +92,15 @@ class MessagePoster:
 
         The size limit is checked before the body is parsed, and the body is parsed once.
         """
-        push_hops.check(origin.hops, self.limits.max_push_hops)
+        push_hops.check(origin.hops, self.limits.max_push_hops)  # before the body is read
         raw_messages: list[Any] = []
 
         def build(policy: QueuePolicy) -> list[NewMessage]:
             self.check_size(policy, len(payload))
             if not raw_messages:
                 raw_messages.extend(self._raw_messages(payload))
-            return origin.applied(self._build(raw_messages, policy, now_ms, round_up))
+            built = self._build(raw_messages, policy, now_ms, round_up)
+            return origin.applied(built, self.limits.max_push_hops)
 
         return self._store(project, queue, client_id, now_ms, build, seal=False)
 

@@ -6,8 +6,13 @@ subscriptions that comes back to a queue (the queue itself, or a cycle of queues
 and post without end, and one subscription more on the way would double the messages each time
 round. So every message keeps its hops (``NewMessage.hops``: 0 when a client posted it), every
 push of it carries one more in ``X-Zaqar-Delay-Hops``, and a post carrying that header stores
-its messages with that many hops, or is refused (403) past ``[transport] max_push_hops``. The
-push that made such a post fails for good, and the chain ends there.
+its messages with that many hops (one more for each message after the first), or is refused
+(403) past ``[transport] max_push_hops``. The push that made such a post fails for good, and
+the chain ends there.
+
+What one message can still become is bounded, not small: each round multiplies by the
+subscriptions of a queue that post back (``[transport] max_subscriptions_per_queue``), for
+``max_push_hops`` rounds.
 
 A subscription cannot set the header (``push.headers`` refuses the service's own headers in
 ``post_headers``). A receiver elsewhere that posts back here without it starts a new chain; it
@@ -44,10 +49,19 @@ def check(hops: int, most: int) -> None:
     (``most``: ``[transport] max_push_hops``)."""
     if hops > most:
         raise errors.PushLoopRefused(
-            f"This post came through {hops} pushes of this service, one after another; a post "
-            f"may come through at most {most} ([transport] max_push_hops). A subscription "
-            "probably posts its queue's messages back to it, directly or through other queues."
+            f"This post counts {hops} hops (the pushes of this service it came through, one "
+            "after another, and one more for each message after the first); a post may count "
+            f"at most {most} ([transport] max_push_hops). A subscription probably posts its "
+            "queue's messages back to it, directly or through other queues."
         )
+
+
+def of_post(hops: int, count: int) -> int:
+    """The hops the ``count`` messages of a post that came through ``hops`` pushes keep: one
+    more for each message after the first, since a post of several messages multiplies what
+    its push carries as several pushes would (a ``post_data`` template posting hundreds of
+    copies would otherwise take a loop that far each round). A client's post (0) has none."""
+    return hops + count - 1 if hops else 0
 
 
 def onward(hops: int) -> int:

@@ -61,7 +61,7 @@ def test_a_post_past_the_most_hops_is_refused_and_stores_nothing(api: Api) -> No
     )
     assert refused.status_code == 403, refused.text
     assert refused.json["title"] == "Push loop refused"
-    assert f"came through {MOST + 1} pushes" in refused.json["description"]
+    assert f"counts {MOST + 1} hops" in refused.json["description"]
     for wrong in ("-1", "two", "1.5", "", "9" * 7):
         answer = api.post(
             "/v2/queues/q/messages", json={"messages": [{"body": 3}]}, headers={HOPS: wrong}
@@ -69,6 +69,22 @@ def test_a_post_past_the_most_hops_is_refused_and_stores_nothing(api: Api) -> No
         assert answer.status_code == 400, (wrong, answer.text)
         assert HOPS in answer.json["description"]
     assert total(api, "q") == 1
+
+
+def test_each_message_of_a_forwarded_post_after_the_first_counts_one_hop_more(
+    api: Api,
+) -> None:
+    """A template posting several copies per push would multiply the messages by as many each
+    round: counted as that many pushes, it takes the loop no further than they would."""
+    two = {"messages": [{"body": 1}, {"body": 2}]}
+    assert api.post("/v2/queues/q/messages", json=two, headers={HOPS: "1"}).status_code == 201
+    three = {"messages": [{"body": 1}, {"body": 2}, {"body": 3}]}
+    refused = api.post("/v2/queues/q/messages", json=three, headers={HOPS: "1"})
+    assert refused.status_code == 403, refused.text
+    assert f"counts {MOST + 1} hops" in refused.json["description"]
+    # A client's post of many messages carries no hops.
+    assert api.post("/v2/queues/q/messages", json=three).status_code == 201
+    assert total(api, "q") == 5
 
 
 def test_a_push_carries_its_message_s_hops_plus_one(api: Api) -> None:

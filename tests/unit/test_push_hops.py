@@ -22,7 +22,7 @@ def test_a_header_that_is_no_whole_number_is_refused(value: str) -> None:
 
 def test_the_limit_refuses_only_past_it() -> None:
     push_hops.check(4, 4)
-    with pytest.raises(errors.PushLoopRefused, match="came through 5 pushes"):
+    with pytest.raises(errors.PushLoopRefused, match="counts 5 hops"):
         push_hops.check(5, 4)
     assert errors.PushLoopRefused("x").title == "Push loop refused"
 
@@ -31,3 +31,9 @@ def test_a_push_carries_one_more_up_to_what_a_store_keeps() -> None:
     assert push_hops.onward(0) == 1
     assert push_hops.onward(254) == push_hops.MAX_KEPT == 255
     assert push_hops.onward(255) == 255
+
+
+def test_each_message_of_a_post_made_by_a_push_after_the_first_counts_one_hop_more() -> None:
+    assert push_hops.of_post(0, 1000) == 0  # a client's post
+    assert push_hops.of_post(1, 1) == 1
+    assert push_hops.of_post(2, 3) == 4

@@ -60,14 +60,15 @@ class Limits:
     )
     max_push_hops: int = option(
         cfg.IntOpt,
-        default=4,
+        default=3,
         min=1,
         max=push_hops.MAX_KEPT,
         help="Most pushes of this service a post may come through, one after another (queue to "
         "queue forwarding with a post_data template or a trust+ subscriber; each push sends "
-        "X-Zaqar-Delay-Hops). A post past it answers 403 and its push fails for good, so a "
-        "subscription that posts its queue's messages back to it, directly or through other "
-        "queues, stops after this many rounds.",
+        "X-Zaqar-Delay-Hops; each message of a post after the first counts one more). A post "
+        "past it answers 403 and its push fails for good, so a subscription that posts its "
+        "queue's messages back to it, directly or through other queues, stops after this many "
+        "rounds. Each round may multiply them by the subscriptions that post back: keep it low.",
     )
     max_queues_per_project: int = option(
         cfg.IntOpt,
