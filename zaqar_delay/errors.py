@@ -141,6 +141,17 @@ class PushLoopRefused(Forbidden):
         super().__init__(description, title="Push loop refused")
 
 
+class TooManyRequests(ZaqarDelayError):
+    """The caller's project holds as many of a resource of this server process as it may
+    (waiting claims): 429, to try again after ``retry_after_s`` seconds."""
+
+    title = "Too many requests"
+
+    def __init__(self, description: str, retry_after_s: int = 1) -> None:
+        super().__init__(description)
+        self.retry_after_s = retry_after_s
+
+
 class PoolRefused(InvalidRequest):
     """A pool or flavor change the catalog cannot take (400): an unknown pool, pools of
     different capabilities in one flavor."""

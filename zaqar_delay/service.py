@@ -67,7 +67,7 @@ class Service:
         self.clock = clock
         self.metrics = metrics or Metrics(self.stores, clock)
         self.lifecycle = Lifecycle(self.metrics, journal or NullJournal())
-        self.wait_rooms = WaitRooms(clock)
+        self.wait_rooms = WaitRooms(clock, limits.max_waiting_claims_per_project)
         self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption)
         self.quotas = Quotas(self.stores, limits)
         self.listing = QueueListing(self.stores, limits)

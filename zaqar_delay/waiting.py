@@ -27,7 +27,7 @@ from typing import TypeVar
 
 from zaqar_delay import sibling_wakeups, stopping
 from zaqar_delay.clock import Clock
-from zaqar_delay.errors import StorageUnavailable
+from zaqar_delay.errors import StorageUnavailable, TooManyRequests
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.traits import Wakeups
 
@@ -85,14 +85,51 @@ class Seat:
         self._room.wake_sleepers(self.channel, self._room.relay)
 
 
+class ProjectSeats:
+    """How many claims of each project wait in this process, at most ``most`` (``[transport]
+    max_waiting_claims_per_project``; 0: no limit). A waiting claim holds a connection of the
+    server process for up to its wait, so without a bound one project's waiting claims could
+    take every connection the process serves, and every other project's requests would wait
+    behind them."""
+
+    def __init__(self, most: int = 0) -> None:
+        self.most = most
+        self._lock = threading.Lock()
+        self._held: collections.Counter[str] = collections.Counter()
+
+    @contextlib.contextmanager
+    def taken(self, project: str) -> Iterator[bool]:
+        """Whether the project may have one more waiting claim, held for the block if so."""
+        with self._lock:
+            free = not self.most or self._held[project] < self.most
+            if free:
+                self._held[project] += 1
+        try:
+            yield free
+        finally:
+            if free:
+                with self._lock:
+                    self._held[project] -= 1
+                    if not self._held[project]:
+                        del self._held[project]
+
+
 class WaitRoom:
     """Every waiting claim of this process, keyed by the store's wake channel."""
 
-    def __init__(self, wakeups: Wakeups | None, clock: Clock, relay: int = 1) -> None:
-        """``relay``: how many sleepers a waiter that claimed something wakes."""
+    def __init__(
+        self,
+        wakeups: Wakeups | None,
+        clock: Clock,
+        relay: int = 1,
+        seats: ProjectSeats | None = None,
+    ) -> None:
+        """``relay``: how many sleepers a waiter that claimed something wakes; ``seats``: the
+        waiting claims each project holds in the process (every room's)."""
         self._wakeups = wakeups
         self._clock = clock
         self.relay = relay
+        self._seats = seats or ProjectSeats()
         self._lock = threading.Lock()
         self._lines: dict[str, collections.deque[Seat]] = {}
         self._announced: dict[str, float] = {}
@@ -149,8 +186,34 @@ class WaitRoom:
         at the head until a wake-up from the store, or until a millisecond past the time
         ``next_claimable_ms(now_ms)`` names (a due time or claim expiry; None for none), and
         at most :attr:`recheck_s`.
+
+        A project that has as many claims waiting in the process as it may (``ProjectSeats``)
+        makes one attempt, and TooManyRequests (429) when it finds nothing.
         """
         deadline = time.monotonic() + wait_s
+        with self._seats.taken(project) as seated:
+            if not seated:
+                return self._attempt_unseated(project, attempt)
+            return self._wait_in_line(project, queue, deadline, attempt, next_claimable_ms)
+
+    def _attempt_unseated(self, project: str, attempt: Callable[[], T | None]) -> T:
+        result = attempt()
+        if result is None:
+            raise TooManyRequests(
+                f"Project {project} has {self._seats.most} claims waiting on this server "
+                "process, the most it may have ([transport] max_waiting_claims_per_project): "
+                "try again later, or claim without ?wait=."
+            )
+        return result
+
+    def _wait_in_line(
+        self,
+        project: str,
+        queue: str,
+        deadline: float,
+        attempt: Callable[[], T | None],
+        next_claimable_ms: Callable[[int], int | None],
+    ) -> T | None:
         with self.seat(project, queue) as seat:
             while True:
                 self.announce(project, queue)
@@ -303,17 +366,22 @@ class WaitRooms:
     """One :class:`WaitRoom` per store, each listening to that store's wake-ups: with pools,
     a queue's waiting claims are woken by the pool it lives on."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, most_per_project: int = 0) -> None:
+        """``most_per_project``: the waiting claims one project may have in the process, over
+        every store (0: no limit)."""
         self._clock = clock
         self._lock = threading.Lock()
         self._rooms: dict[int, tuple[Driver, WaitRoom]] = {}
+        self._seats = ProjectSeats(most_per_project)
 
     def of(self, store: Driver) -> WaitRoom:
         """The room of the queues on ``store`` (made, with its listener, when first asked)."""
         with self._lock:
             known = self._rooms.get(id(store))
             if known is None or known[0] is not store:
-                room = WaitRoom(store.wakeups(), self._clock, store.waiting_claim_relay)
+                room = WaitRoom(
+                    store.wakeups(), self._clock, store.waiting_claim_relay, self._seats
+                )
                 known = (store, room)
                 self._rooms[id(store)] = known
             return known[1]

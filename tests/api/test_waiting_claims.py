@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+from collections.abc import Iterator
 
 import falcon.testing
 import pytest
 
-from tests.helpers.api import PROJECT, Api, assert_error
+from tests.helpers.api import API_STORES, PROJECT, Api, api_of, assert_error
 from zaqar_delay import waiting
+from zaqar_delay.conf import Limits
 
 # Wake-ups are the store's own (Redis pub/sub, MongoDB change streams, polling on Swift).
 pytestmark = pytest.mark.store_paths
@@ -23,11 +26,15 @@ WOKEN_WITHIN_S = 8
 class Waiter:
     """A claim on queue q that waits ``WAIT_S`` seconds, made in a thread of its own."""
 
-    def __init__(self, api: Api, **params: str) -> None:
+    def __init__(self, api: Api, project: str = PROJECT, **params: str) -> None:
         self._result: list[falcon.testing.Result] = []
         self._thread = threading.Thread(
             target=lambda: self._result.append(
-                api.post("/v2/queues/q/claims", params={"wait": str(WAIT_S), **params})
+                api.post(
+                    "/v2/queues/q/claims",
+                    params={"wait": str(WAIT_S), **params},
+                    headers={"X-Project-ID": project},
+                )
             )
         )
         self._thread.start()
@@ -50,12 +57,12 @@ def timers_beyond_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(waiting, "RECHECK_WITHOUT_WAKEUPS_S", 60.0)
 
 
-def settle(api: Api, count: int = 1) -> None:
+def settle(api: Api, count: int = 1, project: str = PROJECT) -> None:
     """Wait until ``count`` claims on queue q have found nothing and fallen asleep, so what
     the test does next has to wake them."""
     deadline = time.monotonic() + 10
     while (
-        api.service.wait_rooms.of(api.service.stores.for_queue(PROJECT, "q")).asleep(PROJECT, "q")
+        api.service.wait_rooms.of(api.service.stores.for_queue(project, "q")).asleep(project, "q")
         < count
     ):
         assert time.monotonic() < deadline, f"{count} claims never started waiting"
@@ -145,3 +152,41 @@ def test_wait_boundaries(api: Api) -> None:
         "Invalid API request",
         "The wait for a claim may not exceed 20 seconds, and must be at least 0 seconds long.",
     )
+
+
+@pytest.fixture(params=API_STORES)
+def capped(request: pytest.FixtureRequest) -> Iterator[Api]:
+    """The API letting a project have two waiting claims per server process."""
+    limits = dataclasses.replace(Limits(), max_waiting_claims_per_project=2)
+    yield from api_of(request, limits=limits)
+
+
+def test_a_project_past_its_waiting_claims_is_answered_429_and_others_still_wait(
+    capped: Api,
+) -> None:
+    """Each waiting claim holds a connection of the server process: one project's may not
+    take them all."""
+    first, second = Waiter(capped, limit="1"), Waiter(capped, limit="1")
+    settle(capped, 2)
+    started = time.monotonic()
+    refused = capped.post("/v2/queues/q/claims", params={"wait": str(WAIT_S)})
+    assert time.monotonic() - started < WOKEN_WITHIN_S
+    assert_error(refused, 429, "Too many requests")
+    assert refused.headers["Retry-After"] == "1"
+    assert "max_waiting_claims_per_project" in refused.json["description"]
+    # Past the limit a claim still takes what is claimable at once, on any of its queues.
+    [ready] = capped.post_messages("r", {"body": "ready"})
+    taken = capped.post("/v2/queues/r/claims", params={"wait": str(WAIT_S)})
+    assert taken.status_code == 201 and [m["id"] for m in taken.json["messages"]] == [ready]
+    # Another project's claims wait as before.
+    other = Waiter(capped, project="other-project")
+    settle(capped, project="other-project")
+    [theirs] = capped.post_messages(
+        "q", {"body": "theirs"}, headers={"X-Project-ID": "other-project"}
+    )
+    assert [m["id"] for m in other.answer().json["messages"]] == [theirs]
+    # The two waiting claims still get what comes, and give their places back.
+    capped.post_messages("q", {"body": 1}, {"body": 2})
+    assert {first.answer().status_code, second.answer().status_code} == {201}
+    after = capped.post("/v2/queues/q/claims", params={"wait": "0.2"})
+    assert after.status_code == 204

@@ -22,6 +22,7 @@ STATUS: dict[type[errors.ZaqarDelayError], str] = {
     errors.Forbidden: falcon.HTTP_403,
     errors.NotFound: falcon.HTTP_404,
     errors.Conflict: falcon.HTTP_409,
+    errors.TooManyRequests: falcon.HTTP_429,
     errors.StorageUnavailable: falcon.HTTP_503,
     errors.NoPoolFound: falcon.HTTP_503,
 }
@@ -45,7 +46,10 @@ def handle_service_error(
         LOG.warning("request %s: %s", req.context.get("request_id"), exc.description)
         if not exc.tells_the_client:
             description = UNAVAILABLE
-    raise falcon.HTTPError(status, title=exc.title, description=description)
+    headers = {}
+    if isinstance(exc, errors.TooManyRequests):
+        headers["Retry-After"] = str(exc.retry_after_s)
+    raise falcon.HTTPError(status, title=exc.title, description=description, headers=headers)
 
 
 def handle_unexpected(

@@ -136,6 +136,15 @@ class Limits:
         min=0,
         help="Longest wait, in seconds, a claim may ask for with ?wait= before answering 204.",
     )
+    max_waiting_claims_per_project: int = option(
+        cfg.IntOpt,
+        default=100,
+        min=0,
+        help="Most claims of one project that may wait (?wait=) at once in one server process; "
+        "one more claims what it can at once, and answers 429 with Retry-After when it finds "
+        "nothing. Each waiting claim holds one of the process's connections (1,000 per worker), "
+        "so this keeps one project's waiting claims from taking all of them. 0: no limit.",
+    )
     max_claim_ttl: int = option(
         cfg.IntOpt, default=43200, min=60, help="Largest claim ttl, in seconds."
     )

@@ -13,7 +13,12 @@ from zaqar_delay.api.v2.base import Resource
 class ClaimCollection(Resource):
     @operation(
         "Claim messages",
-        {**ok("201", "claimed", schemas.MESSAGES_OUT), **ok("204", "nothing to claim")},
+        {
+            **ok("201", "claimed", schemas.MESSAGES_OUT),
+            **ok("204", "nothing to claim"),
+            # A waiting claim past max_waiting_claims_per_project that finds nothing.
+            **schemas.errors("429"),
+        },
         query=[
             query("limit", {"type": "integer"}),
             query("wait", {"type": "integer", "minimum": 0, "maximum": LimitOf("max_claim_wait")}),
