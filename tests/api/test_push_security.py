@@ -353,6 +353,44 @@ def test_a_huge_retry_policy_is_refused_and_costs_nothing_when_stored(api: Api) 
         assert last_delivery(api, sid)["outcome"] == "retry"
 
 
+def test_a_template_naming_the_message_many_times_fails_unsent_and_costs_no_memory(
+    api: Api,
+) -> None:
+    """A ``post_data`` of 54 KB naming the message 3,000 times made a 50 KB message a push
+    of 150 MB, built in the dispatcher's memory and sent to whatever the subscriber names."""
+    template = "[" + ",".join(['"$zaqar_message$"'] * 3000) + "]"
+    message = {"body": "x" * 2000, "ttl": 600}
+    # The attack: the body such a template made of a 2 KB message, as it used to be built.
+    assert len(template.replace('"$zaqar_message$"', json.dumps(message))) > 6_000_000
+    with receiver() as hook:
+        created = api.post(SUBS, json={"subscriber": hook.url, "options": {"post_data": template}})
+        assert created.status_code == 201, created.text
+        sid = created.json["subscription_id"]
+        with dispatching(api) as dispatcher:
+            api.post_messages("q", message)
+            assert peak_bytes(dispatcher.run_once) < 2_000_000
+        assert hook.received == []
+    shown = last_delivery(api, sid)
+    assert shown["outcome"] == "permanent"
+    assert (
+        "more than the 327680 a push may send (post_data holds the message 3000 times)"
+        in (shown["detail"])
+    )
+
+
+def test_a_template_naming_the_largest_message_once_is_sent(api: Api) -> None:
+    with receiver() as hook:
+        options = {"post_data": {"messages": [{"body": "$zaqar_message$"}], "pad": "p" * 60_000}}
+        created = api.post(SUBS, json={"subscriber": hook.url, "options": options})
+        assert created.status_code == 201, created.text
+        largest = 262_144 - len('{"messages": [{"body": ""}]}') - 100
+        with dispatching(api) as dispatcher:
+            api.post_messages("q", {"body": "y" * largest})
+            dispatcher.run_once()
+        [push] = hook.wait_for(1)
+    assert push.json()["messages"][0]["body"]["body"] == "y" * largest
+
+
 # -- 4. mail -------------------------------------------------------------------------------------
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import falcon
 
 from zaqar_delay import jsondoc
+from zaqar_delay.api import body, home, openapi
 from zaqar_delay.api import errors as api_errors
-from zaqar_delay.api import home, openapi
 from zaqar_delay.api.auth import WSGIApp, protect
 from zaqar_delay.api.authorization import keystone_authorizer
 from zaqar_delay.api.middleware import RequestContext, RequestTimer
@@ -120,7 +120,13 @@ def push_senders(
     """The webhook and mail senders of ``[notification]``; ``trusts`` give the tokens of
     pushes to ``trust+`` subscribers."""
     webhook = WebhookSender(
-        guard, settings.notification.push_timeout, settings.notification.push_concurrency, trusts
+        guard,
+        settings.notification.push_timeout,
+        settings.notification.push_concurrency,
+        trusts,
+        # A template holding the message once always fits: the largest post, and the largest
+        # subscription document.
+        max_body_bytes=settings.limits.max_messages_post_size + body.DEFAULT_MAX_BODY,
     )
     mail = MailSender(
         settings.notification.smtp_host,

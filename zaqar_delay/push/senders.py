@@ -20,7 +20,7 @@ class Senders:
         self.webhook = webhook
         self.mail = mail
         self.timeout_s = max(webhook.timeout_s, mail.timeout_s)
-        self.sessions = SessionSender(webhook.timeout_s)
+        self.sessions = SessionSender(webhook.timeout_s, webhook.max_body_bytes)
         self.schedules = ScheduleSender(fire)
 
     def send(self, delivery: Delivery, now_ms: int) -> Outcome:

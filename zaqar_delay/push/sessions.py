@@ -15,7 +15,14 @@ import http.client
 import urllib.parse
 
 from zaqar_delay.models import Delivery
-from zaqar_delay.push.webhook import DELIVERY_ID_HEADER, Outcome, outcome_of, request_body
+from zaqar_delay.push.webhook import (
+    DELIVERY_ID_HEADER,
+    MAX_BODY_BYTES,
+    Outcome,
+    PushTooLarge,
+    outcome_of,
+    request_body,
+)
 
 SESSION_SCHEME = "zaqar-ws"
 
@@ -32,14 +39,18 @@ def session_subscriber(host: str, port: int, session_id: str) -> str:
 class SessionSender:
     """Posts each push to the relay its subscriber names, one connection per push."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self.timeout_s = timeout_s
+        self.max_body_bytes = max_body_bytes
 
     def send(self, delivery: Delivery, now_ms: int) -> Outcome:
         target = urllib.parse.urlsplit(delivery.subscription.subscriber)
         if not target.hostname or not target.port:
             return Outcome("permanent", "the session subscriber names no relay")
-        body = request_body(delivery, now_ms)
+        try:
+            body = request_body(delivery, now_ms, self.max_body_bytes)
+        except PushTooLarge as exc:
+            return Outcome("permanent", str(exc))
         connection = http.client.HTTPConnection(
             target.hostname, target.port, timeout=self.timeout_s
         )

@@ -46,6 +46,11 @@ DELIVERY_ID_HEADER = "X-Zaqar-Delay-Delivery-Id"
 SIGNATURE_HEADER = "X-Zaqar-Delay-Signature"
 ATTEMPT_HEADER = "X-Zaqar-Delay-Attempt"
 TEMPLATE = '"$zaqar_message$"'
+TEMPLATE_BYTES = TEMPLATE.encode()
+# The largest request body a push sends: the largest message post and the largest
+# subscription document (where a post_data template lives), so a template holding the
+# message once always fits.
+MAX_BODY_BYTES = 262_144 + 65_536
 # Zaqar's Message_Type of a message's push (confirmations are SubscriptionConfirmation...).
 NOTIFICATION = "Notification"
 USER_AGENT = f"zaqar-delay/{zaqar_delay.__version__}"
@@ -89,15 +94,29 @@ def zaqar_notification(delivery: Delivery) -> dict[str, Any]:
     }
 
 
-def request_body(delivery: Delivery, now_ms: int) -> bytes:
+class PushTooLarge(ValueError):
+    """A push's request body would be larger than a push may send."""
+
+
+def request_body(delivery: Delivery, now_ms: int, most_bytes: int = MAX_BODY_BYTES) -> bytes:
+    """The request body of a push of ``delivery``; PushTooLarge past ``most_bytes``, found
+    before the body is built. A template may name the message many times: one of 54 KB
+    naming it 3,000 times made a 50 KB message a request of 150 MB, built in the
+    dispatcher's memory and sent to whatever the subscriber names."""
     template = delivery.subscription.options.get("post_data")
     if template is None:
         payload = {**message_document(delivery, now_ms), "Message_Type": NOTIFICATION}
         return jsondoc.dumps(payload).encode()
-    document = jsondoc.dumps(zaqar_notification(delivery))
-    if isinstance(template, str):
-        return template.replace(TEMPLATE, document).encode()
-    return json.dumps(template).replace(TEMPLATE, document).encode()
+    document = jsondoc.dumps(zaqar_notification(delivery)).encode()
+    text = (template if isinstance(template, str) else json.dumps(template)).encode()
+    copies = text.count(TEMPLATE_BYTES)
+    size = len(text) + copies * (len(document) - len(TEMPLATE_BYTES))
+    if size > most_bytes:
+        raise PushTooLarge(
+            f"the request body would be {size} bytes, more than the {most_bytes} a push may "
+            f"send (post_data holds the message {copies} times)"
+        )
+    return text.replace(TEMPLATE_BYTES, document)
 
 
 def signature(secret: str, timestamp_ms: int, delivery_id: str, body: bytes) -> str:
@@ -138,16 +157,22 @@ class WebhookSender:
         timeout_s: float,
         pool_size: int = 32,
         trusts: Trusts | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         """``pool_size``: idle connections kept per receiver (the dispatcher's concurrency);
         ``trusts``: where the token of a push to a ``trust+`` subscriber comes from (without
-        them such a push carries none)."""
+        them such a push carries none); ``max_body_bytes``: the largest request body a push
+        sends (a larger one fails for good, unsent)."""
         self.trusts = trusts
+        self.max_body_bytes = max_body_bytes
         self.timeout_s = timeout_s
         self.connections = ConnectionPool(guard, timeout_s, pool_size)
 
     def send(self, delivery: Delivery, now_ms: int) -> Outcome:
-        body = request_body(delivery, now_ms)
+        try:
+            body = request_body(delivery, now_ms, self.max_body_bytes)
+        except PushTooLarge as exc:
+            return Outcome("permanent", str(exc))
         options = delivery.subscription.options
         headers = {"Content-Type": "application/json", **post_headers.sendable(options)}
         headers[DELIVERY_ID_HEADER] = delivery.id
