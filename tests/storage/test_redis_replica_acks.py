@@ -20,7 +20,9 @@ from zaqar_delay.storage.redis.driver import RedisDriver
 from zaqar_delay.storage.redis.errors import is_transient
 from zaqar_delay.storage.redis.script_calls import PooledScript, ScriptConnections
 from zaqar_delay.storage.resolve import resolve_store
+from zaqar_delay.storage.uri import open_driver
 
+NOW_MS = 1_700_000_000_000
 COUNT = "return redis.call('INCR', KEYS[1])"
 
 
@@ -164,3 +166,34 @@ def test_a_write_sent_to_a_demoted_primary_answers_503_and_drops_the_connection(
     assert is_transient(refused.value), "a refusal for now, not a bug: 503"
     # The connection to it is closed, so the next call connects to the primary of now.
     assert connections._idle == []
+
+
+def test_wait_refused_at_runtime_is_a_503_that_says_so_and_ends_when_granted_again(
+    primary: RedisServer, replica: RedisServer
+) -> None:
+    """An operator who takes WAIT away from the service's user while it runs (the start
+    checks it): every write is still made, and answered 503 "may still have happened", saying
+    why; none is a 500, and granting WAIT again ends it."""
+    admin = redis.Redis(port=primary.port)
+    user = f"acks{uuid.uuid4().hex[:8]}"
+    grant = ("resetkeys", "~zd:*", "resetchannels", "&zd:*:wake", "+@all", "-@dangerous")
+    admin.execute_command("ACL", "SETUSER", user, "on", f">{user}-pw", *grant)
+    uri = f"redis://{user}:{user}-pw@127.0.0.1:{primary.port}/0"
+    driver = open_driver(uri, Settings(storage=StorageSettings(uri=uri, replica_acks=1)))
+    try:
+        queue = f"q{uuid.uuid4().hex[:8]}"
+        driver.post_messages("p", queue, [NewMessage('"before"', 600, 0)], "c", NOW_MS)
+        admin.execute_command("ACL", "SETUSER", user, "-wait")
+        with pytest.raises(WriteNotReplicated, match=r"WAIT.*refused.*permissions.*\+wait"):
+            driver.post_messages("p", queue, [NewMessage('"during"', 600, 0)], "c", NOW_MS)
+        # The fault: the store refused WAIT, after making the write.
+        assert any(e["username"] == user and e["object"] == "wait" for e in admin.acl_log(100))
+        assert driver.stats("p", queue, NOW_MS).total == 2
+        # A write made by a plain pipeline (the project's queue index) is no 500 either.
+        with pytest.raises(WriteNotReplicated, match=r"WAIT.*refused"):
+            driver.delete_queue("p", queue)
+        admin.execute_command("ACL", "SETUSER", user, "+wait")
+        driver.post_messages("p", queue, [NewMessage('"after"', 600, 0)], "c", NOW_MS)
+    finally:
+        driver.close()
+        admin.execute_command("ACL", "DELUSER", user)

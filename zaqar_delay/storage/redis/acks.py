@@ -40,8 +40,15 @@ class ReplicaAcks:
         wait forever)."""
         return ("WAIT", self.replicas, max(1, round(self.timeout_s * 1000)))
 
-    def check(self, confirmed: int) -> None:
-        """Raise WriteNotReplicated when WAIT answered fewer than the replicas required."""
+    def check(self, confirmed: int | redis.ResponseError) -> None:
+        """Raise WriteNotReplicated when WAIT answered fewer than the replicas required, or
+        was refused (its error reply): by a store demoted to a replica (a failover), or by an
+        ACL that no longer grants WAIT to the user, which the log and the answer then say."""
+        if isinstance(confirmed, redis.ResponseError):
+            raise WriteNotReplicated(
+                f"WAIT, which asks the replicas to confirm it, was refused ({confirmed}); "
+                "a user refused it needs it granted (ACL SETUSER <user> +wait)"
+            )
         if confirmed < self.replicas:
             raise WriteNotReplicated(
                 f"{confirmed} of the {self.replicas} replicas it must reach confirmed it "
@@ -64,6 +71,9 @@ def write_acked(
     pipe = client.pipeline(transaction=False)
     write(pipe)
     pipe.execute_command(*acks.wait_args())
-    *replies, confirmed = pipe.execute()
-    acks.check(int(confirmed))
+    *replies, confirmed = pipe.execute(raise_on_error=False)
+    for reply in replies:
+        if isinstance(reply, redis.ResponseError):
+            raise reply
+    acks.check(confirmed if isinstance(confirmed, redis.ResponseError) else int(confirmed))
     return list(replies)

@@ -265,7 +265,9 @@ class PooledScript:
             if error is not None and raise_errors:
                 raise error
             if confirmed is not None and self._acks is not None:
-                self._acks.check(int(confirmed))
+                self._acks.check(
+                    confirmed if isinstance(confirmed, redis.ResponseError) else int(confirmed)
+                )
             return replies
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -291,11 +293,12 @@ class PooledScript:
             if replies > calls:
                 try:
                     confirmed = connection.read_response()
-                except redis.ResponseError:
-                    # WAIT refused: the store is a replica now (a failover demoted it). The
-                    # calls' own refusals (MOVED, READONLY) come first; a write it did make
-                    # counts as confirmed by none.
-                    confirmed, demoted = 0, True
+                except redis.ResponseError as exc:
+                    # WAIT refused: the store is a replica now (a failover demoted it), or
+                    # the user may no longer send it (an ACL changed). The calls' own
+                    # refusals (MOVED, READONLY) come first; a write it did make is confirmed
+                    # by none, and the refusal says why.
+                    confirmed, demoted = exc, True
         except BaseException:
             connections.discard(connection)
             raise
