@@ -92,7 +92,7 @@ class MessagePoster:
 
         The size limit is checked before the body is parsed, and the body is parsed once.
         """
-        push_hops.check(origin.hops, self.limits.max_push_hops)  # before the body is read
+        push_hops.check(origin.hops, self.limits.max_push_hops)  # before the body is parsed
         raw_messages: list[Any] = []
 
         def build(policy: QueuePolicy) -> list[NewMessage]:

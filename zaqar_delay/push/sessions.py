@@ -17,7 +17,6 @@ import urllib.parse
 from zaqar_delay.models import Delivery
 from zaqar_delay.push.webhook import (
     DELIVERY_ID_HEADER,
-    MAX_BODY_BYTES,
     Outcome,
     PushTooLarge,
     outcome_of,
@@ -39,7 +38,7 @@ def session_subscriber(host: str, port: int, session_id: str) -> str:
 class SessionSender:
     """Posts each push to the relay its subscriber names, one connection per push."""
 
-    def __init__(self, timeout_s: float, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, timeout_s: float, max_body_bytes: int) -> None:
         self.timeout_s = timeout_s
         self.max_body_bytes = max_body_bytes
 

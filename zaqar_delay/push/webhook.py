@@ -98,7 +98,7 @@ class PushTooLarge(ValueError):
     """A push's request body would be larger than a push may send."""
 
 
-def request_body(delivery: Delivery, now_ms: int, most_bytes: int = MAX_BODY_BYTES) -> bytes:
+def request_body(delivery: Delivery, now_ms: int, most_bytes: int) -> bytes:
     """The request body of a push of ``delivery``; PushTooLarge past ``most_bytes``, found
     before the body is built. A template may name the message many times: one of 54 KB
     naming it 3,000 times made a 50 KB message a request of 150 MB, built in the

@@ -40,15 +40,16 @@ class ReplicaAcks:
         wait forever)."""
         return ("WAIT", self.replicas, max(1, round(self.timeout_s * 1000)))
 
-    def check(self, confirmed: int | redis.ResponseError) -> None:
-        """Raise WriteNotReplicated when WAIT answered fewer than the replicas required, or
-        was refused (its error reply): by a store demoted to a replica (a failover), or by an
-        ACL that no longer grants WAIT to the user, which the log and the answer then say."""
-        if isinstance(confirmed, redis.ResponseError):
+    def check(self, reply: Any) -> None:
+        """Raise WriteNotReplicated when WAIT's ``reply`` (as read) counts fewer than the
+        replicas required, or is its refusal: by a store demoted to a replica (a failover),
+        or by an ACL that no longer grants WAIT to the user, which the answer then says."""
+        if isinstance(reply, redis.ResponseError):
             raise WriteNotReplicated(
-                f"WAIT, which asks the replicas to confirm it, was refused ({confirmed}); "
+                f"WAIT, which asks the replicas to confirm it, was refused ({reply}); "
                 "a user refused it needs it granted (ACL SETUSER <user> +wait)"
             )
+        confirmed = int(reply)
         if confirmed < self.replicas:
             raise WriteNotReplicated(
                 f"{confirmed} of the {self.replicas} replicas it must reach confirmed it "
@@ -75,5 +76,5 @@ def write_acked(
     for reply in replies:
         if isinstance(reply, redis.ResponseError):
             raise reply
-    acks.check(confirmed if isinstance(confirmed, redis.ResponseError) else int(confirmed))
+    acks.check(confirmed)
     return list(replies)

@@ -15,7 +15,7 @@ import dataclasses
 import struct
 
 from zaqar_delay import dispatch_limits as limits
-from zaqar_delay import policy
+from zaqar_delay import policy, push_hops
 from zaqar_delay.storage import bounds
 from zaqar_delay.storage.base import ANY_METADATA_VERSION
 from zaqar_delay.storage.deliveries import PARKED
@@ -35,7 +35,7 @@ KIND_CLIENT_PACKED = 1  # the client id, 32 lowercase hex digits, stored as its 
 KIND_ID_KEPT = 2  # the message came from another queue with its id (dead-letter moves)
 KIND_CLIENT_DASHED = 4  # the client id, a lowercase UUID with dashes, stored as 16 bytes
 KIND_HOPS = 8  # the message came through pushes (hops > 0): a byte holds how many
-MAX_HOPS = 255  # what the hops byte holds
+MAX_HOPS = push_hops.MAX_KEPT  # what the hops byte holds
 MAX_CLAIM_COUNT = 2 ** (8 * struct.calcsize(">H")) - 1  # the head's claim-count field
 
 # What a script answers when a change to a message is refused by its claim (lib.lua's
