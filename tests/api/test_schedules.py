@@ -410,6 +410,34 @@ def test_a_schedule_that_cannot_be_is_a_400_and_nothing_is_written(
     assert api.get("/v2/queues/q/schedules/bad").status_code == 404
 
 
+def test_slots_years_apart_are_planned_and_fired_past_each_gap(api: Api) -> None:
+    """A plan whose slots are years apart is written, and its tick is posted that far ahead on
+    every store: February 29th skips 2100; the fifth Friday of February is years away."""
+    rare = {"cron": "0 9 * 2 5#5", "message": {"body": "rare"}}
+    assert api.put("/v2/queues/rare/schedules/rare", json=rare).status_code == 201
+    assert api.get("/v2/queues/rare/schedules/rare").json["next"][:3] == [
+        "2036-02-29T09:00:00.000Z",
+        "2064-02-29T09:00:00.000Z",
+        "2092-02-29T09:00:00.000Z",
+    ]
+    assert api.delete("/v2/queues/rare").status_code == 204
+    leap = {"cron": "0 0 29 2 *", "start_at": "2096-01-01T00:00:00Z", "message": {"body": 1}}
+    assert api.put("/v2/queues/q/schedules/leap", json=leap).status_code == 201
+    shown = api.get("/v2/queues/q/schedules/leap").json["next"]
+    assert shown[:2] == ["2096-02-29T00:00:00.000Z", "2104-02-29T00:00:00.000Z"]
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=epoch_ms("2096-02-29T00:00:00+00:00") - api.clock.now_ms())
+        assert dispatcher.run_once() == 1
+        assert [m["body"] for m in claim(api)] == [1]
+        assert api.get("/v2/queues/q/schedules/leap").json["next"][0] == (
+            "2104-02-29T00:00:00.000Z"
+        )
+        api.clock.advance(ms=epoch_ms("2104-02-29T00:00:00+00:00") - api.clock.now_ms())
+        assert dispatcher.run_once() == 1
+        assert [m["body"] for m in claim(api)] == [1]
+        assert api.get("/v2/queues/q/schedules/leap").json["fires"] == 2
+
+
 def test_a_schedule_name_is_held_to_a_queue_name_s_rules(api: Api) -> None:
     refused = api.put("/v2/queues/q/schedules/a~b", json=EVERY_MINUTE)
     assert_error(refused, 400, "Invalid schedule identification")

@@ -250,7 +250,9 @@ def test_a_plan_that_cannot_be_is_refused_saying_why(
 
 
 def test_the_minimum_interval_is_the_configured_one() -> None:
-    with pytest.raises(errors.InvalidRequest, match="from 5"):
+    with pytest.raises(
+        errors.InvalidRequest, match=r"from 5 .*\[transport\] min_schedule_interval"
+    ):
         plan.parse({"every": 4}, NOW, min_interval_s=5)
     assert plan.parse({"every": 5}, NOW, min_interval_s=5).every_s == 5
 
@@ -276,6 +278,26 @@ def test_a_parsed_plan_keeps_what_the_body_said() -> None:
         anchor_ms=ms("2027-01-01T00:00:00+01:00"),
     )
     assert utc(parsed.next_slots(NOW, 1)) == ["2027-01-01T08:00Z"]  # a Friday
+
+
+def test_slots_decades_apart_are_found_and_the_plan_goes_on_past_each_gap() -> None:
+    """February 29th skips 2100, and the fifth Friday of February comes 12 to 40 years apart
+    (the longest two slots of any expression can be apart): each next slot is found, so such
+    a plan is written and keeps firing."""
+    fifth_friday = plan.parse({"cron": "0 9 * 2 5#5"}, NOW, min_interval_s=1)
+    assert utc(fifth_friday.next_slots(NOW, 5)) == [
+        "2036-02-29T09:00Z",
+        "2064-02-29T09:00Z",
+        "2092-02-29T09:00Z",
+        "2104-02-29T09:00Z",
+        "2132-02-29T09:00Z",
+    ]
+    assert utc(fifth_friday.next_slots(ms("2188-02-29T09:00:00+00:00"), 1)) == ["2228-02-29T09:00Z"]
+    leap_day = Plan(cron="0 0 29 2 *")
+    assert utc(leap_day.next_slots(ms("2096-02-29T00:00:00+00:00"), 1)) == ["2104-02-29T00:00Z"]
+    assert utc(
+        leap_day.missed(ms("2096-02-29T00:00:00+00:00"), ms("2105-01-01T00:00:00+00:00"))
+    ) == ["2104-02-29T00:00Z"]
 
 
 def test_no_slot_is_after_the_year_9000() -> None:

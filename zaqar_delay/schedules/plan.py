@@ -18,8 +18,11 @@ fires at, in epoch milliseconds.
   counted, not walked, and a cron span of more than ``MAX_COUNTED`` slots is read back from
   its end.
 
-A plan with no slot left after the time it is written (past its ``end_at``, or a cron
-expression that never matches within ``MAX_SEARCH_YEARS``) is refused. No slot is later than
+A plan with no slot left after the time it is written (past its ``end_at``, its ``limit``
+or the year 9000) is refused. Every expression CronSim accepts matches again: it refuses a
+day a month never has (``30 2``), and the longest two slots can be apart is 40 years (the
+fifth Friday of February, ``* 2 5#5``, across a year such as 2100 that is not a leap
+year), so the next slot is looked for as far ahead as it is. No slot is later than
 ``LATEST_SLOT_MS`` (the year 9000): far past any use, and far enough from the end of Python's
 dates (9999) for time zones and a cron search ahead to stay within them.
 """
@@ -45,9 +48,8 @@ MISFIRE_POLICIES = ("skip", "all")
 MAX_CATCH_UP = 100
 # The most missed slots one late fire counts; a cron span is walked that far at most.
 MAX_COUNTED = 10_000
-# The longest interval, and how far ahead a cron expression's next slot is looked for.
+# The longest interval.
 MAX_EVERY_S = 366 * 86400
-MAX_SEARCH_YEARS = 5
 LATEST_SLOT = datetime.datetime(9000, 1, 1, tzinfo=datetime.UTC)
 LATEST_SLOT_MS = (LATEST_SLOT - EPOCH) // datetime.timedelta(milliseconds=1)
 MAX_CRON_LENGTH = 200
@@ -163,9 +165,8 @@ class Plan:
         start = datetime.datetime.fromtimestamp(after_ms / 1000, zone)
         if start >= LATEST_SLOT:
             return
-        horizon = min(start + datetime.timedelta(days=366 * MAX_SEARCH_YEARS), LATEST_SLOT)
         for moment in CronSim(self.cron, start):
-            if moment > horizon:
+            if moment > LATEST_SLOT:
                 return
             yield _epoch_ms(moment)
 
@@ -202,7 +203,7 @@ def parse(document: Mapping[str, Any], now_ms: int, min_interval_s: int) -> Plan
     elif not (is_int(every) and min_interval_s <= cast(int, every) <= MAX_EVERY_S):
         raise errors.InvalidRequest(
             f'"every" must be an integer of seconds from {min_interval_s} (the minimum '
-            f"interval, [schedules] min_interval) to {MAX_EVERY_S}."
+            f"interval, [transport] min_schedule_interval) to {MAX_EVERY_S}."
         )
     start_at, end_at = _moment(document, "start_at"), _moment(document, "end_at")
     if start_at is not None and start_at > LATEST_SLOT_MS:
