@@ -13,7 +13,7 @@ pool holds.
 Per-queue series are bounded: each process gives its own series to the first
 ``max_queue_series`` queues it sees and counts every later one under the labels
 ``project="_other", queue="_other"``, so a scrape stays small however many queues exist.
-The service-wide series (lateness, request duration) are always there, and so is each
+The service-wide series (lateness, request duration, responses by status) are always there, and so is each
 store's clock against this server's, read at the scrape as the queue state is.
 """
 
@@ -153,10 +153,18 @@ class Metrics:
             ("method", "route"),
             registry=registry,
         )
+        self.responses = Counter(
+            "zaqar_delay_responses",
+            "Requests answered, by method, route and status code (refusals such as 403 and "
+            "429 among them).",
+            ("method", "route", "status"),
+            registry=registry,
+        )
         # Labelled children already looked up; as bounded as the series themselves (queues by
         # QueueSeries, requests by method and route template).
         self._queue_series: dict[tuple[str, str], _QueueCounters] = {}
         self._request_series: dict[tuple[str, str], Histogram] = {}
+        self._response_series: dict[tuple[str, str, int], Counter] = {}
 
     def count_posted(self, project: str, queue: str, count: int) -> None:
         self._queue_counters(project, queue).posted.inc(count)
@@ -164,9 +172,10 @@ class Metrics:
     def count_deleted(self, project: str, queue: str, count: int) -> None:
         self._queue_counters(project, queue).deleted.inc(count)
 
-    def observe_request(self, method: str, route: str, seconds: float) -> None:
-        """One answered request: its duration, by method and route template. A method HTTP
-        does not define (the client chooses it) counts as "other", so series stay bounded."""
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """One answered request: its duration by method and route template, and its count by
+        those and its status code. A method HTTP does not define (the client chooses it)
+        counts as "other", so series stay bounded; the service chooses every status."""
         if method not in KNOWN_METHODS:
             method = OTHER_METHOD
         child = self._request_series.get((method, route))
@@ -175,6 +184,12 @@ class Metrics:
                 method, route
             )
         child.observe(seconds)
+        counted = self._response_series.get((method, route, status))
+        if counted is None:
+            counted = self._response_series[method, route, status] = self.responses.labels(
+                method, route, str(status)
+            )
+        counted.inc()
 
     def _queue_counters(self, project: str, queue: str) -> _QueueCounters:
         # prometheus-client's labels() validates and builds its key on every call; the

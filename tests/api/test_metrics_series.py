@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers.api import Api, api_on
+from tests.helpers.api import Api, api_on, assert_error
+from zaqar_delay import push_hops
 from zaqar_delay.conf import MetricsSettings
 
 
@@ -75,3 +76,32 @@ def test_requests_with_methods_http_does_not_define_share_one_series(api: Api) -
     assert not {method for method, _ in found} & {"FOO", "BAR", "BAZ"}
     api.post_messages("q", {"body": 1})
     assert ("POST", "/v2/queues/{queue_name}/messages") in request_series(api)
+
+
+def answers(api: Api) -> dict[tuple[str, str, str], float]:
+    """``zaqar_delay_responses_total`` by method, route and status."""
+    text = api.get("/metrics").text
+    return {
+        (sample.labels["method"], sample.labels["route"], sample.labels["status"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "zaqar_delay_responses_total"
+    }
+
+
+def test_answers_are_counted_by_route_and_status_refusals_among_them(api: Api) -> None:
+    messages = "/v2/queues/{queue_name}/messages"
+    api.post_messages("q", {"body": 1})
+    looped = api.post(
+        "/v2/queues/q/messages",
+        json={"messages": [{"body": 1}]},
+        headers={push_hops.HEADER: "99"},
+    )
+    assert_error(looped, 403, "Push loop refused")
+    for _ in range(2):
+        assert api.get("/v2/queues/q/messages/nope").status_code == 404
+    counted = answers(api)
+    assert counted[("POST", messages, "201")] == 1
+    assert counted[("POST", messages, "403")] == 1
+    assert counted[("GET", messages + "/{message_id}", "404")] == 2
+    assert {status for _, _, status in counted} == {"201", "403", "404"}

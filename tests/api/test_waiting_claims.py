@@ -174,6 +174,11 @@ def test_a_project_past_its_waiting_claims_is_answered_429_and_others_still_wait
     assert_error(refused, 429, "Too many requests")
     assert refused.headers["Retry-After"] == "1"
     assert "max_waiting_claims_per_project" in refused.json["description"]
+    scraped = capped.get("/metrics").text
+    assert (
+        'zaqar_delay_responses_total{method="POST",route="/v2/queues/{queue_name}/claims",'
+        'status="429"} 1.0'
+    ) in scraped
     # Past the limit a claim still takes what is claimable at once, on any of its queues.
     [ready] = capped.post_messages("r", {"body": "ready"})
     taken = capped.post("/v2/queues/r/claims", params={"wait": str(WAIT_S)})

@@ -160,7 +160,8 @@ class RequestContext:
 
 
 class RequestTimer:
-    """falcon middleware: request duration by method and route template."""
+    """falcon middleware: request duration by method and route template, and answers by
+    those and status code."""
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
@@ -176,7 +177,7 @@ class RequestTimer:
             return
         route = req.uri_template or "unmatched"
         elapsed = time.perf_counter() - started
-        self._metrics.observe_request(req.method, route, elapsed)
+        self._metrics.observe_request(req.method, route, resp.status_code, elapsed)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("%s %s %d %.1f ms", req.method, req.path, resp.status_code, elapsed * 1e3)
 
