@@ -13,8 +13,9 @@ pool holds.
 Per-queue series are bounded: each process gives its own series to the first
 ``max_queue_series`` queues it sees and counts every later one under the labels
 ``project="_other", queue="_other"``, so a scrape stays small however many queues exist.
-The service-wide series (lateness, request duration, responses by status) are always there, and so is each
-store's clock against this server's, read at the scrape as the queue state is.
+The service-wide series (lateness, request duration, responses by status) are always there,
+and so is each store's clock against this server's, read at the scrape as the queue state
+is.
 """
 
 from __future__ import annotations
