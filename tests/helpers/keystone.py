@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,9 +33,10 @@ class Keystone:
         self.client = client
         self.tokens = tokens
 
-    def token(self, project: str, *roles: str) -> str:
+    def token(self, project: str, *roles: str, expires: datetime.datetime | None = None) -> str:
         """A token of ``project`` with ``roles`` (default: member) and the roles they imply,
-        as keystone's bootstrap roles do (admin implies member, member implies reader)."""
+        as keystone's bootstrap roles do (admin implies member, member implies reader),
+        valid until ``expires`` (default: keystone's, an hour)."""
         token_id = uuid.uuid4().hex
         granted = list(roles) or ["member"]
         for role in granted:
@@ -44,6 +46,7 @@ class Keystone:
             project_id=project,
             user_id="u-" + project,
             role_list=granted,
+            expires=expires,
         )
         return token_id
 

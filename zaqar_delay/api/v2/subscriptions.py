@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import urllib.parse
 
 import falcon
@@ -10,7 +11,7 @@ from zaqar_delay.api import body, params, schemas, views
 from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import ok, query
 from zaqar_delay.api.v2.base import Resource
-from zaqar_delay.api.websocket.relay import SESSION_SUBSCRIBER_ENV
+from zaqar_delay.api.websocket.relay import SESSION_SUBSCRIBER_ENV, SessionSubscriber
 from zaqar_delay.push.trusts import Caller
 from zaqar_delay.service import Service
 from zaqar_delay.subscriptions import Subscriptions
@@ -67,13 +68,19 @@ class SubscriptionCollection(SubscriptionResource):
     )
     def on_post(self, req: falcon.Request, resp: falcon.Response, queue_name: str) -> None:
         document = body.read_json(req)
+        session: SessionSubscriber | None = req.env.get(SESSION_SUBSCRIBER_ENV)
+        project = req.context.project
         subscription_id, secret = self.subscriptions.create(
-            req.context.project,
+            project,
             queue_name,
             {} if document is None else document,
             caller_of(req),
-            session=req.env.get(SESSION_SUBSCRIBER_ENV),
+            session=None if session is None else session.address,
         )
+        if session is not None:
+            session.forgets.append(
+                functools.partial(self.subscriptions.delete, project, queue_name, subscription_id)
+            )
         resp.status = falcon.HTTP_201
         resp.location = req.path
         resp.media = {"subscription_id": subscription_id}

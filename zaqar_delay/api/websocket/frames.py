@@ -11,6 +11,7 @@ headers, which the API verifies as it does over HTTP (a signed frame needs no
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import re
@@ -38,6 +39,8 @@ FORWARDED_HEADERS = {
         "URL-Paths",
     )
 }
+#: Where keystonemiddleware leaves the checked token's user (its project, roles, expiry).
+TOKEN_AUTH_ENVIRON_KEY = "keystone.token_auth"
 #: A header value as HTTP/1.1 allows it (RFC 9110's field-value): no control character.
 FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 #: What the session's environ lends each request: where the client connected from and to.
@@ -74,7 +77,8 @@ class Frames:
 
     Under keystone (``keystone``) a session authenticates first, as Zaqar's does: its
     ``authenticate`` frame's ``X-Auth-Token`` is checked by a request to the API, and then
-    sent with every request; until then other frames are answered 403.
+    sent with every request; until then other frames are answered 403. The session ends when
+    that token expires (``expires_at``; authenticating again with a newer token moves it).
     """
 
     def __init__(
@@ -100,6 +104,8 @@ class Frames:
         )
         #: The keystone token this session authenticated with (``authenticate``).
         self.token: str | None = None
+        #: When that token expires (epoch seconds; None: never, or no token).
+        self.expires_at: float | None = None
         self._projects = projects
         self._project: str | None = None  # the token's, counted in ``projects``
         #: The session's subscriptions of itself.
@@ -135,6 +141,7 @@ class Frames:
             if status != 401:
                 # keystonemiddleware put the token's project in the checking request.
                 if self._counted(str(seen.get(PROJECT_ENVIRON_KEY, ""))):
+                    self.expires_at = token_expiry(seen)
                     return response(frame, 200, {"message": "Authentified."})
                 self.token = previous
                 limit = self._projects.limit if self._projects is not None else 0
@@ -147,6 +154,10 @@ class Frames:
                 )
             self.token = previous
         return error(frame, 401, "Authentication failed.")
+
+    def expired(self, now_s: float) -> bool:
+        """Whether the token the session authenticated with has expired at ``now_s``."""
+        return self.expires_at is not None and now_s >= self.expires_at
 
     def _counted(self, project: str) -> bool:
         """Count the session as ``project``'s (no longer its former project's); False when
@@ -162,7 +173,7 @@ class Frames:
 
     def end(self) -> None:
         """The session is over: what it subscribed of itself goes, and its project's count."""
-        self.own.end(self)
+        self.own.end()
         if self._projects is not None and self._project is not None:
             self._projects.give(self._project)
             self._project = None
@@ -258,6 +269,18 @@ def _reply(
     described = answer if isinstance(answer, dict) else {}
     title = str(described.get("title") or f"HTTP {status}")
     return error(frame, status, str(described.get("description") or title), title)
+
+
+def token_expiry(environ: Mapping[str, Any]) -> float | None:
+    """When the token keystonemiddleware accepted for a request expires (epoch seconds), from
+    the user it left in the request's environ; None when it left none."""
+    user = getattr(environ.get(TOKEN_AUTH_ENVIRON_KEY), "user", None)
+    expires = getattr(user, "expires", None)
+    if not isinstance(expires, datetime.datetime):
+        return None
+    if expires.tzinfo is None:  # keystone's times are UTC
+        expires = expires.replace(tzinfo=datetime.UTC)
+    return expires.timestamp()
 
 
 def checked_frame(frame: Any) -> tuple[str, dict[str, str], dict[str, Any]]:

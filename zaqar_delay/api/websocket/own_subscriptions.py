@@ -5,20 +5,30 @@ is asked to subscribe this process's relay address for the session (``relay.py``
 the request's environ, where a client cannot put it. Pushes then reach the session as
 notification frames at each message's due time, from whichever server process owes them, with
 the push path's retries. When the session ends, its subscriptions are deleted (Zaqar's
-behaviour) and the relay forgets it.
+behaviour) with the server's own authority, as the route that made them left it: the token
+the session subscribed with may have expired by then (a keystone session is closed when its
+token expires), and a pre-signed URL may allow no delete. The relay forgets the session.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from zaqar_delay import jsondoc
-from zaqar_delay.api.websocket.relay import SESSION_SUBSCRIBER_ENV, Deliver, SessionRelay
+from zaqar_delay.api.websocket.relay import (
+    SESSION_SUBSCRIBER_ENV,
+    Deliver,
+    SessionRelay,
+    SessionSubscriber,
+)
 
 if TYPE_CHECKING:
     from zaqar_delay.api.websocket.frames import Frames
+
+LOG = logging.getLogger(__name__)
 
 
 class OwnSubscriptions:
@@ -28,7 +38,7 @@ class OwnSubscriptions:
     def __init__(self, relay: SessionRelay | None) -> None:
         self._relay = relay
         self._id = secrets.token_hex(16)
-        self._made: list[tuple[Mapping[str, str], str]] = []
+        self._forgets: list[Callable[[], None]] = []
         #: Hands a push's body to the session as a notification frame; False once it cannot.
         self.deliver: Deliver | None = None
 
@@ -42,7 +52,7 @@ class OwnSubscriptions:
                 "title": "Invalid API request",
                 "description": "This server subscribes no WebSocket session: name a subscriber.",
             }
-        subscriber = self._relay.subscriber(self._id, self.deliver)
+        subscriber = SessionSubscriber(self._relay.subscriber(self._id, self.deliver))
         sent = {name: body[name] for name in ("ttl", "options") if name in body}
         status, _, answer = frames.call(
             "POST",
@@ -51,14 +61,17 @@ class OwnSubscriptions:
             data=jsondoc.dumps(sent).encode(),
             environ={SESSION_SUBSCRIBER_ENV: subscriber},
         )
-        if status == 201 and isinstance(answer, dict):
-            self._made.append((dict(headers), f"{path}/{answer['subscription_id']}"))
+        self._forgets.extend(subscriber.forgets)
         return status, answer
 
-    def end(self, frames: Frames) -> None:
-        """Delete the session's subscriptions of itself; the relay forgets it."""
+    def end(self) -> None:
+        """Delete the session's subscriptions of itself; the relay forgets it. One the store
+        cannot delete now is logged and ends with its ttl (its pushes find no session)."""
         if self._relay is not None:
             self._relay.forget(self._id)
-        for headers, subscription in self._made:
-            frames.call("DELETE", subscription, headers)
-        self._made.clear()
+        forgets, self._forgets = self._forgets, []
+        for forget in forgets:
+            try:
+                forget()
+            except Exception:  # the next ones are still deleted
+                LOG.warning("A WebSocket session's subscription was not deleted", exc_info=True)

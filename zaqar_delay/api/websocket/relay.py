@@ -10,6 +10,7 @@ Session ids are 128 random bits: the relay is found by address, a session only b
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import logging
 import threading
@@ -20,11 +21,24 @@ from zaqar_delay.push.sessions import session_subscriber
 
 LOG = logging.getLogger(__name__)
 
-#: The environ entry by which a session's own subscription request names its subscriber (a
-#: request from outside the process cannot set environ entries, only headers).
+#: The environ entry by which a session's own subscription request names its subscriber, a
+#: :class:`SessionSubscriber` (a request from outside the process cannot set environ entries,
+#: only headers).
 SESSION_SUBSCRIBER_ENV = "zaqar_delay.session_subscriber"
 
 Deliver = Callable[[bytes], bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionSubscriber:
+    """A session's own subscription request: the subscriber that reaches the session
+    (``address``), and where the subscription route leaves, for each subscription it made,
+    how to delete it with the server's own authority (``forgets``): when the session ends,
+    its token may have expired, and a pre-signed URL may allow no delete."""
+
+    address: str
+    forgets: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+
 
 #: How long the relay waits for a connection's next bytes before closing it: a dispatcher
 #: sends its whole request at once, and a connection that sends nothing must not hold a

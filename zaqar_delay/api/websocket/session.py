@@ -8,7 +8,10 @@ limit is answered with a 400 frame and the session closes (1009, message too big
 
 A watchdog beside the reader pings a session the peer sent nothing on for an idle interval,
 and closes it (1001) when the next interval passes without a byte, so a client that vanished
-without a close does not hold a session for ever. Closing ends the connection
+without a close does not hold a session for ever. It closes a keystone session when the
+token it authenticated with expires (4003, "Authentication expired.", as Zaqar does), and no
+push reaches the session after that time: what a token allowed ends with it, pushes of the
+session's own subscriptions included. Closing ends the connection
 (``end``), which ends the read the session waits in. When the server process stops, every
 live session is closed (1001, going away) and ends once the peer answers, or after
 ``CLOSING_S``.
@@ -43,6 +46,9 @@ LOG = logging.getLogger(__name__)
 READ_BYTES = 65536
 #: How long a session this side closed waits for the peer's close before it ends.
 CLOSING_S = 5.0
+#: Zaqar's close code for a session whose token expired, and its reason.
+AUTH_EXPIRED = 4003
+AUTH_EXPIRED_REASON = "Authentication expired."
 
 
 class Reader(Protocol):
@@ -114,6 +120,9 @@ class Session:
             if self._connection.state is not ConnectionState.OPEN:
                 return False
             try:
+                if self._frames.expired(time.time()):
+                    self._close(AUTH_EXPIRED, AUTH_EXPIRED_REASON)
+                    return False
                 if self._notify_binary:
                     self._send(BytesMessage(msgpack.packb(json.loads(body))))
                 else:
@@ -142,11 +151,20 @@ class Session:
     def _watch(self) -> None:
         """Ping an idle session, close one still silent, end one whose close went
         unanswered."""
-        while not self._over.wait(min(self._interval, CLOSING_S) / 2):
+        while not self._over.wait(self._next_look()):
             with self._lock:
                 if self._due_to_end():
                     self._end()
                     return
+
+    def _next_look(self) -> float:
+        """Seconds until the watchdog looks again: half the shorter of the idle interval and
+        the closing time, or less when the session's token expires sooner."""
+        wait = min(self._interval, CLOSING_S) / 2
+        expires_at = self._frames.expires_at
+        if expires_at is not None:
+            wait = min(wait, max(0.0, expires_at - time.time()))
+        return wait
 
     def _due_to_end(self) -> bool:
         now = time.monotonic()
@@ -154,6 +172,12 @@ class Session:
             return now - self._closing_since >= CLOSING_S
         if self._connection.state is not ConnectionState.OPEN:
             return False
+        try:
+            if self._frames.expired(time.time()):
+                self._close(AUTH_EXPIRED, AUTH_EXPIRED_REASON)
+                return False
+        except OSError:
+            return True
         if now - self._heard < self._interval:
             return False
         try:
@@ -166,7 +190,7 @@ class Session:
         self._pinged, self._heard = True, now
         return False
 
-    def _close(self, reason: CloseReason, why: str) -> None:
+    def _close(self, reason: CloseReason | int, why: str) -> None:
         self._send(CloseConnection(reason, why))
         self._closing_since = time.monotonic()
 

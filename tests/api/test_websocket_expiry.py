@@ -1,0 +1,192 @@
+"""What a WebSocket session may do ends with the authority it was given: a keystone session is
+closed when its token expires (4003, as Zaqar's), no push reaches it after that time, and the
+subscriptions a session made of itself are deleted when it ends, whether its token has expired
+or it subscribed through a pre-signed URL that allows no delete.
+
+Sessions run in process here (``api/websocket/session.py`` over a socket pair, a wsproto
+client on the other end); under gunicorn they run in ``tests/functional/test_websocket.py``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from wsproto.connection import Connection, ConnectionType
+from wsproto.events import CloseConnection, Event, TextMessage
+
+from tests.helpers.api import signed_headers
+from tests.helpers.keystone import Keystone, keystone_app
+from zaqar_delay.api.websocket.frames import Frames
+from zaqar_delay.api.websocket.relay import SessionRelay
+from zaqar_delay.api.websocket.session import AUTH_EXPIRED, Session
+from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+
+CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
+SESSION = {"SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8888", "HTTP_HOST": "127.0.0.1:8888"}
+SUBSCRIPTIONS = "/v2/queues/q/subscriptions"
+
+
+@pytest.fixture
+def keystone(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Keystone]:
+    for found, _ in keystone_app(tmp_path, embedded_redis, "[signed_url]\nsecret_key = k\n"):
+        yield found
+
+
+@pytest.fixture
+def relay() -> Iterator[SessionRelay]:
+    found = SessionRelay("127.0.0.1", max_body=1_000_000)
+    yield found
+    found.close()
+
+
+class Client:
+    """A session served in a thread of its own, and the client end of its connection."""
+
+    def __init__(self, keystone: Keystone, relay: SessionRelay) -> None:
+        self.frames = Frames(keystone.client.app, SESSION, keystone=True, relay=relay)
+        served, self._socket = socket.socketpair()
+        self._socket.settimeout(15)
+        self._connection = Connection(ConnectionType.CLIENT)
+        self.session = Session(
+            self.frames,
+            served.makefile("rb"),
+            served.sendall,
+            max_message=1_000_000,
+            ping_interval=30.0,
+            end=lambda: served.shutdown(socket.SHUT_RDWR),
+        )
+        self._thread = threading.Thread(target=self.session.run, daemon=True)
+        self._thread.start()
+
+    def call(self, action: str, headers: dict[str, str], **body: Any) -> dict[str, Any]:
+        headers = {"Client-ID": CLIENT_ID, "X-Project-ID": "alpha", **headers}
+        frame = {"action": action, "headers": headers, "body": body}
+        self._socket.sendall(self._connection.send(TextMessage(json.dumps(frame))))
+        [answer] = [e for e in self.events() if isinstance(e, TextMessage)]
+        found: dict[str, Any] = json.loads(answer.data)
+        return found
+
+    def events(self) -> list[Event]:
+        while True:
+            self._connection.receive_data(self._socket.recv(65536))
+            found = list(self._connection.events())
+            if found:
+                return found
+
+    def closed(self) -> CloseConnection:
+        """The session's close, answered; then the session ends."""
+        while True:
+            for event in self.events():
+                if isinstance(event, CloseConnection):
+                    self._socket.sendall(self._connection.send(event.response()))
+                    self._thread.join(15)
+                    assert not self._thread.is_alive()
+                    return event
+
+    def close(self) -> None:
+        self._socket.sendall(self._connection.send(CloseConnection(1000)))
+        self._thread.join(15)
+        assert not self._thread.is_alive()
+
+
+def status(answer: dict[str, Any]) -> int:
+    return int(answer["headers"]["status"])
+
+
+def in_seconds(seconds: float) -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
+
+
+def subscribers(keystone: Keystone) -> list[str]:
+    listed = keystone.call("GET", SUBSCRIPTIONS, token=keystone.token("alpha"))
+    assert listed.status_code == 200, listed.text
+    return [s["subscriber"] for s in listed.json["subscriptions"]]
+
+
+def test_a_session_is_closed_when_its_token_expires_and_its_subscriptions_go(
+    keystone: Keystone, relay: SessionRelay
+) -> None:
+    expires = in_seconds(3)
+    token = keystone.token("alpha", expires=expires)
+    client = Client(keystone, relay)
+    assert status(client.call("authenticate", {"X-Auth-Token": token})) == 200
+    assert status(client.call("subscription_create", {}, queue_name="q", ttl=600)) == 201
+    [subscriber] = subscribers(keystone)
+    assert subscriber.startswith("zaqar-ws://127.0.0.1:")
+    close = client.closed()
+    # The token has expired: keystone refuses it now.
+    assert keystone.call("GET", "/v2/queues", token=token).status_code == 401
+    assert (close.code, close.reason) == (AUTH_EXPIRED, "Authentication expired.")
+    assert time.time() >= expires.timestamp()
+    # Deleted with the server's authority: the session's token could no longer do it.
+    assert subscribers(keystone) == []
+
+
+def test_no_push_reaches_a_session_after_its_token_expired(
+    keystone: Keystone, relay: SessionRelay
+) -> None:
+    client = Client(keystone, relay)
+    auth = client.call("authenticate", {"X-Auth-Token": keystone.token("alpha")})
+    assert status(auth) == 200
+    assert client.frames.expires_at is not None
+    assert client.frames.expires_at > time.time() + 600  # the fixture's tokens last an hour
+    assert client.session.notify(b'{"body": 1}')
+    [pushed] = client.events()
+    assert isinstance(pushed, TextMessage) and json.loads(pushed.data) == {"body": 1}
+    client.frames.expires_at = time.time() - 1  # as if the hour had passed
+    assert not client.session.notify(b'{"body": 2}')
+    close = client.closed()
+    assert close.code == AUTH_EXPIRED
+
+
+def test_authenticating_again_with_a_newer_token_keeps_the_session(
+    keystone: Keystone, relay: SessionRelay
+) -> None:
+    client = Client(keystone, relay)
+    first = keystone.token("alpha", expires=in_seconds(2))
+    assert status(client.call("authenticate", {"X-Auth-Token": first})) == 200
+    second = keystone.token("alpha")
+    assert status(client.call("authenticate", {"X-Auth-Token": second})) == 200
+    time.sleep(3)
+    assert keystone.call("GET", "/v2/queues", token=first).status_code == 401
+    assert status(client.call("queue_list", {})) == 200
+    # A token keystone refuses leaves the session as it was.
+    refused = client.call("authenticate", {"X-Auth-Token": "forged"})
+    assert status(refused) == 401
+    assert status(client.call("queue_list", {})) == 200
+    client.close()
+
+
+def test_a_subscription_made_through_a_pre_signed_url_goes_with_its_session(
+    keystone: Keystone, relay: SessionRelay
+) -> None:
+    owner = keystone.token("alpha")
+    shared = keystone.call(
+        "POST",
+        "/v2/queues/q/share",
+        token=owner,
+        json={"paths": ["subscriptions"], "methods": ["POST"]},
+    )
+    assert shared.status_code == 200, shared.text
+    client = Client(keystone, relay)
+    made = client.call("subscription_create", signed_headers(shared.json), queue_name="q")
+    assert status(made) == 201, made
+    assert len(subscribers(keystone)) == 1
+    # The signature allows no delete of it.
+    denied = client.call(
+        "subscription_delete",
+        signed_headers(shared.json),
+        queue_name="q",
+        subscription_id=made["body"]["subscription_id"],
+    )
+    assert status(denied) == 404
+    client.close()
+    assert subscribers(keystone) == []
