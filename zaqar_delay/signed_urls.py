@@ -133,6 +133,20 @@ def verify(
     return hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogatepass"))
 
 
+def expiry_of(headers: Mapping[str, str]) -> float | None:
+    """When the pre-signed URL ``headers`` carry (``URL-Signature``, ``URL-Expires``, in any
+    case) stops allowing requests, in epoch seconds; None when they carry none, or an expiry
+    that allows nothing."""
+    found = {name.lower(): value for name, value in headers.items()}
+    if "url-signature" not in found:
+        return None
+    try:
+        moment = datetime.datetime.strptime(found.get("url-expires", ""), EXPIRES_FORMAT)
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=datetime.UTC).timestamp()
+
+
 class Signer:
     """Creates and checks the pre-signed URLs of one deployment: its secret, its clock."""
 

@@ -27,6 +27,8 @@ from tests.helpers.keystone import Keystone, keystone_app
 from zaqar_delay.api.websocket.frames import Frames
 from zaqar_delay.api.websocket.relay import SessionRelay
 from zaqar_delay.api.websocket.session import AUTH_EXPIRED, Session
+from zaqar_delay.clock import Clock, FakeClock
+from zaqar_delay.service import Service
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 
 CLIENT_ID = "3381af92-2b9e-11e3-b191-71861300734c"
@@ -35,9 +37,13 @@ SUBSCRIPTIONS = "/v2/queues/q/subscriptions"
 
 
 @pytest.fixture
-def keystone(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[Keystone]:
-    for found, _ in keystone_app(tmp_path, embedded_redis, "[signed_url]\nsecret_key = k\n"):
-        yield found
+def served(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[tuple[Keystone, Service]]:
+    yield from keystone_app(tmp_path, embedded_redis, "[signed_url]\nsecret_key = k\n")
+
+
+@pytest.fixture
+def keystone(served: tuple[Keystone, Service]) -> Keystone:
+    return served[0]
 
 
 @pytest.fixture
@@ -50,8 +56,8 @@ def relay() -> Iterator[SessionRelay]:
 class Client:
     """A session served in a thread of its own, and the client end of its connection."""
 
-    def __init__(self, keystone: Keystone, relay: SessionRelay) -> None:
-        self.frames = Frames(keystone.client.app, SESSION, keystone=True, relay=relay)
+    def __init__(self, keystone: Keystone, relay: SessionRelay, clock: Clock | None = None) -> None:
+        self.frames = Frames(keystone.client.app, SESSION, keystone=True, relay=relay, clock=clock)
         served, self._socket = socket.socketpair()
         self._socket.settimeout(15)
         self._connection = Connection(ConnectionType.CLIENT)
@@ -190,3 +196,41 @@ def test_a_subscription_made_through_a_pre_signed_url_goes_with_its_session(
     assert status(denied) == 404
     client.close()
     assert subscribers(keystone) == []
+
+
+def test_a_subscription_made_through_a_pre_signed_url_goes_when_the_url_expires(
+    served: tuple[Keystone, Service], relay: SessionRelay
+) -> None:
+    keystone, service = served
+    clock = service.clock
+    assert isinstance(clock, FakeClock)
+    expires_ms = clock.now_ms() + 60_000
+    expires = datetime.datetime.fromtimestamp(expires_ms // 1000, datetime.UTC)
+    shared = keystone.call(
+        "POST",
+        "/v2/queues/q/share",
+        token=keystone.token("alpha"),
+        json={
+            "paths": ["subscriptions"],
+            "methods": ["POST"],
+            "expires": expires.strftime("%Y-%m-%dT%H:%M:%S"),
+        },
+    )
+    assert shared.status_code == 200, shared.text
+    client = Client(keystone, relay, clock)
+    made = client.call("subscription_create", signed_headers(shared.json), queue_name="q")
+    assert status(made) == 201, made
+    time.sleep(3)  # longer than the watchdog waits between looks
+    assert len(subscribers(keystone)) == 1
+    clock.advance(seconds=61)
+    # The URL has expired: it allows nothing now.
+    again = client.call("subscription_create", signed_headers(shared.json), queue_name="q")
+    assert status(again) == 404
+    deadline = time.monotonic() + 15
+    while subscribers(keystone):
+        assert time.monotonic() < deadline, "the subscription outlived its pre-signed URL"
+        time.sleep(0.1)
+    # The session itself goes on.
+    auth = client.call("authenticate", {"X-Auth-Token": keystone.token("alpha")})
+    assert status(auth) == 200
+    client.close()

@@ -65,6 +65,7 @@ def create_wsgi_app(
         ping_interval=settings.websocket.ping_interval,
         external_port=settings.websocket.external_port,
         projects=ProjectSessions(settings.websocket.max_sessions_per_project),
+        clock=clock,
         relay=SessionRelay(
             settings.websocket.notification_bind, settings.limits.max_messages_post_size
         ),

@@ -25,6 +25,7 @@ from zaqar_delay.api.websocket.actions import ACTIONS, Action, addressed
 from zaqar_delay.api.websocket.own_subscriptions import OwnSubscriptions
 from zaqar_delay.api.websocket.project_sessions import ProjectSessions
 from zaqar_delay.api.websocket.relay import SessionRelay
+from zaqar_delay.clock import Clock, SystemClock
 
 #: The frame headers passed on as the HTTP request's (and, without keystone, X-Roles): the
 #: client and project, and a pre-signed URL's, which the API verifies as over HTTP.
@@ -88,10 +89,12 @@ class Frames:
         keystone: bool,
         relay: SessionRelay | None = None,
         projects: ProjectSessions | None = None,
+        clock: Clock | None = None,
     ) -> None:
         """``relay``: where this process's sessions subscribe themselves (None: they
         cannot); ``projects``: the sessions each project holds (keystone sessions count
-        there once authenticated)."""
+        there once authenticated); ``clock``: the service's, which pre-signed URLs are
+        checked against (default: the system's)."""
         self._app = app
         self._lent = {key: environ[key] for key in LENT_ENTRIES if key in environ}
         self._keystone = keystone
@@ -109,7 +112,7 @@ class Frames:
         self._projects = projects
         self._project: str | None = None  # the token's, counted in ``projects``
         #: The session's subscriptions of itself.
-        self.own = OwnSubscriptions(relay)
+        self.own = OwnSubscriptions(relay, clock or SystemClock())
 
     def answer(self, frame: Any) -> dict[str, Any]:
         """The response frame for a decoded request frame."""

@@ -7,7 +7,9 @@ notification frames at each message's due time, from whichever server process ow
 the push path's retries. When the session ends, its subscriptions are deleted (Zaqar's
 behaviour) with the server's own authority, as the route that made them left it: the token
 the session subscribed with may have expired by then (a keystone session is closed when its
-token expires), and a pre-signed URL may allow no delete. The relay forgets the session.
+token expires), and a pre-signed URL may allow no delete. The relay forgets the session. A
+subscription made through a pre-signed URL is deleted when the URL expires, the session
+open or not: what the signature allowed ends with it.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from zaqar_delay import jsondoc
+from zaqar_delay import jsondoc, signed_urls
 from zaqar_delay.api.websocket.relay import (
     SESSION_SUBSCRIBER_ENV,
     Deliver,
     SessionRelay,
     SessionSubscriber,
 )
+from zaqar_delay.clock import Clock
 
 if TYPE_CHECKING:
     from zaqar_delay.api.websocket.frames import Frames
@@ -35,10 +38,14 @@ class OwnSubscriptions:
     """A session's subscriptions of itself, made through ``relay`` (None: this server makes
     none)."""
 
-    def __init__(self, relay: SessionRelay | None) -> None:
+    def __init__(self, relay: SessionRelay | None, clock: Clock) -> None:
+        """``clock``: the one pre-signed URLs are checked against (the service's)."""
         self._relay = relay
+        self._clock = clock
         self._id = secrets.token_hex(16)
-        self._forgets: list[Callable[[], None]] = []
+        # How to delete each subscription made, and when its authority lapses (epoch
+        # seconds: a pre-signed URL's expiry; None: with the session).
+        self._forgets: list[tuple[float | None, Callable[[], None]]] = []
         #: Hands a push's body to the session as a notification frame; False once it cannot.
         self.deliver: Deliver | None = None
 
@@ -61,17 +68,38 @@ class OwnSubscriptions:
             data=jsondoc.dumps(sent).encode(),
             environ={SESSION_SUBSCRIBER_ENV: subscriber},
         )
-        self._forgets.extend(subscriber.forgets)
+        lapses = signed_urls.expiry_of(headers)
+        self._forgets.extend((lapses, forget) for forget in subscriber.forgets)
         return status, answer
 
+    def seconds_to_lapse(self) -> float | None:
+        """Seconds until a subscription's pre-signed URL expires (None: none was made so)."""
+        first = min((at for at, _ in self._forgets if at is not None), default=None)
+        return None if first is None else first - self._clock.now_ms() / 1000
+
+    def lapse(self) -> None:
+        """Delete the subscriptions whose pre-signed URL has expired."""
+        left = self.seconds_to_lapse()
+        if left is None or left > 0:
+            return
+        now_s = self._clock.now_ms() / 1000
+        lapsed = [forget for at, forget in self._forgets if at is not None and at <= now_s]
+        self._forgets = [(at, f) for at, f in self._forgets if at is None or at > now_s]
+        _delete(lapsed)
+
     def end(self) -> None:
-        """Delete the session's subscriptions of itself; the relay forgets it. One the store
-        cannot delete now is logged and ends with its ttl (its pushes find no session)."""
+        """Delete the session's subscriptions of itself; the relay forgets it."""
         if self._relay is not None:
             self._relay.forget(self._id)
         forgets, self._forgets = self._forgets, []
-        for forget in forgets:
-            try:
-                forget()
-            except Exception:  # the next ones are still deleted
-                LOG.warning("A WebSocket session's subscription was not deleted", exc_info=True)
+        _delete([forget for _, forget in forgets])
+
+
+def _delete(forgets: list[Callable[[], None]]) -> None:
+    """Delete subscriptions; one the store cannot delete now is logged and ends with its ttl
+    (its pushes find no session)."""
+    for forget in forgets:
+        try:
+            forget()
+        except Exception:  # the next ones are still deleted
+            LOG.warning("A WebSocket session's subscription was not deleted", exc_info=True)

@@ -23,6 +23,7 @@ from zaqar_delay.api.websocket.handshake import accept_headers, wants_session
 from zaqar_delay.api.websocket.project_sessions import ProjectSessions
 from zaqar_delay.api.websocket.relay import SessionRelay
 from zaqar_delay.api.websocket.session import Session
+from zaqar_delay.clock import Clock, SystemClock
 
 #: The environ entry of gunicorn's gevent worker that holds the connection's socket.
 SOCKET_ENTRY = "gunicorn.sock"
@@ -35,7 +36,8 @@ class SessionRules:
     """How this process serves sessions: whether they authenticate (``keystone``), a
     message's largest size, how many sessions at once, the idle interval (seconds), the
     relay sessions subscribe themselves through (None: they cannot), the sessions each
-    project holds, and the port clients reach sessions at (``external_port``)."""
+    project holds, the port clients reach sessions at (``external_port``), and the clock
+    pre-signed URLs are checked against."""
 
     keystone: bool
     max_message: int
@@ -44,6 +46,7 @@ class SessionRules:
     relay: SessionRelay | None = None
     projects: ProjectSessions | None = None
     external_port: int = 0  # the port a session request's Host must name (0: any)
+    clock: Clock = dataclasses.field(default_factory=SystemClock)  # pre-signed URLs' clock
 
 
 class WebSocketRoute:
@@ -100,7 +103,9 @@ class WebSocketRoute:
         write = start_response("101 Switching Protocols", headers)
         write(b"")  # the answer's head goes out now; the session's bytes follow it
         rules = self._rules
-        frames = Frames(self._api, environ, rules.keystone, rules.relay, rules.projects)
+        frames = Frames(
+            self._api, environ, rules.keystone, rules.relay, rules.projects, rules.clock
+        )
 
         def end() -> None:
             # Nothing follows a session on its connection: the server reads no next request

@@ -11,7 +11,8 @@ and closes it (1001) when the next interval passes without a byte, so a client t
 without a close does not hold a session for ever. It closes a keystone session when the
 token it authenticated with expires (4003, "Authentication expired.", as Zaqar does), and no
 push reaches the session after that time: what a token allowed ends with it, pushes of the
-session's own subscriptions included. Closing ends the connection
+session's own subscriptions included. It deletes a subscription the session made through a
+pre-signed URL when the URL expires. Closing ends the connection
 (``end``), which ends the read the session waits in. When the server process stops, every
 live session is closed (1001, going away) and ends once the peer answers, or after
 ``CLOSING_S``.
@@ -162,8 +163,12 @@ class Session:
         the closing time, or less when the session's token expires sooner."""
         wait = min(self._interval, CLOSING_S) / 2
         expires_at = self._frames.expires_at
-        if expires_at is not None:
-            wait = min(wait, max(0.0, expires_at - time.time()))
+        for left in (
+            None if expires_at is None else expires_at - time.time(),
+            self._frames.own.seconds_to_lapse(),
+        ):
+            if left is not None:
+                wait = min(wait, max(0.0, left))
         return wait
 
     def _due_to_end(self) -> bool:
@@ -172,6 +177,7 @@ class Session:
             return now - self._closing_since >= CLOSING_S
         if self._connection.state is not ConnectionState.OPEN:
             return False
+        self._frames.own.lapse()
         try:
             if self._frames.expired(time.time()):
                 self._close(AUTH_EXPIRED, AUTH_EXPIRED_REASON)
