@@ -38,7 +38,9 @@ SUBSCRIPTIONS = "/v2/queues/q/subscriptions"
 
 @pytest.fixture
 def served(tmp_path: Path, embedded_redis: EmbeddedRedis) -> Iterator[tuple[Keystone, Service]]:
-    yield from keystone_app(tmp_path, embedded_redis, "[signed_url]\nsecret_key = k\n")
+    # No token cache: a token the fixture forgets is refused at once (revoked).
+    conf = "[signed_url]\nsecret_key = k\n[keystone_authtoken]\ntoken_cache_time = -1\n"
+    yield from keystone_app(tmp_path, embedded_redis, conf)
 
 
 @pytest.fixture
@@ -56,7 +58,13 @@ def relay() -> Iterator[SessionRelay]:
 class Client:
     """A session served in a thread of its own, and the client end of its connection."""
 
-    def __init__(self, keystone: Keystone, relay: SessionRelay, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        keystone: Keystone,
+        relay: SessionRelay,
+        clock: Clock | None = None,
+        token_recheck_s: float = 60.0,
+    ) -> None:
         self.frames = Frames(keystone.client.app, SESSION, keystone=True, relay=relay, clock=clock)
         served, self._socket = socket.socketpair()
         self._socket.settimeout(15)
@@ -68,6 +76,7 @@ class Client:
             max_message=1_000_000,
             ping_interval=30.0,
             end=lambda: served.shutdown(socket.SHUT_RDWR),
+            token_recheck_s=token_recheck_s,
         )
         self._thread = threading.Thread(target=self.session.run, daemon=True)
         self._thread.start()
@@ -151,6 +160,23 @@ def test_no_push_reaches_a_session_after_its_token_expired(
     assert not client.session.notify(b'{"body": 2}')
     close = client.closed()
     assert close.code == AUTH_EXPIRED
+
+
+def test_a_session_whose_token_keystone_comes_to_refuse_is_closed_and_its_subscriptions_go(
+    keystone: Keystone, relay: SessionRelay
+) -> None:
+    token = keystone.token("alpha")
+    client = Client(keystone, relay, token_recheck_s=0.5)
+    assert status(client.call("authenticate", {"X-Auth-Token": token})) == 200
+    assert status(client.call("subscription_create", {}, queue_name="q", ttl=600)) == 201
+    assert len(subscribers(keystone)) == 1
+    time.sleep(1.5)  # checked again meanwhile, and still accepted
+    assert status(client.call("queue_list", {})) == 200
+    keystone.tokens._token_data.pop(token)  # revoked
+    assert keystone.call("GET", "/v2/queues", token=token).status_code == 401
+    close = client.closed()
+    assert (close.code, close.reason) == (AUTH_EXPIRED, "Authentication refused.")
+    assert subscribers(keystone) == []
 
 
 def test_authenticating_again_with_a_newer_token_keeps_the_session(

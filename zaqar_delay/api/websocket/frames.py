@@ -109,6 +109,7 @@ class Frames:
         self.token: str | None = None
         #: When that token expires (epoch seconds; None: never, or no token).
         self.expires_at: float | None = None
+        self._authenticated_with: dict[str, str] = {}  # the frame headers of the check
         self._projects = projects
         self._project: str | None = None  # the token's, counted in ``projects``
         #: The session's subscriptions of itself.
@@ -145,6 +146,7 @@ class Frames:
                 # keystonemiddleware put the token's project in the checking request.
                 if self._counted(str(seen.get(PROJECT_ENVIRON_KEY, ""))):
                     self.expires_at = token_expiry(seen)
+                    self._authenticated_with = dict(headers)
                     return response(frame, 200, {"message": "Authentified."})
                 self.token = previous
                 limit = self._projects.limit if self._projects is not None else 0
@@ -157,6 +159,15 @@ class Frames:
                 )
             self.token = previous
         return error(frame, 401, "Authentication failed.")
+
+    def token_refused(self) -> bool:
+        """Whether keystone now refuses the session's token (revoked, say): a request with it
+        answered 401, as any HTTP request with it would be. Any other answer, an outage's
+        included, keeps the session."""
+        if self.token is None:
+            return False
+        status, _, _ = self.call("GET", "/v2/queues", self._authenticated_with, "limit=1")
+        return status == 401
 
     def expired(self, now_s: float) -> bool:
         """Whether the token the session authenticated with has expired at ``now_s``."""

@@ -11,8 +11,10 @@ and closes it (1001) when the next interval passes without a byte, so a client t
 without a close does not hold a session for ever. It closes a keystone session when the
 token it authenticated with expires (4003, "Authentication expired.", as Zaqar does), and no
 push reaches the session after that time: what a token allowed ends with it, pushes of the
-session's own subscriptions included. It deletes a subscription the session made through a
-pre-signed URL when the URL expires. Closing ends the connection
+session's own subscriptions included; it checks the token again every ``TOKEN_RECHECK_S``
+and closes the session (4003, "Authentication refused.") once keystone refuses it (a revoked
+token), as HTTP requests with it are then refused. It deletes a subscription the session
+made through a pre-signed URL when the URL expires. Closing ends the connection
 (``end``), which ends the read the session waits in. When the server process stops, every
 live session is closed (1001, going away) and ends once the peer answers, or after
 ``CLOSING_S``.
@@ -20,6 +22,7 @@ live session is closed (1001, going away) and ends once the peer answers, or aft
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -47,9 +50,14 @@ LOG = logging.getLogger(__name__)
 READ_BYTES = 65536
 #: How long a session this side closed waits for the peer's close before it ends.
 CLOSING_S = 5.0
-#: Zaqar's close code for a session whose token expired, and its reason.
+#: Zaqar's close code for a session whose token expired, and its reason; the same code closes
+#: one whose token keystone came to refuse.
 AUTH_EXPIRED = 4003
 AUTH_EXPIRED_REASON = "Authentication expired."
+AUTH_REFUSED_REASON = "Authentication refused."
+#: How often a keystone session's token is checked again (seconds), so that a token keystone
+#: revokes ends the session as it ends HTTP requests, however few frames the client sends.
+TOKEN_RECHECK_S = 60.0
 
 
 class Reader(Protocol):
@@ -70,6 +78,7 @@ class Session:
         max_message: int,
         ping_interval: float,
         end: Callable[[], None],
+        token_recheck_s: float = TOKEN_RECHECK_S,
     ) -> None:
         self._frames = frames
         self._reader = reader
@@ -87,6 +96,8 @@ class Session:
         self._parts: list[str | bytes] = []
         self._size = 0
         self._notify_binary = False
+        self._token_recheck_s = token_recheck_s
+        self._next_token_check = time.monotonic() + token_recheck_s
         frames.own.deliver = self.notify
 
     def run(self) -> None:
@@ -153,10 +164,26 @@ class Session:
         """Ping an idle session, close one still silent, end one whose close went
         unanswered."""
         while not self._over.wait(self._next_look()):
+            refused = self._token_refused_now()
             with self._lock:
+                if refused and self._connection.state is ConnectionState.OPEN:
+                    with contextlib.suppress(OSError):
+                        self._close(AUTH_EXPIRED, AUTH_REFUSED_REASON)
                 if self._due_to_end():
                     self._end()
                     return
+
+    def _token_refused_now(self) -> bool:
+        """Whether keystone refuses the session's token, checked once ``token_recheck_s`` has
+        passed since the last check (outside the session's lock: it may wait for keystone)."""
+        if self._frames.token is None or time.monotonic() < self._next_token_check:
+            return False
+        self._next_token_check = time.monotonic() + self._token_recheck_s
+        try:
+            return self._frames.token_refused()
+        except Exception:  # the watchdog goes on; the next check may answer
+            LOG.exception("A WebSocket session's token could not be checked")
+            return False
 
     def _next_look(self) -> float:
         """Seconds until the watchdog looks again: half the shorter of the idle interval and
@@ -166,6 +193,7 @@ class Session:
         for left in (
             None if expires_at is None else expires_at - time.time(),
             self._frames.own.seconds_to_lapse(),
+            None if self._frames.token is None else self._next_token_check - time.monotonic(),
         ):
             if left is not None:
                 wait = min(wait, max(0.0, left))
