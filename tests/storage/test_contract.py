@@ -17,6 +17,7 @@ from tests.helpers.stores import close_test_driver, namespace_of, open_test_driv
 from zaqar_delay import errors, topics
 from zaqar_delay.clock import FakeClock, arrival
 from zaqar_delay.conf import Limits
+from zaqar_delay.conf.transport import MAX_MESSAGE_TTL
 from zaqar_delay.encryption import QueueEncryption
 from zaqar_delay.models import (
     UNKNOWN_METADATA,
@@ -319,6 +320,13 @@ class TestMessages:
         assert listed(driver, clock) == ["long"]
         assert driver.stats(P, Q, clock.now_ms()).total == 1
         assert bodies_of(claim(driver, clock)) == ["long"]
+
+    def test_the_longest_ttl_the_configuration_allows_is_kept(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        [mid] = post(driver, clock, "long", ttl=MAX_MESSAGE_TTL)
+        [kept] = driver.get_messages(P, Q, [mid], clock.now_ms())
+        assert kept.ttl_s == MAX_MESSAGE_TTL
 
     def test_ttl_shorter_than_delay_expires_unseen(self, driver: Driver, clock: FakeClock) -> None:
         post(driver, clock, "never", ttl=60, delay=120)

@@ -242,6 +242,15 @@ def test_replica_acks_are_read_and_bounded(tmp_path: pathlib.Path) -> None:
         load_settings([str(conf)], environ={})
 
 
+def test_max_message_ttl_is_at_most_what_a_stored_message_keeps(tmp_path: pathlib.Path) -> None:
+    conf = tmp_path / "z.conf"
+    conf.write_text("[transport]\nmax_message_ttl = 4294967295\n")
+    assert load_settings([str(conf)], environ={}).limits.max_message_ttl == 2**32 - 1
+    conf.write_text("[transport]\nmax_message_ttl = 4294967296\n")
+    with pytest.raises(Exception, match="max_message_ttl"):
+        load_settings([str(conf)], environ={})
+
+
 def test_invalid_value_is_refused(tmp_path: pathlib.Path) -> None:
     conf = tmp_path / "z.conf"
     conf.write_text("[server]\nworkers = 0\n")

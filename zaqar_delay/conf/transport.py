@@ -10,6 +10,10 @@ from oslo_config import cfg, types
 from zaqar_delay import push_hops
 from zaqar_delay.conf.options import option, options
 
+# The largest ttl a stored message keeps (about 136 years): the Redis record holds it in 32
+# bits.
+MAX_MESSAGE_TTL = 2**32 - 1
+
 
 @options("transport")
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,7 +120,11 @@ class Limits:
         cfg.IntOpt, default=262144, min=1, help="Largest body of a message post, in bytes."
     )
     max_message_ttl: int = option(
-        cfg.IntOpt, default=1209600, min=60, help="Largest message ttl, in seconds."
+        cfg.IntOpt,
+        default=1209600,
+        min=60,
+        max=MAX_MESSAGE_TTL,
+        help="Largest message ttl, in seconds.",
     )
     max_message_delay: int = option(
         cfg.IntOpt,
