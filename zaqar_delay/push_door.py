@@ -60,6 +60,12 @@ class PushDoor:
         """Keep each subscription's last attempt for its readers (``last_delivery``)."""
         self.stores.for_queue(project, queue).record_push_results(project, queue, results)
 
+    def delete_subscription(self, project: str, queue: str, subscription_id: str) -> None:
+        """End a subscription whose subscriber is gone for good (a WebSocket session that
+        ended); the pushes owed to it go with it. None of them is a trust's (only the
+        server subscribes a session)."""
+        self.stores.for_queue(project, queue).delete_subscription(project, queue, subscription_id)
+
     def lease_pushes(
         self, project: str, queue: str, now_ms: int, lease_ms: int, limit: int, until_ms: int
     ) -> list[Delivery]:

@@ -4,13 +4,17 @@ Such a subscription's subscriber is ``zaqar-ws://HOST:PORT/<session id>``: the r
 server process that holds the session (``api/websocket/relay.py``), which hands the push's
 body to the session as a notification frame. Only the server makes such subscribers (the
 subscription routes refuse the scheme from a client), so a push to one is sent without the
-address guard. The body is a webhook push's (``webhook.request_body``); 2xx is delivered, a
-session that is gone (410) is a permanent failure, and a connection error, a timeout or a
-5xx is retried as a webhook's is.
+address guard. The body is a webhook push's (``webhook.request_body``); 2xx is delivered, and
+a connection error, a timeout or a 5xx is retried as a webhook's is. A session that is gone
+is a permanent failure that ends its subscription (``Outcome.subscriber_gone``): the relay
+answers 410 for a session that ended, and refuses the connection when the process that held
+the session is gone (it was killed, or restarted: sessions end with their process), since
+its relay's port is then closed. Neither comes back: a session id is never used again.
 """
 
 from __future__ import annotations
 
+import http
 import http.client
 import urllib.parse
 
@@ -60,8 +64,14 @@ class SessionSender:
             answer.read()
         except TimeoutError as exc:
             return Outcome("retry", f"timed out: {exc}")
+        except ConnectionRefusedError:
+            return Outcome(
+                "permanent", "the session's server process is gone", subscriber_gone=True
+            )
         except (OSError, http.client.HTTPException) as exc:
             return Outcome("retry", f"connection failed: {type(exc).__name__}: {exc}")
         finally:
             connection.close()
+        if answer.status == http.HTTPStatus.GONE:
+            return Outcome("permanent", "HTTP 410: the session has ended", subscriber_gone=True)
         return outcome_of(answer.status, answer.getheader("Retry-After"))

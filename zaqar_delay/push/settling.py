@@ -70,6 +70,24 @@ class Settler:
         settlement = Settlement(outcomes, consume, unsent)
         self.pushes.settle_pushes(project, queue, settlement, now_ms)
         self._record_last(project, queue, attempts)
+        self._end_gone(project, queue, attempts)
+
+    def _end_gone(self, project: str, queue: str, attempts: list[Attempt]) -> None:
+        """Delete the subscriptions whose subscriber is gone for good (a WebSocket session
+        that ended): the pushes owed to them are dropped with them. A store failure here is
+        logged; the next push that finds the subscriber gone tries again."""
+        gone = {a.delivery.subscription.id for a in attempts if a.outcome.subscriber_gone}
+        for subscription_id in sorted(gone):
+            try:
+                self.pushes.delete_subscription(project, queue, subscription_id)
+            except StorageUnavailable as exc:
+                LOG.warning(
+                    "subscription %s of %s/%s, whose subscriber is gone, not deleted: %s",
+                    subscription_id,
+                    project,
+                    queue,
+                    exc,
+                )
 
     def _record_last(self, project: str, queue: str, attempts: list[Attempt]) -> None:
         """Keep each subscription's last attempt of the batch for its readers (the API, the
@@ -103,7 +121,7 @@ class Settler:
                 delivery.attempts + 1,
                 outcome.error,
             )
-            if self._dead_letters(delivery, policy):
+            if self._dead_letters(delivery, outcome, policy):
                 dead_letter_queue = str(policy.dead_letter_queue)
                 self._dead_letter(delivery, outcome, dead_letter_queue, now_ms)
         kind = "delivered" if outcome.kind == "delivered" else "failed"
@@ -111,15 +129,16 @@ class Settler:
         self.lifecycle.pushed(delivery, kind, outcome.error, dead_letter_queue, attempt.sent_ms)
 
     @staticmethod
-    def _dead_letters(delivery: Delivery, policy: QueuePolicy) -> bool:
+    def _dead_letters(delivery: Delivery, outcome: Outcome, policy: QueuePolicy) -> bool:
         """Whether a push that failed for good goes to the queue's dead-letter queue: not
-        when it is the push of a dead letter (one from the dead-letter queue's own
-        subscriptions, or around a cycle of dead-letter queues), nor when the queue is its
-        own dead-letter queue (metadata no longer accepted). Each would be pushed, fail and
-        be dead-lettered again, without end; one subscription more on the way would double
-        them each time round. The dead letter stays in its queue."""
+        when its subscriber is gone (the subscription ends; the message stays for the
+        others), nor when it is the push of a dead letter (one from the dead-letter queue's
+        own subscriptions, or around a cycle of dead-letter queues), nor when the queue is
+        its own dead-letter queue (metadata no longer accepted). Each would be pushed, fail
+        and be dead-lettered again, without end; one subscription more on the way would
+        double them each time round. The dead letter stays in its queue."""
         target = policy.dead_letter_queue
-        if not target or target == delivery.queue:
+        if not target or target == delivery.queue or outcome.subscriber_gone:
             return False
         return delivery.message.client_id != DEAD_LETTER_CLIENT_ID
 

@@ -64,11 +64,14 @@ class Outcome:
     """What an attempt came to: ``delivered``, ``retry`` (with the receiver's ``Retry-After``
     in seconds, if it gave one) or ``permanent``; ``error`` says why it failed. (The
     dispatcher's ``unconfirmed``: not sent, the subscription is not confirmed; ``unsent``:
-    given back, the dispatcher stopped first or leased it too late to send.)"""
+    given back, the dispatcher stopped first or leased it too late to send.)
+    ``subscriber_gone``: no push will ever reach the subscriber again (a WebSocket session
+    that ended), so its subscription ends too."""
 
     kind: str
     error: str = ""
     retry_after_s: float = 0.0
+    subscriber_gone: bool = False
 
 
 def message_document(delivery: Delivery, now_ms: int) -> dict[str, Any]:
