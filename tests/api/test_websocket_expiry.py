@@ -26,7 +26,7 @@ from tests.helpers.api import signed_headers
 from tests.helpers.keystone import Keystone, keystone_app
 from zaqar_delay.api.websocket.frames import Frames
 from zaqar_delay.api.websocket.relay import SessionRelay
-from zaqar_delay.api.websocket.session import AUTH_EXPIRED, Session
+from zaqar_delay.api.websocket.session import AUTH_EXPIRED, CLOSING_S, Session
 from zaqar_delay.clock import Clock, FakeClock
 from zaqar_delay.service import Service
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
@@ -106,6 +106,10 @@ class Client:
                     assert not self._thread.is_alive()
                     return event
 
+    def wait_for_end(self) -> None:
+        self._thread.join(3 * CLOSING_S)
+        assert not self._thread.is_alive()
+
     def close(self) -> None:
         self._socket.sendall(self._connection.send(CloseConnection(1000)))
         self._thread.join(15)
@@ -143,6 +147,30 @@ def test_a_session_is_closed_when_its_token_expires_and_its_subscriptions_go(
     assert time.time() >= expires.timestamp()
     # Deleted with the server's authority: the session's token could no longer do it.
     assert subscribers(keystone) == []
+
+
+def test_a_session_closed_at_expiry_whose_client_never_answers_ends_without_spinning(
+    keystone: Keystone, relay: SessionRelay
+) -> None:
+    client = Client(keystone, relay)
+    looks: list[float] = []
+    next_look = client.session._next_look
+
+    def counted() -> float:
+        looks.append(time.monotonic())
+        return next_look()
+
+    client.session._next_look = counted  # type: ignore[method-assign]
+    token = keystone.token("alpha", expires=in_seconds(2))
+    assert status(client.call("authenticate", {"X-Auth-Token": token})) == 200
+    [close] = [e for e in client.events() if isinstance(e, CloseConnection)]
+    assert close.code == AUTH_EXPIRED
+    closed = time.monotonic()
+    # Not answered: the session ends by itself once its close has waited CLOSING_S.
+    client.wait_for_end()
+    # The watchdog waited between its looks (it looked again at once, without end, when it
+    # took the expiry it had acted on for one still to come).
+    assert len([t for t in looks if t >= closed]) <= 2 * CLOSING_S / (CLOSING_S / 2) + 2
 
 
 def test_no_push_reaches_a_session_after_its_token_expired(

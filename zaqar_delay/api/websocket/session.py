@@ -187,7 +187,9 @@ class Session:
 
     def _next_look(self) -> float:
         """Seconds until the watchdog looks again: half the shorter of the idle interval and
-        the closing time, or less when the session's token expires sooner."""
+        the closing time, or less when something it watches for comes sooner (the token's
+        expiry or next check, a pre-signed URL's expiry). One already past is not waited
+        for again: the look that found it acted on it."""
         wait = min(self._interval, CLOSING_S) / 2
         expires_at = self._frames.expires_at
         for left in (
@@ -195,8 +197,8 @@ class Session:
             self._frames.own.seconds_to_lapse(),
             None if self._frames.token is None else self._next_token_check - time.monotonic(),
         ):
-            if left is not None:
-                wait = min(wait, max(0.0, left))
+            if left is not None and left > 0:
+                wait = min(wait, left)
         return wait
 
     def _due_to_end(self) -> bool:
