@@ -123,10 +123,8 @@ def verify(
     paths = [p for p in (headers.get("URL-PATHS") or "").split(",") if p]
     if method not in methods or not any(path == p or path.startswith(p + "/") for p in paths):
         return False
-    try:
-        if datetime.datetime.strptime(expires, EXPIRES_FORMAT) <= now:
-            return False
-    except ValueError:
+    expires_at = _expiry(expires)
+    if expires_at is None or expires_at <= now:
         return False
     expected = signature(secret, paths, methods, project, expires)
     # As bytes: compare_digest refuses str with characters beyond ASCII, which a header can hold.
@@ -140,11 +138,16 @@ def expiry_of(headers: Mapping[str, str]) -> float | None:
     found = {name.lower(): value for name, value in headers.items()}
     if "url-signature" not in found:
         return None
+    moment = _expiry(found.get("url-expires", ""))
+    return None if moment is None else moment.replace(tzinfo=datetime.UTC).timestamp()
+
+
+def _expiry(expires: str) -> datetime.datetime | None:
+    """A ``URL-Expires`` value as the naive UTC time it names; None when it names none."""
     try:
-        moment = datetime.datetime.strptime(found.get("url-expires", ""), EXPIRES_FORMAT)
+        return datetime.datetime.strptime(expires, EXPIRES_FORMAT)
     except ValueError:
         return None
-    return moment.replace(tzinfo=datetime.UTC).timestamp()
 
 
 class Signer:

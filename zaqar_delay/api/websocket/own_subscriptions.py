@@ -79,13 +79,11 @@ class OwnSubscriptions:
 
     def lapse(self) -> None:
         """Delete the subscriptions whose pre-signed URL has expired."""
-        left = self.seconds_to_lapse()
-        if left is None or left > 0:
-            return
         now_s = self._clock.now_ms() / 1000
         lapsed = [forget for at, forget in self._forgets if at is not None and at <= now_s]
-        self._forgets = [(at, f) for at, f in self._forgets if at is None or at > now_s]
-        _delete(lapsed)
+        if lapsed:
+            self._forgets = [(at, f) for at, f in self._forgets if at is None or at > now_s]
+            _delete(lapsed)
 
     def end(self) -> None:
         """Delete the session's subscriptions of itself; the relay forgets it."""
