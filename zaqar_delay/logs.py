@@ -9,6 +9,8 @@ oslo.context for each request (:func:`request_context`), which oslo.log's format
 
 from __future__ import annotations
 
+import threading
+
 from oslo_context import context
 from oslo_log import log
 
@@ -37,3 +39,15 @@ def request_context(request_id: str) -> context.RequestContext:
     """A fresh oslo.context for the request being served, made the current one of this
     thread or greenlet, so that every line logged until the next request names it."""
     return context.RequestContext(request_id=request_id, overwrite=True)
+
+
+def contexts_per_greenlet() -> None:
+    """Keep oslo.context's current context per greenlet once gevent has patched ``threading``
+    (a no-op before).
+
+    oslo.context keeps it in a ``threading.local`` made when the module is first imported. One
+    made before gevent patched ``threading`` (the server's command imports oslo.log first)
+    belongs to the OS thread, which every greenlet of a worker shares: each line would name
+    whichever request the worker read last, and the dispatchers' lines a request too."""
+    if not isinstance(context._request_store, threading.local):
+        context._request_store = threading.local()

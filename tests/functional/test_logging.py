@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,38 @@ def test_plain_lines_name_the_request_id_and_info_hides_debug(tmp_path: Path) ->
         request_id = request_id_of(server)
         (line,) = lines_with(log_file, request_id)
         assert f"[None {request_id} " in line and "GET /v2/queues 200" in line
+    finally:
+        server.stop()
+
+
+def test_a_line_names_its_own_request_while_the_worker_serves_others(tmp_path: Path) -> None:
+    """The gevent worker serves requests side by side in one thread: each line must name the
+    request (and project) it was logged for, not the one the worker read last."""
+    log_file = tmp_path / "concurrent.log"
+    conf = tmp_path / "logging.conf"
+    conf.write_text(f"[DEFAULT]\ndebug = true\nlog_file = {log_file}\n")
+    server = served(conf)  # one worker: every request below shares its thread
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            held = pool.submit(
+                requests.post,
+                server.url + "/v2/queues/held/claims?wait=2",
+                json={"ttl": 60},
+                headers={**HEADERS, "X-Project-ID": "waiter"},
+                timeout=30,
+            )
+            others = []
+            while not held.done():  # requests of another project while the claim waits
+                others.append(request_id_of(server))
+                time.sleep(0.1)
+            answer = held.result()
+        assert answer.status_code == 204
+        held_id = answer.headers["x-openstack-request-id"]
+        # The other requests were served while the claim waited.
+        assert len(others) >= 10
+        (line,) = lines_with(log_file, "POST /v2/queues/held/claims 204")
+        assert f"[None {held_id} - waiter " in line, line
+        assert not any(other in line for other in others)
     finally:
         server.stop()
 

@@ -18,7 +18,7 @@ from typing import Any
 import gevent
 from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIServer
 
-from zaqar_delay import sibling_wakeups, stopping
+from zaqar_delay import logs, sibling_wakeups, stopping
 from zaqar_delay.cmd.balance import DEFER_S, Share, share_of
 from zaqar_delay.cmd.headers import Handler
 from zaqar_delay.conf.server import ServerSettings
@@ -123,6 +123,10 @@ class Worker(GeventPyWSGIWorker):  # type: ignore[misc]
         # After the app loaded: from here on the worker accepts connections.
         self.log.info("Worker serving (pid: %s)", self.pid)
         super().run()
+
+    def patch(self) -> None:
+        super().patch()
+        logs.contexts_per_greenlet()
 
     def init_process(self) -> None:
         sibling_wakeups.join(getattr(self, "balance_slot", None))
