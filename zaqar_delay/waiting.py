@@ -243,15 +243,23 @@ class WaitRoom:
         return min(self.recheck_s, (next_ms - now_ms + 1) / 1000)
 
     def announce(self, project: str, queue: str) -> None:
-        """Make sure writers send wake-ups for this queue (throttled per process)."""
+        """Make sure writers send wake-ups for this queue (throttled per process).
+
+        When the line's last announcement may have lapsed before this one took effect
+        (renewals failed, or took longer than its lifetime, while the store stalled), writers
+        may have sent no wake-up meanwhile, and the listener need not have reconnected: the
+        line's head is woken to look again."""
         if self._wakeups is None:
             return
         channel = self._wakeups.channel(project, queue)
-        now = time.monotonic()
-        if now - self._announced.get(channel, -ANNOUNCE_EVERY_S) < ANNOUNCE_EVERY_S:
+        started = time.monotonic()
+        last = self._announced.get(channel)
+        if last is not None and started - last < ANNOUNCE_EVERY_S:
             return
         self._wakeups.announce(project, queue, ANNOUNCE_TTL_MS)
-        self._announced[channel] = now
+        self._announced[channel] = started
+        if last is not None and time.monotonic() - last >= ANNOUNCE_TTL_MS / 1000:
+            self._wake_head(channel)
 
     def asleep(self, project: str, queue: str) -> int:
         """How many claims on the queue are asleep in its line right now: each has tried to

@@ -13,6 +13,7 @@ import pytest
 from tests.helpers.api import API_STORES, PROJECT, Api, api_of, assert_error
 from zaqar_delay import waiting
 from zaqar_delay.conf import Limits
+from zaqar_delay.errors import StorageUnavailable
 
 # Wake-ups are the store's own (Redis pub/sub, MongoDB change streams, polling on Swift).
 pytestmark = pytest.mark.store_paths
@@ -96,6 +97,40 @@ def test_a_head_asleep_past_the_announcement_is_still_woken(
     settle(api)
     time.sleep(1.0)  # the first announcement has expired three times over
     [mid] = api.post_messages("q", {"body": "wake up"})
+    response = waiter.answer()
+    assert response.status_code == 201
+    assert [m["id"] for m in response.json["messages"]] == [mid]
+
+
+def test_a_head_is_woken_when_its_announcement_lapsed_while_renewals_failed(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store stalls for longer than an announcement lives (renewals time out) while the
+    # listener's connection survives, so no reconnection wakes anyone: a message posted
+    # meanwhile sends no wake-up, and the head must look again once renewals succeed.
+    wakeups = api.store("q").wakeups()
+    if wakeups is None:
+        pytest.skip("the store sends no wake-ups: its waiters poll")
+    monkeypatch.setattr(waiting, "ANNOUNCE_TTL_MS", 300)
+    monkeypatch.setattr(waiting, "ANNOUNCE_EVERY_S", 0.1)
+    stalled = threading.Event()
+    refused: list[str] = []
+    announce = type(wakeups).announce
+
+    def stalling_announce(self: object, project: str, queue: str, ttl_ms: int) -> None:
+        if stalled.is_set():
+            refused.append(queue)
+            raise StorageUnavailable("the store stalls")
+        announce(self, project, queue, ttl_ms)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(wakeups), "announce", stalling_announce)
+    waiter = Waiter(api)
+    settle(api)
+    stalled.set()
+    time.sleep(1.0)  # the last announcement lapsed three times over
+    [mid] = api.post_messages("q", {"body": "posted while nobody was announced"})
+    stalled.clear()
+    assert len(refused) >= 3, "the renewals never failed"
     response = waiter.answer()
     assert response.status_code == 201
     assert [m["id"] for m in response.json["messages"]] == [mid]
