@@ -30,6 +30,7 @@ from zaqar_delay.clock import Clock
 from zaqar_delay.errors import StorageUnavailable, TooManyRequests
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.traits import Wakeups
+from zaqar_delay.waiting_seats import ProjectSeats
 
 LOG = logging.getLogger(__name__)
 
@@ -83,35 +84,6 @@ class Seat:
         """Wake the first sleepers of this line (the room's ``relay`` of them): there may be
         more to claim."""
         self._room.wake_sleepers(self.channel, self._room.relay)
-
-
-class ProjectSeats:
-    """How many claims of each project wait in this process, at most ``most`` (``[transport]
-    max_waiting_claims_per_project``; 0: no limit). A waiting claim holds a connection of the
-    server process for up to its wait, so without a bound one project's waiting claims could
-    take every connection the process serves, and every other project's requests would wait
-    behind them."""
-
-    def __init__(self, most: int = 0) -> None:
-        self.most = most
-        self._lock = threading.Lock()
-        self._held: collections.Counter[str] = collections.Counter()
-
-    @contextlib.contextmanager
-    def taken(self, project: str) -> Iterator[bool]:
-        """Whether the project may have one more waiting claim, held for the block if so."""
-        with self._lock:
-            free = not self.most or self._held[project] < self.most
-            if free:
-                self._held[project] += 1
-        try:
-            yield free
-        finally:
-            if free:
-                with self._lock:
-                    self._held[project] -= 1
-                    if not self._held[project]:
-                        del self._held[project]
 
 
 class WaitRoom:
@@ -328,6 +300,7 @@ class WaitRoom:
         past the announcement's lifetime; ends with the listener (its driver closed)."""
         assert self._listener is not None
         while not self._stop.wait(ANNOUNCE_EVERY_S) and self._listener.is_alive():
+            self._forget_lapsed_announcements()
             with self._lock:
                 queues = [(line[0].project, line[0].queue) for line in self._lines.values()]
             for project, queue in queues:
@@ -337,6 +310,22 @@ class WaitRoom:
                     LOG.debug("announcing wake-ups for %s/%s failed", project, queue)
                 except Exception:  # a bug: keep renewing the other lines
                     LOG.exception("announcing wake-ups for %s/%s failed", project, queue)
+
+    def _forget_lapsed_announcements(self) -> None:
+        """Forget when queues without a line were announced, once that announcement lapsed:
+        a claim that waits on a new queue name each time must not grow the process without
+        bound, and a line that forms again announces at once."""
+        lapsed_before = time.monotonic() - ANNOUNCE_TTL_MS / 1000
+        with self._lock:
+            # list(): announce() adds entries without the lock.
+            for channel, announced in list(self._announced.items()):
+                if announced < lapsed_before and channel not in self._lines:
+                    self._announced.pop(channel, None)
+
+    def announced(self) -> int:
+        """How many queues the process remembers announcing: those with a line, and others
+        until a renewal period after their announcement lapsed."""
+        return len(self._announced)
 
     def written(self, project: str, queue: str) -> None:
         """This process made the queue's messages claimable (a post, a release, a

@@ -136,6 +136,30 @@ def test_a_head_is_woken_when_its_announcement_lapsed_while_renewals_failed(
     assert [m["id"] for m in response.json["messages"]] == [mid]
 
 
+def test_queues_waited_on_once_are_forgotten_after_their_announcement_lapsed(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client that waits on a new queue name each time must not grow the process for ever.
+    if api.store("q").wakeups() is None:
+        pytest.skip("the store sends no wake-ups: nothing is announced")
+    monkeypatch.setattr(waiting, "ANNOUNCE_TTL_MS", 300)
+    monkeypatch.setattr(waiting, "ANNOUNCE_EVERY_S", 0.1)
+    names = [f"once-{n}" for n in range(40)]
+    for name in names:
+        assert api.post(f"/v2/queues/{name}/claims", params={"wait": "0.01"}).status_code == 204
+    rooms = {
+        id(room): room
+        for room in (
+            api.service.wait_rooms.of(api.service.stores.for_queue(PROJECT, name)) for name in names
+        )
+    }.values()
+    assert sum(room.announced() for room in rooms) > 0, "no claim announced its queue"
+    deadline = time.monotonic() + 5
+    while sum(room.announced() for room in rooms):
+        assert time.monotonic() < deadline, "the announcements of ended lines are kept"
+        time.sleep(0.05)
+
+
 def test_a_release_wakes_a_waiting_claim(api: Api) -> None:
     api.post_messages("q", {"body": "held"})
     held = api.post("/v2/queues/q/claims")

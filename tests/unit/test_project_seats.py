@@ -1,10 +1,10 @@
-"""The waiting claims each project may hold in a server process (``waiting.ProjectSeats``)."""
+"""The waiting claims each project may hold in a server process (``waiting_seats.ProjectSeats``)."""
 
 from __future__ import annotations
 
 from contextlib import ExitStack
 
-from zaqar_delay.waiting import ProjectSeats
+from zaqar_delay.waiting_seats import ProjectSeats
 
 
 def test_a_project_holds_at_most_its_seats_and_gives_them_back() -> None:
