@@ -194,17 +194,24 @@ class Metrics:
 
     def _queue_counters(self, project: str, queue: str) -> _QueueCounters:
         # prometheus-client's labels() validates and builds its key on every call; the
-        # children it returns live as long as their parent, so each is looked up once.
-        counters = self._queue_series.get((project, queue))
+        # children it returns live as long as their parent, so each is looked up once. They
+        # are kept by their labels, not by queue: the queues past max_queue_series share the
+        # "_other" counters, and keeping them by queue would grow the process with each.
+        labels = self._series.labels(project, queue)
+        counters = self._queue_series.get(labels)
         if counters is None:
-            labels = self._series.labels(project, queue)
-            counters = self._queue_series[project, queue] = _QueueCounters(
+            counters = self._queue_series[labels] = _QueueCounters(
                 self.posted.labels(*labels),
                 self.deleted.labels(*labels),
                 self.claimed.labels(*labels),
                 self.dead_lettered.labels(*labels),
             )
         return counters
+
+    def queue_counters_kept(self) -> int:
+        """How many queues' counters the process keeps: at most ``max_queue_series``, and
+        the "_other" ones the rest share."""
+        return len(self._queue_series)
 
     def count_fires(
         self, project: str, queue: str, schedule: str, fires: Iterable[Fire], missed: int

@@ -42,6 +42,15 @@ def test_queues_past_the_limit_share_one_series(api: Api) -> None:
     assert posted_by_queue(api)[("project-1", "q3")] == 3
 
 
+def test_the_process_keeps_counters_for_the_limit_and_one_more(api: Api) -> None:
+    # Past the limit a queue is counted in "_other": nothing of its own may stay behind in
+    # the process, or a client posting to a new queue each time grows it without bound.
+    for i in range(60):
+        api.post_messages(f"q{i}", {"body": 1})
+    assert posted_by_queue(api)[("_other", "_other")] == 50
+    assert api.service.metrics.queue_counters_kept() == 10 + 1
+
+
 def series(api: Api) -> set[str]:
     text = api.get("/metrics").text
     return {line.split(" ")[0] for line in text.splitlines() if not line.startswith("#")}
