@@ -17,7 +17,7 @@ import requests
 from testbed.processes import RedisServer, ServiceProcess, free_port, process_tree, wait_until
 from tests.helpers.commands import run_server
 from tests.helpers.keystone import TOKENLESS_ONLY
-from tests.helpers.raw_http import received_until_closed
+from tests.helpers.raw_http import received_until_closed, refusal_of
 from zaqar_delay.conf import STORAGE_URI_ENV
 
 pytestmark = pytest.mark.functional
@@ -348,10 +348,41 @@ def test_malformed_request_headers_get_400(embedded_service: ServiceProcess, hea
     # The request is one the server answers 300 when its head is well formed.
     with socket.create_connection(("127.0.0.1", embedded_service.port)) as connection:
         connection.sendall(b"GET / HTTP/1.1\r\n" + head + b"Host: q\r\n\r\n")
-        assert connection.recv(4096).startswith(b"HTTP/1.1 400")
+        status_line, error = refusal_of(connection)
+        assert status_line == b"HTTP/1.1 400 Bad Request"
+        assert error["title"] == "Malformed request"
     with socket.create_connection(("127.0.0.1", embedded_service.port)) as connection:
         connection.sendall(b"GET / HTTP/1.1\r\nHost: q\r\n\r\n")
         assert connection.recv(4096).startswith(b"HTTP/1.1 300")
+
+
+def test_a_refused_head_says_why(embedded_service: ServiceProcess) -> None:
+    with socket.create_connection(("127.0.0.1", embedded_service.port)) as connection:
+        fields = b"".join(b"X-Field-%d: v\r\n" % n for n in range(101))
+        connection.sendall(b"GET / HTTP/1.1\r\nHost: q\r\n" + fields + b"\r\n")
+        _, error = refusal_of(connection)
+        assert error["description"] == "Got more than 100 headers."
+    with socket.create_connection(("127.0.0.1", embedded_service.port)) as connection:
+        connection.sendall(b"GET / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n")
+        _, error = refusal_of(connection)
+        assert error["description"] == "Content-Length is not one decimal number."
+
+
+@pytest.mark.parametrize(
+    ("line", "status_line"),
+    [
+        (b"GET / HTTP/7.0", b"HTTP/1.1 400 Bad Request"),
+        (b"POST /v2/queues", b"HTTP/1.1 400 Bad Request"),
+        (b"GET", b"HTTP/1.1 400 Bad Request"),
+        (b"GET /" + b"a" * 9000 + b" HTTP/1.1", b"HTTP/1.1 414 URI Too Long"),
+    ],
+)
+def test_a_malformed_request_line_gets_a_json_error(
+    embedded_service: ServiceProcess, line: bytes, status_line: bytes
+) -> None:
+    with socket.create_connection(("127.0.0.1", embedded_service.port)) as connection:
+        connection.sendall(line + b"\r\nHost: q\r\n\r\n")
+        assert refusal_of(connection)[0] == status_line
 
 
 @pytest.mark.parametrize(

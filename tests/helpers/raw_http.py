@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import socket
+from typing import Any
 
 
 def received_until_closed(connection: socket.socket) -> bytes:
@@ -11,3 +13,16 @@ def received_until_closed(connection: socket.socket) -> bytes:
     while chunk := connection.recv(65536):
         received += chunk
     return received
+
+
+def refusal_of(connection: socket.socket) -> tuple[bytes, dict[str, Any]]:
+    """The status line and JSON body of the answer the server sends before it closes the
+    connection, which must be a JSON error (``title`` and ``description``)."""
+    head, _, body = received_until_closed(connection).partition(b"\r\n\r\n")
+    status_line, *fields = head.split(b"\r\n")
+    lowered = [field.lower() for field in fields]
+    assert b"content-type: application/json" in lowered, head
+    assert f"content-length: {len(body)}".encode() in lowered, head
+    document: dict[str, Any] = json.loads(body)
+    assert set(document) == {"title", "description"} and all(document.values()), document
+    return status_line, document

@@ -10,6 +10,7 @@ gunicorn make (``get``, ``getheader``, ``typeheader``, ``headers``, ``items``, `
 from __future__ import annotations
 
 import errno
+import json
 import re
 import socket
 from collections.abc import Iterator
@@ -154,6 +155,33 @@ def _framing_fault(first: dict[str, str], fields: list[tuple[str, str]]) -> str:
     return ""
 
 
+# gevent's refusals of a request whose line or head cannot be read, with the API's JSON error
+# body instead of an empty one: (title, description when the head gave no reason).
+_REFUSALS = {
+    "400": ("Malformed request", "The request line or a header is not valid HTTP/1.1."),
+    "414": (
+        "Request line too long",
+        f"The request line is longer than {MAX_REQUEST_LINE} bytes.",
+    ),
+}
+_REASON_PHRASES = {"400": "Bad Request", "414": "URI Too Long"}
+
+
+def refusal(status: str, why: str) -> bytes:
+    """The whole response refusing a request whose head could not be read: a JSON error
+    (``title``, ``description``: ``why``, or what the status says) closing the connection."""
+    title, default = _REFUSALS[status]
+    description = f"{why[:1].upper()}{why[1:]}." if why else default
+    body = json.dumps({"title": title, "description": description}).encode()
+    head = (
+        f"HTTP/1.1 {status} {_REASON_PHRASES[status]}\r\n"
+        "Content-Type: application/json\r\n"
+        "Connection: close\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
 class Handler(PyWSGIHandler):  # type: ignore[misc]
     """gunicorn's gevent WSGI handler (access log, environ), reading headers as above.
 
@@ -188,6 +216,7 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
         self._transfer = None if transfer_s is None else TransferTimer(transfer_s)
         self._greenlet = gevent.getcurrent()
         self._awaiting_request = False  # in read_requestline, with nothing of a request read
+        self._head_fault = ""  # why the current request's headers are refused, if they are
         # A connection accepted as the worker stopped gets an answer to what it already sent.
         self._stopping: bool = getattr(server, "closing", False)
         connections = getattr(server, "connections", None)
@@ -223,7 +252,11 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
             return True  # the handler's own read meets the error
 
     def handle_one_request(self) -> Any:
+        self._head_fault = ""
         result = super().handle_one_request()
+        if isinstance(result, tuple):  # gevent refused the head (400, 414): the whole answer
+            status = str(result[0])
+            return (status, refusal(status, self._head_fault)) if status in _REFUSALS else result
         return None if result is True and self._stopping else result
 
     def start_response(self, status: str, headers: list[tuple[str, str]], *args: Any) -> Any:
@@ -265,11 +298,13 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
 
     def MessageClass(self, fp: IO[bytes], *_: object) -> RequestHeaders:
         try:
-            return RequestHeaders.read(fp)
+            headers = RequestHeaders.read(fp)
         except gevent.Timeout as timeout:
             if timeout is not self._timer:
                 raise
-            return RequestHeaders([], "the request head was not received in time")
+            headers = RequestHeaders([], "the request head was not received in time")
+        self._head_fault = headers.status
+        return headers
 
     def get_environ(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environ()
