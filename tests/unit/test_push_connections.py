@@ -4,6 +4,7 @@ request, answers that end a connection, the total timeout and the address guard.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -200,3 +201,29 @@ def test_not_an_http_url_is_refused() -> None:
     pool = ConnectionPool(LOOPBACK, timeout_s=5, idle_per_origin=4)
     with pytest.raises(ValueError):
         pool.post("ftp://127.0.0.1/hook", b"", {})
+
+
+def test_idle_connections_over_every_receiver_are_bounded_longest_idle_closed_first() -> None:
+    # One push to each of six receivers (a tenant may name any number of ports or hosts):
+    # three connections are kept, and the receivers pushed first see theirs closed.
+    with contextlib.ExitStack() as stack:
+        receivers = [stack.enter_context(raw_receiver(keep_alive())) for _ in range(6)]
+        pool = ConnectionPool(LOOPBACK, timeout_s=5, idle_per_origin=4, idle_kept=3)
+        for receiver in receivers:
+            assert pool.post(receiver.url, b"once", {}).status == 200
+        assert pool.idle_connections() == 3
+        wait_until(lambda: [r.closed for r in receivers] == [1, 1, 1, 0, 0, 0])
+        # A kept one is still reused.
+        assert pool.post(receivers[-1].url, b"again", {}).status == 200
+        assert receivers[-1].connections == 1
+
+
+def test_a_connection_idle_too_long_is_closed() -> None:
+    with raw_receiver(keep_alive()) as receiver:
+        pool = ConnectionPool(LOOPBACK, timeout_s=5, idle_per_origin=4, idle_s=0.2)
+        assert pool.post(receiver.url, b"once", {}).status == 200
+        wait_until(lambda: receiver.closed == 1)
+        assert pool.idle_connections() == 0
+        # The next push opens a new one.
+        assert pool.post(receiver.url, b"later", {}).status == 200
+        assert receiver.connections == 2

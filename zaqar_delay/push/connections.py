@@ -21,6 +21,7 @@ twice, as with any at-least-once delivery).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -37,8 +38,15 @@ from zaqar_delay.push.guard import AddressGuard
 
 # Bytes of a response body read at most; a connection with more left is closed, not reused.
 MAX_RESPONSE_BODY = 65_536
-# How often the reaper looks for requests past their deadline.
+# How often the reaper looks for requests past their deadline, and for idle connections to
+# close.
 REAP_EVERY_S = 0.1
+# Idle connections kept for reuse over every receiver: past this many, the one idle longest is
+# closed. Subscriptions may name any number of receivers (ports, host names), and each kept
+# connection holds a file descriptor of the server process.
+IDLE_KEPT = 256
+# An idle connection is closed after this many seconds (receivers close theirs after 5 to 75).
+IDLE_S = 30.0
 Origin = tuple[str, str, int]  # scheme, host, port
 
 
@@ -110,14 +118,28 @@ def _opened(open_socket: OpenSocket, host: str, port: int, timeout: Any) -> sock
 class ConnectionPool:
     """POSTs to any http(s) URL over reused connections; thread- and greenlet-safe."""
 
-    def __init__(self, guard: AddressGuard, timeout_s: float, idle_per_origin: int) -> None:
+    def __init__(
+        self,
+        guard: AddressGuard,
+        timeout_s: float,
+        idle_per_origin: int,
+        idle_kept: int = IDLE_KEPT,
+        idle_s: float = IDLE_S,
+    ) -> None:
         """Each request may take ``timeout_s`` in all; ``idle_per_origin`` connections to
-        one receiver (scheme, host, port) are kept for reuse."""
+        one receiver (scheme, host, port) are kept for reuse, ``idle_kept`` over all of them,
+        each for ``idle_s`` at most."""
         self.timeout_s = timeout_s
         self.idle_per_origin = idle_per_origin
+        self.idle_kept = idle_kept
+        self.idle_s = idle_s
         self._connect = guard.connect
         self._tls = ssl.create_default_context()
         self._idle: dict[Origin, list[http.client.HTTPConnection]] = {}
+        # Every idle connection, longest idle first: its origin and since when it idles.
+        self._idle_since: collections.OrderedDict[
+            http.client.HTTPConnection, tuple[Origin, float]
+        ] = collections.OrderedDict()
         self._lock = threading.Lock()
         # Requests running: connection -> deadline (time.monotonic()).
         self._running: dict[http.client.HTTPConnection, float] = {}
@@ -182,7 +204,11 @@ class ConnectionPool:
         with self._lock:
             idle = self._idle.get(origin)
             if idle:
-                return idle.pop(), True
+                connection = idle.pop()
+                if not idle:
+                    del self._idle[origin]
+                del self._idle_since[connection]
+                return connection, True
         return self._open(origin), False
 
     def _open(self, origin: Origin) -> http.client.HTTPConnection:
@@ -195,10 +221,31 @@ class ConnectionPool:
     def _give_back(self, origin: Origin, connection: http.client.HTTPConnection) -> None:
         with self._lock:
             idle = self._idle.setdefault(origin, [])
-            if len(idle) < self.idle_per_origin:
+            kept = len(idle) < self.idle_per_origin
+            if kept:
                 idle.append(connection)
-                return
-        connection.close()
+                self._idle_since[connection] = (origin, time.monotonic())
+            elif not idle:
+                del self._idle[origin]
+            dropped = self._drop_idle(time.monotonic())
+        for surplus in dropped if kept else [connection, *dropped]:
+            surplus.close()
+
+    def _drop_idle(self, now: float) -> list[http.client.HTTPConnection]:
+        """Under the lock: take out the connections idle longer than ``idle_s``, and the
+        longest idle ones past ``idle_kept``, for the caller to close."""
+        dropped = []
+        while self._idle_since:
+            connection, (origin, since) = next(iter(self._idle_since.items()))
+            if len(self._idle_since) <= self.idle_kept and now - since < self.idle_s:
+                break
+            del self._idle_since[connection]
+            idle = self._idle[origin]
+            idle.remove(connection)
+            if not idle:
+                del self._idle[origin]
+            dropped.append(connection)
+        return dropped
 
     def _start_reaper(self) -> None:
         if self._reaper is None:
@@ -211,18 +258,27 @@ class ConnectionPool:
 
     def _reap(self) -> None:
         """Shut the connections of requests past their deadline: the request fails at once
-        (as a timeout), whatever step it is blocked in."""
+        (as a timeout), whatever step it is blocked in. Close those idle past ``idle_s``."""
         while not self._closed.wait(REAP_EVERY_S):
             now = time.monotonic()
             for connection, deadline in list(self._running.items()):
                 if deadline <= now and connection.sock is not None:
                     with contextlib.suppress(OSError):  # already closed
                         connection.sock.shutdown(socket.SHUT_RDWR)
+            with self._lock:
+                dropped = self._drop_idle(now)
+            for connection in dropped:
+                connection.close()
+
+    def idle_connections(self) -> int:
+        """How many connections are kept idle for reuse."""
+        return len(self._idle_since)
 
     def close(self) -> None:
         self._closed.set()
         with self._lock:
             idle, self._idle = self._idle, {}
+            self._idle_since.clear()
         for connections in idle.values():
             for connection in connections:
                 connection.close()
