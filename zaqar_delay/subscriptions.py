@@ -159,6 +159,7 @@ class Subscriptions:
         document: Any,
         caller: Caller | None = None,
         session: str | None = None,
+        session_secret: str | None = None,
     ) -> tuple[str, str | None]:
         """Subscribe; ``(id, signing secret)``, the secret only when the subscription is new.
 
@@ -168,7 +169,8 @@ class Subscriptions:
         ``caller`` gets a trust from them (deleted again if no subscription keeps it).
         ``session``: the subscriber of the WebSocket session asking, which a document
         without ``subscriber`` subscribes (the server's own, so not held to the rules of
-        subscribers a client names)."""
+        subscribers a client names), whose pushes are signed with ``session_secret``: the
+        session's key, which its relay checks."""
         own = session if isinstance(document, dict) and not document.get("subscriber") else None
         if own is not None:
             document = {**document, "subscriber": ""}
@@ -184,7 +186,7 @@ class Subscriptions:
         # Subscribing creates the queue when it does not exist.
         self.quotas.check_new_queue(project, queue)
         self.quotas.check_new_subscription(project, queue, subscriber, now_ms)
-        secret = secrets.token_urlsafe(32)
+        secret = (own is not None and session_secret) or secrets.token_urlsafe(32)
         ttl_s = change.ttl_s or self.limits.default_subscription_ttl
         options = dict(change.options or {})
         trust_id = None

@@ -36,7 +36,8 @@ def subscribe_session(api: Api, relay: SessionRelay, taken: list[bytes]) -> str:
         taken.append(body)
         return True
 
-    made = SessionSubscriber(relay.subscriber("a" * 32, deliver))
+    key = "session-key"
+    made = SessionSubscriber(relay.subscriber("a" * 32, deliver, key), key)
     created = api.post(
         "/v2/queues/q/subscriptions",
         json={"ttl": 600},

@@ -21,10 +21,12 @@ import urllib.parse
 from zaqar_delay.models import Delivery
 from zaqar_delay.push.webhook import (
     DELIVERY_ID_HEADER,
+    SIGNATURE_HEADER,
     Outcome,
     PushTooLarge,
     outcome_of,
     request_body,
+    signature,
 )
 
 SESSION_SCHEME = "zaqar-ws"
@@ -57,7 +59,13 @@ class SessionSender:
         connection = http.client.HTTPConnection(
             target.hostname, target.port, timeout=self.timeout_s
         )
-        headers = {"Content-Type": "application/json", DELIVERY_ID_HEADER: delivery.id}
+        headers = {
+            "Content-Type": "application/json",
+            DELIVERY_ID_HEADER: delivery.id,
+            # The relay takes only pushes signed with the session's own key (the subscriber's
+            # address, session id included, is shown to every reader of the project).
+            SIGNATURE_HEADER: signature(delivery.subscription.secret, now_ms, delivery.id, body),
+        }
         try:
             connection.request("POST", target.path, body, headers)
             answer = connection.getresponse()

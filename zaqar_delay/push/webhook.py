@@ -129,6 +129,16 @@ def signature(secret: str, timestamp_ms: int, delivery_id: str, body: bytes) -> 
     return f"t={timestamp_ms},v2={mac.hexdigest()}"
 
 
+def signed_with(secret: str, header: str, delivery_id: str, body: bytes) -> bool:
+    """Whether the signature header ``header`` of a request carrying ``delivery_id`` and
+    ``body`` was made with ``secret``."""
+    fields = dict(part.split("=", 1) for part in header.split(",") if "=" in part)
+    sent_ms = fields.get("t", "")
+    if not (sent_ms.isascii() and sent_ms.isdigit() and len(sent_ms) <= 20):
+        return False
+    return hmac.compare_digest(signature(secret, int(sent_ms), delivery_id, body), header)
+
+
 def _retry_after_s(value: str | None, now_s: float) -> float:
     """A ``Retry-After`` in seconds, at most ``MAX_RETRY_AFTER_S``."""
     if not value:

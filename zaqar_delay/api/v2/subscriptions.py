@@ -76,6 +76,7 @@ class SubscriptionCollection(SubscriptionResource):
             {} if document is None else document,
             caller_of(req),
             session=None if session is None else session.address,
+            session_secret=None if session is None else session.secret,
         )
         if session is not None:
             session.forgets.append(

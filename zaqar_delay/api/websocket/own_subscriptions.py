@@ -43,6 +43,7 @@ class OwnSubscriptions:
         self._relay = relay
         self._clock = clock
         self._id = secrets.token_hex(16)
+        self._secret = secrets.token_urlsafe(32)  # the key the relay checks its pushes by
         # How to delete each subscription made, and when its authority lapses (epoch
         # seconds: a pre-signed URL's expiry; None: with the session).
         self._forgets: list[tuple[float | None, Callable[[], None]]] = []
@@ -59,7 +60,8 @@ class OwnSubscriptions:
                 "title": "Invalid API request",
                 "description": "This server subscribes no WebSocket session: name a subscriber.",
             }
-        subscriber = SessionSubscriber(self._relay.subscriber(self._id, self.deliver))
+        address = self._relay.subscriber(self._id, self.deliver, self._secret)
+        subscriber = SessionSubscriber(address, self._secret)
         sent = {name: body[name] for name in ("ttl", "options") if name in body}
         status, _, answer = frames.call(
             "POST",

@@ -6,6 +6,10 @@ relay, an HTTP listener started with the first such session. Whichever server pr
 dispatcher owes the push at the message's due time posts its body there, and the relay hands
 it to the session as a notification frame (204), or answers 410 when the session is gone.
 Session ids are 128 random bits: the relay is found by address, a session only by its id.
+The subscriber, session id included, is shown to whoever may read the project's
+subscriptions, so a push must also be signed with the session's own key, the signing secret
+of each of its subscriptions (``push/webhook.py``'s signature): one signed otherwise answers
+403, and an unsigned one 503 (a dispatcher of an earlier release; another sends it again).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zaqar_delay.push.sessions import session_subscriber
+from zaqar_delay.push.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, signed_with
 
 LOG = logging.getLogger(__name__)
 
@@ -37,6 +42,8 @@ class SessionSubscriber:
     its token may have expired, and a pre-signed URL may allow no delete."""
 
     address: str
+    #: The session's key: the signing secret its subscriptions get, which the relay checks.
+    secret: str
     forgets: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
 
@@ -55,15 +62,16 @@ class SessionRelay:
     def __init__(self, host: str, max_body: int) -> None:
         self._host = host
         self._max_body = max_body
-        self._sessions: dict[str, Deliver] = {}
+        self._sessions: dict[str, tuple[Deliver, str]] = {}  # id -> (deliver, key)
         self._lock = threading.Lock()
         self._server: http.server.ThreadingHTTPServer | None = None
 
-    def subscriber(self, session_id: str, deliver: Deliver) -> str:
-        """Register a session's ``deliver`` (False once it can take no more) and return the
-        subscriber that reaches it; starts the listener the first time."""
+    def subscriber(self, session_id: str, deliver: Deliver, secret: str) -> str:
+        """Register a session's ``deliver`` (False once it can take no more) and the key its
+        pushes are signed with, and return the subscriber that reaches it; starts the
+        listener the first time."""
         with self._lock:
-            self._sessions[session_id] = deliver
+            self._sessions[session_id] = (deliver, secret)
             if self._server is None:
                 self._server = self._listen()
             port = self._server.server_address[1]
@@ -73,10 +81,20 @@ class SessionRelay:
         with self._lock:
             self._sessions.pop(session_id, None)
 
-    def deliver(self, session_id: str, body: bytes) -> bool:
+    def answer(self, session_id: str, body: bytes, signed: str | None, delivery_id: str) -> int:
+        """Hand a push to its session: 204 when it took it, 410 when there is no such
+        session or it can take no more, 403 when the push is signed with another key than
+        the session's, 503 when it is not signed."""
         with self._lock:
             found = self._sessions.get(session_id)
-        return found is not None and found(body)
+        if found is None:
+            return 410
+        deliver, secret = found
+        if signed is None:
+            return 503
+        if not signed_with(secret, signed, delivery_id, body):
+            return 403
+        return 204 if deliver(body) else 410
 
     def close(self) -> None:
         with self._lock:
@@ -100,8 +118,9 @@ class SessionRelay:
                     self._answer(400 if length < 0 else 413)
                     return
                 body = self.rfile.read(length)
-                delivered = relay.deliver(self.path.lstrip("/"), body)
-                self._answer(204 if delivered else 410)
+                signed = self.headers.get(SIGNATURE_HEADER)
+                delivery_id = self.headers.get(DELIVERY_ID_HEADER) or ""
+                self._answer(relay.answer(self.path.lstrip("/"), body, signed, delivery_id))
 
             def _answer(self, status: int) -> None:
                 self.send_response(status)
