@@ -205,15 +205,30 @@ class Subscriptions:
             raise
         if not created:
             self._forget_trust(caller, trust_id)  # the subscription there keeps its own
-        if not created or self.confirmations is not None:
-            existing = self._store(project, queue).get_subscription(
-                project, queue, subscription_id, now_ms
-            )
-            if existing is None or (existing.confirmed and not created):
-                raise errors.Conflict(DUPLICATE)
-            if self.confirmations is not None and not existing.confirmed:
-                self.confirmations.request(project, queue, existing)
+        if own is not None and self.confirmations is not None:
+            # A session subscribing itself asks for its own pushes: there is nobody to
+            # confirm, and no confirmation request could reach it.
+            if created:
+                self._store(project, queue).confirm_subscription(
+                    project, queue, subscription_id, True, now_ms
+                )
+        elif not created or self.confirmations is not None:
+            self._check_duplicate_or_request(project, queue, subscription_id, created, now_ms)
         return subscription_id, secret if created else None
+
+    def _check_duplicate_or_request(
+        self, project: str, queue: str, subscription_id: str, created: bool, now_ms: int
+    ) -> None:
+        """A subscriber subscribed again: Conflict once it is confirmed. One not confirmed
+        (new, or subscribed again) is sent its confirmation request, if confirmations are
+        asked for."""
+        existing = self._store(project, queue).get_subscription(
+            project, queue, subscription_id, now_ms
+        )
+        if existing is None or (existing.confirmed and not created):
+            raise errors.Conflict(DUPLICATE)
+        if self.confirmations is not None and not existing.confirmed:
+            self.confirmations.request(project, queue, existing)
 
     def list(self, project: str, queue: str, marker: str | None, limit: int) -> list[Subscription]:
         if not 1 <= limit <= self.limits.max_subscriptions_per_page:

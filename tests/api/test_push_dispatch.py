@@ -21,6 +21,11 @@ from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, api_on, confirmation_headers
 from tests.helpers.push import senders, subscribe
 from zaqar_delay.api import views
+from zaqar_delay.api.websocket.relay import (
+    SESSION_SUBSCRIBER_ENV,
+    SessionRelay,
+    SessionSubscriber,
+)
 from zaqar_delay.conf import JournalSettings, NotificationSettings, SignedUrlSettings, load_settings
 from zaqar_delay.models import LeaseRequest
 from zaqar_delay.push.dispatcher import Dispatcher
@@ -549,6 +554,40 @@ def test_require_confirmation_sends_a_signed_url_and_pushes_only_once_confirmed(
             assert api.get(f"/v2/queues/q/subscriptions/{sid}").json["confirmed"] is False
     finally:
         dispatcher.stop()
+
+
+def test_a_websocket_session_s_own_subscription_needs_no_confirmation(confirming: Api) -> None:
+    # The session asked for its own pushes: there is nobody to confirm, and a confirmation
+    # request could not reach it, so it would never have been pushed anything.
+    api = confirming
+    relay = SessionRelay("127.0.0.1", max_body=1_000_000)
+    taken: list[bytes] = []
+    dispatcher = Dispatcher(api.service, senders(), require_confirmation=True, concurrency=4)
+    try:
+        key = "session-key"
+        made = SessionSubscriber(
+            relay.subscriber("a" * 32, lambda b: not taken.append(b), key), key
+        )
+        created = api.post(
+            "/v2/queues/q/subscriptions", json={"ttl": 600}, extras={SESSION_SUBSCRIBER_ENV: made}
+        )
+        assert created.status_code == 201, created.text
+        sid = created.json["subscription_id"]
+        assert api.get(f"/v2/queues/q/subscriptions/{sid}").json["confirmed"] is True
+        again = api.post(
+            "/v2/queues/q/subscriptions", json={"ttl": 600}, extras={SESSION_SUBSCRIBER_ENV: made}
+        )
+        assert again.status_code == 201 and again.json["subscription_id"] == sid
+        api.post_messages("q", {"body": "pushed"})
+        assert dispatcher.run_once() == 1
+        deadline = time.monotonic() + 10
+        while not taken:
+            assert time.monotonic() < deadline, "the session was pushed nothing"
+            time.sleep(0.01)
+        assert json.loads(taken[0])["body"] == "pushed"
+    finally:
+        dispatcher.stop()
+        relay.close()
 
 
 def test_require_confirmation_needs_a_signing_secret(tmp_path: Path) -> None:
