@@ -58,6 +58,16 @@ def timers_beyond_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(waiting, "RECHECK_WITHOUT_WAKEUPS_S", 60.0)
 
 
+@pytest.fixture
+def short_announcements(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Announcements that live 300 ms, renewed every 100 ms; a store without wake-ups (whose
+    waiters poll, announcing nothing) skips the test."""
+    if api.store("q").wakeups() is None:
+        pytest.skip("the store sends no wake-ups: its waiters poll")
+    monkeypatch.setattr(waiting, "ANNOUNCE_TTL_MS", 300)
+    monkeypatch.setattr(waiting, "ANNOUNCE_EVERY_S", 0.1)
+
+
 def settle(api: Api, count: int = 1, project: str = PROJECT) -> None:
     """Wait until ``count`` claims on queue q have found nothing and fallen asleep, so what
     the test does next has to wake them."""
@@ -84,15 +94,10 @@ def test_a_post_wakes_a_waiting_claim(api: Api) -> None:
     assert [m["id"] for m in response.json["messages"]] == [mid]
 
 
-def test_a_head_asleep_past_the_announcement_is_still_woken(
-    api: Api, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("short_announcements")
+def test_a_head_asleep_past_the_announcement_is_still_woken(api: Api) -> None:
     # Writers send wake-ups only while a waiter's announcement lives; the head sleeps longer
     # than that, so the process's renewer must keep it alive for the post below to wake it.
-    if api.store("q").wakeups() is None:
-        pytest.skip("the store sends no wake-ups: its waiters poll")
-    monkeypatch.setattr(waiting, "ANNOUNCE_TTL_MS", 300)
-    monkeypatch.setattr(waiting, "ANNOUNCE_EVERY_S", 0.1)
     waiter = Waiter(api)
     settle(api)
     time.sleep(1.0)  # the first announcement has expired three times over
@@ -102,6 +107,7 @@ def test_a_head_asleep_past_the_announcement_is_still_woken(
     assert [m["id"] for m in response.json["messages"]] == [mid]
 
 
+@pytest.mark.usefixtures("short_announcements")
 def test_a_head_is_woken_when_its_announcement_lapsed_while_renewals_failed(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -109,10 +115,6 @@ def test_a_head_is_woken_when_its_announcement_lapsed_while_renewals_failed(
     # listener's connection survives, so no reconnection wakes anyone: a message posted
     # meanwhile sends no wake-up, and the head must look again once renewals succeed.
     wakeups = api.store("q").wakeups()
-    if wakeups is None:
-        pytest.skip("the store sends no wake-ups: its waiters poll")
-    monkeypatch.setattr(waiting, "ANNOUNCE_TTL_MS", 300)
-    monkeypatch.setattr(waiting, "ANNOUNCE_EVERY_S", 0.1)
     stalled = threading.Event()
     refused: list[str] = []
     announce = type(wakeups).announce
@@ -136,14 +138,9 @@ def test_a_head_is_woken_when_its_announcement_lapsed_while_renewals_failed(
     assert [m["id"] for m in response.json["messages"]] == [mid]
 
 
-def test_queues_waited_on_once_are_forgotten_after_their_announcement_lapsed(
-    api: Api, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("short_announcements")
+def test_queues_waited_on_once_are_forgotten_after_their_announcement_lapsed(api: Api) -> None:
     # A client that waits on a new queue name each time must not grow the process for ever.
-    if api.store("q").wakeups() is None:
-        pytest.skip("the store sends no wake-ups: nothing is announced")
-    monkeypatch.setattr(waiting, "ANNOUNCE_TTL_MS", 300)
-    monkeypatch.setattr(waiting, "ANNOUNCE_EVERY_S", 0.1)
     names = [f"once-{n}" for n in range(40)]
     for name in names:
         assert api.post(f"/v2/queues/{name}/claims", params={"wait": "0.01"}).status_code == 204
