@@ -590,6 +590,34 @@ def test_a_websocket_session_s_own_subscription_needs_no_confirmation(confirming
         relay.close()
 
 
+def test_a_project_subscribing_again_and_again_holds_back_no_other_confirmation(
+    confirming: Api,
+) -> None:
+    # Each subscription again while unconfirmed asks for another confirmation request; this
+    # subscriber never answers, so each would hold a sender for the whole push timeout.
+    api = confirming
+    with receiver(hold=True) as stuck, receiver() as other:
+        for _ in range(30):
+            again = api.post("/v2/queues/q/subscriptions", json={"subscriber": stuck.url})
+            assert again.status_code == 201
+        stuck.wait_for(1)
+        subscribed = api.post(
+            "/v2/queues/q/subscriptions",
+            json={"subscriber": other.url},
+            headers={"X-Project-ID": "another-project"},
+        )
+        assert subscribed.status_code == 201
+        [request] = other.wait_for(1, timeout_s=5)
+        assert request.json()["Message_Type"] == "SubscriptionConfirmation"
+        # The requests asked for while one waited were one: the stuck subscriber is sent
+        # the one in flight, and one more once it answers.
+        assert len(stuck.received) == 1
+        stuck.answering.set()
+        assert len(stuck.wait_for(2)) == 2
+        time.sleep(0.5)
+        assert len(stuck.received) == 2
+
+
 def test_require_confirmation_needs_a_signing_secret(tmp_path: Path) -> None:
     conf = tmp_path / "confirming.conf"
     conf.write_text("[notification]\nrequire_confirmation = true\n")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import logging
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -36,12 +37,20 @@ from zaqar_delay import jsondoc, topics
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf.notification import MailTemplate, NotificationSettings
 from zaqar_delay.models import Subscription
+from zaqar_delay.push.fair_sends import FairSends
 from zaqar_delay.push.mail import MailRefused, MailSender, is_mailto
 from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import SIGNATURE_HEADER, Outcome, WebhookSender, signature
 from zaqar_delay.signed_urls import Signer
 
 LOG = logging.getLogger(__name__)
+
+# Threads sending confirmation requests, per server process; each may wait a push timeout on
+# a subscriber that does not answer. Projects are served in turn (push/fair_sends.py).
+SEND_THREADS = 2
+# Confirmation requests of one project waiting to be sent, at most: past it one is not sent
+# (subscribing again later sends another).
+WAITING_PER_PROJECT = 100
 
 
 # The URLs of a confirmation's path at the API's public endpoints, by field (Zaqar's
@@ -155,14 +164,31 @@ class Confirmations:
         self.webhook = webhook
         self.mail = mail
         self.page = page
-        self._pool = concurrent.futures.ThreadPoolExecutor(2, "zaqar-delay-confirm")
+        self._sends: FairSends[Outcome] = FairSends(
+            SEND_THREADS, WAITING_PER_PROJECT, "zaqar-delay-confirm"
+        )
 
     def request(
         self, project: str, queue: str, subscription: Subscription, unsubscribed: bool = False
     ) -> concurrent.futures.Future[Outcome]:
         """Send ``subscription`` its confirmation request (``unsubscribed``: the notice that
-        it was unconfirmed); the future tells how it went."""
-        return self._pool.submit(self._send, project, queue, subscription, unsubscribed)
+        it was unconfirmed); the future tells how it went. The same request asked for again
+        while it waits is sent once; one past the project's ``WAITING_PER_PROJECT`` is not
+        sent (``unsent``)."""
+        key = (project, queue, subscription.id, subscription.subscriber, unsubscribed)
+        send = functools.partial(self._send, project, queue, subscription, unsubscribed)
+        future = self._sends.submit(project, key, send)
+        if future is None:
+            LOG.warning(
+                "confirmation request to %s not sent: project %s has %d waiting already "
+                "(subscribing again later sends another)",
+                redacted(subscription.subscriber),
+                project,
+                WAITING_PER_PROJECT,
+            )
+            future = concurrent.futures.Future()
+            future.set_result(Outcome("unsent", "too many confirmation requests waiting"))
+        return future
 
     def _send(
         self, project: str, queue: str, subscription: Subscription, unsubscribed: bool
@@ -222,4 +248,4 @@ class Confirmations:
         return signature(subscription.secret, self.clock.now_ms(), "", text.encode())
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        self._sends.close()
