@@ -288,3 +288,39 @@ def test_a_subscription_made_through_a_pre_signed_url_goes_when_the_url_expires(
     auth = client.call("authenticate", {"X-Auth-Token": keystone.token("alpha")})
     assert status(auth) == 200
     client.close()
+
+
+def test_a_subscription_made_again_with_a_token_outlives_the_url_it_was_first_made_with(
+    served: tuple[Keystone, Service], relay: SessionRelay
+) -> None:
+    keystone, service = served
+    clock = service.clock
+    assert isinstance(clock, FakeClock)
+    expires = datetime.datetime.fromtimestamp((clock.now_ms() + 60_000) // 1000, datetime.UTC)
+    shared = keystone.call(
+        "POST",
+        "/v2/queues/q/share",
+        token=keystone.token("alpha"),
+        json={
+            "paths": ["subscriptions"],
+            "methods": ["POST"],
+            "expires": expires.strftime("%Y-%m-%dT%H:%M:%S"),
+        },
+    )
+    assert shared.status_code == 200, shared.text
+    client = Client(keystone, relay, clock)
+    made = client.call("subscription_create", signed_headers(shared.json), queue_name="q")
+    assert status(made) == 201, made
+    assert status(client.call("authenticate", {"X-Auth-Token": keystone.token("alpha")})) == 200
+    # Asked again and again, with the token now: the same subscription, held once.
+    for _ in range(20):
+        again = client.call("subscription_create", {}, queue_name="q")
+        assert status(again) == 201
+        assert again["body"]["subscription_id"] == made["body"]["subscription_id"]
+    clock.advance(seconds=61)
+    time.sleep(3)  # longer than the watchdog waits between looks
+    # The URL has expired, but the token's authority holds it for the session.
+    assert len(subscribers(keystone)) == 1
+    assert client.frames.own.held() == 1
+    client.close()
+    assert subscribers(keystone) == []

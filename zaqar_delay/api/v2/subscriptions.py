@@ -79,8 +79,8 @@ class SubscriptionCollection(SubscriptionResource):
             session_secret=None if session is None else session.secret,
         )
         if session is not None:
-            session.forgets.append(
-                functools.partial(self.subscriptions.delete, project, queue_name, subscription_id)
+            session.forgets[subscription_id] = functools.partial(
+                self.subscriptions.delete, project, queue_name, subscription_id
             )
         resp.status = falcon.HTTP_201
         resp.location = req.path

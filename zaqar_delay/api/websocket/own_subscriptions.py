@@ -9,7 +9,10 @@ behaviour) with the server's own authority, as the route that made them left it:
 the session subscribed with may have expired by then (a keystone session is closed when its
 token expires), and a pre-signed URL may allow no delete. The relay forgets the session. A
 subscription made through a pre-signed URL is deleted when the URL expires, the session
-open or not: what the signature allowed ends with it.
+open or not: what the signature allowed ends with it, unless the session subscribed again
+with an authority that lasts longer (its token, or a URL expiring later). Subscribing again
+to the same queue finds the same subscription: the session keeps one entry for it, however
+many times it asks.
 """
 
 from __future__ import annotations
@@ -44,9 +47,9 @@ class OwnSubscriptions:
         self._clock = clock
         self._id = secrets.token_hex(16)
         self._secret = secrets.token_urlsafe(32)  # the key the relay checks its pushes by
-        # How to delete each subscription made, and when its authority lapses (epoch
-        # seconds: a pre-signed URL's expiry; None: with the session).
-        self._forgets: list[tuple[float | None, Callable[[], None]]] = []
+        # By subscription id: when its authority lapses (epoch seconds: a pre-signed URL's
+        # expiry; None: with the session), and how to delete it.
+        self._forgets: dict[str, tuple[float | None, Callable[[], None]]] = {}
         #: Hands a push's body to the session as a notification frame; False once it cannot.
         self.deliver: Deliver | None = None
 
@@ -71,28 +74,39 @@ class OwnSubscriptions:
             environ={SESSION_SUBSCRIBER_ENV: subscriber},
         )
         lapses = signed_urls.expiry_of(headers)
-        self._forgets.extend((lapses, forget) for forget in subscriber.forgets)
+        for subscription_id, forget in subscriber.forgets.items():
+            known = self._forgets.get(subscription_id)
+            held_until = lapses if known is None else _later(known[0], lapses)
+            self._forgets[subscription_id] = (held_until, forget)
         return status, answer
+
+    def held(self) -> int:
+        """How many subscriptions of itself the session holds."""
+        return len(self._forgets)
 
     def seconds_to_lapse(self) -> float | None:
         """Seconds until a subscription's pre-signed URL expires (None: none was made so)."""
-        first = min((at for at, _ in self._forgets if at is not None), default=None)
+        first = min((at for at, _ in self._forgets.values() if at is not None), default=None)
         return None if first is None else first - self._clock.now_ms() / 1000
 
     def lapse(self) -> None:
         """Delete the subscriptions whose pre-signed URL has expired."""
         now_s = self._clock.now_ms() / 1000
-        lapsed = [forget for at, forget in self._forgets if at is not None and at <= now_s]
+        lapsed = [sid for sid, (at, _) in self._forgets.items() if at is not None and at <= now_s]
         if lapsed:
-            self._forgets = [(at, f) for at, f in self._forgets if at is None or at > now_s]
-            _delete(lapsed)
+            _delete([self._forgets.pop(sid)[1] for sid in lapsed])
 
     def end(self) -> None:
         """Delete the session's subscriptions of itself; the relay forgets it."""
         if self._relay is not None:
             self._relay.forget(self._id)
-        forgets, self._forgets = self._forgets, []
-        _delete([forget for _, forget in forgets])
+        forgets, self._forgets = self._forgets, {}
+        _delete([forget for _, forget in forgets.values()])
+
+
+def _later(first: float | None, second: float | None) -> float | None:
+    """The later of two lapse times (None: never, with the session)."""
+    return None if first is None or second is None else max(first, second)
 
 
 def _delete(forgets: list[Callable[[], None]]) -> None:

@@ -44,7 +44,8 @@ class SessionSubscriber:
     address: str
     #: The session's key: the signing secret its subscriptions get, which the relay checks.
     secret: str
-    forgets: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+    #: How to delete each subscription the request made or found, by subscription id.
+    forgets: dict[str, Callable[[], None]] = dataclasses.field(default_factory=dict)
 
 
 #: How long the relay waits for a connection's next bytes before closing it: a dispatcher
