@@ -130,6 +130,43 @@ def subscribers(keystone: Keystone) -> list[str]:
     return [s["subscriber"] for s in listed.json["subscriptions"]]
 
 
+def fake_clock(service: Service) -> FakeClock:
+    assert isinstance(service.clock, FakeClock)
+    return service.clock
+
+
+def subscribing_url(keystone: Keystone, clock: FakeClock, expires_in_s: int) -> dict[str, Any]:
+    """A pre-signed URL of project alpha's subscriptions of queue q, allowing POST only,
+    expiring ``expires_in_s`` seconds from now on ``clock``."""
+    expires_ms = clock.now_ms() + expires_in_s * 1000
+    expires = datetime.datetime.fromtimestamp(expires_ms // 1000, datetime.UTC)
+    shared = keystone.call(
+        "POST",
+        "/v2/queues/q/share",
+        token=keystone.token("alpha"),
+        json={
+            "paths": ["subscriptions"],
+            "methods": ["POST"],
+            "expires": expires.strftime("%Y-%m-%dT%H:%M:%S"),
+        },
+    )
+    assert shared.status_code == 200, shared.text
+    document: dict[str, Any] = shared.json
+    return document
+
+
+def subscribed_through_url(
+    keystone: Keystone, relay: SessionRelay, clock: FakeClock, expires_in_s: int
+) -> tuple[dict[str, Any], Client, dict[str, Any]]:
+    """A session that subscribed itself to queue q through a pre-signed URL expiring
+    ``expires_in_s`` from now: the URL's document, the session, and the frame's answer."""
+    shared = subscribing_url(keystone, clock, expires_in_s)
+    client = Client(keystone, relay, clock)
+    made = client.call("subscription_create", signed_headers(shared), queue_name="q")
+    assert status(made) == 201, made
+    return shared, client, made
+
+
 def test_a_session_is_closed_when_its_token_expires_and_its_subscriptions_go(
     keystone: Keystone, relay: SessionRelay
 ) -> None:
@@ -226,24 +263,15 @@ def test_authenticating_again_with_a_newer_token_keeps_the_session(
 
 
 def test_a_subscription_made_through_a_pre_signed_url_goes_with_its_session(
-    keystone: Keystone, relay: SessionRelay
+    served: tuple[Keystone, Service], relay: SessionRelay
 ) -> None:
-    owner = keystone.token("alpha")
-    shared = keystone.call(
-        "POST",
-        "/v2/queues/q/share",
-        token=owner,
-        json={"paths": ["subscriptions"], "methods": ["POST"]},
-    )
-    assert shared.status_code == 200, shared.text
-    client = Client(keystone, relay)
-    made = client.call("subscription_create", signed_headers(shared.json), queue_name="q")
-    assert status(made) == 201, made
+    keystone, clock = served[0], fake_clock(served[1])
+    shared, client, made = subscribed_through_url(keystone, relay, clock, 3600)
     assert len(subscribers(keystone)) == 1
     # The signature allows no delete of it.
     denied = client.call(
         "subscription_delete",
-        signed_headers(shared.json),
+        signed_headers(shared),
         queue_name="q",
         subscription_id=made["body"]["subscription_id"],
     )
@@ -255,30 +283,13 @@ def test_a_subscription_made_through_a_pre_signed_url_goes_with_its_session(
 def test_a_subscription_made_through_a_pre_signed_url_goes_when_the_url_expires(
     served: tuple[Keystone, Service], relay: SessionRelay
 ) -> None:
-    keystone, service = served
-    clock = service.clock
-    assert isinstance(clock, FakeClock)
-    expires_ms = clock.now_ms() + 60_000
-    expires = datetime.datetime.fromtimestamp(expires_ms // 1000, datetime.UTC)
-    shared = keystone.call(
-        "POST",
-        "/v2/queues/q/share",
-        token=keystone.token("alpha"),
-        json={
-            "paths": ["subscriptions"],
-            "methods": ["POST"],
-            "expires": expires.strftime("%Y-%m-%dT%H:%M:%S"),
-        },
-    )
-    assert shared.status_code == 200, shared.text
-    client = Client(keystone, relay, clock)
-    made = client.call("subscription_create", signed_headers(shared.json), queue_name="q")
-    assert status(made) == 201, made
+    keystone, clock = served[0], fake_clock(served[1])
+    shared, client, _ = subscribed_through_url(keystone, relay, clock, 60)
     time.sleep(3)  # longer than the watchdog waits between looks
     assert len(subscribers(keystone)) == 1
     clock.advance(seconds=61)
     # The URL has expired: it allows nothing now.
-    again = client.call("subscription_create", signed_headers(shared.json), queue_name="q")
+    again = client.call("subscription_create", signed_headers(shared), queue_name="q")
     assert status(again) == 404
     deadline = time.monotonic() + 15
     while subscribers(keystone):
@@ -293,24 +304,8 @@ def test_a_subscription_made_through_a_pre_signed_url_goes_when_the_url_expires(
 def test_a_subscription_made_again_with_a_token_outlives_the_url_it_was_first_made_with(
     served: tuple[Keystone, Service], relay: SessionRelay
 ) -> None:
-    keystone, service = served
-    clock = service.clock
-    assert isinstance(clock, FakeClock)
-    expires = datetime.datetime.fromtimestamp((clock.now_ms() + 60_000) // 1000, datetime.UTC)
-    shared = keystone.call(
-        "POST",
-        "/v2/queues/q/share",
-        token=keystone.token("alpha"),
-        json={
-            "paths": ["subscriptions"],
-            "methods": ["POST"],
-            "expires": expires.strftime("%Y-%m-%dT%H:%M:%S"),
-        },
-    )
-    assert shared.status_code == 200, shared.text
-    client = Client(keystone, relay, clock)
-    made = client.call("subscription_create", signed_headers(shared.json), queue_name="q")
-    assert status(made) == 201, made
+    keystone, clock = served[0], fake_clock(served[1])
+    _, client, made = subscribed_through_url(keystone, relay, clock, 60)
     assert status(client.call("authenticate", {"X-Auth-Token": keystone.token("alpha")})) == 200
     # Asked again and again, with the token now: the same subscription, held once.
     for _ in range(20):
