@@ -294,8 +294,11 @@ def test_the_page_is_served_without_credentials_and_may_not_be_framed(
     page = requests.get(f"{server.url}/dashboard/", timeout=10)
     assert page.status_code == 200 and "dashboard.js" in page.text
     assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
-    assert requests.get(f"{server.url}/dashboard/nothing", timeout=10).status_code == 404
-    assert requests.post(f"{server.url}/dashboard/", timeout=10).status_code == 405
+    missing = requests.get(f"{server.url}/dashboard/nothing", timeout=10)
+    assert missing.status_code == 404 and set(missing.json()) == {"title", "description"}
+    posted = requests.post(f"{server.url}/dashboard/", timeout=10)
+    assert posted.status_code == 405 and posted.headers["Allow"] == "GET, HEAD"
+    assert set(posted.json()) == {"title", "description"}
     moved = requests.get(f"{server.url}/dashboard", timeout=10, allow_redirects=False)
     assert moved.status_code == 301 and moved.headers["Location"] == "/dashboard/"
 

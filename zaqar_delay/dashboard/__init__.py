@@ -34,6 +34,22 @@ SECURITY_HEADERS = [
 ]
 
 
+NOT_FOUND = b'{"title": "Not found", "description": "No such dashboard file."}'
+METHOD_NOT_ALLOWED = (
+    b'{"title": "405 Method Not Allowed", '
+    b'"description": "The dashboard\'s files answer GET and HEAD only."}'
+)
+
+
+def _error(start_response: Callable[..., Any], status: str, body: bytes) -> list[bytes]:
+    """An error as the API answers them: a JSON ``title`` and ``description``."""
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+    if status.startswith("405"):
+        headers.append(("Allow", "GET, HEAD"))
+    start_response(status, headers)
+    return [body]
+
+
 def _asset(name: str) -> bytes:
     return (resources.files(__package__) / "static" / name).read_bytes()
 
@@ -50,13 +66,10 @@ def with_dashboard(app: WSGIApp) -> WSGIApp:
         if not path.startswith(PREFIX):
             return app(environ, start_response)
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
-            return [b""]
+            return _error(start_response, "405 Method Not Allowed", METHOD_NOT_ALLOWED)
         found = bodies.get(path[len(PREFIX) :])
         if found is None:
-            body = b'{"title": "Not found", "description": "No such dashboard file."}'
-            start_response("404 Not Found", [("Content-Type", "application/json")])
-            return [body]
+            return _error(start_response, "404 Not Found", NOT_FOUND)
         body, kind = found
         headers = [("Content-Type", kind), ("Content-Length", str(len(body))), *SECURITY_HEADERS]
         start_response("200 OK", headers)
