@@ -23,6 +23,7 @@ from typing import Any
 
 import falcon
 
+from zaqar_delay.api.raw_errors import json_error
 from zaqar_delay.api.routes import TOKENLESS_PATHS
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Settings
@@ -95,15 +96,12 @@ def signed_request_allowed(signer: Signer, environ: dict[str, Any]) -> bool:
 
 def refuse_signature(start_response: Callable[..., Any]) -> Iterable[bytes]:
     """The API's 404, as a signature that does not hold is answered."""
-    body = (
-        b'{"title": "404 Not Found", "description": '
-        b'"The pre-signed URL does not allow this request."}'
-    )
-    start_response(
+    return json_error(
+        start_response,
         falcon.HTTP_404,
-        [("Content-Type", falcon.MEDIA_JSON), ("Content-Length", str(len(body)))],
+        "404 Not Found",
+        "The pre-signed URL does not allow this request.",
     )
-    return [body]
 
 
 def protect(app: WSGIApp, settings: Settings, clock: Clock) -> WSGIApp:

@@ -156,25 +156,29 @@ def _framing_fault(first: dict[str, str], fields: list[tuple[str, str]]) -> str:
 
 
 # gevent's refusals of a request whose line or head cannot be read, with the API's JSON error
-# body instead of an empty one: (title, description when the head gave no reason).
+# body instead of an empty one: (reason phrase, title, description when the head gave none).
 _REFUSALS = {
-    "400": ("Malformed request", "The request line or a header is not valid HTTP/1.1."),
+    "400": (
+        "Bad Request",
+        "Malformed request",
+        "The request line or a header is not valid HTTP/1.1.",
+    ),
     "414": (
+        "URI Too Long",
         "Request line too long",
         f"The request line is longer than {MAX_REQUEST_LINE} bytes.",
     ),
 }
-_REASON_PHRASES = {"400": "Bad Request", "414": "URI Too Long"}
 
 
 def refusal(status: str, why: str) -> bytes:
     """The whole response refusing a request whose head could not be read: a JSON error
     (``title``, ``description``: ``why``, or what the status says) closing the connection."""
-    title, default = _REFUSALS[status]
+    phrase, title, default = _REFUSALS[status]
     description = f"{why[:1].upper()}{why[1:]}." if why else default
     body = json.dumps({"title": title, "description": description}).encode()
     head = (
-        f"HTTP/1.1 {status} {_REASON_PHRASES[status]}\r\n"
+        f"HTTP/1.1 {status} {phrase}\r\n"
         "Content-Type: application/json\r\n"
         "Connection: close\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"

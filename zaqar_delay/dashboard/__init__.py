@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Any
 
+from zaqar_delay.api.raw_errors import json_error
+
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 PREFIX = "/dashboard/"
@@ -34,22 +36,6 @@ SECURITY_HEADERS = [
 ]
 
 
-NOT_FOUND = b'{"title": "Not found", "description": "No such dashboard file."}'
-METHOD_NOT_ALLOWED = (
-    b'{"title": "405 Method Not Allowed", '
-    b'"description": "The dashboard\'s files answer GET and HEAD only."}'
-)
-
-
-def _error(start_response: Callable[..., Any], status: str, body: bytes) -> list[bytes]:
-    """An error as the API answers them: a JSON ``title`` and ``description``."""
-    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-    if status.startswith("405"):
-        headers.append(("Allow", "GET, HEAD"))
-    start_response(status, headers)
-    return [body]
-
-
 def _asset(name: str) -> bytes:
     return (resources.files(__package__) / "static" / name).read_bytes()
 
@@ -66,10 +52,18 @@ def with_dashboard(app: WSGIApp) -> WSGIApp:
         if not path.startswith(PREFIX):
             return app(environ, start_response)
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-            return _error(start_response, "405 Method Not Allowed", METHOD_NOT_ALLOWED)
+            return json_error(
+                start_response,
+                "405 Method Not Allowed",
+                "405 Method Not Allowed",
+                "The dashboard's files answer GET and HEAD only.",
+                [("Allow", "GET, HEAD")],
+            )
         found = bodies.get(path[len(PREFIX) :])
         if found is None:
-            return _error(start_response, "404 Not Found", NOT_FOUND)
+            return json_error(
+                start_response, "404 Not Found", "Not found", "No such dashboard file."
+            )
         body, kind = found
         headers = [("Content-Type", kind), ("Content-Length", str(len(body))), *SECURITY_HEADERS]
         start_response("200 OK", headers)

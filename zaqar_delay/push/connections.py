@@ -219,15 +219,13 @@ class ConnectionPool:
         return GuardedHTTPConnection(host, port, self.timeout_s, self._connect)
 
     def _give_back(self, origin: Origin, connection: http.client.HTTPConnection) -> None:
+        now = time.monotonic()
         with self._lock:
-            idle = self._idle.setdefault(origin, [])
-            kept = len(idle) < self.idle_per_origin
+            kept = len(self._idle.get(origin, ())) < self.idle_per_origin
             if kept:
-                idle.append(connection)
-                self._idle_since[connection] = (origin, time.monotonic())
-            elif not idle:
-                del self._idle[origin]
-            dropped = self._drop_idle(time.monotonic())
+                self._idle.setdefault(origin, []).append(connection)
+                self._idle_since[connection] = (origin, now)
+            dropped = self._drop_idle(now)
         for surplus in dropped if kept else [connection, *dropped]:
             surplus.close()
 

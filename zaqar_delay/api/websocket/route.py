@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from zaqar_delay import jsondoc
 from zaqar_delay.api.auth import WSGIApp
+from zaqar_delay.api.raw_errors import json_error
 from zaqar_delay.api.websocket.frames import Frames
 from zaqar_delay.api.websocket.handshake import accept_headers, wants_session
 from zaqar_delay.api.websocket.project_sessions import ProjectSessions
@@ -138,9 +138,7 @@ def with_websocket(http: WSGIApp, api: WSGIApp, rules: SessionRules) -> WSGIApp:
 
 
 def _refuse(start_response: Callable[..., Any], status: str, description: str) -> list[bytes]:
-    body = jsondoc.dumps({"title": "WebSocket session refused", "description": description})
-    headers = [("Content-Type", "application/json"), ("Sec-WebSocket-Version", "13")]
+    headers = [("Sec-WebSocket-Version", "13")]
     if status.startswith("503"):
         headers.append(("Retry-After", "1"))
-    start_response(status, headers)
-    return [body.encode()]
+    return json_error(start_response, status, "WebSocket session refused", description, headers)
