@@ -20,8 +20,9 @@ from zaqar_delay.api.websocket.relay import (
 
 
 @pytest.fixture
-def relay() -> Iterator[SessionRelay]:
-    found = SessionRelay("127.0.0.1", max_body=1_000_000)
+def relay(api: Api) -> Iterator[SessionRelay]:
+    # On the service's clock: the relay takes pushes signed within a window of its now.
+    found = SessionRelay("127.0.0.1", max_body=1_000_000, clock=api.service.clock)
     yield found
     found.close()
 

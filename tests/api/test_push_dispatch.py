@@ -560,7 +560,7 @@ def test_a_websocket_session_s_own_subscription_needs_no_confirmation(confirming
     # The session asked for its own pushes: there is nobody to confirm, and a confirmation
     # request could not reach it, so it would never have been pushed anything.
     api = confirming
-    relay = SessionRelay("127.0.0.1", max_body=1_000_000)
+    relay = SessionRelay("127.0.0.1", max_body=1_000_000, clock=api.service.clock)
     taken: list[bytes] = []
     dispatcher = Dispatcher(api.service, senders(), require_confirmation=True, concurrency=4)
     try:

@@ -49,8 +49,9 @@ def keystone(served: tuple[Keystone, Service]) -> Keystone:
 
 
 @pytest.fixture
-def relay() -> Iterator[SessionRelay]:
-    found = SessionRelay("127.0.0.1", max_body=1_000_000)
+def relay(served: tuple[Keystone, Service]) -> Iterator[SessionRelay]:
+    # On the service's clock: the relay takes pushes signed within a window of its now.
+    found = SessionRelay("127.0.0.1", max_body=1_000_000, clock=served[1].clock)
     yield found
     found.close()
 

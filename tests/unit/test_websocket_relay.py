@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import socket
+import time
 import urllib.parse
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ import pytest
 
 from zaqar_delay.api.websocket import relay as relay_module
 from zaqar_delay.api.websocket.relay import SessionRelay
+from zaqar_delay.clock import FakeClock
 from zaqar_delay.push.sessions import is_session
 from zaqar_delay.push.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, signature
 
@@ -31,9 +33,10 @@ def post(
     length: str | None = None,
     key: str | None = KEY,
     signed: str | None = None,
+    sent_ms: int | None = None,
 ) -> int:
-    """POST ``body`` to the relay as a dispatcher does, signed with ``key`` (None: unsigned),
-    or with the signature header ``signed``."""
+    """POST ``body`` to the relay as a dispatcher does, signed with ``key`` (None: unsigned)
+    at ``sent_ms`` (None: now), or with the signature header ``signed``."""
     target = urllib.parse.urlsplit(subscriber)
     assert target.hostname is not None
     connection = http.client.HTTPConnection(target.hostname, target.port, timeout=10)
@@ -44,7 +47,8 @@ def post(
         if signed is not None:
             connection.putheader(SIGNATURE_HEADER, signed)
         elif key is not None:
-            connection.putheader(SIGNATURE_HEADER, signature(key, 1_000, "delivery-1", body))
+            at_ms = time.time_ns() // 1_000_000 if sent_ms is None else sent_ms
+            connection.putheader(SIGNATURE_HEADER, signature(key, at_ms, "delivery-1", body))
         connection.endheaders(body)
         return connection.getresponse().status
     finally:
@@ -105,3 +109,38 @@ def test_a_push_not_signed_with_the_session_s_key_is_refused(relay: SessionRelay
     assert received == []
     assert post(subscriber, b'{"pushed": 3}') == 204
     assert received == [b'{"pushed": 3}']
+
+
+def test_a_push_captured_on_its_way_cannot_be_replayed(relay: SessionRelay) -> None:
+    # The relay's port and the session id are known to the project's readers; whoever could
+    # also watch a push go by must not be able to send it into the session again.
+    received: list[bytes] = []
+    subscriber = relay.subscriber("g" * 32, lambda body: received.append(body) is None, KEY)
+    now_ms = time.time_ns() // 1_000_000
+    captured = signature(KEY, now_ms, "delivery-1", b'{"once": 1}')
+    assert post(subscriber, b'{"once": 1}', signed=captured) == 204
+    assert post(subscriber, b'{"once": 1}', signed=captured) == 204  # taken already
+    assert received == [b'{"once": 1}']
+    window_ms = relay_module.REPLAY_WINDOW_MS
+    for sent_ms in (now_ms - window_ms - 1_000, now_ms + window_ms + 1_000, 1_000):
+        assert post(subscriber, b'{"stale": 1}', sent_ms=sent_ms) == 403
+    assert received == [b'{"once": 1}']
+    assert post(subscriber, b'{"fresh": 1}', sent_ms=now_ms - window_ms + 5_000) == 204
+    assert received == [b'{"once": 1}', b'{"fresh": 1}']
+
+
+def test_the_relay_forgets_taken_pushes_two_windows_after_they_came() -> None:
+    clock = FakeClock()
+    relay = SessionRelay("127.0.0.1", max_body=1000, clock=clock)
+    try:
+        received: list[bytes] = []
+        session = relay.subscriber("h" * 32, lambda body: received.append(body) is None, KEY)
+        for n in range(50):
+            assert post(session, b"{}", sent_ms=clock.now_ms() + n) == 204
+        assert relay.taken() == 50
+        clock.advance(ms=2 * relay_module.REPLAY_WINDOW_MS + 1)
+        assert post(session, b"{}", sent_ms=clock.now_ms()) == 204
+        assert relay.taken() == 1
+        assert len(received) == 51
+    finally:
+        relay.close()

@@ -67,7 +67,7 @@ def create_wsgi_app(
         projects=ProjectSessions(settings.websocket.max_sessions_per_project),
         clock=clock,
         relay=SessionRelay(
-            settings.websocket.notification_bind, settings.limits.max_messages_post_size
+            settings.websocket.notification_bind, settings.limits.max_messages_post_size, clock
         ),
     )
     return with_websocket(http, api, rules)

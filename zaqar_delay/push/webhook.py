@@ -129,14 +129,15 @@ def signature(secret: str, timestamp_ms: int, delivery_id: str, body: bytes) -> 
     return f"t={timestamp_ms},v2={mac.hexdigest()}"
 
 
-def signed_with(secret: str, header: str, delivery_id: str, body: bytes) -> bool:
-    """Whether the signature header ``header`` of a request carrying ``delivery_id`` and
-    ``body`` was made with ``secret``."""
+def signed_at(secret: str, header: str, delivery_id: str, body: bytes) -> int | None:
+    """When (ms) the signature header ``header`` of a request carrying ``delivery_id`` and
+    ``body`` says it was signed, if it was made with ``secret``; None otherwise."""
     fields = dict(part.split("=", 1) for part in header.split(",") if "=" in part)
     sent_ms = fields.get("t", "")
     if not (sent_ms.isascii() and sent_ms.isdigit() and len(sent_ms) <= 20):
-        return False
-    return hmac.compare_digest(signature(secret, int(sent_ms), delivery_id, body), header)
+        return None
+    expected = signature(secret, int(sent_ms), delivery_id, body)
+    return int(sent_ms) if hmac.compare_digest(expected, header) else None
 
 
 def _retry_after_s(value: str | None, now_s: float) -> float:

@@ -10,6 +10,9 @@ The subscriber, session id included, is shown to whoever may read the project's
 subscriptions, so a push must also be signed with the session's own key, the signing secret
 of each of its subscriptions (``push/webhook.py``'s signature): one signed otherwise answers
 403, and an unsigned one 503 (a dispatcher of an earlier release; another sends it again).
+The signature covers the push's sending time: a push signed more than ``REPLAY_WINDOW_MS``
+from the relay's clock answers 403, and one the relay took already, seen again, 204 without
+being handed over twice, so a push captured on its way cannot be replayed into the session.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ import dataclasses
 import http.server
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.push.sessions import session_subscriber
-from zaqar_delay.push.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, signed_with
+from zaqar_delay.push.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, signed_at
 
 LOG = logging.getLogger(__name__)
 
@@ -53,6 +58,35 @@ class SessionSubscriber:
 #: thread for ever.
 IDLE_TIMEOUT_S = 10.0
 
+#: How far a push's signing time may lie from the relay's clock, either way. Servers of one
+#: deployment keep their clocks within milliseconds of each other (due times need it); this
+#: bounds how long a captured push could be replayed, and how long the relay remembers the
+#: pushes it took to know a replay within it.
+REPLAY_WINDOW_MS = 60_000
+
+
+class TakenPushes:
+    """The signatures of the pushes a relay took, each kept two windows after it came: a
+    replay within the window of its signing time comes within two windows of the first."""
+
+    def __init__(self) -> None:
+        self._came_ms: OrderedDict[str, int] = OrderedDict()  # signature -> when it came
+
+    def first_time(self, signed: str, now_ms: int) -> bool:
+        """Whether ``signed`` comes for the first time (remembering it if so)."""
+        while self._came_ms:
+            oldest, came_ms = next(iter(self._came_ms.items()))
+            if came_ms > now_ms - 2 * REPLAY_WINDOW_MS:
+                break
+            del self._came_ms[oldest]
+        if signed in self._came_ms:
+            return False
+        self._came_ms[signed] = now_ms
+        return True
+
+    def __len__(self) -> int:
+        return len(self._came_ms)
+
 
 class SessionRelay:
     """This process's self-subscribed sessions, by id, and the listener pushes reach them
@@ -60,10 +94,12 @@ class SessionRelay:
     machine). A push body over ``max_body`` bytes is refused (413), and a connection idle for
     ``IDLE_TIMEOUT_S`` is closed."""
 
-    def __init__(self, host: str, max_body: int) -> None:
+    def __init__(self, host: str, max_body: int, clock: Clock | None = None) -> None:
         self._host = host
         self._max_body = max_body
+        self._clock = clock or SystemClock()
         self._sessions: dict[str, tuple[Deliver, str]] = {}  # id -> (deliver, key)
+        self._taken = TakenPushes()
         self._lock = threading.Lock()
         self._server: http.server.ThreadingHTTPServer | None = None
 
@@ -83,9 +119,10 @@ class SessionRelay:
             self._sessions.pop(session_id, None)
 
     def answer(self, session_id: str, body: bytes, signed: str | None, delivery_id: str) -> int:
-        """Hand a push to its session: 204 when it took it, 410 when there is no such
-        session or it can take no more, 403 when the push is signed with another key than
-        the session's, 503 when it is not signed."""
+        """Hand a push to its session: 204 when it took it (or took it before: a replay is
+        not handed over again), 410 when there is no such session or it can take no more,
+        403 when the push is signed with another key than the session's or at a time more
+        than ``REPLAY_WINDOW_MS`` from now, 503 when it is not signed."""
         with self._lock:
             found = self._sessions.get(session_id)
         if found is None:
@@ -93,9 +130,20 @@ class SessionRelay:
         deliver, secret = found
         if signed is None:
             return 503
-        if not signed_with(secret, signed, delivery_id, body):
+        sent_ms = signed_at(secret, signed, delivery_id, body)
+        now_ms = self._clock.now_ms()
+        if sent_ms is None or abs(now_ms - sent_ms) > REPLAY_WINDOW_MS:
             return 403
+        with self._lock:
+            first_time = self._taken.first_time(signed, now_ms)
+        if not first_time:
+            return 204
         return 204 if deliver(body) else 410
+
+    def taken(self) -> int:
+        """How many pushes the relay remembers having taken (within two windows)."""
+        with self._lock:
+            return len(self._taken)
 
     def close(self) -> None:
         with self._lock:
