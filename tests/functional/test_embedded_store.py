@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -21,6 +22,7 @@ import requests
 
 from testbed.processes import ServiceProcess, embedded_store_pids, is_gone, wait_gone, wait_until
 from tests.helpers.faults import HEADERS, Load, stored_ids, total
+from zaqar_delay.storage.redis.embedded_config import machine_memory_bytes
 
 pytestmark = [pytest.mark.functional, pytest.mark.faults]
 
@@ -297,5 +299,56 @@ def test_the_embedded_default_encrypts_with_a_key_of_its_own() -> None:
             timeout=10,
         )
         assert got.json()["body"] == secret
+    finally:
+        service.stop()
+
+
+def test_a_store_at_its_memory_limit_refuses_posts_and_still_drains(tmp_path: Path) -> None:
+    config = tmp_path / "small-store.conf"
+    config.write_text("[storage]\nembedded_max_memory = 4\n")
+    service = ServiceProcess(args=["--config-file", str(config)]).start()
+    try:
+        client = redis.Redis(unix_socket_path=os.path.join(service.data_dir, "redis.sock"))
+        assert client.config_get("maxmemory") == {"maxmemory": str(4 << 20)}
+        url = f"{service.url}/v2/queues/full"
+        batch = {"messages": [{"body": "x" * 2000, "ttl": 3600}] * 20}
+        acked: list[str] = []
+        for _ in range(500):
+            response = requests.post(f"{url}/messages", json=batch, headers=HEADERS, timeout=30)
+            if response.status_code != 201:
+                break
+            acked += posted_ids(response)
+        # The fault happened: the store reached its limit and refused the write.
+        assert response.status_code == 503, response.text
+        assert "is full" in response.json()["description"]
+        memory = client.info("memory")
+        assert memory["used_memory"] > 0.9 * memory["maxmemory"]
+        assert total(service.url, "full") == len(acked), "the refused post wrote nothing"
+        # Consumers still claim and delete, and that makes room for posts again.
+        for _ in range(10):
+            claimed = requests.post(
+                f"{url}/claims?limit=20", json={"ttl": 60}, headers=HEADERS, timeout=30
+            )
+            assert claimed.status_code == 201, claimed.text
+            ids = ",".join(m["id"] for m in claimed.json()["messages"])
+            deleted = requests.delete(f"{url}/messages?ids={ids}", headers=HEADERS, timeout=30)
+            assert deleted.status_code == 204, deleted.text
+        assert posted_ids(post(service, "full", 20))
+        assert total(service.url, "full") == len(acked) - 200 + 20
+        client.close()
+    finally:
+        service.stop()
+
+
+def test_the_embedded_store_holds_at_most_half_the_machine_s_memory_by_default() -> None:
+    service = ServiceProcess().start()
+    try:
+        client = redis.Redis(unix_socket_path=os.path.join(service.data_dir, "redis.sock"))
+        config = client.config_get("maxmemory*")
+        client.close()
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        assert int(config["maxmemory"]) == machine_memory_bytes() // 2
+        assert 0 < int(config["maxmemory"]) <= physical // 2
+        assert config["maxmemory-policy"] == "noeviction"
     finally:
         service.stop()

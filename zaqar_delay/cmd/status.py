@@ -46,9 +46,9 @@ class StoreChecks(upgradecheck.UpgradeCommands):
             settings = load_settings(list(self._config_files()))
             uri, db_path = settings.storage.uri, embedded_db_path(settings)
             if db_path is not None:
-                from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+                from zaqar_delay.storage.redis.embedded import embedded_store
 
-                embedded = EmbeddedRedis(db_path, settings.storage.embedded_appendfsync)
+                embedded = embedded_store(db_path, settings.storage)
                 uri = embedded.uri
             driver = open_driver(uri, settings)
             try:

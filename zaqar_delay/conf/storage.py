@@ -49,6 +49,19 @@ class StorageSettings:
             "store process, not only of the machine, can lose the last two seconds."
         ),
     )
+    embedded_max_memory: int | None = option(
+        cfg.IntOpt,
+        default=None,
+        min=0,
+        help=(
+            "Most memory (MiB) the embedded Redis may hold, each embedded pool's store too. "
+            'Once it is full, posts and other writes answer 503 "The message store is full" '
+            "while claims, deletes and expiry make room again, rather than the store taking "
+            "the machine's memory from everything else on it. 0: no limit. Unset: half the "
+            "memory of the machine (or of its control group, in a container). Read when the "
+            "store starts."
+        ),
+    )
     socket_timeout: float = option(
         cfg.FloatOpt,
         default=5.0,

@@ -86,9 +86,9 @@ class EmbeddedPools:
             store = self._stores.get(path)
             if store is None:
                 # Imported here: the server imports pooling before gevent patches sockets.
-                from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+                from zaqar_delay.storage.redis.embedded import embedded_store
 
-                store = EmbeddedRedis(path, self._settings.storage.embedded_appendfsync)
+                store = embedded_store(path, self._settings.storage)
                 self._stores[path] = store
         return store.uri
 

