@@ -20,6 +20,13 @@ the next one begun when it exceeds ``max_bytes``. Events of one request are writ
 ``write`` call, at once: a killed worker loses at most the request in flight. Deleting old
 files is left to the operator (they are never reopened).
 
+The journal reports what the store already did, so it never fails a request: a write the
+disk refuses (full, read-only, failing) loses those events, counted (``on_lost``, the metric
+``zaqar_delay_journal_lost_events_total``) and warned of at most once a minute, and the next
+write begins a new file, leaving a line cut short at the end of the last one (the report
+counts such lines as unreadable). Failing the request instead would answer 500 to a post
+stored, a claim made, or a pop whose messages were deleted and then never handed over.
+
 The journal is off unless configured; then :class:`NullJournal` stands in and each hook
 costs one empty method call.
 """
@@ -27,17 +34,23 @@ costs one empty method call.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from zaqar_delay.models import Fire, Message, MessageEdit, NewMessage
 
+LOG = logging.getLogger(__name__)
+
 Event = dict[str, Any]
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+#: The least time between two warnings of lost journal writes: on a full disk every write
+#: fails, and the log would fill with them.
+LOST_WARNING_INTERVAL_S = 60.0
 
 _encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 _encode_str = json.encoder.encode_basestring_ascii
@@ -47,6 +60,10 @@ class NullJournal:
     """The journal when it is off: every hook does nothing."""
 
     enabled = False
+
+    def __init__(self) -> None:
+        #: Told how many events a write that failed lost (the service's metrics).
+        self.on_lost: Callable[[int], None] = lambda events: None
 
     def posted(
         self,
@@ -119,6 +136,7 @@ class Journal(NullJournal):
     enabled = True
 
     def __init__(self, directory: str, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        super().__init__()
         os.makedirs(directory, exist_ok=True)
         self.directory = directory
         self.max_bytes = max_bytes
@@ -128,6 +146,8 @@ class Journal(NullJournal):
         self._size = 0
         self._sequence = 0
         self._started_ms = 0
+        self._lost_since_warning = 0
+        self._warned_at = float("-inf")
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -140,12 +160,36 @@ class Journal(NullJournal):
         if not data:
             return
         with self._lock:
-            if self._pid != os.getpid() or self._size >= self.max_bytes:
-                self._open_next()
-            written = os.write(self._fd, data)
-            while written < len(data):  # regular files write everything; be exact anyway
-                written += os.write(self._fd, data[written:])
+            written = 0
+            try:
+                if self._fd < 0 or self._pid != os.getpid() or self._size >= self.max_bytes:
+                    self._open_next()
+                written = os.write(self._fd, data)
+                while written < len(data):  # a disk that fills writes part, then refuses
+                    written += os.write(self._fd, data[written:])
+            except OSError as exc:
+                self._lost(data.count(b"\n") - data.count(b"\n", 0, written), exc)
+                return
             self._size += len(data)
+
+    def _lost(self, events: int, exc: OSError) -> None:
+        """A write failed: count the events it did not write whole, warn now and then, and
+        begin a new file next (what it left of a line stays at the end of this one)."""
+        if self._fd >= 0 and self._pid == os.getpid():
+            os.close(self._fd)
+        self._fd = -1
+        self.on_lost(events)
+        self._lost_since_warning += events
+        now = time.monotonic()
+        if now - self._warned_at >= LOST_WARNING_INTERVAL_S:
+            LOG.warning(
+                "the lifecycle journal in %s lost %d events it could not write (%s); "
+                "requests are answered as usual",
+                self.directory,
+                self._lost_since_warning,
+                exc,
+            )
+            self._warned_at, self._lost_since_warning = now, 0
 
     def close(self) -> None:
         with self._lock:
@@ -160,6 +204,7 @@ class Journal(NullJournal):
             self._started_ms = _epoch_ms()
         elif self._fd >= 0:
             os.close(self._fd)
+            self._fd = -1  # if the next cannot be opened, a write tries again
         self._sequence += 1
         name = (
             f"journal-{socket.gethostname()}-{self._pid}-{self._started_ms}-"

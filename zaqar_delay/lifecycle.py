@@ -16,6 +16,7 @@ class Lifecycle:
     def __init__(self, metrics: Metrics, journal: NullJournal) -> None:
         self.metrics = metrics
         self.journal = journal
+        journal.on_lost = metrics.count_journal_lost
         # Told when a post owes pushes, or an edit brings them forward (the push dispatcher of
         # this process, when it runs).
         self.pushes_owed: Callable[[int], None] = lambda due_ms: None

@@ -161,6 +161,12 @@ class Metrics:
             ("method", "route", "status"),
             registry=registry,
         )
+        self.journal_lost = Counter(
+            "zaqar_delay_journal_lost_events",
+            "Events the lifecycle journal could not write (a full, read-only or failing "
+            "disk); the requests were answered as usual.",
+            registry=registry,
+        )
         # Labelled children already looked up; as bounded as the series themselves (queues by
         # QueueSeries, requests by method and route template).
         self._queue_series: dict[tuple[str, str], _QueueCounters] = {}
@@ -169,6 +175,9 @@ class Metrics:
 
     def count_posted(self, project: str, queue: str, count: int) -> None:
         self._queue_counters(project, queue).posted.inc(count)
+
+    def count_journal_lost(self, events: int) -> None:
+        self.journal_lost.inc(events)
 
     def count_deleted(self, project: str, queue: str, count: int) -> None:
         self._queue_counters(project, queue).deleted.inc(count)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +20,7 @@ import requests
 
 from testbed.processes import ServiceProcess, embedded_store_pids, is_gone, wait_gone, wait_until
 from tests.helpers.faults import HEADERS, Load, stored_ids, total
+from tests.helpers.small_disk import grow, small_tmpfs
 from zaqar_delay.storage.redis.embedded_config import machine_memory_bytes
 
 pytestmark = [pytest.mark.functional, pytest.mark.faults]
@@ -189,22 +188,8 @@ def test_a_truncated_last_record_costs_that_record_and_is_logged() -> None:
 @pytest.fixture
 def small_disk() -> Iterator[str]:
     """A data directory on a 2 MiB tmpfs (needs root to mount; skipped otherwise)."""
-    mount_point = tempfile.mkdtemp(prefix="zd-small-disk-")
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mount_point],
-        capture_output=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {result.stderr.decode().strip()}")
-    yield mount_point
-    for _ in range(50):
-        if (
-            subprocess.run(["umount", mount_point], capture_output=True, check=False).returncode
-            == 0
-        ):
-            break
-        time.sleep(0.2)
+    with small_tmpfs("2m") as mount_point:
+        yield mount_point
 
 
 def test_full_disk_answers_503_and_never_acknowledges_a_refused_write(small_disk: str) -> None:
@@ -239,7 +224,7 @@ def test_full_disk_answers_503_and_never_acknowledges_a_refused_write(small_disk
             else:
                 assert set(answer.json()) == {"title", "description"}
 
-        subprocess.run(["mount", "-o", "remount,size=64m", small_disk], check=True)
+        grow("64m", small_disk)
         after: list[str] = []
 
         def posted_again() -> bool:
