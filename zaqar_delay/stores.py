@@ -16,6 +16,7 @@ from typing import Protocol
 
 from zaqar_delay import errors, topics
 from zaqar_delay.models import QueueInfo
+from zaqar_delay.placement import Placement
 from zaqar_delay.pooling.registry import VIRTUAL_POOL
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import CatalogStore, PoolRecord
@@ -127,7 +128,8 @@ class PooledStores(Stores):
     The cache holds until the catalog's generation moves (a queue deleted, a pool or flavor
     changed), read at most every ``refresh_s``: in the common case a request costs no
     catalog round trip. A queue is placed once, by weight among the pools of its flavor (or
-    the pools of no flavor), and never moves while it exists.
+    the pools of no flavor) whose store answers (``placement.py``), and never moves while it
+    exists.
     """
 
     def __init__(
@@ -150,7 +152,7 @@ class PooledStores(Stores):
         self._upkeep = upkeep
         self._refresh_s = refresh_s
         self._virtual_pool = virtual_pool
-        self._choose = choose or _by_weight
+        self._placement = Placement(choose or _by_weight, self._answers)
         self._lock = threading.Lock()
         self._opening = threading.Lock()
         self._placed: dict[tuple[str, str], str] = {}
@@ -287,11 +289,21 @@ class PooledStores(Stores):
             registered = list(self.pools(fresh).values())
             candidates = [p for p in registered if p.flavor == flavor and p.weight > 0]
             if candidates:
-                return self._choose(candidates).name
+                return self._placement.choose(candidates)
         if not registered and self._virtual_pool and flavor is None:
             return VIRTUAL_POOL
         wanted = f"of flavor {flavor}" if flavor else "without a flavor"
         raise errors.NoPoolFound(f"No pool {wanted} takes new queues.")
+
+    def _answers(self, pool: str) -> bool:
+        try:
+            return self._driver(pool).unreachable_reason() is None
+        except errors.ZaqarDelayError:  # not registered any more, or cannot be opened
+            return False
+
+    def unanswered_pools(self) -> set[str]:
+        """The pools this process leaves out of placements now, their store not answering."""
+        return self._placement.unanswered()
 
     def colocate(self, project: str, queue: str, dead_letter_queue: str) -> None:
         pool = self.pool_of(project, queue)

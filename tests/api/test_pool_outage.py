@@ -1,0 +1,73 @@
+"""A pool whose store is gone takes no new queue while others answer, and a queue no pool
+can take is not placed at all (its write answers 503, and the catalog lists nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from testbed.processes import RedisServer, wait_gone
+from tests.helpers.api import PROJECT, Api, pooled_api_on
+
+
+@pytest.fixture
+def pooled(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from pooled_api_on(request)
+
+
+@pytest.fixture
+def gone_pool(pooled: Api) -> Iterator[RedisServer]:
+    """A pool "gone" that would take nearly every new queue by weight (and "mongo" none),
+    whose redis-server is then stopped."""
+    server = RedisServer().start()
+    try:
+        body = {"uri": server.url, "weight": 10_000}
+        assert pooled.put("/v2/pools/gone", json=body).status_code == 201
+        assert pooled.patch("/v2/pools/mongo", json={"weight": 0}).status_code == 200
+        assert server.process is not None
+        pid = server.process.pid
+        server.stop()
+        wait_gone([pid])
+        # The fault happened: the pool's store refuses connections.
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis(port=server.port, socket_timeout=1).ping()
+        yield server
+    finally:
+        server.stop()
+
+
+def test_new_queues_go_to_a_pool_that_answers(pooled: Api, gone_pool: RedisServer) -> None:
+    for i in range(20):
+        created = pooled.put(f"/v2/queues/q{i}")
+        assert created.status_code == 201, created.text
+        [mid] = pooled.post_messages(f"q{i}", {"body": i})
+        assert pooled.get(f"/v2/queues/q{i}/messages/{mid}").json["body"] == i
+    stores = pooled.service.stores
+    assert {stores.pool_of(PROJECT, f"q{i}") for i in range(20)} == {"redis"}
+    assert stores.unanswered_pools() == {"gone"}
+
+    # Back on its port, the pool takes new queues again.
+    back = RedisServer(port=gone_pool.port).start()
+    try:
+        assert pooled.patch("/v2/pools/redis", json={"weight": 0}).status_code == 200
+        assert pooled.put("/v2/queues/back").status_code == 201
+        assert stores.pool_of(PROJECT, "back") == "gone"
+        assert stores.unanswered_pools() == set()
+    finally:
+        back.stop()
+
+
+def test_a_queue_no_pool_can_take_is_not_placed(pooled: Api, gone_pool: RedisServer) -> None:
+    assert pooled.patch("/v2/pools/redis", json={"weight": 0}).status_code == 200
+    for write in (
+        lambda: pooled.put("/v2/queues/nowhere"),
+        lambda: pooled.post("/v2/queues/nowhere/messages", json={"messages": [{"body": 1}]}),
+    ):
+        refused = write()
+        assert refused.status_code == 503, refused.text
+        assert set(refused.json) == {"title", "description"}
+    assert pooled.service.stores.pool_of(PROJECT, "nowhere") is None
+    listed = pooled.get("/v2/queues").json["queues"]
+    assert "nowhere" not in [q["name"] for q in listed]
