@@ -3,16 +3,22 @@ push consumes or dead-letters is journaled and counted as any other delete or po
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from zaqar_delay import jsondoc, push_hops
 from zaqar_delay.encryption import QueueEncryption
+from zaqar_delay.errors import StorageUnavailable
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Delivery, LeaseRequest, NewMessage, PushResult, Settlement
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
+from zaqar_delay.storage.base import Driver
 from zaqar_delay.stores import Stores
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The Client-ID of the messages the push dispatcher dead-letters.
 DEAD_LETTER_CLIENT_ID = "zaqar-delay-push"
@@ -34,16 +40,36 @@ class PushDoor:
         self.poster = poster
 
     def next_push_ms(self) -> int | None:
-        """The earliest time a push is owed on any store (None: none is owed)."""
-        owed = [ms for store in self.stores.all() if (ms := store.next_push_ms()) is not None]
+        """The earliest time a push is owed on any store that answers (None: none is
+        owed)."""
+        owed = [ms for ms in self._ask_each(lambda store: store.next_push_ms()) if ms is not None]
         return min(owed, default=None)
 
     def due_push_queues(self, until_ms: int, limit: int) -> list[tuple[str, str]]:
-        """(project, queue) of queues owing pushes by ``until_ms``, up to ``limit`` per store,
-        each store's oldest first."""
+        """(project, queue) of queues owing pushes by ``until_ms``, up to ``limit`` per store
+        that answers, each store's oldest first."""
         return [
-            queue for store in self.stores.all() for queue in store.due_push_queues(until_ms, limit)
+            queue
+            for queues in self._ask_each(lambda store: store.due_push_queues(until_ms, limit))
+            for queue in queues
         ]
+
+    def _ask_each(self, question: Callable[[Driver], T]) -> list[T]:
+        """Each store's answer to ``question``, less those of stores that do not answer:
+        one pool away must not stop the pushes of the others (it is left out of the rounds a
+        while, ``silent_pools.py``). StorageUnavailable when no store answers."""
+        answers: list[T] = []
+        refused: StorageUnavailable | None = None
+        for name, store in self.stores.named():
+            try:
+                answers.append(question(store))
+            except StorageUnavailable as exc:
+                refused = exc
+                self.stores.did_not_answer(name)
+                LOG.warning("pushes owed on store %s wait: %s", name, exc.description)
+        if refused is not None and not answers:
+            raise refused
+        return answers
 
     def settle_pushes(self, project: str, queue: str, settlement: Settlement, now_ms: int) -> None:
         """Record attempts made under their lease (``Driver.settle_pushes``). The messages

@@ -89,8 +89,13 @@ class Service:
         return self.stores.default.durability()
 
     def stores_reachable(self) -> bool:
-        """Whether every store answers (the ping and health routes)."""
-        return all(store.ping() for store in self.stores.all())
+        """Whether every store answers (the ping route)."""
+        return all(self.store_reachability().values())
+
+    def store_reachability(self) -> dict[str, bool]:
+        """Whether each store answers, by name: ``default`` for ``[storage] uri`` (with
+        pooling, the catalog's store) first, then each pool's (the health route)."""
+        return self.stores.reachability()
 
     # -- queues --------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from zaqar_delay import errors, topics
 from zaqar_delay.models import QueueInfo
 from zaqar_delay.placement import Placement
 from zaqar_delay.pooling.registry import VIRTUAL_POOL
+from zaqar_delay.silent_pools import SilentPools
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import CatalogStore, PoolRecord
 
@@ -114,8 +115,17 @@ class Stores:
 
     def named(self) -> tuple[tuple[str, Driver], ...]:
         """Each store once with its name: ``default`` for the configured store, a pool's
-        name for a pool's."""
+        name for a pool's; with pooling, less the pools that did not answer lately."""
         return ((DEFAULT_STORE, self.default),)
+
+    def reachability(self) -> dict[str, bool]:
+        """Whether each store answers now, by name, ``default`` first: every pool's
+        registered, asked whether or not it answered lately."""
+        return {name: driver.ping() for name, driver in self.named()}
+
+    def did_not_answer(self, name: str) -> None:
+        """The store ``name`` (of :meth:`named`) did not answer: with pooling, a pool is
+        left out of :meth:`named` and of placements for a while."""
 
     def close(self) -> None:
         """Close the stores this object opened (not the default store)."""
@@ -152,7 +162,8 @@ class PooledStores(Stores):
         self._upkeep = upkeep
         self._refresh_s = refresh_s
         self._virtual_pool = virtual_pool
-        self._placement = Placement(choose or _by_weight, self._answers)
+        self._silent = SilentPools()
+        self._placement = Placement(choose or _by_weight, self._answers, self._silent)
         self._lock = threading.Lock()
         self._opening = threading.Lock()
         self._placed: dict[tuple[str, str], str] = {}
@@ -301,9 +312,25 @@ class PooledStores(Stores):
         except errors.ZaqarDelayError:  # not registered any more, or cannot be opened
             return False
 
-    def unanswered_pools(self) -> set[str]:
-        """The pools this process leaves out of placements now, their store not answering."""
-        return self._placement.unanswered()
+    def silent_pools(self) -> set[str]:
+        """The pools this process leaves alone now, their store not answering."""
+        return self._silent.now()
+
+    def did_not_answer(self, name: str) -> None:
+        if name != DEFAULT_STORE:
+            self._silent.did_not_answer(name)
+
+    def reachability(self) -> dict[str, bool]:
+        found = {DEFAULT_STORE: self.default.ping()}
+        try:
+            registered = self.pools()
+        except errors.ZaqarDelayError:  # the catalog's store does not answer: none known
+            return found
+        for name in registered:
+            answers = self._answers(name)
+            (self._silent.answered if answers else self._silent.did_not_answer)(name)
+            found[name] = answers
+        return found
 
     def colocate(self, project: str, queue: str, dead_letter_queue: str) -> None:
         pool = self.pool_of(project, queue)
@@ -344,8 +371,15 @@ class PooledStores(Stores):
         self._refresh()
         # Keyed by driver: a pool whose driver is the default store's is that store.
         first = {id(self.default): (DEFAULT_STORE, self.default)}
+        silent = self._silent.now()
         for name in self.pools():
-            driver = self._driver(name)
+            if name in silent:
+                continue
+            try:
+                driver = self._driver(name)
+            except errors.ZaqarDelayError:  # its store did not answer when opened
+                self._silent.did_not_answer(name)
+                continue
             first.setdefault(id(driver), (name, driver))
         return tuple(first.values())
 

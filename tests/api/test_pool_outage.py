@@ -9,7 +9,10 @@ import pytest
 import redis
 
 from testbed.processes import RedisServer, wait_gone
+from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, pooled_api_on
+from tests.helpers.push import dispatching, subscribe
+from zaqar_delay import silent_pools
 
 
 @pytest.fixture
@@ -46,7 +49,7 @@ def test_new_queues_go_to_a_pool_that_answers(pooled: Api, gone_pool: RedisServe
         assert pooled.get(f"/v2/queues/q{i}/messages/{mid}").json["body"] == i
     stores = pooled.service.stores
     assert {stores.pool_of(PROJECT, f"q{i}") for i in range(20)} == {"redis"}
-    assert stores.unanswered_pools() == {"gone"}
+    assert stores.silent_pools() == {"gone"}
 
     # Back on its port, the pool takes new queues again.
     back = RedisServer(port=gone_pool.port).start()
@@ -54,7 +57,7 @@ def test_new_queues_go_to_a_pool_that_answers(pooled: Api, gone_pool: RedisServe
         assert pooled.patch("/v2/pools/redis", json={"weight": 0}).status_code == 200
         assert pooled.put("/v2/queues/back").status_code == 201
         assert stores.pool_of(PROJECT, "back") == "gone"
-        assert stores.unanswered_pools() == set()
+        assert stores.silent_pools() == set()
     finally:
         back.stop()
 
@@ -71,3 +74,56 @@ def test_a_queue_no_pool_can_take_is_not_placed(pooled: Api, gone_pool: RedisSer
     assert pooled.service.stores.pool_of(PROJECT, "nowhere") is None
     listed = pooled.get("/v2/queues").json["queues"]
     assert "nowhere" not in [q["name"] for q in listed]
+
+
+def test_health_names_the_pool_that_does_not_answer(pooled: Api, gone_pool: RedisServer) -> None:
+    assert pooled.get("/v2/ping").status_code == 503
+    report = pooled.get("/v2/health", headers={"X-Roles": "admin"})
+    assert report.status_code == 200, report.text
+    assert report.json["storage_reachable"] is False
+    assert report.json["stores"] == {
+        "default": {"storage_reachable": True},
+        "redis": {"storage_reachable": True},
+        "mongo": {"storage_reachable": True},
+        "gone": {"storage_reachable": False},
+    }
+    # The operations run on a queue placed on a pool that answers.
+    status = report.json["operation_status"]
+    assert status and all(step["succeeded"] for step in status.values()), status
+
+
+def test_pushes_of_the_pools_that_answer_go_on_while_one_is_gone(
+    pooled: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = RedisServer(aof=True).start()
+    try:
+        assert pooled.put("/v2/pools/gone", json={"uri": server.url, "weight": 100}).status_code
+        stores = pooled.service.stores
+        for pool, queue in (("gone", "away"), ("redis", "kept")):
+            # Only the pool named takes the queue.
+            for other in ("gone", "redis", "mongo"):
+                weight = 100 if other == pool else 0
+                assert pooled.patch(f"/v2/pools/{other}", json={"weight": weight}).status_code
+            assert pooled.put(f"/v2/queues/{queue}").status_code == 201
+            assert stores.pool_of(PROJECT, queue) == pool
+        with receiver() as hook, dispatching(pooled) as dispatcher:
+            subscribe(pooled, hook, queue="away")
+            subscribe(pooled, hook, queue="kept")
+            pooled.post_messages("away", {"body": "away"})
+            server.stop()
+            # The fault happened: the pool's store refuses connections.
+            with pytest.raises(redis.ConnectionError):
+                server.client().ping()
+            pooled.post_messages("kept", {"body": "kept"})
+
+            assert dispatcher.run_once() == 1
+            assert [r.json()["body"] for r in hook.wait_for(1)] == ["kept"]
+            assert stores.silent_pools() == {"gone"}
+
+            # Back with its data, asked again once its time is out: its push goes.
+            server.start()
+            monkeypatch.setattr(silent_pools, "SILENT_FOR_S", 0.0)
+            assert dispatcher.run_once() == 1
+            assert sorted(r.json()["body"] for r in hook.wait_for(2)) == ["away", "kept"]
+    finally:
+        server.stop()

@@ -28,7 +28,7 @@ def serve_moved_queue_from(second: Driver, stores: Stores, monkeypatch: pytest.M
 
     monkeypatch.setattr(stores, "for_queue", for_queue)
     monkeypatch.setattr(stores, "place", for_queue)
-    monkeypatch.setattr(stores, "all", lambda: (default, second))
+    monkeypatch.setattr(stores, "named", lambda: (("default", default), ("second", second)))
 
 
 @pytest.fixture

@@ -1,11 +1,13 @@
-"""Placing a new queue on a pool whose store answers (``placement.py``)."""
+"""Placing a new queue on a pool whose store answers (``placement.py``), and how long a pool
+that did not answer is left alone (``silent_pools.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from zaqar_delay import errors, placement
+from zaqar_delay import errors, silent_pools
 from zaqar_delay.placement import Placement
+from zaqar_delay.silent_pools import SilentPools
 from zaqar_delay.storage.catalog import PoolRecord
 
 
@@ -29,41 +31,47 @@ def first(candidates: list[PoolRecord]) -> PoolRecord:
     return candidates[0]
 
 
-def test_a_pool_that_does_not_answer_is_passed_over_then_left_out_for_a_while() -> None:
+def test_a_pool_that_does_not_answer_is_passed_over_then_left_alone_a_while() -> None:
     now = [1000.0]
     stores = Stores("a")
-    chooser = Placement(first, stores.answers, clock=lambda: now[0])
+    silent = SilentPools(clock=lambda: now[0])
+    chooser = Placement(first, stores.answers, silent)
     assert chooser.choose(pools("a", "b", "c")) == "b"
     assert stores.asked == ["a", "b"]
-    assert chooser.unanswered() == {"a"}
+    assert silent.now() == {"a"}
     stores.asked.clear()
     assert chooser.choose(pools("a", "b", "c")) == "b"
     assert stores.asked == ["b"], "a pool that did not answer lately is not asked again"
     # Asked again once its time is out; it answers now, and takes queues again.
     stores.down.clear()
-    now[0] += placement.UNANSWERED_FOR_S
+    now[0] += silent_pools.SILENT_FOR_S
+    assert silent.now() == set()
     stores.asked.clear()
     assert chooser.choose(pools("a", "b", "c")) == "a"
-    assert stores.asked == ["a"] and chooser.unanswered() == set()
+    assert stores.asked == ["a"]
 
 
 def test_when_no_pool_answers_nothing_is_placed() -> None:
     stores = Stores("a", "b")
-    chooser = Placement(first, stores.answers)
+    silent = SilentPools()
+    chooser = Placement(first, stores.answers, silent)
     with pytest.raises(errors.StorageUnavailable):
         chooser.choose(pools("a", "b"))
     assert stores.asked == ["a", "b"]
     # Every candidate did not answer lately: each is asked again rather than none.
     stores.down.discard("b")
     assert chooser.choose(pools("a", "b")) == "b"
-    assert chooser.unanswered() == {"a"}
+    assert silent.now() == {"a"}
 
 
-def test_choices_stay_among_the_candidates_given() -> None:
+def test_a_pool_that_answers_again_is_no_longer_left_alone() -> None:
     stores = Stores("b")
-    chooser = Placement(first, stores.answers)
+    silent = SilentPools()
+    chooser = Placement(first, stores.answers, silent)
     assert chooser.choose(pools("b", "c")) == "c"
+    assert silent.now() == {"b"}
     # "b" is left out, but a placement whose only candidate it is still asks it.
-    with pytest.raises(errors.StorageUnavailable):
-        chooser.choose(pools("b"))
+    stores.down.clear()
+    assert chooser.choose(pools("b")) == "b"
+    assert silent.now() == set()
     assert stores.asked == ["b", "c", "b"]

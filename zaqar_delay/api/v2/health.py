@@ -40,9 +40,15 @@ class Health(Resource):
         home=HomeLink("rel/health"),
     )
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        reachable = self.service.stores_reachable()
-        report: dict[str, Any] = {"storage_reachable": reachable}
-        if reachable:
+        reachability = self.service.store_reachability()
+        report: dict[str, Any] = {"storage_reachable": all(reachability.values())}
+        if len(reachability) > 1:  # pools: which store does not answer
+            report["stores"] = {
+                name: {"storage_reachable": answers} for name, answers in reachability.items()
+            }
+        # With the default store answering, a queue is placed on a pool that answers: the
+        # operations are tried, and show what still works while a pool is away.
+        if next(iter(reachability.values())):
             report["operation_status"] = self._exercise()
             durability = self.service.durability()
             if durability is not None:
