@@ -59,16 +59,17 @@ class PushDoor:
         one pool away must not stop the pushes of the others (it is left out of the rounds a
         while, ``silent_pools.py``). StorageUnavailable when no store answers."""
         answers: list[T] = []
-        refused: StorageUnavailable | None = None
+        refused: dict[str, StorageUnavailable] = {}
         for name, store in self.stores.named():
             try:
                 answers.append(question(store))
             except StorageUnavailable as exc:
-                refused = exc
+                refused[name] = exc
                 self.stores.did_not_answer(name)
-                LOG.warning("pushes owed on store %s wait: %s", name, exc.description)
-        if refused is not None and not answers:
-            raise refused
+        if refused and not answers:
+            raise next(iter(refused.values()))  # the dispatcher waits for the store
+        for name, failure in refused.items():
+            LOG.warning("pushes owed on store %s wait: %s", name, failure.description)
         return answers
 
     def settle_pushes(self, project: str, queue: str, settlement: Settlement, now_ms: int) -> None:
