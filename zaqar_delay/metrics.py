@@ -20,6 +20,7 @@ is.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import http
 import os
@@ -31,7 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from zaqar_delay.clock import Clock, store_offset_ms
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV
 from zaqar_delay.errors import StorageUnavailable
-from zaqar_delay.models import Fire, Message
+from zaqar_delay.models import Fire, Message, QueueStats
 from zaqar_delay.stores import PooledStores, Stores
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -285,9 +286,7 @@ class Metrics:
             "Messages that expired before being deleted, as the store counted them.",
             labels=labels,
         )
-        now_ms = self._clock.now_ms()
-        for project, queue in sorted(queues)[:MAX_SCRAPED_QUEUES]:
-            stats = self._stores.for_queue(project, queue).stats(project, queue, now_ms)
+        for project, queue, stats in self._read_stats(sorted(queues)[:MAX_SCRAPED_QUEUES]):
             values = [project, queue]
             if pooled:
                 # A queue deleted since it was counted is placed nowhere.
@@ -300,9 +299,31 @@ class Metrics:
             placed = GaugeMetricFamily(
                 "zaqar_delay_pool_queues", "Queues placed on each pool.", labels=("pool",)
             )
-            for pool, count in sorted(self._stores.queues_per_pool().items()):
-                placed.add_metric([pool], count)
+            with contextlib.suppress(StorageUnavailable):  # the catalog's store is away
+                for pool, count in sorted(self._stores.queues_per_pool().items()):
+                    placed.add_metric([pool], count)
             yield placed
+
+    def _read_stats(
+        self, queues: Iterable[tuple[str, str]]
+    ) -> Iterator[tuple[str, str, QueueStats]]:
+        """Each queue's stats, less those of queues whose store does not answer: a scrape
+        shows what it can while a store is away (when it is most looked at), and asks a
+        store that did not answer no more in that scrape, each ask costing a timeout."""
+        now_ms = self._clock.now_ms()
+        away: set[int] = set()  # id() of the stores that did not answer
+        for project, queue in queues:
+            store = None
+            try:
+                store = self._stores.for_queue(project, queue)  # may ask the catalog
+                if id(store) in away:
+                    continue
+                stats = store.stats(project, queue, now_ms)
+            except StorageUnavailable:
+                if store is not None:
+                    away.add(id(store))
+                continue
+            yield project, queue, stats
 
     def _store_clocks(self) -> Metric:
         """Each store's clock against this process's, read at the scrape (a store that does

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.processes import RedisServer, wait_gone
 from testbed.receiver import receiver
@@ -125,5 +126,37 @@ def test_pushes_of_the_pools_that_answer_go_on_while_one_is_gone(
             monkeypatch.setattr(silent_pools, "SILENT_FOR_S", 0.0)
             assert dispatcher.run_once() == 1
             assert sorted(r.json()["body"] for r in hook.wait_for(2)) == ["away", "kept"]
+    finally:
+        server.stop()
+
+
+def test_metrics_answer_while_a_pool_is_away(pooled: Api) -> None:
+    server = RedisServer().start()
+    try:
+        assert pooled.put("/v2/pools/gone", json={"uri": server.url, "weight": 100}).status_code
+        for pool, queue in (("gone", "away"), ("redis", "kept")):
+            for other in ("gone", "redis", "mongo"):
+                weight = 100 if other == pool else 0
+                assert pooled.patch(f"/v2/pools/{other}", json={"weight": weight}).status_code
+            delayed_queue = pooled.put(f"/v2/queues/{queue}", json={"_default_message_delay": 60})
+            assert delayed_queue.status_code == 201
+            pooled.post_messages(queue, {"body": queue})
+        server.stop()
+        with pytest.raises(redis.ConnectionError):
+            server.client().ping()  # the fault happened: the pool's store is gone
+
+        scraped = pooled.get("/metrics", headers={"Client-ID": None, "X-Project-ID": None})
+        assert scraped.status_code == 200, scraped.text
+        delayed = {}
+        offsets = set()
+        for family in text_string_to_metric_families(scraped.text):
+            for sample in family.samples:
+                if sample.name == "zaqar_delay_queue_delayed_messages":
+                    delayed[sample.labels["queue"]] = sample.value
+                elif sample.name == "zaqar_delay_store_clock_offset_seconds":
+                    offsets.add(sample.labels["store"])
+        # What the pools that answer hold is shown; the one away has no sample.
+        assert delayed == {"kept": 1}
+        assert offsets == {"default", "redis", "mongo"}
     finally:
         server.stop()
