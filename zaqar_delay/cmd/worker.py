@@ -19,6 +19,7 @@ import gevent
 from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIServer
 
 from zaqar_delay import logs, sibling_wakeups, stopping
+from zaqar_delay.cmd import metric_files
 from zaqar_delay.cmd.balance import DEFER_S, Share, share_of
 from zaqar_delay.cmd.headers import Handler
 from zaqar_delay.conf.server import ServerSettings
@@ -130,6 +131,7 @@ class Worker(GeventPyWSGIWorker):  # type: ignore[misc]
 
     def init_process(self) -> None:
         sibling_wakeups.join(getattr(self, "balance_slot", None))
+        metric_files.prepare(self.pid)  # before the app's metrics write their files
         self.server_class = functools.partial(  # type: ignore[assignment]
             FairPyWSGIServer,
             share=share_of(self),
