@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from zaqar_delay import sibling_wakeups
-from zaqar_delay.cmd import balance
+from zaqar_delay.cmd import balance, metric_files
 from zaqar_delay.cmd.worker import worker_class
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV, Settings
 
@@ -83,9 +83,12 @@ def worker_exited(server: Any, worker: Any) -> None:
 
 
 def forget_worker_metrics(worker: Any) -> None:
-    """Drop a dead worker's live gauges from the shared metrics directory."""
-    if not os.environ.get(PROMETHEUS_MULTIPROC_ENV):
+    """Drop a dead worker's live gauges from the shared metrics directory, and cut its
+    files down to what they hold."""
+    directory = os.environ.get(PROMETHEUS_MULTIPROC_ENV)
+    if not directory:
         return  # each worker keeps its own metrics: nothing shared to clean
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+    metric_files.release(directory, worker.pid)

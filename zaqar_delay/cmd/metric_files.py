@@ -12,7 +12,8 @@ So each worker first creates its files at ``RESERVED_BYTES`` with their blocks a
 a file's size as its capacity, which the service's bounded series do not outgrow. A worker
 whose files the disk refuses keeps its metrics to itself (process-local values: a scrape it
 answers shows its own counts, and the other workers' scrapes do not include them), says so
-in the log, and serves.
+in the log, and serves. A dead worker's files stay (its counts are part of the service's),
+cut down to what they hold (:func:`release`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import struct
 
 from zaqar_delay.conf import PROMETHEUS_MULTIPROC_ENV
 
@@ -80,3 +82,14 @@ def prepare(pid: int) -> None:
             directory,
             exc,
         )
+
+
+def release(directory: str, pid: int) -> None:
+    """A worker is gone: cut its files down to the bytes they hold (the header says how
+    many), so workers started again and again do not each leave their whole allocation."""
+    for path in paths(directory, pid):
+        with contextlib.suppress(OSError), open(path, "r+b") as f:  # gone, or never made
+            header = f.read(4)
+            if len(header) == 4:
+                used = struct.unpack("i", header)[0]
+                f.truncate(max(8, -(-used // 8) * 8))
