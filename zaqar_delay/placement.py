@@ -11,6 +11,7 @@ answers, nothing is placed and the write answers 503.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
 from zaqar_delay import errors
@@ -45,3 +46,8 @@ class Placement:
         raise errors.StorageUnavailable(
             f"no pool that takes the queue answers ({names}): it was not created"
         )
+
+
+def by_weight(candidates: list[PoolRecord]) -> PoolRecord:
+    """A pool at random, each in proportion to its weight."""
+    return random.choices(candidates, weights=[p.weight for p in candidates])[0]

@@ -9,9 +9,9 @@ what a tenant can make the service hold and fan out to, not an exact count.
 
 from __future__ import annotations
 
-from zaqar_delay import errors
+from zaqar_delay import errors, topics
 from zaqar_delay.conf import Limits
-from zaqar_delay.queue_listing import count_marked
+from zaqar_delay.queue_listing import COUNT_PAGE, count_marked
 from zaqar_delay.stores import Stores
 
 
@@ -61,8 +61,29 @@ class Quotas:
                 )
         if not per_project:
             return
-        if self.stores.count_subscriptions(project, per_project, now_ms) >= per_project:
+        if count_subscriptions(self.stores, project, per_project, now_ms) >= per_project:
             raise errors.QuotaExceeded(
                 f"Project {project} has {per_project} subscriptions, the most it may have "
                 "([transport] max_subscriptions_per_project): delete one first."
             )
+
+
+def count_subscriptions(stores: Stores, project: str, most: int, now_ms: int) -> int:
+    """The project's live subscriptions over all its queues, counted up to ``most``: a read
+    of each of its queues (subscribing is rare, and the queues per project are bounded), in
+    pages of queue names."""
+    counted, marker = 0, None
+    while counted < most:
+        page = stores.list_queues(project, marker, COUNT_PAGE, False)
+        for info in page:
+            if topics.is_internal(info.name):
+                continue  # a schedule's own subscription, bounded by the schedule limits
+            store = stores.for_queue(project, info.name)
+            found = store.list_subscriptions(project, info.name, None, most - counted, now_ms)
+            counted += len(found)
+            if counted >= most:
+                return counted
+        if len(page) < COUNT_PAGE:
+            break
+        marker = page[-1].name
+    return counted

@@ -90,7 +90,7 @@ class Service:
 
     def stores_reachable(self) -> bool:
         """Whether every store answers (the ping route)."""
-        return all(self.store_reachability().values())
+        return self.stores.reachable()
 
     def store_reachability(self) -> dict[str, bool]:
         """Whether each store answers, by name: ``default`` for ``[storage] uri`` (with

@@ -8,15 +8,14 @@ one of the pools an admin registered, placed when the queue is first written.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from zaqar_delay import errors, topics
+from zaqar_delay import errors
 from zaqar_delay.models import QueueInfo
-from zaqar_delay.placement import Placement
+from zaqar_delay.placement import Placement, by_weight
 from zaqar_delay.pooling.registry import VIRTUAL_POOL
 from zaqar_delay.silent_pools import SilentPools
 from zaqar_delay.storage.base import Driver
@@ -31,10 +30,6 @@ DEFAULT_STORE = "default"
 RETIRED_DRIVER_GRACE_S = 30.0
 # Beyond two catalog refresh periods, how long a deleted queue stays bound to its pool.
 STICKY_MARGIN_S = 1.0
-
-
-# Queue names read at a time when counting a project's subscriptions.
-COUNT_PAGE = 1000
 
 
 class Upkeep(Protocol):
@@ -89,26 +84,6 @@ class Stores:
     def count_queues(self, project: str) -> int:
         return self.default.count_queues(project)
 
-    def count_subscriptions(self, project: str, most: int, now_ms: int) -> int:
-        """The project's live subscriptions over all its queues, counted up to ``most``: a
-        read of each of its queues (subscribing is rare, and the queues per project are
-        bounded), in pages of queue names."""
-        counted, marker = 0, None
-        while counted < most:
-            page = self.list_queues(project, marker, COUNT_PAGE, False)
-            for info in page:
-                if topics.is_internal(info.name):
-                    continue  # a schedule's own subscription, bounded by the schedule limits
-                store = self.for_queue(project, info.name)
-                found = store.list_subscriptions(project, info.name, None, most - counted, now_ms)
-                counted += len(found)
-                if counted >= most:
-                    return counted
-            if len(page) < COUNT_PAGE:
-                break
-            marker = page[-1].name
-        return counted
-
     def all(self) -> tuple[Driver, ...]:
         """Each store once: the push dispatcher leases from every one."""
         return tuple(driver for _, driver in self.named())
@@ -122,6 +97,10 @@ class Stores:
         """Whether each store answers now, by name, ``default`` first: every pool's
         registered, asked whether or not it answered lately."""
         return {name: driver.ping() for name, driver in self.named()}
+
+    def reachable(self) -> bool:
+        """Whether every store answers (the ping route, which anyone may call)."""
+        return all(driver.ping() for _, driver in self.named())
 
     def did_not_answer(self, name: str) -> None:
         """The store ``name`` (of :meth:`named`) did not answer: with pooling, a pool is
@@ -163,7 +142,7 @@ class PooledStores(Stores):
         self._refresh_s = refresh_s
         self._virtual_pool = virtual_pool
         self._silent = SilentPools()
-        self._placement = Placement(choose or _by_weight, self._answers, self._silent)
+        self._placement = Placement(choose or by_weight, self._answers, self._silent)
         self._lock = threading.Lock()
         self._opening = threading.Lock()
         self._placed: dict[tuple[str, str], str] = {}
@@ -320,6 +299,20 @@ class PooledStores(Stores):
         if name != DEFAULT_STORE:
             self._silent.did_not_answer(name)
 
+    def reachable(self) -> bool:
+        # False at once while a pool is left alone: a flood of pings, which need no
+        # credentials, waits on no store that does not answer.
+        if self._silent.now():
+            return False
+        named = self.named()  # a pool that cannot be opened now is left alone
+        if self._silent.now():
+            return False
+        for name, driver in named:
+            if not driver.ping():
+                self.did_not_answer(name)
+                return False
+        return True
+
     def reachability(self) -> dict[str, bool]:
         found = {DEFAULT_STORE: self.default.ping()}
         try:
@@ -387,8 +380,3 @@ class PooledStores(Stores):
 def _same_store(a: PoolRecord, b: PoolRecord) -> bool:
     """Whether a driver opened for ``a`` serves ``b`` (a new weight or flavor keeps it)."""
     return (a.uri, a.options) == (b.uri, b.options)
-
-
-def _by_weight(candidates: list[PoolRecord]) -> PoolRecord:
-    """A pool at random, each in proportion to its weight."""
-    return random.choices(candidates, weights=[p.weight for p in candidates])[0]

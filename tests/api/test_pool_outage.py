@@ -14,6 +14,8 @@ from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, pooled_api_on
 from tests.helpers.push import dispatching, subscribe
 from zaqar_delay import silent_pools
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.catalog import PoolRecord
 
 
 @pytest.fixture
@@ -160,3 +162,21 @@ def test_metrics_answer_while_a_pool_is_away(pooled: Api) -> None:
         assert offsets == {"default", "redis", "mongo"}
     finally:
         server.stop()
+
+
+def test_ping_waits_on_no_pool_left_alone(pooled: Api, gone_pool: RedisServer) -> None:
+    stores = pooled.service.stores
+    opened: list[str] = []
+    open_pool = stores.open_pool
+
+    def opening(record: PoolRecord) -> Driver:
+        opened.append(record.name)
+        return open_pool(record)
+
+    stores.open_pool = opening
+    assert pooled.get("/v2/ping").status_code == 503
+    assert opened.count("gone") == 1 and stores.silent_pools() == {"gone"}
+    # Anyone may ping: while the pool is left alone, a ping answers without asking it.
+    for _ in range(5):
+        assert pooled.get("/v2/ping").status_code == 503
+    assert opened.count("gone") == 1
