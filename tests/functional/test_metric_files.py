@@ -57,9 +57,7 @@ def test_a_worker_started_on_a_full_temporary_directory_serves() -> None:
             # The dead worker's files stay, cut down to what they hold.
             dead = [path for path in metric_files(tmpdir) if path.endswith(f"_{workers[0]}.db")]
             assert len(dead) == len(RESERVED_BYTES)
-            wait_until(
-                lambda: all(os.path.getsize(path) < 65536 for path in dead), 10, "files cut"
-            )
+            wait_until(lambda: all(os.path.getsize(path) < 65536 for path in dead), 10, "files cut")
             wait_until(
                 lambda: service.log().count("Worker serving") >= 3, 30, "a new worker serving"
             )
