@@ -3,7 +3,6 @@ the store did what the request asked, and the journal only reports it."""
 
 from __future__ import annotations
 
-import errno
 import glob
 import json
 import logging
@@ -15,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.api import Api, api_on
-from tests.helpers.small_disk import grow, small_tmpfs
+from tests.helpers.small_disk import fill, grow, small_tmpfs
 from zaqar_delay.conf import JournalSettings
 
 
@@ -28,21 +27,6 @@ def journal_disk() -> Iterator[str]:
 @pytest.fixture
 def journaled(request: pytest.FixtureRequest, journal_disk: str) -> Iterator[Api]:
     yield from api_on(request, "embedded", journal=JournalSettings(path=journal_disk))
-
-
-def fill(directory: str) -> None:
-    """Fill the disk of ``directory`` to the last byte, and show that it refuses writes."""
-    filler = os.open(os.path.join(directory, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        with pytest.raises(OSError) as full:
-            while True:
-                os.write(filler, b"\0" * 4096)
-        assert full.value.errno == errno.ENOSPC
-        with pytest.raises(OSError) as refused:
-            os.write(filler, b"x")
-        assert refused.value.errno == errno.ENOSPC
-    finally:
-        os.close(filler)
 
 
 def journal_lost(api: Api) -> float:

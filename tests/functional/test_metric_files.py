@@ -5,7 +5,6 @@ full disk cannot back is a SIGBUS)."""
 
 from __future__ import annotations
 
-import errno
 import glob
 import http
 import os
@@ -19,7 +18,7 @@ import requests
 
 from testbed.processes import ServiceProcess, wait_gone, wait_until
 from tests.helpers.faults import HEADERS
-from tests.helpers.small_disk import small_tmpfs
+from tests.helpers.small_disk import fill, small_tmpfs
 from zaqar_delay.api.routes import ROUTES
 from zaqar_delay.cmd.metric_files import RESERVED_BYTES
 
@@ -28,21 +27,6 @@ pytestmark = [pytest.mark.functional, pytest.mark.faults]
 
 def metric_files(tmpdir: str) -> list[str]:
     return sorted(glob.glob(os.path.join(tmpdir, "zaqar-delay-metrics-*", "*.db")))
-
-
-def fill(directory: str) -> None:
-    """Fill the disk of ``directory``, and show that it refuses writes."""
-    filler = os.open(os.path.join(directory, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        with pytest.raises(OSError) as full:
-            while True:
-                os.write(filler, b"\0" * 65536)
-        assert full.value.errno == errno.ENOSPC
-        with pytest.raises(OSError) as refused:
-            os.write(filler, b"x")
-        assert refused.value.errno == errno.ENOSPC
-    finally:
-        os.close(filler)
 
 
 def test_a_worker_started_on_a_full_temporary_directory_serves() -> None:

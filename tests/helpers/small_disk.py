@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import subprocess
 import tempfile
 import time
@@ -37,3 +39,18 @@ def small_tmpfs(size: str) -> Iterator[str]:
 def grow(size: str, mount_point: str) -> None:
     """Give a tmpfs of :func:`small_tmpfs` room again: ``size`` in all."""
     subprocess.run(["mount", "-o", f"remount,size={size}", mount_point], check=True)
+
+
+def fill(directory: str) -> None:
+    """Fill the disk of ``directory`` to the last byte, and show that it refuses writes."""
+    filler = os.open(os.path.join(directory, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        with pytest.raises(OSError) as full:
+            while True:
+                os.write(filler, b"\0" * 65536)
+        assert full.value.errno == errno.ENOSPC
+        with pytest.raises(OSError) as refused:
+            os.write(filler, b"x")
+        assert refused.value.errno == errno.ENOSPC
+    finally:
+        os.close(filler)
