@@ -17,8 +17,10 @@ Each line is an object with ``ts`` (epoch ms of the event, the service's clock),
 Every process writes its own files, ``journal-<host>-<pid>-<start ms>-<n>.jsonl`` in the
 journal directory, so gunicorn workers never interleave partial lines; a file is closed and
 the next one begun when it exceeds ``max_bytes``. Events of one request are written with one
-``write`` call, at once: a killed worker loses at most the request in flight. Deleting old
-files is left to the operator (they are never reopened).
+``write`` call, at once: a killed worker loses at most the request in flight. Old files are
+never reopened; with ``[journal] max_total_size`` the process that begins a file deletes the
+oldest ones no process writes any more (``journal_retention.py``), else they are the
+operator's to remove.
 
 The journal reports what the store already did, so it never fails a request: a write the
 disk refuses (full, read-only, failing) loses those events, counted (``on_lost``, the metric
@@ -42,6 +44,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from zaqar_delay import journal_retention
 from zaqar_delay.models import Fire, Message, MessageEdit, NewMessage
 
 LOG = logging.getLogger(__name__)
@@ -135,11 +138,14 @@ class Journal(NullJournal):
 
     enabled = True
 
-    def __init__(self, directory: str, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self, directory: str, max_bytes: int = DEFAULT_MAX_BYTES, max_total: int = 0
+    ) -> None:
         super().__init__()
         os.makedirs(directory, exist_ok=True)
         self.directory = directory
         self.max_bytes = max_bytes
+        self.max_total = max_total  # 0: every file is kept
         self._lock = threading.Lock()
         self._fd = -1
         self._pid = -1
@@ -213,6 +219,8 @@ class Journal(NullJournal):
         path = os.path.join(self.directory, name)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._size = os.fstat(self._fd).st_size
+        if self.max_total:
+            journal_retention.prune(self.directory, self.max_total, socket.gethostname())
 
     # -- events --------------------------------------------------------------------------------
     # Lines are formatted directly (the same JSON json.dumps would give, key order included):
@@ -358,6 +366,8 @@ def _epoch_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def open_journal(directory: str, max_bytes: int = DEFAULT_MAX_BYTES) -> NullJournal:
+def open_journal(
+    directory: str, max_bytes: int = DEFAULT_MAX_BYTES, max_total: int = 0
+) -> NullJournal:
     """The journal writing to ``directory``, or the null journal when it is empty."""
-    return Journal(directory, max_bytes) if directory else NullJournal()
+    return Journal(directory, max_bytes, max_total) if directory else NullJournal()

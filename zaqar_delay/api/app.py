@@ -175,7 +175,9 @@ def build(
         settings.limits,
         clock,
         metrics=Metrics(stores, clock, settings.metrics.max_queue_series),
-        journal=open_journal(settings.journal.path, settings.journal.max_bytes),
+        journal=open_journal(
+            settings.journal.path, settings.journal.max_bytes, settings.journal.max_total
+        ),
         cipher=message_cipher(settings),
         stores=stores,
     )
