@@ -212,9 +212,8 @@ class Journal(NullJournal):
             os.close(self._fd)
             self._fd = -1  # if the next cannot be opened, a write tries again
         self._sequence += 1
-        name = (
-            f"journal-{socket.gethostname()}-{self._pid}-{self._started_ms}-"
-            f"{self._sequence:05d}.jsonl"
+        name = journal_retention.file_name(
+            socket.gethostname(), self._pid, self._started_ms, self._sequence
         )
         path = os.path.join(self.directory, name)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

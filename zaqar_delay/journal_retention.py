@@ -16,7 +16,16 @@ import dataclasses
 import os
 import re
 
-#: A journal file's name: its series (host, pid, start), then its number in the series.
+from zaqar_delay.processes import alive
+
+
+def file_name(host: str, pid: int, started_ms: int, number: int) -> str:
+    """The name of file ``number`` of the series a process (``host``, ``pid``) began at
+    ``started_ms``."""
+    return f"journal-{host}-{pid}-{started_ms}-{number:05d}.jsonl"
+
+
+#: A journal file's name (:func:`file_name`): its series (host, pid, start), its number.
 JOURNAL_FILE = re.compile(r"^journal-(?P<host>.+)-(?P<pid>\d+)-(?P<start>\d+)-(?P<n>\d+)\.jsonl$")
 
 
@@ -59,7 +68,7 @@ def prune(directory: str, max_total: int, host: str) -> list[str]:
     closed = [
         f
         for f in files
-        if f.number < newest[f.series] or (f.series[0] == host and not _alive(f.series[1]))
+        if f.number < newest[f.series] or (f.series[0] == host and not alive(f.series[1]))
     ]
     deleted = []
     for f in sorted(closed, key=lambda f: (f.modified, f.number)):
@@ -70,13 +79,3 @@ def prune(directory: str, max_total: int, host: str) -> list[str]:
             deleted.append(f.path)
         total -= f.size
     return deleted
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True

@@ -37,10 +37,8 @@ class Placement:
         remaining = [p for p in candidates if p.name not in silent] or list(candidates)
         while remaining:
             chosen = self._choose(remaining)
-            if self._answers(chosen.name):
-                self._silent.answered(chosen.name)
+            if self._silent.heard(chosen.name, self._answers(chosen.name)):
                 return chosen.name
-            self._silent.did_not_answer(chosen.name)
             remaining.remove(chosen)
         names = ", ".join(sorted(p.name for p in candidates))
         raise errors.StorageUnavailable(

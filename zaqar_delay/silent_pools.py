@@ -37,6 +37,11 @@ class SilentPools:
         with self._lock:
             self._since.pop(pool, None)
 
+    def heard(self, pool: str, answers: bool) -> bool:
+        """Record whether ``pool`` answered when asked; returns ``answers``."""
+        (self.answered if answers else self.did_not_answer)(pool)
+        return answers
+
     def now(self) -> set[str]:
         """The pools left alone now."""
         now = self._clock()

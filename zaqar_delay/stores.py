@@ -320,9 +320,7 @@ class PooledStores(Stores):
         except errors.ZaqarDelayError:  # the catalog's store does not answer: none known
             return found
         for name in registered:
-            answers = self._answers(name)
-            (self._silent.answered if answers else self._silent.did_not_answer)(name)
-            found[name] = answers
+            found[name] = self._silent.heard(name, self._answers(name))
         return found
 
     def colocate(self, project: str, queue: str, dead_letter_queue: str) -> None:

@@ -18,9 +18,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from zaqar_delay.processes import alive
 from zaqar_delay.storage.redis.embedded import EmbeddedRedis
 from zaqar_delay.storage.redis.embedded_control import shut_down
-from zaqar_delay.storage.redis.store_files import alive
 
 pytestmark = [pytest.mark.faults]
 

