@@ -110,6 +110,15 @@ def test_hostile_retry_benchmark_keeps_pushing_the_other_tenant() -> None:
     assert isinstance(result["worker_rss_mib_after"], float)
 
 
+def test_purge_stall_benchmark_measures_the_other_queue_on_both_stores(tmp_path: Path) -> None:
+    result = run_benchmark("purge_stall", "--messages", "3000", "--results", str(tmp_path))
+    for store in ("embedded", "redis-server"):
+        measured = result[store]
+        assert isinstance(measured, dict) and measured["other_posts"] > 0
+        assert measured["other_max_ms"] >= measured["other_p50_ms"]
+    assert len(list(tmp_path.glob("purge-stall-*.json"))) == 1
+
+
 def test_push_fairness_benchmark_pushes_the_other_tenant_beside_a_backlog() -> None:
     result = run_benchmark(
         "push_fairness", "--seconds", "1", "--subscriptions", "2", "--messages", "20"

@@ -177,3 +177,12 @@ def every_message(driver: Driver, project: str, queue: str, now_ms: int) -> list
             now_ms,
         ).messages
     )
+
+
+def opened_redis_driver(request: pytest.FixtureRequest) -> Iterator[RedisDriver]:
+    """A Redis driver on the store ``request.param`` names (a fixture's parameter), closed
+    after the test."""
+    driver = open_test_driver(store_url(request, request.param))
+    assert isinstance(driver, RedisDriver)
+    yield driver
+    driver.close()

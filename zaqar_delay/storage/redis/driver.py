@@ -42,6 +42,7 @@ from zaqar_delay.storage.redis.claims import ClaimScripts
 from zaqar_delay.storage.redis.errors import translate_class_errors, why_unreachable
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.pushes import PushScripts
+from zaqar_delay.storage.redis.removal import QueueRemoval
 from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
 from zaqar_delay.storage.redis.script_calls import PooledScript
 from zaqar_delay.storage.redis.subscriptions import SubscriptionScripts
@@ -73,6 +74,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         self._keys = KeySpace(prefix, cluster=self._on_cluster)
         self._acks = acks or ReplicaAcks()
         self._scripts, self._script_connections = register_scripts(client, self._acks)
+        self._removal = QueueRemoval(client, self._run)
 
     def _write(self, key: str, write: Callable[[Any], object]) -> None:
         """Run the plain commands ``write`` issues on the client, all on ``key``, followed by
@@ -194,7 +196,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
     def delete_queue(self, project: str, queue: str) -> None:
         index = self._keys.project_queues(project)
         self._write(index, lambda client: client.zrem(index, queue))
-        self._run("queue", project, queue, "delete", 0, "")
+        self._removal.remove(project, queue, "delete")
         self._forget_push_index(project, queue)
 
     def list_queues(
@@ -209,14 +211,8 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         ]
         if not detailed:
             return [QueueInfo(name, None) for name in names]
-        pipe = self._client.pipeline(transaction=False)
-        for name in names:
-            pipe.hget(self._keys.queue(project, name).queue, "m")
-        raws = pipe.execute()
-        return [
-            QueueInfo(name, dict(json.loads(raw)) if raw else {})
-            for name, raw in zip(names, raws, strict=True)
-        ]
+        found = self.get_metadata_many(project, names)
+        return [QueueInfo(name, one or {}) for name, one in zip(names, found, strict=True)]
 
     def count_queues(self, project: str) -> int:
         return int(self._client.zcard(self._keys.project_queues(project)))
@@ -236,7 +232,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         )
 
     def purge(self, project: str, queue: str) -> None:
-        self._run("queue", project, queue, "purge", 0, "")
+        self._removal.remove(project, queue, "purge")
 
     # -- messages ------------------------------------------------------------------------------
 

@@ -41,6 +41,12 @@ class QueueKeys:
     bodies: str
     records: str
     buckets: str  # ZSET: the number of every bucket holding messages, scored by itself
+    # ZSET: the number of every bucket of purged or deleted messages not freed yet, scored by
+    # itself: dead from the moment it is put there, freed a few buckets per call (lib.lua)
+    trash: str
+    # HASH: name of an index a purge or a deletion detached (renamed) -> "z" (a ZSET) or "h"
+    # and its HSCAN cursor (a HASH), freed a slice per call; "#": the last number given to one
+    trash_indexes: str
     ready: str  # ZSET: unclaimed message (lib.lua's member_of its sequence) scored by due ms
     claimed: str  # ZSET: claimed message (member_of) scored by its claim's expiry ms
     # ZSET: bucket number scored at or before the earliest expiry ms of its messages
@@ -110,6 +116,8 @@ class KeySpace:
             bodies=f"{base}:mb",
             records=f"{base}:mr",
             buckets=f"{base}:mn",
+            trash=f"{base}:mt",
+            trash_indexes=f"{base}:mx",
             ready=f"{base}:rd",
             claimed=f"{base}:cd",
             expiry=f"{base}:xb",

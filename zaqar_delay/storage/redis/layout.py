@@ -24,6 +24,14 @@ from zaqar_delay.storage.redis.keys import QueueKeys
 # Messages are stored by sequence number, BUCKET_SIZE to a bucket: what Redis keeps as a
 # compact listpack (hash-max-listpack-entries, 128 by default).
 BUCKET_SIZE = 128
+# What one queue.lua "sweep" call frees of a purged or deleted queue: buckets (8,192
+# messages) and entries of its big indexes, a few milliseconds of the store's time, so other
+# clients' calls run in between (an index this small or smaller is deleted at once;
+# removal.py).
+SWEEP_BUCKETS = 64
+SWEEP_ENTRIES = 4096
+# queue.lua's flag for a purge or deletion: unlink big indexes whole (removal.py says when).
+UNLINK_INDEXES = "unlink"
 
 # A message record: this head (created ms, expires ms, due ms, ttl s, claim count, kind), then
 # the id part (ID_RANDOM_BYTES random bytes, or a length byte and the whole id with
@@ -80,7 +88,11 @@ def constants() -> dict[str, str]:
     }
     return {
         **keys,
+        "QUEUE_KEYS": str(len(keys)),
         "BUCKET_SIZE": str(BUCKET_SIZE),
+        "SWEEP_BUCKETS": str(SWEEP_BUCKETS),
+        "SWEEP_ENTRIES": str(SWEEP_ENTRIES),
+        "UNLINK_INDEXES": _lua_string(UNLINK_INDEXES),
         "RECORD_HEAD": _lua_string(lua_struct_format(RECORD_HEAD)),
         "ID_RANDOM_BYTES": str(ID_RANDOM_BYTES),
         "KIND_CLIENT_PACKED": str(KIND_CLIENT_PACKED),

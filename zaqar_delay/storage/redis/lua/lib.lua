@@ -21,6 +21,7 @@ local S_LAST = 8
 -- How much garbage one call may collect, so no call blocks Redis for long.
 local GC_BUDGET = 100
 local GC_BUCKETS = 1
+local GC_TRASH_BUCKETS, GC_TRASH_ENTRIES = 2, 256
 local LAPSED_BUDGET = 1000
 -- Lua's unpack() has a small stack; bulk commands are sent in chunks of this many arguments.
 local CHUNK = 2000
@@ -132,8 +133,26 @@ local function message_id(info)
     return info.id
 end
 
+-- A purge or a queue's deletion puts the queue's buckets in K_TRASH at once, and they are
+-- freed a few per call (free_trash): freeing millions of messages in one call would hold every
+-- other client of the store for seconds. A bucket in the trash is dead: no message is loaded
+-- from it, and no new message lands in it (first_seq). Looked up once per bucket and call.
+local trashed = {}
+local function in_trash(bucket)
+    local known = trashed[bucket]
+    if known == nil then
+        known = redis.call('ZSCORE', K_TRASH, bucket) ~= false
+        trashed[bucket] = known
+    end
+    return known
+end
+
 local function load_seq(seq)
-    local raw = redis.call('HGET', records_key(bucket_of(seq)), decimal(seq))
+    local bucket = bucket_of(seq)
+    if in_trash(bucket) then
+        return nil
+    end
+    local raw = redis.call('HGET', records_key(bucket), decimal(seq))
     return raw and decode_record(seq, raw) or nil
 end
 
@@ -322,10 +341,103 @@ local function forget_lapsed(key, expiry_key, now)
     end
 end
 
+-- What is left in the trash: its buckets and detached indexes (not the counter).
+local function trash_size()
+    return redis.call('ZCARD', K_TRASH) + math.max(redis.call('HLEN', K_TRASH_INDEXES) - 1, 0)
+end
+
+-- Take apart one detached index: up to `budget` of its entries; returns how many it took.
+local function free_index(name, state, budget)
+    if string.sub(state, 1, 1) == 'z' then
+        local taken = redis.call('ZREMRANGEBYRANK', name, 0, budget - 1)
+        if redis.call('EXISTS', name) == 0 then
+            redis.call('HDEL', K_TRASH_INDEXES, name)
+        end
+        return taken
+    end
+    local reply = redis.call('HSCAN', name, string.sub(state, 2), 'COUNT', budget)
+    local fields = {}
+    for i = 1, #reply[2], 2 do
+        fields[#fields + 1] = reply[2][i]
+    end
+    bulk('HDEL', name, fields)
+    if reply[1] == '0' then
+        redis.call('DEL', name)  -- a full scan returned every field: nothing is left
+        redis.call('HDEL', K_TRASH_INDEXES, name)
+    else
+        redis.call('HSET', K_TRASH_INDEXES, name, 'h' .. reply[1])
+    end
+    return math.max(#fields, 1)
+end
+
+-- Free a slice of the trash: up to `entries` entries of detached indexes and `buckets`
+-- buckets (the oldest first). Returns how much is left: buckets plus detached indexes.
+local function free_trash(entries, buckets)
+    local detached = redis.call('HGETALL', K_TRASH_INDEXES)
+    for i = 1, #detached, 2 do
+        if detached[i] ~= '#' and entries > 0 then
+            entries = entries - free_index(detached[i], detached[i + 1], entries)
+        end
+    end
+    if redis.call('HLEN', K_TRASH_INDEXES) == 1 then
+        redis.call('DEL', K_TRASH_INDEXES)  -- only the counter is left
+    end
+    local doomed = redis.call('ZRANGE', K_TRASH, 0, buckets - 1)
+    if #doomed > 0 then
+        local keys = {}
+        for _, bucket in ipairs(doomed) do
+            keys[#keys + 1] = records_key(tonumber(bucket))
+            keys[#keys + 1] = bodies_key(tonumber(bucket))
+        end
+        redis.call('DEL', unpack(keys))
+        redis.call('ZREM', K_TRASH, unpack(doomed))
+    end
+    return trash_size()
+end
+
+-- Drop an index of the queue: at once when small; else unlinked (`unlink`: the store frees it
+-- in the background without stalling, removal.py) or renamed into the trash (O(1)).
+-- `kind`: 'z' (a ZSET) or 'h' (a HASH).
+local function drop_index(key, kind, unlink)
+    local size = redis.call(kind == 'z' and 'ZCARD' or 'HLEN', key)
+    if size <= SWEEP_ENTRIES or unlink then
+        if size > 0 then
+            redis.call(unlink and 'UNLINK' or 'DEL', key)
+        end
+        return
+    end
+    local name = key .. ':t' .. redis.call('HINCRBY', K_TRASH_INDEXES, '#', 1)
+    redis.call('RENAME', key, name)
+    redis.call('HSET', K_TRASH_INDEXES, name, kind .. '0')
+end
+
+-- Put every bucket of the queue in the trash (O(1) when the trash is empty): its messages
+-- are gone from here on.
+local function trash_buckets()
+    if redis.call('EXISTS', K_TRASH) == 0 then
+        if redis.call('EXISTS', K_BUCKETS) == 1 then
+            redis.call('RENAME', K_BUCKETS, K_TRASH)
+        end
+    else
+        redis.call('ZUNIONSTORE', K_TRASH, 2, K_TRASH, K_BUCKETS, 'AGGREGATE', 'MAX')
+        redis.call('DEL', K_BUCKETS)
+    end
+end
+
+-- The last sequence number of a queue created now: past every bucket in the trash (of the
+-- same queue purged, or deleted and created again), so no message lands in a dead bucket.
+local function first_seq()
+    local last = redis.call('ZRANGE', K_TRASH, -1, -1)
+    return last[1] and (tonumber(last[1]) + 1) * BUCKET_SIZE or 0
+end
+
 -- Delete expired messages (a bucket's worth), claim records and remembered dedup ids whose
--- time is over (at most GC_BUDGET of each).
+-- time is over (at most GC_BUDGET of each), and free a few buckets of the trash.
 local function collect_garbage(now)
     collect_expired(now, GC_BUCKETS)
+    if redis.call('EXISTS', K_TRASH, K_TRASH_INDEXES) > 0 then
+        free_trash(GC_TRASH_ENTRIES, GC_TRASH_BUCKETS)
+    end
     forget_lapsed(K_CLAIMS, K_CLAIM_EXPIRY, now)
     forget_lapsed(K_DEDUP, K_DEDUP_EXPIRY, now)
 end

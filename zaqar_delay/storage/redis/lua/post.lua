@@ -31,7 +31,7 @@ if expected ~= ANY_METADATA_VERSION and expected ~= version then
 end
 local created = 0
 if not metadata then
-    redis.call('HSET', K_QUEUE, 'm', '{}', 'cr', now, 'seq', 0)
+    redis.call('HSET', K_QUEUE, 'm', '{}', 'cr', now, 'seq', first_seq())
     version = redis.sha1hex('{}')
     created = 1
 end

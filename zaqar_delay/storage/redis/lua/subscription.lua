@@ -62,7 +62,7 @@ if action == 'create' then
     end
     local created = 0
     if redis.call('EXISTS', K_QUEUE) == 0 then
-        redis.call('HSET', K_QUEUE, 'm', '{}', 'cr', now, 'seq', 0)
+        redis.call('HSET', K_QUEUE, 'm', '{}', 'cr', now, 'seq', first_seq())
         created = 1
     end
     local record = {subscriber, ttl, now, now + ttl * 1000, 0, ARGV[6], ARGV[7]}

@@ -1,18 +1,18 @@
 -- upgrade.lua: move up to `batch` messages of a queue from the layout of zaqar-delay 1.x (one
 -- hash entry and up to four sorted-set entries per message) into the buckets (lib.lua).
 --
--- KEYS: the queue keys (lib.lua), then the queue's keys of the old layout: 22 bodies (HASH id
---   -> body), 23 infos (HASH id -> msgpack [created, expires, ttl, due, client, seq, claim,
---   claim_expires, claim_count]), 24 fifo (ZSET id by seq), 25 ready (ZSET id by due),
---   26 claimed (ZSET id by claim expiry), 27 expiry (ZSET id by expiry ms).
+-- KEYS: the queue keys (lib.lua), then the queue's keys of the old layout: bodies (HASH id
+--   -> body), infos (HASH id -> msgpack [created, expires, ttl, due, client, seq, claim,
+--   claim_expires, claim_count]), fifo (ZSET id by seq), ready (ZSET id by due), claimed
+--   (ZSET id by claim expiry), expiry (ZSET id by expiry ms).
 -- ARGV: batch.
 -- Returns: the number of messages still in the old layout (0 when the queue is done; its old
 --   keys are then gone).
 -- Ids, bodies, due times, claims and claim counts are kept. The claim records are rewritten
 -- first (their message ids become sequence numbers), while every id still has its sequence.
 
-local O_BODIES, O_INFOS, O_FIFO = KEYS[22], KEYS[23], KEYS[24]
-local O_READY, O_CLAIMED, O_EXPIRY = KEYS[25], KEYS[26], KEYS[27]
+local O_BODIES, O_INFOS, O_FIFO = KEYS[QUEUE_KEYS + 1], KEYS[QUEUE_KEYS + 2], KEYS[QUEUE_KEYS + 3]
+local O_READY, O_CLAIMED, O_EXPIRY = KEYS[QUEUE_KEYS + 4], KEYS[QUEUE_KEYS + 5], KEYS[QUEUE_KEYS + 6]
 local batch = tonumber(ARGV[1])
 
 if redis.call('EXISTS', O_FIFO) == 0 then
