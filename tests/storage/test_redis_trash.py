@@ -4,12 +4,14 @@ call holds the store (and every other queue on it) for long.
 
 Each test runs the purge or deletion script itself where it needs the state between that call
 and the sweeps (as a server that stops right after it leaves it), and checks what a client
-sees then, before it checks what the sweeps free.
+sees then, before it checks what the sweeps free. A removal a stopped server left is finished
+by the next server to start, or by the next removal once it was listed long enough.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -21,7 +23,8 @@ from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import ClaimTimes, ListQuery, NewMessage
 from zaqar_delay.storage.redis import layout
 from zaqar_delay.storage.redis.driver import RedisDriver
-from zaqar_delay.storage.redis.removal import frees_in_background
+from zaqar_delay.storage.redis.pushes import queue_member
+from zaqar_delay.storage.redis.removal import ABANDONED_AFTER_S, frees_in_background
 
 P, Q, OTHER = "p", "q", "other"
 CLIENT = uuid.uuid4().hex
@@ -177,24 +180,43 @@ def test_messages_posted_before_the_sweeps_end_keep_their_storage(
     assert redis_driver.stats(P, Q, clock.now_ms()).total == 4 * layout.BUCKET_SIZE
 
 
-def test_a_trash_left_by_a_server_that_stopped_is_freed_by_later_calls(
+def abandon_purge(driver: RedisDriver, listed_at: float) -> None:
+    """What a server that stops right after its purge call leaves: the queue listed in the
+    removals index, its trash full."""
+    driver._client.zadd(driver._keys.removals(), {queue_member(P, Q): listed_at})
+    driver._run("queue", P, Q, "purge", 0, "")
+    buckets, indexes = trash_left(driver)
+    assert buckets > 0 and indexes
+
+
+def test_a_removal_a_stopped_server_left_is_finished_by_the_next_start(
     redis_driver: RedisDriver, clock: FakeClock
 ) -> None:
-    """A server that stops between the purge and its sweeps leaves the trash: each call that
-    collects garbage on the queue (posts, claims, stats) frees a little of it."""
     post(redis_driver, clock, MANY)
-    redis_driver._run("queue", P, Q, "purge", 0, "")
-    before = trash_left(redis_driver)
-    assert before[0] > 0 and before[1]
+    abandon_purge(redis_driver, time.time())
 
-    redis_driver.stats(P, Q, clock.now_ms())
-    once = trash_left(redis_driver)
-    assert once[0] < before[0] and sum(once[1].values()) < sum(before[1].values())
-    for _ in range(MANY // 128):
-        redis_driver.stats(P, Q, clock.now_ms())
+    redis_driver.prepare()
 
     assert trash_left(redis_driver) == (0, {})
     assert queue_keys(redis_driver) == {redis_driver._keys.queue(P, Q).queue}
+    assert redis_driver._client.zcard(redis_driver._keys.removals()) == 0
+
+
+def test_a_removal_listed_too_long_ago_is_finished_by_the_next_one(
+    redis_driver: RedisDriver, clock: FakeClock
+) -> None:
+    post(redis_driver, clock, MANY)
+    abandon_purge(redis_driver, time.time() - 5)
+    post(redis_driver, clock, 10, queue=OTHER)
+
+    redis_driver.purge(P, OTHER)  # a removal still running elsewhere is left to its server
+    assert trash_left(redis_driver)[0] > 0
+
+    abandon_purge(redis_driver, time.time() - ABANDONED_AFTER_S - 1)
+    redis_driver.purge(P, OTHER)
+
+    assert trash_left(redis_driver) == (0, {})
+    assert redis_driver._client.zcard(redis_driver._keys.removals()) == 0
 
 
 def test_another_queue_is_untouched(redis_driver: RedisDriver, clock: FakeClock) -> None:

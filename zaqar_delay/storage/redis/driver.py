@@ -74,7 +74,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
         self._keys = KeySpace(prefix, cluster=self._on_cluster)
         self._acks = acks or ReplicaAcks()
         self._scripts, self._script_connections = register_scripts(client, self._acks)
-        self._removal = QueueRemoval(client, self._run)
+        self._removal = QueueRemoval(client, self._keys, self._run)
 
     def _write(self, key: str, write: Callable[[Any], object]) -> None:
         """Run the plain commands ``write`` issues on the client, all on ``key``, followed by
@@ -99,9 +99,10 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
 
     def prepare(self) -> list[str]:
         """Check what the store promises (``durability``: a store that evicts keys is
-        refused), then move every queue still in the layout before buckets into them
-        (``upgrade.py``)."""
+        refused), free what removals a stopped server left (``removal.py``), then move every
+        queue still in the layout before buckets into them (``upgrade.py``)."""
         warnings = durability.check(self._client, self._acks.replicas)
+        self._removal.finish_abandoned(0)
         upgraded = upgrade.upgrade_layout(self._client, self._keys, self._scripts["upgrade"])
         if upgraded:
             warnings.append(f"moved the messages of {upgraded} queue(s) into the bucket layout")

@@ -28,6 +28,12 @@ PREFIX_REFUSED = frozenset("*?[]\\{}")
 QUEUE_TAGGED = "!"
 
 
+# The end of a queue's hash key, and of its two trash keys named after it (lua/lib.lua).
+QUEUE_SUFFIX = ":q"
+TRASH_SUFFIX = ":mt"
+TRASH_INDEXES_SUFFIX = ":mx"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class QueueKeys:
     """The keys of one queue."""
@@ -41,12 +47,6 @@ class QueueKeys:
     bodies: str
     records: str
     buckets: str  # ZSET: the number of every bucket holding messages, scored by itself
-    # ZSET: the number of every bucket of purged or deleted messages not freed yet, scored by
-    # itself: dead from the moment it is put there, freed a few buckets per call (lib.lua)
-    trash: str
-    # HASH: name of an index a purge or a deletion detached (renamed) -> "z" (a ZSET) or "h"
-    # and its HSCAN cursor (a HASH), freed a slice per call; "#": the last number given to one
-    trash_indexes: str
     ready: str  # ZSET: unclaimed message (lib.lua's member_of its sequence) scored by due ms
     claimed: str  # ZSET: claimed message (member_of) scored by its claim's expiry ms
     # ZSET: bucket number scored at or before the earliest expiry ms of its messages
@@ -78,6 +78,21 @@ class QueueKeys:
 
     def as_list(self) -> list[str]:
         return [getattr(self, field.name) for field in dataclasses.fields(self)]
+
+    # Two keys only a purge or deletion writes, named after the queue key in the scripts too
+    # (lib.lua), so that the calls that serve clients do not carry them in KEYS.
+
+    @property
+    def trash(self) -> str:
+        """ZSET: the number of every bucket of purged or deleted messages not freed yet,
+        scored by itself: dead from the moment it is put there (lib.lua, removal.py)."""
+        return self.queue[: -len(QUEUE_SUFFIX)] + TRASH_SUFFIX
+
+    @property
+    def trash_indexes(self) -> str:
+        """HASH: name of an index a purge or deletion detached (renamed) -> "z" (a ZSET), or
+        "h" and its HSCAN cursor (a HASH); "#": the last number given to one."""
+        return self.queue[: -len(QUEUE_SUFFIX)] + TRASH_INDEXES_SUFFIX
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -112,12 +127,10 @@ class KeySpace:
         if self.cluster and project.startswith("}"):
             base = f"{self.prefix}:{QUEUE_TAGGED}{{{queue}/{project}}}"
         return QueueKeys(
-            queue=f"{base}:q",
+            queue=f"{base}{QUEUE_SUFFIX}",
             bodies=f"{base}:mb",
             records=f"{base}:mr",
             buckets=f"{base}:mn",
-            trash=f"{base}:mt",
-            trash_indexes=f"{base}:mx",
             ready=f"{base}:rd",
             claimed=f"{base}:cd",
             expiry=f"{base}:xb",
@@ -166,6 +179,11 @@ class KeySpace:
         its earliest one: how dispatchers find due pushes in one call, whatever the number of
         queues (its own cluster slot)."""
         return f"{self.prefix}:{{pushes}}"
+
+    def removals(self) -> str:
+        """ZSET of every queue whose purge or deletion is freeing its trash (member
+        ``queue_member``), scored by the epoch seconds it began (``removal.py``)."""
+        return f"{self.prefix}:{{removals}}"
 
     def project_queues_pattern(self) -> str:
         """Pattern matching every project's queue index (an empty index has no key)."""

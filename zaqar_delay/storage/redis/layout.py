@@ -19,7 +19,12 @@ from zaqar_delay import policy, push_hops
 from zaqar_delay.storage import bounds
 from zaqar_delay.storage.base import ANY_METADATA_VERSION
 from zaqar_delay.storage.deliveries import PARKED
-from zaqar_delay.storage.redis.keys import QueueKeys
+from zaqar_delay.storage.redis.keys import (
+    QUEUE_SUFFIX,
+    TRASH_INDEXES_SUFFIX,
+    TRASH_SUFFIX,
+    QueueKeys,
+)
 
 # Messages are stored by sequence number, BUCKET_SIZE to a bucket: what Redis keeps as a
 # compact listpack (hash-max-listpack-entries, 128 by default).
@@ -89,6 +94,9 @@ def constants() -> dict[str, str]:
     return {
         **keys,
         "QUEUE_KEYS": str(len(keys)),
+        "QUEUE_SUFFIX": _lua_string(QUEUE_SUFFIX),
+        "TRASH_SUFFIX": _lua_string(TRASH_SUFFIX),
+        "TRASH_INDEXES_SUFFIX": _lua_string(TRASH_INDEXES_SUFFIX),
         "BUCKET_SIZE": str(BUCKET_SIZE),
         "SWEEP_BUCKETS": str(SWEEP_BUCKETS),
         "SWEEP_ENTRIES": str(SWEEP_ENTRIES),

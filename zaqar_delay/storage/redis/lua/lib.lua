@@ -21,7 +21,6 @@ local S_LAST = 8
 -- How much garbage one call may collect, so no call blocks Redis for long.
 local GC_BUDGET = 100
 local GC_BUCKETS = 1
-local GC_TRASH_BUCKETS, GC_TRASH_ENTRIES = 2, 256
 local LAPSED_BUDGET = 1000
 -- Lua's unpack() has a small stack; bulk commands are sent in chunks of this many arguments.
 local CHUNK = 2000
@@ -132,6 +131,11 @@ local function message_id(info)
     end
     return info.id
 end
+
+-- The queue's trash keys (keys.py): named after K_QUEUE, in its hash tag, rather than passed
+-- in KEYS by every call.
+local K_TRASH = string.sub(K_QUEUE, 1, -#QUEUE_SUFFIX - 1) .. TRASH_SUFFIX
+local K_TRASH_INDEXES = string.sub(K_QUEUE, 1, -#QUEUE_SUFFIX - 1) .. TRASH_INDEXES_SUFFIX
 
 -- A purge or a queue's deletion puts the queue's buckets in K_TRASH at once, and they are
 -- freed a few per call (free_trash): freeing millions of messages in one call would hold every
@@ -432,12 +436,9 @@ local function first_seq()
 end
 
 -- Delete expired messages (a bucket's worth), claim records and remembered dedup ids whose
--- time is over (at most GC_BUDGET of each), and free a few buckets of the trash.
+-- time is over (at most GC_BUDGET of each).
 local function collect_garbage(now)
     collect_expired(now, GC_BUCKETS)
-    if redis.call('EXISTS', K_TRASH, K_TRASH_INDEXES) > 0 then
-        free_trash(GC_TRASH_ENTRIES, GC_TRASH_BUCKETS)
-    end
     forget_lapsed(K_CLAIMS, K_CLAIM_EXPIRY, now)
     forget_lapsed(K_DEDUP, K_DEDUP_EXPIRY, now)
 end

@@ -12,8 +12,7 @@
 --   "sweep":   free a slice of the trash (SWEEP_ENTRIES index entries, SWEEP_BUCKETS buckets).
 -- "purge", "delete" and "sweep" return how much of the trash is left to free (non-zero: call
 -- "sweep" again): the messages are gone at once, their buckets and big indexes are freed by
--- "sweep" calls (and a few by each call that collects garbage), so no call holds the store
--- for long.
+-- "sweep" calls (removal.py), so no call holds the store for long.
 
 local action = ARGV[1]
 if action == 'sweep' then
