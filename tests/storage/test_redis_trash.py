@@ -166,7 +166,8 @@ def test_messages_posted_before_the_sweeps_end_keep_their_storage(
     assert [m.id for m in found] == after_purge
     assert redis_driver._run("queue", P, Q, "delete", 0, "") > 0
     redis_driver.create_queue(P, Q, {}, clock.now_ms())
-    # More buckets than the post's own garbage collection frees of the trash before it.
+    # Several buckets' worth: the buckets a queue counting from 0 would put them in are in the
+    # trash.
     after_delete = post(redis_driver, clock, 4 * layout.BUCKET_SIZE)
 
     sweep(redis_driver)

@@ -134,8 +134,9 @@ end
 
 -- The queue's trash keys (keys.py): named after K_QUEUE, in its hash tag, rather than passed
 -- in KEYS by every call.
-local K_TRASH = string.sub(K_QUEUE, 1, -#QUEUE_SUFFIX - 1) .. TRASH_SUFFIX
-local K_TRASH_INDEXES = string.sub(K_QUEUE, 1, -#QUEUE_SUFFIX - 1) .. TRASH_INDEXES_SUFFIX
+local QUEUE_BASE = string.sub(K_QUEUE, 1, -#QUEUE_SUFFIX - 1)
+local K_TRASH = QUEUE_BASE .. TRASH_SUFFIX
+local K_TRASH_INDEXES = QUEUE_BASE .. TRASH_INDEXES_SUFFIX
 
 -- A purge or a queue's deletion puts the queue's buckets in K_TRASH at once, and they are
 -- freed a few per call (free_trash): freeing millions of messages in one call would hold every
@@ -354,7 +355,7 @@ end
 local function free_index(name, state, budget)
     if string.sub(state, 1, 1) == 'z' then
         local taken = redis.call('ZREMRANGEBYRANK', name, 0, budget - 1)
-        if redis.call('EXISTS', name) == 0 then
+        if taken < budget then  -- it held no more: Redis dropped the emptied key
             redis.call('HDEL', K_TRASH_INDEXES, name)
         end
         return taken
