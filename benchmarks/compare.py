@@ -129,27 +129,52 @@ class Target:
 
 
 @contextlib.contextmanager
-def targets(args: argparse.Namespace) -> Iterator[tuple[Target, Target]]:
-    redis_ours, redis_peer = RedisServer().start(), RedisServer().start()
-    ours = ServiceProcess(env={STORAGE_URI_ENV: redis_ours.url}, workers=args.workers).start()
-    assert ours.process is not None
-    stop_peer: Callable[[], None]
-    if args.baseline:
-        baseline = ServiceProcess(
-            env={STORAGE_URI_ENV: redis_peer.url},
-            workers=args.workers,
-            cwd=str(checkout(args.baseline)),
-        ).start()
-        assert baseline.process is not None
-        peer = Target(
-            peer_name(args),
-            baseline.url,
-            [baseline.process.pid, redis_peer.process.pid],
-            redis_peer,
-            True,
-        )  # type: ignore[union-attr]
-        stop_peer = baseline.stop
-    else:
+def targets(args: argparse.Namespace, peer_first: bool) -> Iterator[tuple[Target, Target]]:
+    """Both servers and their redis-servers, started for one round (``peer_first``: the
+    peer's first), and stopped after it."""
+    starts = [_start_peer, _start_ours] if peer_first else [_start_ours, _start_peer]
+    with contextlib.ExitStack() as running:
+        started = [running.enter_context(start(args)) for start in starts]
+        yield (started[0], started[1]) if peer_first else (started[1], started[0])
+
+
+@contextlib.contextmanager
+def _start_ours(args: argparse.Namespace) -> Iterator[Target]:
+    with _redis() as redis_ours:
+        ours = ServiceProcess(env={STORAGE_URI_ENV: redis_ours.url}, workers=args.workers)
+        ours.start().wait_for_workers()
+        assert ours.process is not None and redis_ours.process is not None
+        try:
+            yield Target(
+                OURS, ours.url, [ours.process.pid, redis_ours.process.pid], redis_ours, True
+            )
+        finally:
+            ours.stop()
+
+
+@contextlib.contextmanager
+def _start_peer(args: argparse.Namespace) -> Iterator[Target]:
+    with _redis() as redis_peer:
+        assert redis_peer.process is not None
+        if args.baseline:
+            baseline = ServiceProcess(
+                env={STORAGE_URI_ENV: redis_peer.url},
+                workers=args.workers,
+                cwd=str(checkout(args.baseline)),
+            )
+            baseline.start().wait_for_workers()
+            assert baseline.process is not None
+            try:
+                yield Target(
+                    peer_name(args),
+                    baseline.url,
+                    [baseline.process.pid, redis_peer.process.pid],
+                    redis_peer,
+                    True,
+                )
+            finally:
+                baseline.stop()
+            return
         venv = peer_venv()
         with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as peer_conf:
             peer_conf.write(ZAQAR_CONF.format(redis=redis_peer.url, log=peer_conf.name + ".log"))
@@ -160,18 +185,19 @@ def targets(args: argparse.Namespace) -> Iterator[tuple[Target, Target]]:
             ["-k", args.peer_worker_class],
             {"ZAQAR_PEER_CONFIG": peer_conf.name},
         )
-        peer = Target(PEER, zaqar.url, [zaqar.pid, redis_peer.process.pid], redis_peer, False)  # type: ignore[union-attr]
-        stop_peer = zaqar.stop
+        try:
+            yield Target(PEER, zaqar.url, [zaqar.pid, redis_peer.process.pid], redis_peer, False)
+        finally:
+            zaqar.stop()
+
+
+@contextlib.contextmanager
+def _redis() -> Iterator[RedisServer]:
+    redis = RedisServer().start()
     try:
-        yield (
-            peer,
-            Target(OURS, ours.url, [ours.process.pid, redis_ours.process.pid], redis_ours, True),  # type: ignore[union-attr]
-        )
+        yield redis
     finally:
-        ours.stop()
-        stop_peer()
-        redis_ours.stop()
-        redis_peer.stop()
+        redis.stop()
 
 
 def peer_name(args: argparse.Namespace) -> str:
@@ -409,8 +435,11 @@ def main() -> None:
     scenarios = [s for s in args.scenarios.split(",") if s]
     results: dict[str, dict[str, list[dict[str, Any]]]] = {s: {} for s in scenarios}
     started = time.time()
-    with targets(args) as (peer, ours):
-        for round_ in range(args.rounds):
+    for round_ in range(args.rounds):
+        # Each round has servers of its own, started in its order: a server's speed varies
+        # a few percent from one start to the next (its processes' hash seeds and memory
+        # layout, its Redis's tables), which rounds on the same servers would all repeat.
+        with targets(args, peer_first=round_ % 2 == 0) as (peer, ours):
             order = (peer, ours) if round_ % 2 == 0 else (ours, peer)
             for scenario in scenarios:
                 if scenario == "backlog" and round_ > 0:
