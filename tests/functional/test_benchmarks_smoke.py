@@ -119,6 +119,19 @@ def test_purge_stall_benchmark_measures_the_other_queue_on_both_stores(tmp_path:
     assert len(list(tmp_path.glob("purge-stall-*.json"))) == 1
 
 
+def test_slow_readers_benchmark_samples_the_workers_while_clients_stall(
+    tmp_path: Path,
+) -> None:
+    result = run_benchmark(
+        "slow_readers", "--connections", "3", "--seconds", "2", "--results", str(tmp_path)
+    )
+    samples = result["workers_mib_each_second"]
+    assert isinstance(samples, list) and len(samples) == 2 and len(samples[0]) == 2
+    other = result["other_project"]
+    assert isinstance(other, dict) and other["status"] == 200
+    assert len(list(tmp_path.glob("slow-readers-*.json"))) == 1
+
+
 def test_push_fairness_benchmark_pushes_the_other_tenant_beside_a_backlog() -> None:
     result = run_benchmark(
         "push_fairness", "--seconds", "1", "--subscriptions", "2", "--messages", "20"

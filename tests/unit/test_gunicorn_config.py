@@ -33,6 +33,7 @@ def test_the_file_applies_the_servers_settings(
         ini = tmp_path / "zaqar-delay.conf"
         ini.write_text(
             f"[server]\nworkers = {workers}\nbind = 127.0.0.1:9999\ntransfer_timeout = 7\n"
+            "max_unsent_responses = 9\n"
         )
         monkeypatch.setenv("ZAQAR_DELAY_CONFIG_FILE", str(ini))
         config_files = [str(ini)]
@@ -45,6 +46,7 @@ def test_the_file_applies_the_servers_settings(
             assert config.settings[key].get() == config.settings[key].validator(value), key
     assert config.workers == (workers or 2)
     assert config.worker_class.transfer_s == (7 if workers else 60)
+    assert config.worker_class.unsent_mib == (9 if workers else 128)
 
 
 def test_the_websocket_port_is_a_second_bind(tmp_path: Path) -> None:

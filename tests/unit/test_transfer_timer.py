@@ -4,7 +4,9 @@ server's own behaviour on real connections is in tests/functional/test_slow_clie
 from __future__ import annotations
 
 import errno
+import gc
 import io
+import weakref
 
 import gevent
 import pytest
@@ -81,3 +83,54 @@ def test_a_body_that_arrives_is_read_whole() -> None:
     timed = TimedInput(io.BytesIO(b"line one\nline two\n"), TransferTimer(5))
     assert timed.readline() == b"line one\n"
     assert list(timed) == [b"line two\n"]
+
+
+class Response:
+    """What a send holds: freed once nothing refers to it."""
+
+
+def test_a_cut_call_fails_as_a_timeout_and_a_later_one_is_not_cut() -> None:
+    timer = TransferTimer(5)
+    outcome: list[str] = []
+
+    def send(seconds: float) -> None:
+        try:
+            timer.run(gevent.sleep, seconds)
+            outcome.append("sent")
+        except TransferTimeout:
+            outcome.append("cut")
+
+    stalled = gevent.spawn(send, 10)
+    gevent.sleep(0.01)
+    timer.cut(stalled)
+    stalled.join(1)
+    assert outcome == ["cut"] and timer.expired
+
+    timer = TransferTimer(5)
+    quick = gevent.spawn(send, 0)
+    gevent.sleep(0.01)
+    assert outcome == ["cut", "sent"]
+    timer.cut(quick)  # asked for a call that has returned: the next is left alone
+    late = gevent.spawn(send, 0.05)
+    late.join(1)
+    assert outcome == ["cut", "sent", "sent"] and not timer.expired
+
+
+def test_a_timed_out_call_leaves_nothing_it_sent_referenced() -> None:
+    timer = TransferTimer(0.05)
+    response = Response()
+    freed = weakref.ref(response)
+
+    def stalled_send(data: Response) -> None:
+        gevent.sleep(10)
+
+    gc.disable()  # what a cycle would keep until the collector runs is kept
+    try:
+        with pytest.raises(TransferTimeout) as raised:
+            timer.run(stalled_send, response)
+        assert timer.expired
+        assert raised.value.__context__ is None  # not the timer, with its traceback
+        del raised, response
+        assert freed() is None
+    finally:
+        gc.enable()

@@ -28,7 +28,9 @@ def options(settings: Settings) -> dict[str, Any]:
     return {
         "bind": binds(settings),
         "workers": settings.server.workers,
-        "worker_class": worker_class(settings.server.transfer_timeout),
+        "worker_class": worker_class(
+            settings.server.transfer_timeout, settings.server.max_unsent_responses
+        ),
         "worker_connections": WORKER_CONNECTIONS,
         "timeout": settings.server.timeout,
         "graceful_timeout": graceful_timeout_s(settings),

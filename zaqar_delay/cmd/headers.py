@@ -10,6 +10,7 @@ gunicorn make (``get``, ``getheader``, ``typeheader``, ``headers``, ``items``, `
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import re
 import socket
@@ -21,6 +22,7 @@ from gevent.pywsgi import MAX_REQUEST_LINE
 from gunicorn.workers.ggevent import PyWSGIHandler
 
 from zaqar_delay.cmd.transfer import TimedInput, TransferTimer
+from zaqar_delay.cmd.unsent import COUNTED_FROM_BYTES, UnsentResponses
 
 # http.client's own limits: a longer line or more headers is a bad request.
 MAX_LINE = 65536
@@ -218,6 +220,8 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
         self._timer = None if idle_s is None else gevent.Timeout(idle_s)
         # Bodies read and responses sent within ``transfer_s`` (cmd/transfer.py).
         self._transfer = None if transfer_s is None else TransferTimer(transfer_s)
+        # The worker's count of the response bytes it sends (cmd/unsent.py), if it keeps one.
+        self._unsent: UnsentResponses | None = getattr(server, "unsent", None)
         self._greenlet = gevent.getcurrent()
         self._awaiting_request = False  # in read_requestline, with nothing of a request read
         self._head_fault = ""  # why the current request's headers are refused, if they are
@@ -329,10 +333,14 @@ class Handler(PyWSGIHandler):  # type: ignore[misc]
             self.close_connection = True  # part of a body or of a response is lost
 
     def _sendall(self, data: bytes) -> None:
-        if self._transfer is None:
+        transfer = self._transfer
+        if transfer is None:
             super()._sendall(data)
+        elif self._unsent is None or len(data) < COUNTED_FROM_BYTES:
+            transfer.run(super()._sendall, data)
         else:
-            self._transfer.run(super()._sendall, data)
+            with self._unsent.sending(len(data), functools.partial(transfer.cut, self._greenlet)):
+                transfer.run(super()._sendall, data)
 
     def log_request(self) -> None:
         # gunicorn builds the access log's record (two datetimes, a response object, the

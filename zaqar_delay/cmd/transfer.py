@@ -43,26 +43,47 @@ class TransferTimer:
     connection serves no further request.
     """
 
-    __slots__ = ("_timer", "expired", "seconds")
+    __slots__ = ("_calls", "_running", "_timer", "expired", "seconds")
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.expired = False
         self._timer = gevent.Timeout(seconds)
+        self._calls = 0  # calls started, so a cut asked for one does not end a later one
+        self._running = False
 
     def run(self, call: Callable[..., T], *args: Any) -> T:
-        """``call(*args)``, or TransferTimeout when it takes more than ``seconds``."""
+        """``call(*args)``, or TransferTimeout when it takes more than ``seconds`` (or is
+        :meth:`cut`)."""
         timer = self._timer
+        self._calls += 1
+        self._running = True
         timer.start()
         try:
             return call(*args)
         except gevent.Timeout as timeout:
             if timeout is not timer:
                 raise
+            # The timer is raised again on the next expiry; the traceback a raise leaves on
+            # it holds the frames of this call, and so the response or body it was sending,
+            # for as long as the connection lives. It is dropped, and TransferTimeout is
+            # raised outside this block, so that it does not keep the timer as its context.
+            timeout.__traceback__ = None
             self.expired = True
-            raise TransferTimeout(self.seconds) from None
         finally:
+            self._running = False
             timer.cancel()
+        raise TransferTimeout(self.seconds)
+
+    def cut(self, greenlet: Any) -> None:
+        """End the call running now in ``greenlet`` as if its time had run out (from another
+        greenlet; nothing when that call has returned by then)."""
+        gevent.get_hub().loop.run_callback(self._cut, greenlet, self._calls)
+
+    def _cut(self, greenlet: Any, call: int) -> None:
+        # From the hub, where the call's greenlet is parked on its connection.
+        if self._running and self._calls == call:
+            greenlet.throw(self._timer)
 
 
 class TimedInput:

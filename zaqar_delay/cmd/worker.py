@@ -19,9 +19,10 @@ import gevent
 from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIServer
 
 from zaqar_delay import logs, sibling_wakeups, stopping
-from zaqar_delay.cmd import metric_files
+from zaqar_delay.cmd import allocator, metric_files
 from zaqar_delay.cmd.balance import DEFER_S, Share, share_of
 from zaqar_delay.cmd.headers import Handler
+from zaqar_delay.cmd.unsent import UnsentResponses
 from zaqar_delay.conf.server import ServerSettings
 
 
@@ -34,14 +35,17 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
         share: Share | None = None,
         idle_s: float | None = None,
         transfer_s: float | None = None,
+        unsent: UnsentResponses | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._share = share
         # Read by the handler: how long a connection may idle, or take to send a request head;
-        # how long a client may take to send a body, or take a response (cmd/transfer.py).
+        # how long a client may take to send a body, or take a response (cmd/transfer.py);
+        # the bytes of responses clients have yet to take (cmd/unsent.py).
         self.idle_s = idle_s
         self.transfer_s = transfer_s
+        self.unsent = unsent
         if share is not None:
             share.serving()
         # After a deferral, the next connection is taken without asking if it comes before
@@ -113,12 +117,13 @@ class FairPyWSGIServer(PyWSGIServer):  # type: ignore[misc]
 
 
 class Worker(GeventPyWSGIWorker):  # type: ignore[misc]
-    """``worker_class = "zaqar_delay.cmd.worker.Worker"``, with the default transfer timeout;
-    :func:`worker_class` for another."""
+    """``worker_class = "zaqar_delay.cmd.worker.Worker"``, with the default transfer timeout
+    and limit of unsent responses; :func:`worker_class` for others."""
 
     server_class = FairPyWSGIServer
     wsgi_handler = Handler
     transfer_s: float = ServerSettings().transfer_timeout
+    unsent_mib: int = ServerSettings().max_unsent_responses
 
     def run(self) -> None:
         # After the app loaded: from here on the worker accepts connections.
@@ -132,17 +137,19 @@ class Worker(GeventPyWSGIWorker):  # type: ignore[misc]
     def init_process(self) -> None:
         sibling_wakeups.join(getattr(self, "balance_slot", None))
         metric_files.prepare(self.pid)  # before the app's metrics write their files
+        allocator.return_large_blocks()
         self.server_class = functools.partial(  # type: ignore[assignment]
             FairPyWSGIServer,
             share=share_of(self),
             idle_s=self.cfg.keepalive,
             transfer_s=self.transfer_s,
+            unsent=UnsentResponses(self.unsent_mib * 2**20) if self.unsent_mib else None,
         )
         super().init_process()
 
 
 @functools.cache  # one class per value: gunicorn's configuration compares settings
-def worker_class(transfer_s: float) -> type[Worker]:
-    """gunicorn's ``worker_class``: :class:`Worker` with ``[server] transfer_timeout``
-    (gunicorn has no setting of its own for it)."""
-    return type(Worker.__name__, (Worker,), {"transfer_s": transfer_s})
+def worker_class(transfer_s: float, unsent_mib: int = Worker.unsent_mib) -> type[Worker]:
+    """gunicorn's ``worker_class``: :class:`Worker` with ``[server] transfer_timeout`` and
+    ``max_unsent_responses`` (gunicorn has no setting of its own for them)."""
+    return type(Worker.__name__, (Worker,), {"transfer_s": transfer_s, "unsent_mib": unsent_mib})

@@ -49,6 +49,18 @@ class ServerSettings:
             "It keeps clients that stall from holding the server's connections."
         ),
     )
+    max_unsent_responses: int = option(
+        cfg.IntOpt,
+        default=128,
+        min=0,
+        help=(
+            "MiB of responses a worker may hold for clients that have not taken them. Past "
+            "it, the connections whose responses have waited longest (at least a second) are "
+            "closed, so clients that ask for large listings or claims and read nothing cannot "
+            "make the workers take the host's memory. Responses under 16 KiB are not counted. "
+            "0: no limit (transfer_timeout alone bounds how long a response is held)."
+        ),
+    )
     auth_strategy: str = option(
         cfg.StrOpt,
         default="noauth",
