@@ -287,7 +287,9 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
                 message.dedup_id,
                 message.hops,
             )
-        packed = msgpack.packb(fields)
+        # Not msgpack's 256 KiB first buffer, a mapping of its own per post (cmd/allocator.py):
+        # a post's fields are most often a few hundred bytes, and the buffer grows as needed.
+        packed = msgpack.packb(fields, buf_size=4096)
         created, *rest = self._run(
             "post", project, queue, now_ms, mode, client_id, expected, packed
         )
