@@ -16,7 +16,7 @@ import requests
 import websocket
 
 from testbed.processes import ServiceProcess
-from tests.helpers.raw_http import received_until_closed
+from tests.helpers.raw_http import post_large_messages, received_until_closed
 
 pytestmark = pytest.mark.functional
 
@@ -110,15 +110,7 @@ def test_a_body_the_route_does_not_read_is_bounded_too(service: ServiceProcess) 
 @pytest.fixture(scope="module")
 def large_queue(service: ServiceProcess) -> str:
     """A queue whose listing is far larger than the sockets on both sides buffer."""
-    for n in range(LARGE_MESSAGES):
-        message = {"ttl": 300, "body": {"n": n, "pad": "x" * LARGE_BODY}}
-        posted = requests.post(
-            f"{service.url}/v2/queues/large/messages",
-            json={"messages": [message]},
-            headers=HEADERS,
-            timeout=10,
-        )
-        assert posted.status_code == 201, posted.text
+    post_large_messages(service.url, "large", HEADERS, LARGE_MESSAGES, LARGE_BODY)
     return "large"
 
 

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from testbed.processes import ServiceProcess
-from tests.helpers.raw_http import received_until_closed
+from tests.helpers.raw_http import post_large_messages, received_until_closed
 
 pytestmark = pytest.mark.functional
 
@@ -35,15 +35,7 @@ def serve(tmp_path: Path, limit_mib: int) -> Iterator[ServiceProcess]:
         f"[transport]\nmax_messages_post_size = {2 * PAD}\n"
     )
     started = ServiceProcess(args=["--config-file", str(conf)], workers=1).start()
-    for n in range(MESSAGES):
-        message = {"ttl": 300, "body": {"n": n, "pad": "x" * PAD}}
-        posted = requests.post(
-            f"{started.url}/v2/queues/large/messages",
-            json={"messages": [message]},
-            headers=HEADERS,
-            timeout=10,
-        )
-        assert posted.status_code == 201, posted.text
+    post_large_messages(started.url, "large", HEADERS, MESSAGES, PAD)
     yield started
     started.stop()
 

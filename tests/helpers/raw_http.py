@@ -6,6 +6,8 @@ import json
 import socket
 from typing import Any
 
+import requests
+
 
 def received_until_closed(connection: socket.socket) -> bytes:
     """What the server sends before it closes the connection (a timeout here fails)."""
@@ -26,3 +28,19 @@ def refusal_of(connection: socket.socket) -> tuple[bytes, dict[str, Any]]:
     document: dict[str, Any] = json.loads(body)
     assert set(document) == {"title", "description"} and all(document.values()), document
     return status_line, document
+
+
+def post_large_messages(
+    url: str, queue: str, headers: dict[str, str], count: int, pad: int
+) -> None:
+    """Post ``count`` messages of about ``pad`` bytes each to ``queue`` of the server at
+    ``url``, one per request, for listings larger than the sockets on both sides buffer."""
+    for n in range(count):
+        message = {"ttl": 300, "body": {"n": n, "pad": "x" * pad}}
+        posted = requests.post(
+            f"{url}/v2/queues/{queue}/messages",
+            json={"messages": [message]},
+            headers=headers,
+            timeout=10,
+        )
+        assert posted.status_code == 201, posted.text

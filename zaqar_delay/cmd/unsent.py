@@ -2,10 +2,10 @@
 
 A response is built whole before it is sent, and a client that asks for a large listing or
 claim and reads nothing keeps it in the worker until ``transfer_timeout`` (cmd/transfer.py)
-ends the send. Twenty messages of 256 KiB of four-byte characters make a 14 MiB answer (each
-character written as two ``\\uXXXX`` escapes), so a thousand such clients, each costing its
-sender a connection, made a worker hold gigabytes: enough of them, and the host's memory
-(and the embedded store living on it) goes.
+ends the send. Twenty messages of 256 KiB of four-byte characters make an answer of about
+15 MB (each character written as two ``\\uXXXX`` escapes), so a thousand such clients, each
+costing its sender a connection, made a worker hold gigabytes: enough of them, and the
+host's memory (and the embedded store living on it) goes.
 
 So each worker counts the bytes of the responses it is sending (:meth:`UnsentResponses.
 sending`). While the count is past the limit, the sends that have waited longest are cut,
