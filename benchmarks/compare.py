@@ -138,46 +138,37 @@ def targets(args: argparse.Namespace, peer_first: bool) -> Iterator[tuple[Target
         yield (started[0], started[1]) if peer_first else (started[1], started[0])
 
 
+def _start_ours(args: argparse.Namespace) -> contextlib.AbstractContextManager[Target]:
+    return _start_zaqar_delay(args, OURS, None)
+
+
+def _start_peer(args: argparse.Namespace) -> contextlib.AbstractContextManager[Target]:
+    if args.baseline:
+        return _start_zaqar_delay(args, peer_name(args), str(checkout(args.baseline)))
+    return _start_upstream(args)
+
+
 @contextlib.contextmanager
-def _start_ours(args: argparse.Namespace) -> Iterator[Target]:
-    with _redis() as redis_ours:
-        ours = ServiceProcess(env={STORAGE_URI_ENV: redis_ours.url}, workers=args.workers)
-        ours.start().wait_for_workers()
-        assert ours.process is not None and redis_ours.process is not None
+def _start_zaqar_delay(args: argparse.Namespace, name: str, cwd: str | None) -> Iterator[Target]:
+    """zaqar-delay on a redis-server of its own, from ``cwd`` (this tree's when None)."""
+    with _redis() as redis:
+        server = ServiceProcess(env={STORAGE_URI_ENV: redis.url}, workers=args.workers, cwd=cwd)
+        server.start().wait_for_workers()
+        assert server.process is not None and redis.process is not None
         try:
-            yield Target(
-                OURS, ours.url, [ours.process.pid, redis_ours.process.pid], redis_ours, True
-            )
+            yield Target(name, server.url, [server.process.pid, redis.process.pid], redis, True)
         finally:
-            ours.stop()
+            server.stop()
 
 
 @contextlib.contextmanager
-def _start_peer(args: argparse.Namespace) -> Iterator[Target]:
-    with _redis() as redis_peer:
-        assert redis_peer.process is not None
-        if args.baseline:
-            baseline = ServiceProcess(
-                env={STORAGE_URI_ENV: redis_peer.url},
-                workers=args.workers,
-                cwd=str(checkout(args.baseline)),
-            )
-            baseline.start().wait_for_workers()
-            assert baseline.process is not None
-            try:
-                yield Target(
-                    peer_name(args),
-                    baseline.url,
-                    [baseline.process.pid, redis_peer.process.pid],
-                    redis_peer,
-                    True,
-                )
-            finally:
-                baseline.stop()
-            return
+def _start_upstream(args: argparse.Namespace) -> Iterator[Target]:
+    """Upstream Zaqar, from its cached virtualenv, on a redis-server of its own."""
+    with _redis() as redis:
+        assert redis.process is not None
         venv = peer_venv()
         with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as peer_conf:
-            peer_conf.write(ZAQAR_CONF.format(redis=redis_peer.url, log=peer_conf.name + ".log"))
+            peer_conf.write(ZAQAR_CONF.format(redis=redis.url, log=peer_conf.name + ".log"))
         zaqar = Gunicorn(
             str(venv / "bin" / "python"),
             "zaqar_app:application",
@@ -186,7 +177,7 @@ def _start_peer(args: argparse.Namespace) -> Iterator[Target]:
             {"ZAQAR_PEER_CONFIG": peer_conf.name},
         )
         try:
-            yield Target(PEER, zaqar.url, [zaqar.pid, redis_peer.process.pid], redis_peer, False)
+            yield Target(PEER, zaqar.url, [zaqar.pid, redis.process.pid], redis, False)
         finally:
             zaqar.stop()
 

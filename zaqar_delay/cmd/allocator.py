@@ -12,7 +12,6 @@ large block mapped on its own, returned when freed.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 
 LOG = logging.getLogger(__name__)
@@ -26,11 +25,10 @@ MMAP_THRESHOLD_BYTES = 128 * 1024
 def return_large_blocks() -> bool:
     """Fix glibc's mapping threshold at :data:`MMAP_THRESHOLD_BYTES` in this process. False
     (and nothing changed) where the C library is not glibc."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        # The interpreter's own symbols, its C library's among them (no library search,
+        # which runs a subprocess).
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # musl and others have no mallopt
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
