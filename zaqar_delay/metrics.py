@@ -162,6 +162,12 @@ class Metrics:
             ("method", "route", "status"),
             registry=registry,
         )
+        self.turn_wait = Histogram(
+            "zaqar_delay_turn_wait_seconds",
+            "Time requests waited for a turn at work ([server] max_active_requests), of those "
+            "that waited; not part of their request durations.",
+            registry=registry,
+        )
         self.journal_lost = Counter(
             "zaqar_delay_journal_lost_events",
             "Events the lifecycle journal could not write (a full, read-only or failing "
@@ -182,6 +188,9 @@ class Metrics:
 
     def count_deleted(self, project: str, queue: str, count: int) -> None:
         self._queue_counters(project, queue).deleted.inc(count)
+
+    def observe_turn_wait(self, seconds: float) -> None:
+        self.turn_wait.observe(seconds)
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """One answered request: its duration by method and route template, and its count by

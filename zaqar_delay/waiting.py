@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from zaqar_delay import sibling_wakeups, stopping
+from zaqar_delay.admission import stepped_aside
 from zaqar_delay.clock import Clock
 from zaqar_delay.errors import StorageUnavailable, TooManyRequests
 from zaqar_delay.storage.base import Driver
@@ -72,7 +73,8 @@ class Seat:
         """Sleep until woken or ``timeout_s`` passes."""
         self.asleep = True
         try:
-            self._event.wait(max(0.0, timeout_s))
+            with stepped_aside():  # a sleeping claim does no work
+                self._event.wait(max(0.0, timeout_s))
         finally:
             self.asleep = False
         self._event.clear()

@@ -132,6 +132,19 @@ def test_slow_readers_benchmark_samples_the_workers_while_clients_stall(
     assert len(list(tmp_path.glob("slow-readers-*.json"))) == 1
 
 
+def test_noisy_neighbour_benchmark_times_the_other_projects_posts_beside_a_flood(
+    tmp_path: Path,
+) -> None:
+    result = run_benchmark(
+        "noisy_neighbour", "--connections", "3", "--seconds", "2", "--results", str(tmp_path)
+    )
+    posts = result["other_project_posts"]
+    assert isinstance(posts, dict) and posts["count"] > 0 and set(posts["statuses"]) == {"201"}
+    listings = result["listings"]
+    assert isinstance(listings, dict) and listings.get("200", 0) > 0
+    assert len(list(tmp_path.glob("noisy-neighbour-*.json"))) == 1
+
+
 def test_push_fairness_benchmark_pushes_the_other_tenant_beside_a_backlog() -> None:
     result = run_benchmark(
         "push_fairness", "--seconds", "1", "--subscriptions", "2", "--messages", "20"

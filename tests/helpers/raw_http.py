@@ -44,3 +44,17 @@ def post_large_messages(
             timeout=10,
         )
         assert posted.status_code == 201, posted.text
+
+
+def server_has_read(server_port: int, client: socket.socket) -> bool:
+    """Whether the server listening on loopback ``server_port`` has read everything
+    ``client`` (connected to it) sent: its end of the connection holds no unread byte
+    (``/proc/net/tcp``'s receive queue), so the request is past the server's reads."""
+    client_port = client.getsockname()[1]
+    wanted = (f"0100007F:{server_port:04X}", f"0100007F:{client_port:04X}")
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if (fields[1], fields[2]) == wanted:
+                return int(fields[4].split(":")[1], 16) == 0
+    raise AssertionError(f"no connection from port {client_port} to port {server_port}")

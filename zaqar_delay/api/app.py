@@ -8,6 +8,7 @@ from typing import Any
 import falcon
 
 from zaqar_delay import jsondoc
+from zaqar_delay.admission import Admission
 from zaqar_delay.api import body, home, openapi
 from zaqar_delay.api import errors as api_errors
 from zaqar_delay.api.auth import WSGIApp, protect
@@ -15,6 +16,7 @@ from zaqar_delay.api.authorization import keystone_authorizer
 from zaqar_delay.api.middleware import RequestContext, RequestTimer
 from zaqar_delay.api.oslo_stack import with_oslo_middleware
 from zaqar_delay.api.routes import ROUTES
+from zaqar_delay.api.turns import with_turns
 from zaqar_delay.api.v2 import pools, queues, subscriptions, versions
 from zaqar_delay.api.v2.base import Resource
 from zaqar_delay.api.websocket.project_sessions import ProjectSessions
@@ -54,7 +56,8 @@ def create_wsgi_app(
     app, service = build(settings, driver, clock)
     if settings.notification.push:
         start_dispatcher(service, settings)
-    api = protect(app, settings, clock)
+    turns = Admission(settings.server.max_active_requests, service.metrics.observe_turn_wait)
+    api = protect(with_turns(app, turns, largest_body(settings)), settings, clock)
     http = with_oslo_middleware(with_dashboard(api), settings)
     # In front of oslo.middleware, whose webob layers would buffer a session's bytes; a
     # frame's room is a post's plus that of the frame's other fields.
@@ -71,6 +74,12 @@ def create_wsgi_app(
         ),
     )
     return with_websocket(http, api, rules)
+
+
+def largest_body(settings: Settings) -> int:
+    """The largest request body any route takes, in bytes."""
+    limits = settings.limits
+    return max(limits.max_messages_post_size, limits.max_queue_metadata, body.DEFAULT_MAX_BODY)
 
 
 def start_dispatcher(service: Service, settings: Settings) -> Dispatcher:

@@ -61,6 +61,19 @@ class ServerSettings:
             "0: no limit (transfer_timeout alone bounds how long a response is held)."
         ),
     )
+    max_active_requests: int = option(
+        cfg.IntOpt,
+        default=16,
+        min=0,
+        help=(
+            "Requests a server process works on at once. Past it, a request waits for one "
+            "to end, in a line of its project's, and each request that ends lets in the "
+            "first of the project with the fewest requests at work: a project sending "
+            "hundreds of large listings at once then delays another project's request by "
+            "one turn, not by its whole backlog. Claims waiting for messages (?wait=) do not "
+            "count while they wait. 0: no limit."
+        ),
+    )
     auth_strategy: str = option(
         cfg.StrOpt,
         default="noauth",

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from zaqar_delay import errors
+from zaqar_delay.admission import stepped_aside
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS, FIRST_POST_POLL_S
 from zaqar_delay.storage.dedup_ids import PostDedupIds
@@ -246,7 +247,8 @@ class DedupReservation:
                 return True, record
             if not wait:
                 return None, record
-            time.sleep(FIRST_POST_POLL_S)
+            with stepped_aside():  # no work meanwhile; the first post may need the turn
+                time.sleep(FIRST_POST_POLL_S)
             found = self._records.reread(project, queue, record)
             if found is None or found.expires_ms <= now_ms:
                 return False, found or record  # its post failed, and forgot it
