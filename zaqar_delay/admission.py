@@ -23,7 +23,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -60,6 +59,16 @@ _current: contextvars.ContextVar[_Turn | None] = contextvars.ContextVar(
 )
 
 
+class _Standing:
+    """A project's requests at work in the process, and when its last turn began (the count
+    of turns begun then)."""
+
+    __slots__ = ("served", "working")
+
+    def __init__(self, served: int) -> None:
+        self.working, self.served = 1, served
+
+
 class Admission:
     """At most ``most`` requests of this process at work at once (0: no limit), the turns
     shared between projects' lines as the module says; ``waited`` is told how many seconds
@@ -69,12 +78,11 @@ class Admission:
         self.most = most
         self._waited = waited
         self._lock = threading.Lock()
-        self._working: collections.Counter[str] = collections.Counter()
         self._total = 0
+        self._begun = 0
+        # Projects with requests at work or waiting: no others, so it stays as small as that.
+        self._standings: dict[str, _Standing] = {}
         self._lines: dict[str, collections.deque[_Waiter]] = {}
-        # When each project at work or waiting last got a turn (a count of turns given).
-        self._served: dict[str, int] = {}
-        self._turns = itertools.count()
 
     @property
     def working(self) -> int:
@@ -116,19 +124,19 @@ class Admission:
                 line.remove(waiter)
                 if not line:
                     del self._lines[waiter.project]
-                    if not self._working[waiter.project]:
-                        self._served.pop(waiter.project, None)
+                    standing = self._standings.get(waiter.project)
+                    if standing is not None and not standing.working:
+                        del self._standings[waiter.project]
                 return
         self._give(waiter.project)
 
     def _give(self, project: str) -> None:
         with self._lock:
-            self._working[project] -= 1
+            standing = self._standings[project]
+            standing.working -= 1
             self._total -= 1
-            if not self._working[project]:
-                del self._working[project]
-                if project not in self._lines:
-                    self._served.pop(project, None)
+            if not standing.working and project not in self._lines:
+                del self._standings[project]
             if not self._lines:
                 return
             # Handed over, not freed: a request arriving meanwhile cannot take it first.
@@ -141,15 +149,23 @@ class Admission:
 
     def _start(self, project: str) -> None:
         """``project`` has one more request at work (under the lock)."""
-        self._working[project] += 1
         self._total += 1
-        self._served[project] = next(self._turns)
+        self._begun += 1
+        standing = self._standings.get(project)
+        if standing is None:
+            self._standings[project] = _Standing(self._begun)
+        else:
+            standing.working += 1
+            standing.served = self._begun
 
     def _precedence(self, line: collections.deque[_Waiter]) -> tuple[int, int, float]:
         """The order lines get turns in: fewest at work, then the longest since a turn,
         then the longest waiting."""
         first = line[0]
-        return self._working[first.project], self._served.get(first.project, -1), first.since
+        standing = self._standings.get(first.project)
+        if standing is None:
+            return 0, -1, first.since
+        return standing.working, standing.served, first.since
 
 
 @contextlib.contextmanager
