@@ -32,7 +32,7 @@ from typing import Any
 import requests
 
 from benchmarks import recorded
-from benchmarks.slow_readers import LISTING, fill, headers
+from benchmarks.slow_readers import LISTING, filled_server, headers
 from benchmarks.swift import RESULTS
 from testbed.processes import ServiceProcess
 
@@ -111,15 +111,8 @@ async def flood_while_posting(
 
 def measure(connections: int, seconds: int, active: int | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="zd-noisy-neighbour-") as directory:
-        args = []
-        if active is not None:
-            conf = Path(directory) / "server.conf"
-            conf.write_text(f"[server]\nmax_active_requests = {active}\n")
-            args = ["--config-file", str(conf)]
-        service = ServiceProcess(args=args, workers=2, data_dir=directory + "/data").start()
+        service = filled_server(directory, "max_active_requests", active)
         try:
-            service.wait_for_workers()
-            fill(service.url)
             report = asyncio.run(flood_while_posting(service, connections, seconds))
             report["no_store_connection_warnings"] = service.log().count("No connection available")
             return report

@@ -77,17 +77,29 @@ def workers_mib(service: ServiceProcess) -> list[float]:
     return [round(resident_kib(pid) / 1024, 1) for pid in service.worker_pids()]
 
 
+def filled_server(directory: str, option: str, value: int | None) -> ServiceProcess:
+    """A server of two workers on the embedded store in ``directory``, with ``[server]
+    option = value`` unless ``value`` is None, every worker serving and the listing
+    posted."""
+    args = []
+    if value is not None:
+        conf = Path(directory) / "server.conf"
+        conf.write_text(f"[server]\n{option} = {value}\n")
+        args = ["--config-file", str(conf)]
+    service = ServiceProcess(args=args, workers=2, data_dir=directory + "/data").start()
+    try:
+        service.wait_for_workers()
+        fill(service.url)
+    except BaseException:
+        service.stop()
+        raise
+    return service
+
+
 def measure(connections: int, seconds: int, limit: int | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="zd-slow-readers-") as directory:
-        args = []
-        if limit is not None:
-            conf = Path(directory) / "server.conf"
-            conf.write_text(f"[server]\nmax_unsent_responses = {limit}\n")
-            args = ["--config-file", str(conf)]
-        service = ServiceProcess(args=args, workers=2, data_dir=directory + "/data").start()
+        service = filled_server(directory, "max_unsent_responses", limit)
         try:
-            service.wait_for_workers()
-            fill(service.url)
             before = workers_mib(service)
             clients = stall(service.port, connections)
             samples = []

@@ -40,17 +40,27 @@ class _Turn:
     """A turn of ``project``, held for a ``with`` block (a class, not a generator: it is
     taken for every request)."""
 
-    __slots__ = ("_token", "admission", "project")
+    __slots__ = ("_token", "admission", "held", "project")
 
     def __init__(self, admission: Admission, project: str) -> None:
         self.admission, self.project = admission, project
+        self.held = False
 
     def __enter__(self) -> None:
-        self.admission._take(self.project)
+        self.take()
         self._token = _current.set(self)
 
     def __exit__(self, *_: object) -> None:
         _current.reset(self._token)
+        if self.held:  # not when the request was killed waiting to take it again
+            self.give()
+
+    def take(self) -> None:
+        self.admission._take(self.project)
+        self.held = True
+
+    def give(self) -> None:
+        self.held = False
         self.admission._give(self.project)
 
 
@@ -176,8 +186,8 @@ def stepped_aside() -> Iterator[None]:
     if current is None:
         yield
         return
-    current.admission._give(current.project)
+    current.give()
     try:
         yield
     finally:
-        current.admission._take(current.project)
+        current.take()

@@ -78,6 +78,17 @@ def sent(
     return client
 
 
+def post_one(service: ServiceProcess, project: str, body: str, timeout: float) -> None:
+    """Post one message to ``project``'s queue, answered 201 within ``timeout`` seconds."""
+    posted = requests.post(
+        f"{service.url}/v2/queues/turns/messages",
+        json={"messages": [{"ttl": 300, "body": body}]},
+        headers=headers(project),
+        timeout=timeout,
+    )
+    assert posted.status_code == 201, posted.text
+
+
 def sent_post(service: ServiceProcess, project: str) -> socket.socket:
     """A connection that sent a post of one message to ``project``'s queue."""
     document = json.dumps({"messages": [{"ttl": 300, "body": project}]}).encode()
@@ -113,13 +124,7 @@ def test_another_projects_request_takes_the_next_turn_ahead_of_a_backlog(
     service = one_turn_server(tmp_path, store)
     try:
         for project in ("hostile", "calm"):  # the store's scripts and connections are ready
-            warm = requests.post(
-                f"{service.url}/v2/queues/turns/messages",
-                json={"messages": [{"ttl": 300, "body": "warm"}]},
-                headers=headers(project),
-                timeout=10,
-            )
-            assert warm.status_code == 201, warm.text
+            post_one(service, project, "warm", 10)
         assert store.process is not None
         os.kill(store.process.pid, signal.SIGSTOP)
         pid = store.process.pid
@@ -148,13 +153,7 @@ def test_clients_sending_bodies_slowly_hold_no_turn(tmp_path: Path) -> None:
             assert unanswered(client)  # the server waits for their bodies
 
         # Within the transfer timeout (60 s) a body being received would hold the one turn.
-        posted = requests.post(
-            f"{service.url}/v2/queues/turns/messages",
-            json={"messages": [{"ttl": 300, "body": "calm"}]},
-            headers=headers("calm"),
-            timeout=20,
-        )
-        assert posted.status_code == 201, posted.text
+        post_one(service, "calm", "calm", 20)
         for client in slow:
             assert unanswered(client)
             client.close()
@@ -173,13 +172,7 @@ def test_a_claim_waiting_for_messages_holds_no_turn(tmp_path: Path) -> None:
         assert unanswered(claim)  # it waits: the queue is empty
 
         # Were the claim to keep its turn while it waits, this would wait 20 s for it.
-        posted = requests.post(
-            f"{service.url}/v2/queues/turns/messages",
-            json={"messages": [{"ttl": 300, "body": "for the claim"}]},
-            headers=headers("w"),
-            timeout=10,
-        )
-        assert posted.status_code == 201, posted.text
+        post_one(service, "w", "for the claim", 10)
         assert status_of(claim) == 201  # it took a turn again, and the message
     finally:
         service.stop()

@@ -229,8 +229,55 @@ KILLED_WAITERS = textwrap.dedent(
 )
 
 
-def test_killed_waiters_leave_their_line_and_pass_on_a_turn_handed_to_them() -> None:
-    run = subprocess.run(
-        [sys.executable, "-c", KILLED_WAITERS], capture_output=True, text=True, timeout=60
-    )
+# In a gevent process: a request killed while it waits to take its turn again after
+# stepping aside gives back no turn it does not hold.
+KILLED_AFTER_STEPPING_ASIDE = textwrap.dedent(
+    """
+    from gevent import monkey
+
+    monkey.patch_all()
+
+    import gevent
+
+    from zaqar_delay.admission import Admission, stepped_aside
+
+    admission = Admission(1)
+
+    def waiting_claim():
+        with admission.turn("w"):
+            with stepped_aside():
+                gevent.sleep(0.05)
+
+    def busy():
+        with admission.turn("b"):
+            gevent.sleep(0.5)
+
+    claim = gevent.spawn(waiting_claim)
+    gevent.sleep(0.01)  # the claim stepped aside
+    holder = gevent.spawn(busy)
+    gevent.sleep(0.1)  # the claim waits for its turn again
+    assert admission.waiting == 1, admission.waiting
+    claim.kill()
+    # It ended as killed, not failing to give back a turn it did not hold.
+    assert isinstance(claim.value, gevent.GreenletExit), claim.exception
+    assert admission.waiting == 0 and admission.working == 1
+    holder.join()
+    assert admission.working == 0, admission.working
+    with admission.turn("next"):
+        assert admission.working == 1
+    print("ok")
+    """
+)
+
+
+def run_in_gevent(script: str) -> None:
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert run.stdout.strip() == "ok", run.stderr
+
+
+def test_killed_waiters_leave_their_line_and_pass_on_a_turn_handed_to_them() -> None:
+    run_in_gevent(KILLED_WAITERS)
+
+
+def test_a_request_killed_waiting_to_take_its_turn_again_gives_back_none() -> None:
+    run_in_gevent(KILLED_AFTER_STEPPING_ASIDE)
