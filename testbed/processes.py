@@ -36,11 +36,17 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
+def process_state(pid: int) -> str:
+    """The state letter ``/proc`` gives ``pid`` (``R``, ``S``, ``T`` when stopped, ``Z``...);
+    OSError once it is gone."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def is_gone(pid: int) -> bool:
     """True once ``pid`` has exited (a zombie waiting to be reaped counts as gone)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        return process_state(pid) in ("Z", "X")
     except OSError:
         return True
 

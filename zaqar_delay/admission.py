@@ -134,19 +134,15 @@ class Admission:
                 line.remove(waiter)
                 if not line:
                     del self._lines[waiter.project]
-                    standing = self._standings.get(waiter.project)
-                    if standing is not None and not standing.working:
-                        del self._standings[waiter.project]
+                    self._forget_if_idle(waiter.project)
                 return
         self._give(waiter.project)
 
     def _give(self, project: str) -> None:
         with self._lock:
-            standing = self._standings[project]
-            standing.working -= 1
+            self._standings[project].working -= 1
             self._total -= 1
-            if not standing.working and project not in self._lines:
-                del self._standings[project]
+            self._forget_if_idle(project)
             if not self._lines:
                 return
             # Handed over, not freed: a request arriving meanwhile cannot take it first.
@@ -156,6 +152,13 @@ class Admission:
                 del self._lines[waiter.project]
             self._start(waiter.project)
         waiter.granted.set()
+
+    def _forget_if_idle(self, project: str) -> None:
+        """Drop ``project``'s standing once it has none at work and none waiting (under the
+        lock), so its next request ranks first."""
+        standing = self._standings.get(project)
+        if standing is not None and not standing.working and project not in self._lines:
+            del self._standings[project]
 
     def _start(self, project: str) -> None:
         """``project`` has one more request at work (under the lock)."""

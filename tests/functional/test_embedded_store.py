@@ -18,7 +18,14 @@ import pytest
 import redis
 import requests
 
-from testbed.processes import ServiceProcess, embedded_store_pids, is_gone, wait_gone, wait_until
+from testbed.processes import (
+    ServiceProcess,
+    embedded_store_pids,
+    is_gone,
+    process_state,
+    wait_gone,
+    wait_until,
+)
 from tests.helpers.faults import HEADERS, Load, stored_ids, total
 from tests.helpers.small_disk import grow, small_tmpfs
 from zaqar_delay.storage.redis.embedded_config import machine_memory_bytes
@@ -123,8 +130,7 @@ def test_a_store_that_does_not_answer_at_the_stop_ends_once_it_runs_again() -> N
             service.process = None
             # The fault: the store outlived its server, still stopped.
             assert embedded_store_pids(service.data_dir) == [store]
-            with open(f"/proc/{store}/stat") as f:
-                assert f.read().rsplit(")", 1)[1].split()[0] == "T"
+            assert process_state(store) == "T"
         finally:
             os.kill(store, signal.SIGCONT)
         wait_gone([store])

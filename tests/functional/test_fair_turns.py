@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from testbed.processes import RedisServer, ServiceProcess, wait_until
+from testbed.processes import RedisServer, ServiceProcess, process_state, wait_until
 from tests.helpers.raw_http import server_has_read
 from zaqar_delay.conf import STORAGE_URI_ENV
 
@@ -53,11 +53,6 @@ def store() -> Iterator[RedisServer]:
     assert server.process is not None
     os.kill(server.process.pid, signal.SIGCONT)
     server.stop()
-
-
-def process_state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0]
 
 
 def sent(

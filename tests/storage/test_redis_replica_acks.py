@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis
 
-from testbed.processes import RedisServer, is_gone, online_replicas, wait_until
+from testbed.processes import RedisServer, is_gone, online_replicas, process_state, wait_until
 from zaqar_delay.conf import Settings, StorageSettings
 from zaqar_delay.errors import StorageConfigError, StorageUnavailable, WriteNotReplicated
 from zaqar_delay.models import NewMessage
@@ -47,8 +47,7 @@ def replica(primary: RedisServer) -> Iterator[RedisServer]:
 
 def replica_state(replica: RedisServer) -> str:
     assert replica.process is not None
-    with open(f"/proc/{replica.process.pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
+    return process_state(replica.process.pid)
 
 
 @pytest.fixture
