@@ -12,7 +12,8 @@ scenario prints one JSON document and a human line:
                    (waiting claims with ``--wait``, else polling every ``--poll`` s): lateness
                    p50/p99/max, messages delivered early, messages never delivered
 ``backlog``        claim latency with ``--sizes`` outstanding delayed messages in the queue,
-                   the ratio between sizes, and Redis memory per outstanding message
+                   the ratio between sizes, and Redis memory per outstanding message (past
+                   the server's ``max_messages_per_project``, 1,000,000, posts are refused)
 ``waiting``        ``--waiters`` concurrent waiting claims, a ping while they wait, then as many
                    messages: how many claims got exactly one
 

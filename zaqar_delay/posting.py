@@ -17,6 +17,7 @@ from typing import Any
 from zaqar_delay import errors, jsondoc, push_hops, validation
 from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import QueueEncryption
+from zaqar_delay.message_quota import MessageQuota
 from zaqar_delay.models import UNKNOWN_METADATA, Batch, NewMessage, Posted, VersionedMetadata
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import Driver
@@ -63,12 +64,18 @@ class MessagePoster:
     """Validates and stores message posts on each queue's store, all or nothing."""
 
     def __init__(
-        self, store_of: Callable[[str, str], Driver], limits: Limits, encryption: QueueEncryption
+        self,
+        store_of: Callable[[str, str], Driver],
+        limits: Limits,
+        encryption: QueueEncryption,
+        quota: MessageQuota | None = None,
     ) -> None:
-        """``store_of(project, queue)``: the store a queue lives on."""
+        """``store_of(project, queue)``: the store a queue lives on. ``quota``: what admits
+        the messages of a client's post (none: all are)."""
         self.store_of = store_of
         self.limits = limits
         self.encryption = encryption
+        self.quota = quota
         self._known: dict[tuple[str, str], VersionedMetadata] = {}
 
     def knows(self, project: str, queue: str) -> bool:
@@ -99,6 +106,8 @@ class MessagePoster:
             self.check_size(policy, len(payload))
             if not raw_messages:
                 raw_messages.extend(self._raw_messages(payload))
+                if self.quota is not None:  # once per post, however often it is built
+                    self.quota.admit(project, len(raw_messages))
             built = self._build(raw_messages, policy, now_ms, round_up)
             return origin.applied(built, self.limits.max_push_hops)
 

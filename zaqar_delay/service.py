@@ -19,6 +19,7 @@ from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import MessageCipher, QueueEncryption
 from zaqar_delay.journal import NullJournal
 from zaqar_delay.lifecycle import Lifecycle
+from zaqar_delay.message_quota import MessageQuota
 from zaqar_delay.metrics import Metrics
 from zaqar_delay.models import (
     Claim,
@@ -68,7 +69,8 @@ class Service:
         self.metrics = metrics or Metrics(self.stores, clock)
         self.lifecycle = Lifecycle(self.metrics, journal or NullJournal())
         self.wait_rooms = WaitRooms(clock, limits.max_waiting_claims_per_project)
-        self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption)
+        quota = MessageQuota(limits.max_messages_per_project, self.stores.count_messages, clock)
+        self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption, quota)
         self.quotas = Quotas(self.stores, limits)
         self.listing = QueueListing(self.stores, limits)
         self.schedules = Schedules(self.stores, limits, self.post_messages, self.lifecycle, clock)

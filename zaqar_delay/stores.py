@@ -8,6 +8,7 @@ one of the pools an admin registered, placed when the queue is first written.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -83,6 +84,18 @@ class Stores:
 
     def count_queues(self, project: str) -> int:
         return self.default.count_queues(project)
+
+    def count_messages(self, project: str, most: int, now_ms: int) -> int:
+        """The project's messages over every store, up to ``most`` at least
+        (``Driver.count_messages``). A store that does not answer counts none: with a pool
+        away, a project may pass its message quota rather than every post being refused."""
+        counted = 0
+        for driver in self.all():
+            if counted >= most:
+                break
+            with contextlib.suppress(errors.StorageUnavailable):
+                counted += driver.count_messages(project, most - counted, now_ms)
+        return counted
 
     def all(self) -> tuple[Driver, ...]:
         """Each store once: the push dispatcher leases from every one."""

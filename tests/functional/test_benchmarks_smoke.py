@@ -368,3 +368,22 @@ def test_schedules_benchmark_counts_each_fire(tmp_path: Path) -> None:
     assert report["fired_before_slot"] == 0
     [recorded] = tmp_path.glob("schedules-*.json")
     assert json.loads(recorded.read_text()) == report
+
+
+def test_message_quota_benchmark_counts_each_store(tmp_path: Path) -> None:
+    result = run_benchmark(
+        "message_quota",
+        "--stores",
+        "embedded,mongodb",
+        "--queues",
+        "1,30",
+        "--rounds",
+        "2",
+        "--results",
+        str(tmp_path),
+    )
+    assert float(str(result["admit_us"])) > 0
+    for name in ("embedded", "mongodb"):
+        counts = result[name]
+        assert isinstance(counts, dict) and set(counts) == {"1", "30"}
+    assert list(tmp_path.glob("message-quota-*.json"))

@@ -56,6 +56,9 @@ class PooledDriver:
     def count_queues(self, project: str) -> int:
         return self.stores.count_queues(project)
 
+    def count_messages(self, project: str, most: int, now_ms: int) -> int:
+        return self.stores.count_messages(project, most, now_ms)
+
     def create_queue(self, project: str, queue: str, metadata: Any, now_ms: int) -> bool:
         created = self.stores.place(project, queue).create_queue(project, queue, metadata, now_ms)
         self._colocate(project, queue, metadata)

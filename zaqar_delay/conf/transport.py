@@ -82,6 +82,18 @@ class Limits:
         "subscription of a queue) answers 403. 0: no limit. Checked against the count when a "
         "queue is created, so creations racing each other may pass it by a few.",
     )
+    max_messages_per_project: int = option(
+        cfg.IntOpt,
+        default=1_000_000,
+        min=0,
+        help="Most messages one project may hold over all its queues and topics, delayed and "
+        "claimed ones included, until they are deleted or expire; a post past it answers 403. "
+        "0: no limit. Each server process counts a project's messages in the store at most "
+        "every few seconds and adds what it stored since, so processes posting at once may "
+        "pass it by what each may store between its counts (a quarter of what was left, or "
+        "up to 100 messages near the limit); expired messages a Redis store has not "
+        "collected yet may count for a while.",
+    )
     max_subscriptions_per_queue: int = option(
         cfg.IntOpt,
         default=20,

@@ -178,6 +178,14 @@ class Driver(SubscriptionStore, DeliveryStore):
         """How many queues ``project`` has."""
 
     @abc.abstractmethod
+    def count_messages(self, project: str, most: int, now_ms: int) -> int:
+        """How many messages ``project`` holds over all its queues on this store, delayed and
+        claimed ones included, counted up to ``most`` at least (a store may stop there): what
+        ``[transport] max_messages_per_project`` holds a project to. Expired messages count
+        only while the store has not collected them (a Redis store collects a bounded number
+        of each queue's on the way)."""
+
+    @abc.abstractmethod
     def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
         """Counts of unexpired messages; zeros for a missing queue."""
 

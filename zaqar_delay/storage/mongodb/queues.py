@@ -102,6 +102,11 @@ class QueueOps(MongoBase):
     def count_queues(self, project: str) -> int:
         return int(self._queues.count_documents({"p": project}))
 
+    def count_messages(self, project: str, most: int, now_ms: int) -> int:
+        """One count on the expiry index's project prefix, stopped at ``most``."""
+        alive = {"p": project, "e": {"$gt": now_ms}}
+        return int(self._messages.count_documents(alive, limit=max(1, most)))
+
     def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
         scope = self._queue_filter(project, queue)
         alive = {**scope, "e": {"$gt": now_ms}}

@@ -20,8 +20,11 @@ import redis
 from zaqar_delay.errors import WriteNotReplicated
 from zaqar_delay.storage.redis.cluster import primary_client_for
 
-#: The scripts that only read: no WAIT after them.
-READ_ONLY_SCRIPTS = frozenset({"list", "list_due", "get", "get_claim", "stats", "next_claimable"})
+#: The scripts that only read (``stats`` and ``count`` collect expired messages, which no
+#: client waits on): no WAIT after them.
+READ_ONLY_SCRIPTS = frozenset(
+    {"list", "list_due", "get", "get_claim", "stats", "count", "next_claimable"}
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

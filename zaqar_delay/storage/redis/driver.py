@@ -39,12 +39,13 @@ from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.redis import durability, layout, upgrade
 from zaqar_delay.storage.redis.acks import ReplicaAcks, write_acked
 from zaqar_delay.storage.redis.claims import ClaimScripts
+from zaqar_delay.storage.redis.counting import MessageCounting
 from zaqar_delay.storage.redis.errors import translate_class_errors, why_unreachable
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.pushes import PushScripts
 from zaqar_delay.storage.redis.removal import QueueRemoval
 from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
-from zaqar_delay.storage.redis.script_calls import PooledScript
+from zaqar_delay.storage.redis.script_calls import run_many
 from zaqar_delay.storage.redis.subscriptions import SubscriptionScripts
 from zaqar_delay.storage.traits import Durability, Wakeups
 
@@ -53,7 +54,7 @@ _EDIT_MISSING, _EDIT_TTL_LAPSED = layout.EDIT_MISSING.encode(), layout.EDIT_TTL_
 
 
 @translate_class_errors
-class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
+class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts, MessageCounting):
     """Stores queues in Redis (standalone, embedded or cluster) through ``client``."""
 
     def __init__(
@@ -186,12 +187,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts):
             (self._keys.script_keys(project, queue), ("put", now_ms, json.dumps(one)))
             for queue, one in metadata.items()
         ]
-        script = self._scripts["queue"]
-        if isinstance(script, PooledScript):
-            script.many(calls)
-        else:
-            for keys, args in calls:
-                script(keys=keys, args=args)
+        run_many(self._scripts["queue"], calls)
         self._index_queue(project, *metadata)
 
     def delete_queue(self, project: str, queue: str) -> None:

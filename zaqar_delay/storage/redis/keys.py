@@ -122,6 +122,11 @@ class KeySpace:
         for the most recently used queues (every script call passes all of them)."""
         return _script_keys(self, project, queue)
 
+    def passing_script_keys(self, project: str, queue: str) -> tuple[str, ...]:
+        """``script_keys`` for a pass over many queues (a project's message count): built,
+        not remembered, so the pass does not push the queues in use out of the remembered."""
+        return tuple(self._build_queue(project, queue).as_list())
+
     def _build_queue(self, project: str, queue: str) -> QueueKeys:
         base = f"{self.prefix}:{{{project}/{queue}}}"
         if self.cluster and project.startswith("}"):

@@ -318,3 +318,14 @@ def _pack(*args: Any) -> bytes:
         return packed
     except TypeError as exc:  # as redis-py reports an argument it cannot send
         raise redis.DataError(str(exc)) from exc
+
+
+def run_many(
+    script: Callable[..., Any], calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
+) -> list[Any]:
+    """Run ``script`` once for each ``(keys, args)`` of ``calls`` and answer their replies in
+    order: in one round trip through a :class:`PooledScript`, one call at a time otherwise (a
+    cluster client's script, each call in the slot of its own keys)."""
+    if isinstance(script, PooledScript):
+        return script.many(calls)
+    return [script(keys=keys, args=args) for keys, args in calls]

@@ -33,6 +33,7 @@ SCRIPT_NAMES = (
     "delete_many",
     "pop",
     "stats",
+    "count",
     "queue",
     "next_claimable",
     "subscription",

@@ -102,6 +102,20 @@ class QueueOps(SwiftBase):
             1 for _ in self._swift.walk(self._container(names.QUEUES), names.quoted(project) + "/")
         )
 
+    def count_messages(self, project: str, most: int, now_ms: int) -> int:
+        """The project's message objects, from listings of its names (messages of a post not
+        committed yet count too), stopped at ``most``."""
+        prefix, counted = names.quoted(project) + "/", 0
+        for entry in self._swift.walk(self._container(names.MESSAGES), prefix):
+            # <project>/<queue>/<message id>: deeper names are not messages.
+            if entry["name"].count("/", len(prefix)) != 1:
+                continue
+            if int(names.fields_of(entry["content_type"])["e"]) > now_ms:
+                counted += 1
+                if counted >= most:
+                    break
+        return counted
+
     def holds_queues(self) -> bool:
         return bool(self._swift.listing(self._container(names.QUEUES), "", limit=1))
 

@@ -1,0 +1,108 @@
+"""A project holds at most ``[transport] max_messages_per_project`` messages: a post past it
+answers 403 and stores nothing, other projects post on, and room made by consuming, deleting
+or expiry is usable once the project is counted again.
+
+Each refusal is first shown to be the limit's doing: the project posted up to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import falcon.testing
+import pytest
+import redis
+
+from testbed.processes import RedisServer, wait_gone
+from tests.helpers.api import API_STORES, HEADERS, Api, api_of, assert_error, pooled_api_on
+from zaqar_delay.conf import Limits
+from zaqar_delay.message_quota import RECOUNT_AT_MOST_EVERY_MS
+
+MOST = 10
+LIMITS = Limits(max_messages_per_project=MOST)
+OTHER = {**HEADERS, "X-Project-ID": "project-2"}
+
+
+@pytest.fixture(params=API_STORES)
+def limited(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from api_of(request, limits=LIMITS)
+
+
+def post(api: Api, queue: str, count: int, **kwargs: Any) -> falcon.testing.Result:
+    body = {"messages": [{"body": n, "ttl": 60} for n in range(count)]}
+    return api.post(f"/v2/queues/{queue}/messages", json=body, **kwargs)
+
+
+def totals(api: Api, *queues: str) -> list[int]:
+    return [api.get(f"/v2/queues/{q}/stats").json["messages"]["total"] for q in queues]
+
+
+def test_a_post_past_the_project_s_messages_is_refused_whole(limited: Api) -> None:
+    assert post(limited, "one", 6).status_code == 201
+    assert post(limited, "two", 3).status_code == 201
+    refused = post(limited, "one", 2)
+    assert_error(refused, 403, "Quota exceeded")
+    assert "max_messages_per_project" in refused.json["description"]
+    assert totals(limited, "one", "two") == [6, 3]
+    assert post(limited, "two", 1).status_code == 201
+    assert_error(post(limited, "three", 1), 403, "Quota exceeded")
+    # Another project has a limit of its own.
+    assert post(limited, "one", MOST, headers=OTHER).status_code == 201
+
+
+def test_room_made_by_deleting_is_usable_once_the_project_is_counted_again(
+    limited: Api,
+) -> None:
+    assert post(limited, "q", MOST).status_code == 201
+    listed = limited.get("/v2/queues/q/messages?echo=true&limit=3").json["messages"]
+    ids = ",".join(m["id"] for m in listed)
+    assert limited.delete(f"/v2/queues/q/messages?ids={ids}").status_code == 204
+    assert totals(limited, "q") == [MOST - 3]
+    # Within a second of its last count, a project at its limit is refused on that count.
+    assert_error(post(limited, "q", 3), 403, "Quota exceeded")
+    limited.clock.advance(ms=RECOUNT_AT_MOST_EVERY_MS)
+    assert post(limited, "q", 3).status_code == 201
+    assert_error(post(limited, "q", 1), 403, "Quota exceeded")
+
+
+def test_expired_messages_leave_room(limited: Api) -> None:
+    assert post(limited, "q", MOST).status_code == 201
+    assert_error(post(limited, "q", 1), 403, "Quota exceeded")
+    limited.clock.advance(61)
+    assert post(limited, "q", MOST).status_code == 201
+
+
+@pytest.fixture
+def pooled(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from pooled_api_on(request, limits=LIMITS)
+
+
+def test_a_pool_away_counts_none_of_its_messages(pooled: Api) -> None:
+    """Counting a project's messages asks each pool: one that does not answer counts none,
+    so the project's posts to queues on the others go on."""
+    server = RedisServer().start()
+    try:
+        assert (
+            pooled.put("/v2/pools/gone", json={"uri": server.url, "weight": 100}).status_code == 201
+        )
+        for pool in ("redis", "mongo"):
+            assert pooled.patch(f"/v2/pools/{pool}", json={"weight": 0}).status_code == 200
+        assert post(pooled, "away", 4).status_code == 201
+        assert pooled.service.stores.pool_of("project-1", "away") == "gone"
+        assert pooled.patch("/v2/pools/redis", json={"weight": 100}).status_code == 200
+        assert pooled.patch("/v2/pools/gone", json={"weight": 0}).status_code == 200
+        assert post(pooled, "here", 4).status_code == 201
+        assert_error(post(pooled, "here", 3), 403, "Quota exceeded")
+
+        assert server.process is not None
+        pid = server.process.pid
+        server.stop()
+        wait_gone([pid])
+        with pytest.raises(redis.ConnectionError):  # the fault happened
+            redis.Redis(port=server.port, socket_timeout=1).ping()
+        pooled.clock.advance(ms=RECOUNT_AT_MOST_EVERY_MS)
+        assert post(pooled, "here", 3).status_code == 201
+        assert totals(pooled, "here") == [7]
+    finally:
+        server.stop()

@@ -1,0 +1,70 @@
+"""``Driver.count_messages`` on every store, pooled too: the count a project's message quota
+(``[transport] max_messages_per_project``) is held to."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers.pooled import CONTRACT_STORES
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.models import ClaimTimes, NewMessage
+from zaqar_delay.storage.base import Driver
+from zaqar_delay.storage.redis import counting
+
+pytestmark = pytest.mark.parametrize("store_uri", [*CONTRACT_STORES, "swift"], indirect=True)
+
+P = "project-count"
+OTHER = "project-other"
+
+
+def post(
+    driver: Driver,
+    clock: FakeClock,
+    queue: str,
+    count: int,
+    *,
+    project: str = P,
+    ttl: int = 3600,
+    delay: int = 0,
+) -> None:
+    messages = [NewMessage(json.dumps(n), ttl, delay * 1000) for n in range(count)]
+    driver.post_messages(project, queue, messages, "a" * 32, clock.now_ms())
+
+
+def test_a_project_s_messages_are_counted_over_its_queues_delayed_and_claimed_ones_too(
+    driver: Driver,
+) -> None:
+    clock = FakeClock()
+    post(driver, clock, "one", 3)
+    post(driver, clock, "two", 2, delay=600)
+    claim = driver.create_claim(P, "one", ClaimTimes(300, 60), 2, clock.now_ms())
+    assert claim is not None and len(claim.messages) == 2
+    post(driver, clock, "one", 4, project=OTHER)
+    assert driver.count_messages(P, 1000, clock.now_ms()) == 5
+    assert driver.count_messages(OTHER, 1000, clock.now_ms()) == 4
+    assert driver.count_messages("nobody", 1000, clock.now_ms()) == 0
+
+
+def test_deleted_and_expired_messages_are_not_counted(driver: Driver) -> None:
+    clock = FakeClock()
+    post(driver, clock, "short", 3, ttl=60)
+    post(driver, clock, "long", 2)
+    post(driver, clock, "gone", 4)
+    driver.delete_queue(P, "gone")
+    assert driver.count_messages(P, 1000, clock.now_ms()) == 5
+    clock.advance(61)
+    assert driver.count_messages(P, 1000, clock.now_ms()) == 2
+
+
+def test_a_count_may_stop_once_it_reaches_most(
+    driver: Driver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On Redis, two queues a round trip: the pages of the queue index are followed.
+    monkeypatch.setattr(counting, "QUEUES_PER_CALL", 2)
+    clock = FakeClock()
+    for queue in ("a", "b", "c", "d", "e"):
+        post(driver, clock, queue, 3)
+    assert driver.count_messages(P, 1000, clock.now_ms()) == 15
+    assert 4 <= driver.count_messages(P, 4, clock.now_ms()) <= 15

@@ -1,0 +1,99 @@
+"""How many messages one project may hold (``[transport] max_messages_per_project``; 0 is no
+limit), held without a store call per post.
+
+Counting a project's messages reads each of its queues (``Stores.count_messages``), so each
+server process keeps a *tally* per project: the store's latest count, and the messages this
+process admitted since. A post's messages are added to the tally when they are admitted,
+before they are stored (concurrent posts of one project see each other's), and stay in it until
+the next count, even when the post is then refused or repeats a ``dedup_id``. The project is
+counted again before a post is admitted:
+
+* when its count is older than ``RECOUNT_AFTER_MS``, so messages consumed, deleted or expired
+  meanwhile, and what other processes stored, are seen;
+* when the post would take what this process admitted since past its *share* of what the
+  project had left (a ``SHARE``-th of it, or all of it up to ``SLACK`` messages), though not
+  past the limit: counted at once. So up to ``SHARE`` processes posting for one project at once
+  pass the limit together by at most ``SLACK`` messages each (or one post each, a post that
+  fits what a fresh count left being admitted whole); more pass it by a part of what was left;
+* when the post would take the tally past the limit: counted again only if the count is a
+  second old (``RECOUNT_AT_MOST_EVERY_MS``), refused on the count at hand otherwise. A project
+  at its limit costs the store one count a second per process, however fast it posts.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable
+
+from zaqar_delay import errors
+from zaqar_delay.clock import Clock
+
+RECOUNT_AFTER_MS = 5000
+RECOUNT_AT_MOST_EVERY_MS = 1000
+SHARE = 16
+SLACK = 100
+#: Projects a process keeps a tally for (the least recently posting forgotten first).
+REMEMBERED_PROJECTS = 10_000
+
+#: ``(project, most, now_ms)`` -> the project's messages, counted up to ``most`` at least.
+Counter = Callable[[str, int, int], int]
+
+
+@dataclasses.dataclass(slots=True)
+class _Tally:
+    counted: int  # what the store counted
+    at_ms: int  # when (the service clock)
+    admitted: int = 0  # messages this process admitted since
+
+    def allows(self, adding: int, most: int) -> bool:
+        left = most - self.counted
+        if not self.admitted:
+            return adding <= left
+        return self.admitted + adding <= max(left // SHARE, min(left, SLACK))
+
+    def within(self, adding: int, most: int) -> bool:
+        return self.counted + self.admitted + adding <= most
+
+
+class MessageQuota:
+    """Admits or refuses (QuotaExceeded, 403) the messages of a post against its project's
+    limit."""
+
+    def __init__(self, most: int, count: Counter, clock: Clock) -> None:
+        self.most = most
+        self._count = count
+        self._clock = clock
+        self._tallies: collections.OrderedDict[str, _Tally] = collections.OrderedDict()
+
+    def admit(self, project: str, adding: int) -> None:
+        """Add ``adding`` messages to the project's tally; QuotaExceeded, adding nothing,
+        when they would take it past the limit."""
+        if not self.most:
+            return
+        now_ms = self._clock.now_ms()
+        tally = self._tallies.get(project)
+        if tally is None or self._recount_due(tally, adding, now_ms):
+            tally = _Tally(self._count(project, self.most, now_ms), now_ms)
+            self._tallies[project] = tally
+            if len(self._tallies) > REMEMBERED_PROJECTS:
+                self._tallies.popitem(last=False)
+        self._tallies.move_to_end(project)
+        if not tally.allows(adding, self.most):
+            raise errors.QuotaExceeded(
+                f"Project {project} holds about {tally.counted + tally.admitted} messages of "
+                f"the {self.most} it may hold ([transport] max_messages_per_project): this "
+                f"post of {adding} is refused. Delete or consume messages, or let them "
+                "expire, then post again."
+            )
+        tally.admitted += adding
+
+    def _recount_due(self, tally: _Tally, adding: int, now_ms: int) -> bool:
+        age_ms = now_ms - tally.at_ms
+        if not 0 <= age_ms < RECOUNT_AFTER_MS:  # older, or the clock was set back
+            return True
+        if tally.allows(adding, self.most):
+            return False
+        # Past its share but within the limit as far as this process knows: counted at once
+        # (each count lets it admit at least a share more). Past the limit: once a second.
+        return tally.within(adding, self.most) or age_ms >= RECOUNT_AT_MOST_EVERY_MS
