@@ -16,8 +16,12 @@ counted again before a post is admitted:
   pass the limit together by at most ``SLACK`` messages each (or one post each, a post that
   fits what a fresh count left being admitted whole); more pass it by a part of what was left;
 * when the post would take the tally past the limit: counted again only if the count is a
-  second old (``RECOUNT_AT_MOST_EVERY_MS``), refused on the count at hand otherwise. A project
-  at its limit costs the store one count a second per process, however fast it posts.
+  second old (``RECOUNT_AT_MOST_EVERY_MS``), refused on the count at hand otherwise;
+
+and in every case no sooner than ``COUNT_COST_FACTOR`` times as long as its last count took: a
+project of many queues (10,000 take a Redis store about a quarter of a second) costs a process
+at most a twentieth of its time, however fast it posts, at its limit or not. Meanwhile, its
+posts past the process's share are refused.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from zaqar_delay.clock import Clock
 
 RECOUNT_AFTER_MS = 5000
 RECOUNT_AT_MOST_EVERY_MS = 1000
+#: A project is counted again no sooner than this many times as long as its last count took.
+COUNT_COST_FACTOR = 20
 SHARE = 16
 SLACK = 100
 #: Projects a process keeps a tally for (the least recently posting forgotten first).
@@ -43,8 +49,13 @@ Counter = Callable[[str, int, int], int]
 @dataclasses.dataclass(slots=True)
 class _Tally:
     counted: int  # what the store counted
-    at_ms: int  # when (the service clock)
+    at_ms: int  # when the count began (the service clock)
+    took_ms: int  # how long it took
     admitted: int = 0  # messages this process admitted since
+
+    def rest_ms(self) -> int:
+        """How long the project is not counted again, whatever its posts."""
+        return COUNT_COST_FACTOR * self.took_ms
 
     def allows(self, adding: int, most: int) -> bool:
         left = most - self.counted
@@ -74,7 +85,8 @@ class MessageQuota:
         now_ms = self._clock.now_ms()
         tally = self._tallies.get(project)
         if tally is None or self._recount_due(tally, adding, now_ms):
-            tally = _Tally(self._count(project, self.most, now_ms), now_ms)
+            counted = self._count(project, self.most, now_ms)
+            tally = _Tally(counted, now_ms, max(0, self._clock.now_ms() - now_ms))
             self._tallies[project] = tally
             if len(self._tallies) > REMEMBERED_PROJECTS:
                 self._tallies.popitem(last=False)
@@ -89,10 +101,10 @@ class MessageQuota:
         tally.admitted += adding
 
     def _recount_due(self, tally: _Tally, adding: int, now_ms: int) -> bool:
-        age_ms = now_ms - tally.at_ms
-        if not 0 <= age_ms < RECOUNT_AFTER_MS:  # older, or the clock was set back
+        age_ms, rest_ms = now_ms - tally.at_ms, tally.rest_ms()
+        if age_ms < 0 or age_ms >= max(RECOUNT_AFTER_MS, rest_ms):  # or the clock was set back
             return True
-        if tally.allows(adding, self.most):
+        if tally.allows(adding, self.most) or age_ms < rest_ms:
             return False
         # Past its share but within the limit as far as this process knows: counted at once
         # (each count lets it admit at least a share more). Past the limit: once a second.

@@ -12,6 +12,7 @@ import pytest
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.message_quota import (
+    COUNT_COST_FACTOR,
     RECOUNT_AFTER_MS,
     RECOUNT_AT_MOST_EVERY_MS,
     REMEMBERED_PROJECTS,
@@ -29,9 +30,12 @@ class Store:
 
     def count(self, project: str, most: int, now_ms: int) -> int:
         self.counts += 1
+        self.clock.advance(ms=self.takes_ms)
         return self.held.get(project, 0)
 
-    def quota(self, most: int, clock: FakeClock) -> MessageQuota:
+    def quota(self, most: int, clock: FakeClock, takes_ms: int = 0) -> MessageQuota:
+        """A quota on this store; each count takes ``takes_ms`` of ``clock``."""
+        self.clock, self.takes_ms = clock, takes_ms
         return MessageQuota(most, self.count, clock)
 
     def post(self, quota: MessageQuota, project: str, messages: int) -> bool:
@@ -107,6 +111,35 @@ def test_a_clock_set_back_has_the_project_counted_again() -> None:
     counted = store.counts
     clock.advance(ms=-60_000)
     assert store.post(quota, "p", 1)
+    assert store.counts == counted + 1
+
+
+def test_a_project_whose_count_takes_long_is_counted_again_that_much_later() -> None:
+    store, clock = Store(), FakeClock()
+    quota = store.quota(100, clock, takes_ms=300)
+    rest_ms = COUNT_COST_FACTOR * 300
+    assert rest_ms > RECOUNT_AFTER_MS
+    assert store.post(quota, "p", 100)
+    counted = store.counts
+    clock.advance(ms=rest_ms - 300 - 1)  # the count began 300 ms before the clock read
+    store.held["p"] = 0  # consumed elsewhere
+    assert not store.post(quota, "p", 1)
+    assert store.counts == counted, "at its limit, not counted within the rest"
+    clock.advance(ms=1)
+    assert store.post(quota, "p", 1)
+    assert store.counts == counted + 1
+
+
+def test_a_post_past_the_share_waits_for_the_rest_of_a_long_count_too() -> None:
+    store, clock = Store(), FakeClock()
+    quota = store.quota(1000, clock, takes_ms=300)
+    assert store.post(quota, "p", 1)
+    counted = store.counts
+    # Within the limit, past what one count lets a process admit: not counted, refused.
+    assert not store.post(quota, "p", 900)
+    assert store.counts == counted
+    clock.advance(ms=COUNT_COST_FACTOR * 300)
+    assert store.post(quota, "p", 900)
     assert store.counts == counted + 1
 
 

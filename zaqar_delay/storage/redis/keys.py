@@ -122,10 +122,10 @@ class KeySpace:
         for the most recently used queues (every script call passes all of them)."""
         return _script_keys(self, project, queue)
 
-    def passing_script_keys(self, project: str, queue: str) -> tuple[str, ...]:
-        """``script_keys`` for a pass over many queues (a project's message count): built,
-        not remembered, so the pass does not push the queues in use out of the remembered."""
-        return tuple(self._build_queue(project, queue).as_list())
+    def passing_queue(self, project: str, queue: str) -> QueueKeys:
+        """``queue`` for a pass over many queues (a project's message count): built, not
+        remembered, so the pass does not push the queues in use out of the remembered."""
+        return self._build_queue(project, queue)
 
     def _build_queue(self, project: str, queue: str) -> QueueKeys:
         base = f"{self.prefix}:{{{project}/{queue}}}"
