@@ -88,11 +88,11 @@ class Limits:
         min=0,
         help="Most messages one project may hold over all its queues and topics, delayed and "
         "claimed ones included, until they are deleted or expire; a post past it answers 403. "
-        "0: no limit. Each server process counts a project's messages in the store at most "
-        "every few seconds and adds what it stored since, so processes posting at once may "
-        "pass it by what each may store between its counts (a quarter of what was left, or "
-        "up to 100 messages near the limit); expired messages a Redis store has not "
-        "collected yet may count for a while.",
+        "0: no limit. Each server process counts a project's messages in the store every "
+        "few seconds and adds what it admitted since, so processes posting at once may pass "
+        "it by what each may admit between its counts (a sixteenth of what was left, or up "
+        "to 100 messages near the limit), and room made by consuming shows within about a "
+        "second; expired messages a Redis store has not collected yet may count for a while.",
     )
     max_subscriptions_per_queue: int = option(
         cfg.IntOpt,
