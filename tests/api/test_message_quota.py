@@ -15,7 +15,15 @@ import pytest
 import redis
 
 from testbed.processes import RedisServer, wait_gone
-from tests.helpers.api import API_STORES, HEADERS, Api, api_of, assert_error, pooled_api_on
+from tests.helpers.api import (
+    API_STORES,
+    HEADERS,
+    Api,
+    api_of,
+    api_on,
+    assert_error,
+    pooled_api_on,
+)
 from zaqar_delay.conf import Limits
 from zaqar_delay.message_quota import RECOUNT_AT_MOST_EVERY_MS
 
@@ -106,3 +114,21 @@ def test_a_pool_away_counts_none_of_its_messages(pooled: Api) -> None:
         assert totals(pooled, "here") == [7]
     finally:
         server.stop()
+
+
+def test_posting_with_fresh_dedup_ids_and_deleting_at_once_meets_the_limit(
+    request: pytest.FixtureRequest,
+) -> None:
+    """On Redis each remembered id counts until its message would expire, deleted or not."""
+    for api in api_on(request, "embedded", limits=LIMITS):
+        for n in range(MOST):
+            body = {"messages": [{"body": n, "ttl": 60, "dedup_id": f"id-{n}"}]}
+            posted = api.post("/v2/queues/q/messages", json=body)
+            assert posted.status_code == 201, posted.text
+            assert api.delete(posted.json["resources"][0]).status_code == 204
+        assert totals(api, "q") == [0]
+        api.clock.advance(ms=RECOUNT_AT_MOST_EVERY_MS)
+        again = {"messages": [{"body": "more", "ttl": 60, "dedup_id": "id-more"}]}
+        assert_error(api.post("/v2/queues/q/messages", json=again), 403, "Quota exceeded")
+        api.clock.advance(61)  # the ids lapse
+        assert api.post("/v2/queues/q/messages", json=again).status_code == 201

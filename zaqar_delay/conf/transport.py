@@ -92,7 +92,9 @@ class Limits:
         "few seconds and adds what it admitted since, so processes posting at once may pass "
         "it by what each may admit between its counts (a sixteenth of what was left, or up "
         "to 100 messages near the limit), and room made by consuming shows within about a "
-        "second; expired messages a Redis store has not collected yet may count for a while.",
+        "second; expired messages a Redis store has not collected yet may count for a while. "
+        "On Redis a message posted with a dedup_id counts until its ttl ends, deleted or not "
+        "(its id is remembered until then).",
     )
     max_subscriptions_per_queue: int = option(
         cfg.IntOpt,

@@ -1,7 +1,13 @@
 """A project's message count on Redis (``Driver.count_messages``): its queue index read a page
 of names at a time; each page's counters read in one pipeline, and the queues of the page that
 hold expired messages counted again by ``lua/count.lua`` (which collects some of them first)
-in one more round trip."""
+in one more round trip.
+
+A queue counts the larger of its messages and its remembered dedup ids: an id is remembered
+until the message first posted with it would expire, deleted or not, and takes the store's
+memory until then (about 290 bytes), so posting with fresh ids and deleting at once does not
+pass the quota.
+"""
 
 from __future__ import annotations
 
@@ -26,9 +32,10 @@ class MessageCounting(Driver):
         _scripts: dict[str, Any]
 
     def count_messages(self, project: str, most: int, now_ms: int) -> int:
-        """Each queue's ``n``, stopped once ``most`` is reached. Plain reads (two commands a
-        queue) for a queue with no expired message; a script call, which collects up to 64
-        of its buckets of expired messages, for one with some."""
+        """Each queue's ``n`` or its remembered dedup ids, the larger, stopped once ``most``
+        is reached. Plain reads (three commands a queue) for a queue with no expired message;
+        a script call, which collects up to 64 of its buckets of expired messages, for one
+        with some."""
         index, start, counted = self._keys.project_queues(project), "-", 0
         while counted < most:
             names = [
@@ -48,11 +55,16 @@ class MessageCounting(Driver):
             pipe.hget(keys.queue, "n")
             # A bucket whose earliest expiry has passed holds an expired message.
             pipe.zrangebyscore(keys.expiry, "-inf", now_ms, start=0, num=1)
+            pipe.zcount(keys.dedup_expiry, f"({now_ms}", "+inf")
         replies = pipe.execute()
-        counted, calls = 0, []
-        for keys, stored, expired in zip(queues, replies[::2], replies[1::2], strict=True):
+        counted, calls, remembered = 0, [], []
+        for keys, stored, expired, ids in zip(
+            queues, replies[::3], replies[1::3], replies[2::3], strict=True
+        ):
             if expired:
                 calls.append((keys.as_list(), (now_ms,)))
+                remembered.append(int(ids))
             else:
-                counted += int(stored or 0)
-        return counted + sum(int(n) for n in run_many(self._scripts["count"], calls))
+                counted += max(int(stored or 0), int(ids))
+        collected = run_many(self._scripts["count"], calls)
+        return counted + sum(max(int(n), ids) for n, ids in zip(collected, remembered, strict=True))
