@@ -19,7 +19,7 @@ counted again before a post is admitted:
   second old (``RECOUNT_AT_MOST_EVERY_MS``), refused on the count at hand otherwise;
 
 and in every case no sooner than ``COUNT_COST_FACTOR`` times as long as its last count took: a
-project of many queues (10,000 take a Redis store about a quarter of a second) costs a process
+project of many queues (10,000 take a Redis driver a third of a second) costs a process
 at most a twentieth of its time, however fast it posts, at its limit or not. Meanwhile, its
 posts past the process's share are refused.
 """
