@@ -21,7 +21,8 @@ counted again before a post is admitted:
 and in every case no sooner than ``COUNT_COST_FACTOR`` times as long as its last count took: a
 project of many queues (10,000 take a Redis driver a third of a second) costs a process
 at most a twentieth of its time, however fast it posts, at its limit or not. Meanwhile, its
-posts past the process's share are refused.
+posts past the process's share are refused. Posts of a project arriving while it is being
+counted are admitted on the tally at hand rather than counting it again.
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ class MessageQuota:
         self._count = count
         self._clock = clock
         self._tallies: collections.OrderedDict[str, _Tally] = collections.OrderedDict()
+        # Projects being counted: a post arriving meanwhile is admitted on the tally at hand,
+        # so concurrent posts of a project do not count it each.
+        self._counting: set[str] = set()
 
     def admit(self, project: str, adding: int) -> None:
         """Add ``adding`` messages to the project's tally; QuotaExceeded, adding nothing,
@@ -84,12 +88,10 @@ class MessageQuota:
             return
         now_ms = self._clock.now_ms()
         tally = self._tallies.get(project)
-        if tally is None or self._recount_due(tally, adding, now_ms):
-            counted = self._count(project, self.most, now_ms)
-            tally = _Tally(counted, now_ms, max(0, self._clock.now_ms() - now_ms))
-            self._tallies[project] = tally
-            if len(self._tallies) > REMEMBERED_PROJECTS:
-                self._tallies.popitem(last=False)
+        if tally is None or (
+            project not in self._counting and self._recount_due(tally, adding, now_ms)
+        ):
+            tally = self._counted(project, now_ms)
         self._tallies.move_to_end(project)
         if not tally.allows(adding, self.most):
             raise errors.QuotaExceeded(
@@ -99,6 +101,19 @@ class MessageQuota:
                 "expire, then post again."
             )
         tally.admitted += adding
+
+    def _counted(self, project: str, now_ms: int) -> _Tally:
+        """A fresh tally of the project, from the store's count."""
+        self._counting.add(project)
+        try:
+            counted = self._count(project, self.most, now_ms)
+        finally:
+            self._counting.discard(project)
+        tally = _Tally(counted, now_ms, max(0, self._clock.now_ms() - now_ms))
+        self._tallies[project] = tally
+        if len(self._tallies) > REMEMBERED_PROJECTS:
+            self._tallies.popitem(last=False)
+        return tally
 
     def _recount_due(self, tally: _Tally, adding: int, now_ms: int) -> bool:
         age_ms, rest_ms = now_ms - tally.at_ms, tally.rest_ms()

@@ -143,6 +143,25 @@ def test_a_post_past_the_share_waits_for_the_rest_of_a_long_count_too() -> None:
     assert store.counts == counted + 1
 
 
+def test_posts_arriving_while_the_project_is_counted_are_admitted_on_the_tally_at_hand() -> None:
+    store, clock = Store(), FakeClock()
+    quota = store.quota(1000, clock)
+    assert store.post(quota, "p", 1)
+    inner: list[bool] = []
+    count = store.count
+
+    def count_with_a_post_meanwhile(project: str, most: int, now_ms: int) -> int:
+        inner.append(store.post(quota, project, 1))  # another request of the project
+        return count(project, most, now_ms)
+
+    quota._count = count_with_a_post_meanwhile
+    clock.advance(ms=RECOUNT_AFTER_MS)
+    counted = store.counts
+    assert store.post(quota, "p", 1)
+    assert inner == [True]
+    assert store.counts == counted + 1, "one count for both posts"
+
+
 def test_no_limit_never_counts() -> None:
     store, clock = Store(), FakeClock()
     quota = store.quota(0, clock)
