@@ -18,11 +18,13 @@ counted again before a post is admitted:
 * when the post would take the tally past the limit: counted again only if the count is a
   second old (``RECOUNT_AT_MOST_EVERY_MS``), refused on the count at hand otherwise;
 
-and in every case no sooner than ``COUNT_COST_FACTOR`` times as long as its last count took: a
-project of many queues (10,000 take a Redis driver a third of a second) costs a process
-at most a twentieth of its time, however fast it posts, at its limit or not. Meanwhile, its
-posts past the process's share are refused. Posts of a project arriving while it is being
-counted are admitted on the tally at hand rather than counting it again.
+and none of these sooner than ``COUNT_COST_FACTOR`` times as long as its last count took,
+except a count past the share when that is within a second: a project of many queues (10,000
+take a Redis driver a third of a second) costs a process at most a twentieth of its time,
+however fast it posts, at its limit or not, and meanwhile its posts past the process's share
+are refused. A project counted in a few milliseconds is counted again as its posts need. Posts
+of a project arriving while it is being counted are admitted on the tally at hand rather than
+counting it again.
 """
 
 from __future__ import annotations
@@ -119,8 +121,10 @@ class MessageQuota:
         age_ms, rest_ms = now_ms - tally.at_ms, tally.rest_ms()
         if age_ms < 0 or age_ms >= max(RECOUNT_AFTER_MS, rest_ms):  # or the clock was set back
             return True
-        if tally.allows(adding, self.most) or age_ms < rest_ms:
+        if tally.allows(adding, self.most):
             return False
-        # Past its share but within the limit as far as this process knows: counted at once
-        # (each count lets it admit at least a share more). Past the limit: once a second.
-        return tally.within(adding, self.most) or age_ms >= RECOUNT_AT_MOST_EVERY_MS
+        if tally.within(adding, self.most):
+            # Past its share, within the limit as far as this process knows: counted at once
+            # (each count lets it admit at least a share more), unless counts take long.
+            return rest_ms <= RECOUNT_AT_MOST_EVERY_MS or age_ms >= rest_ms
+        return age_ms >= max(RECOUNT_AT_MOST_EVERY_MS, rest_ms)

@@ -143,6 +143,16 @@ def test_a_post_past_the_share_waits_for_the_rest_of_a_long_count_too() -> None:
     assert store.counts == counted + 1
 
 
+def test_a_project_counted_in_milliseconds_is_refused_only_at_its_limit() -> None:
+    """Counts of 2 ms rest the project 40 ms; posts 1 ms apart pass the process's share
+    within it, and are counted again at once rather than refused."""
+    store, clock = Store(), FakeClock()
+    quota = store.quota(400, clock, takes_ms=2)
+    while store.post(quota, "p", 20):
+        clock.advance(ms=1)
+    assert store.held["p"] == 400
+
+
 def test_posts_arriving_while_the_project_is_counted_are_admitted_on_the_tally_at_hand() -> None:
     store, clock = Store(), FakeClock()
     quota = store.quota(1000, clock)
