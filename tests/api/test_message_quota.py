@@ -12,9 +12,7 @@ from typing import Any
 
 import falcon.testing
 import pytest
-import redis
 
-from testbed.processes import RedisServer, wait_gone
 from tests.helpers.api import (
     API_STORES,
     HEADERS,
@@ -24,6 +22,7 @@ from tests.helpers.api import (
     assert_error,
     pooled_api_on,
 )
+from tests.helpers.pool_faults import placed_on_a_stopped_pool
 from zaqar_delay.conf import Limits
 from zaqar_delay.message_quota import RECOUNT_AT_MOST_EVERY_MS
 
@@ -89,31 +88,18 @@ def pooled(request: pytest.FixtureRequest) -> Iterator[Api]:
 def test_a_pool_away_counts_none_of_its_messages(pooled: Api) -> None:
     """Counting a project's messages asks each pool: one that does not answer counts none,
     so the project's posts to queues on the others go on."""
-    server = RedisServer().start()
-    try:
-        assert (
-            pooled.put("/v2/pools/gone", json={"uri": server.url, "weight": 100}).status_code == 201
-        )
-        for pool in ("redis", "mongo"):
-            assert pooled.patch(f"/v2/pools/{pool}", json={"weight": 0}).status_code == 200
+
+    def place() -> None:
         assert post(pooled, "away", 4).status_code == 201
         assert pooled.service.stores.pool_of("project-1", "away") == "gone"
-        assert pooled.patch("/v2/pools/redis", json={"weight": 100}).status_code == 200
-        assert pooled.patch("/v2/pools/gone", json={"weight": 0}).status_code == 200
-        assert post(pooled, "here", 4).status_code == 201
-        assert_error(post(pooled, "here", 3), 403, "Quota exceeded")
 
-        assert server.process is not None
-        pid = server.process.pid
-        server.stop()
-        wait_gone([pid])
-        with pytest.raises(redis.ConnectionError):  # the fault happened
-            redis.Redis(port=server.port, socket_timeout=1).ping()
+    with placed_on_a_stopped_pool(pooled, place):
         pooled.clock.advance(ms=RECOUNT_AT_MOST_EVERY_MS)
-        assert post(pooled, "here", 3).status_code == 201
+        # With "away"'s 4 counted, 7 more would pass the limit of 10.
+        assert post(pooled, "here", 7).status_code == 201
+        assert pooled.service.stores.pool_of("project-1", "here") == "redis"
         assert totals(pooled, "here") == [7]
-    finally:
-        server.stop()
+        assert_error(post(pooled, "here", 4), 403, "Quota exceeded")
 
 
 def test_posting_with_fresh_dedup_ids_and_deleting_at_once_meets_the_limit(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import falcon.testing
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,8 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from testbed.processes import RedisServer, wait_gone
 from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, pooled_api_on
+from tests.helpers.pool_faults import placed_on_a_stopped_pool
 from tests.helpers.push import dispatching, subscribe
 from zaqar_delay import silent_pools
+from zaqar_delay.conf import Limits
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord
 
@@ -180,3 +183,33 @@ def test_ping_waits_on_no_pool_left_alone(pooled: Api, gone_pool: RedisServer) -
     for _ in range(5):
         assert pooled.get("/v2/ping").status_code == 503
     assert opened.count("gone") == 1
+
+
+@pytest.fixture
+def subscriptions_limited(request: pytest.FixtureRequest) -> Iterator[Api]:
+    yield from pooled_api_on(request, limits=Limits(max_subscriptions_per_project=2))
+
+
+def subscribe_address(api: Api, queue: str, n: int) -> falcon.testing.Result:
+    """Subscribe the n-th address of a closed port (no push is sent here)."""
+    body = {"subscriber": f"http://127.0.0.1:9/{n}"}
+    return api.post(f"/v2/queues/{queue}/subscriptions", json=body)
+
+
+def test_a_pool_away_counts_none_of_its_subscriptions(subscriptions_limited: Api) -> None:
+    """Counting a project's subscriptions reads each of its queues: one on a pool that does
+    not answer counts none, so the project subscribes on the other pools, up to its limit."""
+    api = subscriptions_limited
+
+    def place() -> None:
+        assert subscribe_address(api, "away", 0).status_code == 201
+        assert api.service.stores.pool_of(PROJECT, "away") == "gone"
+
+    with placed_on_a_stopped_pool(api, place):
+        # With "away"'s subscription counted, the second here would pass the limit of 2.
+        assert subscribe_address(api, "here", 1).status_code == 201
+        assert subscribe_address(api, "here", 2).status_code == 201
+        assert api.service.stores.pool_of(PROJECT, "here") == "redis"
+        refused = subscribe_address(api, "here", 3)
+        assert refused.status_code == 403, refused.text
+        assert "max_subscriptions_per_project" in refused.json["description"]
