@@ -18,7 +18,7 @@ from testbed.processes import RedisServer, ServiceProcess
 from tests.helpers.stores import store_url
 from zaqar_delay.conf import STORAGE_URI_ENV
 from zaqar_delay.pipeline import cli
-from zaqar_delay.pipeline.client import Poster, Target
+from zaqar_delay.pipeline.client import Poster, PostingFailed, Target
 from zaqar_delay.pipeline.rows import Prepared
 
 PROJECT = "pipeline-e2e"
@@ -198,3 +198,22 @@ def test_posts_are_retried_until_the_store_is_back() -> None:
     finally:
         service.stop()
         store.stop()
+
+
+def test_a_post_past_the_project_s_message_quota_stops_the_job_with_the_reason(
+    tmp_path: pathlib.Path,
+) -> None:
+    conf = tmp_path / "quota.conf"
+    conf.write_text("[transport]\nmax_messages_per_project = 2\n")
+    service = ServiceProcess(args=["--config-file", str(conf)]).start()
+    try:
+        poster = Poster(Target(service.url, PROJECT))
+        try:
+            rows = [Prepared("q", f'{{"body":{n},"ttl":60}}', 0, None, str(n)) for n in range(3)]
+            assert [o.status for o in poster.post(rows[:2])] == ["scheduled", "scheduled"]
+            with pytest.raises(PostingFailed, match=r"answered 403.*max_messages_per_project"):
+                poster.post(rows[2:])
+        finally:
+            poster.close()
+    finally:
+        service.stop()
