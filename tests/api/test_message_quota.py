@@ -45,7 +45,7 @@ def totals(api: Api, *queues: str) -> list[int]:
     return [api.get(f"/v2/queues/{q}/stats").json["messages"]["total"] for q in queues]
 
 
-def test_a_post_past_the_project_s_messages_is_refused_whole(limited: Api) -> None:
+def test_a_post_past_the_project_s_limit_is_refused_whole(limited: Api) -> None:
     assert post(limited, "one", 6).status_code == 201
     assert post(limited, "two", 3).status_code == 201
     refused = post(limited, "one", 2)
