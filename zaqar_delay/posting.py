@@ -106,8 +106,7 @@ class MessagePoster:
             self.check_size(policy, len(payload))
             if not raw_messages:
                 raw_messages.extend(self._raw_messages(payload))
-                if self.quota is not None:  # once per post, however often it is built
-                    self.quota.admit(project, len(raw_messages))
+                self._admit(project, queue, raw_messages, now_ms)  # once, however often built
             built = self._build(raw_messages, policy, now_ms, round_up)
             return origin.applied(built, self.limits.max_push_hops)
 
@@ -125,6 +124,23 @@ class MessagePoster:
         """Store messages the service built itself (a push's dead letter), sealed when the
         queue encrypts its messages or ``seal`` says so (they come from a queue that does)."""
         return self._store(project, queue, client_id, now_ms, lambda _: messages, seal)
+
+    def _admit(self, project: str, queue: str, raw_messages: list[Any], now_ms: int) -> None:
+        """Admit the post's messages against the project's message quota. Past it, a post
+        whose every message repeats a dedup id the queue remembers is let through all the
+        same: it stores nothing, and its answer is the first post's, as a retry expects."""
+        if self.quota is None:
+            return
+        try:
+            self.quota.admit(project, len(raw_messages))
+        except errors.QuotaExceeded:
+            ids = [m.get("dedup_id") if isinstance(m, dict) else None for m in raw_messages]
+            wanted = [i for i in ids if isinstance(i, str) and i]
+            if len(wanted) < len(ids):
+                raise
+            store = self.store_of(project, queue)
+            if store.remembered_dedup_ids(project, queue, wanted, now_ms) != set(wanted):
+                raise
 
     def _store(
         self,

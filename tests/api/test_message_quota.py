@@ -58,6 +58,23 @@ def test_a_post_past_the_project_s_limit_is_refused_whole(limited: Api) -> None:
     assert post(limited, "one", MOST, headers=OTHER).status_code == 201
 
 
+def test_a_retry_of_a_stored_post_at_the_limit_answers_as_the_first_did(limited: Api) -> None:
+    """A post whose every message repeats a remembered dedup id stores nothing: past the
+    limit it is answered all the same, so a producer that never saw the first answer learns
+    its ids; one new id in it has the post refused."""
+    body = {"messages": [{"body": n, "ttl": 60, "dedup_id": f"job-{n}"} for n in range(MOST)]}
+    first = limited.post("/v2/queues/q/messages", json=body)
+    assert first.status_code == 201, first.text
+    assert_error(post(limited, "q", 1), 403, "Quota exceeded")  # the limit is reached
+    again = limited.post("/v2/queues/q/messages", json=body)
+    assert again.status_code == 201, again.text
+    assert again.json["resources"] == first.json["resources"]
+    assert again.json["duplicates"] == first.json["resources"]
+    body["messages"].append({"body": "new", "ttl": 60, "dedup_id": "job-new"})
+    assert_error(limited.post("/v2/queues/q/messages", json=body), 403, "Quota exceeded")
+    assert totals(limited, "q") == [MOST]
+
+
 def test_room_made_by_deleting_is_usable_once_the_project_is_counted_again(
     limited: Api,
 ) -> None:

@@ -1,5 +1,7 @@
-"""``Driver.count_messages`` on every store, pooled too: the count a project's message quota
-(``[transport] max_messages_per_project``) is held to."""
+"""What a project's message quota (``[transport] max_messages_per_project``) reads, on every
+store, pooled too: ``Driver.count_messages``, the count it is held to, and
+``Driver.remembered_dedup_ids``, which lets a post that only repeats remembered ids through at
+the limit."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 
 from tests.helpers.pooled import CONTRACT_STORES
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ClaimTimes, NewMessage
+from zaqar_delay.models import ClaimTimes, Deletion, NewMessage
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis import counting
 
@@ -68,3 +70,20 @@ def test_a_count_may_stop_once_it_reaches_most(
         post(driver, clock, queue, 3)
     assert driver.count_messages(P, 1000, clock.now_ms()) == 15
     assert 4 <= driver.count_messages(P, 4, clock.now_ms()) <= 15
+
+
+def test_the_dedup_ids_a_queue_remembers_are_read_deleted_or_not_until_they_lapse(
+    driver: Driver,
+) -> None:
+    clock = FakeClock()
+    messages = [NewMessage(json.dumps(n), 60, 0, f"id-{n}") for n in range(2)]
+    posted = driver.post_messages(P, "q", messages, "a" * 32, clock.now_ms())
+    driver.post_messages(OTHER, "q", [NewMessage("0", 60, 0, "id-other")], "a" * 32, clock.now_ms())
+    asked = ["id-0", "id-1", "id-other", "id-never", "id-0"]
+    assert driver.remembered_dedup_ids(P, "q", asked, clock.now_ms()) == {"id-0", "id-1"}
+    driver.delete_messages(P, "q", Deletion(posted.ids), clock.now_ms())
+    assert driver.remembered_dedup_ids(P, "q", asked, clock.now_ms()) == {"id-0", "id-1"}
+    assert driver.remembered_dedup_ids(P, "elsewhere", asked, clock.now_ms()) == set()
+    assert driver.remembered_dedup_ids(P, "q", [], clock.now_ms()) == set()
+    clock.advance(61)
+    assert driver.remembered_dedup_ids(P, "q", asked, clock.now_ms()) == set()

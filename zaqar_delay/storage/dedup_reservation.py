@@ -255,6 +255,17 @@ class DedupReservation:
             record = found
         return True, record
 
+    def remembered(
+        self, project: str, queue: str, dedup_ids: Sequence[str], now_ms: int
+    ) -> set[str]:
+        """``Driver.remembered_dedup_ids``: each id's record read (``each``), live at
+        ``now_ms`` and confirmed stored."""
+        found = self._each(
+            lambda dedup_id: self._records.latest(project, queue, dedup_id),
+            list(dict.fromkeys(dedup_ids)),
+        )
+        return {r.dedup_id for r in found if r is not None and r.stored and r.expires_ms > now_ms}
+
     def confirm(self, project: str, queue: str, taken: Sequence[DedupRecord]) -> None:
         """Mark the records a post took as stored, once it is stored whole."""
         if taken:

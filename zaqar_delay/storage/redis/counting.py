@@ -6,12 +6,16 @@ in one more round trip.
 A queue counts the larger of its messages and its remembered dedup ids: an id is remembered
 until the message first posted with it would expire, deleted or not, and takes the store's
 memory until then (about 290 bytes), so posting with fresh ids and deleting at once does not
-pass the quota.
+pass the quota. Which dedup ids a queue remembers is read here too, for the quota as well: a
+post that only repeats remembered ids is let through at the limit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+import msgpack
 
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
@@ -47,6 +51,21 @@ class MessageCounting(Driver):
                 break
             start = f"({names[-1]}"
         return counted
+
+    def remembered_dedup_ids(
+        self, project: str, queue: str, dedup_ids: Sequence[str], now_ms: int
+    ) -> set[str]:
+        """One HMGET of the queue's remembered ids (a post script stores a message and its
+        id together, so a remembered id's post is stored)."""
+        wanted = list(dict.fromkeys(dedup_ids))
+        if not wanted:
+            return set()
+        found = self._client.hmget(self._keys.queue(project, queue).dedup, wanted)
+        return {
+            dedup_id
+            for dedup_id, raw in zip(wanted, found, strict=True)
+            if raw is not None and int(msgpack.unpackb(raw)[1]) > now_ms
+        }
 
     def _count_page(self, project: str, names: list[str], now_ms: int) -> int:
         queues = [self._keys.passing_queue(project, name) for name in names]
