@@ -138,8 +138,9 @@ class MessagePoster:
             wanted = [i for i in ids if isinstance(i, str) and i]
             if len(wanted) < len(ids):
                 raise
-            store = self.store_of(project, queue)
-            if store.remembered_dedup_ids(project, queue, wanted, now_ms) != set(wanted):
+            if not self.store_of(project, queue).remembers_dedup_ids(
+                project, queue, wanted, now_ms
+            ):
                 raise
 
     def _store(

@@ -15,7 +15,11 @@ from tests.helpers.stores import close_test_driver, every_message, open_test_dri
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage, Posted
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
-from zaqar_delay.storage.dedup_reservation import DedupRecord, DedupReservation
+from zaqar_delay.storage.dedup_reservation import (
+    REMEMBERED_CHUNK,
+    DedupRecord,
+    DedupReservation,
+)
 from zaqar_delay.storage.swift.dedup import SwiftDedupRecords
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
@@ -92,6 +96,43 @@ def test_a_repeat_while_the_first_post_is_being_stored_waits_for_it(
     repeats[0].join(15)
     assert (results["repeat"].ids, results["repeat"].duplicates) == (first.ids, (0,))
     assert driver.stats(P, Q, clock.now_ms()).total == 1
+
+
+def test_an_id_whose_first_post_is_being_stored_is_not_yet_remembered_as_stored(
+    driver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What lets a repeat through at a project's message limit: only a stored first post."""
+    clock = FakeClock()
+    seen: list[bool] = []
+    confirming_after(
+        monkeypatch,
+        driver,
+        lambda: seen.append(driver.remembers_dedup_ids(P, Q, ["job"], clock.now_ms())),
+    )
+    driver.post_messages(P, Q, [NewMessage('"once"', 3600, 0, "job")], ALICE, clock.now_ms())
+    assert seen == [False]
+    assert driver.remembers_dedup_ids(P, Q, ["job"], clock.now_ms())
+
+
+def test_asking_about_fresh_ids_stops_after_one_chunk_of_reads(
+    driver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    driver.post_messages(P, Q, [NewMessage('"once"', 3600, 0, "job")], ALICE, clock.now_ms())
+    records = reservation(driver)._records
+    latest, read = records.latest, []
+
+    def counted(project: str, queue: str, dedup_id: str) -> Any:
+        read.append(dedup_id)
+        return latest(project, queue, dedup_id)
+
+    monkeypatch.setattr(records, "latest", counted)
+    fresh = [f"fresh-{n}" for n in range(10 * REMEMBERED_CHUNK)]
+    assert not driver.remembers_dedup_ids(P, Q, ["job", *fresh], clock.now_ms())
+    assert len(read) <= REMEMBERED_CHUNK
+    read.clear()
+    assert driver.remembers_dedup_ids(P, Q, ["job"] * 3, clock.now_ms())
+    assert read == ["job"]
 
 
 def test_a_post_of_several_ids_waits_holding_only_ids_ordered_before_the_awaited_one(

@@ -1,6 +1,6 @@
 """What a project's message quota (``[transport] max_messages_per_project``) reads, on every
 store, pooled too: ``Driver.count_messages``, the count it is held to, and
-``Driver.remembered_dedup_ids``, which lets a post that only repeats remembered ids through at
+``Driver.remembers_dedup_ids``, which lets a post that only repeats remembered ids through at
 the limit."""
 
 from __future__ import annotations
@@ -79,11 +79,14 @@ def test_the_dedup_ids_a_queue_remembers_are_read_deleted_or_not_until_they_laps
     messages = [NewMessage(json.dumps(n), 60, 0, f"id-{n}") for n in range(2)]
     posted = driver.post_messages(P, "q", messages, "a" * 32, clock.now_ms())
     driver.post_messages(OTHER, "q", [NewMessage("0", 60, 0, "id-other")], "a" * 32, clock.now_ms())
-    asked = ["id-0", "id-1", "id-other", "id-never", "id-0"]
-    assert driver.remembered_dedup_ids(P, "q", asked, clock.now_ms()) == {"id-0", "id-1"}
+
+    def remembers(*ids: str, queue: str = "q") -> bool:
+        return driver.remembers_dedup_ids(P, queue, list(ids), clock.now_ms())
+
+    assert remembers("id-0", "id-1", "id-0") and remembers("id-1") and remembers()
+    assert not remembers("id-0", "id-never") and not remembers("id-other")
+    assert not remembers("id-0", queue="elsewhere")
     driver.delete_messages(P, "q", Deletion(posted.ids), clock.now_ms())
-    assert driver.remembered_dedup_ids(P, "q", asked, clock.now_ms()) == {"id-0", "id-1"}
-    assert driver.remembered_dedup_ids(P, "elsewhere", asked, clock.now_ms()) == set()
-    assert driver.remembered_dedup_ids(P, "q", [], clock.now_ms()) == set()
+    assert remembers("id-0", "id-1")
     clock.advance(61)
-    assert driver.remembered_dedup_ids(P, "q", asked, clock.now_ms()) == set()
+    assert not remembers("id-0") and not remembers("id-1")

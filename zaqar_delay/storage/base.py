@@ -234,12 +234,13 @@ class Driver(SubscriptionStore, DeliveryStore):
         """
 
     @abc.abstractmethod
-    def remembered_dedup_ids(
+    def remembers_dedup_ids(
         self, project: str, queue: str, dedup_ids: Sequence[str], now_ms: int
-    ) -> set[str]:
-        """Those of ``dedup_ids`` the queue remembers at ``now_ms`` with the post that first
-        carried them stored: a post whose every message repeats one of them stores nothing
-        (:meth:`post_messages`). Only reads."""
+    ) -> bool:
+        """Whether the queue remembers every one of ``dedup_ids`` at ``now_ms``, with the post
+        that first carried it stored: a post whose every message repeats one of them stores
+        nothing (:meth:`post_messages`). Only reads; a store may stop reading at the first id
+        it does not remember."""
 
     @abc.abstractmethod
     def list_messages(self, project: str, queue: str, listing: ListQuery, now_ms: int) -> ListPage:

@@ -57,6 +57,9 @@ class DedupRecord:
     version: str = ""
 
 
+#: Dedup ids read at once when asking whether a queue remembers all of a post's.
+REMEMBERED_CHUNK = 16
+
 # What creating a record answered: created, and the record created or, if not, the one found.
 Created = tuple[bool, DedupRecord | None]
 
@@ -255,16 +258,19 @@ class DedupReservation:
             record = found
         return True, record
 
-    def remembered(
-        self, project: str, queue: str, dedup_ids: Sequence[str], now_ms: int
-    ) -> set[str]:
-        """``Driver.remembered_dedup_ids``: each id's record read (``each``), live at
-        ``now_ms`` and confirmed stored."""
-        found = self._each(
-            lambda dedup_id: self._records.latest(project, queue, dedup_id),
-            list(dict.fromkeys(dedup_ids)),
-        )
-        return {r.dedup_id for r in found if r is not None and r.stored and r.expires_ms > now_ms}
+    def remembers(self, project: str, queue: str, dedup_ids: Sequence[str], now_ms: int) -> bool:
+        """``Driver.remembers_dedup_ids``: the ids' records read ``REMEMBERED_CHUNK`` at a
+        time (``each``), each live at ``now_ms`` and confirmed stored. Reading stops after the
+        first chunk with one that is not, so a post of fresh ids costs one chunk of reads."""
+        wanted = list(dict.fromkeys(dedup_ids))
+        for start in range(0, len(wanted), REMEMBERED_CHUNK):
+            found = self._each(
+                lambda dedup_id: self._records.latest(project, queue, dedup_id),
+                wanted[start : start + REMEMBERED_CHUNK],
+            )
+            if not all(r is not None and r.stored and r.expires_ms > now_ms for r in found):
+                return False
+        return True
 
     def confirm(self, project: str, queue: str, taken: Sequence[DedupRecord]) -> None:
         """Mark the records a post took as stored, once it is stored whole."""

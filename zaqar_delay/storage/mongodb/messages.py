@@ -207,10 +207,10 @@ class MessageOps(MongoBase):
         posted = self._post(project, queue, batch, now_ms)
         return dataclasses.replace(posted, metadata_version=metadata_version_of(stored or "{}"))
 
-    def remembered_dedup_ids(
+    def remembers_dedup_ids(
         self, project: str, queue: str, dedup_ids: Sequence[str], now_ms: int
-    ) -> set[str]:
-        return self._dedup.remembered(project, queue, dedup_ids, now_ms)
+    ) -> bool:
+        return self._dedup.remembers(project, queue, dedup_ids, now_ms)
 
     def list_messages(self, project: str, queue: str, listing: ListQuery, now_ms: int) -> ListPage:
         after = markers.posting(listing.marker)

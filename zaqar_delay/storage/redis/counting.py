@@ -52,20 +52,16 @@ class MessageCounting(Driver):
             start = f"({names[-1]}"
         return counted
 
-    def remembered_dedup_ids(
+    def remembers_dedup_ids(
         self, project: str, queue: str, dedup_ids: Sequence[str], now_ms: int
-    ) -> set[str]:
+    ) -> bool:
         """One HMGET of the queue's remembered ids (a post script stores a message and its
         id together, so a remembered id's post is stored)."""
         wanted = list(dict.fromkeys(dedup_ids))
         if not wanted:
-            return set()
+            return True
         found = self._client.hmget(self._keys.queue(project, queue).dedup, wanted)
-        return {
-            dedup_id
-            for dedup_id, raw in zip(wanted, found, strict=True)
-            if raw is not None and int(msgpack.unpackb(raw)[1]) > now_ms
-        }
+        return all(raw is not None and int(msgpack.unpackb(raw)[1]) > now_ms for raw in found)
 
     def _count_page(self, project: str, names: list[str], now_ms: int) -> int:
         queues = [self._keys.passing_queue(project, name) for name in names]

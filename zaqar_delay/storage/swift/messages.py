@@ -225,10 +225,10 @@ class MessageOps(PushOps):
         docs = self._swift.each(lambda i: self._read_message(project, queue, i, known=known), ids)
         return {i: doc for i, doc in zip(ids, docs, strict=True) if doc is not None}
 
-    def remembered_dedup_ids(
+    def remembers_dedup_ids(
         self, project: str, queue: str, dedup_ids: Sequence[str], now_ms: int
-    ) -> set[str]:
-        return self._dedup.remembered(project, queue, dedup_ids, now_ms)
+    ) -> bool:
+        return self._dedup.remembers(project, queue, dedup_ids, now_ms)
 
     def list_messages(self, project: str, queue: str, listing: ListQuery, now_ms: int) -> ListPage:
         after = markers.posting(listing.marker)
