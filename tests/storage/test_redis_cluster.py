@@ -3,6 +3,7 @@ any project id, writes in order across nodes."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -178,5 +179,28 @@ def test_a_queue_s_push_index_is_written_before_its_deliveries_are_read(
             assert posted.result() == 1
         member = queue_member("p", queue)
         assert cluster.zscore(driver._keys.pushes(), member) == owed_ms
+    finally:
+        close_test_driver(driver)
+
+
+def test_a_node_that_never_received_the_scripts_runs_them_sent_whole(
+    redis_cluster: RedisCluster, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on a primary added to scale out, which a slot moves to after the scripts were
+    loaded: the node serving the queue knows no script, and loading them does not reach it."""
+    driver = open_test_driver(redis_cluster.url)
+    try:
+        assert isinstance(driver, RedisDriver)
+        driver.post_messages("p", "q", [NewMessage('"x"', 60, 0)], "c", clock.now_ms())
+        for node in redis_cluster.nodes:
+            redis.Redis(port=node.port).script_flush()
+        cluster = driver._client._cluster()
+        monkeypatch.setattr(cluster, "script_load", lambda script: hashlib.sha1(script).hexdigest())
+        owner = cluster.get_node_from_key(KeySpace(cluster=True).queue("p", "q").queue)
+        post_sha = driver._scripts["post"].sha
+        assert redis.Redis(port=owner.port).script_exists(post_sha) == [False]  # the fault
+        driver.post_messages("p", "q", [NewMessage('"y"', 60, 0)], "c", clock.now_ms())
+        assert redis.Redis(port=owner.port).script_exists(post_sha) == [True]
+        assert driver.stats("p", "q", clock.now_ms()).total == 2
     finally:
         close_test_driver(driver)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import threading
 import urllib.parse
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
 from redis.cluster import PRIMARY, ClusterNode, RedisCluster, get_node_name
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.redis import uri_options
@@ -55,6 +57,31 @@ class _NoTimeoutRetryCluster(RedisCluster):
                 ClusterNode(host, port, PRIMARY),  # type: ignore[no-untyped-call]
             )
         return node
+
+
+class ClusterScript(Script):
+    """redis-py's ``Script`` on a cluster client, with EVAL as its last resort.
+
+    ``Script`` answers an unknown script (``NoScriptError``) by loading it (``SCRIPT LOAD``, to
+    the nodes the client knows) and sending EVALSHA again. While a slot moves to a primary added
+    to scale the cluster out, the second call may be redirected to that primary, which no load
+    reached: it fails too, a 500 for a request on that slot. ``NoScriptError`` means the script
+    did not run, so it is then sent whole (EVAL): it runs where its keys are, and that node
+    keeps it for the next EVALSHA.
+    """
+
+    def __call__(
+        self,
+        keys: Sequence[Any] | None = None,
+        args: Iterable[Any] | None = None,
+        client: Any = None,
+    ) -> Any:
+        try:
+            return super().__call__(keys=keys, args=args, client=client)
+        except NoScriptError:
+            keys, args = list(keys or ()), list(args or ())
+            source = self.script if isinstance(self.script, str) else bytes(self.script).decode()
+            return (client or self.registered_client).eval(source, len(keys), *keys, *args)
 
 
 def parse_cluster_uri(uri: str) -> tuple[list[ClusterNode], dict[str, Any]]:
@@ -128,7 +155,7 @@ class LazyClusterClient:
 
     def register_script(self, source: str) -> Script:
         # Bytes, so that Script hashes them without asking the (unbuilt) client for an encoder.
-        return Script(self, source.encode())  # type: ignore[arg-type]  # forwards to a cluster
+        return ClusterScript(self, source.encode())  # type: ignore[arg-type]  # forwards to a cluster
 
     def close(self) -> None:
         with self._lock:
