@@ -20,7 +20,7 @@ from zaqar_delay.encryption import QueueEncryption
 from zaqar_delay.message_quota import MessageQuota
 from zaqar_delay.models import UNKNOWN_METADATA, Batch, NewMessage, Posted, VersionedMetadata
 from zaqar_delay.policy import QueuePolicy
-from zaqar_delay.storage.base import Driver
+from zaqar_delay.stores import Stores
 
 # Conditional posts tried before giving up on a queue whose metadata keeps changing.
 POST_ATTEMPTS = 4
@@ -65,14 +65,14 @@ class MessagePoster:
 
     def __init__(
         self,
-        store_of: Callable[[str, str], Driver],
+        stores: Stores,
         limits: Limits,
         encryption: QueueEncryption,
         quota: MessageQuota | None = None,
     ) -> None:
-        """``store_of(project, queue)``: the store a queue lives on. ``quota``: what admits
-        the messages of a client's post (none: all are)."""
-        self.store_of = store_of
+        """``stores``: where each queue lives (a post places a new queue first). ``quota``:
+        what admits the messages of a client's post (none: all are)."""
+        self.stores = stores
         self.limits = limits
         self.encryption = encryption
         self.quota = quota
@@ -138,7 +138,8 @@ class MessagePoster:
             wanted = [i for i in ids if isinstance(i, str) and i]
             if len(wanted) < len(ids):
                 raise
-            if not self.store_of(project, queue).remembers_dedup_ids(
+            # Asked where the queue lives, not placed: a refused post creates no queue.
+            if not self.stores.for_queue(project, queue).remembers_dedup_ids(
                 project, queue, wanted, now_ms
             ):
                 raise
@@ -173,7 +174,11 @@ class MessagePoster:
                     continue
                 cipher = self.encryption.for_queue(policy, seal)
                 stored = built if cipher is None else cipher.seal(built, project, queue)
-            outcome = self.store_of(project, queue).post_if_current(
+            # A post creates the queue it names when it does not exist: placed first, once
+            # there is something to store (a post refused once its messages are built, as
+            # invalid or past a quota, places no queue).
+            store = self.stores.place if stored else self.stores.for_queue
+            outcome = store(project, queue).post_if_current(
                 project, queue, Batch(stored, client_id), now_ms, known.version
             )
             if isinstance(outcome, VersionedMetadata):

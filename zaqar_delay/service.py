@@ -70,7 +70,7 @@ class Service:
         self.lifecycle = Lifecycle(self.metrics, journal or NullJournal())
         self.wait_rooms = WaitRooms(clock, limits.max_waiting_claims_per_project)
         quota = MessageQuota(limits.max_messages_per_project, self.stores.count_messages, clock)
-        self.poster = MessagePoster(self._store_to_post_to, limits, self.encryption, quota)
+        self.poster = MessagePoster(self.stores, limits, self.encryption, quota)
         self.quotas = Quotas(self.stores, limits)
         self.listing = QueueListing(self.stores, limits)
         self.schedules = Schedules(self.stores, limits, self.post_messages, self.lifecycle, clock)
@@ -81,10 +81,6 @@ class Service:
 
     def _store(self, project: str, queue: str) -> Driver:
         return self.stores.for_queue(project, queue)
-
-    def _store_to_post_to(self, project: str, queue: str) -> Driver:
-        # A post creates the queue it names when it does not exist: placed first.
-        return self.stores.place(project, queue)
 
     def durability(self) -> Durability | None:
         """What an acknowledged write survives on the default store (the health route)."""

@@ -119,6 +119,17 @@ def test_a_pool_away_counts_none_of_its_messages(pooled: Api) -> None:
         assert_error(post(pooled, "here", 4), 403, "Quota exceeded")
 
 
+def test_a_refused_post_of_dedup_ids_to_a_new_queue_places_no_queue(pooled: Api) -> None:
+    """Asking whether a post only repeats remembered ids reads where the queue lives: it
+    does not place a queue the refused post would have created."""
+    assert post(pooled, "q", MOST).status_code == 201
+    body = {"messages": [{"body": 1, "ttl": 60, "dedup_id": "job-1"}]}
+    assert_error(pooled.post("/v2/queues/fresh/messages", json=body), 403, "Quota exceeded")
+    assert pooled.service.stores.pool_of("project-1", "fresh") is None
+    listed = pooled.get("/v2/queues").json["queues"]
+    assert [q["name"] for q in listed] == ["q"]
+
+
 def test_posting_with_fresh_dedup_ids_and_deleting_at_once_meets_the_limit(
     request: pytest.FixtureRequest,
 ) -> None:

@@ -551,3 +551,15 @@ def test_a_swift_flavor_beside_a_redis_one(pooled: Api, request: pytest.FixtureR
         "archive": "swift",
         "hot": "redis",
     }
+
+
+def test_a_refused_post_to_a_new_queue_places_no_queue(pooled: Api) -> None:
+    """A post is placed on a pool only once it has messages to store: one refused once they
+    are built (here a ttl under the minimum) leaves no queue listed, placed or counted."""
+    refused = pooled.post("/v2/queues/fresh/messages", json={"messages": [{"body": 1, "ttl": 1}]})
+    assert refused.status_code == 400, refused.text
+    assert pooled.service.stores.pool_of(PROJECT, "fresh") is None
+    assert pooled.get("/v2/queues").json["queues"] == []
+    posted = pooled.post("/v2/queues/fresh/messages", json={"messages": [{"body": 1}]})
+    assert posted.status_code == 201, posted.text
+    assert pooled.service.stores.pool_of(PROJECT, "fresh") in ("redis", "mongo")

@@ -34,6 +34,7 @@ from zaqar_delay.models import (
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.posting import MessagePoster
 from zaqar_delay.storage.base import Driver, metadata_version_of
+from zaqar_delay.stores import Stores
 
 # Every store, pooled (each queue on a redis-server or a MongoDB pool), and Swift.
 pytestmark = pytest.mark.parametrize("store_uri", [*CONTRACT_STORES, "swift"], indirect=True)
@@ -428,7 +429,7 @@ class TestConditionalPost:
     ) -> None:
         other = open_test_driver(one_store(store_uri), namespace=namespace_of(driver))
         poster = MessagePoster(
-            lambda *_: driver, Limits(default_message_ttl=60), QueueEncryption(None)
+            Stores(driver), Limits(default_message_ttl=60), QueueEncryption(None)
         )
         try:
             driver.create_queue(P, Q, {"_default_message_ttl": 100}, clock.now_ms())
@@ -454,7 +455,7 @@ class TestConditionalPost:
         self, driver: Driver, clock: FakeClock, store_uri: str
     ) -> None:
         other = open_test_driver(one_store(store_uri), namespace=namespace_of(driver))
-        poster = MessagePoster(lambda *_: driver, Limits(), QueueEncryption(None))
+        poster = MessagePoster(Stores(driver), Limits(), QueueEncryption(None))
         payload = b'{"messages": [{"body": "' + b"x" * 300 + b'"}]}'
         try:
             driver.create_queue(P, Q, {"_max_messages_post_size": 100}, clock.now_ms())
@@ -472,7 +473,7 @@ class TestConditionalPost:
 
     def test_a_refused_post_stores_nothing(self, driver: Driver, clock: FakeClock) -> None:
         poster = MessagePoster(
-            lambda *_: driver, Limits(max_messages_post_size=10), QueueEncryption(None)
+            Stores(driver), Limits(max_messages_post_size=10), QueueEncryption(None)
         )
         with pytest.raises(errors.InvalidRequest, match="too large"):
             poster.post(P, Q, b'{"messages": [{"body": "long"}]}', ALICE, *arrival(clock))
