@@ -28,7 +28,8 @@ QUEUES_PER_CALL = 256
 
 @translate_class_errors
 class MessageCounting(Driver):
-    """The message count of :class:`~zaqar_delay.storage.redis.driver.RedisDriver`."""
+    """What the message quota reads of :class:`~zaqar_delay.storage.redis.driver.RedisDriver`:
+    a project's message count, and whether a queue remembers a post's dedup ids."""
 
     if TYPE_CHECKING:
         _client: Any

@@ -121,13 +121,19 @@ def quoted(text: str) -> str:
     return urllib.parse.quote(text, safe="")
 
 
+def project_prefix(project: str) -> str:
+    """``<project>/``: every object of the project's queues, in every container (in
+    ``queues``, the queues themselves)."""
+    return f"{quoted(project)}/"
+
+
 def queue_prefix(project: str, queue: str) -> str:
     """``<project>/<queue>/``: every object of the queue, in every container but ``queues``."""
-    return f"{quoted(project)}/{quoted(queue)}/"
+    return f"{project_prefix(project)}{quoted(queue)}/"
 
 
 def queue_object(project: str, queue: str) -> str:
-    return f"{quoted(project)}/{quoted(queue)}"
+    return f"{project_prefix(project)}{quoted(queue)}"
 
 
 def queue_name_of(object_name: str) -> str:

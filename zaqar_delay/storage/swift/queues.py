@@ -82,7 +82,7 @@ class QueueOps(SwiftBase):
     def list_queues(
         self, project: str, marker: str | None, limit: int, detailed: bool
     ) -> list[QueueInfo]:
-        prefix = names.quoted(project) + "/"
+        prefix = names.project_prefix(project)
         start = prefix + names.quoted(marker) if marker else ""
         listed = self._swift.listing(
             self._container(names.QUEUES), prefix, marker=start, limit=limit
@@ -99,13 +99,14 @@ class QueueOps(SwiftBase):
 
     def count_queues(self, project: str) -> int:
         return sum(
-            1 for _ in self._swift.walk(self._container(names.QUEUES), names.quoted(project) + "/")
+            1
+            for _ in self._swift.walk(self._container(names.QUEUES), names.project_prefix(project))
         )
 
     def count_messages(self, project: str, most: int, now_ms: int) -> int:
         """The project's message objects, from listings of its names (messages of a post not
         committed yet count too), stopped at ``most``."""
-        prefix, counted = names.quoted(project) + "/", 0
+        prefix, counted = names.project_prefix(project), 0
         for entry in self._swift.walk(self._container(names.MESSAGES), prefix):
             # <project>/<queue>/<message id>: deeper names are not messages.
             if entry["name"].count("/", len(prefix)) != 1:
