@@ -18,7 +18,6 @@ from tests.helpers.api import (
     HEADERS,
     Api,
     api_of,
-    api_on,
     assert_error,
     pooled_api_on,
 )
@@ -131,18 +130,17 @@ def test_a_refused_post_of_dedup_ids_to_a_new_queue_places_no_queue(pooled: Api)
 
 
 def test_posting_with_fresh_dedup_ids_and_deleting_at_once_meets_the_limit(
-    request: pytest.FixtureRequest,
+    limited: Api,
 ) -> None:
-    """On Redis each remembered id counts until its message would expire, deleted or not."""
-    for api in api_on(request, "embedded", limits=LIMITS):
-        for n in range(MOST):
-            body = {"messages": [{"body": n, "ttl": 60, "dedup_id": f"id-{n}"}]}
-            posted = api.post("/v2/queues/q/messages", json=body)
-            assert posted.status_code == 201, posted.text
-            assert api.delete(posted.json["resources"][0]).status_code == 204
-        assert totals(api, "q") == [0]
-        api.clock.advance(ms=RECOUNT_AT_MOST_EVERY_MS)
-        again = {"messages": [{"body": "more", "ttl": 60, "dedup_id": "id-more"}]}
-        assert_error(api.post("/v2/queues/q/messages", json=again), 403, "Quota exceeded")
-        api.clock.advance(61)  # the ids lapse
-        assert api.post("/v2/queues/q/messages", json=again).status_code == 201
+    """Each remembered id counts until its message would expire, deleted or not."""
+    for n in range(MOST):
+        body = {"messages": [{"body": n, "ttl": 60, "dedup_id": f"id-{n}"}]}
+        posted = limited.post("/v2/queues/q/messages", json=body)
+        assert posted.status_code == 201, posted.text
+        assert limited.delete(posted.json["resources"][0]).status_code == 204
+    assert totals(limited, "q") == [0]
+    limited.clock.advance(ms=RECOUNT_AT_MOST_EVERY_MS)
+    again = {"messages": [{"body": "more", "ttl": 60, "dedup_id": "id-more"}]}
+    assert_error(limited.post("/v2/queues/q/messages", json=again), 403, "Quota exceeded")
+    limited.clock.advance(61)  # the ids lapse
+    assert limited.post("/v2/queues/q/messages", json=again).status_code == 201

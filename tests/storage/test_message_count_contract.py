@@ -6,6 +6,7 @@ the limit."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -57,6 +58,35 @@ def test_deleted_and_expired_messages_are_not_counted(driver: Driver) -> None:
     driver.delete_queue(P, "gone")
     assert driver.count_messages(P, 1000, clock.now_ms()) == 5
     clock.advance(61)
+    assert driver.count_messages(P, 1000, clock.now_ms()) == 2
+
+
+def test_a_queue_counts_the_larger_of_its_messages_and_its_remembered_dedup_ids(
+    driver: Driver,
+) -> None:
+    # A remembered id takes the store's space until the message first posted with it would
+    # expire, deleted or not: posting with fresh ids and deleting at once cannot pass the
+    # quota. A message and its own id count once.
+    clock = FakeClock()
+
+    def post_ids(queue: str, count: int, dedup: bool, ttl: int = 60) -> list[str]:
+        messages = [
+            NewMessage('"x"', ttl, 0, uuid.uuid4().hex if dedup else "") for _ in range(count)
+        ]
+        return driver.post_messages(P, queue, messages, "a" * 32, clock.now_ms()).ids
+
+    remembered = post_ids("ids", 5, dedup=True)
+    driver.delete_messages(P, "ids", Deletion(remembered), clock.now_ms())
+    post_ids("ids", 2, dedup=False, ttl=3600)
+    plain = post_ids("plain", 3, dedup=False, ttl=3600)
+    post_ids("both", 4, dedup=True)
+    assert driver.stats(P, "ids", clock.now_ms()).total == 2
+    # "ids": 5 ids remembered beside 2 messages; "plain": 3 messages; "both": 4 of each.
+    assert driver.count_messages(P, 1000, clock.now_ms()) == 5 + 3 + 4
+    driver.delete_messages(P, "plain", Deletion(plain), clock.now_ms())
+    assert driver.count_messages(P, 1000, clock.now_ms()) == 5 + 4
+    assert driver.count_messages(OTHER, 1000, clock.now_ms()) == 0
+    clock.advance(61)  # the ids lapse with the messages first posted with them
     assert driver.count_messages(P, 1000, clock.now_ms()) == 2
 
 

@@ -93,8 +93,9 @@ class Limits:
         "it by what each may admit between its counts (a sixteenth of what was left, or up "
         "to 100 messages near the limit), and room made by consuming shows within about a "
         "second; expired messages a Redis store has not collected yet may count for a while. "
-        "On Redis a message posted with a dedup_id counts until its ttl ends, deleted or not "
-        "(its id is remembered until then).",
+        "A message posted with a dedup_id counts until its ttl ends, deleted or not (its id is "
+        "remembered until then; a queue counts the larger of its messages and its remembered "
+        "ids).",
     )
     max_subscriptions_per_queue: int = option(
         cfg.IntOpt,

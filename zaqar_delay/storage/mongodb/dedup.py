@@ -12,6 +12,7 @@ message it remembered, so a post never changes a record another post has taken o
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ from pymongo.errors import BulkWriteError
 
 from zaqar_delay.storage.dedup_reservation import Created, DedupRecord
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
-from zaqar_delay.storage.mongodb.schema import as_date
+from zaqar_delay.storage.mongodb.schema import as_date, live_per_queue
 
 Doc = dict[str, Any]
 
@@ -110,6 +111,10 @@ class MongoDedupRecords:
 
     def forget(self, project: str, queue: str, records: Sequence[DedupRecord]) -> None:
         self._collection.delete_many(_written(records))
+
+    def live_per_queue(self, project: str, most: int, now_ms: int) -> Counter[str]:
+        """The project's records live at ``now_ms``, per queue, no further than ``most``."""
+        return live_per_queue(self._collection, project, most, now_ms)
 
     def forget_queue(self, project: str, queue: str) -> None:
         self._collection.delete_many({"p": project, "q": queue})

@@ -15,6 +15,8 @@ from zaqar_delay.models import (
     QueueInfo,
     QueueStats,
 )
+from zaqar_delay.storage import holdings
+from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.common import (
     Doc,
     MongoBase,
@@ -103,9 +105,11 @@ class QueueOps(MongoBase):
         return int(self._queues.count_documents({"p": project}))
 
     def count_messages(self, project: str, most: int, now_ms: int) -> int:
-        """One count on the expiry index's project prefix, stopped at ``most``."""
-        alive = {"p": project, "e": {"$gt": now_ms}}
-        return int(self._messages.count_documents(alive, limit=max(1, most)))
+        """Per queue the larger of its live messages and its live dedup records
+        (``storage.holdings``): one aggregation of each collection on its expiry index's
+        project prefix, each stopped after ``most`` documents."""
+        messages = schema.live_per_queue(self._messages, project, most, now_ms)
+        return holdings.held(messages, self._dedup_records.live_per_queue(project, most, now_ms))
 
     def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
         scope = self._queue_filter(project, queue)

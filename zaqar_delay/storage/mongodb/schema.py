@@ -32,8 +32,11 @@ integers beyond 64 bits) and nothing queries inside them.
 from __future__ import annotations
 
 import datetime
+from collections import Counter
+from typing import Any
 
 import pymongo
+from pymongo.collection import Collection
 
 QUEUES = "queues"
 MESSAGES = "messages"
@@ -86,6 +89,8 @@ INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] =
         "dedup_id": ([("p", ASC), ("q", ASC), ("i", ASC)], {"unique": True}),
         # Withdrawal when a post fails.
         "message": ([("p", ASC), ("q", ASC), ("m", ASC)], {}),
+        # A project's live ids per queue (the message quota's count).
+        "expiry": ([("p", ASC), ("q", ASC), ("e", ASC)], {}),
         "ttl": ([("ex", ASC)], {"expireAfterSeconds": 0}),
     },
     SUBSCRIPTIONS: {
@@ -125,6 +130,19 @@ INDEXES: dict[str, dict[str, tuple[list[tuple[str, int]], dict[str, object]]]] =
 def as_date(ms: int) -> datetime.datetime:
     """Epoch milliseconds as the aware UTC datetime TTL indexes read."""
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+
+
+def live_per_queue(
+    collection: Collection[dict[str, Any]], project: str, most: int, now_ms: int
+) -> Counter[str]:
+    """The project's documents in ``collection`` live at ``now_ms`` (``e`` after it), counted
+    per queue (``q``) on its ``expiry`` index, no further than ``most`` documents."""
+    pipeline: list[dict[str, Any]] = [
+        {"$match": {"p": project, "e": {"$gt": now_ms}}},
+        {"$limit": max(1, most)},
+        {"$group": {"_id": "$q", "n": {"$sum": 1}}},
+    ]
+    return Counter({str(doc["_id"]): int(doc["n"]) for doc in collection.aggregate(pipeline)})
 
 
 def create_indexes(db: pymongo.database.Database) -> None:  # type: ignore[type-arg]
