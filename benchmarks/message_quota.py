@@ -7,9 +7,13 @@
   while it posts at it.
 * Admitting: a post's messages admitted on a project's tally with no count, in µs (in this
   process, the median of 5 runs of 100,000).
+* Holding (on a redis-server, in ``--stores``): the store's memory a message of a few bytes
+  takes (``INFO memory``, 10,000 posted to one queue), in a queue with no subscription and in
+  one with ``--subscriptions`` (each message owed a push to each until it is pushed).
 
     python -m benchmarks.message_quota [--stores embedded,redis-server,mongodb]
-        [--queues 1,100,1000,10000] [--per-queue 1] [--rounds 5] [--results DIR]
+        [--queues 1,100,1000,10000] [--per-queue 1] [--rounds 5] [--subscriptions 20]
+        [--results DIR]
 
 Printed as one JSON line and written to ``DIR/message-quota-<time>.json``.
 """
@@ -23,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from benchmarks import recorded
 from benchmarks.purge_stall import store
 from benchmarks.swift import RESULTS
@@ -30,9 +36,10 @@ from tests.helpers.stores import close_test_driver, open_test_driver
 from zaqar_delay.clock import FakeClock, SystemClock
 from zaqar_delay.conf import Limits
 from zaqar_delay.message_quota import MessageQuota
-from zaqar_delay.models import NewMessage
+from zaqar_delay.models import NewMessage, NewSubscription
 
 MOST = Limits().max_messages_per_project
+HELD_MESSAGES = 10_000
 
 
 def count_times(uri: str, queues: list[int], per_queue: int, rounds: int) -> dict[str, Any]:
@@ -60,6 +67,29 @@ def count_times(uri: str, queues: list[int], per_queue: int, rounds: int) -> dic
         close_test_driver(driver)
 
 
+def held_bytes(uri: str, subscriptions: int) -> dict[str, float]:
+    """Bytes of the redis-server's memory a message takes, without and with subscriptions."""
+    driver: Any = open_test_driver(uri)
+    client = redis.Redis.from_url(uri)
+    clock, measured = FakeClock(), {}
+    try:
+        for subscribed in (0, subscriptions):
+            queue = f"held-{subscribed}"
+            for n in range(subscribed):
+                hook = NewSubscription(f"http://203.0.113.{n}/hook", 3600, {}, "s" * 32)
+                driver.create_subscription("p", queue, hook, clock.now_ms())
+            before = int(client.info("memory")["used_memory"])
+            for _ in range(HELD_MESSAGES // 100):
+                batch = [NewMessage('"x"', 3600, 0) for _ in range(100)]
+                driver.post_messages("p", queue, batch, "a" * 32, clock.now_ms())
+            used = int(client.info("memory")["used_memory"]) - before
+            measured[f"{subscribed}_subscriptions"] = round(used / HELD_MESSAGES, 1)
+        return measured
+    finally:
+        client.close()
+        close_test_driver(driver)
+
+
 def admit_us() -> float:
     """One post of one message admitted on a tally, far from the limit."""
     runs = []
@@ -78,6 +108,7 @@ def main() -> None:
     parser.add_argument("--queues", default="1,100,1000,10000")
     parser.add_argument("--per-queue", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--subscriptions", type=int, default=20)
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
     args = parser.parse_args()
     queues = [int(n) for n in args.queues.split(",")]
@@ -88,6 +119,8 @@ def main() -> None:
     for name in args.stores.split(","):
         with store(name) as uri:
             report[name] = count_times(uri, queues, args.per_queue, args.rounds)
+            if name == "redis-server":
+                report["held_bytes_per_message"] = held_bytes(uri, args.subscriptions)
     print(json.dumps(report))
     recorded.write(args.results, "message-quota", report)
 

@@ -374,16 +374,22 @@ def test_message_quota_benchmark_counts_each_store(tmp_path: Path) -> None:
     result = run_benchmark(
         "message_quota",
         "--stores",
-        "embedded,mongodb",
+        "embedded,mongodb,redis-server",
         "--queues",
         "1,30",
         "--rounds",
+        "2",
+        "--subscriptions",
         "2",
         "--results",
         str(tmp_path),
     )
     assert float(str(result["admit_us"])) > 0
-    for name in ("embedded", "mongodb"):
+    for name in ("embedded", "mongodb", "redis-server"):
         counts = result[name]
         assert isinstance(counts, dict) and set(counts) == {"1", "30"}
+    held = result["held_bytes_per_message"]
+    assert isinstance(held, dict)
+    # Each message is owed a push to each of the two subscriptions.
+    assert 0 < held["0_subscriptions"] < held["2_subscriptions"]
     assert list(tmp_path.glob("message-quota-*.json"))
