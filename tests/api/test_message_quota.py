@@ -130,9 +130,12 @@ def test_a_refused_post_of_dedup_ids_to_a_new_queue_places_no_queue(pooled: Api)
 
 
 def test_posting_with_fresh_dedup_ids_and_deleting_at_once_meets_the_limit(
-    limited: Api,
+    limited: Api, request: pytest.FixtureRequest
 ) -> None:
-    """Each remembered id counts until its message would expire, deleted or not."""
+    """On Redis and MongoDB each remembered id counts until its message would expire,
+    deleted or not."""
+    if request.node.callspec.params["limited"] == "swift":
+        pytest.skip("Swift counts messages alone (its dedup records outlive them)")
     for n in range(MOST):
         body = {"messages": [{"body": n, "ttl": 60, "dedup_id": f"id-{n}"}]}
         posted = limited.post("/v2/queues/q/messages", json=body)

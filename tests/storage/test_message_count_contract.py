@@ -62,11 +62,13 @@ def test_deleted_and_expired_messages_are_not_counted(driver: Driver) -> None:
 
 
 def test_a_queue_counts_the_larger_of_its_messages_and_its_remembered_dedup_ids(
-    driver: Driver,
+    driver: Driver, store_uri: str
 ) -> None:
     # A remembered id takes the store's space until the message first posted with it would
     # expire, deleted or not: posting with fresh ids and deleting at once cannot pass the
     # quota. A message and its own id count once.
+    if store_uri.startswith("swift"):
+        pytest.skip("Swift counts messages alone (its dedup records outlive them)")
     clock = FakeClock()
 
     def post_ids(queue: str, count: int, dedup: bool, ttl: int = 60) -> list[str]:

@@ -93,10 +93,10 @@ class Limits:
         "it by what each may admit between its counts (a sixteenth of what was left, or up "
         "to 100 messages near the limit), and room made by consuming shows within about a "
         "second; expired messages a Redis store has not collected yet may count for a while. "
-        "A message posted with a dedup_id counts until its ttl ends, deleted or not (its id is "
-        "remembered until then; a queue counts the larger of its messages and its remembered "
-        "ids). Size it for the store: a message holds its body, and on Redis about 160 bytes "
-        "more for each push it is owed until the push is made.",
+        "On Redis and MongoDB a message posted with a dedup_id counts until its ttl ends, "
+        "deleted or not (its id is remembered until then; a queue counts the larger of its "
+        "messages and its remembered ids). Size it for the store: a message holds its body, "
+        "and on Redis about 160 bytes more for each push it is owed until the push is made.",
     )
     max_subscriptions_per_queue: int = option(
         cfg.IntOpt,

@@ -15,7 +15,6 @@ from zaqar_delay.models import (
     QueueInfo,
     QueueStats,
 )
-from zaqar_delay.storage import holdings
 from zaqar_delay.storage.mongodb import schema
 from zaqar_delay.storage.mongodb.common import (
     Doc,
@@ -105,11 +104,14 @@ class QueueOps(MongoBase):
         return int(self._queues.count_documents({"p": project}))
 
     def count_messages(self, project: str, most: int, now_ms: int) -> int:
-        """Per queue the larger of its live messages and its live dedup records
-        (``storage.holdings``): one aggregation of each collection on its expiry index's
-        project prefix, each stopped after ``most`` documents."""
+        """Per queue the larger of its live messages and its live dedup records, as Redis
+        counts (a record takes the store's space until the message first posted with its id
+        would expire, deleted or not; a message and its own record count once): one
+        aggregation of each collection on its expiry index's project prefix, each stopped
+        after ``most`` documents."""
         messages = schema.live_per_queue(self._messages, project, most, now_ms)
-        return holdings.held(messages, self._dedup_records.live_per_queue(project, most, now_ms))
+        remembered = self._dedup_records.live_per_queue(project, most, now_ms)
+        return sum(max(messages[q], remembered[q]) for q in messages.keys() | remembered.keys())
 
     def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:
         scope = self._queue_filter(project, queue)

@@ -16,7 +16,6 @@ from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.caches import Facts, QueueObject, RecentQueueObjects
 from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient
-from zaqar_delay.storage.swift.dedup import SwiftDedupRecords
 from zaqar_delay.storage.swift.slots import Slot
 from zaqar_delay.storage.swift.timing import DELETE_AT_SLACK_S, SwiftTimes
 
@@ -79,7 +78,6 @@ class SwiftBase(Driver):
     _times: SwiftTimes
     _namespace: str
     _list_scan_budget: int
-    _dedup_records: SwiftDedupRecords
     _committed_posts: Facts[bool]
     # Claim object name -> {message id: the slot number the claim took}.
     _claim_slots: Facts[dict[str, int]]

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from zaqar_delay.storage import holdings
 from zaqar_delay.storage.dedup_reservation import Created, DedupRecord
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.connect import SwiftClient
@@ -37,10 +35,7 @@ class SwiftDedupRecords:
         return self._prefix(project, queue, dedup_id) + names.number_part(number)
 
     def _create(self, name: str, record: DedupRecord) -> DedupRecord | None:
-        made = self._swift.create_settled(
-            self._container, name, _body(record), _content_type(record.expires_ms)
-        )
-        if not made:
+        if not self._swift.create_settled(self._container, name, _body(record), names.CONTENT_TYPE):
             return None
         return dataclasses.replace(record, version=name)
 
@@ -97,38 +92,18 @@ class SwiftDedupRecords:
         until it lapses)."""
         self._swift.each(
             lambda r: self._swift.put(
-                self._container, r.version, _body(r, stored=True), _content_type(r.expires_ms)
+                self._container, r.version, _body(r, stored=True), names.CONTENT_TYPE
             ),
             records,
         )
-
-    def remembered_per_queue(self, project: str, most: int, now_ms: int) -> Counter[str]:
-        """The project's generations live at ``now_ms``, per queue, from listings, no further
-        than ``most``. A generation is live until the message it names expires; one written
-        before generations carried their expiry in their content type is not counted, nor is
-        a lapsed one. One taken over while still live counts beside its successor until it
-        expires: a count may be a little high, never low."""
-        prefix = names.project_prefix(project)
-        live = (
-            names.queue_part(entry["name"], prefix)
-            for entry in self._swift.walk(self._container, prefix)
-            if int(names.fields_of(entry["content_type"]).get("e", 0)) > now_ms
-        )
-        return holdings.per_queue(live, most)
 
     def forget(self, project: str, queue: str, records: Sequence[DedupRecord]) -> None:
         """Each generation overwritten as lapsed, not deleted, so its number is never taken
         again while a later one may be live."""
         self._swift.each(
-            lambda r: self._swift.put(self._container, r.version, LAPSED, _content_type(0)),
+            lambda r: self._swift.put(self._container, r.version, LAPSED, names.CONTENT_TYPE),
             records,
         )
-
-
-def _content_type(expires_ms: int) -> str:
-    """A generation's content type: when it expires, which listings show, so what a project
-    remembers is counted without reading bodies (``remembered_per_queue``)."""
-    return names.content_type(e=expires_ms)
 
 
 def _body(record: DedupRecord, *, stored: bool = False) -> bytes:

@@ -54,8 +54,9 @@ class SwiftDriver(QueueOps, MessageOps, EditOps, ClaimOps):
         self._swift = swift
         self._namespace = namespace
         self._list_scan_budget = list_scan_budget
-        self._dedup_records = SwiftDedupRecords(swift, self._container(names.DEDUP))
-        self._dedup = DedupReservation(self._dedup_records, self._complete_post, swift.each)
+        self._dedup = DedupReservation(
+            SwiftDedupRecords(swift, self._container(names.DEDUP)), self._complete_post, swift.each
+        )
         self._committed_posts: Facts[bool] = Facts()
         self._claim_slots: Facts[dict[str, int]] = Facts()
         self._named_frontiers: Facts[str] = Facts()

@@ -17,8 +17,7 @@ neither holds a ``/``) in a few containers of the driver's namespace:
   digits, so name order is time order and ``end_marker`` stops a listing at "now");
 - ``<ns>_claims``: ``<p>/<q>/m/<id>/<n>``, a message's n-th claim (create-only: the number is
   taken once), and ``<p>/<q>/c/<claim id>``, a claim with the messages it took;
-- ``<ns>_dedup``: ``<p>/<q>/<sha1 of the dedup id>/<generation>``, create-only as well,
-  carrying when it lapses (``;e=<expiry>``) for the message quota's count;
+- ``<ns>_dedup``: ``<p>/<q>/<sha1 of the dedup id>/<generation>``, create-only as well;
 - ``<ns>_subscriptions``: see ``subscriptions``; ``<ns>_pushes``: see ``pushes``.
 
 Listings return each object's content type, so messages and index entries carry the fields a
@@ -139,12 +138,6 @@ def queue_object(project: str, queue: str) -> str:
 
 def queue_name_of(object_name: str) -> str:
     return urllib.parse.unquote(object_name.rsplit("/", 1)[1])
-
-
-def queue_part(object_name: str, prefix: str) -> str:
-    """The queue of ``object_name``, a name under the project prefix ``prefix`` in any
-    container, as it is encoded there: what tells apart the queues counted of a project."""
-    return object_name[len(prefix) :].split("/", 1)[0]
 
 
 def dedup_key(dedup_id: str) -> str:

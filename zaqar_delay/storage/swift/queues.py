@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 
 from zaqar_delay import errors
 from zaqar_delay.models import MessageRef, Metadata, QueueInfo, QueueStats
-from zaqar_delay.storage import holdings
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import SwiftBase
 
@@ -105,19 +104,18 @@ class QueueOps(SwiftBase):
         )
 
     def count_messages(self, project: str, most: int, now_ms: int) -> int:
-        """Per queue the larger of its live message objects (messages of a post not
-        committed yet count too) and its live dedup generations (``storage.holdings``), from
-        listings of the project's names, each stopped at ``most``."""
-        prefix = names.project_prefix(project)
-        live = (
-            names.queue_part(entry["name"], prefix)
-            for entry in self._swift.walk(self._container(names.MESSAGES), prefix)
+        """The project's message objects, from listings of its names (messages of a post not
+        committed yet count too), stopped at ``most``."""
+        prefix, counted = names.project_prefix(project), 0
+        for entry in self._swift.walk(self._container(names.MESSAGES), prefix):
             # <project>/<queue>/<message id>: deeper names are not messages.
-            if entry["name"].count("/", len(prefix)) == 1
-            and int(names.fields_of(entry["content_type"])["e"]) > now_ms
-        )
-        remembered = self._dedup_records.remembered_per_queue(project, most, now_ms)
-        return holdings.held(holdings.per_queue(live, most), remembered)
+            if entry["name"].count("/", len(prefix)) != 1:
+                continue
+            if int(names.fields_of(entry["content_type"])["e"]) > now_ms:
+                counted += 1
+                if counted >= most:
+                    break
+        return counted
 
     def holds_queues(self) -> bool:
         return bool(self._swift.listing(self._container(names.QUEUES), "", limit=1))
