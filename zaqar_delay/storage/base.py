@@ -185,8 +185,8 @@ class Driver(SubscriptionStore, DeliveryStore):
         only while the store has not collected them (a Redis store collects a bounded number
         of each queue's on the way). On Redis and MongoDB each queue counts the larger of its
         messages and its remembered dedup ids, which take the store's space until the message
-        first posted with each would expire, deleted or not; Swift
-        counts messages alone (it keeps dedup records until their queue is deleted)."""
+        first posted with each would expire, deleted or not; Swift counts messages alone (it
+        keeps dedup records until their queue is deleted)."""
 
     @abc.abstractmethod
     def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:

@@ -307,4 +307,5 @@ def _subscribed_itself(answer: dict[str, Any]) -> bool:
 
 def _packed(frame: Any) -> bytes:
     """``frame`` as a MessagePack binary frame's payload."""
-    return bytes(msgpack.packb(frame, buf_size=PACK_BUFFER_BYTES))
+    packed: bytes = msgpack.packb(frame, buf_size=PACK_BUFFER_BYTES)
+    return packed
