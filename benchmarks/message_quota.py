@@ -76,7 +76,7 @@ def held_bytes(uri: str, subscriptions: int) -> dict[str, float]:
         for subscribed in (0, subscriptions):
             queue = f"held-{subscribed}"
             for n in range(subscribed):
-                hook = NewSubscription(f"http://203.0.113.{n}/hook", 3600, {}, "s" * 32)
+                hook = NewSubscription(f"http://203.0.113.1/hook/{n}", 3600, {}, "s" * 32)
                 driver.create_subscription("p", queue, hook, clock.now_ms())
             before = int(client.info("memory")["used_memory"])
             for _ in range(HELD_MESSAGES // 100):
