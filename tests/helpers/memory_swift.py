@@ -117,6 +117,21 @@ class MemorySwift:
         found = self._objects.get(container, {})
         return sorted(n for n in found if n.startswith(prefix) and self.current(container, n))
 
+    def expire(self, now_s: int) -> list[str]:
+        """What Swift's object expirer does at ``now_s``: every object whose ``X-Delete-At``
+        has passed deleted; their names."""
+        with self._lock:
+            gone = []
+            for container, objects in self._objects.items():
+                for name in list(objects):
+                    version = self.current(container, name)
+                    delete_at = dict(version.headers).get("x-delete-at") if version else None
+                    if delete_at is not None and int(delete_at) <= now_s:
+                        self._seq += 1
+                        self._record(container, name, Version(self._seq, None))
+                        gone.append(name)
+            return gone
+
     def _listed(self, container: str, name: str) -> Version | None:
         """The object as a listing shows it now, ``listing_lag`` writes late."""
         seen = self._seq - self.listing_lag

@@ -39,6 +39,8 @@ def test_the_default_bounds_hold_every_relation() -> None:
         ({"settle_ms": 10_000}, "lease grace"),
         ({"metadata_cache_ms": 20_000}, "metadata_cache_ms"),
         ({"settle_ms": -1}, "must not be negative"),
+        ({"dedup_overlap_ms": 100_000}, "dedup overlap"),
+        ({"dedup_epoch_ms": 2_000_000}, "dedup epoch"),
     ],
 )
 def test_a_broken_relation_is_named(change: dict[str, int], named: str) -> None:

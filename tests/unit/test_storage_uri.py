@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from zaqar_delay.conf import Settings, StorageSettings, SwiftSettings
+from zaqar_delay.conf import Limits, Settings, StorageSettings, SwiftSettings
 from zaqar_delay.errors import StorageConfigError
 from zaqar_delay.storage.resolve import redact
 from zaqar_delay.storage.uri import DB_FILE, embedded_db_path, open_driver
@@ -82,6 +82,23 @@ def test_a_swift_uri_names_the_user_password_and_project_as_zaqar_s_does() -> No
         assert (access.user_domain, access.project_domain) == ("users", "Default")
         assert not access.tempauth
         assert driver._container("queues") == "zq_queues"
+    finally:
+        driver.close()
+
+
+def test_a_swift_store_keeps_dedup_records_for_the_configured_longest_ttl() -> None:
+    from zaqar_delay.storage.swift.driver import SwiftDriver
+
+    settings = Settings(limits=Limits(max_message_ttl=3600))
+    uri = "swift://u:k@/p?auth_url=http://127.0.0.1:9/auth/v1.0"
+    driver = open_driver(uri, settings)
+    try:
+        assert isinstance(driver, SwiftDriver)
+        assert driver._times.max_message_ttl_ms == 3_600_000
+        # A day's chain is reclaimed an hour after its last record can expire.
+        epoch = 20_000
+        end_s = (epoch + 1) * 86_400
+        assert driver._times.dedup_reclaim_s(epoch) == end_s + 600 + 3600 + 3600
     finally:
         driver.close()
 

@@ -186,7 +186,8 @@ class Driver(SubscriptionStore, DeliveryStore):
         of each queue's on the way). On Redis and MongoDB each queue counts the larger of its
         messages and its remembered dedup ids, which take the store's space until the message
         first posted with each would expire, deleted or not; Swift counts messages alone (it
-        keeps dedup records until their queue is deleted)."""
+        keeps dedup records up to a day and the longest ttl longer, and a count would list
+        them all)."""
 
     @abc.abstractmethod
     def stats(self, project: str, queue: str, now_ms: int) -> QueueStats:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import urllib.parse
 from typing import TYPE_CHECKING
@@ -140,7 +141,11 @@ def _swift_driver(uri: str, settings: Settings) -> Driver:
         settle_ms=settings.swift.settle_ms,
         metadata_cache_ms=settings.swift.metadata_cache_ms,
     )
-    return SwiftDriver(SwiftClient(access), namespace=settings.storage.key_prefix)
+    # Dedup records are kept as long as the longest message ttl (their chains' reclaim time).
+    times = dataclasses.replace(
+        access.times(), max_message_ttl_ms=settings.limits.max_message_ttl * 1000
+    )
+    return SwiftDriver(SwiftClient(access), namespace=settings.storage.key_prefix, times=times)
 
 
 def replica_acks(settings: Settings) -> ReplicaAcks:

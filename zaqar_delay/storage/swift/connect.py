@@ -251,7 +251,7 @@ class SwiftClient:
             # The highest name alone, however many there are (a listing page in name order
             # would stop at the 10,000th).
             listed = self.listing(container, prefix, limit=1, reverse=True)
-        highest = int(listed[-1]["name"].rsplit("/", 1)[1]) if listed else 0
+        highest = int(listed[-1]["name"][len(prefix) :]) if listed else 0
         # The highest listed and the one after it are read together.
         after = self.submit(read, highest + 1)
         body = read(highest, known=True) if highest else None

@@ -1,12 +1,32 @@
 """Swift's dedup records (``storage.dedup_reservation``): the first message posted with an id,
-remembered until it expires.
+remembered until it expires, then reclaimed by Swift's object expirer.
 
-Each id has numbered generations, ``<p>/<q>/<sha1 of the id>/<g>`` in the dedup container,
-each created only if absent (``SwiftClient.create_settled``: of concurrent creations exactly
-one is kept). The latest generation is the id's record, and its object name the record's
-version: a record is created as generation 1, and replaced by creating the generation after
-the one replaced. A generation is never deleted while the queue lives (a forgotten one is
-overwritten as lapsed), so no number is taken twice.
+An id's records are numbered generations, each created only if absent
+(``SwiftClient.create_settled``: of concurrent creations exactly one is kept). The latest
+generation is the id's record, and its object name the record's version: a record is replaced
+by creating the generation after the one replaced, so no number is taken twice while a later
+one may be live (a forgotten generation is overwritten as lapsed, not deleted).
+
+Generations form chains, one per epoch of the wall clock (``SwiftTimes.dedup_epoch_ms``):
+``<p>/<q>/<sha1 of the id>/e<epoch>-<g>``. A post builds on a chain only if it is of its
+clock's epoch or a later one; an id whose latest record is in an older chain gets generation 1
+of the current chain. So a chain stops growing within the overlap
+(``SwiftTimes.dedup_overlap_ms``: the clocks' disagreement, a post's decision, a listing's lag)
+after its epoch ends, and every generation in it carries one ``X-Delete-At``, when every record
+in it has expired (``SwiftTimes.dedup_reclaim_s``): Swift reclaims a chain whole, once no post
+builds on it.
+
+Within the overlap after an epoch starts, a post whose clock is still in the previous epoch may
+build on that epoch's chain (or create its first generation) while one whose clock is in the
+new epoch starts the new chain: both would store. So a post that starts a chain then first
+blocks the previous one, by creating its next generation as a marker naming the new epoch: of
+that creation and a builder's, exactly one is kept. A post that meets a marker follows it to
+the chain it names.
+
+A listing shows the newest chain's latest generation, as far as it is listed; the newer chains
+it may not show yet (the current epoch's, and within the overlap the previous one's) are read
+by their first generation. Generations an earlier release named without an epoch are an id's
+oldest chain, which is not reclaimed.
 """
 
 from __future__ import annotations
@@ -16,116 +36,261 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.storage.dedup_reservation import Created, DedupRecord
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.connect import SwiftClient
+from zaqar_delay.storage.swift.timing import SwiftTimes
+
+# Markers followed from one chain to the next before a generation is taken as lapsed (a post
+# blocks only the chain before its own, so one is the most a reader meets).
+MARKERS_FOLLOWED = 3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Latest:
+    """The latest generation of one of an id's chains: ``epoch`` the chain's (None: an earlier
+    release's chain), ``number`` 0 when the chain has none, ``doc`` the generation as read
+    (None: listed but not read back, lapsed)."""
+
+    epoch: int | None
+    number: int
+    doc: dict[str, Any] | None = None
+
+    @property
+    def marker(self) -> bool:
+        return self.doc is not None and "to" in self.doc
+
+
+NOTHING = _Latest(None, 0)
 
 
 class SwiftDedupRecords:
-    """The dedup records of every queue, in one container."""
+    """The dedup records of every queue, in one container. ``times``: the epochs, their
+    overlap and their reclaim time; ``clock``: the wall clock the epochs are read on."""
 
-    def __init__(self, swift: SwiftClient, container: str) -> None:
+    def __init__(
+        self,
+        swift: SwiftClient,
+        container: str,
+        times: SwiftTimes,
+        clock: Clock | None = None,
+    ) -> None:
         self._swift = swift
         self._container = container
+        self._times = times
+        self._clock = clock or SystemClock()
 
-    def _prefix(self, project: str, queue: str, dedup_id: str) -> str:
+    def _id_prefix(self, project: str, queue: str, dedup_id: str) -> str:
         return f"{names.queue_prefix(project, queue)}{names.dedup_key(dedup_id)}/"
 
-    def _generation(self, project: str, queue: str, dedup_id: str, number: int) -> str:
-        return self._prefix(project, queue, dedup_id) + names.number_part(number)
+    def _epoch(self, now_ms: int) -> int:
+        return now_ms // self._times.dedup_epoch_ms
 
-    def _create(self, name: str, record: DedupRecord) -> DedupRecord | None:
-        if not self._swift.create_settled(self._container, name, _body(record), names.CONTENT_TYPE):
+    def _in_overlap(self, now_ms: int) -> bool:
+        """Whether posts may still build on the previous epoch's chain."""
+        return now_ms % self._times.dedup_epoch_ms < self._times.dedup_overlap_ms
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _chain(
+        self, id_prefix: str, epoch: int | None, listed: list[dict[str, Any]] | None = None
+    ) -> _Latest:
+        """The latest generation of the chain of ``epoch``, read past its listing (``listed``:
+        its last entry; ``[]`` reads from generation 1 without listing)."""
+        prefix = names.dedup_chain(id_prefix, epoch)
+        number, body = self._swift.latest_numbered(self._container, prefix, listed)
+        return _Latest(epoch, number, None if body is None else json.loads(body))
+
+    def _from(self, id_prefix: str, epoch: int | None, number: int) -> _Latest:
+        """The latest generation of a chain known to have ``number``."""
+        return self._chain(id_prefix, epoch, [{"name": _name(id_prefix, epoch, number)}])
+
+    def _followed(self, id_prefix: str, latest: _Latest) -> _Latest:
+        """``latest``, or where the markers it leads to lead: the latest of the chain named."""
+        for _ in range(MARKERS_FOLLOWED):
+            if not latest.marker:
+                break
+            assert latest.doc is not None
+            latest = self._chain(id_prefix, int(latest.doc["to"]), [])
+        return latest
+
+    def _find(self, id_prefix: str, now_ms: int, listed: list[dict[str, Any]]) -> _Latest:
+        """The id's latest generation: of the newest chain ``listed`` (the id's last entry)
+        shows, or of a newer one it may not show yet."""
+        shown = names.dedup_place(id_prefix, listed[-1]["name"])[0] if listed else None
+        current = self._epoch(now_ms)
+        newer = [current - 1, current] if self._in_overlap(now_ms) else [current]
+        for epoch in reversed(newer):
+            if listed and shown is not None and epoch <= shown:
+                break
+            found = self._chain(id_prefix, epoch, [])
+            if found.number:
+                return self._followed(id_prefix, found)
+        if not listed:
+            return NOTHING
+        return self._followed(id_prefix, self._chain(id_prefix, shown, listed))
+
+    def _record(self, dedup_id: str, id_prefix: str, latest: _Latest) -> DedupRecord | None:
+        """The record ``latest`` is (a marker read as lapsed); None for no generation."""
+        if not latest.number:
             return None
-        return dataclasses.replace(record, version=name)
+        name = _name(id_prefix, latest.epoch, latest.number)
+        if latest.doc is None or latest.marker:
+            return DedupRecord(dedup_id, "", 0, 0, True, name)
+        doc = latest.doc
+        # One of an earlier release, without ``s``, was stored.
+        stored = bool(doc.get("s", 1))
+        return DedupRecord(dedup_id, str(doc["m"]), int(doc["e"]), int(doc["at"]), stored, name)
 
-    def _read(self, dedup_id: str, name: str) -> DedupRecord | None:
-        """The generation ``name``, which this post read or made before: a 404 is read again
-        before it is believed (``known``), since taking it for forgotten replaces it."""
-        found = self._swift.get(self._container, name, known=True)
-        return None if found is None else _record(dedup_id, name, found[1])
+    # -- writing -------------------------------------------------------------------------------
+
+    def _reclaimed(self, epoch: int | None) -> dict[str, str]:
+        """The ``X-Delete-At`` of the chain of ``epoch``: none for an earlier release's, nor
+        once past (Swift refuses a past one; only a lowered ``max_message_ttl`` makes it so)."""
+        if epoch is None:
+            return {}
+        at = self._times.dedup_reclaim_s(epoch)
+        return {"X-Delete-At": str(at)} if at * 1000 > self._clock.now_ms() + 1000 else {}
+
+    def _create(self, id_prefix: str, epoch: int | None, number: int, doc: dict[str, Any]) -> bool:
+        name = _name(id_prefix, epoch, number)
+        return self._swift.create_settled(
+            self._container, name, _body(doc), names.CONTENT_TYPE, self._reclaimed(epoch)
+        )
+
+    def _take(self, id_prefix: str, latest: _Latest, record: DedupRecord) -> Created:
+        """Create ``record`` after ``latest`` (the id's latest generation, not live, or
+        ``NOTHING``): as its chain's next generation if that chain is of the current epoch or
+        later, else as the current chain's first, once the previous chain is blocked. Else
+        ``(False, the record a concurrent post wrote first)``, or ``(False, None)`` when
+        markers kept naming chains not started."""
+        for _ in range(MARKERS_FOLLOWED):
+            place = self._place(id_prefix, latest, record)
+            if isinstance(place, _Latest):
+                return False, self._record(record.dedup_id, id_prefix, place)
+            epoch, number = place
+            if self._create(id_prefix, epoch, number, _doc(record)):
+                return True, dataclasses.replace(record, version=_name(id_prefix, epoch, number))
+            latest = self._followed(id_prefix, self._from(id_prefix, epoch, number))
+            if latest.number:
+                return False, self._record(record.dedup_id, id_prefix, latest)
+            # A marker naming a chain not started yet: the post starts it.
+        return False, None
+
+    def _place(
+        self, id_prefix: str, latest: _Latest, record: DedupRecord
+    ) -> tuple[int, int] | _Latest:
+        """Where ``record`` goes after ``latest``: (epoch, number); or the generation in the
+        way of starting the current chain."""
+        now_ms = self._clock.now_ms()
+        current = self._epoch(now_ms)
+        if latest.epoch is not None and latest.epoch >= current:
+            return latest.epoch, latest.number + 1
+        in_the_way = self._block_previous(id_prefix, latest, current, now_ms, record)
+        return (current, 1) if in_the_way is None else in_the_way
+
+    def _block_previous(
+        self, id_prefix: str, latest: _Latest, current: int, now_ms: int, record: DedupRecord
+    ) -> _Latest | None:
+        """Before the chain of ``current`` is started: within the overlap, the previous
+        chain blocked by a marker at its next generation. None once it is (or outside the
+        overlap); else the generation in the way (a live record, or one just written)."""
+        if not self._in_overlap(now_ms):
+            return None
+        previous = current - 1
+        found = latest if latest.epoch == previous else self._chain(id_prefix, previous, [])
+        if found.marker:
+            return None
+        if found.doc is not None and int(found.doc["e"]) > now_ms:
+            return found
+        marker = {"m": "", "e": 0, "at": now_ms, "s": 1, "to": current, "by": record.message_id}
+        if self._create(id_prefix, previous, found.number + 1, marker):
+            return None
+        written = self._from(id_prefix, previous, found.number + 1)
+        return None if written.marker else written
+
+    # -- the port (storage.dedup_reservation.DedupRecords) ---------------------------------------
 
     def create(self, project: str, queue: str, records: Sequence[DedupRecord]) -> list[Created]:
-        """In parallel, each id's generations listed: an id without any gets generation 1
-        (refused where a concurrent post created it first, or the listing lagged); an id with
-        some answers its latest, read past the listing (``latest_numbered``)."""
+        """In parallel, each id's generations listed: an id without any gets the first of the
+        current chain (refused where a concurrent post created it first); an id with some
+        answers its latest, read past the listing."""
         return self._swift.each(lambda r: self._create_first(project, queue, r), records)
 
     def _create_first(self, project: str, queue: str, record: DedupRecord) -> Created:
-        prefix = self._prefix(project, queue, record.dedup_id)
-        listed = self._swift.listing(self._container, prefix, limit=1, reverse=True)
-        if listed:
-            return False, self._latest(record.dedup_id, prefix, listed)
-        made = self._create(prefix + names.number_part(1), record)
-        return made is not None, made
+        id_prefix = self._id_prefix(project, queue, record.dedup_id)
+        listed = self._swift.listing(self._container, id_prefix, limit=1, reverse=True)
+        if not listed:
+            return self._take(id_prefix, NOTHING, record)
+        found = self._find(id_prefix, self._clock.now_ms(), listed)
+        if found.number:
+            return False, self._record(record.dedup_id, id_prefix, found)
+        # A marker naming a chain not started: the post starts it.
+        return self._take(id_prefix, found, record)
 
     def latest(self, project: str, queue: str, dedup_id: str) -> DedupRecord | None:
-        prefix = self._prefix(project, queue, dedup_id)
-        return self._latest(dedup_id, prefix)
-
-    def _latest(
-        self, dedup_id: str, prefix: str, listed: list[dict[str, Any]] | None = None
-    ) -> DedupRecord | None:
-        """The highest generation, found past the listing (``listed``, when read already) if
-        it lags (``latest_numbered``); one listed but not read back is lapsed, to be replaced
-        by the next."""
-        number, body = self._swift.latest_numbered(self._container, prefix, listed)
-        if not number:
-            return None
-        name = prefix + names.number_part(number)
-        return _lapsed(dedup_id, name) if body is None else _record(dedup_id, name, body)
+        id_prefix = self._id_prefix(project, queue, dedup_id)
+        listed = self._swift.listing(self._container, id_prefix, limit=1, reverse=True)
+        found = self._find(id_prefix, self._clock.now_ms(), listed)
+        return self._record(dedup_id, id_prefix, found)
 
     def reread(self, project: str, queue: str, record: DedupRecord) -> DedupRecord | None:
-        """The generation as it is now; None when it is gone (its queue was purged)."""
-        return self._read(record.dedup_id, record.version)
+        """The generation as it is now; None when it is gone (its queue was purged). A 404 is
+        read again before it is believed (``known``), since taking it for forgotten replaces
+        it."""
+        found = self._swift.get(self._container, record.version, known=True)
+        if found is None:
+            return None
+        id_prefix = self._id_prefix(project, queue, record.dedup_id)
+        epoch, number = names.dedup_place(id_prefix, record.version)
+        return self._record(
+            record.dedup_id, id_prefix, _Latest(epoch, number, json.loads(found[1]))
+        )
 
     def replace(
         self, project: str, queue: str, old: DedupRecord, new: DedupRecord
     ) -> DedupRecord | None:
-        """The generation after ``old``'s, created unless a concurrent post created it
-        first."""
-        number = int(old.version.rsplit("/", 1)[1])
-        return self._create(self._generation(project, queue, new.dedup_id, number + 1), new)
+        """The generation after ``old``'s (or the current chain's first, ``old``'s chain being
+        older), created unless a concurrent post wrote first."""
+        id_prefix = self._id_prefix(project, queue, new.dedup_id)
+        epoch, number = names.dedup_place(id_prefix, old.version)
+        made, record = self._take(id_prefix, _Latest(epoch, number), new)
+        return record if made else None
 
     def confirm(self, project: str, queue: str, records: Sequence[DedupRecord]) -> None:
         """Each generation rewritten as stored (the post that made it is its only writer
         until it lapses)."""
-        self._swift.each(
-            lambda r: self._swift.put(
-                self._container, r.version, _body(r, stored=True), names.CONTENT_TYPE
-            ),
-            records,
-        )
+        self._swift.each(lambda r: self._rewrite(project, queue, r, _doc(r, stored=True)), records)
 
     def forget(self, project: str, queue: str, records: Sequence[DedupRecord]) -> None:
         """Each generation overwritten as lapsed, not deleted, so its number is never taken
         again while a later one may be live."""
-        self._swift.each(
-            lambda r: self._swift.put(self._container, r.version, LAPSED, names.CONTENT_TYPE),
-            records,
+        self._swift.each(lambda r: self._rewrite(project, queue, r, LAPSED), records)
+
+    def _rewrite(self, project: str, queue: str, record: DedupRecord, doc: dict[str, Any]) -> None:
+        epoch = names.dedup_place(self._id_prefix(project, queue, record.dedup_id), record.version)[
+            0
+        ]
+        self._swift.put(
+            self._container, record.version, _body(doc), names.CONTENT_TYPE, self._reclaimed(epoch)
         )
 
 
-def _body(record: DedupRecord, *, stored: bool = False) -> bytes:
-    """A generation's body: the message, when it expires (so does the generation), when the
-    generation was made, and whether the message is known to be stored. Unique to the
+def _name(id_prefix: str, epoch: int | None, number: int) -> str:
+    return names.dedup_generation(id_prefix, epoch, number)
+
+
+def _doc(record: DedupRecord, *, stored: bool = False) -> dict[str, Any]:
+    """A generation's document: the message, when it expires (so does the generation), when
+    the generation was made, and whether the message is known to be stored. Unique to the
     post (the message id is): ``create_settled`` compares bodies."""
-    return json.dumps(
-        {"m": record.message_id, "e": record.expires_ms, "at": record.at_ms, "s": int(stored)}
-    ).encode()
+    return {"m": record.message_id, "e": record.expires_ms, "at": record.at_ms, "s": int(stored)}
 
 
-def _record(dedup_id: str, name: str, body: bytes) -> DedupRecord:
-    """A generation as read. One of an earlier release, without ``s``, was stored."""
-    doc = json.loads(body)
-    return DedupRecord(
-        dedup_id, str(doc["m"]), int(doc["e"]), int(doc["at"]), bool(doc.get("s", 1)), name
-    )
-
-
-def _lapsed(dedup_id: str, name: str) -> DedupRecord:
-    return DedupRecord(dedup_id, "", 0, 0, True, name)
+def _body(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc).encode()
 
 
 # A generation forgotten: expired, so the next post with its id makes the next one.
-LAPSED = _body(DedupRecord("", "", 0, 0), stored=True)
+LAPSED = _doc(DedupRecord("", "", 0, 0), stored=True)

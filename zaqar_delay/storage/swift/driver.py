@@ -55,7 +55,9 @@ class SwiftDriver(QueueOps, MessageOps, EditOps, ClaimOps):
         self._namespace = namespace
         self._list_scan_budget = list_scan_budget
         self._dedup = DedupReservation(
-            SwiftDedupRecords(swift, self._container(names.DEDUP)), self._complete_post, swift.each
+            SwiftDedupRecords(swift, self._container(names.DEDUP), self._times),
+            self._complete_post,
+            swift.each,
         )
         self._committed_posts: Facts[bool] = Facts()
         self._claim_slots: Facts[dict[str, int]] = Facts()

@@ -17,7 +17,9 @@ neither holds a ``/``) in a few containers of the driver's namespace:
   digits, so name order is time order and ``end_marker`` stops a listing at "now");
 - ``<ns>_claims``: ``<p>/<q>/m/<id>/<n>``, a message's n-th claim (create-only: the number is
   taken once), and ``<p>/<q>/c/<claim id>``, a claim with the messages it took;
-- ``<ns>_dedup``: ``<p>/<q>/<sha1 of the dedup id>/<generation>``, create-only as well;
+- ``<ns>_dedup``: ``<p>/<q>/<sha1 of the dedup id>/e<epoch>-<generation>``, create-only as
+  well, one chain of generations per epoch (``dedup``); an earlier release named them
+  ``<p>/<q>/<sha1>/<generation>``, which sorts before;
 - ``<ns>_subscriptions``: see ``subscriptions``; ``<ns>_pushes``: see ``pushes``.
 
 Listings return each object's content type, so messages and index entries carry the fields a
@@ -115,6 +117,29 @@ def push_time_part(ms: int) -> str:
 
 def number_part(n: int) -> str:
     return f"{n:0{NUMBER_DIGITS}d}"
+
+
+EPOCH_DIGITS = 8
+
+
+def dedup_chain(id_prefix: str, epoch: int | None) -> str:
+    """The name prefix of a dedup id's chain of ``epoch`` (``id_prefix``: ``<p>/<q>/<sha1>/``);
+    None: the chain an earlier release wrote, named without an epoch."""
+    return id_prefix if epoch is None else f"{id_prefix}e{epoch:0{EPOCH_DIGITS}d}-"
+
+
+def dedup_generation(id_prefix: str, epoch: int | None, number: int) -> str:
+    return dedup_chain(id_prefix, epoch) + number_part(number)
+
+
+def dedup_place(id_prefix: str, name: str) -> tuple[int | None, int]:
+    """The chain's epoch (None: an earlier release's) and the number of the generation
+    ``name`` of the id whose names begin ``id_prefix``."""
+    part = name[len(id_prefix) :]
+    if part.startswith("e"):
+        epoch, number = part[1:].split("-")
+        return int(epoch), int(number)
+    return None, int(part)
 
 
 def quoted(text: str) -> str:

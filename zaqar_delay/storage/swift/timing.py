@@ -15,6 +15,7 @@ import dataclasses
 import time
 
 from zaqar_delay import errors
+from zaqar_delay.conf.transport import MAX_MESSAGE_TTL
 
 # How long past its expiry Swift's object expirer may remove a message's objects: room for the
 # clocks of the servers writing them to disagree. Expiry itself is checked on every read.
@@ -40,6 +41,19 @@ LEASE_TAKER_GRACE_MS = 10_000
 FRONTIER_SLACK_MS = 60_000
 # Times python-swiftclient sends a request that got no answer (``retries = 1``).
 REQUEST_ATTEMPTS = 2
+# A dedup id's records form one chain per epoch of the wall clock (``dedup``): a chain stops
+# growing soon after its epoch ends, and Swift reclaims it once every record in it has expired.
+DEDUP_EPOCH_MS = 86_400_000
+# How far into an epoch a post may still be building on the previous epoch's chain, or a
+# listing still miss its newest generation: room for the servers' clocks to disagree, for
+# the requests between a post's reading a chain and its creating a generation there, and for
+# a container listing to catch up.
+DEDUP_OVERLAP_MS = 600_000
+# Requests a dedup record's post makes between reading a chain and creating in it, at most.
+DEDUP_DECISION_REQUESTS = 4
+# The longest message ttl the driver must remember a dedup id for, unless told the
+# configured one (``[transport] max_message_ttl``): the largest that option allows.
+LONGEST_MESSAGE_TTL_MS = MAX_MESSAGE_TTL * 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +69,10 @@ class SwiftTimes:
     taker_grace_ms: int = TAKER_GRACE_MS
     lease_taker_grace_ms: int = LEASE_TAKER_GRACE_MS
     frontier_slack_ms: int = FRONTIER_SLACK_MS
+    dedup_epoch_ms: int = DEDUP_EPOCH_MS
+    dedup_overlap_ms: int = DEDUP_OVERLAP_MS
+    # No message lives longer: a dedup record is kept at least this long after its post.
+    max_message_ttl_ms: int = LONGEST_MESSAGE_TTL_MS
 
     @property
     def request_ms(self) -> int:
@@ -72,6 +90,15 @@ class SwiftTimes:
         """How long after it started a pop may still delete what it took: each message is
         then deleted (its object first) before its hold ends and a claim may take it."""
         return self.pop_hold_ms - self.request_ms
+
+    def dedup_reclaim_s(self, epoch: int) -> int:
+        """When Swift may reclaim the dedup chain of ``epoch`` (``X-Delete-At``, seconds):
+        every record a post made in it, during the epoch or within the overlap after it, has
+        expired by then, whatever the Swift servers' clocks say (``DELETE_AT_SLACK_S``)."""
+        end_ms = (epoch + 1) * self.dedup_epoch_ms
+        return (end_ms + self.dedup_overlap_ms + self.max_message_ttl_ms) // 1000 + (
+            DELETE_AT_SLACK_S
+        )
 
     def problems(self) -> list[str]:
         """The relations these bounds break, in words (none: the driver may run)."""
@@ -97,8 +124,24 @@ class SwiftTimes:
                 f"metadata_cache_ms ({self.metadata_cache_ms}) must be at most the request "
                 f"timeout ({self.request_timeout_ms} ms): every metadata write waits it out"
             )
+        found.extend(self._dedup_problems())
         if min(self.settle_ms, self.metadata_cache_ms) < 0:
             found.append("settle_ms and metadata_cache_ms must not be negative")
+        return found
+
+    def _dedup_problems(self) -> list[str]:
+        found = []
+        deciding_ms = self.frontier_slack_ms + DEDUP_DECISION_REQUESTS * self.request_ms
+        if self.dedup_overlap_ms < deciding_ms + self.settle_ms:
+            found.append(
+                f"the dedup overlap ({self.dedup_overlap_ms} ms) must cover the clocks' "
+                f"disagreement and a post's decision ({deciding_ms + self.settle_ms} ms)"
+            )
+        if self.dedup_epoch_ms < 4 * self.dedup_overlap_ms:
+            found.append(
+                f"a dedup epoch ({self.dedup_epoch_ms} ms) must be at least four overlaps "
+                f"({self.dedup_overlap_ms} ms)"
+            )
         return found
 
     def checked(self) -> SwiftTimes:

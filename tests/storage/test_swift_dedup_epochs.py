@@ -1,0 +1,239 @@
+"""Swift's dedup records in one chain per epoch (``storage.swift.dedup``): each chain carries one
+``X-Delete-At``, past the expiry of every record in it, so Swift reclaims the records of ids
+no longer posted; an id reposted in a later epoch starts that epoch's chain; and posts of one
+id whose clocks lie on either side of an epoch's start store it exactly once, whatever order
+their requests reach Swift in and however far its listings lag."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.helpers.memory_swift import MemorySwift, Process, memory_client
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.models import NewMessage
+from zaqar_delay.storage.dedup_reservation import DedupReservation, Reservation
+from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.dedup import SwiftDedupRecords
+from zaqar_delay.storage.swift.timing import SwiftTimes
+
+P, Q = "p", "q"
+CONTAINER = "zd_dedup"
+HOUR_MS = 3_600_000
+TIMES = SwiftTimes(0, 0, 1_000, max_message_ttl_ms=HOUR_MS).checked()
+EPOCH = 20_000
+START_MS = EPOCH * TIMES.dedup_epoch_ms  # when the epoch EPOCH starts
+TTL_S = 600
+ID_PREFIX = f"{names.queue_prefix(P, Q)}{names.dedup_key('job')}/"
+
+
+def records_on(swift: MemorySwift, clock: FakeClock, process: str = "a") -> SwiftDedupRecords:
+    client = memory_client(swift, Process(process))
+    client.put_container(CONTAINER)
+    return SwiftDedupRecords(client, CONTAINER, TIMES, clock)
+
+
+def post(records: SwiftDedupRecords, clock: FakeClock, message_id: str) -> Reservation:
+    """A post of one message with the dedup id "job", stored whole at once if it took it."""
+    reserving = DedupReservation(records, lambda *_: True)
+    now = clock.now_ms()
+    message = NewMessage(f'"{message_id}"', TTL_S, 0, "job")
+    reserved = reserving.reserve(P, Q, [message], [message_id], [now + TTL_S * 1000], now)
+    reserving.confirm(P, Q, reserved.taken)
+    return reserved
+
+
+def generation(epoch: int | None, number: int) -> str:
+    return names.dedup_generation(ID_PREFIX, epoch, number)
+
+
+def delete_at(swift: MemorySwift, name: str) -> str | None:
+    version = swift.current(CONTAINER, name)
+    assert version is not None, f"{name} is not stored"
+    return dict(version.headers).get("x-delete-at")
+
+
+def test_a_record_is_the_first_of_its_epoch_s_chain_and_swift_reclaims_it_whole() -> None:
+    swift, clock = MemorySwift(), FakeClock(START_MS + 3 * HOUR_MS)
+    records = records_on(swift, clock)
+    first = post(records, clock, "m1")
+    [taken] = first.taken
+    assert taken.version == generation(EPOCH, 1)
+    reclaim_s = TIMES.dedup_reclaim_s(EPOCH)
+    assert delete_at(swift, taken.version) == str(reclaim_s), "confirming kept the header"
+    # The latest a post could still write in this chain expires before Swift reclaims it:
+    # within the overlap after the epoch ends, with the longest ttl.
+    last_write_ms = START_MS + TIMES.dedup_epoch_ms + TIMES.dedup_overlap_ms
+    assert reclaim_s * 1000 > last_write_ms + TIMES.max_message_ttl_ms
+    # A repeat while it lives is answered with it; a post that fails forgets its record,
+    # which keeps the chain's header too.
+    assert post(records, clock, "m2").duplicate_of == {0: "m1"}
+    reserving = DedupReservation(records, lambda *_: True)
+    now = clock.now_ms()
+    other = NewMessage('"x"', TTL_S, 0, "other")
+    failed = reserving.reserve(P, Q, [other], ["m3"], [now + TTL_S * 1000], now)
+    reserving.forget(P, Q, failed.taken)
+    assert delete_at(swift, failed.taken[0].version) == str(reclaim_s)
+
+    assert swift.expire(reclaim_s - 1) == []
+    assert sorted(swift.expire(reclaim_s)) == sorted([taken.version, failed.taken[0].version])
+    assert swift.names(CONTAINER) == []
+
+
+def test_an_id_posted_again_in_a_later_epoch_starts_that_epoch_s_chain() -> None:
+    swift, clock = MemorySwift(), FakeClock(START_MS + 3 * HOUR_MS)
+    records = records_on(swift, clock)
+    post(records, clock, "m1")
+    clock.advance(ms=TIMES.dedup_epoch_ms)  # a day on: the record has expired
+    again = post(records, clock, "m2")
+    assert again.duplicate_of == {}
+    assert [r.version for r in again.taken] == [generation(EPOCH + 1, 1)]
+    assert post(records, clock, "m3").duplicate_of == {0: "m2"}
+    # The old chain goes; the new one stays until its own time, and is still the record.
+    assert swift.expire(TIMES.dedup_reclaim_s(EPOCH)) == [generation(EPOCH, 1)]
+    assert post(records, clock, "m4").duplicate_of == {0: "m2"}
+
+
+def test_an_id_whose_chains_swift_reclaimed_is_posted_as_new() -> None:
+    swift, clock = MemorySwift(), FakeClock(START_MS + 3 * HOUR_MS)
+    records = records_on(swift, clock)
+    post(records, clock, "m1")
+    clock.advance(ms=3 * TIMES.dedup_epoch_ms)
+    assert swift.expire(clock.now_ms() // 1000) == [generation(EPOCH, 1)]
+    again = post(records, clock, "m2")
+    assert again.duplicate_of == {}
+    assert [r.version for r in again.taken] == [generation(EPOCH + 3, 1)]
+
+
+def test_a_record_an_earlier_release_wrote_is_still_the_id_s_record() -> None:
+    swift, clock = MemorySwift(), FakeClock(START_MS + 3 * HOUR_MS)
+    records = records_on(swift, clock)
+    now = clock.now_ms()
+    old = {"m": "m0", "e": now + 60_000, "at": now - 1_000}  # without "s": stored
+    swift.put_container(CONTAINER)
+    client = memory_client(swift, Process("old"))
+    client.put(CONTAINER, generation(None, 1), _json(old), names.CONTENT_TYPE)
+    assert post(records, clock, "m1").duplicate_of == {0: "m0"}
+    clock.advance(ms=120_000)  # expired: the id moves to this epoch's chain
+    assert [r.version for r in post(records, clock, "m2").taken] == [generation(EPOCH, 1)]
+    assert post(records, clock, "m3").duplicate_of == {0: "m2"}
+
+
+def _json(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc).encode()
+
+
+class TakingTurns(MemorySwift):
+    """Swift in memory answering the requests of several processes in the order ``turns``
+    names them (a process not named next waits; one finished is skipped), then in any."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._turns: list[str] = []
+        self._finished: set[str] = set()
+        self._turn = threading.Condition()
+
+    def request(self, process: Process, method: str, *args: Any, **kwargs: Any) -> Any:
+        with self._turn:
+            while self._turns and self._turns[0] != process.name:
+                if self._turns[0] in self._finished:
+                    self._turns.pop(0)
+                else:
+                    self._turn.wait(0.01)
+            if self._turns:
+                self._turns.pop(0)
+            self._turn.notify_all()
+        return super().request(process, method, *args, **kwargs)
+
+    def take_turns(self, turns: list[str]) -> None:
+        with self._turn:
+            self._turns = list(turns)
+
+    def finish(self, process: str) -> None:
+        with self._turn:
+            self._finished.add(process)
+            self._turn.notify_all()
+
+
+# How far the posters' clocks lie from the epoch's start: less than a repeat's grace for a
+# first post (``FIRST_POST_GRACE_MS``), past which a repeat takes it for dead.
+SKEW_MS = 4_000
+BEFORE = ("nothing", "previous epoch", "older epoch", "earlier release", "live")
+
+
+def _prepare(swift: MemorySwift, before: str) -> None:
+    """The id's state before the racing posts: no record, one long expired, or (``live``)
+    one posted just before the epoch's start as "m0"."""
+    if before == "nothing":
+        return
+    if before == "live":
+        clock = FakeClock(START_MS - SKEW_MS - 1)
+        post(records_on(swift, clock, "setup"), clock, "m0")
+        return
+    if before == "earlier release":
+        client = memory_client(swift, Process("old"))
+        client.put_container(CONTAINER)
+        doc = {"m": "m0", "e": START_MS - HOUR_MS, "at": START_MS - 2 * HOUR_MS}
+        client.put(CONTAINER, generation(None, 1), _json(doc), names.CONTENT_TYPE)
+        return
+    days = 1 if before == "previous epoch" else 5
+    clock = FakeClock(START_MS - days * TIMES.dedup_epoch_ms + 2 * HOUR_MS)
+    post(records_on(swift, clock, "setup"), clock, "m0")
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    offsets=st.lists(st.integers(-SKEW_MS, SKEW_MS), min_size=2, max_size=3),
+    before=st.sampled_from(BEFORE),
+    lag=st.integers(0, 4),
+    turns=st.lists(st.integers(0, 2), max_size=60),
+)
+def test_posts_of_one_id_on_either_side_of_an_epoch_s_start_store_it_once(
+    offsets: list[int], before: str, lag: int, turns: list[int]
+) -> None:
+    posters = [f"p{i}" for i in range(len(offsets))]
+    swift = TakingTurns()
+    _prepare(swift, before)
+    swift.take_turns([posters[t % len(posters)] for t in turns])
+    swift.listing_lag = lag
+    outcomes: dict[str, Reservation | Exception] = {}
+
+    def run(name: str, offset: int) -> None:
+        clock = FakeClock(START_MS + offset)
+        try:
+            outcomes[name] = post(records_on(swift, clock, name), clock, f"m-{name}")
+        except Exception as exc:  # noqa: BLE001 - reported below: a thread cannot fail the test
+            outcomes[name] = exc
+        finally:
+            swift.finish(name)
+
+    threads = [
+        threading.Thread(target=run, args=(name, offset))
+        for name, offset in zip(posters, offsets, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert all(not thread.is_alive() for thread in threads), "a post never returned"
+    failed = {n: o for n, o in outcomes.items() if isinstance(o, Exception)}
+    assert not failed, failed
+    stored = [n for n, o in outcomes.items() if isinstance(o, Reservation) and o.taken]
+    if before == "live":
+        assert stored == [], f"stored by {stored} while m0 lives: {outcomes}"
+        first = "m0"
+    else:
+        assert len(stored) == 1, f"stored by {stored} of {outcomes}"
+        first = f"m-{stored[0]}"
+    for name, outcome in outcomes.items():
+        assert isinstance(outcome, Reservation)
+        if name not in stored:
+            assert outcome.duplicate_of == {0: first}, (name, outcomes)
