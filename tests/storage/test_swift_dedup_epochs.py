@@ -6,28 +6,40 @@ their requests reach Swift in and however far its listings lag."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
+import time
+import uuid
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.memory_swift import MemorySwift, Process, memory_client
+from tests.helpers.stores import RACING_SETTLE_MS
+from tests.helpers.swift import RACERS, RACES
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.dedup_reservation import DedupReservation, Reservation
 from zaqar_delay.storage.swift import names
+from zaqar_delay.storage.swift.access import access_from_uri
+from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.dedup import SwiftDedupRecords
+from zaqar_delay.storage.swift.driver import SwiftDriver
 from zaqar_delay.storage.swift.timing import SwiftTimes
 
 P, Q = "p", "q"
+CLIENT = "a" * 32
 CONTAINER = "zd_dedup"
 HOUR_MS = 3_600_000
 TIMES = SwiftTimes(0, 0, 1_000, max_message_ttl_ms=HOUR_MS).checked()
 EPOCH = 20_000
 START_MS = EPOCH * TIMES.dedup_epoch_ms  # when the epoch EPOCH starts
 TTL_S = 600
+# The container the tests on the all-in-one race in (their ids are fresh each time).
+CONTAINER_ON_SWIFT = "zd-dedup-epochs"
 ID_PREFIX = f"{names.queue_prefix(P, Q)}{names.dedup_key('job')}/"
 
 
@@ -37,11 +49,13 @@ def records_on(swift: MemorySwift, clock: FakeClock, process: str = "a") -> Swif
     return SwiftDedupRecords(client, CONTAINER, TIMES, clock)
 
 
-def post(records: SwiftDedupRecords, clock: FakeClock, message_id: str) -> Reservation:
-    """A post of one message with the dedup id "job", stored whole at once if it took it."""
+def post(
+    records: SwiftDedupRecords, clock: FakeClock, message_id: str, dedup_id: str = "job"
+) -> Reservation:
+    """A post of one message with ``dedup_id``, stored whole at once if it took it."""
     reserving = DedupReservation(records, lambda *_: True)
     now = clock.now_ms()
-    message = NewMessage(f'"{message_id}"', TTL_S, 0, "job")
+    message = NewMessage(f'"{message_id}"', TTL_S, 0, dedup_id)
     reserved = reserving.reserve(P, Q, [message], [message_id], [now + TTL_S * 1000], now)
     reserving.confirm(P, Q, reserved.taken)
     return reserved
@@ -237,3 +251,75 @@ def test_posts_of_one_id_on_either_side_of_an_epoch_s_start_store_it_once(
         assert isinstance(outcome, Reservation)
         if name not in stored:
             assert outcome.duplicate_of == {0: first}, (name, outcomes)
+
+
+def test_a_dedup_record_carries_its_day_s_reclaim_time_on_swift(swift: SwiftDriver) -> None:
+    """Swift accepts the chain's ``X-Delete-At`` on the record's create and keeps it when the
+    post confirms the record (an overwrite drops what it does not repeat)."""
+    clock = FakeClock()
+    swift.post_messages(P, Q, [NewMessage('"once"', 3600, 0, "job-1")], CLIENT, clock.now_ms())
+    container = swift._container(names.DEDUP)
+    prefix = f"{names.queue_prefix(P, Q)}{names.dedup_key('job-1')}/"
+    # The record is the newest chain's (within ten minutes of a day's start, a marker in the
+    # previous day's chain precedes it).
+    entry = swift._swift.listing(container, prefix)[-1]
+    epoch, number = names.dedup_place(prefix, entry["name"])
+    assert epoch == int(time.time() * 1000) // swift._times.dedup_epoch_ms and number == 1
+    found = swift._swift.get(container, entry["name"], newest=True)
+    assert found is not None
+    headers, body = found
+    assert json.loads(body)["s"] == 1, "the post confirmed its record"
+    assert headers["x-delete-at"] == str(swift._times.dedup_reclaim_s(epoch))
+
+
+def test_posts_of_an_id_across_a_day_s_start_store_it_once_on_swift(
+    swift_aio: SwiftAllInOne,
+) -> None:
+    """Racing posts of one id on a Swift all-in-one, their clocks on either side of a day's
+    start (every other time after a record of the day before expired): exactly one stores
+    it, the others are answered with its message."""
+    access = dataclasses.replace(access_from_uri(swift_aio.store_uri), settle_ms=RACING_SETTLE_MS)
+    times = dataclasses.replace(access.times(), max_message_ttl_ms=HOUR_MS)
+    day = times.dedup_epoch_ms
+    start_ms = (int(time.time() * 1000) // day + 1) * day  # the next day's start
+    clients = [SwiftClient(access) for _ in range(RACERS)]
+    clients[0].put_container(CONTAINER_ON_SWIFT)
+    try:
+        for round_number in range(RACES // 2):
+            dedup_id = f"job-{uuid.uuid4().hex}"
+            if round_number % 2:
+                before = FakeClock(start_ms - day + HOUR_MS)
+                records = SwiftDedupRecords(clients[0], CONTAINER_ON_SWIFT, times, before)
+                post(records, before, "m-before", dedup_id)
+            outcomes = racing_posts(clients, times, start_ms, dedup_id)
+            stored = [n for n, o in outcomes.items() if o.taken]
+            assert len(stored) == 1, (round_number, outcomes)
+            for name, outcome in outcomes.items():
+                if name != stored[0]:
+                    assert outcome.duplicate_of == {0: stored[0]}, (round_number, outcomes)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def racing_posts(
+    clients: list[SwiftClient], times: SwiftTimes, start_ms: int, dedup_id: str
+) -> dict[str, Reservation]:
+    """Each client posts ``dedup_id`` at once, its clock 2 s before or after ``start_ms``."""
+    barrier = threading.Barrier(len(clients))
+    outcomes: dict[str, Reservation] = {}
+
+    def run(index: int, client: SwiftClient) -> None:
+        clock = FakeClock(start_ms + (2_000 if index % 2 else -2_000))
+        records = SwiftDedupRecords(client, CONTAINER_ON_SWIFT, times, clock)
+        client.ping()
+        barrier.wait()
+        outcomes[f"m{index}"] = post(records, clock, f"m{index}", dedup_id)
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(outcomes) == len(clients), "a post failed"
+    return outcomes

@@ -880,22 +880,3 @@ def test_a_read_of_an_object_known_to_exist_is_not_answered_404_by_an_overwrite(
         lambda: client.get(container, "overwritten", known=True) is None,
     )
     assert misses == 0, (misses, reads)
-
-
-def test_a_dedup_record_carries_its_day_s_reclaim_time_on_swift(swift: SwiftDriver) -> None:
-    """Swift accepts the chain's ``X-Delete-At`` on the record's create and keeps it when the
-    post confirms the record (an overwrite drops what it does not repeat)."""
-    clock = FakeClock()
-    swift.post_messages(P, Q, [NewMessage('"once"', 3600, 0, "job-1")], ALICE, clock.now_ms())
-    container = swift._container(names.DEDUP)
-    prefix = f"{names.queue_prefix(P, Q)}{names.dedup_key('job-1')}/"
-    # The record is the newest chain's (within ten minutes of a day's start, a marker in the
-    # previous day's chain precedes it).
-    entry = swift._swift.listing(container, prefix)[-1]
-    epoch, number = names.dedup_place(prefix, entry["name"])
-    assert epoch == int(time.time() * 1000) // swift._times.dedup_epoch_ms and number == 1
-    found = swift._swift.get(container, entry["name"], newest=True)
-    assert found is not None
-    headers, body = found
-    assert json.loads(body)["s"] == 1, "the post confirmed its record"
-    assert headers["x-delete-at"] == str(swift._times.dedup_reclaim_s(epoch))
