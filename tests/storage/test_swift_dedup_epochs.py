@@ -43,10 +43,12 @@ CONTAINER_ON_SWIFT = "zd-dedup-epochs"
 ID_PREFIX = f"{names.queue_prefix(P, Q)}{names.dedup_key('job')}/"
 
 
-def records_on(swift: MemorySwift, clock: FakeClock, process: str = "a") -> SwiftDedupRecords:
+def records_on(
+    swift: MemorySwift, clock: FakeClock, process: str = "a", *, reclaim: bool = True
+) -> SwiftDedupRecords:
     client = memory_client(swift, Process(process))
     client.put_container(CONTAINER)
-    return SwiftDedupRecords(client, CONTAINER, TIMES, clock)
+    return SwiftDedupRecords(client, CONTAINER, TIMES, clock, reclaim=reclaim)
 
 
 def post(
@@ -135,6 +137,26 @@ def test_a_record_an_earlier_release_wrote_is_still_the_id_s_record() -> None:
     clock.advance(ms=120_000)  # expired: the id moves to this epoch's chain
     assert [r.version for r in post(records, clock, "m2").taken] == [generation(EPOCH, 1)]
     assert post(records, clock, "m3").duplicate_of == {0: "m2"}
+
+
+def test_without_reclaim_records_are_named_as_an_earlier_release_names_them() -> None:
+    """``[drivers:message_store:swift] dedup_reclaim = false``, while servers of an earlier
+    release share the store: they read every record such a server writes."""
+    swift, clock = MemorySwift(), FakeClock(START_MS + 3 * HOUR_MS)
+    records = records_on(swift, clock, reclaim=False)
+    first = post(records, clock, "m1")
+    assert [r.version for r in first.taken] == [generation(None, 1)]
+    assert delete_at(swift, generation(None, 1)) is None, "kept until the queue goes"
+    clock.advance(ms=TTL_S * 1000)
+    assert [r.version for r in post(records, clock, "m2").taken] == [generation(None, 2)]
+    # A record a server with reclaim wrote is still read, and its chain stays reclaimable:
+    # an id whose latest is in a daily chain moves on to the current one.
+    other = SwiftDedupRecords(records._swift, CONTAINER, TIMES, clock, reclaim=True)
+    clock.advance(ms=TTL_S * 1000)
+    assert [r.version for r in post(other, clock, "m3").taken] == [generation(EPOCH, 1)]
+    assert post(records, clock, "m4").duplicate_of == {0: "m3"}
+    clock.advance(ms=TIMES.dedup_epoch_ms)
+    assert [r.version for r in post(records, clock, "m5").taken] == [generation(EPOCH + 1, 1)]
 
 
 def _json(doc: dict[str, Any]) -> bytes:

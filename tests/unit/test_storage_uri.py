@@ -99,8 +99,15 @@ def test_a_swift_store_keeps_dedup_records_for_the_configured_longest_ttl() -> N
         epoch = 20_000
         end_s = (epoch + 1) * 86_400
         assert driver._times.dedup_reclaim_s(epoch) == end_s + 600 + 3600 + 3600
+        assert driver._dedup._records._reclaim
     finally:
         driver.close()
+    unreclaimed = open_driver(uri, Settings(swift=SwiftSettings(dedup_reclaim=False)))
+    try:
+        assert isinstance(unreclaimed, SwiftDriver)
+        assert not unreclaimed._dedup._records._reclaim
+    finally:
+        unreclaimed.close()
 
 
 def test_a_tempauth_user_is_percent_encoded_and_the_query_overrides_the_options() -> None:

@@ -76,3 +76,16 @@ class SwiftSettings:
             "At most the Swift request timeout (10 s); checked at start."
         ),
     )
+    dedup_reclaim: bool = option(
+        cfg.BoolOpt,
+        default=True,
+        help=(
+            "Keep dedup records in one chain per day that Swift's object expirer reclaims "
+            "once every record in it has expired (ten minutes, [transport] max_message_ttl "
+            "and an hour after its day ends). False writes them as "
+            "releases before this one did, kept until their queue is purged or deleted: set "
+            "it while servers of such a release still use the store (they cannot read the "
+            "daily chains), and set it back once every server runs this release. Either way "
+            "a server reads both."
+        ),
+    )

@@ -145,7 +145,12 @@ def _swift_driver(uri: str, settings: Settings) -> Driver:
     times = dataclasses.replace(
         access.times(), max_message_ttl_ms=settings.limits.max_message_ttl * 1000
     )
-    return SwiftDriver(SwiftClient(access), namespace=settings.storage.key_prefix, times=times)
+    return SwiftDriver(
+        SwiftClient(access),
+        namespace=settings.storage.key_prefix,
+        times=times,
+        dedup_reclaim=settings.swift.dedup_reclaim,
+    )
 
 
 def replica_acks(settings: Settings) -> ReplicaAcks:

@@ -67,7 +67,10 @@ NOTHING = _Latest(None, 0)
 
 class SwiftDedupRecords:
     """The dedup records of every queue, in one container. ``times``: the epochs, their
-    overlap and their reclaim time; ``clock``: the wall clock the epochs are read on."""
+    overlap and their reclaim time; ``clock``: the wall clock the epochs are read on;
+    ``reclaim`` False: an id without a record, or whose latest is an earlier release's, is
+    recorded in that release's chain (never reclaimed, and all that release's servers read),
+    for a store that servers of that release still use."""
 
     def __init__(
         self,
@@ -75,11 +78,14 @@ class SwiftDedupRecords:
         container: str,
         times: SwiftTimes,
         clock: Clock | None = None,
+        *,
+        reclaim: bool = True,
     ) -> None:
         self._swift = swift
         self._container = container
         self._times = times
         self._clock = clock or SystemClock()
+        self._reclaim = reclaim
 
     def _id_prefix(self, project: str, queue: str, dedup_id: str) -> str:
         return f"{names.queue_prefix(project, queue)}{names.dedup_key(dedup_id)}/"
@@ -180,9 +186,11 @@ class SwiftDedupRecords:
 
     def _place(
         self, id_prefix: str, latest: _Latest, record: DedupRecord
-    ) -> tuple[int, int] | _Latest:
+    ) -> tuple[int | None, int] | _Latest:
         """Where ``record`` goes after ``latest``: (epoch, number); or the generation in the
         way of starting the current chain."""
+        if latest.epoch is None and not self._reclaim:
+            return None, latest.number + 1
         now_ms = self._clock.now_ms()
         current = self._epoch(now_ms)
         if latest.epoch is not None and latest.epoch >= current:

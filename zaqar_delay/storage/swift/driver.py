@@ -47,15 +47,20 @@ class SwiftDriver(QueueOps, MessageOps, EditOps, ClaimOps):
         namespace: str = DEFAULT_NAMESPACE,
         list_scan_budget: int = LIST_SCAN_BUDGET,
         times: SwiftTimes | None = None,
+        dedup_reclaim: bool = True,
     ) -> None:
         """``times``: the driver's time bounds (by default ``swift``'s access's); a driver
-        whose bounds break a relation between them is refused (StorageConfigError)."""
+        whose bounds break a relation between them is refused (StorageConfigError).
+        ``dedup_reclaim``: dedup records in daily chains Swift reclaims, or (False) named as
+        earlier releases name them (``dedup``)."""
         self._times = (times or swift.access.times()).checked()
         self._swift = swift
         self._namespace = namespace
         self._list_scan_budget = list_scan_budget
         self._dedup = DedupReservation(
-            SwiftDedupRecords(swift, self._container(names.DEDUP), self._times),
+            SwiftDedupRecords(
+                swift, self._container(names.DEDUP), self._times, reclaim=dedup_reclaim
+            ),
             self._complete_post,
             swift.each,
         )
