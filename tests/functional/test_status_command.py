@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from testbed.processes import RedisServer, SecantusServer
+from testbed.swift_aio import SwiftAllInOne
 from zaqar_delay.conf import load_settings
 from zaqar_delay.storage.uri import open_driver
 
@@ -129,3 +130,18 @@ def test_a_configuration_the_server_would_refuse_fails_every_check(
     assert code == 2 and "Traceback" not in table
     assert table.count("Result: Failure") == 4
     assert reason in table
+
+
+@pytest.mark.parametrize(("reclaim", "result"), [("true", "Success"), ("false", "Warning")])
+def test_a_swift_store_keeping_dedup_records_unreclaimed_is_warned_of(
+    tmp_path: Path, swift_aio: SwiftAllInOne, reclaim: str, result: str
+) -> None:
+    """``dedup_reclaim = false`` is for a rolling upgrade: left so, the store grows."""
+    conf = (
+        f"[storage]\nuri = {swift_aio.store_uri}\n"
+        f"[drivers:message_store:swift]\ndedup_reclaim = {reclaim}\n"
+    )
+    code, table = upgrade_check(tmp_path, conf)
+    assert result_of(table, "Store settings") == result, table
+    assert ("dedup_reclaim is false" in table) == (reclaim == "false"), table
+    assert code == (0 if reclaim == "true" else 1), table

@@ -64,6 +64,7 @@ class SwiftDriver(QueueOps, MessageOps, EditOps, ClaimOps):
             self._complete_post,
             swift.each,
         )
+        self._dedup_reclaim = dedup_reclaim
         self._committed_posts: Facts[bool] = Facts()
         self._claim_slots: Facts[dict[str, int]] = Facts()
         self._named_frontiers: Facts[str] = Facts()
@@ -79,7 +80,16 @@ class SwiftDriver(QueueOps, MessageOps, EditOps, ClaimOps):
         """Create the containers (idempotent)."""
         for kind in names.CONTAINERS:
             self._swift.put_container(self._container(kind))
-        return []
+        return self.deployment_warnings()
+
+    def deployment_warnings(self) -> list[str]:
+        if self._dedup_reclaim:
+            return []
+        return [
+            "[drivers:message_store:swift] dedup_reclaim is false: dedup records are kept "
+            "until their queue is purged or deleted; set it to true once every server using "
+            "this Swift store runs this release"
+        ]
 
     def durability(self) -> Durability:
         """An object server syncs an object to disk before it answers, and the proxy answers
