@@ -45,12 +45,14 @@ REQUEST_ATTEMPTS = 2
 # growing soon after its epoch ends, and Swift reclaims it once every record in it has expired.
 DEDUP_EPOCH_MS = 86_400_000
 # How far into an epoch a post may still be building on the previous epoch's chain, or a
-# listing still miss its newest generation: room for the servers' clocks to disagree, for
-# the requests between a post's reading a chain and its creating a generation there, and for
-# a container listing to catch up.
+# listing still miss its newest generation: room for the clocks of the post building and the
+# post starting the new chain to disagree (each by up to ``FRONTIER_SLACK_MS``), for the
+# requests between a post's reading its clock and its creating a generation, and for a
+# container listing to catch up (what is left: over six minutes with the defaults).
 DEDUP_OVERLAP_MS = 600_000
-# Requests a dedup record's post makes between reading a chain and creating in it, at most.
-DEDUP_DECISION_REQUESTS = 4
+# Requests a post makes between reading its clock and creating a generation, at most: the
+# previous chain's two reads and its marker's create and settled read, then the create.
+DEDUP_DECISION_REQUESTS = 5
 # The longest message ttl the driver must remember a dedup id for, unless told the
 # configured one (``[transport] max_message_ttl``): the largest that option allows.
 LONGEST_MESSAGE_TTL_MS = MAX_MESSAGE_TTL * 1000
@@ -131,11 +133,12 @@ class SwiftTimes:
 
     def _dedup_problems(self) -> list[str]:
         found = []
-        deciding_ms = self.frontier_slack_ms + DEDUP_DECISION_REQUESTS * self.request_ms
-        if self.dedup_overlap_ms < deciding_ms + self.settle_ms:
+        skews_ms = 2 * self.frontier_slack_ms
+        deciding_ms = DEDUP_DECISION_REQUESTS * self.request_ms + self.settle_ms
+        if self.dedup_overlap_ms < skews_ms + deciding_ms:
             found.append(
-                f"the dedup overlap ({self.dedup_overlap_ms} ms) must cover the clocks' "
-                f"disagreement and a post's decision ({deciding_ms + self.settle_ms} ms)"
+                f"the dedup overlap ({self.dedup_overlap_ms} ms) must cover two clocks' "
+                f"disagreement and a post's decision ({skews_ms + deciding_ms} ms)"
             )
         if self.dedup_epoch_ms < 4 * self.dedup_overlap_ms:
             found.append(
