@@ -204,3 +204,91 @@ def test_a_node_that_never_received_the_scripts_runs_them_sent_whole(
         assert driver.stats("p", "q", clock.now_ms()).total == 2
     finally:
         close_test_driver(driver)
+
+
+def migrating(source: redis.Redis, target: redis.Redis, slot: int) -> None:
+    """Mark ``slot`` as moving from ``source`` to ``target`` (as ``redis-cli --cluster
+    reshard`` does before it moves the keys): a key ``source`` does not hold is redirected
+    (``ASK``) to ``target``."""
+    source_id, target_id = (
+        source.execute_command("CLUSTER MYID"),
+        target.execute_command("CLUSTER MYID"),
+    )
+    target.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
+    source.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+
+
+def settled(nodes: list[redis.Redis], slot: int) -> None:
+    for node in nodes:
+        node.execute_command("CLUSTER SETSLOT", slot, "STABLE")
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["redis-py", "driver"])
+def test_a_pipeline_follows_an_ask_to_a_primary_its_slot_map_does_not_list(
+    redis_cluster: RedisCluster, routed: bool
+) -> None:
+    """A count reads a project's queues in a pipeline; one redirected (``ASK``) to a primary
+    the client's slot map does not list (one added to scale the cluster out) is sent again
+    on its own. redis-py's pipeline failed there with an ``AttributeError``, a post answered
+    500 while ``tests/functional/test_resharding.py`` moved a slot; the driver's follows the
+    redirect, as its client does."""
+    driver = open_test_driver(redis_cluster.url)
+    assert isinstance(driver, RedisDriver)
+    cluster = driver._client._cluster()
+    key = "{moving}absent"
+    slot = cluster.keyslot(key)
+    source = cluster.nodes_manager.slots_cache[slot][0]
+    target = next(node for node in cluster.get_primaries() if node.name != source.name)
+    clients = [redis.Redis(port=source.port), redis.Redis(port=target.port)]
+    client = cluster if routed else redis.cluster.RedisCluster(host="127.0.0.1", port=source.port)
+    try:
+        migrating(clients[0], clients[1], slot)
+        client.nodes_manager.nodes_cache.pop(target.name)  # as if it had just been added
+        pipe = client.pipeline(transaction=False)
+        pipe.exists(key)
+        if not routed:
+            with pytest.raises(AttributeError):
+                pipe.execute()
+            return
+        assert pipe.execute() == [0]
+        assert target.name in cluster.nodes_manager.nodes_cache, "redirected to the target"
+    finally:
+        settled(clients, slot)
+        for node_client in clients:
+            node_client.close()
+        if not routed:
+            client.close()
+        close_test_driver(driver)
+
+
+def test_a_command_whose_slot_map_names_no_node_is_sent_again_on_the_map_read_anew(
+    redis_cluster: RedisCluster, clock: FakeClock
+) -> None:
+    """A slot map that names no node for a command's slot (redis-py's, while a slot moves)
+    makes redis-py fail the command with an ``AttributeError``, twice over (routing, then
+    recording the error's metric): the driver's client reads the map again and sends the
+    command once more."""
+    driver = open_test_driver(redis_cluster.url)
+    assert isinstance(driver, RedisDriver)
+    try:
+        driver.create_queue("p", "nowhere", {}, clock.now_ms())
+        cluster = driver._client._cluster()
+        queue_key = driver._keys.queue("p", "nowhere").queue
+        slot = cluster.keyslot(queue_key)
+        plain = redis.cluster.RedisCluster(host="127.0.0.1", port=redis_cluster.nodes[0].port)
+        try:
+            plain.nodes_manager.slots_cache[slot] = [None]
+            with pytest.raises(AttributeError):
+                plain.exists(queue_key)  # redis-py's own client, on such a map
+        finally:
+            plain.close()
+
+        cluster.nodes_manager.slots_cache[slot] = [None]
+        posted = driver.post_messages(
+            "p", "nowhere", [NewMessage('"x"', 60, 0)], "c", clock.now_ms()
+        )
+        assert len(posted.ids) == 1
+        assert cluster.nodes_manager.slots_cache[slot][0] is not None, "the map was read again"
+        assert driver.stats("p", "nowhere", clock.now_ms()).total == 1, "the post ran once"
+    finally:
+        close_test_driver(driver)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
-from redis.cluster import PRIMARY, ClusterNode, RedisCluster, get_node_name
+from redis.cluster import PRIMARY, ClusterNode, ClusterPipeline, RedisCluster, get_node_name
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
@@ -24,16 +24,9 @@ from zaqar_delay.storage.redis import uri_options
 from zaqar_delay.storage.redis.readiness import check_readiness_without_the_hub
 
 
-class _NoTimeoutRetryCluster(RedisCluster):
-    """RedisCluster that retries a command after a connection error or a topology change,
-    but never after a timeout: a script that timed out may have run, and running a post or a
-    claim twice would duplicate or strand messages."""
-
-    ERRORS_ALLOW_RETRY = (  # type: ignore[assignment]  # narrower on purpose
-        redis.ConnectionError,
-        redis.exceptions.ClusterDownError,
-        redis.exceptions.SlotNotCoveredError,
-    )
+class _Routing(RedisCluster):
+    """How the driver's cluster client and the pipelines it makes route through a slot that
+    is moving to a new primary: without failing on the node redis-py does not know yet."""
 
     def get_node(
         self, host: str | None = None, port: int | None = None, node_name: str | None = None
@@ -57,6 +50,55 @@ class _NoTimeoutRetryCluster(RedisCluster):
                 ClusterNode(host, port, PRIMARY),  # type: ignore[no-untyped-call]
             )
         return node
+
+    def get_redis_connection(self, node: ClusterNode | None) -> redis.Redis:
+        """The client of ``node``. While a slot moves to a new primary, redis-py's slot map
+        may hand its command no node at all; redis-py then fails with an ``AttributeError``
+        (a 500). It is refused as a slot not covered instead, which redis-py answers by
+        reading the slot map again and sending the command once more."""
+        if node is None:
+            raise redis.exceptions.SlotNotCoveredError(
+                "The client's slot map names no node for this command's slot (a slot is moving)"
+            )
+        client: redis.Redis = super().get_redis_connection(node)
+        return client
+
+    def _record_error_metric(
+        self,
+        error: Exception,
+        connection: Any,
+        is_internal: bool = True,
+        retry_attempts: int | None = None,
+    ) -> None:
+        """redis-py's error metric, which reads the address of the connection or node the
+        error met: for an error met before any node was chosen there is none, and redis-py
+        would fail on it with an ``AttributeError`` in place of the error itself."""
+        if connection is not None:
+            super()._record_error_metric(error, connection, is_internal, retry_attempts)
+
+
+class _RoutingPipeline(_Routing, ClusterPipeline):
+    """A pipeline of the driver's cluster client, routed as the client routes (``_Routing``):
+    a count's pipeline meets moving slots as a post does."""
+
+
+class _NoTimeoutRetryCluster(_Routing):
+    """The driver's cluster client: it retries a command after a connection error or a
+    topology change, but never after a timeout (a script that timed out may have run, and
+    running a post or a claim twice would duplicate or strand messages)."""
+
+    ERRORS_ALLOW_RETRY = (  # type: ignore[assignment]  # narrower on purpose
+        redis.ConnectionError,
+        redis.exceptions.ClusterDownError,
+        redis.exceptions.SlotNotCoveredError,
+    )
+
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> ClusterPipeline:
+        """redis-py's pipeline, routed as this client is: redis-py builds it (its arguments
+        change between releases), and it takes the class that adds the routing."""
+        pipe: ClusterPipeline = super().pipeline(transaction, shard_hint)  # type: ignore[no-untyped-call]
+        pipe.__class__ = _RoutingPipeline
+        return pipe
 
 
 class ClusterScript(Script):
