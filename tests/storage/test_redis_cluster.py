@@ -89,16 +89,23 @@ def test_with_replica_acks_a_write_goes_to_its_shard_and_waits_for_its_replica(
         close_test_driver(driver)
 
 
+def queue_slot(
+    driver: RedisDriver, queue: str, clock: FakeClock
+) -> tuple[redis.cluster.RedisCluster, str, int]:
+    """The driver's cluster client, and the key and slot of ``queue`` (of project "p"), made."""
+    driver.create_queue("p", queue, {}, clock.now_ms())
+    cluster = driver._client._cluster()
+    queue_key = driver._keys.queue("p", queue).queue
+    return cluster, queue_key, cluster.keyslot(queue_key)
+
+
 def test_a_script_sent_to_a_former_owner_of_its_slot_is_sent_again_to_the_owner(
     redis_cluster_with_replicas: RedisCluster, clock: FakeClock
 ) -> None:
     driver = open_test_driver(redis_cluster_with_replicas.url)
     assert isinstance(driver, RedisDriver)
     try:
-        driver.create_queue("p", "moved", {}, clock.now_ms())
-        cluster = driver._client._cluster()
-        queue_key = driver._keys.queue("p", "moved").queue
-        slot = cluster.keyslot(queue_key)
+        cluster, queue_key, slot = queue_slot(driver, "moved", clock)
         owner = cluster.nodes_manager.slots_cache[slot][0]
         other = next(node for node in cluster.get_primaries() if node.name != owner.name)
         cluster.nodes_manager.slots_cache[slot] = [other]  # as if the slot had moved since
@@ -271,10 +278,7 @@ def test_a_command_whose_slot_map_names_no_node_is_sent_again_on_the_map_read_an
     driver = open_test_driver(redis_cluster.url)
     assert isinstance(driver, RedisDriver)
     try:
-        driver.create_queue("p", "nowhere", {}, clock.now_ms())
-        cluster = driver._client._cluster()
-        queue_key = driver._keys.queue("p", "nowhere").queue
-        slot = cluster.keyslot(queue_key)
+        cluster, queue_key, slot = queue_slot(driver, "nowhere", clock)
         plain = redis.cluster.RedisCluster(host="127.0.0.1", port=redis_cluster.nodes[0].port)
         try:
             plain.nodes_manager.slots_cache[slot] = [None]
