@@ -73,6 +73,14 @@ def delete_at(swift: MemorySwift, name: str) -> str | None:
     return dict(version.headers).get("x-delete-at")
 
 
+def earlier_release_record(swift: MemorySwift, doc: dict[str, Any]) -> None:
+    """Generation 1 of "job" as an earlier release wrote it: named without an epoch, no
+    ``X-Delete-At``, and (without ``s``) stored."""
+    client = memory_client(swift, Process("old"))
+    client.put_container(CONTAINER)
+    client.put(CONTAINER, generation(None, 1), json.dumps(doc).encode(), names.CONTENT_TYPE)
+
+
 def test_a_record_is_the_first_of_its_epoch_s_chain_and_swift_reclaims_it_whole() -> None:
     swift, clock = MemorySwift(), FakeClock(START_MS + 3 * HOUR_MS)
     records = records_on(swift, clock)
@@ -129,10 +137,7 @@ def test_a_record_an_earlier_release_wrote_is_still_the_id_s_record() -> None:
     swift, clock = MemorySwift(), FakeClock(START_MS + 3 * HOUR_MS)
     records = records_on(swift, clock)
     now = clock.now_ms()
-    old = {"m": "m0", "e": now + 60_000, "at": now - 1_000}  # without "s": stored
-    swift.put_container(CONTAINER)
-    client = memory_client(swift, Process("old"))
-    client.put(CONTAINER, generation(None, 1), _json(old), names.CONTENT_TYPE)
+    earlier_release_record(swift, {"m": "m0", "e": now + 60_000, "at": now - 1_000})
     assert post(records, clock, "m1").duplicate_of == {0: "m0"}
     clock.advance(ms=120_000)  # expired: the id moves to this epoch's chain
     assert [r.version for r in post(records, clock, "m2").taken] == [generation(EPOCH, 1)]
@@ -157,10 +162,6 @@ def test_without_reclaim_records_are_named_as_an_earlier_release_names_them() ->
     assert post(records, clock, "m4").duplicate_of == {0: "m3"}
     clock.advance(ms=TIMES.dedup_epoch_ms)
     assert [r.version for r in post(records, clock, "m5").taken] == [generation(EPOCH + 1, 1)]
-
-
-def _json(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc).encode()
 
 
 class TakingTurns(MemorySwift):
@@ -211,10 +212,9 @@ def _prepare(swift: MemorySwift, before: str) -> None:
         post(records_on(swift, clock, "setup"), clock, "m0")
         return
     if before == "earlier release":
-        client = memory_client(swift, Process("old"))
-        client.put_container(CONTAINER)
-        doc = {"m": "m0", "e": START_MS - HOUR_MS, "at": START_MS - 2 * HOUR_MS}
-        client.put(CONTAINER, generation(None, 1), _json(doc), names.CONTENT_TYPE)
+        earlier_release_record(
+            swift, {"m": "m0", "e": START_MS - HOUR_MS, "at": START_MS - 2 * HOUR_MS}
+        )
         return
     days = 1 if before == "previous epoch" else 5
     clock = FakeClock(START_MS - days * TIMES.dedup_epoch_ms + 2 * HOUR_MS)

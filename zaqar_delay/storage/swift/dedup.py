@@ -126,8 +126,8 @@ class SwiftDedupRecords:
         shows, or of a newer one it may not show yet."""
         shown = names.dedup_place(id_prefix, listed[-1]["name"])[0] if listed else None
         current = self._epoch(now_ms)
-        newer = [current - 1, current] if self._in_overlap(now_ms) else [current]
-        for epoch in reversed(newer):
+        newer = [current, current - 1] if self._in_overlap(now_ms) else [current]
+        for epoch in newer:
             if listed and shown is not None and epoch <= shown:
                 break
             found = self._chain(id_prefix, epoch, [])
