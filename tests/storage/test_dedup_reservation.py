@@ -14,7 +14,7 @@ import pytest
 from tests.helpers.stores import close_test_driver, every_message, open_test_driver, store_url
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage, Posted
-from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
+from zaqar_delay.storage.bounds import FIRST_POST_DEAD_AFTER_MS, FIRST_POST_GRACE_MS
 from zaqar_delay.storage.dedup_reservation import (
     REMEMBERED_CHUNK,
     DedupRecord,
@@ -34,6 +34,14 @@ class ProcessKilled(BaseException):
 @pytest.fixture(params=["mongodb", "swift"])
 def driver(request: pytest.FixtureRequest) -> Iterator[Any]:
     opened = open_test_driver(store_url(request, request.param))
+    opened.create_queue(P, Q, {}, FakeClock().now_ms())
+    yield opened
+    close_test_driver(opened)
+
+
+@pytest.fixture
+def mongodb(request: pytest.FixtureRequest) -> Iterator[Any]:
+    opened = open_test_driver(store_url(request, "mongodb"))
     opened.create_queue(P, Q, {}, FakeClock().now_ms())
     yield opened
     close_test_driver(opened)
@@ -63,6 +71,23 @@ def confirming_after(
     patched.setattr(reserving, "confirm", confirm_later)
 
 
+def after_reserving(
+    patched: pytest.MonkeyPatch, driver: Any, meanwhile: dict[str, Callable[[], None]]
+) -> None:
+    """A post in a thread named in ``meanwhile`` runs its function once it has reserved its
+    dedup ids, before it stores its messages: until then its records are unconfirmed and its
+    messages missing."""
+    reserving = reservation(driver)
+    reserve = reserving.reserve
+
+    def reserve_then(*args: Any) -> Any:
+        reserved = reserve(*args)
+        meanwhile.get(threading.current_thread().name, lambda: None)()
+        return reserved
+
+    patched.setattr(reserving, "reserve", reserve_then)
+
+
 def posting(
     driver: Any, clock: FakeClock, results: dict[str, Posted], name: str, *dedup_ids: str
 ) -> threading.Thread:
@@ -71,7 +96,8 @@ def posting(
     thread = threading.Thread(
         target=lambda: results.update(
             {name: driver.post_messages(P, Q, messages, ALICE, clock.now_ms())}
-        )
+        ),
+        name=name,
     )
     thread.start()
     return thread
@@ -96,6 +122,92 @@ def test_a_repeat_while_the_first_post_is_being_stored_waits_for_it(
     repeats[0].join(15)
     assert (results["repeat"].ids, results["repeat"].duplicates) == (first.ids, (0,))
     assert driver.stats(P, Q, clock.now_ms()).total == 1
+
+
+def test_a_repeat_whose_clock_runs_ahead_of_the_first_posts_still_waits_for_it(
+    driver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repeat's clock reads the first post's record as older than the grace while that
+    post has not stored its message yet: the repeat waits for it on its own watch, and the
+    message is stored once."""
+    first_clock = FakeClock()
+    ahead = FakeClock(first_clock.now_ms() + FIRST_POST_GRACE_MS + 1000)
+    results: dict[str, Posted] = {}
+    reserved, go = threading.Event(), threading.Event()
+
+    def stall() -> None:
+        reserved.set()
+        go.wait(20)
+
+    after_reserving(monkeypatch, driver, {"first": stall})
+    first = posting(driver, first_clock, results, "first", "job")
+    try:
+        assert reserved.wait(10)
+        record = reservation(driver)._records.latest(P, Q, "job")
+        assert record is not None and not record.stored
+        assert ahead.now_ms() - record.at_ms > FIRST_POST_GRACE_MS, "read past the grace"
+        assert every_message(driver, P, Q, ahead.now_ms()) == [], "nothing is stored yet"
+        repeat = posting(driver, ahead, results, "repeat", "job")
+        repeat.join(1)
+        assert repeat.is_alive(), "the repeat took the first post for dead"
+    finally:
+        go.set()
+        first.join(10)
+    repeat.join(15)
+    assert (results["repeat"].ids, results["repeat"].duplicates) == (results["first"].ids, (0,))
+    assert driver.stats(P, Q, ahead.now_ms()).total == 1
+
+
+def test_a_repeat_waiting_on_a_record_another_repeat_took_over_waits_for_that_post(
+    mongodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first post died after reserving its id. A repeat waits out its grace; meanwhile
+    another, whose clock reads the record past it, takes the record over (MongoDB rewrites it
+    in place) and is storing its message. The waiting repeat gives that post a grace of its
+    own instead of taking the record from it: the message is stored once."""
+    start = FakeClock()
+    post = [NewMessage('"once"', 3600, 0, "job")]
+    results: dict[str, Posted] = {}
+    waiting, taken, go = threading.Event(), threading.Event(), threading.Event()
+
+    def killed() -> None:
+        raise ProcessKilled
+
+    def stall() -> None:
+        taken.set()
+        go.wait(20)
+
+    after_reserving(monkeypatch, mongodb, {"MainThread": killed, "taker": stall})
+    with pytest.raises(ProcessKilled):
+        mongodb.post_messages(P, Q, post, ALICE, start.now_ms())
+    assert every_message(mongodb, P, Q, start.now_ms()) == [], "the first post stored nothing"
+    records = reservation(mongodb)._records
+    reread = records.reread
+
+    def watched(project: str, queue: str, record: DedupRecord) -> DedupRecord | None:
+        if threading.current_thread().name == "waiter":
+            waiting.set()
+        return reread(project, queue, record)
+
+    monkeypatch.setattr(records, "reread", watched)
+    waiter_clock = FakeClock(start.now_ms() + FIRST_POST_DEAD_AFTER_MS - 2000)
+    taker_clock = FakeClock(start.now_ms() + FIRST_POST_DEAD_AFTER_MS + 1000)
+    waiter = posting(mongodb, waiter_clock, results, "waiter", "job")
+    try:
+        assert waiting.wait(10), "the repeat waits for the first post"
+        taker = posting(mongodb, taker_clock, results, "taker", "job")
+        assert taken.wait(10)
+        latest = records.latest(P, Q, "job")
+        assert latest is not None and not latest.stored
+        assert waiter.is_alive(), "the record changed hands while the repeat waited"
+        waiter.join(3)  # past what is left of the first post's grace for the waiter
+        assert waiter.is_alive(), "the waiting repeat took the record from the taker"
+    finally:
+        go.set()
+        waiter.join(15)
+    taker.join(10)
+    assert (results["waiter"].ids, results["waiter"].duplicates) == (results["taker"].ids, (0,))
+    assert mongodb.stats(P, Q, start.now_ms()).total == 1
 
 
 def test_an_id_whose_first_post_is_being_stored_is_not_yet_remembered_as_stored(
@@ -182,7 +294,7 @@ def test_a_first_post_that_died_before_confirming_is_completed_by_a_repeat(
     [stored] = every_message(driver, P, Q, clock.now_ms())
     assert stored.body == "once", "the first post stored its message"
 
-    clock.advance(ms=FIRST_POST_GRACE_MS)
+    clock.advance(ms=FIRST_POST_DEAD_AFTER_MS)
     confirmed: list[Sequence[DedupRecord]] = []
     records = reservation(driver)._records
     confirm = records.confirm

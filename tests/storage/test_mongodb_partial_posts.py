@@ -17,7 +17,7 @@ from tests.helpers.stores import close_test_driver, every_message, open_test_dri
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import LeaseRequest, NewMessage, NewSubscription, OverLimit
-from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
+from zaqar_delay.storage.bounds import FIRST_POST_DEAD_AFTER_MS
 from zaqar_delay.storage.mongodb.driver import MongoDriver
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
 
@@ -84,7 +84,7 @@ def test_a_repeat_of_a_post_refused_before_its_dedup_id_was_forgotten_is_stored(
     assert withdrawals.refused == 1, "the dedup id was withdrawn"
     assert mongo.stats(P, Q, clock.now_ms()).total == 0
 
-    clock.advance(ms=FIRST_POST_GRACE_MS)  # past the time its post could still be storing it
+    clock.advance(ms=FIRST_POST_DEAD_AFTER_MS)  # past the time its post could still be storing it
     stored = mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
     assert stored.duplicates == ()
     [message] = mongo.get_messages(P, Q, stored.ids, clock.now_ms())
@@ -148,7 +148,7 @@ def test_a_repeat_of_a_post_killed_before_owing_its_pushes_owes_them(
     [stored] = every_message(mongo, P, Q, clock.now_ms())
     assert owed(mongo, clock) == []
 
-    clock.advance(ms=FIRST_POST_GRACE_MS)
+    clock.advance(ms=FIRST_POST_DEAD_AFTER_MS)
     repeat = mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
     assert (repeat.ids, repeat.duplicates) == ([stored.id], (0,))
     assert owed(mongo, clock) == [stored.id]

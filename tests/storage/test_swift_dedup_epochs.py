@@ -196,8 +196,8 @@ class TakingTurns(MemorySwift):
             self._turn.notify_all()
 
 
-# How far the posters' clocks lie from the epoch's start: less than a repeat's grace for a
-# first post (``FIRST_POST_GRACE_MS``), past which a repeat takes it for dead.
+# How far the posters' clocks lie from the epoch's start: within the disagreement a repeat allows
+# a first post's clock (``CLOCK_DISAGREEMENT_MS``).
 SKEW_MS = 4_000
 BEFORE = ("nothing", "previous epoch", "older epoch", "earlier release", "live")
 

@@ -35,6 +35,15 @@ RATE_ATTEMPTS = 8
 FIRST_POST_GRACE_MS = 10_000
 FIRST_POST_POLL_S = 0.05
 
+# How far apart the clocks of two servers sharing a store may be. A record's time is read on
+# the clock of the post that made it and judged on another's: a repeat takes a first post's
+# record for dead without waiting only when it is older than the grace by this much, and
+# otherwise waits out the grace on its own watch (``storage.dedup_reservation``).
+CLOCK_DISAGREEMENT_MS = 60_000
+# A record older than this, on the clock of the repeat reading it, is past its post's grace on
+# any clock.
+FIRST_POST_DEAD_AFTER_MS = FIRST_POST_GRACE_MS + CLOCK_DISAGREEMENT_MS
+
 # Swift's defaults ([drivers:message_store:swift]): how long after a create-only write an
 # object server may still commit a concurrent one (settle_ms), and how long a post may use the
 # queue's metadata object as its process last read it (metadata_cache_ms).

@@ -15,6 +15,13 @@ died): if its message is stored, the repeat completes it (owes the pushes it may
 and confirms it; if not, the record is taken over. So a repeat is never answered with the id of
 a message that was never stored, nor of one never pushed.
 
+The record's time is the first post's clock, and the repeat's may run ahead of it: the grace is
+measured on the repeat's own watch from when it first sees the record, and cut short only by as
+much as the record is older than ``FIRST_POST_DEAD_AFTER_MS`` (the grace plus how far two
+clocks may disagree): a first post that died over a minute before is taken over at once, one
+seen ten seconds old is waited for. A record
+taken over by another repeat meanwhile is a new first post, waited for anew.
+
 A post of several ids that meets one being stored gives back the ids it took and takes them
 again one at a time in id order, waiting where it must: posts wait only in that order, so none
 waits on a post that waits on it.
@@ -30,7 +37,11 @@ from typing import Protocol, TypeVar
 from zaqar_delay import errors
 from zaqar_delay.admission import stepped_aside
 from zaqar_delay.models import NewMessage
-from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS, FIRST_POST_POLL_S
+from zaqar_delay.storage.bounds import (
+    FIRST_POST_DEAD_AFTER_MS,
+    FIRST_POST_GRACE_MS,
+    FIRST_POST_POLL_S,
+)
 from zaqar_delay.storage.dedup_ids import PostDedupIds
 
 # Rounds one id may take while concurrent posts (and, on MongoDB, its TTL monitor) change its
@@ -241,7 +252,7 @@ class DedupReservation:
         that post may still be storing it (without ``wait``: None then); with the record as
         last read. Past that time an unconfirmed record's message, if stored, is completed and
         the record confirmed."""
-        deadline = time.monotonic() + (FIRST_POST_GRACE_MS - (now_ms - record.at_ms)) / 1000
+        deadline = _grace_deadline(record, now_ms)
         while not record.stored:
             if time.monotonic() >= deadline:
                 if not self._complete(project, queue, record.message_id, now_ms):
@@ -255,6 +266,10 @@ class DedupReservation:
             found = self._records.reread(project, queue, record)
             if found is None or found.expires_ms <= now_ms:
                 return False, found or record  # its post failed, and forgot it
+            if found.message_id != record.message_id:
+                # Another repeat took it over (MongoDB rewrites the record in place): that
+                # post may be storing its message now, and is given its own grace.
+                deadline = _grace_deadline(found, now_ms)
             record = found
         return True, record
 
@@ -281,3 +296,12 @@ class DedupReservation:
         """Withdraw the records a post took (it failed, or gives them back)."""
         if taken:
             self._records.forget(project, queue, taken)
+
+
+def _grace_deadline(record: DedupRecord, now_ms: int) -> float:
+    """On ``time.monotonic``, when a repeat that sees ``record`` unconfirmed now (its clock
+    read ``now_ms`` before) stops waiting for its post: the grace from now, less only what the
+    record is older than the grace and the clocks' disagreement on its clock, so a repeat
+    whose clock runs ahead of the first post's never cuts the first post's grace short."""
+    left_ms = min(FIRST_POST_GRACE_MS, max(0, FIRST_POST_DEAD_AFTER_MS - (now_ms - record.at_ms)))
+    return time.monotonic() + left_ms / 1000
