@@ -31,20 +31,22 @@ class ProcessKilled(BaseException):
     """The process dying mid-call: nothing after the call runs, not even an undo."""
 
 
-@pytest.fixture(params=["mongodb", "swift"])
-def driver(request: pytest.FixtureRequest) -> Iterator[Any]:
-    opened = open_test_driver(store_url(request, request.param))
+def queue_on(request: pytest.FixtureRequest, store: str) -> Iterator[Any]:
+    """A driver of ``store`` with the queue Q, closed after the test."""
+    opened = open_test_driver(store_url(request, store))
     opened.create_queue(P, Q, {}, FakeClock().now_ms())
     yield opened
     close_test_driver(opened)
+
+
+@pytest.fixture(params=["mongodb", "swift"])
+def driver(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from queue_on(request, request.param)
 
 
 @pytest.fixture
 def mongodb(request: pytest.FixtureRequest) -> Iterator[Any]:
-    opened = open_test_driver(store_url(request, "mongodb"))
-    opened.create_queue(P, Q, {}, FakeClock().now_ms())
-    yield opened
-    close_test_driver(opened)
+    yield from queue_on(request, "mongodb")
 
 
 def reservation(driver: Any) -> DedupReservation:
@@ -103,6 +105,14 @@ def posting(
     return thread
 
 
+def stored_once(
+    driver: Any, results: dict[str, Posted], repeat: str, first: str, now_ms: int
+) -> None:
+    """The post ``repeat`` was answered with the message of the post ``first``, stored once."""
+    assert (results[repeat].ids, results[repeat].duplicates) == (results[first].ids, (0,))
+    assert driver.stats(P, Q, now_ms).total == 1
+
+
 def test_a_repeat_while_the_first_post_is_being_stored_waits_for_it(
     driver: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,8 +164,7 @@ def test_a_repeat_whose_clock_runs_ahead_of_the_first_posts_still_waits_for_it(
         go.set()
         first.join(10)
     repeat.join(15)
-    assert (results["repeat"].ids, results["repeat"].duplicates) == (results["first"].ids, (0,))
-    assert driver.stats(P, Q, ahead.now_ms()).total == 1
+    stored_once(driver, results, "repeat", "first", ahead.now_ms())
 
 
 def test_a_repeat_waiting_on_a_record_another_repeat_took_over_waits_for_that_post(
@@ -206,8 +215,7 @@ def test_a_repeat_waiting_on_a_record_another_repeat_took_over_waits_for_that_po
         go.set()
         waiter.join(15)
     taker.join(10)
-    assert (results["waiter"].ids, results["waiter"].duplicates) == (results["taker"].ids, (0,))
-    assert mongodb.stats(P, Q, start.now_ms()).total == 1
+    stored_once(mongodb, results, "waiter", "taker", start.now_ms())
 
 
 def test_an_id_whose_first_post_is_being_stored_is_not_yet_remembered_as_stored(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,8 +17,19 @@ import pytest
 from tests.helpers.stores import close_test_driver, every_message, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import LeaseRequest, NewMessage, NewSubscription, OverLimit
+from zaqar_delay.models import (
+    ClaimTimes,
+    LeaseRequest,
+    ListPage,
+    ListQuery,
+    NewMessage,
+    NewSubscription,
+    OverLimit,
+    Posted,
+)
 from zaqar_delay.storage.bounds import FIRST_POST_DEAD_AFTER_MS
+from zaqar_delay.storage.dedup_reservation import DedupRecord
+from zaqar_delay.storage.mongodb.dedup import fence
 from zaqar_delay.storage.mongodb.driver import MongoDriver
 from zaqar_delay.storage.mongodb.errors import duplicate_positions
 
@@ -243,3 +255,80 @@ def test_a_post_refused_for_duplicates_of_other_messages_is_undone_and_unavailab
         mongo.post_messages(P, Q, messages, ALICE, clock.now_ms())
     assert refusals, "no insert was refused"
     assert mongo._messages.count_documents({}) == 1, "the post left messages behind"
+
+
+def test_a_post_stalled_past_its_grace_is_refused_once_a_repeat_took_its_dedup_id_over(
+    mongo: MongoDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first post reserved its dedup id, then stalled (a failover, a paused process)
+    past its grace before inserting its messages. A repeat takes the id over and stores the
+    message; the first post's insert, arriving late, is refused (503) and the post stores
+    nothing. Before, the message was stored twice."""
+    clock = FakeClock()
+    post = [NewMessage('"once"', 3600, 0, "job-5"), NewMessage('"plain"', 3600, 0)]
+    later = FakeClock(clock.now_ms() + FIRST_POST_DEAD_AFTER_MS)  # the repeat's clock
+    reserve = mongo._dedup.reserve
+    repeats: list[Posted] = []
+
+    def reserve_then_stall(*args: Any) -> Any:
+        reserved = reserve(*args)
+        if not repeats:
+            repeats.append(Posted([], ()))  # this post's own reservation is not stalled
+            repeats[0] = mongo.post_messages(P, Q, post[:1], ALICE, later.now_ms())
+        return reserved
+
+    with monkeypatch.context() as patched:
+        patched.setattr(mongo._dedup, "reserve", reserve_then_stall)
+        with pytest.raises(errors.StorageUnavailable, match="took a dedup id of it over"):
+            mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
+    [repeat] = repeats
+    assert repeat.duplicates == (), "the repeat took the id over and stored the message"
+
+    [message] = every_message(mongo, P, Q, later.now_ms())
+    assert (message.id, message.body) == (repeat.ids[0], "once")
+    assert mongo.stats(P, Q, later.now_ms()).total == 1
+    assert mongo.count_messages(P, 100, later.now_ms()) == 1
+    claim = mongo.claim(P, Q, ClaimTimes(60, 60), 10, later.now_ms()).claim
+    assert claim is not None and [m.id for m in claim.messages] == repeat.ids
+    again = mongo.post_messages(P, Q, post[:1], ALICE, later.now_ms())
+    assert (again.ids, again.duplicates) == (repeat.ids, (0,))
+
+
+def unconfirmed_record(mongo: MongoDriver, clock: FakeClock, dedup_id: str) -> DedupRecord:
+    """The record of a post that died after reserving ``dedup_id``, its message not stored."""
+    message_id = secrets.token_hex(16)
+    record = DedupRecord(dedup_id, message_id, clock.now_ms() + 3_600_000, clock.now_ms())
+    [(made, created)] = mongo._dedup_records.create(P, Q, [record])
+    assert made and created is not None
+    return created
+
+
+def test_a_message_fenced_by_two_repeats_is_fenced_once_and_stays_out_of_sight(
+    mongo: MongoDriver,
+) -> None:
+    clock = FakeClock()
+    record = unconfirmed_record(mongo, clock, "job-6")
+    assert not mongo._complete_post(P, Q, record, clock.now_ms())
+    assert not mongo._complete_post(P, Q, record, clock.now_ms())
+    [fenced] = mongo._messages.find({"_id": record.message_id})
+    assert (fenced["p"], fenced["q"], fenced["e"]) == (P, Q, 0)
+    assert fenced["ex"].timestamp() * 1000 == pytest.approx(record.expires_ms)
+    with pytest.raises(pymongo.errors.DuplicateKeyError):
+        mongo._messages.insert_one({"_id": record.message_id, "p": P, "q": Q, "k": 1, "e": 1})
+    assert every_message(mongo, P, Q, clock.now_ms()) == []
+    assert mongo.stats(P, Q, clock.now_ms()).total == 0
+    assert mongo.list_messages(P, Q, ListQuery(None, 10, ALICE, echo=True), clock.now_ms()) == (
+        ListPage((), None)
+    )
+
+
+def test_a_fence_whose_posting_position_another_fence_holds_takes_another(
+    mongo: MongoDriver,
+) -> None:
+    clock = FakeClock()
+    record = unconfirmed_record(mongo, clock, "job-7")
+    in_the_way = fence(P, Q, record.message_id, record.expires_ms, 0)
+    mongo._messages.insert_one({**in_the_way, "_id": "another"})
+    assert not mongo._complete_post(P, Q, record, clock.now_ms())
+    [fenced] = mongo._messages.find({"_id": record.message_id})
+    assert fenced["k"] == fence(P, Q, record.message_id, record.expires_ms, 1)["k"]

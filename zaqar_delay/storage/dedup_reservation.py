@@ -136,16 +136,17 @@ PENDING = _Pending()
 
 
 class DedupReservation:
-    """Reserves the dedup ids of posts on one store. ``complete(project, queue, message id,
-    now ms)``: whether a message is stored, once the pushes its post may not have owed are
-    owed (asked of an unconfirmed record's message when its post's time is up). ``each``: how
-    the store maps a call over several ids (Swift's in parallel; one after another by
-    default)."""
+    """Reserves the dedup ids of posts on one store. ``complete(project, queue, record,
+    now ms)``: whether the message of an unconfirmed ``record`` is stored, once the pushes its
+    post may not have owed are owed (asked when its post's time is up); a store that can
+    also makes sure a message it answers not stored never will be (MongoDB fences its id),
+    so a post stalled past its grace is refused rather than stored twice. ``each``: how the
+    store maps a call over several ids (Swift's in parallel; one after another by default)."""
 
     def __init__(
         self,
         records: DedupRecords,
-        complete: Callable[[str, str, str, int], bool],
+        complete: Callable[[str, str, DedupRecord, int], bool],
         each: Mapper = _one_by_one,
     ) -> None:
         self._records = records
@@ -255,7 +256,7 @@ class DedupReservation:
         deadline = _grace_deadline(record, now_ms)
         while not record.stored:
             if time.monotonic() >= deadline:
-                if not self._complete(project, queue, record.message_id, now_ms):
+                if not self._complete(project, queue, record, now_ms):
                     return False, record
                 self._records.confirm(project, queue, [record])
                 return True, record

@@ -7,11 +7,17 @@ at: ms it was remembered, s: 1 once its message is stored}. The unique index on 
 decides races: of concurrent posts with one id, exactly one insert succeeds. A record's
 version is its ``_id`` (a new one's is its message id), and a write to it also names the
 message it remembered, so a post never changes a record another post has taken over since.
+
+A repeat that takes over the record of a post that is past its grace and has not stored its
+message first fences the message's id (``fence``): should that post only have stalled, its
+insert is then refused, and it answers 503 with nothing stored instead of storing the message
+a second time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +30,32 @@ from zaqar_delay.storage.mongodb.errors import duplicate_positions
 from zaqar_delay.storage.mongodb.schema import as_date, live_per_queue
 
 Doc = dict[str, Any]
+
+# A message document is one stored (a fence's ``e`` is 0).
+STORED_MESSAGE: Doc = {"e": {"$gt": 0}}
+# Posting positions a fence tries for a message id (a clash of two ids' positions in one queue
+# takes another).
+FENCE_ATTEMPTS = 3
+
+
+def fence(project: str, queue: str, message_id: str, until_ms: int, attempt: int) -> Doc:
+    """A messages-collection document that keeps ``message_id`` from ever being stored: the
+    post that named it is refused its insert (a duplicate ``_id``), however late it arrives.
+    In the queue's scope (``p``, ``q``), so a sharded collection keeps it on the message's
+    shard; expired (``e`` 0), so no read of the queue sees it; at a posting position (``k``)
+    below every message's, derived from the id, so the queue's positions stay unique; removed
+    by the TTL monitor with the id's record (``ex``)."""
+    digest = hashlib.sha256(f"{message_id}:{attempt}".encode()).digest()
+    position = -1 - int.from_bytes(digest[:7], "big")
+    return {
+        "_id": message_id,
+        "p": project,
+        "q": queue,
+        "k": position,
+        "e": 0,
+        "ex": as_date(until_ms),
+    }
+
 
 # What a post reads of a record.
 RECORD_FIELDS = {"i": 1, "m": 1, "e": 1, "at": 1, "s": 1}

@@ -34,6 +34,7 @@ from zaqar_delay.storage.mongodb.common import (
     MongoBase,
     message_of,
 )
+from zaqar_delay.storage.mongodb.dedup import FENCE_ATTEMPTS, STORED_MESSAGE, fence
 from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_class_errors
 from zaqar_delay.storage.mongodb.schema import as_date
 
@@ -139,9 +140,13 @@ class MessageOps(MongoBase):
                 if duplicate_positions(again) is None:
                     raise
             ids = [d["_id"] for d in documents]
-            if self._messages.count_documents({"_id": {"$in": ids}}) != len(ids):
+            stored = {"_id": {"$in": ids}, **STORED_MESSAGE}
+            if self._messages.count_documents(stored) != len(ids):
+                # A fence among them: a repeat of this post took its dedup id over.
                 raise errors.StorageUnavailable(
-                    "MongoDB refused part of the post's messages as duplicates of others"
+                    "MongoDB refused part of the post's messages: a repeat of the post took "
+                    "a dedup id of it over while it stalled. Nothing of it is stored; post "
+                    "again to learn the message's id."
                 ) from exc
 
     def _undo_post(
@@ -159,17 +164,27 @@ class MessageOps(MongoBase):
             self._pushes.delete_many(
                 {**self._queue_filter(project, queue), "m": {"$in": message_ids}}
             )
-            self._messages.delete_many({"_id": {"$in": message_ids}})
+            self._messages.delete_many({"_id": {"$in": message_ids}, **STORED_MESSAGE})
             self._dedup.forget(project, queue, remembered)
 
-    def _complete_post(self, project: str, queue: str, message_id: str, now_ms: int) -> bool:
-        """Whether the message ``message_id`` is stored, once the pushes its post may not
-        have owed yet are owed (a push owed already stays as it is)."""
-        stored = self._messages.find_one({"_id": message_id}, {"d": 1})
-        if stored is None:
-            return False
-        self._owe_pushes(project, queue, [stored], now_ms)
-        return True
+    def _complete_post(self, project: str, queue: str, record: DedupRecord, now_ms: int) -> bool:
+        """Whether the message of ``record`` is stored, once the pushes its post may not have
+        owed yet are owed (a push owed already stays as it is). A message not stored is
+        fenced first (``dedup.fence``), so its post can no longer store it."""
+        for attempt in range(FENCE_ATTEMPTS):
+            fenced = fence(project, queue, record.message_id, record.expires_ms, attempt)
+            try:
+                self._messages.insert_one(fenced)
+                return False
+            except pymongo.errors.DuplicateKeyError:
+                found = self._messages.find_one({"_id": record.message_id}, {"d": 1, "e": 1})
+            if found is not None and found["e"] == 0:
+                return False  # fenced by another repeat
+            if found is not None:
+                self._owe_pushes(project, queue, [found], now_ms)
+                return True
+            # Absent: the fence's position was another fence's; it takes another.
+        raise errors.StorageUnavailable("The message of a dedup id could not be fenced.")
 
     def receive_dead_letters(self, project: str, over: OverLimit, now_ms: int) -> None:
         queue = over.queue

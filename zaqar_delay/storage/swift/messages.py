@@ -23,7 +23,7 @@ from zaqar_delay.models import (
 )
 from zaqar_delay.storage import markers
 from zaqar_delay.storage.base import ANY_METADATA_VERSION, metadata_version_of, stale_metadata
-from zaqar_delay.storage.dedup_reservation import DedupReservation
+from zaqar_delay.storage.dedup_reservation import DedupRecord, DedupReservation
 from zaqar_delay.storage.message_rules import hops_field
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import Doc, delete_at, message_content_type, message_of
@@ -171,9 +171,11 @@ class MessageOps(PushOps):
             push_due_ms=push_due,
         )
 
-    def _complete_post(self, project: str, queue: str, message_id: str, now_ms: int) -> bool:
-        """Whether the message ``message_id`` is stored, once the pushes its post may not
-        have owed yet are owed (owing one again is a second delivery at worst)."""
+    def _complete_post(self, project: str, queue: str, record: DedupRecord, now_ms: int) -> bool:
+        """Whether the message of ``record`` is stored, once the pushes its post may not have
+        owed yet are owed (owing one again is a second delivery at worst). A message not
+        stored is not fenced: its post, if it only stalls, may still store it."""
+        message_id = record.message_id
         # Read as missing while a claim overwrites it, the message would be posted twice.
         stored = self._read_message(project, queue, message_id, known=True)
         if stored is None:
