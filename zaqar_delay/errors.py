@@ -179,6 +179,18 @@ class StorageUnavailable(ZaqarDelayError):
     tells_the_client = False
 
 
+class FirstPostPending(StorageUnavailable):
+    """A repeat of a post waited as long as a request waits for the first post of one of its
+    dedup ids, which may still be storing its message (503): to try again after
+    ``retry_after_s`` seconds, when that post is past its grace on any clock."""
+
+    tells_the_client = True
+
+    def __init__(self, description: str, retry_after_s: int) -> None:
+        super().__init__(description)
+        self.retry_after_s = retry_after_s
+
+
 class WriteNotReplicated(StorageUnavailable):
     """The store made a write but too few replicas confirmed it in time (503): the write
     may still have happened, and may still be lost if the store fails over now.

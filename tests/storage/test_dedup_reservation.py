@@ -14,7 +14,7 @@ import pytest
 from tests.helpers.stores import close_test_driver, every_message, open_test_driver, store_url
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage, Posted
-from zaqar_delay.storage.bounds import FIRST_POST_DEAD_AFTER_MS, FIRST_POST_GRACE_MS
+from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.dedup_reservation import (
     REMEMBERED_CHUNK,
     DedupRecord,
@@ -199,8 +199,8 @@ def test_a_repeat_waiting_on_a_record_another_repeat_took_over_waits_for_that_po
         return reread(project, queue, record)
 
     monkeypatch.setattr(records, "reread", watched)
-    waiter_clock = FakeClock(start.now_ms() + FIRST_POST_DEAD_AFTER_MS - 2000)
-    taker_clock = FakeClock(start.now_ms() + FIRST_POST_DEAD_AFTER_MS + 1000)
+    waiter_clock = FakeClock(start.now_ms() + reservation(mongodb).dead_after_ms - 2000)
+    taker_clock = FakeClock(start.now_ms() + reservation(mongodb).dead_after_ms + 1000)
     waiter = posting(mongodb, waiter_clock, results, "waiter", "job")
     try:
         assert waiting.wait(10), "the repeat waits for the first post"
@@ -302,7 +302,7 @@ def test_a_first_post_that_died_before_confirming_is_completed_by_a_repeat(
     [stored] = every_message(driver, P, Q, clock.now_ms())
     assert stored.body == "once", "the first post stored its message"
 
-    clock.advance(ms=FIRST_POST_DEAD_AFTER_MS)
+    clock.advance(ms=reservation(driver).dead_after_ms)
     confirmed: list[Sequence[DedupRecord]] = []
     records = reservation(driver)._records
     confirm = records.confirm

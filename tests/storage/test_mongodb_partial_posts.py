@@ -27,7 +27,6 @@ from zaqar_delay.models import (
     OverLimit,
     Posted,
 )
-from zaqar_delay.storage.bounds import FIRST_POST_DEAD_AFTER_MS
 from zaqar_delay.storage.dedup_reservation import DedupRecord
 from zaqar_delay.storage.mongodb.dedup import fence
 from zaqar_delay.storage.mongodb.driver import MongoDriver
@@ -96,7 +95,7 @@ def test_a_repeat_of_a_post_refused_before_its_dedup_id_was_forgotten_is_stored(
     assert withdrawals.refused == 1, "the dedup id was withdrawn"
     assert mongo.stats(P, Q, clock.now_ms()).total == 0
 
-    clock.advance(ms=FIRST_POST_DEAD_AFTER_MS)  # past the time its post could still be storing it
+    clock.advance(ms=mongo._dedup.dead_after_ms)  # past the time its post could still be storing it
     stored = mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
     assert stored.duplicates == ()
     [message] = mongo.get_messages(P, Q, stored.ids, clock.now_ms())
@@ -160,7 +159,7 @@ def test_a_repeat_of_a_post_killed_before_owing_its_pushes_owes_them(
     [stored] = every_message(mongo, P, Q, clock.now_ms())
     assert owed(mongo, clock) == []
 
-    clock.advance(ms=FIRST_POST_DEAD_AFTER_MS)
+    clock.advance(ms=mongo._dedup.dead_after_ms)
     repeat = mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
     assert (repeat.ids, repeat.duplicates) == ([stored.id], (0,))
     assert owed(mongo, clock) == [stored.id]
@@ -266,7 +265,7 @@ def test_a_post_stalled_past_its_grace_is_refused_once_a_repeat_took_its_dedup_i
     nothing. Before, the message was stored twice."""
     clock = FakeClock()
     post = [NewMessage('"once"', 3600, 0, "job-5"), NewMessage('"plain"', 3600, 0)]
-    later = FakeClock(clock.now_ms() + FIRST_POST_DEAD_AFTER_MS)  # the repeat's clock
+    later = FakeClock(clock.now_ms() + mongo._dedup.dead_after_ms)  # the repeat's clock
     reserve = mongo._dedup.reserve
     repeats: list[Posted] = []
 

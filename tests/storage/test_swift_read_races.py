@@ -33,7 +33,6 @@ from zaqar_delay.models import (
     Settlement,
 )
 from zaqar_delay.storage.base import metadata_version_of
-from zaqar_delay.storage.bounds import FIRST_POST_DEAD_AFTER_MS
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -373,7 +372,7 @@ def test_a_repeat_that_reads_the_first_post_s_message_as_missing_is_its_duplicat
             P, Q, ListQuery(None, 10, ALICE, echo=True), clock.now_ms()
         ).messages
     ]
-    clock.advance(ms=FIRST_POST_DEAD_AFTER_MS)
+    clock.advance(ms=swift._dedup.dead_after_ms)
     raced.next_read(message_object(swift, first))
     repeat = swift.post_messages(P, Q, messages, ALICE, clock.now_ms())
     assert raced.given == [message_object(swift, first)]

@@ -34,7 +34,6 @@ from zaqar_delay.models import (
     Settlement,
 )
 from zaqar_delay.storage.base import metadata_version_of
-from zaqar_delay.storage.bounds import FIRST_POST_DEAD_AFTER_MS
 from zaqar_delay.storage.swift import connect, names
 from zaqar_delay.storage.swift.access import access_from_uri
 from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient
@@ -620,7 +619,7 @@ def test_a_repeat_of_a_post_refused_before_its_dedup_id_was_forgotten_is_stored(
     assert entries.refused[0].startswith("PUT "), "the message was stored"
     assert generations.refused, "the dedup id was forgotten"
 
-    clock.advance(ms=FIRST_POST_DEAD_AFTER_MS)  # past the time its post could still be storing it
+    clock.advance(ms=swift._dedup.dead_after_ms)  # past the time its post could still be storing it
     stored = swift.post_messages(P, Q, post, ALICE, clock.now_ms())
     assert stored.duplicates == ()
     [message] = swift.get_messages(P, Q, stored.ids, clock.now_ms())
@@ -677,7 +676,7 @@ def test_a_repeat_of_a_post_killed_before_owing_its_pushes_owes_them(
     assert swift.stats(P, Q, clock.now_ms()).total == 1
     assert leased_now(swift, clock) == []
 
-    clock.advance(ms=FIRST_POST_DEAD_AFTER_MS)
+    clock.advance(ms=swift._dedup.dead_after_ms)
     repeat = swift.post_messages(P, Q, post, ALICE, clock.now_ms())
     assert repeat.duplicates == (0,)
     assert leased_now(swift, clock) == repeat.ids

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
+from typing import Any
 
 import pytest
 
 from tests.helpers.memory_swift import MemorySwift, Process, memory_client
+from tests.helpers.stores import every_message
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ClaimTimes, NewMessage
+from zaqar_delay.models import ClaimTimes, NewMessage, Posted
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
@@ -85,9 +88,45 @@ def test_a_post_of_several_past_its_deadline_is_refused_and_stores_nothing(
     with pytest.raises(errors.StorageUnavailable, match="too slow"):
         driver.post_messages(P, Q, batch, "c", now)
     assert slow_swift.names(f"zd_{names.MESSAGES}", names.queue_prefix(P, Q)) == []
-    # One message commits with its own write: no deadline.
+    # One message commits with its own write: no deadline, unless it reserved a dedup id.
     (one,) = driver.post_messages(P, Q, batch[:1], "c", now).ids
     assert [m.id for m in driver.get_messages(P, Q, [one], now)] == [one]
+    with pytest.raises(errors.StorageUnavailable, match="too slow"):
+        driver.post_messages(P, Q, [NewMessage('"once"', 3600, 0, "job")], "c", now)
+    assert [m.id for m in every_message(driver, P, Q, now)] == [one]
+    assert not driver.remembers_dedup_ids(P, Q, ["job"], now), "its dedup id was forgotten"
+
+
+def test_a_post_stalled_past_its_deadline_leaves_its_dedup_id_to_a_repeat(
+    slow_swift: MemorySwift, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first post of a dedup id stalls after reserving it until past its deadline, and a
+    repeat past its grace takes the id over and stores the message meanwhile: the stalled
+    post is refused and stores nothing. Before, it stored the message a second time."""
+    driver = driver_on(slow_swift, orphan_grace_ms=2_500)
+    assert driver._times.post_deadline_ms == 500
+    clock = FakeClock()
+    later = FakeClock(clock.now_ms() + driver._dedup.dead_after_ms)  # the repeat's clock
+    post = [NewMessage('"once"', 3600, 0, "job")]
+    reserve = driver._dedup.reserve
+    repeats: list[Posted] = []
+
+    def reserve_then_stall(*args: Any) -> Any:
+        taken = reserve(*args)
+        if not repeats:
+            repeats.append(Posted([], ()))  # this post's own reservation is not stalled
+            repeats[0] = driver.post_messages(P, Q, post, "c", later.now_ms())
+            time.sleep(0.5)  # past the first post's deadline
+        return taken
+
+    monkeypatch.setattr(driver._dedup, "reserve", reserve_then_stall)
+    with pytest.raises(errors.StorageUnavailable, match="too slow"):
+        driver.post_messages(P, Q, post, "c", clock.now_ms())
+    [repeat] = repeats
+    assert repeat.duplicates == (), "the repeat took the id over and stored the message"
+    assert [m.id for m in every_message(driver, P, Q, later.now_ms())] == repeat.ids
+    again = driver.post_messages(P, Q, post, "c", later.now_ms())
+    assert (again.ids, again.duplicates) == (repeat.ids, (0,))
 
 
 def test_a_pop_past_its_deadline_deletes_nothing_and_its_messages_come_back(

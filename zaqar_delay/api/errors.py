@@ -47,7 +47,7 @@ def handle_service_error(
         if not exc.tells_the_client:
             description = UNAVAILABLE
     headers = {}
-    if isinstance(exc, errors.TooManyRequests):
+    if isinstance(exc, errors.TooManyRequests | errors.FirstPostPending):
         headers["Retry-After"] = str(exc.retry_after_s)
     raise falcon.HTTPError(status, title=exc.title, description=description, headers=headers)
 

@@ -30,19 +30,20 @@ SCAN_EXTRA = 100
 # Compare-and-set attempts at a rate's next free time before a push waits for the next lease.
 RATE_ATTEMPTS = 8
 
-# How long the post that reserved a dedup id may still be storing its message, and how often a
-# repeat waiting for it looks.
+# How long the post that reserved a dedup id may still be storing its message (MongoDB's;
+# Swift's is its orphan grace, ``SwiftTimes.first_post_grace_ms``), and how often a repeat
+# waiting for it looks.
 FIRST_POST_GRACE_MS = 10_000
 FIRST_POST_POLL_S = 0.05
+# How long a repeat waits for a first post in one request; a grace longer than this is waited
+# out over several requests, each answered 503 with Retry-After.
+FIRST_POST_WAIT_MS = 10_000
 
 # How far apart the clocks of two servers sharing a store may be. A record's time is read on
 # the clock of the post that made it and judged on another's: a repeat takes a first post's
 # record for dead without waiting only when it is older than the grace by this much, and
 # otherwise waits out the grace on its own watch (``storage.dedup_reservation``).
 CLOCK_DISAGREEMENT_MS = 60_000
-# A record older than this, on the clock of the repeat reading it, is past its post's grace on
-# any clock.
-FIRST_POST_DEAD_AFTER_MS = FIRST_POST_GRACE_MS + CLOCK_DISAGREEMENT_MS
 
 # Swift's defaults ([drivers:message_store:swift]): how long after a create-only write an
 # object server may still commit a concurrent one (settle_ms), and how long a post may use the

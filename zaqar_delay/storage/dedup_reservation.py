@@ -9,18 +9,20 @@ over) the record; the others read its message id.
 Ids are reserved before the messages are stored, so a consumer can never see a message twice;
 if storing them (or owing the pushes for them) then fails, the post forgets the ids again, and
 once it is stored whole it confirms them. A repeat that meets an unconfirmed record waits for
-its post to confirm it, until ``FIRST_POST_GRACE_MS`` after the record was made. Unconfirmed
-then, that post failed part-way and could not undo it (the store went away, or the process
-died): if its message is stored, the repeat completes it (owes the pushes it may not have owed)
-and confirms it; if not, the record is taken over. So a repeat is never answered with the id of
-a message that was never stored, nor of one never pushed.
+its post to confirm it, for the store's grace (``grace_ms``: the longest a post may take to
+store its message; ``FIRST_POST_GRACE_MS`` on MongoDB). Unconfirmed then, that post failed
+part-way and could not undo it (the store went away, or the process died): if its message is
+stored, the repeat completes it (owes the pushes it may not have owed) and confirms it; if not,
+the record is taken over. So a repeat is never answered with the id of a message that was
+never stored, nor of one never pushed.
 
 The record's time is the first post's clock, and the repeat's may run ahead of it: the grace is
 measured on the repeat's own watch from when it first sees the record, and cut short only by as
-much as the record is older than ``FIRST_POST_DEAD_AFTER_MS`` (the grace plus how far two
-clocks may disagree): a first post that died over a minute before is taken over at once, one
-seen ten seconds old is waited for. A record
-taken over by another repeat meanwhile is a new first post, waited for anew.
+much as the record is older than ``dead_after_ms`` (the grace plus ``CLOCK_DISAGREEMENT_MS``,
+how far two clocks may disagree): a first post that died long before is taken over at once,
+one seen just made is waited for. A record taken over by another repeat meanwhile is a new
+first post, waited for anew. One request waits at most ``FIRST_POST_WAIT_MS``; a longer grace
+is answered 503 with Retry-After (``FirstPostPending``).
 
 A post of several ids that meets one being stored gives back the ids it took and takes them
 again one at a time in id order, waiting where it must: posts wait only in that order, so none
@@ -30,6 +32,7 @@ waits on a post that waits on it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
@@ -38,9 +41,10 @@ from zaqar_delay import errors
 from zaqar_delay.admission import stepped_aside
 from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.bounds import (
-    FIRST_POST_DEAD_AFTER_MS,
+    CLOCK_DISAGREEMENT_MS,
     FIRST_POST_GRACE_MS,
     FIRST_POST_POLL_S,
+    FIRST_POST_WAIT_MS,
 )
 from zaqar_delay.storage.dedup_ids import PostDedupIds
 
@@ -141,17 +145,27 @@ class DedupReservation:
     post may not have owed are owed (asked when its post's time is up); a store that can
     also makes sure a message it answers not stored never will be (MongoDB fences its id),
     so a post stalled past its grace is refused rather than stored twice. ``each``: how the
-    store maps a call over several ids (Swift's in parallel; one after another by default)."""
+    store maps a call over several ids (Swift's in parallel; one after another by default).
+    ``grace_ms``: how long a first post may still be storing its message after it reserved
+    its ids."""
 
     def __init__(
         self,
         records: DedupRecords,
         complete: Callable[[str, str, DedupRecord, int], bool],
         each: Mapper = _one_by_one,
+        grace_ms: int = FIRST_POST_GRACE_MS,
     ) -> None:
         self._records = records
         self._complete = complete
         self._each = each
+        self._grace_ms = grace_ms
+
+    @property
+    def dead_after_ms(self) -> int:
+        """A record older than this, on the clock of the repeat reading it, is past its post's
+        grace on any clock."""
+        return self._grace_ms + CLOCK_DISAGREEMENT_MS
 
     def reserve(
         self,
@@ -253,7 +267,8 @@ class DedupReservation:
         that post may still be storing it (without ``wait``: None then); with the record as
         last read. Past that time an unconfirmed record's message, if stored, is completed and
         the record confirmed."""
-        deadline = _grace_deadline(record, now_ms)
+        deadline = self._grace_end(record, now_ms)
+        began = time.monotonic()
         while not record.stored:
             if time.monotonic() >= deadline:
                 if not self._complete(project, queue, record, now_ms):
@@ -262,6 +277,7 @@ class DedupReservation:
                 return True, record
             if not wait:
                 return None, record
+            self._check_waited(record, now_ms, began)
             with stepped_aside():  # no work meanwhile; the first post may need the turn
                 time.sleep(FIRST_POST_POLL_S)
             found = self._records.reread(project, queue, record)
@@ -270,9 +286,31 @@ class DedupReservation:
             if found.message_id != record.message_id:
                 # Another repeat took it over (MongoDB rewrites the record in place): that
                 # post may be storing its message now, and is given its own grace.
-                deadline = _grace_deadline(found, now_ms)
+                deadline = self._grace_end(found, now_ms)
             record = found
         return True, record
+
+    def _grace_end(self, record: DedupRecord, now_ms: int) -> float:
+        """On ``time.monotonic``, when a repeat that sees ``record`` unconfirmed now (its clock
+        read ``now_ms`` before) stops waiting for its post: the grace from now, less only what
+        the record is older than ``dead_after_ms`` on its clock, so a repeat whose clock runs
+        ahead of the first post's never cuts the first post's grace short."""
+        left_ms = min(self._grace_ms, max(0, self.dead_after_ms - (now_ms - record.at_ms)))
+        return time.monotonic() + left_ms / 1000
+
+    def _check_waited(self, record: DedupRecord, now_ms: int, began: float) -> None:
+        """FirstPostPending once this request has waited ``FIRST_POST_WAIT_MS`` (since
+        ``began``) for the post of ``record``: to retry when the record is past
+        ``dead_after_ms`` on this clock."""
+        waited_ms = (time.monotonic() - began) * 1000
+        if waited_ms < FIRST_POST_WAIT_MS:
+            return
+        left_ms = self.dead_after_ms - (now_ms + waited_ms - record.at_ms)
+        raise errors.FirstPostPending(
+            f"The first post of dedup id {record.dedup_id!r} may still be storing its "
+            "message; retry the post later.",
+            max(1, math.ceil(left_ms / 1000)),
+        )
 
     def remembers(self, project: str, queue: str, dedup_ids: Sequence[str], now_ms: int) -> bool:
         """``Driver.remembers_dedup_ids``: the ids' records read ``REMEMBERED_CHUNK`` at a
@@ -297,12 +335,3 @@ class DedupReservation:
         """Withdraw the records a post took (it failed, or gives them back)."""
         if taken:
             self._records.forget(project, queue, taken)
-
-
-def _grace_deadline(record: DedupRecord, now_ms: int) -> float:
-    """On ``time.monotonic``, when a repeat that sees ``record`` unconfirmed now (its clock
-    read ``now_ms`` before) stops waiting for its post: the grace from now, less only what the
-    record is older than the grace and the clocks' disagreement on its clock, so a repeat
-    whose clock runs ahead of the first post's never cuts the first post's grace short."""
-    left_ms = min(FIRST_POST_GRACE_MS, max(0, FIRST_POST_DEAD_AFTER_MS - (now_ms - record.at_ms)))
-    return time.monotonic() + left_ms / 1000

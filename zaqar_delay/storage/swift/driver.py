@@ -63,6 +63,7 @@ class SwiftDriver(QueueOps, MessageOps, EditOps, ClaimOps):
             ),
             self._complete_post,
             swift.each,
+            self._times.first_post_grace_ms,
         )
         self._dedup_reclaim = dedup_reclaim
         self._committed_posts: Facts[bool] = Facts()

@@ -41,21 +41,28 @@ class MessageOps(PushOps):
     # -- posting -------------------------------------------------------------------------------
 
     def _store(
-        self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], started: float
+        self,
+        project: str,
+        queue: str,
+        stored: Sequence[tuple[str, Doc]],
+        started: float,
+        reserved: bool,
     ) -> None:
         """Post ``stored``: the messages, claimable by their names (no index entry is
         written), then, for several messages, the object that commits them (``bt`` in each
         names it), which one write creates: a post is read whole or not at all. If a write
         fails, what was written is deleted again before the error is raised. The commit is
         sent only within ``SwiftTimes.post_deadline_ms`` of ``started`` (the post's start,
-        ``time.monotonic()``): later, claimers may be removing its messages as uncommitted
-        before it lands, and the post is refused (and undone) instead."""
+        ``time.monotonic()``), and so is a lone message that ``reserved`` dedup ids: later,
+        claimers may be removing the messages of several as uncommitted, or a repeat taking
+        the dedup ids over, before it lands, and the post is refused (and undone) instead."""
         post = _post_of(stored)
         try:
+            if reserved and stored and not post:
+                self._check_deadline(started)
             self._swift.each(lambda item: self._write_message(project, queue, *item), stored)
             if post:
-                if elapsed_ms(started) >= self._times.post_deadline_ms:
-                    raise errors.StorageUnavailable("Swift was too slow for the post to commit.")
+                self._check_deadline(started)
                 expires_ms = max(int(doc["e"]) for _, doc in stored)
                 self._swift.put(
                     self._container(names.MESSAGES),
@@ -69,6 +76,10 @@ class MessageOps(PushOps):
             raise
         if post:
             self._committed_posts.learn(self._post_name(project, queue, post), True)
+
+    def _check_deadline(self, started: float) -> None:
+        if elapsed_ms(started) >= self._times.post_deadline_ms:
+            raise errors.StorageUnavailable("Swift was too slow for the post to be stored.")
 
     def _undo_post(
         self, project: str, queue: str, stored: Sequence[tuple[str, Doc]], post: str
@@ -151,7 +162,7 @@ class MessageOps(PushOps):
         # unconfirmed: like a crash in between, a repeat then completes the post or takes
         # the ids over (dedup.py).
         try:
-            self._store(project, queue, fresh, started)
+            self._store(project, queue, fresh, started, reserved=bool(generations))
         except errors.StorageUnavailable:
             self._dedup.forget(project, queue, generations)
             raise

@@ -83,9 +83,18 @@ class SwiftTimes:
 
     @property
     def post_deadline_ms(self) -> int:
-        """How long after it started a post of several may still send its commit: the
-        commit is then applied before claimers may remove the post's messages."""
+        """How long after it started a post may still send the write that stores it (its
+        message, or the commit of several): the write is then applied before claimers may
+        remove the post's messages, and before a repeat of its dedup ids may take them over."""
         return self.orphan_grace_ms - self.request_ms
+
+    @property
+    def first_post_grace_ms(self) -> int:
+        """How long a repeat waits for the first post of a dedup id (``dedup_reservation``):
+        every post stores itself within ``post_deadline_ms`` plus a request of its start, the
+        orphan grace. Swift applies a late write rather than refuse it, so the wait is the
+        bound."""
+        return self.orphan_grace_ms
 
     @property
     def pop_deadline_ms(self) -> int:
