@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from tests.helpers.stores import close_test_driver, every_message, open_test_driver, store_url
+from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage, Posted
+from zaqar_delay.storage import dedup_reservation
 from zaqar_delay.storage.bounds import FIRST_POST_GRACE_MS
 from zaqar_delay.storage.dedup_reservation import (
     REMEMBERED_CHUNK,
@@ -216,6 +218,36 @@ def test_a_repeat_waiting_on_a_record_another_repeat_took_over_waits_for_that_po
         waiter.join(15)
     taker.join(10)
     stored_once(mongodb, results, "waiter", "taker", start.now_ms())
+
+
+def test_a_post_of_several_ids_refused_while_waiting_gives_back_the_ids_it_took(
+    driver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post of ids a and b waits for b, which a stalled post is storing, past the time a
+    request waits: it is refused (503), and a, which it took, is given back rather than held
+    unconfirmed for a repeat of a to wait on."""
+    monkeypatch.setattr(dedup_reservation, "FIRST_POST_WAIT_MS", 300)
+    clock = FakeClock()
+    results: dict[str, Posted] = {}
+    reserved, go = threading.Event(), threading.Event()
+
+    def stall() -> None:
+        reserved.set()
+        go.wait(20)
+
+    after_reserving(monkeypatch, driver, {"first": stall})
+    first = posting(driver, clock, results, "first", "b")
+    try:
+        assert reserved.wait(10)
+        both = [NewMessage('"a"', 3600, 0, "a"), NewMessage('"b"', 3600, 0, "b")]
+        with pytest.raises(errors.FirstPostPending):
+            driver.post_messages(P, Q, both, ALICE, clock.now_ms())
+        alone = driver.post_messages(P, Q, [NewMessage('"a"', 3600, 0, "a")], ALICE, clock.now_ms())
+        assert alone.duplicates == ()
+    finally:
+        go.set()
+        first.join(10)
+    assert driver.stats(P, Q, clock.now_ms()).total == 2
 
 
 def test_an_id_whose_first_post_is_being_stored_is_not_yet_remembered_as_stored(

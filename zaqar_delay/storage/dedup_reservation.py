@@ -31,6 +31,7 @@ waits on a post that waits on it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -216,15 +217,30 @@ class DedupReservation:
         # holding ids of this post's own could wait on a post that waits on this one: they are
         # given back, and taken again one at a time in id order.
         self.forget(project, queue, [a for a in answers.values() if isinstance(a, DedupRecord)])
+        return self._take_in_order(project, queue, wanted, now_ms)
+
+    def _take_in_order(
+        self, project: str, queue: str, wanted: list[DedupRecord], now_ms: int
+    ) -> dict[str, str | DedupRecord]:
+        """The answers for ``wanted``, taken one at a time in id order, waiting where one is
+        being stored. A post refused on the way (it waited a request long, or the store
+        failed) gives back the ids it took, so no repeat of them waits for it."""
         ordered: dict[str, str | DedupRecord] = {}
-        for record in sorted(wanted, key=lambda r: r.dedup_id):
-            [(taken, made)] = self._records.create(project, queue, [record])
-            if taken and made is not None:
-                answer: str | DedupRecord | _Pending = made
-            else:
-                answer = self._settle(project, queue, record, now_ms, True, made)
-            assert not isinstance(answer, _Pending)  # waited for
-            ordered[record.dedup_id] = answer
+        try:
+            for record in sorted(wanted, key=lambda r: r.dedup_id):
+                [(taken, made)] = self._records.create(project, queue, [record])
+                if taken and made is not None:
+                    answer: str | DedupRecord | _Pending = made
+                else:
+                    answer = self._settle(project, queue, record, now_ms, True, made)
+                assert not isinstance(answer, _Pending)  # waited for
+                ordered[record.dedup_id] = answer
+        except errors.StorageUnavailable:
+            with contextlib.suppress(errors.StorageUnavailable):
+                self.forget(
+                    project, queue, [a for a in ordered.values() if isinstance(a, DedupRecord)]
+                )
+            raise
         return ordered
 
     def _settle(
