@@ -4,9 +4,10 @@ limit), held without a store call per post.
 Counting a project's messages reads each of its queues (``Stores.count_messages``), so each
 server process keeps a *tally* per project: the store's latest count, and the messages this
 process admitted since. A post's messages are added to the tally when they are admitted,
-before they are stored (concurrent posts of one project see each other's), and stay in it until
-the next count, even when the post is then refused or repeats a ``dedup_id``. The project is
-counted again before a post is admitted:
+before they are stored (concurrent posts of one project see each other's); those it then does
+not store (the post is refused, or they repeat a ``dedup_id``) are given back, unless the
+project was counted since (that count did not see them). The project is counted again before a
+post is admitted:
 
 * when its count is older than ``RECOUNT_AFTER_MS``, so messages consumed, deleted or expired
   meanwhile, and what other processes stored, are seen;
@@ -70,6 +71,15 @@ class _Tally:
         return self.counted + self.admitted + adding <= most
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Admitted:
+    """What a post was admitted for: ``count`` messages of ``project``, on ``tally``."""
+
+    project: str
+    tally: _Tally
+    count: int
+
+
 class MessageQuota:
     """Admits or refuses (QuotaExceeded, 403) the messages of a post against its project's
     limit."""
@@ -83,11 +93,12 @@ class MessageQuota:
         # so concurrent posts of a project do not count it each.
         self._counting: set[str] = set()
 
-    def admit(self, project: str, adding: int) -> None:
-        """Add ``adding`` messages to the project's tally; QuotaExceeded, adding nothing,
-        when they would take it past the limit."""
+    def admit(self, project: str, adding: int) -> Admitted | None:
+        """Add ``adding`` messages to the project's tally, and say what was added (None
+        without a limit); QuotaExceeded, adding nothing, when they would take it past the
+        limit."""
         if not self.most:
-            return
+            return None
         now_ms = self._clock.now_ms()
         tally = self._tallies.get(project)
         if tally is None or (
@@ -103,6 +114,13 @@ class MessageQuota:
                 "expire, then post again."
             )
         tally.admitted += adding
+        return Admitted(project, tally, adding)
+
+    def give_back(self, admitted: Admitted, count: int) -> None:
+        """Take ``count`` of the messages ``admitted`` off the project's tally: they were not
+        stored. Nothing once the project was counted since, which did not see them."""
+        if self._tallies.get(admitted.project) is admitted.tally:
+            admitted.tally.admitted = max(0, admitted.tally.admitted - min(count, admitted.count))
 
     def _counted(self, project: str, now_ms: int) -> _Tally:
         """A fresh tally of the project, from the store's count."""

@@ -17,7 +17,7 @@ from typing import Any
 from zaqar_delay import errors, jsondoc, push_hops, validation
 from zaqar_delay.conf import Limits
 from zaqar_delay.encryption import QueueEncryption
-from zaqar_delay.message_quota import MessageQuota
+from zaqar_delay.message_quota import Admitted, MessageQuota
 from zaqar_delay.models import UNKNOWN_METADATA, Batch, NewMessage, Posted, VersionedMetadata
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.stores import Stores
@@ -101,16 +101,29 @@ class MessagePoster:
         """
         push_hops.check(origin.hops, self.limits.max_push_hops)  # before the body is parsed
         raw_messages: list[Any] = []
+        admitted: list[Admitted] = []
 
         def build(policy: QueuePolicy) -> list[NewMessage]:
             self.check_size(policy, len(payload))
             if not raw_messages:
                 raw_messages.extend(self._raw_messages(payload))
-                self._admit(project, queue, raw_messages, now_ms)  # once, however often built
+                # Once, however often built.
+                admitted.extend(self._admit(project, queue, raw_messages, now_ms))
             built = self._build(raw_messages, policy, now_ms, round_up)
             return origin.applied(built, self.limits.max_push_hops)
 
-        return self._store(project, queue, client_id, now_ms, build, seal=False)
+        try:
+            posted, built = self._store(project, queue, client_id, now_ms, build, seal=False)
+        except errors.ZaqarDelayError as exc:
+            # A store that failed may have stored them (a write whose answer was lost): they
+            # stay on the tally until the next count.
+            if not isinstance(exc, errors.StorageUnavailable) or isinstance(
+                exc, errors.FirstPostPending
+            ):
+                self._give_back(admitted, len(raw_messages))
+            raise
+        self._give_back(admitted, len(posted.duplicates))
+        return posted, built
 
     def post_built(
         self,
@@ -125,14 +138,24 @@ class MessagePoster:
         queue encrypts its messages or ``seal`` says so (they come from a queue that does)."""
         return self._store(project, queue, client_id, now_ms, lambda _: messages, seal)
 
-    def _admit(self, project: str, queue: str, raw_messages: list[Any], now_ms: int) -> None:
-        """Admit the post's messages against the project's message quota. Past it, a post
-        whose every message repeats a dedup id the queue remembers is let through all the
-        same: it stores nothing, and its answer is the first post's, as a retry expects."""
+    def _give_back(self, admitted: list[Admitted], count: int) -> None:
+        """Give the quota back ``count`` messages of a post that did not store them."""
+        if self.quota is not None and count:
+            for each in admitted:
+                self.quota.give_back(each, count)
+
+    def _admit(
+        self, project: str, queue: str, raw_messages: list[Any], now_ms: int
+    ) -> list[Admitted]:
+        """Admit the post's messages against the project's message quota; what was admitted,
+        to give back what is not stored. Past it, a post whose every message repeats a dedup
+        id the queue remembers is let through all the same (admitted for nothing): it stores
+        nothing, and its answer is the first post's, as a retry expects."""
         if self.quota is None:
-            return
+            return []
         try:
-            self.quota.admit(project, len(raw_messages))
+            admitted = self.quota.admit(project, len(raw_messages))
+            return [] if admitted is None else [admitted]
         except errors.QuotaExceeded:
             ids = [m.get("dedup_id") if isinstance(m, dict) else None for m in raw_messages]
             wanted = [i for i in ids if isinstance(i, str) and i]
@@ -143,6 +166,7 @@ class MessagePoster:
                 project, queue, wanted, now_ms
             ):
                 raise
+            return []
 
     def _store(
         self,

@@ -89,6 +89,23 @@ def test_room_made_by_deleting_is_usable_once_the_project_is_counted_again(
     assert_error(post(limited, "q", 1), 403, "Quota exceeded")
 
 
+def test_messages_a_post_did_not_store_leave_room_at_once(limited: Api) -> None:
+    """An invalid post, and a repeat of dedup ids, store nothing: the messages they were
+    admitted for are given back, so the next post is not refused for them (the clock stands
+    still: no count is made again)."""
+    assert post(limited, "q", 5).status_code == 201
+    invalid = {"messages": [{"body": n, "ttl": 60} for n in range(3)] + [{"ttl": 60}]}
+    assert_error(limited.post("/v2/queues/q/messages", json=invalid), 400, "Invalid request body")
+    remembered = {"messages": [{"body": "job", "ttl": 60, "dedup_id": "job"}]}
+    assert limited.post("/v2/queues/q/messages", json=remembered).status_code == 201
+    for _ in range(3):
+        repeat = limited.post("/v2/queues/q/messages", json=remembered)
+        assert repeat.status_code == 201 and repeat.json["duplicates"], repeat.text
+    assert post(limited, "q", 4).status_code == 201
+    assert_error(post(limited, "q", 1), 403, "Quota exceeded")
+    assert totals(limited, "q") == [MOST]
+
+
 def test_expired_messages_leave_room(limited: Api) -> None:
     assert post(limited, "q", MOST).status_code == 201
     assert_error(post(limited, "q", 1), 403, "Quota exceeded")

@@ -172,6 +172,36 @@ def test_posts_arriving_while_the_project_is_counted_are_admitted_on_the_tally_a
     assert store.counts == counted + 1, "one count for both posts"
 
 
+def test_messages_given_back_make_room_at_once() -> None:
+    """A post admitted and then not stored (refused, or repeating dedup ids) leaves room for
+    the next without waiting for a count."""
+    store, clock = Store(), FakeClock()
+    quota = store.quota(10, clock)
+    assert store.post(quota, "p", 5)
+    unstored = quota.admit("p", 5)
+    assert unstored is not None
+    assert not store.post(quota, "p", 1), "the limit is reached"
+    quota.give_back(unstored, 3)
+    assert store.post(quota, "p", 3)
+    assert not store.post(quota, "p", 1)
+    assert store.counts == 1
+
+
+def test_a_count_after_the_admission_leaves_nothing_to_give_back() -> None:
+    """The count after it did not see the messages not stored: giving them back again would
+    let the project past its limit."""
+    store, clock = Store(), FakeClock()
+    quota = store.quota(10, clock)
+    unstored = quota.admit("p", 4)
+    assert unstored is not None
+    clock.advance(ms=RECOUNT_AFTER_MS)
+    assert store.post(quota, "p", 10), "counted again: nothing held"
+    counted = store.counts
+    quota.give_back(unstored, 4)
+    assert not store.post(quota, "p", 1)
+    assert store.counts == counted
+
+
 def test_no_limit_never_counts() -> None:
     store, clock = Store(), FakeClock()
     quota = store.quota(0, clock)
