@@ -40,6 +40,7 @@ from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.memory_swift import Fault, MemorySwift, Process, faulty_client, memory_client
 from zaqar_delay import errors
 from zaqar_delay.models import ClaimTimes, Deletion, Message, MessageEdit, NewMessage
+from zaqar_delay.storage.bounds import CLOCK_DISAGREEMENT_MS
 from zaqar_delay.storage.swift import connect, lifecycle, names
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -332,7 +333,13 @@ class SwiftSlotMachine(RuleBasedStateMachine):
         self.swift.listing_lag = 0
         for index in range(len(self.processes)):
             self.restart(index)
-        self.now += max(CLAIM_TTL_S) * 1000 + 60_000 + ORPHAN_GRACE_MS + TAKER_GRACE_MS
+        self.now += (
+            max(CLAIM_TTL_S) * 1000
+            + 60_000
+            + ORPHAN_GRACE_MS
+            + CLOCK_DISAGREEMENT_MS
+            + TAKER_GRACE_MS
+        )
         self.now = max([self.now, *self.due.values()]) + 1
         self.live.clear()
         drained: list[str] = []

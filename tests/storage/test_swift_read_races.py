@@ -33,6 +33,7 @@ from zaqar_delay.models import (
     Settlement,
 )
 from zaqar_delay.storage.base import metadata_version_of
+from zaqar_delay.storage.bounds import CLOCK_DISAGREEMENT_MS
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -192,7 +193,7 @@ def test_a_due_message_read_as_missing_by_its_claimer_is_taken_not_unindexed(
     entry went, and the message stayed, never claimed again."""
     clock = FakeClock()
     mid = post(swift, clock)
-    clock.advance(ms=ORPHAN_GRACE_MS + 1000)
+    clock.advance(ms=ORPHAN_GRACE_MS + CLOCK_DISAGREEMENT_MS + 1000)
     raced.next_read(message_object(swift, mid))
     assert claim(swift, clock) == [mid]
     assert raced.given == [message_object(swift, mid)]
@@ -207,7 +208,7 @@ def test_a_message_read_as_missing_by_a_claimer_that_lost_its_slot_stays(
     clock = FakeClock()
     mid = post(swift, clock)
     assert swift._take_slot(P, Q, mid, Slot(1, 1, "d" * 32, clock.now_ms() + 30_000))
-    clock.advance(ms=ORPHAN_GRACE_MS + 1000)
+    clock.advance(ms=ORPHAN_GRACE_MS + CLOCK_DISAGREEMENT_MS + 1000)
     raced.next_read(message_object(swift, mid), slot_object(swift, mid, 1))
     assert claim(swift, clock) == [mid]
     assert sorted(raced.given) == sorted([message_object(swift, mid), slot_object(swift, mid, 1)])

@@ -15,12 +15,12 @@ from tests.helpers.memory_swift import MemorySwift, Process, memory_client
 from tests.helpers.stores import every_message
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import ClaimTimes, NewMessage, Posted
+from zaqar_delay.models import Claim, ClaimTimes, NewMessage, Posted
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
-from zaqar_delay.storage.swift.timing import SwiftTimes
+from zaqar_delay.storage.swift.timing import ORPHAN_GRACE_MS, SwiftTimes
 
 P, Q = "p", "q"
 URI = "swift://a%3Au:k@/p?auth_url=http://127.0.0.1:1/auth/v1.0"
@@ -127,6 +127,40 @@ def test_a_post_stalled_past_its_deadline_leaves_its_dedup_id_to_a_repeat(
     assert [m.id for m in every_message(driver, P, Q, later.now_ms())] == repeat.ids
     again = driver.post_messages(P, Q, post, "c", later.now_ms())
     assert (again.ids, again.duplicates) == (repeat.ids, (0,))
+
+
+def test_a_claimer_whose_clock_runs_ahead_leaves_a_committing_post_of_several_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A post of several is about to commit, within its deadline on its own watch, when a
+    claimer whose clock reads its messages past the orphan grace (the post slow, and the
+    claimer's clock ahead of the post's) meets them uncommitted. Before, the claimer deleted
+    them, and the post then answered 201 without its messages."""
+    driver = driver_on(MemorySwift())
+    clock = FakeClock()
+    ahead = FakeClock(clock.now_ms() + ORPHAN_GRACE_MS + 1000)  # the claimer's clock
+    check, remove = driver._check_deadline, driver._remove_orphan
+    met: list[str] = []
+    claimed: list[Claim | None] = []
+
+    def claim_meanwhile(started: float) -> None:
+        claimed.append(driver.create_claim(P, Q, ClaimTimes(60, 0), 10, ahead.now_ms()))
+        check(started)
+
+    def removing(project: str, queue: str, entry: str, now_ms: int) -> None:
+        met.append(entry.rsplit("/", 1)[1])
+        remove(project, queue, entry, now_ms)
+
+    monkeypatch.setattr(driver, "_check_deadline", claim_meanwhile)
+    monkeypatch.setattr(driver, "_remove_orphan", removing)
+    batch = [NewMessage('"a"', 3600, 0), NewMessage('"b"', 3600, 0)]
+    posted = driver.post_messages(P, Q, batch, "c", clock.now_ms())
+    assert claimed == [None]
+    assert sorted(met) == sorted(posted.ids), "the claimer met both uncommitted"
+    assert all(ahead.now_ms() - names.named_ms_of(i) > ORPHAN_GRACE_MS for i in posted.ids)
+    claim = driver.create_claim(P, Q, ClaimTimes(60, 0), 10, ahead.now_ms())
+    assert claim is not None
+    assert sorted(m.id for m in claim.messages) == sorted(posted.ids)
 
 
 def test_a_pop_past_its_deadline_deletes_nothing_and_its_messages_come_back(

@@ -152,7 +152,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         (S.GONE,),
         "slot_ops.SlotOps._remove_message",
         "the message; then its entries and slots",
-        "entries without a message are removed by claimers that meet them (ORPHAN_GRACE_MS)",
+        "entries without a message are removed by claimers that meet them (orphaned_after_ms)",
     ),
 )
 

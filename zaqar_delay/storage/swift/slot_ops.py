@@ -146,8 +146,8 @@ class SlotOps(SwiftBase):
     ) -> None:
         """Delete the message, then what indexes it and its claim slots. A failure part-way
         leaves index entries without a message, which claimers remove when they meet them
-        (``SwiftTimes.orphan_grace_ms``), or slots, which are never read again. ``held``: ``slot``'s
-        live claim holds it, and that claim replaced its due entry with a claimed one, so
+        (``SwiftTimes.orphaned_after_ms``), or slots, which are never read again. ``held``:
+        ``slot``'s live claim holds it, and that claim replaced its due entry with a claimed one, so
         only the latter is deleted (should the claimer have died before deleting the due
         entry, claimers remove it as any orphan). ``slots``: the number of its latest slot
         (0: it has none); by default ``slot``'s, else the slots are listed.

@@ -165,15 +165,16 @@ class TakeOps(DueOrderOps, SlotOps):
             self._delete_index_entry(entry)
 
     def _past_post(self, entry: str, now_ms: int) -> bool:
-        """Whether the post of the message of index entry ``entry`` is over: its orphan grace
-        (``SwiftTimes``) has passed, so the message, if not found, is taken for gone."""
+        """Whether the post of the message of index entry ``entry`` is over on any clock
+        (``SwiftTimes.orphaned_after_ms``), so the message, if not found, is taken for gone."""
         message_id = entry.rsplit("/", 1)[1]
-        return names.named_ms_of(message_id) + self._times.orphan_grace_ms < now_ms
+        return names.named_ms_of(message_id) + self._times.orphaned_after_ms < now_ms
 
     def _remove_orphan(self, project: str, queue: str, entry: str, now_ms: int) -> None:
         """The message of the due entry ``entry`` was not found (or its post not committed).
-        Its post may still be writing it for the orphan grace (``SwiftTimes``) after it was
-        due; after that the entry goes, and a message of a post never committed with it.
+        Its post may still be writing it for the orphan grace after it was due, and the
+        post's clock may lag this one (``SwiftTimes.orphaned_after_ms``); after that the
+        entry goes, and a message of a post never committed with it.
         (Past that grace the message was read with ``known``: a read racing an overwrite of
         it answers 404, and its entry would go while it stays, never claimed again.)"""
         message_id = entry.rsplit("/", 1)[1]

@@ -16,6 +16,7 @@ import time
 
 from zaqar_delay import errors
 from zaqar_delay.conf.transport import MAX_MESSAGE_TTL
+from zaqar_delay.storage.bounds import CLOCK_DISAGREEMENT_MS
 
 # How long past its expiry Swift's object expirer may remove a message's objects: room for the
 # clocks of the servers writing them to disagree. Expiry itself is checked on every read.
@@ -87,6 +88,15 @@ class SwiftTimes:
         message, or the commit of several): the write is then applied before claimers may
         remove the post's messages, and before a repeat of its dedup ids may take them over."""
         return self.orphan_grace_ms - self.request_ms
+
+    @property
+    def orphaned_after_ms(self) -> int:
+        """How long after a message's name (its due time on its post's clock) a claimer, on
+        its own clock, takes the message's post for over: the orphan grace, plus how far the
+        two clocks may disagree. The post keeps to its deadline on its own watch; a claimer
+        whose clock ran ahead would otherwise remove the messages of a post still committing,
+        which would then answer 201 without them."""
+        return self.orphan_grace_ms + CLOCK_DISAGREEMENT_MS
 
     @property
     def first_post_grace_ms(self) -> int:
