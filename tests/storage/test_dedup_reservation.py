@@ -4,6 +4,7 @@ posts wait only in id order, and a first post that died before confirming is com
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -92,6 +93,32 @@ def after_reserving(
     patched.setattr(reserving, "reserve", reserve_then)
 
 
+@contextlib.contextmanager
+def first_post_stalled(
+    patched: pytest.MonkeyPatch,
+    driver: Any,
+    clock: FakeClock,
+    results: dict[str, Posted],
+    dedup_id: str,
+) -> Iterator[None]:
+    """A post of ``dedup_id`` (``results["first"]``), in a thread of its own, stalled once it
+    has reserved the id, before it stores its message; it goes on when the block ends."""
+    reserved, go = threading.Event(), threading.Event()
+
+    def stall() -> None:
+        reserved.set()
+        go.wait(20)
+
+    after_reserving(patched, driver, {"first": stall})
+    first = posting(driver, clock, results, "first", dedup_id)
+    try:
+        assert reserved.wait(10), "the first post reserved its id"
+        yield
+    finally:
+        go.set()
+        first.join(10)
+
+
 def posting(
     driver: Any, clock: FakeClock, results: dict[str, Posted], name: str, *dedup_ids: str
 ) -> threading.Thread:
@@ -145,16 +172,7 @@ def test_a_repeat_whose_clock_runs_ahead_of_the_first_posts_still_waits_for_it(
     first_clock = FakeClock()
     ahead = FakeClock(first_clock.now_ms() + FIRST_POST_GRACE_MS + 1000)
     results: dict[str, Posted] = {}
-    reserved, go = threading.Event(), threading.Event()
-
-    def stall() -> None:
-        reserved.set()
-        go.wait(20)
-
-    after_reserving(monkeypatch, driver, {"first": stall})
-    first = posting(driver, first_clock, results, "first", "job")
-    try:
-        assert reserved.wait(10)
+    with first_post_stalled(monkeypatch, driver, first_clock, results, "job"):
         record = reservation(driver)._records.latest(P, Q, "job")
         assert record is not None and not record.stored
         assert ahead.now_ms() - record.at_ms > FIRST_POST_GRACE_MS, "read past the grace"
@@ -162,9 +180,6 @@ def test_a_repeat_whose_clock_runs_ahead_of_the_first_posts_still_waits_for_it(
         repeat = posting(driver, ahead, results, "repeat", "job")
         repeat.join(1)
         assert repeat.is_alive(), "the repeat took the first post for dead"
-    finally:
-        go.set()
-        first.join(10)
     repeat.join(15)
     stored_once(driver, results, "repeat", "first", ahead.now_ms())
 
@@ -229,24 +244,12 @@ def test_a_post_of_several_ids_refused_while_waiting_gives_back_the_ids_it_took(
     monkeypatch.setattr(dedup_reservation, "FIRST_POST_WAIT_MS", 300)
     clock = FakeClock()
     results: dict[str, Posted] = {}
-    reserved, go = threading.Event(), threading.Event()
-
-    def stall() -> None:
-        reserved.set()
-        go.wait(20)
-
-    after_reserving(monkeypatch, driver, {"first": stall})
-    first = posting(driver, clock, results, "first", "b")
-    try:
-        assert reserved.wait(10)
+    with first_post_stalled(monkeypatch, driver, clock, results, "b"):
         both = [NewMessage('"a"', 3600, 0, "a"), NewMessage('"b"', 3600, 0, "b")]
         with pytest.raises(errors.FirstPostPending):
             driver.post_messages(P, Q, both, ALICE, clock.now_ms())
         alone = driver.post_messages(P, Q, [NewMessage('"a"', 3600, 0, "a")], ALICE, clock.now_ms())
         assert alone.duplicates == ()
-    finally:
-        go.set()
-        first.join(10)
     assert driver.stats(P, Q, clock.now_ms()).total == 2
 
 

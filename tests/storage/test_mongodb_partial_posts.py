@@ -14,6 +14,7 @@ from typing import Any
 import pymongo
 import pytest
 
+from tests.helpers.dedup_stalls import repeated_while_stalled
 from tests.helpers.stores import close_test_driver, every_message, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
@@ -25,7 +26,6 @@ from zaqar_delay.models import (
     NewMessage,
     NewSubscription,
     OverLimit,
-    Posted,
 )
 from zaqar_delay.storage.dedup_reservation import DedupRecord
 from zaqar_delay.storage.mongodb.dedup import fence
@@ -266,18 +266,10 @@ def test_a_post_stalled_past_its_grace_is_refused_once_a_repeat_took_its_dedup_i
     clock = FakeClock()
     post = [NewMessage('"once"', 3600, 0, "job-5"), NewMessage('"plain"', 3600, 0)]
     later = FakeClock(clock.now_ms() + mongo._dedup.dead_after_ms)  # the repeat's clock
-    reserve = mongo._dedup.reserve
-    repeats: list[Posted] = []
-
-    def reserve_then_stall(*args: Any) -> Any:
-        reserved = reserve(*args)
-        if not repeats:
-            repeats.append(Posted([], ()))  # this post's own reservation is not stalled
-            repeats[0] = mongo.post_messages(P, Q, post[:1], ALICE, later.now_ms())
-        return reserved
-
     with monkeypatch.context() as patched:
-        patched.setattr(mongo._dedup, "reserve", reserve_then_stall)
+        repeats = repeated_while_stalled(
+            patched, mongo, lambda: mongo.post_messages(P, Q, post[:1], ALICE, later.now_ms())
+        )
         with pytest.raises(errors.StorageUnavailable, match="took a dedup id of it over"):
             mongo.post_messages(P, Q, post, ALICE, clock.now_ms())
     [repeat] = repeats

@@ -7,15 +7,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from typing import Any
 
 import pytest
 
+from tests.helpers.dedup_stalls import repeated_while_stalled
 from tests.helpers.memory_swift import MemorySwift, Process, memory_client
 from tests.helpers.stores import every_message
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
-from zaqar_delay.models import Claim, ClaimTimes, NewMessage, Posted
+from zaqar_delay.models import Claim, ClaimTimes, NewMessage
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
@@ -108,18 +108,12 @@ def test_a_post_stalled_past_its_deadline_leaves_its_dedup_id_to_a_repeat(
     clock = FakeClock()
     later = FakeClock(clock.now_ms() + driver._dedup.dead_after_ms)  # the repeat's clock
     post = [NewMessage('"once"', 3600, 0, "job")]
-    reserve = driver._dedup.reserve
-    repeats: list[Posted] = []
-
-    def reserve_then_stall(*args: Any) -> Any:
-        taken = reserve(*args)
-        if not repeats:
-            repeats.append(Posted([], ()))  # this post's own reservation is not stalled
-            repeats[0] = driver.post_messages(P, Q, post, "c", later.now_ms())
-            time.sleep(0.5)  # past the first post's deadline
-        return taken
-
-    monkeypatch.setattr(driver._dedup, "reserve", reserve_then_stall)
+    repeats = repeated_while_stalled(
+        monkeypatch,
+        driver,
+        lambda: driver.post_messages(P, Q, post, "c", later.now_ms()),
+        then=lambda: time.sleep(0.5),  # past the first post's deadline
+    )
     with pytest.raises(errors.StorageUnavailable, match="too slow"):
         driver.post_messages(P, Q, post, "c", clock.now_ms())
     [repeat] = repeats

@@ -184,8 +184,9 @@ class MessageOps(PushOps):
 
     def _complete_post(self, project: str, queue: str, record: DedupRecord, now_ms: int) -> bool:
         """Whether the message of ``record`` is stored, once the pushes its post may not have
-        owed yet are owed (owing one again is a second delivery at worst). A message not
-        stored is not fenced: its post, if it only stalls, may still store it."""
+        owed yet are owed (owing one again is a second delivery at worst). Asked once the
+        post's grace (``SwiftTimes.first_post_grace_ms``) is over, when a post that reserved
+        dedup ids has stored itself or never will (``_store``'s deadline): nothing to fence."""
         message_id = record.message_id
         # Read as missing while a claim overwrites it, the message would be posted twice.
         stored = self._read_message(project, queue, message_id, known=True)
