@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from typing import Any
 
 import pytest
 
@@ -16,11 +17,12 @@ from tests.helpers.stores import every_message
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import Claim, ClaimTimes, NewMessage
+from zaqar_delay.storage.bounds import CLOCK_DISAGREEMENT_MS
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
-from zaqar_delay.storage.swift.timing import ORPHAN_GRACE_MS, SwiftTimes
+from zaqar_delay.storage.swift.timing import ORPHAN_GRACE_MS, POP_HOLD_MS, SwiftTimes
 
 P, Q = "p", "q"
 URI = "swift://a%3Au:k@/p?auth_url=http://127.0.0.1:1/auth/v1.0"
@@ -166,7 +168,34 @@ def test_a_pop_past_its_deadline_deletes_nothing_and_its_messages_come_back(
     with pytest.raises(errors.StorageUnavailable, match="too slow"):
         driver.pop_messages(P, Q, 1, clock.now_ms())
     assert [m.id for m in driver.get_messages(P, Q, posted.ids, clock.now_ms())] == posted.ids
-    clock.advance(ms=2_001)  # the pop's hold ends
+    clock.advance(ms=2_001 + CLOCK_DISAGREEMENT_MS)  # the pop's hold ends, on any clock
     claim = driver.create_claim(P, Q, ClaimTimes(60, 0), 5, clock.now_ms())
     assert claim is not None
     assert [m.id for m in claim.messages] == posted.ids
+
+
+def test_a_claimer_whose_clock_runs_ahead_leaves_a_message_a_pop_is_deleting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pop took a message and is about to delete it, within its deadline on its own watch,
+    when a claimer whose clock reads the pop's hold as over (the pop slow, and the claimer's
+    clock ahead of the pop's) meets it. Before, the claimer took it too: the message was
+    handed out twice."""
+    driver = driver_on(MemorySwift())
+    clock = FakeClock()
+    ahead = FakeClock(clock.now_ms() + POP_HOLD_MS + 1000)  # the claimer's clock
+    posted = driver.post_messages(P, Q, [NewMessage('"m"', 3600, 0)], "c", clock.now_ms())
+    remove = driver._remove_message
+    claimed: list[Claim | None] = []
+
+    def claim_first(*args: Any, **kwargs: Any) -> None:
+        if not claimed:
+            claimed.append(driver.create_claim(P, Q, ClaimTimes(60, 0), 5, ahead.now_ms()))
+        remove(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "_remove_message", claim_first)
+    popped = driver.pop_messages(P, Q, 1, clock.now_ms())
+    assert [m.id for m in popped] == posted.ids
+    assert claimed == [None], "the claimer took the message the pop holds"
+    monkeypatch.undo()
+    assert driver.create_claim(P, Q, ClaimTimes(60, 0), 5, ahead.now_ms()) is None

@@ -162,7 +162,7 @@ class ClaimOps(TakeOps):
 
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
         started = time.monotonic()
-        holder = Slot(0, 0, secrets.token_hex(16), now_ms + self._times.pop_hold_ms)
+        holder = Slot(0, 0, secrets.token_hex(16), now_ms + self._times.pop_held_ms)
         self._return_lapsed_claims(project, queue, lambda: self._policy(project, queue), now_ms)
         taken = self._take(project, queue, holder, limit, now_ms)
         if taken and elapsed_ms(started) >= self._times.pop_deadline_ms:

@@ -107,6 +107,14 @@ class SwiftTimes:
         return self.orphan_grace_ms
 
     @property
+    def pop_held_ms(self) -> int:
+        """How long after a pop began (on its clock) the slot it takes a message with lasts:
+        the pop hold, plus how far the clock of a claimer judging the slot may run ahead.
+        The pop keeps to its deadline on its own watch; a claimer whose clock ran ahead would
+        otherwise take a message the pop is about to delete and hand it out twice."""
+        return self.pop_hold_ms + CLOCK_DISAGREEMENT_MS
+
+    @property
     def pop_deadline_ms(self) -> int:
         """How long after it started a pop may still delete what it took: each message is
         then deleted (its object first) before its hold ends and a claim may take it."""
