@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import falcon.testing
 import pytest
 
 from tests.helpers.api import Api, api_on
+from tests.helpers.dedup_stalls import Stall, after_reserving
 from zaqar_delay.storage import dedup_reservation
 
 POST = {"messages": [{"body": "job", "dedup_id": "job-9"}]}
@@ -27,18 +27,8 @@ def test_a_repeat_that_waited_a_request_long_for_the_first_post_answers_503_with
 ) -> None:
     api = reserving_api
     monkeypatch.setattr(dedup_reservation, "FIRST_POST_WAIT_MS", 300)
-    reserving = api.driver._dedup
-    reserve = reserving.reserve
-    reserved, go = threading.Event(), threading.Event()
-
-    def stalled(*args: Any) -> Any:
-        taken = reserve(*args)
-        if threading.current_thread().name == "first":
-            reserved.set()
-            go.wait(20)
-        return taken
-
-    monkeypatch.setattr(reserving, "reserve", stalled)
+    stall = Stall()
+    after_reserving(monkeypatch, api.driver, {"first": stall})
     answers: dict[str, falcon.testing.Result] = {}
     first = threading.Thread(
         target=lambda: answers.update(first=api.post("/v2/queues/q/messages", json=POST)),
@@ -46,16 +36,16 @@ def test_a_repeat_that_waited_a_request_long_for_the_first_post_answers_503_with
     )
     first.start()
     try:
-        assert reserved.wait(10), "the first post reserved its dedup id"
+        assert stall.reserved.wait(10), "the first post reserved its dedup id"
         repeat = api.post("/v2/queues/q/messages", json=POST)
     finally:
-        go.set()
+        stall.go.set()
         first.join(10)
     assert repeat.status_code == 503
     assert repeat.json["description"] == (
         "The first post of dedup id 'job-9' may still be storing its message; retry the post later."
     )
-    dead_after_s = reserving.dead_after_ms / 1000
+    dead_after_s = api.driver._dedup.dead_after_ms / 1000
     assert dead_after_s - 2 <= int(repeat.headers["Retry-After"]) <= dead_after_s
     assert answers["first"].status_code == 201
     again = api.post("/v2/queues/q/messages", json=POST)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.dedup_stalls import Stall, after_reserving
 from tests.helpers.stores import close_test_driver, every_message, open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.clock import FakeClock
@@ -76,23 +77,6 @@ def confirming_after(
     patched.setattr(reserving, "confirm", confirm_later)
 
 
-def after_reserving(
-    patched: pytest.MonkeyPatch, driver: Any, meanwhile: dict[str, Callable[[], None]]
-) -> None:
-    """A post in a thread named in ``meanwhile`` runs its function once it has reserved its
-    dedup ids, before it stores its messages: until then its records are unconfirmed and its
-    messages missing."""
-    reserving = reservation(driver)
-    reserve = reserving.reserve
-
-    def reserve_then(*args: Any) -> Any:
-        reserved = reserve(*args)
-        meanwhile.get(threading.current_thread().name, lambda: None)()
-        return reserved
-
-    patched.setattr(reserving, "reserve", reserve_then)
-
-
 @contextlib.contextmanager
 def first_post_stalled(
     patched: pytest.MonkeyPatch,
@@ -103,19 +87,14 @@ def first_post_stalled(
 ) -> Iterator[None]:
     """A post of ``dedup_id`` (``results["first"]``), in a thread of its own, stalled once it
     has reserved the id, before it stores its message; it goes on when the block ends."""
-    reserved, go = threading.Event(), threading.Event()
-
-    def stall() -> None:
-        reserved.set()
-        go.wait(20)
-
+    stall = Stall()
     after_reserving(patched, driver, {"first": stall})
     first = posting(driver, clock, results, "first", dedup_id)
     try:
-        assert reserved.wait(10), "the first post reserved its id"
+        assert stall.reserved.wait(10), "the first post reserved its id"
         yield
     finally:
-        go.set()
+        stall.go.set()
         first.join(10)
 
 
@@ -194,14 +173,10 @@ def test_a_repeat_waiting_on_a_record_another_repeat_took_over_waits_for_that_po
     start = FakeClock()
     post = [NewMessage('"once"', 3600, 0, "job")]
     results: dict[str, Posted] = {}
-    waiting, taken, go = threading.Event(), threading.Event(), threading.Event()
+    waiting, stall = threading.Event(), Stall()
 
     def killed() -> None:
         raise ProcessKilled
-
-    def stall() -> None:
-        taken.set()
-        go.wait(20)
 
     after_reserving(monkeypatch, mongodb, {"MainThread": killed, "taker": stall})
     with pytest.raises(ProcessKilled):
@@ -222,14 +197,14 @@ def test_a_repeat_waiting_on_a_record_another_repeat_took_over_waits_for_that_po
     try:
         assert waiting.wait(10), "the repeat waits for the first post"
         taker = posting(mongodb, taker_clock, results, "taker", "job")
-        assert taken.wait(10)
+        assert stall.reserved.wait(10)
         latest = records.latest(P, Q, "job")
         assert latest is not None and not latest.stored
         assert waiter.is_alive(), "the record changed hands while the repeat waited"
         waiter.join(3)  # past what is left of the first post's grace for the waiter
         assert waiter.is_alive(), "the waiting repeat took the record from the taker"
     finally:
-        go.set()
+        stall.go.set()
         waiter.join(15)
     taker.join(10)
     stored_once(mongodb, results, "waiter", "taker", start.now_ms())
