@@ -236,24 +236,27 @@ def test_a_retried_insert_that_finds_part_of_its_first_attempt_stores_the_post_w
     assert [m.body for m in stored] == list(range(10))
 
 
-def test_a_post_refused_for_duplicates_of_other_messages_is_undone_and_unavailable(
+def test_a_post_meeting_another_message_at_one_of_its_positions_places_it_past(
     mongo: MongoDriver,
 ) -> None:
     """Duplicates that are not the post's own messages (another message took one of its
-    posting positions) leave nothing of the post, and answer 503, not 500."""
+    posting positions): the post is stored whole, the displaced message after every message
+    the queue holds (``test_mongodb_positions`` has how that happens). Before, the post was
+    undone and answered 503."""
     clock = FakeClock()
     messages = [NewMessage(json.dumps(i), 3600, 0) for i in range(5)]
 
     def another_at_the_first_position(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{**documents[0], "_id": "another message"}]
+        return [{**documents[0], "_id": "another message", "b": '"another"'}]
 
-    with (
-        stored_before_the_first_insert(mongo, another_at_the_first_position) as refusals,
-        pytest.raises(errors.StorageUnavailable),
-    ):
-        mongo.post_messages(P, Q, messages, ALICE, clock.now_ms())
-    assert refusals, "no insert was refused"
-    assert mongo._messages.count_documents({}) == 1, "the post left messages behind"
+    with stored_before_the_first_insert(mongo, another_at_the_first_position) as refusals:
+        posted = mongo.post_messages(P, Q, messages, ALICE, clock.now_ms())
+    assert [duplicate_positions(exc) for exc in refusals] == [[0]], "no insert was refused"
+    stored = mongo.get_messages(P, Q, posted.ids, clock.now_ms())
+    assert [m.body for m in stored] == list(range(5))
+    assert mongo.stats(P, Q, clock.now_ms()).total == 6
+    position = {d["b"]: d["k"] for d in mongo._messages.find({}, {"b": 1, "k": 1})}
+    assert position["0"] == max(position.values()) > position['"another"']
 
 
 def test_a_post_stalled_past_its_grace_is_refused_once_a_repeat_took_its_dedup_id_over(

@@ -23,17 +23,17 @@ from zaqar_delay.storage.claim_records import claim_of
 from zaqar_delay.storage.contention import contended_choice
 from zaqar_delay.storage.mongodb.common import (
     Doc,
-    MongoBase,
     claimable_filter,
     message_of,
     redelivery,
 )
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
+from zaqar_delay.storage.mongodb.positions import Positions
 from zaqar_delay.storage.mongodb.schema import as_date
 
 
 @translate_class_errors
-class ClaimOps(MongoBase):
+class ClaimOps(Positions):
     """Claims: one conditional update per message taken, so no message is in two claims."""
 
     if TYPE_CHECKING:
@@ -171,26 +171,21 @@ class ClaimOps(MongoBase):
         for i, message in enumerate(over.messages):
             ttl = over.ttl_s or message.ttl_s
             expires = now_ms + ttl * 1000
-            moves.append(
-                pymongo.UpdateOne(
-                    {"_id": message.id, "p": project, "q": queue, "cid": message.claim_id},
-                    {
-                        "$set": {
-                            "q": over.queue,
-                            "k": first + i,
-                            "t": ttl,
-                            "e": expires,
-                            "ex": as_date(expires),
-                            "d": now_ms,
-                            "v": now_ms,
-                            "cid": None,
-                            "ce": 0,
-                            "cc": 0,
-                        }
-                    },
-                )
-            )
-        self._messages.bulk_write(moves, ordered=False)
+            match = {"_id": message.id, "p": project, "q": queue, "cid": message.claim_id}
+            fields = {
+                "q": over.queue,
+                "k": first + i,
+                "t": ttl,
+                "e": expires,
+                "ex": as_date(expires),
+                "d": now_ms,
+                "v": now_ms,
+                "cid": None,
+                "ce": 0,
+                "cc": 0,
+            }
+            moves.append((match, fields))
+        self._update_placed(project, over.queue, moves, now_ms)
         self._wakeups.wake(project, over.queue)
 
     def next_claimable_ms(self, project: str, queue: str, now_ms: int) -> int | None:

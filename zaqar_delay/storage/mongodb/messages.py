@@ -31,16 +31,16 @@ from zaqar_delay.storage.message_rules import check_claim, edited_expiry, hops_f
 from zaqar_delay.storage.mongodb.common import (
     SCAN_FIELDS,
     Doc,
-    MongoBase,
     message_of,
 )
 from zaqar_delay.storage.mongodb.dedup import FENCE_ATTEMPTS, STORED_MESSAGE, fence
 from zaqar_delay.storage.mongodb.errors import duplicate_positions, translate_class_errors
+from zaqar_delay.storage.mongodb.positions import Positions
 from zaqar_delay.storage.mongodb.schema import as_date
 
 
 @translate_class_errors
-class MessageOps(MongoBase):
+class MessageOps(Positions):
     """Every operation on the ``messages`` collection that no claim makes."""
 
     if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class MessageOps(MongoBase):
         push_due = 0
         if fresh:
             try:
-                self._insert_fresh(fresh)
+                self._insert_fresh(project, queue, fresh, now_ms)
                 if subscribed:
                     push_due = self._owe_pushes(project, queue, fresh, now_ms)
             except (pymongo.errors.PyMongoError, errors.StorageUnavailable):
@@ -122,32 +122,19 @@ class MessageOps(MongoBase):
         ids = [duplicate_of.get(i) or str(d["_id"]) for i, d in enumerate(documents)]
         return Posted(ids, tuple(sorted(duplicate_of)), push_due_ms=push_due)
 
-    def _insert_fresh(self, documents: list[Doc]) -> None:
-        """Insert a post's new messages. pymongo sends a write again when its answer was
-        lost, and a server that applied part of the first attempt (one that does not
-        recognise retried writes) refuses the retry for duplicates. The messages' ids and
-        posting positions were made for this post alone, so those duplicates are its own
-        messages, stored: the rest are inserted unordered, and the post is stored whole,
-        checked by its ids."""
+    def _insert_fresh(self, project: str, queue: str, documents: list[Doc], now_ms: int) -> None:
+        """Insert a post's new messages, in one ordered write when nothing stands in their way.
+        pymongo sends a write again when its answer was lost, and a server that applied part
+        of the first attempt (one that does not recognise retried writes) refuses the retry
+        for duplicates: those are the post's own messages, stored (their ids and positions
+        were made for this post alone). The rest are inserted by ``_insert_placed``, which
+        also moves a message whose position another holds, and refuses a fenced one."""
         try:
             self._messages.insert_many(documents)
         except pymongo.errors.BulkWriteError as exc:
             if duplicate_positions(exc) is None:
                 raise
-            try:
-                self._messages.insert_many(documents, ordered=False)
-            except pymongo.errors.BulkWriteError as again:
-                if duplicate_positions(again) is None:
-                    raise
-            ids = [d["_id"] for d in documents]
-            stored = {"_id": {"$in": ids}, **STORED_MESSAGE}
-            if self._messages.count_documents(stored) != len(ids):
-                # A fence among them: a repeat of this post took its dedup id over.
-                raise errors.StorageUnavailable(
-                    "MongoDB refused part of the post's messages: a repeat of the post took "
-                    "a dedup id of it over while it stalled. Nothing of it is stored; post "
-                    "again to learn the message's id."
-                ) from exc
+            self._insert_placed(project, queue, documents, now_ms)
 
     def _undo_post(
         self,
@@ -191,17 +178,9 @@ class MessageOps(MongoBase):
         documents, subscribed = self._documents(project, queue, over.copies(), "", now_ms)
         for document, message in zip(documents, over.messages, strict=True):
             document["_id"], document["u"] = message.id, message.client_id
-        # Unordered, so a copy stored by an earlier attempt (a duplicate id) skips only itself.
-        refused: set[int] = set()
-        try:
-            self._messages.insert_many(documents, ordered=False)
-        except pymongo.errors.BulkWriteError as exc:
-            duplicates = duplicate_positions(exc)
-            if duplicates is None:
-                raise
-            refused = set(duplicates)
-        if len(refused) < len(documents):
-            self._wakeups.wake(project, queue)
+        # A copy stored by an earlier attempt (the same id) is left as it is.
+        self._insert_placed(project, queue, documents, now_ms)
+        self._wakeups.wake(project, queue)
         # Owed for every copy, the ones an earlier attempt stored too: that attempt may have
         # failed before it owed them. A push owed already stays as it is.
         if subscribed:
