@@ -46,6 +46,10 @@ def _result_of(stored: Doc | None) -> PushResult | None:
     return PushResult(int(stored["at"]), stored["o"], stored.get("d", ""))
 
 
+#: Times a subscription is inserted again when the one that refused it is gone meanwhile.
+CREATE_ATTEMPTS = 3
+
+
 @translate_class_errors
 class SubscriptionOps(PushLimitOps):
     """Create, list, read, change, confirm and delete subscriptions."""
@@ -66,32 +70,33 @@ class SubscriptionOps(PushLimitOps):
         self.create_queue(project, queue, {}, now_ms)  # no-op when it exists
         # Posts to this queue look for subscriptions from now on (see MongoBase._reserve).
         self._queues.update_one(self._queue_filter(project, queue), {"$set": {"hs": True}})
-        self._forget_lapsed(project, queue, new.subscriber, now_ms)
         expires_ms = now_ms + new.ttl_s * 1000
         subscription_id = secrets.token_hex(12)
-        try:
-            self._subscriptions.insert_one(
-                {
-                    **self._queue_filter(project, queue),
-                    "_id": subscription_id,
-                    "u": new.subscriber,
-                    "t": new.ttl_s,
-                    "o": json.dumps(new.options),
-                    "st": now_ms,
-                    "e": expires_ms,
-                    "ex": as_date(expires_ms),
-                    "c": False,
-                    "sk": new.secret,
-                }
-            )
-        except DuplicateKeyError:
-            existing = self._subscriptions.find_one(
-                {**self._live(project, queue, now_ms), "u": new.subscriber}, {"_id": 1}
-            )
-            if existing is None:  # it expired meanwhile
-                raise errors.StorageUnavailable("The subscription kept changing") from None
-            return str(existing["_id"]), False
-        return subscription_id, True
+        document = {
+            **self._queue_filter(project, queue),
+            "_id": subscription_id,
+            "u": new.subscriber,
+            "t": new.ttl_s,
+            "o": json.dumps(new.options),
+            "st": now_ms,
+            "e": expires_ms,
+            "ex": as_date(expires_ms),
+            "c": False,
+            "sk": new.secret,
+        }
+        for _ in range(CREATE_ATTEMPTS):
+            self._forget_lapsed(project, queue, new.subscriber, now_ms)
+            try:
+                self._subscriptions.insert_one(dict(document))
+                return subscription_id, True
+            except DuplicateKeyError:
+                existing = self._subscriptions.find_one(
+                    {**self._live(project, queue, now_ms), "u": new.subscriber}, {"_id": 1}
+                )
+            if existing is not None:
+                return str(existing["_id"]), False
+            # The subscription that refused it was deleted (or expired) meanwhile.
+        raise errors.StorageUnavailable("The subscription kept changing")
 
     def list_subscriptions(
         self, project: str, queue: str, marker: str | None, limit: int, now_ms: int

@@ -1,0 +1,55 @@
+"""MongoDB subscriptions made while another of the same subscriber goes away."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.helpers.stores import close_test_driver, open_test_driver, store_url
+from zaqar_delay.clock import FakeClock
+from zaqar_delay.models import NewSubscription
+from zaqar_delay.storage.mongodb.driver import MongoDriver
+
+P, Q = "p", "q"
+SUBSCRIBER = "http://127.0.0.1:9/hook"
+
+
+@pytest.fixture
+def mongo(request: pytest.FixtureRequest) -> Iterator[MongoDriver]:
+    driver = open_test_driver(store_url(request, "mongodb"))
+    assert isinstance(driver, MongoDriver)
+    yield driver
+    close_test_driver(driver)
+
+
+def test_a_subscription_refused_for_one_deleted_meanwhile_is_made(
+    mongo: MongoDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unique index refuses the new subscription for the subscriber's existing one,
+    which a concurrent DELETE removes before the creation reads it. Before, the creation
+    answered 503 ("kept changing"); now it inserts again and is made."""
+    clock = FakeClock()
+    first, _ = mongo.create_subscription(
+        P, Q, NewSubscription(SUBSCRIBER, 3600, {}, "s1"), clock.now_ms()
+    )
+    find_one = mongo._subscriptions.find_one
+    deleted: list[str] = []
+
+    def deleted_before_it_is_read(*args: Any, **kwargs: Any) -> Any:
+        if not deleted:
+            deleted.append(first)
+            mongo.delete_subscription(P, Q, first)
+        return find_one(*args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(mongo._subscriptions, "find_one", deleted_before_it_is_read)
+        made, created = mongo.create_subscription(
+            P, Q, NewSubscription(SUBSCRIBER, 3600, {}, "s2"), clock.now_ms()
+        )
+
+    assert deleted == [first], "the creation was not refused for the existing subscription"
+    assert created and made != first
+    listed = mongo.list_subscriptions(P, Q, None, 10, clock.now_ms())
+    assert [(s.id, s.subscriber) for s in listed] == [(made, SUBSCRIBER)]
