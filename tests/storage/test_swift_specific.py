@@ -32,6 +32,7 @@ from zaqar_delay.models import (
     OverLimit,
     Posted,
     Settlement,
+    VersionedMetadata,
 )
 from zaqar_delay.storage.base import metadata_version_of
 from zaqar_delay.storage.swift import connect, names
@@ -399,6 +400,48 @@ def test_a_subscription_restores_a_mark_a_metadata_write_undid_meanwhile(
     swift.create_subscription(
         P, Q, NewSubscription("http://203.0.113.5/h", 600, {}, "s"), clock.now_ms()
     )
+    assert subscribed_mark(swift) == "1"
+
+
+@pytest.mark.parametrize("made_again_by", ["post", "PUT"])
+def test_a_subscription_made_while_its_queue_is_deleted_is_pushed_to(
+    swift: SwiftDriver, monkeypatch: pytest.MonkeyPatch, made_again_by: str
+) -> None:
+    """The creation marks the queue, then a deletion of the queue removes its subscriptions
+    and its object, then the subscription is stored: no object is left to mark. Before, the
+    queue made again (by a post, or a PUT) was unmarked, and posts to it looked for no
+    subscription: the subscription, listed, was never pushed to."""
+    clock = FakeClock()
+    assert swift.create_queue(P, Q, {}, clock.now_ms())
+    real = swift._write_subscription
+
+    def queue_deleted_meanwhile(*args: Any) -> None:
+        swift.delete_queue(P, Q)
+        real(*args)
+
+    monkeypatch.setattr(swift, "_write_subscription", queue_deleted_meanwhile)
+    made, created = swift.create_subscription(
+        P, Q, NewSubscription("http://203.0.113.5/h", 600, {}, "s"), clock.now_ms()
+    )
+    assert created
+    queues = swift._container(names.QUEUES)
+    assert swift._swift.head(queues, names.queue_object(P, Q)) is None, "it was not deleted"
+    assert [s.id for s in swift.list_subscriptions(P, Q, None, 10, clock.now_ms())] == [made]
+
+    if made_again_by == "PUT":
+        assert swift.create_queue(P, Q, {}, clock.now_ms())
+    version, posted = metadata_version_of(None), []
+    for i in range(2):  # as the service posts: by the metadata version it last read
+        batch = Batch([NewMessage(f'"{i}"', 3600, 0)], ALICE)
+        outcome = swift.post_if_current(P, Q, batch, clock.now_ms(), version)
+        if isinstance(outcome, VersionedMetadata):
+            version = outcome.version
+            outcome = swift.post_if_current(P, Q, batch, clock.now_ms(), version)
+        assert isinstance(outcome, Posted), "the version is current"
+        posted += outcome.ids
+
+    leased = swift.lease_pushes(P, Q, LeaseRequest(clock.now_ms(), 30_000, 10))
+    assert sorted(d.message.id for d in leased) == sorted(posted)
     assert subscribed_mark(swift) == "1"
 
 

@@ -98,7 +98,8 @@ class MongoBase(Driver):
 
     def _reserve(self, project: str, queue: str, count: int, now_ms: int) -> tuple[int, bool]:
         """:meth:`_reserve_sequence`, and whether the queue ever had a subscription (``hs``,
-        so that posts to other queues look for none)."""
+        so that posts to other queues look for none; a queue's first post also looks for
+        subscriptions its document does not know of)."""
         for _ in range(3):
             try:
                 updated = self._queues.find_one_and_update(
@@ -112,8 +113,22 @@ class MongoBase(Driver):
             # MongoDB returns the upserted document; secantusdb has answered None when a
             # concurrent upsert created it first. Either way the retry updates it.
             if updated is not None:
-                return int(updated["seq"]) - count + 1, bool(updated.get("hs"))
+                first = int(updated["seq"]) - count + 1
+                subscribed = bool(updated.get("hs"))
+                if not subscribed and first == 1:
+                    subscribed = self._adopt_subscriptions(project, queue)
+                return first, subscribed
         raise errors.StorageUnavailable("The queue could not be created.")
+
+    def _adopt_subscriptions(self, project: str, queue: str) -> bool:
+        """Whether the queue, at its first post, has subscriptions its document does not
+        know of (marked ``hs`` then): those a creation stored while a deletion of the queue
+        removed the document it had marked."""
+        scope = self._queue_filter(project, queue)
+        if self._subscriptions.find_one(scope, {"_id": 1}) is None:
+            return False
+        self._queues.update_one(scope, {"$set": {"hs": True}})
+        return True
 
     def _policy(self, project: str, queue: str) -> QueuePolicy:
         return QueuePolicy.of(self.get_metadata(project, queue) or {})

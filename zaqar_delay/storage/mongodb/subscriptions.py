@@ -88,14 +88,17 @@ class SubscriptionOps(PushLimitOps):
             self._forget_lapsed(project, queue, new.subscriber, now_ms)
             try:
                 self._subscriptions.insert_one(dict(document))
-                return subscription_id, True
             except DuplicateKeyError:
                 existing = self._subscriptions.find_one(
                     {**self._live(project, queue, now_ms), "u": new.subscriber}, {"_id": 1}
                 )
-            if existing is not None:
-                return str(existing["_id"]), False
-            # The subscription that refused it was deleted (or expired) meanwhile.
+                if existing is not None:
+                    return str(existing["_id"]), False
+                continue  # the subscription that refused it was deleted (or expired) meanwhile
+            # Marked again: a deletion of the queue may have removed the document marked
+            # above, and a post made it again since (a later first post finds it itself).
+            self._queues.update_one(self._queue_filter(project, queue), {"$set": {"hs": True}})
+            return subscription_id, True
         raise errors.StorageUnavailable("The subscription kept changing")
 
     def list_subscriptions(

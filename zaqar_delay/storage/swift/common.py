@@ -159,10 +159,20 @@ class SwiftBase(Driver):
             names.content_type(cr=now_ms),
             {names.SUBSCRIBED: "0"},
         )
-        if created:
+        if created and not self._adopt_subscriptions(project, queue):
             self._recent_queue_objects.keep(name, sent_at, ("{}", False))
         else:
             self._recent_queue_objects.forget(name)
+
+    def _adopt_subscriptions(self, project: str, queue: str) -> bool:
+        """Mark the queue just created (unmarked) when subscriptions of it are stored
+        already: one a creation stored while a deletion of the queue removed the object it
+        had marked (its check after the write finds no object, so no mark to restore).
+        Whether it had some."""
+        if not self._has_subscriptions(project, queue):
+            return False
+        self._mark_subscribed(project, queue)
+        return True
 
     def _mark_subscribed(self, project: str, queue: str) -> None:
         """Record that the queue may have subscriptions, so posts look for them. An update

@@ -23,6 +23,7 @@ class QueueOps(SwiftBase):
             {names.SUBSCRIBED: "0"},
         )
         if created:
+            self._adopt_subscriptions(project, queue)
             self._queue_object_written(project, queue)
         return created
 
