@@ -13,16 +13,17 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from testbed.swift_aio import SwiftAllInOne
-from tests.helpers.memory_swift import MemorySwift, Process, memory_client
+from tests.helpers.memory_swift import MemorySwift, Process, Version, memory_client
 from tests.helpers.stores import RACING_SETTLE_MS
 from tests.helpers.swift import RACERS, RACES
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import NewMessage
-from zaqar_delay.storage.dedup_reservation import DedupReservation, Reservation
+from zaqar_delay.storage.dedup_reservation import DedupRecord, DedupReservation, Reservation
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.access import access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
@@ -273,6 +274,55 @@ def test_posts_of_one_id_on_either_side_of_an_epoch_s_start_store_it_once(
         assert isinstance(outcome, Reservation)
         if name not in stored:
             assert outcome.duplicate_of == {0: first}, (name, outcomes)
+
+
+@pytest.mark.parametrize("met_by", ["a first post", "a post blocking the previous chain"])
+def test_a_marker_a_record_created_with_it_overwrites_is_not_followed(met_by: str) -> None:
+    """Two posts create the previous chain's next generation together, one a marker (its
+    clock in the new epoch), the other a record (its clock before): both creations succeed,
+    and the record, the later, is kept. A third post that reads the marker before the
+    record lands must not take it as blocking the chain: before, it followed the marker
+    and started the new chain, and two posts stored the id (seen on the all-in-one, 1 run
+    in 8 of ``test_posts_of_an_id_across_a_day_s_start_store_it_once_on_swift``)."""
+    swift = MemorySwift()
+    before = FakeClock(START_MS - TIMES.dedup_epoch_ms + HOUR_MS)
+    post(records_on(swift, before, "old"), before, "m-old")  # lapsed long before the start
+    contested = generation(EPOCH - 1, 2)
+    marker = {"m": "", "e": 0, "at": START_MS + 2_000, "s": 1, "to": EPOCH, "by": "m-a"}
+    memory_client(swift, Process("a")).put(
+        CONTAINER, contested, json.dumps(marker).encode(), names.CONTENT_TYPE
+    )
+    record = {"m": "m-b", "e": START_MS - 2_000 + TTL_S * 1000, "at": START_MS - 2_000, "s": 1}
+    overwritten: list[str] = []
+    read = swift.get_object
+
+    def record_lands_after_the_marker_is_read(container: str, name: str, **kwargs: Any) -> Any:
+        found = read(container, name, **kwargs)
+        if name == contested and not overwritten:
+            # The record's creation, checked before the marker was committed, commits now.
+            swift._seq += 1
+            swift._record(container, name, Version(swift._seq, json.dumps(record).encode()))
+            overwritten.append(name)
+        return found
+
+    swift.get_object = record_lands_after_the_marker_is_read  # type: ignore[method-assign]
+    after = FakeClock(START_MS + 2_000)
+    records = records_on(swift, after, "c")
+    if met_by == "a first post":
+        outcome = post(records, after, "m-c")
+        taken, answered = outcome.taken, outcome.duplicate_of
+    else:  # a post that took the previous chain's lapsed record for its own meets the marker
+        now = after.now_ms()
+        lapsed = DedupRecord("job", "", 0, 0, True, generation(EPOCH - 1, 1))
+        mine = DedupRecord("job", "m-c", now + TTL_S * 1000, now)
+        replaced = records.replace(P, Q, lapsed, mine)
+        latest = records.latest(P, Q, "job")
+        assert latest is not None
+        taken, answered = ([replaced] if replaced else []), {0: latest.message_id}
+
+    assert overwritten == [contested], "the marker was not read before the record landed"
+    assert not taken and answered == {0: "m-b"}
+    assert swift.names(CONTAINER, names.dedup_chain(ID_PREFIX, EPOCH)) == []
 
 
 def test_a_dedup_record_carries_its_day_s_reclaim_time_on_swift(swift: SwiftDriver) -> None:

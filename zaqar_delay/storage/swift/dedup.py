@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -113,13 +114,30 @@ class SwiftDedupRecords:
         return self._chain(id_prefix, epoch, [{"name": _name(id_prefix, epoch, number)}])
 
     def _followed(self, id_prefix: str, latest: _Latest) -> _Latest:
-        """``latest``, or where the markers it leads to lead: the latest of the chain named."""
+        """``latest``, or where the markers it leads to lead: the latest of the chain named.
+        Each marker is settled first (``_settled``)."""
         for _ in range(MARKERS_FOLLOWED):
+            latest = self._settled(id_prefix, latest)
             if not latest.marker:
                 break
             assert latest.doc is not None
             latest = self._chain(id_prefix, int(latest.doc["to"]), [])
         return latest
+
+    def _settled(self, id_prefix: str, latest: _Latest) -> _Latest:
+        """``latest``, unless it is a marker: then read again once every creation that could
+        still overwrite it is committed (``SwiftClient.settled``), and the chain's latest
+        from there if a record did. A marker and a record created together both succeed,
+        and the later is kept: a post that followed the marker before the record landed
+        would start the next chain beside a live record, and both posts would store."""
+        if not latest.marker:
+            return latest
+        name = _name(id_prefix, latest.epoch, latest.number)
+        kept = self._swift.settled(self._container, name, time.monotonic())
+        settled = _Latest(latest.epoch, latest.number, None if kept is None else json.loads(kept))
+        if settled.marker:
+            return settled
+        return self._from(id_prefix, latest.epoch, latest.number)
 
     def _find(self, id_prefix: str, now_ms: int, listed: list[dict[str, Any]]) -> _Latest:
         """The id's latest generation: of the newest chain ``listed`` (the id's last entry)
@@ -208,6 +226,7 @@ class SwiftDedupRecords:
             return None
         previous = current - 1
         found = latest if latest.epoch == previous else self._chain(id_prefix, previous, [])
+        found = self._settled(id_prefix, found)
         if found.marker:
             return None
         if found.doc is not None and int(found.doc["e"]) > now_ms:
@@ -215,7 +234,7 @@ class SwiftDedupRecords:
         marker = {"m": "", "e": 0, "at": now_ms, "s": 1, "to": current, "by": record.message_id}
         if self._create(id_prefix, previous, found.number + 1, marker):
             return None
-        written = self._from(id_prefix, previous, found.number + 1)
+        written = self._settled(id_prefix, self._from(id_prefix, previous, found.number + 1))
         return None if written.marker else written
 
     # -- the port (storage.dedup_reservation.DedupRecords) ---------------------------------------
