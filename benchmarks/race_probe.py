@@ -231,7 +231,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     args = parser.parse_args()
     report = probe(args.store, args.seconds, args.threads)
-    print(json.dumps(report, indent=2))
+    print(json.dumps(report))
     sys.exit(1 if report["faults"] or report["tracebacks"] else 0)
 
 

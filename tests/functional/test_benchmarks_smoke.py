@@ -393,3 +393,12 @@ def test_message_quota_benchmark_counts_each_store(tmp_path: Path) -> None:
     # Each message is owed a push to each of the two subscriptions.
     assert 0 < held["0_subscriptions"] < held["2_subscriptions"]
     assert list(tmp_path.glob("message-quota-*.json"))
+
+
+def test_race_probe_answers_every_request_without_a_fault() -> None:
+    result = run_benchmark(
+        "race_probe", "--store", "redis-server", "--seconds", "3", "--threads", "2"
+    )
+    answers = result["answers"]
+    assert isinstance(answers, dict) and sum(answers.values()) > 0
+    assert result["faults"] == [] and result["tracebacks"] == 0
