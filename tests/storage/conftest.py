@@ -11,6 +11,7 @@ import pytest
 from testbed.swift_aio import SwiftAllInOne, missing_binaries
 from tests.helpers.pooled import POOLED, pooled_driver
 from tests.helpers.stores import STORES, close_test_driver, open_test_driver, races, store_url
+from zaqar_delay.storage.mongodb.driver import MongoDriver
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
 
@@ -36,6 +37,15 @@ def swift(request: pytest.FixtureRequest, swift_aio: SwiftAllInOne) -> Iterator[
     """A Swift driver on a namespace of its own, on the all-in-one."""
     driver = open_test_driver(swift_aio.store_uri, racing=races(request))
     assert isinstance(driver, SwiftDriver)
+    yield driver
+    close_test_driver(driver)
+
+
+@pytest.fixture
+def mongo(request: pytest.FixtureRequest) -> Iterator[MongoDriver]:
+    """A MongoDB driver on a namespace of its own (secantusdb, or a real MongoDB)."""
+    driver = open_test_driver(store_url(request, "mongodb"))
+    assert isinstance(driver, MongoDriver)
     yield driver
     close_test_driver(driver)
 

@@ -6,25 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import ClaimTimes, NewMessage, OverLimit
 from zaqar_delay.storage.mongodb.driver import MongoDriver
 
 P, Q, DLQ = "p", "q", "dlq"
 ALICE = "a" * 32
-
-
-@pytest.fixture
-def mongo(request: pytest.FixtureRequest) -> Iterator[MongoDriver]:
-    driver = open_test_driver(store_url(request, "mongodb"))
-    assert isinstance(driver, MongoDriver)
-    yield driver
-    close_test_driver(driver)
 
 
 def messages(*bodies: str) -> list[NewMessage]:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.helpers.stores import close_test_driver, open_test_driver, store_url
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import LeaseRequest, NewMessage, NewSubscription
 from zaqar_delay.storage.mongodb.driver import MongoDriver
@@ -15,14 +13,6 @@ from zaqar_delay.storage.mongodb.driver import MongoDriver
 P, Q = "p", "q"
 SUBSCRIBER = "http://127.0.0.1:9/hook"
 ALICE = "a" * 32
-
-
-@pytest.fixture
-def mongo(request: pytest.FixtureRequest) -> Iterator[MongoDriver]:
-    driver = open_test_driver(store_url(request, "mongodb"))
-    assert isinstance(driver, MongoDriver)
-    yield driver
-    close_test_driver(driver)
 
 
 def test_a_subscription_refused_for_one_deleted_meanwhile_is_made(
