@@ -13,7 +13,8 @@ and deleted from their queue unstored).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
+from typing import TypeVar
 
 import pymongo
 
@@ -24,6 +25,9 @@ from zaqar_delay.storage.mongodb.errors import duplicate_positions
 #: Times a write is given new positions before it is refused (each time past every message
 #: the queue holds: only writes racing it take them again).
 PLACING_ATTEMPTS = 3
+
+#: A write that places messages: a document to insert, or a filter and the fields to set.
+W = TypeVar("W")
 
 
 class Positions(MongoBase):
@@ -44,16 +48,7 @@ class Positions(MongoBase):
         position another message holds is inserted again past every message the queue holds
         (its ``k`` changed in place). StorageUnavailable when a fence (``dedup.fence``) holds
         one of their ids, the others stored, for the caller to undo."""
-        pending = documents
-        for _ in range(PLACING_ATTEMPTS):
-            displaced = self._insert_unordered(pending)
-            if not displaced:
-                return
-            first = self._positions_past_held(project, queue, len(displaced), now_ms)
-            for i, document in enumerate(displaced):
-                document["k"] = first + i
-            pending = displaced
-        raise errors.StorageUnavailable(f"The positions of queue {queue} kept being taken.")
+        self._placed(project, queue, documents, self._insert_unordered, lambda d: d, now_ms)
 
     def _update_placed(
         self, project: str, queue: str, updates: list[tuple[Doc, Doc]], now_ms: int
@@ -61,23 +56,42 @@ class Positions(MongoBase):
         """Apply ``updates`` (a filter, and the fields it sets, among them a position ``k``
         in the queue), unordered; one refused because another message holds its position is
         applied again past every message the queue holds."""
-        pending = updates
+        self._placed(project, queue, updates, self._update_unordered, lambda u: u[1], now_ms)
+
+    def _placed(
+        self,
+        project: str,
+        queue: str,
+        pending: list[W],
+        write: Callable[[list[W]], list[W]],
+        fields_of: Callable[[W], Doc],
+        now_ms: int,
+    ) -> None:
+        """Send the writes ``pending`` (``write`` answers those refused for a held position),
+        and those refused again with new positions, ``PLACING_ATTEMPTS`` times at most."""
         for _ in range(PLACING_ATTEMPTS):
-            requests = [pymongo.UpdateOne(match, {"$set": fields}) for match, fields in pending]
-            try:
-                self._messages.bulk_write(requests, ordered=False)
+            pending = write(pending)
+            if not pending:
                 return
-            except pymongo.errors.BulkWriteError as exc:
-                refused = duplicate_positions(exc)
-                if refused is None:
-                    raise
-            pending = [pending[i] for i in refused]
             first = self._positions_past_held(project, queue, len(pending), now_ms)
-            for i, (_, fields) in enumerate(pending):
-                fields["k"] = first + i
+            for i, placed in enumerate(pending):
+                fields_of(placed)["k"] = first + i
         raise errors.StorageUnavailable(f"The positions of queue {queue} kept being taken.")
 
-    def _insert_unordered(self, documents: Sequence[Doc]) -> list[Doc]:
+    def _update_unordered(self, updates: list[tuple[Doc, Doc]]) -> list[tuple[Doc, Doc]]:
+        """Apply ``updates``, unordered; those refused because another message holds their
+        position."""
+        requests = [pymongo.UpdateOne(match, {"$set": fields}) for match, fields in updates]
+        try:
+            self._messages.bulk_write(requests, ordered=False)
+            return []
+        except pymongo.errors.BulkWriteError as exc:
+            refused = duplicate_positions(exc)
+            if refused is None:
+                raise
+        return [updates[i] for i in refused]
+
+    def _insert_unordered(self, documents: list[Doc]) -> list[Doc]:
         """Insert ``documents``, unordered; those refused because another message holds
         their position."""
         try:
