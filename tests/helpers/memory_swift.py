@@ -14,7 +14,14 @@ A test chooses the faults Swift and its network give a real driver:
 - an **overtaken update**: a POST or DELETE refused with 409, as Swift refuses an update
   older than the object's latest;
 - **listing lag**: listings show containers as they were some writes ago (a container
-  server's update arrives late), while reads by name are current.
+  server's update arrives late), while reads by name are current;
+- **replacement windows** (``replacement_windows``): an object server replaces an object's
+  data (a blind PUT over it) or its metadata (a POST after an earlier POST) by renaming the
+  new file in and unlinking the old one, while the request it serves meanwhile may have
+  listed the old file and finds it gone. The request Swift answers next after such a
+  replacement sees no object by that name: a read answers 404, and a create-only write
+  passes its check and stores over it (its timestamp being later). A first POST adds a file
+  and unlinks none, so it opens no window.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ class Version:
     body: bytes | None
     content_type: str = ""
     headers: tuple[tuple[str, str], ...] = ()
+    # Whether a POST wrote it (its metadata is a file of its own, which a next POST replaces).
+    posted: bool = False
 
 
 class Fault(enum.Enum):
@@ -103,10 +112,16 @@ class MemorySwift:
         self.listing_lag = 0
         # How long each request takes.
         self.pause_s = 0.0
+        # Whether replacing an object lets the next request miss it (see the module).
+        self.replacement_windows = False
+        self._replacing: tuple[str, str] | None = None
+        self._hidden: tuple[str, str] | None = None
 
     # -- the state -----------------------------------------------------------------------------
 
     def current(self, container: str, name: str) -> Version | None:
+        if (container, name) == self._hidden:
+            return None
         versions = self._objects.get(container, {}).get(name)
         if not versions or versions[-1].body is None:
             return None
@@ -148,7 +163,16 @@ class MemorySwift:
         if self.pause_s:  # not even sleep(0): a system call each, most of a test's time
             time.sleep(self.pause_s)
         with self._lock:
-            return process.meet(method, lambda: getattr(self, method)(*args, **kwargs))
+            # The object being replaced, if any, is missed by this request alone.
+            self._hidden, self._replacing = self._replacing, None
+            try:
+                return process.meet(method, lambda: getattr(self, method)(*args, **kwargs))
+            finally:
+                self._hidden = None
+
+    def _replaced(self, container: str, name: str) -> None:
+        if self.replacement_windows:
+            self._replacing = (container, name)
 
     def head_account(self) -> dict[str, str]:
         return {}
@@ -172,6 +196,8 @@ class MemorySwift:
         if headers.pop("If-None-Match", None) == "*" and self.current(container, name):
             response_dict["status"] = 412
             raise ClientException("exists", http_status=412)
+        if self.current(container, name):
+            self._replaced(container, name)
         self._seq += 1
         kept = tuple(sorted((k.lower(), str(v)) for k, v in headers.items()))
         self._record(container, name, Version(self._seq, body, content_type, kept))
@@ -203,12 +229,18 @@ class MemorySwift:
         kept = {
             k: v for k, v in version.headers if not k.startswith(("x-object-meta-", "x-delete"))
         }
+        if version.posted:
+            self._replaced(container, name)
         self._seq += 1
         self._record(
             container,
             name,
             Version(
-                self._seq, version.body, content_type, tuple(sorted({**kept, **update}.items()))
+                self._seq,
+                version.body,
+                content_type,
+                tuple(sorted({**kept, **update}.items())),
+                posted=True,
             ),
         )
 

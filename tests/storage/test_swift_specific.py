@@ -75,8 +75,9 @@ class ProcessKilled(BaseException):
 
 
 class FailingWrites:
-    """Makes the driver's client refuse writes of objects whose names contain ``part`` with
-    ``fault`` (by default, as Swift going away would), and records each refusal."""
+    """Makes the driver's client refuse writes (PUTs, metadata POSTs and deletes) of objects
+    whose names contain ``part`` with ``fault`` (by default, as Swift going away would), and
+    records each refusal."""
 
     def __init__(
         self,
@@ -88,6 +89,7 @@ class FailingWrites:
         """``deletes``: deletes are refused too."""
         self.refused: list[str] = []
         put, delete = SwiftClient.put, SwiftClient.delete
+        post = SwiftClient.set_user_metadata
 
         def failing_put(client: SwiftClient, container: str, name: str, *args: Any) -> None:
             if part in name:
@@ -101,7 +103,14 @@ class FailingWrites:
                 raise fault("injected")
             delete(client, container, name)
 
+        def failing_post(client: SwiftClient, container: str, name: str, *args: Any) -> None:
+            if part in name:
+                self.refused.append(f"POST {name}")
+                raise fault("injected")
+            post(client, container, name, *args)
+
         monkeypatch.setattr(SwiftClient, "put", failing_put)
+        monkeypatch.setattr(SwiftClient, "set_user_metadata", failing_post)
         monkeypatch.setattr(SwiftClient, "delete", failing_delete)
 
 
@@ -861,8 +870,8 @@ def test_the_latest_numbered_object_is_found_in_one_listing_however_many_there_a
         return get(container, name, **kwargs)
 
     monkeypatch.setattr(client, "get", counted)
-    number, body = client.latest_numbered(container, prefix)
-    assert (number, body) == (7, b'{"n": 7}')
+    number, found = client.latest_numbered(container, prefix)
+    assert found is not None and (number, found[1]) == (7, b'{"n": 7}')
     assert len(gets) == 2  # the highest, and the one after it (not there)
 
 

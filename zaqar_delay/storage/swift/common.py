@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from zaqar_delay import errors
-from zaqar_delay.models import Message
+from zaqar_delay.models import Message, Metadata
 from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.swift import names
@@ -152,17 +152,29 @@ class SwiftBase(Driver):
         the queue that existed."""
         name = names.queue_object(project, queue)
         sent_at = time.monotonic()
-        created = self._swift.create(
-            self._container(names.QUEUES),
-            name,
-            b"{}",
-            names.content_type(cr=now_ms),
-            {names.SUBSCRIBED: "0"},
-        )
+        created = self._create_queue_object(project, queue, {}, now_ms)
         if created and not self._adopt_subscriptions(project, queue):
             self._recent_queue_objects.keep(name, sent_at, ("{}", False))
         else:
             self._recent_queue_objects.forget(name)
+
+    def _create_queue_object(
+        self, project: str, queue: str, metadata: Metadata, now_ms: int
+    ) -> bool:
+        """Create the queue's metadata object (unmarked: no subscriptions) unless it exists;
+        whether this call created it. Read first: a metadata write or a subscription mark
+        replacing the object hides it from a create-only write at that moment, which would
+        store this metadata over the queue's."""
+        container, name = self._container(names.QUEUES), names.queue_object(project, queue)
+        if self._swift.exists(container, name):
+            return False
+        return self._swift.create(
+            container,
+            name,
+            json.dumps(metadata).encode(),
+            names.content_type(cr=now_ms),
+            {names.SUBSCRIBED: "0"},
+        )
 
     def _adopt_subscriptions(self, project: str, queue: str) -> bool:
         """Mark the queue just created (unmarked) when subscriptions of it are stored

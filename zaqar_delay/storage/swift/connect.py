@@ -235,17 +235,15 @@ class SwiftClient:
 
     def latest_numbered(
         self, container: str, prefix: str, listed: list[dict[str, Any]] | None = None
-    ) -> tuple[int, bytes | None]:
+    ) -> tuple[int, tuple[dict[str, str], bytes] | None]:
         """The highest-numbered object ``<prefix><n>`` (numbers as ``names.number_part``) and
-        its body, read from every replica: ``(0, None)`` when there is none. A listing may
-        not show the newest yet, so the numbers after the highest listed are read until one
-        is missing: an object once created is always found. ``listed``: the prefix's
-        listing (or its last entry), when the caller has it."""
+        its headers and body, read from every replica: ``(0, None)`` when there is none. A
+        listing may not show the newest yet, so the numbers after the highest listed are read
+        until one is missing: an object once created is always found. ``listed``: the
+        prefix's listing (or its last entry), when the caller has it."""
 
-        def read(number: int, known: bool = False) -> bytes | None:
-            name = prefix + names.number_part(number)
-            found = self.get(container, name, newest=True, known=known)
-            return None if found is None else found[1]
+        def read(number: int, known: bool = False) -> tuple[dict[str, str], bytes] | None:
+            return self.get(container, prefix + names.number_part(number), newest=True, known=known)
 
         if listed is None:
             # The highest name alone, however many there are (a listing page in name order
@@ -254,12 +252,12 @@ class SwiftClient:
         highest = int(listed[-1]["name"][len(prefix) :]) if listed else 0
         # The highest listed and the one after it are read together.
         after = self.submit(read, highest + 1)
-        body = read(highest, known=True) if highest else None
+        found = read(highest, known=True) if highest else None
         newer = after.result()
         while newer is not None:
-            highest, body = highest + 1, newer
+            highest, found = highest + 1, newer
             newer = read(highest + 1)
-        return highest, body
+        return highest, found
 
     def exists(self, container: str, name: str) -> bool:
         return self.head(container, name) is not None

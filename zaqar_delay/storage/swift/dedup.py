@@ -27,10 +27,19 @@ A listing shows the newest chain's latest generation, as far as it is listed; th
 it may not show yet (the current epoch's, and within the overlap the previous one's) are read
 by their first generation. Generations an earlier release named without an epoch are an id's
 oldest chain, which is not reclaimed.
+
+A generation's data is written once. Its post confirms it, or forgets it, by a POST of its
+state (``names.DEDUP_STATE``), not by overwriting it: an object server checks a create-only
+write against the object as it finds it on disk, and one replacing the object's data at that
+moment hides it, so a post creating that generation just then (it read it as absent a moment
+before) would store over a record whose message is stored. A first POST adds a file and
+replaces none. Without ``reclaim`` the state is written in the body instead, where servers of
+the earlier release read it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -40,7 +49,7 @@ from typing import Any
 from zaqar_delay.clock import Clock, SystemClock
 from zaqar_delay.storage.dedup_reservation import Created, DedupRecord
 from zaqar_delay.storage.swift import names
-from zaqar_delay.storage.swift.connect import SwiftClient
+from zaqar_delay.storage.swift.connect import ConcurrentUpdate, SwiftClient
 from zaqar_delay.storage.swift.timing import SwiftTimes
 
 # Markers followed from one chain to the next before a generation is taken as lapsed (a post
@@ -106,8 +115,8 @@ class SwiftDedupRecords:
         """The latest generation of the chain of ``epoch``, read past its listing (``listed``:
         its last entry; ``[]`` reads from generation 1 without listing)."""
         prefix = names.dedup_chain(id_prefix, epoch)
-        number, body = self._swift.latest_numbered(self._container, prefix, listed)
-        return _Latest(epoch, number, None if body is None else json.loads(body))
+        number, found = self._swift.latest_numbered(self._container, prefix, listed)
+        return _Latest(epoch, number, None if found is None else _document(*found))
 
     def _from(self, id_prefix: str, epoch: int | None, number: int) -> _Latest:
         """The latest generation of a chain known to have ``number``."""
@@ -134,6 +143,7 @@ class SwiftDedupRecords:
             return latest
         name = _name(id_prefix, latest.epoch, latest.number)
         kept = self._swift.settled(self._container, name, time.monotonic())
+        # A marker is never updated: its body is all of it.
         settled = _Latest(latest.epoch, latest.number, None if kept is None else json.loads(kept))
         if settled.marker:
             return settled
@@ -271,9 +281,7 @@ class SwiftDedupRecords:
             return None
         id_prefix = self._id_prefix(project, queue, record.dedup_id)
         epoch, number = names.dedup_place(id_prefix, record.version)
-        return self._record(
-            record.dedup_id, id_prefix, _Latest(epoch, number, json.loads(found[1]))
-        )
+        return self._record(record.dedup_id, id_prefix, _Latest(epoch, number, _document(*found)))
 
     def replace(
         self, project: str, queue: str, old: DedupRecord, new: DedupRecord
@@ -286,22 +294,32 @@ class SwiftDedupRecords:
         return record if made else None
 
     def confirm(self, project: str, queue: str, records: Sequence[DedupRecord]) -> None:
-        """Each generation rewritten as stored (the post that made it is its only writer
-        until it lapses)."""
-        self._swift.each(lambda r: self._rewrite(project, queue, r, _doc(r, stored=True)), records)
+        """Each generation marked stored (by its post, or by a repeat that found its message
+        stored after its post's grace)."""
+        self._swift.each(lambda r: self._update(project, queue, r, STORED), records)
 
     def forget(self, project: str, queue: str, records: Sequence[DedupRecord]) -> None:
-        """Each generation overwritten as lapsed, not deleted, so its number is never taken
-        again while a later one may be live."""
-        self._swift.each(lambda r: self._rewrite(project, queue, r, LAPSED), records)
+        """Each generation marked lapsed, not deleted, so its number is never taken again
+        while a later one may be live."""
+        self._swift.each(lambda r: self._update(project, queue, r, LAPSED), records)
 
-    def _rewrite(self, project: str, queue: str, record: DedupRecord, doc: dict[str, Any]) -> None:
-        epoch = names.dedup_place(self._id_prefix(project, queue, record.dedup_id), record.version)[
-            0
-        ]
-        self._swift.put(
-            self._container, record.version, _body(doc), names.CONTENT_TYPE, self._reclaimed(epoch)
-        )
+    def _update(self, project: str, queue: str, record: DedupRecord, state: str) -> None:
+        """Give the generation ``state`` (``STORED`` or ``LAPSED``): a POST of
+        ``names.DEDUP_STATE`` (one overtaken by a concurrent update is as if it had come first
+        and been replaced; one of a generation gone, purged with its queue, does nothing);
+        without ``reclaim``, an overwrite of its document, as the earlier release writes it."""
+        id_prefix = self._id_prefix(project, queue, record.dedup_id)
+        reclaimed = self._reclaimed(names.dedup_place(id_prefix, record.version)[0])
+        if not self._reclaim:
+            doc = _doc(record, stored=True) if state == STORED else _doc(LAPSED_RECORD, stored=True)
+            self._swift.put(
+                self._container, record.version, _body(doc), names.CONTENT_TYPE, reclaimed
+            )
+            return
+        with contextlib.suppress(ConcurrentUpdate):
+            self._swift.set_user_metadata(
+                self._container, record.version, {names.DEDUP_STATE: state, **reclaimed}
+            )
 
 
 def _name(id_prefix: str, epoch: int | None, number: int) -> str:
@@ -319,5 +337,18 @@ def _body(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc).encode()
 
 
+# The states a generation's post (or a repeat) gives it after its creation.
+STORED, LAPSED = "stored", "lapsed"
 # A generation forgotten: expired, so the next post with its id makes the next one.
-LAPSED = _doc(DedupRecord("", "", 0, 0), stored=True)
+LAPSED_RECORD = DedupRecord("", "", 0, 0)
+
+
+def _document(headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    """A generation's document as read: its body, with the state a POST gave it."""
+    state = headers.get(names.DEDUP_STATE.lower())
+    if state == LAPSED:
+        return _doc(LAPSED_RECORD, stored=True)
+    doc: dict[str, Any] = json.loads(body)
+    if state == STORED:
+        doc["s"] = 1
+    return doc

@@ -51,6 +51,9 @@ CONTENT_TYPE = "application/x-zaqar-delay"
 # need not list its subscriptions; "1" once it may have. Queues stored before it have none,
 # which reads as "1".
 SUBSCRIBED = "X-Object-Meta-Subscribed"
+# On a dedup generation: "stored" once its post stored its message, "lapsed" once it gave it
+# up (``dedup.SwiftDedupRecords``); absent, its document's own ``s``.
+DEDUP_STATE = "X-Object-Meta-State"
 
 
 def may_have_subscriptions(queue_headers: dict[str, str]) -> bool:

@@ -54,8 +54,8 @@ class PushLimitOps(SwiftBase):
 
     def _latest_generation(self, prefix: str) -> tuple[int, dict[str, Any] | None]:
         """The highest generation under ``prefix`` and what it holds (0, None: none)."""
-        generation, body = self._swift.latest_numbered(self._container(names.PUSHES), prefix)
-        return generation, None if body is None else dict(json.loads(body))
+        generation, found = self._swift.latest_numbered(self._container(names.PUSHES), prefix)
+        return generation, None if found is None else dict(json.loads(found[1]))
 
     def _create_generation(self, prefix: str, generation: int, held: dict[str, Any]) -> bool:
         body = json.dumps({**held, "k": secrets.token_hex(8)}).encode()

@@ -15,13 +15,7 @@ class QueueOps(SwiftBase):
     """Create, read, change, list, count, purge and delete queues."""
 
     def create_queue(self, project: str, queue: str, metadata: Metadata, now_ms: int) -> bool:
-        created = self._swift.create(
-            self._container(names.QUEUES),
-            names.queue_object(project, queue),
-            json.dumps(metadata).encode(),
-            names.content_type(cr=now_ms),
-            {names.SUBSCRIBED: "0"},
-        )
+        created = self._create_queue_object(project, queue, metadata, now_ms)
         if created:
             self._adopt_subscriptions(project, queue)
             self._queue_object_written(project, queue)

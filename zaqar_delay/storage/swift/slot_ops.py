@@ -55,10 +55,10 @@ class SlotOps(SwiftBase):
     def _current_slot(self, project: str, queue: str, message_id: str) -> Slot:
         """The message's latest slot, read from the slot itself (``Slot()``: never claimed);
         a slot once created is always found (``SwiftClient.latest_numbered``)."""
-        n, body = self._swift.latest_numbered(
+        n, found = self._swift.latest_numbered(
             self._container(names.CLAIMS), self._slots_prefix(project, queue, message_id)
         )
-        return Slot() if body is None else slot_from_document(n, body)
+        return Slot() if found is None else slot_from_document(n, found[1])
 
     def _slots_of(self, project: str, queue: str, message_ids: Sequence[str]) -> dict[str, Slot]:
         """The latest slot of each message as listings show it (claim count and holder for

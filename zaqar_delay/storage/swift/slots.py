@@ -3,10 +3,11 @@
 A message's claims are numbered slots, ``<p>/<q>/m/<id>/<n>`` in the claims container, each
 created only if absent (``If-None-Match: *``). Taking slot n + 1 is the one atomic step of a
 claim: of any number of claimers, exactly one creates it. An index entry records the claim
-count ``n`` it was written at, so a claimer creates slot ``n + 1`` straight away; if a claim
-was taken since, that slot exists and the entry is stale. A slot holds the claim's id, its
-expiry (0 once released or left) and the claim count (``cc``), which a slot voided before its
-message was handed out does not raise.
+count ``n`` it was written at, so a claimer reads slot ``n + 1`` and, absent, creates it; if a
+claim was taken since, that slot exists and the entry is stale. (Read first: an update of the
+slot hides it from a create-only write at that moment; see ``TakeOps._take_through``.) A slot
+holds the claim's id, its expiry (0 once released or left) and the claim count (``cc``),
+which a slot voided before its message was handed out does not raise.
 """
 
 from __future__ import annotations

@@ -71,6 +71,13 @@ class TakeOps(DueOrderOps, SlotOps):
         container = self._container(names.CLAIMS)
         slot_name = self._slot_name(project, queue, message_id, slot.n)
         body = slot.document()
+        # Read first: a stale entry names a slot that exists, and a renewal, a release or a
+        # void overwriting it hides it from a create-only write at that moment, which would
+        # store over the claim. A read hidden so too leaves the creation a moment later,
+        # which an overwrite of the slot that close after the last is needed to hide.
+        taker = self._read_slot(project, queue, message_id, slot.n)
+        if taker is not None:
+            return self._after_losing(project, queue, message_id, name, taker, now_ms)
         sent = time.monotonic()
         if not self._swift.create(container, slot_name, body, slot.content_type()):
             # It exists (the create was refused), and its taker may be overwriting it.
