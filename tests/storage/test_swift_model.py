@@ -86,6 +86,9 @@ class SwiftSlotMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.swift = MemorySwift()
+        # A request right after an update replacing an object misses it (a create-only write
+        # stores over it, a read answers 404), as on a real object server.
+        self.swift.replacement_windows = True
         self.namespace = f"zd{uuid.uuid4().hex[:12]}"
         self.processes = [Process("a"), Process("b")]
         self.drivers = [self._start(process) for process in self.processes]
