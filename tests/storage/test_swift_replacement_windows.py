@@ -118,3 +118,27 @@ def test_a_queue_s_metadata_outlives_a_creation_of_the_queue_as_it_is_written(
     assert a.get_metadata(P, Q) == {"_default_message_delay": 60}
     if made_by == "a PUT of the queue":
         assert swift.outcomes == [False], "the PUT created a queue that existed"
+
+
+def test_a_dead_letter_copy_stored_again_leaves_its_changed_copy() -> None:
+    """A dead-letter move sent again after a failure stores each copy only if it is not
+    stored yet: made just as a release rewrites the copy the first attempt stored, Swift's
+    check misses it. Before, the copy as first written was stored over it (an edit or a
+    retry backoff made since was lost)."""
+    swift, clock = ReplacingSwift(), FakeClock()
+    namespace = f"zd{uuid.uuid4().hex[:12]}"
+    a, b = (SwiftDriver(memory_client(swift, Process(n)), namespace=namespace) for n in "ab")
+    a.prepare()
+    [message_id] = a.post_messages(P, Q, [NewMessage('"job"', 3600, 0)], CLIENT, clock.now_ms()).ids
+    first = a._read_message(P, Q, message_id)
+    assert first is not None
+    changed = {**first, "d": first["d"] + 30_000}
+    swift.after_overwrite(
+        a._message_name(P, Q, message_id),
+        lambda: b._create_message(P, Q, message_id, first),
+    )
+    a._write_message(P, Q, message_id, changed)
+
+    assert swift.outcomes == [False], "the copy was stored again"
+    stored = a._read_message(P, Q, message_id)
+    assert stored is not None and stored["d"] == changed["d"]

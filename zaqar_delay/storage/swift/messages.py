@@ -108,12 +108,18 @@ class MessageOps(PushOps):
         )
 
     def _create_message(self, project: str, queue: str, message_id: str, doc: Doc) -> bool:
-        """Store the message, indexed by its due entry, only if its id is not stored yet."""
-        return self._swift.create(
+        """Store the message, indexed by its due entry, only if its id is not stored yet.
+        Read first: an edit, a claim or a release replacing the copy an earlier attempt
+        stored hides it from a create-only write at that moment, which would store this
+        copy over the changed one."""
+        container, name = (
             self._container(names.MESSAGES),
             self._message_name(project, queue, message_id),
-            json.dumps(doc).encode(),
-            message_content_type(doc),
+        )
+        if self._swift.exists(container, name):
+            return False
+        return self._swift.create(
+            container, name, json.dumps(doc).encode(), message_content_type(doc)
         )
 
     @staticmethod
