@@ -66,6 +66,8 @@ class _Latest:
     epoch: int | None
     number: int
     doc: dict[str, Any] | None = None
+    # When the read that found it was sent (``time.monotonic()``; 0: not read here).
+    read_at: float = 0.0
 
     @property
     def marker(self) -> bool:
@@ -115,8 +117,9 @@ class SwiftDedupRecords:
         """The latest generation of the chain of ``epoch``, read past its listing (``listed``:
         its last entry; ``[]`` reads from generation 1 without listing)."""
         prefix = names.dedup_chain(id_prefix, epoch)
+        read_at = time.monotonic()
         number, found = self._swift.latest_numbered(self._container, prefix, listed)
-        return _Latest(epoch, number, None if found is None else _document(*found))
+        return _Latest(epoch, number, None if found is None else _document(*found), read_at)
 
     def _from(self, id_prefix: str, epoch: int | None, number: int) -> _Latest:
         """The latest generation of a chain known to have ``number``."""
@@ -135,14 +138,16 @@ class SwiftDedupRecords:
 
     def _settled(self, id_prefix: str, latest: _Latest) -> _Latest:
         """``latest``, unless it is a marker: then read again once every creation that could
-        still overwrite it is committed (``SwiftClient.settled``), and the chain's latest
-        from there if a record did. A marker and a record created together both succeed,
-        and the later is kept: a post that followed the marker before the record landed
-        would start the next chain beside a live record, and both posts would store."""
+        still overwrite it is committed (``SwiftClient.settled``, from when the read that found
+        it was sent), and the chain's latest from there if a record did. A marker and a
+        record created together both succeed, and the later is kept: a post that followed
+        the marker before the record landed would start the next chain beside a live record,
+        and both posts would store."""
         if not latest.marker:
             return latest
         name = _name(id_prefix, latest.epoch, latest.number)
-        kept = self._swift.settled(self._container, name, time.monotonic())
+        # Past settle_ms and the round trip of the read that found it, as a creation waits.
+        kept = self._swift.settled(self._container, name, latest.read_at or time.monotonic())
         # A marker is never updated: its body is all of it.
         settled = _Latest(latest.epoch, latest.number, None if kept is None else json.loads(kept))
         if settled.marker:
