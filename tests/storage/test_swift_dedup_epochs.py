@@ -326,6 +326,48 @@ def test_a_marker_a_record_created_with_it_overwrites_is_not_followed(met_by: st
     assert swift.names(CONTAINER, names.dedup_chain(ID_PREFIX, EPOCH)) == []
 
 
+def test_a_record_a_marker_overwrote_while_a_repeat_waited_is_not_built_on() -> None:
+    """A record and a marker created together at the previous chain's next generation: a post
+    of the id whose clock is before the start reads the record (live, unconfirmed) and waits
+    for its post to confirm it; the marker, the later creation, then lands over it. Read
+    again, a marker reads as a lapsed record. Before, the waiting post replaced it with the
+    generation after it, in the chain the marker blocks, while the marker's post started the
+    new chain: both stored the id (traced on the all-in-one,
+    ``test_posts_of_an_id_across_a_day_s_start_store_it_once_on_swift``)."""
+    swift = MemorySwift()
+    old = FakeClock(START_MS - TIMES.dedup_epoch_ms + HOUR_MS)
+    post(records_on(swift, old, "old"), old, "m-old")  # generation 1, lapsed long before
+    contested = generation(EPOCH - 1, 2)
+    record = {"m": "m-b", "e": START_MS - 2_000 + TTL_S * 1000, "at": START_MS - 2_000, "s": 0}
+    memory_client(swift, Process("b")).put(
+        CONTAINER, contested, json.dumps(record).encode(), names.CONTENT_TYPE
+    )
+    marker = {"m": "", "e": 0, "at": START_MS + 2_000, "s": 1, "to": EPOCH, "by": "m-a"}
+    landed: list[str] = []
+    read = swift.get_object
+
+    def marker_lands_once_the_record_is_read(container: str, name: str, **kwargs: Any) -> Any:
+        found = read(container, name, **kwargs)
+        if name == contested and not landed:
+            # The marker's creation, checked before the record was committed, commits now.
+            swift._seq += 1
+            swift._record(container, name, Version(swift._seq, json.dumps(marker).encode()))
+            landed.append(name)
+        return found
+
+    swift.get_object = marker_lands_once_the_record_is_read  # type: ignore[method-assign]
+    clock = FakeClock(START_MS - 2_000)
+    outcome = post(records_on(swift, clock, "c"), clock, "m-c")
+
+    assert landed == [contested], "the record was not read before the marker landed"
+    # The marker's post died before starting the new chain: the waiting post starts it.
+    assert [r.version for r in outcome.taken] == [generation(EPOCH, 1)], outcome
+    assert swift.names(CONTAINER, names.dedup_chain(ID_PREFIX, EPOCH - 1)) == [
+        generation(EPOCH - 1, 1),
+        contested,
+    ]
+
+
 def test_a_record_s_confirmation_lets_no_create_only_write_through() -> None:
     """Swift checks a create-only write against the object as it finds it on disk, and an
     overwrite replacing the object at that moment hides it: the write passes and stores over

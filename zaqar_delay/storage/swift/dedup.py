@@ -292,10 +292,17 @@ class SwiftDedupRecords:
         self, project: str, queue: str, old: DedupRecord, new: DedupRecord
     ) -> DedupRecord | None:
         """The generation after ``old``'s (or the current chain's first, ``old``'s chain being
-        older), created unless a concurrent post wrote first."""
+        older), created unless a concurrent post wrote first. ``old``'s chain is read again
+        from it first: a generation made after it since is a concurrent post's, and a marker
+        (which reads as lapsed: a record it overwrote, created with it, may have been read
+        live before it landed) is followed, since the chain it blocks takes no generation
+        more."""
         id_prefix = self._id_prefix(project, queue, new.dedup_id)
         epoch, number = names.dedup_place(id_prefix, old.version)
-        made, record = self._take(id_prefix, _Latest(epoch, number), new)
+        latest = self._followed(id_prefix, self._from(id_prefix, epoch, number))
+        if latest.number and (latest.epoch, latest.number) != (epoch, number):
+            return None
+        made, record = self._take(id_prefix, latest, new)
         return record if made else None
 
     def confirm(self, project: str, queue: str, records: Sequence[DedupRecord]) -> None:
