@@ -277,6 +277,24 @@ def test_posts_of_one_id_on_either_side_of_an_epoch_s_start_store_it_once(
             assert outcome.duplicate_of == {0: first}, (name, outcomes)
 
 
+def lands_once_read(swift: MemorySwift, name: str, doc: dict[str, Any]) -> list[str]:
+    """Make a concurrent creation of ``name`` with ``doc`` commit (as the later, kept) right
+    after the object is first read; the list names it once it has."""
+    landed: list[str] = []
+    read = swift.get_object
+
+    def landing(container: str, read_name: str, **kwargs: Any) -> Any:
+        found = read(container, read_name, **kwargs)
+        if read_name == name and not landed:
+            swift._seq += 1
+            swift._record(container, name, Version(swift._seq, json.dumps(doc).encode()))
+            landed.append(name)
+        return found
+
+    swift.get_object = landing  # type: ignore[method-assign]
+    return landed
+
+
 @pytest.mark.parametrize("met_by", ["a first post", "a post blocking the previous chain"])
 def test_a_marker_a_record_created_with_it_overwrites_is_not_followed(met_by: str) -> None:
     """Two posts create the previous chain's next generation together, one a marker (its
@@ -294,19 +312,8 @@ def test_a_marker_a_record_created_with_it_overwrites_is_not_followed(met_by: st
         CONTAINER, contested, json.dumps(marker).encode(), names.CONTENT_TYPE
     )
     record = {"m": "m-b", "e": START_MS - 2_000 + TTL_S * 1000, "at": START_MS - 2_000, "s": 1}
-    overwritten: list[str] = []
-    read = swift.get_object
-
-    def record_lands_after_the_marker_is_read(container: str, name: str, **kwargs: Any) -> Any:
-        found = read(container, name, **kwargs)
-        if name == contested and not overwritten:
-            # The record's creation, checked before the marker was committed, commits now.
-            swift._seq += 1
-            swift._record(container, name, Version(swift._seq, json.dumps(record).encode()))
-            overwritten.append(name)
-        return found
-
-    swift.get_object = record_lands_after_the_marker_is_read  # type: ignore[method-assign]
+    # The record's creation, checked before the marker was committed, commits once it is read.
+    overwritten = lands_once_read(swift, contested, record)
     after = FakeClock(START_MS + 2_000)
     records = records_on(swift, after, "c")
     if met_by == "a first post":
@@ -343,19 +350,8 @@ def test_a_record_a_marker_overwrote_while_a_repeat_waited_is_not_built_on() -> 
         CONTAINER, contested, json.dumps(record).encode(), names.CONTENT_TYPE
     )
     marker = {"m": "", "e": 0, "at": START_MS + 2_000, "s": 1, "to": EPOCH, "by": "m-a"}
-    landed: list[str] = []
-    read = swift.get_object
-
-    def marker_lands_once_the_record_is_read(container: str, name: str, **kwargs: Any) -> Any:
-        found = read(container, name, **kwargs)
-        if name == contested and not landed:
-            # The marker's creation, checked before the record was committed, commits now.
-            swift._seq += 1
-            swift._record(container, name, Version(swift._seq, json.dumps(marker).encode()))
-            landed.append(name)
-        return found
-
-    swift.get_object = marker_lands_once_the_record_is_read  # type: ignore[method-assign]
+    # The marker's creation, checked before the record was committed, commits once it is read.
+    landed = lands_once_read(swift, contested, marker)
     clock = FakeClock(START_MS - 2_000)
     outcome = post(records_on(swift, clock, "c"), clock, "m-c")
 
