@@ -142,3 +142,23 @@ def test_a_dead_letter_copy_stored_again_leaves_its_changed_copy() -> None:
     assert swift.outcomes == [False], "the copy was stored again"
     stored = a._read_message(P, Q, message_id)
     assert stored is not None and stored["d"] == changed["d"]
+
+
+def test_a_creation_read_first_stores_nothing_over_an_object_being_replaced() -> None:
+    """``SwiftClient.create(read_first=True)``: a create-only write sent while a blind overwrite
+    replaces the object passes Swift's check and stores over it; read first, the read is the
+    request that misses the object, and the creation that follows finds it."""
+    swift = MemorySwift()
+    swift.replacement_windows = True
+    client = memory_client(swift, Process("a"))
+    client.put_container("c")
+    client.put("c", "o", b"first", "x/y")
+
+    client.put("c", "o", b"updated", "x/y")
+    assert client.create("c", "o", b"created", "x/y") is True, "no creation met the overwrite"
+    assert client.get("c", "o", known=True) == ({"content-type": "x/y"}, b"created")
+
+    client.put("c", "o", b"updated again", "x/y")
+    assert client.create("c", "o", b"created again", "x/y", read_first=True) is False
+    found = client.get("c", "o", known=True)
+    assert found is not None and found[1] == b"updated again"

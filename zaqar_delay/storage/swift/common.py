@@ -165,15 +165,13 @@ class SwiftBase(Driver):
         whether this call created it. Read first: a metadata write or a subscription mark
         replacing the object hides it from a create-only write at that moment, which would
         store this metadata over the queue's."""
-        container, name = self._container(names.QUEUES), names.queue_object(project, queue)
-        if self._swift.exists(container, name):
-            return False
         return self._swift.create(
-            container,
-            name,
+            self._container(names.QUEUES),
+            names.queue_object(project, queue),
             json.dumps(metadata).encode(),
             names.content_type(cr=now_ms),
             {names.SUBSCRIBED: "0"},
+            read_first=True,
         )
 
     def _adopt_subscriptions(self, project: str, queue: str) -> bool:

@@ -165,9 +165,16 @@ class SwiftClient:
         body: bytes,
         content_type: str,
         headers: Mapping[str, str] | None = None,
+        *,
+        read_first: bool = False,
     ) -> bool:
         """Store the object only if no object has that name (``If-None-Match: *``); False
-        when one has."""
+        when one has. ``read_first``: create it only if a read (HEAD) first finds none. A
+        request racing a replacement of the object (a blind overwrite, or a POST after a
+        POST; design.rst) may find no file, and a create-only write would store over it; a
+        read and the creation after it both miss it only if two replacements come that close."""
+        if read_first and self.exists(container, name):
+            return False
         create_only = {**(headers or {}), "If-None-Match": "*"}
         return self._write(container, name, body, content_type, create_only)
 
@@ -296,14 +303,13 @@ class SwiftClient:
                 raise _unavailable(exc) from exc
 
     def delete(self, container: str, name: str) -> None:
-        """Delete the object; one already gone is not an error.
-
-        A delete that a concurrent write overtook (409: an object server orders an object's
-        updates by their proxy timestamps, and refuses a delete older than the data it has)
-        is sent again, with a newer timestamp, so it applies after that write: the order the
-        two would have had had this one arrived later, which proxies on other clocks can give
-        anyway, so no caller relies on the order of concurrent updates. The pauses between
-        sends let the timestamp of a write from a proxy whose clock is ahead pass."""
+        """Delete the object; one already gone is not an error. A delete that a concurrent
+        write overtook (409: an object server orders an object's updates by their proxy
+        timestamps, and refuses a delete older than the data it has) is sent again, with a
+        newer timestamp, so it applies after that write: the order the two would have had had
+        this one arrived later, which proxies on other clocks can give anyway, so no caller
+        relies on the order of concurrent updates. The pauses between sends let the
+        timestamp of a write from a proxy whose clock is ahead pass."""
         pause, longest = OVERTAKEN_PAUSE_S
         for attempt in range(OVERTAKEN_ATTEMPTS):
             try:

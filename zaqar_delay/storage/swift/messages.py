@@ -112,14 +112,12 @@ class MessageOps(PushOps):
         Read first: an edit, a claim or a release replacing the copy an earlier attempt
         stored hides it from a create-only write at that moment, which would store this
         copy over the changed one."""
-        container, name = (
+        return self._swift.create(
             self._container(names.MESSAGES),
             self._message_name(project, queue, message_id),
-        )
-        if self._swift.exists(container, name):
-            return False
-        return self._swift.create(
-            container, name, json.dumps(doc).encode(), message_content_type(doc)
+            json.dumps(doc).encode(),
+            message_content_type(doc),
+            read_first=True,
         )
 
     @staticmethod
