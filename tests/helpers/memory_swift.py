@@ -21,7 +21,14 @@ A test chooses the faults Swift and its network give a real driver:
   listed the old file and finds it gone. The request Swift answers next after such a
   replacement sees no object by that name: a read answers 404, and a create-only write
   passes its check and stores over it (its timestamp being later). A first POST adds a file
-  and unlinks none, so it opens no window.
+  and unlinks none, so it opens no window;
+- **concurrent creations** (``creation_window``): an object server checks that an object is
+  absent before it receives the data, so a create-only write whose check came before another
+  creation was committed passes it too, and stores over that creation (its timestamp being
+  later). A create-only write of another process stores over a creation this way while the
+  creation is the object's latest version, its creator has not requested the object since
+  (it reads it back after the settle wait, by which every such write is assumed committed)
+  and fewer than ``creation_window`` requests have been answered since it.
 """
 
 from __future__ import annotations
@@ -116,6 +123,15 @@ class MemorySwift:
         self.replacement_windows = False
         self._replacing: tuple[str, str] | None = None
         self._hidden: tuple[str, str] | None = None
+        # Requests after a creation during which another process's creation may store over
+        # it (see the module; 0: none), the creations still open so (their creator and
+        # version, and the request count when each was made), and the process requesting.
+        self.creation_window = 0
+        self._open: dict[tuple[str, str], tuple[str, int, int]] = {}
+        self._requests = 0
+        self._requester = ""
+        # Create-only writes that stored over a concurrent creation so.
+        self.creations_overwritten = 0
 
     # -- the state -----------------------------------------------------------------------------
 
@@ -165,6 +181,17 @@ class MemorySwift:
         with self._lock:
             # The object being replaced, if any, is missed by this request alone.
             self._hidden, self._replacing = self._replacing, None
+            self._requests += 1
+            self._requester = process.name
+            # A creation is committed by the time its creator reads it back after the
+            # settle wait, or a few requests after it.
+            named = tuple(args[:2]) if method.endswith("_object") else None
+            self._open = {
+                key: (creator, seq, at)
+                for key, (creator, seq, at) in self._open.items()
+                if (key != named or creator != process.name)
+                and self._requests - at <= self.creation_window
+            }
             try:
                 return process.meet(method, lambda: getattr(self, method)(*args, **kwargs))
             finally:
@@ -193,15 +220,26 @@ class MemorySwift:
         body = contents.read()
         assert len(body) == content_length
         headers = dict(headers)
-        if headers.pop("If-None-Match", None) == "*" and self.current(container, name):
+        create_only = headers.pop("If-None-Match", None) == "*"
+        existing = self.current(container, name)
+        if create_only and existing and not self._creation_open(container, name, existing):
             response_dict["status"] = 412
             raise ClientException("exists", http_status=412)
-        if self.current(container, name):
+        if existing:
             self._replaced(container, name)
+            self.creations_overwritten += create_only
         self._seq += 1
         kept = tuple(sorted((k.lower(), str(v)) for k, v in headers.items()))
         self._record(container, name, Version(self._seq, body, content_type, kept))
+        if create_only:
+            self._open[(container, name)] = (self._requester, self._seq, self._requests)
         response_dict["status"] = 201
+
+    def _creation_open(self, container: str, name: str, existing: Version) -> bool:
+        """Whether a create-only write of the requester passes its check against
+        ``existing``, a concurrent creation not committed when the check was made."""
+        creator, seq, _ = self._open.get((container, name), ("", -1, 0))
+        return existing.seq == seq and creator != self._requester
 
     def _found(self, container: str, name: str) -> Version:
         version = self.current(container, name)
@@ -272,6 +310,58 @@ class MemorySwift:
             if len(listed) == limit:
                 break
         return {}, listed
+
+
+class TakingTurns(MemorySwift):
+    """Swift in memory answering the requests of several processes in the order ``turns``
+    names them (a process not named next waits; one finished is skipped), then one request of
+    each process ``then`` names in turn, then in any order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._turns: list[str] = []
+        self._then: list[str] = []
+        self._finished: set[str] = set()
+        self._turn = threading.Condition()
+
+    def request(self, process: Process, method: str, *args: Any, **kwargs: Any) -> Any:
+        # The request is answered before the next turn is looked at, so the order is the
+        # one the turns give, whichever thread the scheduler runs first.
+        with self._turn:
+            while (due := self._due()) is not None and due != process.name:
+                self._turn.wait(0.01)
+            if self._turns:
+                self._turns.pop(0)
+            elif process.name in self._then:
+                self._then.remove(process.name)
+                self._then.append(process.name)
+            try:
+                return super().request(process, method, *args, **kwargs)
+            finally:
+                self._turn.notify_all()
+
+    def _due(self) -> str | None:
+        """The process whose request is answered next (None: any)."""
+        while self._turns and self._turns[0] in self._finished:
+            self._turns.pop(0)
+        if self._turns:
+            return self._turns[0]
+        return next((name for name in self._then if name not in self._finished), None)
+
+    def take_turns(self, turns: list[str], then: list[str] | None = None) -> None:
+        with self._turn:
+            self._turns, self._then = list(turns), list(then or [])
+
+    def finish(self, process: str) -> None:
+        with self._turn:
+            self._finished.add(process)
+            self._turn.notify_all()
+
+    def reset_turns(self) -> None:
+        """Answer requests in any order again, every process unfinished."""
+        with self._turn:
+            self._turns, self._then, self._finished = [], [], set()
+            self._turn.notify_all()
 
 
 class MemoryConnection:

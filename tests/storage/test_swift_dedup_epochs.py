@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from testbed.swift_aio import SwiftAllInOne
-from tests.helpers.memory_swift import MemorySwift, Process, Version, memory_client
+from tests.helpers.memory_swift import MemorySwift, Process, TakingTurns, Version, memory_client
 from tests.helpers.stores import RACING_SETTLE_MS
 from tests.helpers.swift import RACERS, RACES
 from zaqar_delay.clock import FakeClock
@@ -165,38 +165,6 @@ def test_without_reclaim_records_are_named_as_an_earlier_release_names_them() ->
     assert [r.version for r in post(records, clock, "m5").taken] == [generation(EPOCH + 1, 1)]
 
 
-class TakingTurns(MemorySwift):
-    """Swift in memory answering the requests of several processes in the order ``turns``
-    names them (a process not named next waits; one finished is skipped), then in any."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._turns: list[str] = []
-        self._finished: set[str] = set()
-        self._turn = threading.Condition()
-
-    def request(self, process: Process, method: str, *args: Any, **kwargs: Any) -> Any:
-        with self._turn:
-            while self._turns and self._turns[0] != process.name:
-                if self._turns[0] in self._finished:
-                    self._turns.pop(0)
-                else:
-                    self._turn.wait(0.01)
-            if self._turns:
-                self._turns.pop(0)
-            self._turn.notify_all()
-        return super().request(process, method, *args, **kwargs)
-
-    def take_turns(self, turns: list[str]) -> None:
-        with self._turn:
-            self._turns = list(turns)
-
-    def finish(self, process: str) -> None:
-        with self._turn:
-            self._finished.add(process)
-            self._turn.notify_all()
-
-
 # How far the posters' clocks lie from the epoch's start: within the disagreement a repeat allows
 # a first post's clock (``CLOCK_DISAGREEMENT_MS``).
 SKEW_MS = 4_000
@@ -231,15 +199,17 @@ def _prepare(swift: MemorySwift, before: str) -> None:
     offsets=st.lists(st.integers(-SKEW_MS, SKEW_MS), min_size=2, max_size=3),
     before=st.sampled_from(BEFORE),
     lag=st.integers(0, 4),
+    window=st.integers(0, 4),
     turns=st.lists(st.integers(0, 2), max_size=60),
 )
 def test_posts_of_one_id_on_either_side_of_an_epoch_s_start_store_it_once(
-    offsets: list[int], before: str, lag: int, turns: list[int]
+    offsets: list[int], before: str, lag: int, window: int, turns: list[int]
 ) -> None:
     posters = [f"p{i}" for i in range(len(offsets))]
     swift = TakingTurns()
     _prepare(swift, before)
     swift.replacement_windows = True
+    swift.creation_window = window
     swift.take_turns([posters[t % len(posters)] for t in turns])
     swift.listing_lag = lag
     outcomes: dict[str, Reservation | Exception] = {}
