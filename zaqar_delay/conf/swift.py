@@ -54,8 +54,8 @@ class SwiftSettings:
         default=SWIFT_SETTLE_MS,
         min=1,
         help=(
-            "Milliseconds a claim or a dedup id waits, beyond its creation's own round "
-            "trip, after creating its object before it reads which concurrent creation "
+            "Milliseconds a claim, a dedup id or a new queue waits, beyond its creation's "
+            "own round trip, after creating its object before it reads which concurrent creation "
             "Swift kept. Swift's If-None-Match: * does not stop concurrent creations (each "
             "object server checks before it receives the data), so this plus the round trip "
             "must exceed the time an object server takes to commit a small object once it "

@@ -164,8 +164,12 @@ class SwiftBase(Driver):
         """Create the queue's metadata object (unmarked: no subscriptions) unless it exists;
         whether this call created it. Read first: a metadata write or a subscription mark
         replacing the object hides it from a create-only write at that moment, which would
-        store this metadata over the queue's."""
-        return self._swift.create(
+        store this metadata over the queue's. Settled: of concurrent creations (a PUT of the
+        queue beside a subscription or a post that creates it), Swift keeps one, and only
+        its creator may say it created the queue; the others found it made (a PUT answers
+        that it existed, with the metadata kept, not its own). Creations of the same
+        metadata may all say so: they made the same queue."""
+        return self._swift.create_settled(
             self._container(names.QUEUES),
             names.queue_object(project, queue),
             json.dumps(metadata).encode(),

@@ -185,19 +185,20 @@ class SwiftClient:
         body: bytes,
         content_type: str,
         headers: Mapping[str, str] | None = None,
+        *,
+        read_first: bool = False,
     ) -> bool:
-        """Create the object only if absent, and say whether this call's ``body`` (which must
-        be unique to the call) is the one Swift keeps.
+        """Create the object only if absent (``read_first``: as :meth:`create`); whether this
+        call's ``body`` (unique to the call, or one any caller sending it may own) is kept.
 
         ``If-None-Match: *`` alone does not make one creator win: an object server checks
         that the object is absent before it receives the data, so concurrent creations all
         pass the check and all succeed, and the one with the latest timestamp is kept. Any
         creation that can still overwrite this one passed its check before this one was
         committed; once they are committed too, every creator reads the same winner
-        (``X-Newest``: from every replica). :meth:`settled` says how long that is assumed to
-        take."""
+        (``X-Newest``: from every replica). :meth:`settled` says how long that takes."""
         sent = time.monotonic()
-        if not self.create(container, name, body, content_type, headers):
+        if not self.create(container, name, body, content_type, headers, read_first=read_first):
             return False
         return self.settled(container, name, sent) == body
 
@@ -206,12 +207,11 @@ class SwiftClient:
         was sent at ``sent`` (``time.monotonic()``), once every creation that could overwrite
         it is committed (see :meth:`create_settled`); None when it is gone.
 
-        The wait is ``settle_ms`` plus this creation's own round trip. The assumption: a
-        concurrent creation is committed within that long after its object server checked
-        that the object was absent. ``settle_ms`` alone would assume object servers answer
-        in a bounded time; a loaded cluster (or machine) slows every creation alike, and the
-        round trip this creation took is the measure of that load: waiting it again keeps
-        the margin where every commit is slow."""
+        The wait is ``settle_ms`` plus this creation's own round trip, the assumption being
+        that a concurrent creation is committed within that long after its object server
+        checked that the object was absent. ``settle_ms`` alone would assume object servers
+        answer in a bounded time; a loaded cluster (or machine) slows every creation alike,
+        and waiting this creation's round trip again keeps the margin when all are slow."""
         round_trip = time.monotonic() - sent
         time.sleep(self._access.settle_ms / 1000 + round_trip)
         found = self.get(container, name, newest=True, known=True)

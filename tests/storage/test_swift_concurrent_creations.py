@@ -1,0 +1,123 @@
+"""Concurrent creations on Swift (``MemorySwift.creation_window``): an object server checks
+that an object is absent before it receives the data, so two create-only writes of one name
+can both pass the check and both succeed, the later one kept. A creator learns which one Swift
+keeps only by reading the object back once every such creation is committed
+(``SwiftClient.settled``)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from tests.helpers.memory_swift import Process, TakingTurns, memory_client
+from zaqar_delay.models import Claim, ClaimTimes, NewMessage, NewSubscription
+from zaqar_delay.storage.swift import connect
+from zaqar_delay.storage.swift.driver import SwiftDriver
+
+P, Q = "p", "q"
+NOW_MS = 1_800_000_000_000
+METADATA = {"_default_message_delay": 10}
+
+
+def _drivers(swift: TakingTurns, processes: str) -> list[SwiftDriver]:
+    """A driver for each process named (one letter each), on one prepared namespace."""
+    namespace = f"zd{uuid.uuid4().hex[:12]}"
+    drivers = [
+        SwiftDriver(memory_client(swift, Process(n)), namespace=namespace) for n in processes
+    ]
+    drivers[0].prepare()
+    return drivers
+
+
+def _at_once(
+    swift: TakingTurns, a: Callable[[], object], b: Callable[[], object]
+) -> dict[str, object]:
+    """What ``a`` and ``b`` answered, run by processes "a" and "b" at once."""
+    answers: dict[str, object] = {}
+
+    def run(name: str, call: Callable[[], object]) -> None:
+        try:
+            answers[name] = call()
+        finally:
+            swift.finish(name)
+
+    threads = [threading.Thread(target=run, args=item) for item in (("a", a), ("b", b))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert set(answers) == {"a", "b"}, f"an operation failed: {answers}"
+    return answers
+
+
+def test_two_claims_whose_slot_creations_both_succeed_take_the_message_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two consumers claim the one due message at once, their requests answered in turn. Both
+    create the message's slot 1 and both creations succeed, the second storing over the
+    first: only the claimer whose slot Swift keeps takes the message."""
+    monkeypatch.setattr(connect, "KNOWN_OBJECT_PAUSE_S", 0.0)
+    swift = TakingTurns()
+    swift.creation_window = 2
+    a, b = _drivers(swift, "ab")
+    [message_id] = a.post_messages(P, Q, [NewMessage('"job"', 3600, 0)], "c", NOW_MS).ids
+    swift.take_turns([], then=["a", "b"])
+    times = ClaimTimes(60, 60)
+    claims = _at_once(
+        swift,
+        lambda: a.claim(P, Q, times, 1, NOW_MS).claim,
+        lambda: b.claim(P, Q, times, 1, NOW_MS).claim,
+    )
+
+    assert swift.creations_overwritten == 1, "no creation stored over the other"
+    held = [c for c in claims.values() if isinstance(c, Claim) and c.messages]
+    assert len(held) == 1, f"claimed by {claims}"
+    assert [m.id for m in held[0].messages] == [message_id]
+
+
+OTHER_CREATORS: dict[str, tuple[Callable[[SwiftDriver], object], dict[str, object], list[str]]] = {
+    # What creates the queue beside the PUT, the metadata it creates it with, and the
+    # order of the two processes' requests that lets its creation store over the PUT's.
+    "a subscription": (
+        lambda b: b.create_subscription(
+            P, Q, NewSubscription("http://h.example/p", 3600, {}, ""), NOW_MS
+        ),
+        {},
+        ["a", "b"],
+    ),
+    "a post": (
+        lambda b: b.post_messages(P, Q, [NewMessage('"job"', 3600, 0)], "c", NOW_MS),
+        {},
+        ["b", "a"],
+    ),
+    "a PUT of the queue": (
+        lambda b: b.create_queue(P, Q, {"other": 1}, NOW_MS),
+        {"other": 1},
+        ["a", "b"],
+    ),
+}
+
+
+@pytest.mark.parametrize("other", sorted(OTHER_CREATORS))
+def test_a_put_of_a_queue_another_creation_overwrote_says_the_queue_existed(
+    monkeypatch: pytest.MonkeyPatch, other: str
+) -> None:
+    """A PUT of a queue with its metadata, beside another request that creates the queue
+    (a subscription or a post to a queue not made yet creates it empty): both creations
+    succeed and the other's, later, is kept. Before, the PUT answered 201 with its metadata
+    lost, and the queue's default delay with it; now it answers that the queue existed,
+    as if the other had come first."""
+    monkeypatch.setattr(connect, "KNOWN_OBJECT_PAUSE_S", 0.0)
+    create, kept, order = OTHER_CREATORS[other]
+    swift = TakingTurns()
+    swift.creation_window = 3
+    a, b, reader = _drivers(swift, "abc")
+    swift.take_turns([], then=order)
+    answers = _at_once(swift, lambda: a.create_queue(P, Q, METADATA, NOW_MS), lambda: create(b))
+
+    assert swift.creations_overwritten == 1, "no creation stored over the other"
+    assert reader.get_metadata(P, Q) == kept
+    assert answers["a"] is False, "the PUT said it created a queue whose metadata is not its own"
