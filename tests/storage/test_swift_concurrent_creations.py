@@ -6,15 +6,22 @@ keeps only by reading the object back once every such creation is committed
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import threading
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import pytest
 
+from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.memory_swift import Process, TakingTurns, memory_client
+from tests.helpers.stores import RACING_SETTLE_MS
 from zaqar_delay.models import Claim, ClaimTimes, NewMessage, NewSubscription
 from zaqar_delay.storage.swift import connect
+from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
+from zaqar_delay.storage.swift.connect import SwiftClient
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
 P, Q = "p", "q"
@@ -121,3 +128,85 @@ def test_a_put_of_a_queue_another_creation_overwrote_says_the_queue_existed(
     assert swift.creations_overwritten == 1, "no creation stored over the other"
     assert reader.get_metadata(P, Q) == kept
     assert answers["a"] is False, "the PUT said it created a queue whose metadata is not its own"
+
+
+class CreationsSeen(SwiftClient):
+    """The client, counting by object name the create-only writes Swift accepted."""
+
+    def __init__(self, access: SwiftAccess, accepted: collections.Counter[str]) -> None:
+        super().__init__(access)
+        self._accepted = accepted
+        self._counting = threading.Lock()
+
+    def create(
+        self,
+        container: str,
+        name: str,
+        body: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        read_first: bool = False,
+    ) -> bool:
+        created = super().create(
+            container, name, body, content_type, headers, read_first=read_first
+        )
+        if created:
+            with self._counting:
+                self._accepted[name] += 1
+        return created
+
+
+# Queues each PUT twice at once: on the all-in-one both creations were accepted for 42 of 100.
+RACED_QUEUES = 20
+
+
+def test_puts_of_one_queue_at_once_on_swift_say_created_only_with_the_metadata_kept(
+    swift_aio: SwiftAllInOne,
+) -> None:
+    """Two server processes PUT each queue at once with different metadata, on a Swift
+    all-in-one. Swift accepts both create-only writes of its metadata object now and then;
+    a PUT that answers that it created the queue finds its own metadata there."""
+    access = dataclasses.replace(access_from_uri(swift_aio.store_uri), settle_ms=RACING_SETTLE_MS)
+    accepted: collections.Counter[str] = collections.Counter()
+    namespace = f"zd{uuid.uuid4().hex[:12]}"
+    drivers = [SwiftDriver(CreationsSeen(access, accepted), namespace) for _ in range(2)]
+    drivers[0].prepare()
+    metadata = [METADATA, {"other": 1}]
+    outcomes = []
+    try:
+        for number in range(RACED_QUEUES):
+            queue = f"q{number}"
+            start = threading.Barrier(2)
+
+            def put(index: int, queue: str = queue, start: threading.Barrier = start) -> bool:
+                start.wait()
+                now_ms = int(time.time() * 1000)
+                return drivers[index].create_queue(P, queue, metadata[index], now_ms)
+
+            answers = _at_once_on(put)
+            outcomes.append((answers, drivers[0].get_metadata(P, queue)))
+    finally:
+        for driver in drivers:
+            driver.close()
+
+    assert max(accepted.values()) == 2, "Swift never accepted both creations of a queue"
+    for answers, kept in outcomes:
+        assert sum(answers) == 1, (answers, kept)
+        assert kept == metadata[answers.index(True)], (answers, kept)
+
+
+def _at_once_on(call: Callable[[int], bool]) -> list[bool]:
+    """``call(0)`` and ``call(1)`` on two threads at once; their answers in that order."""
+    answers: list[bool | None] = [None, None]
+
+    def run(index: int) -> None:
+        answers[index] = call(index)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert None not in answers, "a PUT never answered"
+    return [bool(answer) for answer in answers]
