@@ -1,4 +1,5 @@
-"""Swift driver helpers: counting a client's requests, and racing attempts."""
+"""Swift driver helpers: counting a client's requests and the creations Swift accepted, and
+racing attempts."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ import collections
 import json
 import threading
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from testbed.swift_aio import SwiftAllInOne
-from zaqar_delay.storage.swift.access import access_from_uri
+from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
 
 RACERS = 8
@@ -29,6 +31,34 @@ class SwiftRequests:
             return call(client, method, *args, **kwargs)
 
         monkeypatch.setattr(SwiftClient, "_call", counted)
+
+
+class CreationsSeen(SwiftClient):
+    """The client, counting by object name the create-only writes Swift accepted (more than
+    one for a name: concurrent creations that all passed Swift's check)."""
+
+    def __init__(self, access: SwiftAccess, accepted: collections.Counter[str]) -> None:
+        super().__init__(access)
+        self._accepted = accepted
+        self._counting = threading.Lock()
+
+    def create(
+        self,
+        container: str,
+        name: str,
+        body: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        read_first: bool = False,
+    ) -> bool:
+        created = super().create(
+            container, name, body, content_type, headers, read_first=read_first
+        )
+        if created:
+            with self._counting:
+                self._accepted[name] += 1
+        return created
 
 
 RACES = 20

@@ -11,17 +11,17 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import pytest
 
 from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.memory_swift import Process, TakingTurns, memory_client
 from tests.helpers.stores import RACING_SETTLE_MS
+from tests.helpers.swift import CreationsSeen
 from zaqar_delay.models import Claim, ClaimTimes, NewMessage, NewSubscription
 from zaqar_delay.storage.swift import connect
-from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
-from zaqar_delay.storage.swift.connect import SwiftClient
+from zaqar_delay.storage.swift.access import access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
 P, Q = "p", "q"
@@ -128,33 +128,6 @@ def test_a_put_of_a_queue_another_creation_overwrote_says_the_queue_existed(
     assert swift.creations_overwritten == 1, "no creation stored over the other"
     assert reader.get_metadata(P, Q) == kept
     assert answers["a"] is False, "the PUT said it created a queue whose metadata is not its own"
-
-
-class CreationsSeen(SwiftClient):
-    """The client, counting by object name the create-only writes Swift accepted."""
-
-    def __init__(self, access: SwiftAccess, accepted: collections.Counter[str]) -> None:
-        super().__init__(access)
-        self._accepted = accepted
-        self._counting = threading.Lock()
-
-    def create(
-        self,
-        container: str,
-        name: str,
-        body: bytes,
-        content_type: str,
-        headers: Mapping[str, str] | None = None,
-        *,
-        read_first: bool = False,
-    ) -> bool:
-        created = super().create(
-            container, name, body, content_type, headers, read_first=read_first
-        )
-        if created:
-            with self._counting:
-                self._accepted[name] += 1
-        return created
 
 
 # Queues each PUT twice at once: on the all-in-one both creations were accepted for 42 of 100.
