@@ -19,7 +19,8 @@ from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.memory_swift import Process, TakingTurns, memory_client
 from tests.helpers.stores import RACING_SETTLE_MS
 from tests.helpers.swift import CreationsSeen
-from zaqar_delay.models import Claim, ClaimTimes, NewMessage, NewSubscription
+from zaqar_delay.models import Claim, ClaimTimes, Delivery, NewMessage, NewSubscription
+from zaqar_delay.storage.push_leasing import LeaseRequest
 from zaqar_delay.storage.swift import connect
 from zaqar_delay.storage.swift.access import access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver
@@ -83,6 +84,37 @@ def test_two_claims_whose_slot_creations_both_succeed_take_the_message_once(
     held = [c for c in claims.values() if isinstance(c, Claim) and c.messages]
     assert len(held) == 1, f"claimed by {claims}"
     assert [m.id for m in held[0].messages] == [message_id]
+
+
+def test_two_dispatchers_whose_lease_creations_both_succeed_lease_each_push_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two dispatchers lease a queue's two due pushes at once, their requests answered in
+    turn. Both create a push's lease object and both creations succeed, the second storing
+    over the first: only the dispatcher whose lease Swift keeps sends the push."""
+    monkeypatch.setattr(connect, "KNOWN_OBJECT_PAUSE_S", 0.0)
+    swift = TakingTurns()
+    swift.creation_window = 3
+    a, b = _drivers(swift, "ab")
+    a.create_queue(P, Q, {}, NOW_MS)
+    a.create_subscription(P, Q, NewSubscription("http://h.example/p", 3600, {}, "s"), NOW_MS)
+    posted = [NewMessage('"x"', 3600, 0), NewMessage('"y"', 3600, 0)]
+    ids = a.post_messages(P, Q, posted, "c", NOW_MS).ids
+    # b's first six requests (its listing of what is due, and more), then one each.
+    swift.take_turns(["b"] * 6, then=["b", "a"])
+    request = LeaseRequest(NOW_MS + 1, 30_000, 10)
+    leased = _at_once(
+        swift, lambda: a.lease_pushes(P, Q, request), lambda: b.lease_pushes(P, Q, request)
+    )
+
+    assert swift.creations_overwritten == 1, "no creation stored over the other"
+    sent = [
+        d.message.id
+        for deliveries in leased.values()
+        for d in deliveries  # type: ignore[attr-defined]
+        if isinstance(d, Delivery)
+    ]
+    assert sorted(sent) == sorted(ids), f"leased: {leased}"
 
 
 OTHER_CREATORS: dict[str, tuple[Callable[[SwiftDriver], object], dict[str, object], list[str]]] = {

@@ -256,9 +256,10 @@ class SwiftSlotMachine(RuleBasedStateMachine):
         self, change: str, data: st.DataObject, limit: int, ttl_s: int, turns: list[str]
     ) -> object:
         """Process b claims while process a makes ``change``, Swift answering their requests
-        in the order ``turns`` names them (then in any): an entry b listed may go stale, and
-        a slot b creates may be one a's change is writing, at any request. b's claim is held
-        to the contract once both are done, and the change's outcome is known."""
+        in the order ``turns`` names them, then one of each in turn (an order the test draws,
+        the same on every replay): an entry b listed may go stale, and a slot b creates may be
+        one a's change is writing, at any request. b's claim is held to the contract once
+        both are done, and the change's outcome is known."""
         made = self._change_of(change, data)
         swift = self.swift
         assert isinstance(swift, TakingTurns)
