@@ -130,8 +130,9 @@ class MemorySwift:
         self._open: dict[tuple[str, str], tuple[str, int, int]] = {}
         self._requests = 0
         self._requester = ""
-        # Create-only writes that stored over a concurrent creation so.
-        self.creations_overwritten = 0
+        # The objects (container, name) a create-only write stored over a concurrent creation
+        # of, once each time.
+        self.creations_overwritten: list[tuple[str, str]] = []
 
     # -- the state -----------------------------------------------------------------------------
 
@@ -227,7 +228,8 @@ class MemorySwift:
             raise ClientException("exists", http_status=412)
         if existing:
             self._replaced(container, name)
-            self.creations_overwritten += create_only
+            if create_only:
+                self.creations_overwritten.append((container, name))
         self._seq += 1
         kept = tuple(sorted((k.lower(), str(v)) for k, v in headers.items()))
         self._record(container, name, Version(self._seq, body, content_type, kept))

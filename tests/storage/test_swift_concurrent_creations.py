@@ -21,7 +21,7 @@ from tests.helpers.stores import RACING_SETTLE_MS
 from tests.helpers.swift import CreationsSeen
 from zaqar_delay.models import Claim, ClaimTimes, Delivery, NewMessage, NewSubscription
 from zaqar_delay.storage.push_leasing import LeaseRequest
-from zaqar_delay.storage.swift import connect
+from zaqar_delay.storage.swift import connect, names
 from zaqar_delay.storage.swift.access import access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
@@ -38,6 +38,11 @@ def _drivers(swift: TakingTurns, processes: str) -> list[SwiftDriver]:
     ]
     drivers[0].prepare()
     return drivers
+
+
+def _kinds(swift: TakingTurns) -> list[str]:
+    """The kinds of objects (``names.CLAIMS``...) a creation stored over another's of."""
+    return [container.rsplit("_", 1)[1] for container, _ in swift.creations_overwritten]
 
 
 def _at_once(
@@ -80,7 +85,7 @@ def test_two_claims_whose_slot_creations_both_succeed_take_the_message_once(
         lambda: b.claim(P, Q, times, 1, NOW_MS).claim,
     )
 
-    assert swift.creations_overwritten == 1, "no creation stored over the other"
+    assert _kinds(swift) == [names.CLAIMS], "no creation stored over the other"
     held = [c for c in claims.values() if isinstance(c, Claim) and c.messages]
     assert len(held) == 1, f"claimed by {claims}"
     assert [m.id for m in held[0].messages] == [message_id]
@@ -107,7 +112,7 @@ def test_two_dispatchers_whose_lease_creations_both_succeed_lease_each_push_once
         swift, lambda: a.lease_pushes(P, Q, request), lambda: b.lease_pushes(P, Q, request)
     )
 
-    assert swift.creations_overwritten == 1, "no creation stored over the other"
+    assert _kinds(swift) == [names.PUSHES], "no creation stored over the other"
     sent = [
         d.message.id
         for deliveries in leased.values()
@@ -157,7 +162,7 @@ def test_a_put_of_a_queue_another_creation_overwrote_says_the_queue_existed(
     swift.take_turns([], then=order)
     answers = _at_once(swift, lambda: a.create_queue(P, Q, METADATA, NOW_MS), lambda: create(b))
 
-    assert swift.creations_overwritten == 1, "no creation stored over the other"
+    assert _kinds(swift) == [names.QUEUES], "no creation stored over the other"
     assert reader.get_metadata(P, Q) == kept
     assert answers["a"] is False, "the PUT said it created a queue whose metadata is not its own"
 
