@@ -11,7 +11,8 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import pytest
 
@@ -19,12 +20,13 @@ from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.memory_swift import Process, TakingTurns, memory_client
 from tests.helpers.stores import RACING_SETTLE_MS
 from tests.helpers.swift import CreationsSeen
-from zaqar_delay.models import Claim, ClaimTimes, Delivery, NewMessage, NewSubscription
+from zaqar_delay.models import ClaimTimes, NewMessage, NewSubscription
 from zaqar_delay.storage.push_leasing import LeaseRequest
 from zaqar_delay.storage.swift import connect, names
 from zaqar_delay.storage.swift.access import access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
+T = TypeVar("T")
 P, Q = "p", "q"
 NOW_MS = 1_800_000_000_000
 METADATA = {"_default_message_delay": 10}
@@ -46,23 +48,25 @@ def _kinds(swift: TakingTurns) -> list[str]:
 
 
 def _at_once(
-    swift: TakingTurns, a: Callable[[], object], b: Callable[[], object]
-) -> dict[str, object]:
-    """What ``a`` and ``b`` answered, run by processes "a" and "b" at once."""
-    answers: dict[str, object] = {}
+    calls: Mapping[str, Callable[[], T]], turns: TakingTurns | None = None
+) -> dict[str, T]:
+    """What each call answered, all run at once, each on a thread of its own as the process
+    its key names (which ``turns``, when given, then counts as finished)."""
+    answers: dict[str, T] = {}
 
-    def run(name: str, call: Callable[[], object]) -> None:
+    def run(name: str, call: Callable[[], T]) -> None:
         try:
             answers[name] = call()
         finally:
-            swift.finish(name)
+            if turns is not None:
+                turns.finish(name)
 
-    threads = [threading.Thread(target=run, args=item) for item in (("a", a), ("b", b))]
+    threads = [threading.Thread(target=run, args=item) for item in calls.items()]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert set(answers) == {"a", "b"}, f"an operation failed: {answers}"
+    assert set(answers) == set(calls), f"an operation failed: {answers}"
     return answers
 
 
@@ -80,13 +84,15 @@ def test_two_claims_whose_slot_creations_both_succeed_take_the_message_once(
     swift.take_turns([], then=["a", "b"])
     times = ClaimTimes(60, 60)
     claims = _at_once(
+        {
+            "a": lambda: a.claim(P, Q, times, 1, NOW_MS).claim,
+            "b": lambda: b.claim(P, Q, times, 1, NOW_MS).claim,
+        },
         swift,
-        lambda: a.claim(P, Q, times, 1, NOW_MS).claim,
-        lambda: b.claim(P, Q, times, 1, NOW_MS).claim,
     )
 
     assert _kinds(swift) == [names.CLAIMS], "no creation stored over the other"
-    held = [c for c in claims.values() if isinstance(c, Claim) and c.messages]
+    held = [c for c in claims.values() if c is not None and c.messages]
     assert len(held) == 1, f"claimed by {claims}"
     assert [m.id for m in held[0].messages] == [message_id]
 
@@ -109,17 +115,40 @@ def test_two_dispatchers_whose_lease_creations_both_succeed_lease_each_push_once
     swift.take_turns(["b"] * 6, then=["b", "a"])
     request = LeaseRequest(NOW_MS + 1, 30_000, 10)
     leased = _at_once(
-        swift, lambda: a.lease_pushes(P, Q, request), lambda: b.lease_pushes(P, Q, request)
+        {"a": lambda: a.lease_pushes(P, Q, request), "b": lambda: b.lease_pushes(P, Q, request)},
+        swift,
     )
 
     assert _kinds(swift) == [names.PUSHES], "no creation stored over the other"
-    sent = [
-        d.message.id
-        for deliveries in leased.values()
-        for d in deliveries  # type: ignore[attr-defined]
-        if isinstance(d, Delivery)
-    ]
+    sent = [d.message.id for deliveries in leased.values() for d in deliveries]
     assert sorted(sent) == sorted(ids), f"leased: {leased}"
+
+
+def test_two_subscriptions_of_one_subscriber_whose_holder_creations_both_succeed_make_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two requests subscribe one subscriber to a queue at once, their requests answered in
+    turn. Both create the subscriber's holder object and both creations succeed, the second
+    storing over the first: one subscription is created, and the other request is answered
+    with it (as Zaqar answers a subscriber subscribed already)."""
+    monkeypatch.setattr(connect, "KNOWN_OBJECT_PAUSE_S", 0.0)
+    swift = TakingTurns()
+    swift.creation_window = 3
+    a, b = _drivers(swift, "ab")
+    a.create_queue(P, Q, {}, NOW_MS)
+    swift.take_turns([], then=["a", "b"])
+    new = NewSubscription("http://h.example/p", 3600, {}, "")
+    made = _at_once(
+        {
+            "a": lambda: a.create_subscription(P, Q, new, NOW_MS),
+            "b": lambda: b.create_subscription(P, Q, new, NOW_MS),
+        },
+        swift,
+    )
+
+    assert _kinds(swift) == [names.SUBSCRIPTIONS], "no creation stored over the other"
+    assert sorted(created for _, created in made.values()) == [False, True], made
+    assert len({subscription_id for subscription_id, _ in made.values()}) == 1, made
 
 
 OTHER_CREATORS: dict[str, tuple[Callable[[SwiftDriver], object], dict[str, object], list[str]]] = {
@@ -160,7 +189,9 @@ def test_a_put_of_a_queue_another_creation_overwrote_says_the_queue_existed(
     swift.creation_window = 3
     a, b, reader = _drivers(swift, "abc")
     swift.take_turns([], then=order)
-    answers = _at_once(swift, lambda: a.create_queue(P, Q, METADATA, NOW_MS), lambda: create(b))
+    answers = _at_once(
+        {"a": lambda: a.create_queue(P, Q, METADATA, NOW_MS), "b": lambda: create(b)}, swift
+    )
 
     assert _kinds(swift) == [names.QUEUES], "no creation stored over the other"
     assert reader.get_metadata(P, Q) == kept
@@ -194,8 +225,8 @@ def test_puts_of_one_queue_at_once_on_swift_say_created_only_with_the_metadata_k
                 now_ms = int(time.time() * 1000)
                 return drivers[index].create_queue(P, queue, metadata[index], now_ms)
 
-            answers = _at_once_on(put)
-            outcomes.append((answers, drivers[0].get_metadata(P, queue)))
+            said = _at_once({"0": lambda put=put: put(0), "1": lambda put=put: put(1)})
+            outcomes.append(([said["0"], said["1"]], drivers[0].get_metadata(P, queue)))
     finally:
         for driver in drivers:
             driver.close()
@@ -204,19 +235,3 @@ def test_puts_of_one_queue_at_once_on_swift_say_created_only_with_the_metadata_k
     for answers, kept in outcomes:
         assert sum(answers) == 1, (answers, kept)
         assert kept == metadata[answers.index(True)], (answers, kept)
-
-
-def _at_once_on(call: Callable[[int], bool]) -> list[bool]:
-    """``call(0)`` and ``call(1)`` on two threads at once; their answers in that order."""
-    answers: list[bool | None] = [None, None]
-
-    def run(index: int) -> None:
-        answers[index] = call(index)
-
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert None not in answers, "a PUT never answered"
-    return [bool(answer) for answer in answers]
