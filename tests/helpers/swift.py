@@ -7,7 +7,6 @@ import collections
 import json
 import threading
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -42,19 +41,8 @@ class CreationsSeen(SwiftClient):
         self._accepted = accepted
         self._counting = threading.Lock()
 
-    def create(
-        self,
-        container: str,
-        name: str,
-        body: bytes,
-        content_type: str,
-        headers: Mapping[str, str] | None = None,
-        *,
-        read_first: bool = False,
-    ) -> bool:
-        created = super().create(
-            container, name, body, content_type, headers, read_first=read_first
-        )
+    def create(self, container: str, name: str, *args: Any, **kwargs: Any) -> bool:
+        created = super().create(container, name, *args, **kwargs)
         if created:
             with self._counting:
                 self._accepted[name] += 1
