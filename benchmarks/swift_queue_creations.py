@@ -17,35 +17,16 @@ import argparse
 import collections
 import json
 import statistics
-import threading
 import time
 import uuid
 
 from testbed.swift_aio import SwiftAllInOne
-from tests.helpers.swift import CreationsSeen
+from tests.helpers.swift import CreationsSeen, create_queue_at_once
 from zaqar_delay.storage.swift.access import access_from_uri
 from zaqar_delay.storage.swift.driver import SwiftDriver
 
 PROJECT = "bench"
 METADATA = ({"_default_message_delay": 10}, {"other": 1})
-
-
-def _race(drivers: list[SwiftDriver], queue: str) -> list[bool]:
-    """Both drivers PUT ``queue`` at once; their answers (created or not)."""
-    start = threading.Barrier(len(drivers))
-    answers = [False] * len(drivers)
-
-    def put(index: int) -> None:
-        start.wait()
-        now_ms = int(time.time() * 1000)
-        answers[index] = drivers[index].create_queue(PROJECT, queue, METADATA[index], now_ms)
-
-    threads = [threading.Thread(target=put, args=(i,)) for i in range(len(drivers))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return answers
 
 
 def _latencies_ms(driver: SwiftDriver, queues: list[str]) -> dict[str, float]:
@@ -71,7 +52,7 @@ def main() -> None:
         drivers[0].prepare()
         counts = {"pairs": args.queues, "both_accepted": 0, "both_said_created": 0, "lost": 0}
         for number in range(args.queues):
-            answers = _race(drivers, f"race{number}")
+            answers = create_queue_at_once(drivers, PROJECT, f"race{number}", METADATA)
             kept = drivers[0].get_metadata(PROJECT, f"race{number}")
             counts["both_said_created"] += all(answers)
             counts["lost"] += any(said and kept != METADATA[i] for i, said in enumerate(answers))

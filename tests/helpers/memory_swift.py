@@ -365,6 +365,32 @@ class TakingTurns(MemorySwift):
             self._turns, self._then, self._finished = [], [], set()
             self._turn.notify_all()
 
+    def at_once(self, calls: Mapping[str, Callable[[], T]]) -> dict[str, T]:
+        """What each call answered, all run at once, each on a thread of its own as the
+        process its key names, in the turns set before; then the turns are reset. The first
+        call that raised has its exception raised here (a thread cannot fail a test)."""
+        answers: dict[str, T] = {}
+        failures: list[BaseException] = []
+
+        def run(name: str, call: Callable[[], T]) -> None:
+            try:
+                answers[name] = call()
+            except BaseException as exc:  # noqa: BLE001 - raised below
+                failures.append(exc)
+            finally:
+                self.finish(name)
+
+        threads = [threading.Thread(target=run, args=item) for item in calls.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        self.reset_turns()
+        assert all(not thread.is_alive() for thread in threads), "an operation never returned"
+        if failures:
+            raise failures[0]
+        return answers
+
 
 class MemoryConnection:
     """What ``SwiftClient`` calls of a python-swiftclient ``Connection``, answered by a

@@ -1,19 +1,23 @@
 """Swift driver helpers: counting a client's requests and the creations Swift accepted, and
-racing attempts."""
+racing attempts and queue creations."""
 
 from __future__ import annotations
 
 import collections
 import json
 import threading
+import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from testbed.swift_aio import SwiftAllInOne
+from zaqar_delay.models import Metadata
 from zaqar_delay.storage.swift.access import SwiftAccess, access_from_uri
 from zaqar_delay.storage.swift.connect import SwiftClient
+from zaqar_delay.storage.swift.driver import SwiftDriver
 
 RACERS = 8
 
@@ -47,6 +51,28 @@ class CreationsSeen(SwiftClient):
             with self._counting:
                 self._accepted[name] += 1
         return created
+
+
+def create_queue_at_once(
+    drivers: Sequence[SwiftDriver], project: str, queue: str, metadata: Sequence[Metadata]
+) -> list[bool]:
+    """Each driver PUTs ``queue`` with its ``metadata`` at the same moment (threads released
+    together); whether each said it created the queue, in the drivers' order."""
+    start = threading.Barrier(len(drivers))
+    answers: list[bool | None] = [None] * len(drivers)
+
+    def put(index: int) -> None:
+        start.wait()
+        now_ms = int(time.time() * 1000)
+        answers[index] = drivers[index].create_queue(project, queue, metadata[index], now_ms)
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(len(drivers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert None not in answers, "a PUT never answered"
+    return [bool(answer) for answer in answers]
 
 
 RACES = 20

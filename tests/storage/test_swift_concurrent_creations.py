@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import threading
-import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
@@ -19,7 +17,7 @@ import pytest
 from testbed.swift_aio import SwiftAllInOne
 from tests.helpers.memory_swift import Process, TakingTurns, memory_client
 from tests.helpers.stores import RACING_SETTLE_MS
-from tests.helpers.swift import CreationsSeen
+from tests.helpers.swift import CreationsSeen, create_queue_at_once
 from zaqar_delay.models import ClaimTimes, NewMessage, NewSubscription
 from zaqar_delay.storage.push_leasing import LeaseRequest
 from zaqar_delay.storage.swift import connect, names
@@ -47,29 +45,6 @@ def _kinds(swift: TakingTurns) -> list[str]:
     return [container.rsplit("_", 1)[1] for container, _ in swift.creations_overwritten]
 
 
-def _at_once(
-    calls: Mapping[str, Callable[[], T]], turns: TakingTurns | None = None
-) -> dict[str, T]:
-    """What each call answered, all run at once, each on a thread of its own as the process
-    its key names (which ``turns``, when given, then counts as finished)."""
-    answers: dict[str, T] = {}
-
-    def run(name: str, call: Callable[[], T]) -> None:
-        try:
-            answers[name] = call()
-        finally:
-            if turns is not None:
-                turns.finish(name)
-
-    threads = [threading.Thread(target=run, args=item) for item in calls.items()]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert set(answers) == set(calls), f"an operation failed: {answers}"
-    return answers
-
-
 def test_two_claims_whose_slot_creations_both_succeed_take_the_message_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -83,12 +58,11 @@ def test_two_claims_whose_slot_creations_both_succeed_take_the_message_once(
     [message_id] = a.post_messages(P, Q, [NewMessage('"job"', 3600, 0)], "c", NOW_MS).ids
     swift.take_turns([], then=["a", "b"])
     times = ClaimTimes(60, 60)
-    claims = _at_once(
+    claims = swift.at_once(
         {
             "a": lambda: a.claim(P, Q, times, 1, NOW_MS).claim,
             "b": lambda: b.claim(P, Q, times, 1, NOW_MS).claim,
-        },
-        swift,
+        }
     )
 
     assert _kinds(swift) == [names.CLAIMS], "no creation stored over the other"
@@ -114,9 +88,8 @@ def test_two_dispatchers_whose_lease_creations_both_succeed_lease_each_push_once
     # b's first six requests (its listing of what is due, and more), then one each.
     swift.take_turns(["b"] * 6, then=["b", "a"])
     request = LeaseRequest(NOW_MS + 1, 30_000, 10)
-    leased = _at_once(
-        {"a": lambda: a.lease_pushes(P, Q, request), "b": lambda: b.lease_pushes(P, Q, request)},
-        swift,
+    leased = swift.at_once(
+        {"a": lambda: a.lease_pushes(P, Q, request), "b": lambda: b.lease_pushes(P, Q, request)}
     )
 
     assert _kinds(swift) == [names.PUSHES], "no creation stored over the other"
@@ -138,12 +111,11 @@ def test_two_subscriptions_of_one_subscriber_whose_holder_creations_both_succeed
     a.create_queue(P, Q, {}, NOW_MS)
     swift.take_turns([], then=["a", "b"])
     new = NewSubscription("http://h.example/p", 3600, {}, "")
-    made = _at_once(
+    made = swift.at_once(
         {
             "a": lambda: a.create_subscription(P, Q, new, NOW_MS),
             "b": lambda: b.create_subscription(P, Q, new, NOW_MS),
-        },
-        swift,
+        }
     )
 
     assert _kinds(swift) == [names.SUBSCRIPTIONS], "no creation stored over the other"
@@ -189,8 +161,8 @@ def test_a_put_of_a_queue_another_creation_overwrote_says_the_queue_existed(
     swift.creation_window = 3
     a, b, reader = _drivers(swift, "abc")
     swift.take_turns([], then=order)
-    answers = _at_once(
-        {"a": lambda: a.create_queue(P, Q, METADATA, NOW_MS), "b": lambda: create(b)}, swift
+    answers = swift.at_once(
+        {"a": lambda: a.create_queue(P, Q, METADATA, NOW_MS), "b": lambda: create(b)}
     )
 
     assert _kinds(swift) == [names.QUEUES], "no creation stored over the other"
@@ -217,16 +189,8 @@ def test_puts_of_one_queue_at_once_on_swift_say_created_only_with_the_metadata_k
     outcomes = []
     try:
         for number in range(RACED_QUEUES):
-            queue = f"q{number}"
-            start = threading.Barrier(2)
-
-            def put(index: int, queue: str = queue, start: threading.Barrier = start) -> bool:
-                start.wait()
-                now_ms = int(time.time() * 1000)
-                return drivers[index].create_queue(P, queue, metadata[index], now_ms)
-
-            said = _at_once({"0": lambda put=put: put(0), "1": lambda put=put: put(1)})
-            outcomes.append(([said["0"], said["1"]], drivers[0].get_metadata(P, queue)))
+            answers = create_queue_at_once(drivers, P, f"q{number}", metadata)
+            outcomes.append((answers, drivers[0].get_metadata(P, f"q{number}")))
     finally:
         for driver in drivers:
             driver.close()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -277,33 +276,11 @@ class SwiftSlotMachine(RuleBasedStateMachine):
         swift = self.swift
         assert isinstance(swift, TakingTurns)
         swift.take_turns([name for name, count in runs for _ in range(count)], then=["a", "b"])
-        claimed: list[Claim | None] = []
-        failures: list[BaseException] = []
-
-        def run(name: str, call: Callable[[], object]) -> None:
-            try:
-                call()
-            except BaseException as exc:  # noqa: BLE001 - raised below: a thread cannot fail the test
-                failures.append(exc)
-            finally:
-                swift.finish(name)
-
-        threads = [
-            threading.Thread(target=run, args=("a", made)),
-            threading.Thread(
-                target=run, args=("b", lambda: claimed.append(self._claimed(1, limit, ttl_s)))
-            ),
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        swift.reset_turns()
-        assert all(not thread.is_alive() for thread in threads), "an operation never returned"
-        if failures:
-            raise failures[0]
+        done = swift.at_once({"a": made, "b": lambda: self._claimed(1, limit, ttl_s)})
         seen(f"claim beside {change}")
-        return self._took(claimed[0] if claimed else None, ttl_s)
+        claimed = done["b"]
+        assert claimed is None or isinstance(claimed, Claim)
+        return self._took(claimed, ttl_s)
 
     def _change_of(self, change: str, data: st.DataObject) -> Callable[[], object]:
         """Process a's ``change`` as its rule makes it (with the rule's bookkeeping), on
