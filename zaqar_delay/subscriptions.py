@@ -14,7 +14,7 @@ import datetime
 import secrets
 from typing import Any
 
-from zaqar_delay import errors, retry_policy, validation
+from zaqar_delay import errors, jsondoc, retry_policy, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.dispatch_limits import check as limits_check
@@ -96,8 +96,12 @@ def subscription_change(
 
 
 def _check_options(options: Any, limits: Limits) -> None:
-    """A subscription's options: a dict without the service's own, whose retry policy,
-    dispatch limits and post headers are valid."""
+    """A subscription's options: a dict of Unicode text without the service's own, whose
+    retry policy, dispatch limits and post headers are valid.
+
+    A lone surrogate (a ``"\\ud800"`` escape) is refused anywhere in them: a push sends a
+    ``post_data`` template and a mail ``subject`` as UTF-8, which cannot carry one: accepted,
+    every push of the subscription would fail for good."""
     if options and not isinstance(options, dict):
         raise errors.InvalidRequest("Options must be a dict.")
     if isinstance(options, dict):
@@ -107,6 +111,8 @@ def _check_options(options: Any, limits: Limits) -> None:
     retry_policy.check(options, limits.max_message_ttl)
     limits_check(options)
     post_headers.check(options)
+    if isinstance(options, dict) and not jsondoc.is_unicode(options):
+        raise errors.InvalidRequest("Options must be Unicode text: no lone surrogate.")
 
 
 def _check_ttl(ttl: Any) -> None:

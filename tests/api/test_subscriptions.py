@@ -150,6 +150,32 @@ def test_bad_bodies_are_refused_with_zaqar_s_wording(api: Api, body: Any, descri
     assert api.get("/v2/queues").json["queues"] == []  # nothing created
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        '{"post_data": "{\\"m\\": \\"$zaqar_message$\\", \\"x\\": \\"\\ud800\\"}"}',
+        '{"subject": "Due \\udfff"}',
+        '{"note\\ud800": 1}',
+        '{"nested": {"a": ["\\ud800"]}}',
+    ],
+)
+def test_options_with_a_lone_surrogate_are_refused(api: Api, options: str) -> None:
+    """A push sends a ``post_data`` template and a mail subject as UTF-8, which cannot carry
+    a lone surrogate (a ``\\ud800`` escape): accepted, every push failed for good."""
+    headers = {"Content-Type": "application/json"}
+    description = "Options must be Unicode text: no lone surrogate."
+    body = f'{{"subscriber": "mailto:ops@example.com", "options": {options}}}'
+    assert_error(
+        api.post(SUBS, body=body, headers=headers), 400, "Invalid API request", description
+    )
+    assert api.get("/v2/queues").json["queues"] == []  # nothing created
+    sid = subscribe(api, "mailto:ops@example.com", options={"subject": "d\u00e9j\u00e0 \u2713"})
+    patch = f'{{"options": {options}}}'
+    refused = api.patch(f"{SUBS}/{sid}", body=patch, headers=headers)
+    assert_error(refused, 400, "Invalid API request", description)
+    assert api.get(f"{SUBS}/{sid}").json["options"] == {"subject": "d\u00e9j\u00e0 \u2713"}
+
+
 def test_bad_patches_and_limits(api: Api) -> None:
     sid = subscribe(api)
     assert_error(api.patch(f"{SUBS}/{sid}", json={}), 400, "Invalid API request")

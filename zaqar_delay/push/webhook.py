@@ -182,11 +182,10 @@ class WebhookSender:
         self.timeout_s = timeout_s
         self.connections = ConnectionPool(guard, timeout_s, pool_size)
 
-    def send(self, delivery: Delivery, now_ms: int) -> Outcome:
-        try:
-            body = request_body(delivery, now_ms, self.max_body_bytes)
-        except PushTooLarge as exc:
-            return Outcome("permanent", str(exc))
+    def request(self, delivery: Delivery, now_ms: int) -> tuple[bytes, dict[str, str]]:
+        """The body and headers of the push of ``delivery`` signed at ``now_ms``, without a
+        trust's token (PushTooLarge: the body would exceed ``max_body_bytes``)."""
+        body = request_body(delivery, now_ms, self.max_body_bytes)
         options = delivery.subscription.options
         headers = {"Content-Type": "application/json", **post_headers.sendable(options)}
         headers[DELIVERY_ID_HEADER] = delivery.id
@@ -195,6 +194,14 @@ class WebhookSender:
         headers[SIGNATURE_HEADER] = signature(
             delivery.subscription.secret, now_ms, delivery.id, body
         )
+        return body, headers
+
+    def send(self, delivery: Delivery, now_ms: int) -> Outcome:
+        try:
+            body, headers = self.request(delivery, now_ms)
+        except PushTooLarge as exc:
+            return Outcome("permanent", str(exc))
+        options = delivery.subscription.options
         subscriber = delivery.subscription.subscriber
         trust_id = options.get(TRUST_ID)
         if is_trust(subscriber) and self.trusts is not None and isinstance(trust_id, str):
