@@ -16,9 +16,10 @@ class NewMessage:
     """A message ready to store: defaults applied, limits checked; due ``delay_ms`` after now.
 
     ``dedup_id`` ("" for none) makes the post idempotent: while the queue remembers that id
-    (until the first message posted with it would expire), the message is not stored again.
-    ``hops``: the pushes of this service the message came through, one after another (0: a
-    client posted it; ``push.hops``); its own pushes carry one more.
+    (until the first message posted with it would expire, or for its ``dedup_ttl_s`` when
+    that is shorter), the message is not stored again. ``hops``: the pushes of this service
+    the message came through, one after another (0: a client posted it; ``push.hops``); its
+    own pushes carry one more.
     """
 
     body_json: str
@@ -26,6 +27,15 @@ class NewMessage:
     delay_ms: int
     dedup_id: str = ""
     hops: int = 0
+    # How long the dedup id is remembered, in seconds (0: as long as the message lives). A
+    # schedule's tick lives until it fires, however late, but its id needs remembering only
+    # while a repeated fire may post it again.
+    dedup_ttl_s: int = 0
+
+    def dedup_expires_ms(self, now_ms: int) -> int:
+        """When a queue forgets the dedup id of this message, posted at ``now_ms``."""
+        remembered_s = min(self.dedup_ttl_s, self.ttl_s) if self.dedup_ttl_s else self.ttl_s
+        return now_ms + remembered_s * 1000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

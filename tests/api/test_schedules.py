@@ -21,7 +21,7 @@ from zaqar_delay.conf import JournalSettings, Limits
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.tick_batches import TICK_LEASE_MS
 from zaqar_delay.schedules import names
-from zaqar_delay.schedules.firing import LEAD_MS
+from zaqar_delay.schedules.firing import LEAD_MS, TICK_DEDUP_S
 
 JSON_PATCH = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
 EVERY_MINUTE = {"every": 60, "message": {"body": {"job": "sweep"}, "ttl": 600}}
@@ -302,6 +302,70 @@ def test_slots_missed_in_an_outage_fire_by_the_misfire_policy(
         api.clock.advance(ms=60_000)
         dispatcher.run_once()
         assert len(messages(api)) == fired + 1  # and on by the plan
+
+
+def tick_count(api: Api, queue: str = "q") -> int:
+    """How many ticks the schedules of ``queue`` have stored."""
+    ticks = names.tick_queue(queue)
+    return api.store(ticks).stats(PROJECT, ticks, api.clock.now_ms()).total
+
+
+@pytest.mark.parametrize("misfire", ["skip", "all"])
+@pytest.mark.parametrize(("every_s", "outage_s"), [(60, 30 * 86_400), (3600, 10 * 366 * 86_400)])
+def test_a_schedule_outlives_an_outage_of_any_length(
+    api: Api, misfire: str, every_s: int, outage_s: int
+) -> None:
+    """No server ran for 30 days (an every-minute plan) or 10 years (an hourly one): the tick
+    due at the first missed slot is still stored (it was kept an hour past its time, and the
+    schedule then fired nothing ever again), so the slots missed fire by the misfire policy
+    (``all``: the latest 100) and the plan goes on."""
+    plan = {"every": every_s, "misfire": misfire, "message": {"body": 1, "ttl": 600}}
+    api.put("/v2/queues/q/schedules/sweep", json=plan)
+    fired = 1 if misfire == "skip" else 100
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=every_s * 1000)
+        assert dispatcher.run_once() == 1
+        api.clock.advance(ms=outage_s * 1000)  # no server ran
+        # The outage: the tick of the slot after the first fire is still to fire, long after.
+        ticks = names.tick_queue("q")
+        stored = api.store(ticks).stats(PROJECT, ticks, api.clock.now_ms())
+        assert stored.total == 1 and stored.oldest is not None
+        assert api.clock.now_ms() - stored.oldest.created_ms >= outage_s * 1000
+        dispatcher.run_once()
+        assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == 1 + fired
+        api.clock.advance(ms=every_s * 1000)
+        dispatcher.run_once()
+        assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == 2 + fired
+
+
+def test_a_tick_fired_again_after_its_successor_s_id_was_forgotten_forks_no_second_chain(
+    api: Api,
+) -> None:
+    """A tick's dedup id is remembered an hour (``TICK_DEDUP_S``), while the tick lives until
+    it fires. The first slot's tick fired again two hours later (its dispatcher died before
+    settling it, and no server ran since) posts a second tick for the next slot: the two fire
+    together, their successors are one tick, and each later slot posts one message."""
+    api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE)
+    definition = names.definition_queue("q", "sweep")
+    metadata = api.service.stores.for_queue(PROJECT, definition).get_metadata(PROJECT, definition)
+    assert metadata is not None
+    slot = api.clock.now_ms() + 60_000
+    first = {"schedule": "sweep", "generation": metadata["generation"], "slot": slot, "fires": 0}
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=60_000)
+        assert dispatcher.run_once() == 1
+        assert tick_count(api) == 1
+        api.clock.advance(ms=(TICK_DEDUP_S + 3600) * 1000)
+        api.service.schedules.fire(PROJECT, names.tick_queue("q"), first, api.clock.now_ms())
+        assert tick_count(api) == 2  # the fork: its successor's id was forgotten
+        assert dispatcher.run_once() == 2
+        assert tick_count(api) == 1
+        fires = api.get("/v2/queues/q/schedules/sweep").json["fires"]
+        for _ in range(3):
+            api.clock.advance(ms=60_000)
+            assert dispatcher.run_once() == 1
+            assert tick_count(api) == 1
+        assert api.get("/v2/queues/q/schedules/sweep").json["fires"] == fires + 3
 
 
 def test_a_skip_catch_up_posted_past_the_next_slot_stands_for_that_slot_too(

@@ -875,6 +875,22 @@ class TestDedup:
         clock.advance(599)
         assert post_dedup(driver, clock, ("job", "k")).ids == renewed.ids
 
+    def test_remembered_for_its_own_ttl_when_shorter_than_the_message_s(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        """A message lives 600 s and its dedup id is remembered 120 s (``dedup_ttl_s``): a
+        repeat after 120 s is stored, beside the first message, which lives on."""
+        first = NewMessage(json.dumps("tick"), 600, 0, "k", dedup_ttl_s=120)
+        [mid] = driver.post_messages(P, Q, [first], ALICE, clock.now_ms()).ids
+        clock.advance(119.999)
+        assert post_dedup(driver, clock, ("tick", "k"), ttl=600).ids == [mid]
+        clock.advance(ms=1)
+        again = post_dedup(driver, clock, ("tick", "k"), ttl=600)
+        assert again.duplicates == () and again.ids != [mid]
+        assert listed(driver, clock) == ["tick", "tick"]
+        clock.advance(479)
+        assert post_dedup(driver, clock, ("tick", "k")).ids == again.ids
+
     def test_scoped_by_project_and_queue(self, driver: Driver, clock: FakeClock) -> None:
         ids = {
             post_dedup(driver, clock, ("m", "k"), queue=q, project=p).ids[0]

@@ -27,6 +27,7 @@ from typing import Any
 from zaqar_delay import jsondoc
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
+from zaqar_delay.conf.transport import MAX_MESSAGE_TTL
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Fire, Metadata, NewMessage, Posted
 from zaqar_delay.schedules import names
@@ -39,6 +40,13 @@ SCHEDULER_CLIENT_ID = uuid.uuid5(uuid.NAMESPACE_URL, "zaqar-delay:schedules").he
 #: at the slot), so a dispatcher that runs up to this late still makes the slot. The chain of
 #: ticks runs this far ahead of the slots, whatever the interval.
 LEAD_MS = 2000
+#: A tick lives until it fires (``MAX_MESSAGE_TTL``, about 136 years): it is the only link to
+#: its schedule's next slot, and one that expired unfired, however long no server ran, would
+#: end the schedule. Its dedup id, which makes the successors that two ticks of one slot post
+#: one tick, is remembered for this long after its post: two ticks of one slot are due
+#: together and fire together, or one is retried (``TICK_RETRIES``, about 50 minutes), so
+#: this covers both, and a schedule keeps no more of its ticks' ids than this holds slots.
+TICK_DEDUP_S = 3600
 
 # (project, queue, ``{"messages": [...]}`` payload, client id): ``Service.post_messages``.
 Post = Callable[[str, str, bytes, str], Posted]
@@ -79,8 +87,8 @@ def successor(
     due_ms = max(now_ms, slot - LEAD_MS)
     generation = metadata["generation"]
     body = jsondoc.dumps({"schedule": name, "generation": generation, "slot": slot, "fires": fires})
-    ttl_s = max(3600, (due_ms - now_ms) // 1000 + 3600)
-    return NewMessage(body, ttl_s, due_ms - now_ms, f"tick:{name}:{generation}:{key or slot}")
+    dedup_id = f"tick:{name}:{generation}:{key or slot}"
+    return NewMessage(body, MAX_MESSAGE_TTL, due_ms - now_ms, dedup_id, dedup_ttl_s=TICK_DEDUP_S)
 
 
 class Ticks:

@@ -1,12 +1,13 @@
 -- post.lua: store a batch of messages at the tail of the queue, creating the queue if needed.
 --
 -- KEYS: the queue keys (lib.lua).
--- ARGV: now_ms, mode, client_id, expected, messages: one msgpack array holding six values per
---   message, ref, ttl_s, delay_ms, body_json, dedup_id, hops (one argument, so the client
---   encodes one value instead of six per message).
+-- ARGV: now_ms, mode, client_id, expected, messages: one msgpack array holding seven values
+--   per message, ref, ttl_s, delay_ms, body_json, dedup_id, hops, dedup_ttl_s (one argument,
+--   so the client encodes one value instead of seven per message).
 --   dedup_id: "" for none. Otherwise, while the queue remembers it (until the expiry of the
---             message first posted with it), the message is not stored and the first one's id
---             is returned in its place; the first message is remembered from here on, even
+--             message first posted with it, or for that message's dedup_ttl_s seconds when
+--             shorter; 0: no shorter), the message is not stored and the first one's id is
+--             returned in its place; the first message is remembered from here on, even
 --             after it is deleted.
 --   expected: the version of the metadata the caller built the messages with (the SHA-1 of its
 --             stored JSON text: storage.base.metadata_version_of), "" if it took the queue to be
@@ -38,14 +39,14 @@ end
 collect_garbage(now)
 
 local fields = cmsgpack.unpack(ARGV[5])
-local count = #fields / 6
+local count = #fields / 7
 local last_seq = redis.call('HINCRBY', K_QUEUE, 'seq', count)
 local stored_client = encode_client(client)
 local records, bodies, earliest_expiry = {}, {}, {}  -- by bucket
 local ready, owed, ids, duplicates = {}, {}, {}, {}
 local stored, kept, earliest_due = 0, {}, nil
 for j = 0, count - 1 do
-    local base = 1 + j * 6
+    local base = 1 + j * 7
     local seq = last_seq - count + 1 + j
     local ref, ttl, dedup = fields[base], fields[base + 1], fields[base + 4]
     local info = {seq = seq, created = now, expires = now + ttl * 1000, ttl = ttl,
@@ -69,8 +70,13 @@ for j = 0, count - 1 do
             duplicates[#duplicates + 1] = j
             store = false
         else
-            redis.call('HSET', K_DEDUP, dedup, cmsgpack.pack({id, info.expires}))
-            redis.call('ZADD', K_DEDUP_EXPIRY, info.expires, dedup)
+            local forget = info.expires
+            local dedup_ttl = fields[base + 6]
+            if dedup_ttl > 0 and dedup_ttl < ttl then
+                forget = now + dedup_ttl * 1000
+            end
+            redis.call('HSET', K_DEDUP, dedup, cmsgpack.pack({id, forget}))
+            redis.call('ZADD', K_DEDUP_EXPIRY, forget, dedup)
         end
     end
     if store then
