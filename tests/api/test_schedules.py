@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, api_on, assert_error
@@ -177,6 +178,57 @@ def test_ticks_due_together_fire_together_and_a_refused_message_holds_back_no_ot
         assert len(messages(api, limit=40)) == 31
         api.clock.advance(ms=LEAD_MS)
         assert len(claim(api)) == 10  # due at the slot (a claim takes 10 by default)
+
+
+def push_attempts(api: Api) -> dict[str, float]:
+    """The push attempts this server process settled, by outcome."""
+    text = api.service.metrics.render().decode()
+    return {
+        sample.labels["outcome"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "zaqar_delay_push_attempts_total"
+    }
+
+
+def test_a_schedule_whose_fires_fail_for_hours_fires_once_they_succeed_again(
+    quick_api: Api,
+) -> None:
+    """The queue refuses the schedule's message (its size limit lowered) for over two hours:
+    the tick is retried, at most 30 s apart, and never given up (it was after about 50
+    minutes, and the schedule then never fired again), so once the limit is lifted the
+    latest slot missed fires and the plan goes on. A tick queue an earlier release made, with
+    the retries that gave up, gets these when the schedule is written again."""
+    api = quick_api
+    assert api.put("/v2/queues/q").status_code == 201
+    big = {"every": 60, "message": {"body": {"pad": "x" * 2000}, "ttl": 600}}
+    assert api.put("/v2/queues/q/schedules/big", json=big).status_code == 201
+    ticks = names.tick_queue("q")
+    made = api.store(ticks).get_metadata(PROJECT, ticks)
+    assert made is not None
+    earlier = {**made["_retry_policy"], "maximum_delay_retries": 100}
+    api.store(ticks).set_metadata(PROJECT, ticks, {**made, "_retry_policy": earlier})
+    assert api.put("/v2/queues/q/schedules/big", json=big).status_code == 204
+    assert api.store(ticks).get_metadata(PROJECT, ticks) == made
+    limit = [{"op": "add", "path": "/metadata/_max_messages_post_size", "value": 1000}]
+    assert api.patch("/v2/queues/q", body=json.dumps(limit), headers=JSON_PATCH).status_code == 200
+    with dispatching(api) as dispatcher:
+        for _ in range(130):
+            api.clock.advance(ms=60_000)
+            dispatcher.run_once()
+        # The fault: every fire for two hours was refused, and the tick retried each time.
+        assert api.get("/v2/queues/q/schedules/big").json["fires"] == 0
+        attempts = push_attempts(api)
+        assert attempts["retry"] >= 130 and attempts.get("failed", 0) == 0
+        lifted = [{"op": "remove", "path": "/metadata/_max_messages_post_size"}]
+        lifting = api.patch("/v2/queues/q", body=json.dumps(lifted), headers=JSON_PATCH)
+        assert lifting.status_code == 200
+        api.clock.advance(ms=30_000)
+        dispatcher.run_once()
+        assert api.get("/v2/queues/q/schedules/big").json["fires"] == 1
+        api.clock.advance(ms=60_000)
+        dispatcher.run_once()
+        assert api.get("/v2/queues/q/schedules/big").json["fires"] == 2
 
 
 def test_a_tick_whose_fire_hangs_fires_again_after_its_short_lease_and_posts_once(

@@ -44,8 +44,8 @@ LEAD_MS = 2000
 #: its schedule's next slot, and one that expired unfired, however long no server ran, would
 #: end the schedule. Its dedup id, which makes the successors that two ticks of one slot post
 #: one tick, is remembered for this long after its post: two ticks of one slot are due
-#: together and fire together, or one is retried (``TICK_RETRIES``, about 50 minutes), so
-#: this covers both, and a schedule keeps no more of its ticks' ids than this holds slots.
+#: together and fire together (or fail together, and are retried at most 30 s apart), so this
+#: covers both, and a schedule keeps no more of its ticks' ids than this holds slots.
 TICK_DEDUP_S = 3600
 
 # (project, queue, ``{"messages": [...]}`` payload, client id): ``Service.post_messages``.
