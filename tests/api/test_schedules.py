@@ -513,6 +513,8 @@ def test_run_fires_once_now_without_moving_the_plan(api: Api) -> None:
         ({"every": 60, "message": {"body": 1, "ttl": 5}}, "TTL"),
         ({"every": 60, "message": {"body": 1}, "colour": "red"}, "no field"),
         ({"every": 60, "message": {"body": "x" * 300}}, "at most 200"),
+        # Its tick, a stored message, would expire before the first slot.
+        ({"every": 60, "start_at": "2200-01-01T00:00:00Z", "message": {"body": 1}}, "136"),
     ],
 )
 def test_a_schedule_that_cannot_be_is_a_400_and_nothing_is_written(

@@ -19,12 +19,14 @@ fires at, in epoch milliseconds.
   its end.
 
 A plan with no slot left after the time it is written (past its ``end_at``, its ``limit``
-or the year 9000) is refused. Every expression CronSim accepts matches again: it refuses a
-day a month never has (``30 2``), and the longest two slots can be apart is 40 years (the
-fifth Friday of February, ``* 2 5#5``, across a year such as 2100 that is not a leap
-year), so the next slot is looked for as far ahead as it is. No slot is later than
-``LATEST_SLOT_MS`` (the year 9000): far past any use, and far enough from the end of Python's
-dates (9999) for time zones and a cron search ahead to stay within them.
+or the year 9000) is refused, and so is one whose first slot is more than
+``MAX_MESSAGE_TTL`` (about 136 years) away: its tick would expire before it. Every expression
+CronSim accepts matches again: it refuses a day a month never has (``30 2``), and the longest
+two slots can be apart is 40 years (the fifth Friday of February, ``* 2 5#5``, across a year
+such as 2100 that is not a leap year), so the next slot is looked for as far ahead as it is.
+No slot is later than ``LATEST_SLOT_MS`` (the year 9000): far past any use, and far enough
+from the end of Python's dates (9999) for time zones and a cron search ahead to stay within
+them.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any, cast
 from cronsim import CronSim, CronSimError
 
 from zaqar_delay import errors
+from zaqar_delay.conf.transport import MAX_MESSAGE_TTL
 from zaqar_delay.validation import EPOCH, INT64_MAX, epoch_ms_of, is_int
 
 MISFIRE_POLICIES = ("skip", "all")
@@ -226,9 +229,24 @@ def parse(document: Mapping[str, Any], now_ms: int, min_interval_s: int) -> Plan
         misfire=misfire,
         anchor_ms=start_at if start_at is not None else now_ms,
     )
-    if not plan.next_slots(now_ms, 1):
-        raise errors.InvalidRequest("The plan has no slot after now: it would never fire.")
+    _check_first_slot(plan, now_ms)
     return plan
+
+
+def _check_first_slot(plan: Plan, now_ms: int) -> None:
+    """InvalidRequest unless the plan has a slot after ``now_ms`` that a tick can wait for.
+
+    The next slot is held by a tick, a stored message, which lives at most
+    ``MAX_MESSAGE_TTL``: one due later would expire unfired. Only a ``start_at`` can be that
+    far (no two slots of a plan are more than 40 years apart)."""
+    upcoming = plan.next_slots(now_ms, 1)
+    if not upcoming:
+        raise errors.InvalidRequest("The plan has no slot after now: it would never fire.")
+    if upcoming[0] - now_ms >= MAX_MESSAGE_TTL * 1000:
+        raise errors.InvalidRequest(
+            f"The plan's first slot is more than {MAX_MESSAGE_TTL} seconds (about 136 years) "
+            "away, longer than a schedule can wait for a slot."
+        )
 
 
 def parse_checked(document: Mapping[str, Any], anchor_ms: int) -> Plan:
