@@ -32,10 +32,11 @@ class NewMessage:
     # while a repeated fire may post it again.
     dedup_ttl_s: int = 0
 
-    def dedup_expires_ms(self, now_ms: int) -> int:
-        """When a queue forgets the dedup id of this message, posted at ``now_ms``."""
-        remembered_s = min(self.dedup_ttl_s, self.ttl_s) if self.dedup_ttl_s else self.ttl_s
-        return now_ms + remembered_s * 1000
+    @property
+    def dedup_memory_s(self) -> int:
+        """How long after its post a queue remembers this message's dedup id, in seconds:
+        its ``dedup_ttl_s``, never past its ttl."""
+        return min(self.dedup_ttl_s, self.ttl_s) if self.dedup_ttl_s else self.ttl_s
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ def post(
     reserving = DedupReservation(records, lambda *_: True)
     now = clock.now_ms()
     message = NewMessage(f'"{message_id}"', TTL_S, 0, dedup_id)
-    reserved = reserving.reserve(P, Q, [message], [message_id], [now + TTL_S * 1000], now)
+    reserved = reserving.reserve(P, Q, [message], [message_id], now)
     reserving.confirm(P, Q, reserved.taken)
     return reserved
 
@@ -100,7 +100,7 @@ def test_a_record_is_the_first_of_its_epoch_s_chain_and_swift_reclaims_it_whole(
     reserving = DedupReservation(records, lambda *_: True)
     now = clock.now_ms()
     other = NewMessage('"x"', TTL_S, 0, "other")
-    failed = reserving.reserve(P, Q, [other], ["m3"], [now + TTL_S * 1000], now)
+    failed = reserving.reserve(P, Q, [other], ["m3"], now)
     reserving.forget(P, Q, failed.taken)
     assert delete_at(swift, failed.taken[0].version) == str(reclaim_s)
 

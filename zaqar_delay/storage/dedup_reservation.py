@@ -174,19 +174,16 @@ class DedupReservation:
         queue: str,
         messages: Sequence[NewMessage],
         ids: Sequence[str],
-        expires_ms: Sequence[int],
         now_ms: int,
     ) -> Reservation:
-        """Reserve the dedup ids of a post of ``messages``, to be stored as ``ids``, expiring
-        at ``expires_ms`` (each id remembered until then, or for its message's
-        ``dedup_ttl_s`` when that ends sooner): the ids the queue remembers (live at
-        ``now_ms``) are answered with their first messages, waiting for those still being
-        stored; the others are now remembered, unconfirmed until :meth:`confirm`."""
+        """Reserve the dedup ids of a post of ``messages`` at ``now_ms``, to be stored as
+        ``ids``, each remembered for its message's ``dedup_memory_s``: the ids the queue
+        remembers (live at ``now_ms``) are answered with their first messages, waiting for
+        those still being stored; the others are now remembered, unconfirmed until
+        :meth:`confirm`."""
         post = PostDedupIds(messages)
         wanted = [
-            DedupRecord(
-                dedup_id, ids[i], min(expires_ms[i], messages[i].dedup_expires_ms(now_ms)), now_ms
-            )
+            DedupRecord(dedup_id, ids[i], now_ms + messages[i].dedup_memory_s * 1000, now_ms)
             for dedup_id, i in post.first.items()
         ]
         answers = self._answers(project, queue, wanted, now_ms)

@@ -92,12 +92,7 @@ class MessageOps(Positions):
         messages, client_id = batch.messages, batch.client_id
         documents, subscribed = self._documents(project, queue, messages, client_id, now_ms)
         reservation = self._dedup.reserve(
-            project,
-            queue,
-            messages,
-            [str(d["_id"]) for d in documents],
-            [int(d["e"]) for d in documents],
-            now_ms,
+            project, queue, messages, [str(d["_id"]) for d in documents], now_ms
         )
         duplicate_of, remembered = reservation.duplicate_of, reservation.taken
         fresh = [d for i, d in enumerate(documents) if i not in duplicate_of]

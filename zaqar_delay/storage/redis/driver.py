@@ -282,7 +282,7 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts, MessageCountin
                 message.body_json,
                 message.dedup_id,
                 message.hops,
-                message.dedup_ttl_s,
+                message.dedup_memory_s,
             )
         # Not msgpack's 256 KiB first buffer, a mapping of its own per post (cmd/allocator.py):
         # a post's fields are most often a few hundred bytes, and the buffer grows as needed.

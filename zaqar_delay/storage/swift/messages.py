@@ -152,9 +152,7 @@ class MessageOps(PushOps):
         queue_made = self._swift.submit(
             lambda: None if queue_exists else self._ensure_queue(project, queue, now_ms)
         )
-        reservation = self._dedup.reserve(
-            project, queue, messages, ids, [int(doc["e"]) for doc in documents], now_ms
-        )
+        reservation = self._dedup.reserve(project, queue, messages, ids, now_ms)
         duplicate_of, generations = reservation.duplicate_of, reservation.taken
         queue_made.result()
         fresh = [(ids[i], documents[i]) for i in range(len(ids)) if i not in duplicate_of]

@@ -2,13 +2,12 @@
 --
 -- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, mode, client_id, expected, messages: one msgpack array holding seven values
---   per message, ref, ttl_s, delay_ms, body_json, dedup_id, hops, dedup_ttl_s (one argument,
---   so the client encodes one value instead of seven per message).
---   dedup_id: "" for none. Otherwise, while the queue remembers it (until the expiry of the
---             message first posted with it, or for that message's dedup_ttl_s seconds when
---             shorter; 0: no shorter), the message is not stored and the first one's id is
---             returned in its place; the first message is remembered from here on, even
---             after it is deleted.
+--   per message, ref, ttl_s, delay_ms, body_json, dedup_id, hops, dedup_memory_s (one
+--   argument, so the client encodes one value instead of seven per message).
+--   dedup_id: "" for none. Otherwise, while the queue remembers it (for the dedup_memory_s
+--             seconds of the message first posted with it: its ttl, or less), the message is
+--             not stored and the first one's id is returned in its place; the first message
+--             is remembered from here on, even after it is deleted.
 --   expected: the version of the metadata the caller built the messages with (the SHA-1 of its
 --             stored JSON text: storage.base.metadata_version_of), "" if it took the queue to be
 --             missing, ANY_METADATA_VERSION to skip the check (dead-letter moves). When it does
@@ -70,11 +69,7 @@ for j = 0, count - 1 do
             duplicates[#duplicates + 1] = j
             store = false
         else
-            local forget = info.expires
-            local dedup_ttl = fields[base + 6]
-            if dedup_ttl > 0 and dedup_ttl < ttl then
-                forget = now + dedup_ttl * 1000
-            end
+            local forget = now + fields[base + 6] * 1000
             redis.call('HSET', K_DEDUP, dedup, cmsgpack.pack({id, forget}))
             redis.call('ZADD', K_DEDUP_EXPIRY, forget, dedup)
         end
