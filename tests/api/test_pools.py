@@ -18,12 +18,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.processes import free_port, wait_gone
 from tests.helpers.api import PROJECT, Api, api_on, assert_error, pooled_api_on
+from tests.helpers.push import dispatching
 from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.conf import CatalogSettings, Limits, Settings, StorageSettings
 from zaqar_delay.pooling.setup import registry
+from zaqar_delay.schedules import names
 from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.stores import PooledStores
+
+STATE_AND_DEFINITION = (names.state_queue, names.definition_queue)
 
 
 @pytest.fixture
@@ -265,6 +269,28 @@ def test_a_flavor_restricts_placement(pooled: Api) -> None:
     assert (
         refused.json["description"] == "This pool is used by flavors durable; It cannot be deleted."
     )
+
+
+def test_a_schedule_lives_on_its_queue_s_pool_whatever_its_flavor(pooled: Api) -> None:
+    """A schedule's own queues (definition, state, ticks) are placed on its queue's pool: of
+    the queue's flavor, and away only when that pool is. Every pool has a flavor here, so
+    no pool of none could take them."""
+    pools = {"durable": "mongo", "fast": "redis"}
+    every_minute = {"every": 60, "message": {"body": "tick"}}
+    for flavor, pool in pools.items():
+        assert pooled.put(f"/v2/flavors/{flavor}", json={"pool_list": [pool]}).status_code == 201
+        assert pooled.put(f"/v2/queues/{flavor}", json={"_flavor": flavor}).status_code == 201
+        written = pooled.put(f"/v2/queues/{flavor}/schedules/s", json=every_minute)
+        assert written.status_code == 201, written.text
+    with dispatching(pooled) as dispatcher:
+        pooled.clock.advance(ms=60_000)
+        assert dispatcher.run_once() == 2
+    stores = pooled.service.stores
+    for flavor, pool in pools.items():
+        claimed = pooled.post(f"/v2/queues/{flavor}/claims", json={"ttl": 60, "grace": 60})
+        assert [m["body"] for m in claimed.json["messages"]] == ["tick"]
+        own = (names.tick_queue(flavor), *(n(flavor, "s") for n in STATE_AND_DEFINITION))
+        assert {stores.pool_of(PROJECT, queue) for queue in (flavor, *own)} == {pool}
 
 
 def test_an_unknown_flavor_is_a_400(pooled: Api) -> None:

@@ -568,8 +568,10 @@ def test_list_pages_and_schedules_are_not_queues(api: Api) -> None:
     assert [s["name"] for s in first["schedules"]] == ["a", "b"]
     path, query = first["links"][0]["href"].split("?")
     assert [s["name"] for s in api.get(path, query_string=query).json["schedules"]] == ["c"]
-    # Their queues are the server's own: in no listing, no count, no subscription list.
-    assert api.get("/v2/queues", query_string="with_count=true").json["queues"] == []
+    # Writing them created q (as subscribing does); their queues are the server's own: in
+    # no listing, no count, no subscription list.
+    listed = api.get("/v2/queues", query_string="with_count=true").json
+    assert ([q["name"] for q in listed["queues"]], listed["count"]) == (["q"], 1)
     assert api.get("/v2/topics").json["topics"] == []
     assert api.get("/v2/queues/q/subscriptions").json["subscriptions"] == []
     assert api.get("/v2/queues/q/schedules", headers={"X-Project-ID": "other"}).json == {
@@ -601,9 +603,17 @@ def test_schedule_limits_and_the_queue_quota(request: pytest.FixtureRequest) -> 
         assert limited.put("/v2/queues/q/schedules/b", json=EVERY_MINUTE).status_code == 201
         refused = limited.put("/v2/queues/q/schedules/c", json=EVERY_MINUTE)
         assert_error(refused, 403, "Quota exceeded")
-        # Four queues of the server's own, and still room for the project's one queue.
-        assert limited.put("/v2/queues/q").status_code == 201
+        # Writing them created q, the project's one queue (four queues of the server's own
+        # are not counted): a schedule of another queue would post to a queue the project
+        # has no room for, and fire never. It is refused, and nothing is written.
+        assert limited.put("/v2/queues/q").status_code == 204
         assert_error(limited.put("/v2/queues/r"), 403, "Quota exceeded")
+        elsewhere = limited.put("/v2/queues/r/schedules/a", json=EVERY_MINUTE)
+        assert_error(elsewhere, 403, "Quota exceeded")
+        assert limited.get("/v2/queues/r/schedules/a").status_code == 404
+        assert [q["name"] for q in limited.get("/v2/queues").json["queues"]] == ["q"]
+        assert limited.delete("/v2/queues/q").status_code == 204
+        assert limited.put("/v2/queues/r/schedules/a", json=EVERY_MINUTE).status_code == 201
 
 
 def test_a_topic_s_schedule_is_pushed_to_its_subscribers_at_each_slot(api: Api) -> None:

@@ -9,7 +9,7 @@ time, on whichever server process (``firing.py``).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from zaqar_delay import errors, topics, validation
@@ -42,14 +42,27 @@ SUBSCRIPTION_TTL_S = 100 * 366 * 86400
 NAMES_PAGE = 200
 
 
+# (project, target): creates the target queue or topic when it does not exist, within the
+# project's queue quota (``Service.create_queue``, no metadata).
+CreateTarget = Callable[[str, str], object]
+
+
 class Schedules:
     """The schedules of every project's queues and topics, over ``stores``; ``post`` posts
-    a fire's message with the target's rules (``Service.post_messages``)."""
+    a fire's message with the target's rules (``Service.post_messages``), ``create_target``
+    creates a schedule's queue when it does not exist."""
 
     def __init__(
-        self, stores: Stores, limits: Limits, post: Post, lifecycle: Lifecycle, clock: Clock
+        self,
+        stores: Stores,
+        limits: Limits,
+        post: Post,
+        lifecycle: Lifecycle,
+        clock: Clock,
+        create_target: CreateTarget,
     ) -> None:
         self.stores = stores
+        self._create_target = create_target
         self.limits = limits
         self.lifecycle = lifecycle
         self.records = Records(stores)
@@ -67,12 +80,16 @@ class Schedules:
         stored = documents.checked(document, now_ms, self.limits)
         self._check_message(stored["message"], policy)
         queue = names.definition_queue(target, name)
-        store = self.stores.place(project, queue)
-        current = store.get_metadata(project, queue)
+        current = self.stores.for_queue(project, queue).get_metadata(project, queue)
+        if current is None:
+            self._check_quota(project, target)
+        # As subscribing does, writing a schedule creates its queue, so that its fires post
+        # to a queue the project's quota has room for (they retry without end otherwise).
+        self._create_target(project, target)
+        store = self.records.store_of(project, target, queue)
         new = current is None or "schedule" not in current
         written = current
         if current is None:
-            self._check_quota(project, target)
             written = self._metadata(stored, 1, now_ms)
             store.create_queue(project, queue, written, now_ms)
         elif current.get("schedule") != stored:
@@ -81,7 +98,7 @@ class Schedules:
             store.set_metadata(project, queue, written)
         # Every write: a write cut short may have left the tick queue without its
         # subscription; subscribing again answers the one there is.
-        self._subscribe(project, names.tick_queue(target), now_ms)
+        self._subscribe(project, target, now_ms)
         self._tick_next(project, target, name, written, now_ms)
         return new
 
@@ -197,11 +214,12 @@ class Schedules:
     def _metadata(stored: Mapping[str, Any], generation: int, now_ms: int) -> Metadata:
         return {"schedule": dict(stored), "generation": generation, "written_ms": now_ms}
 
-    def _subscribe(self, project: str, queue: str, now_ms: int) -> None:
-        """The tick queue, delivered ticks deleted and failed ones retried without end, and
+    def _subscribe(self, project: str, target: str, now_ms: int) -> None:
+        """The target's tick queue, delivered ticks deleted and failed ones retried without end, and
         its one subscription (made confirmed: it is the server's own). A tick queue made by
         an earlier release is given ``TICK_RETRIES`` (its ticks were given up)."""
-        store = self.stores.place(project, queue)
+        queue = names.tick_queue(target)
+        store = self.records.store_of(project, target, queue)
         ticks = {DELETE_AFTER_PUSH: True, RETRY_POLICY: TICK_RETRIES}
         if not store.create_queue(project, queue, ticks, now_ms):
             current = store.get_metadata(project, queue)

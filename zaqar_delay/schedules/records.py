@@ -8,6 +8,7 @@ a few calls, not a few per schedule.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,16 @@ class Records:
 
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
+
+    def store_of(self, project: str, target: str, queue: str) -> Driver:
+        """The store of ``queue``, one of ``target``'s schedule queues, about to be written.
+        With pools that is ``target``'s pool (``target`` is placed first when it is placed
+        nowhere, where its first message would place it): a schedule then lives where its
+        queue does, of its queue's flavor, and is away only when its queue is. One of its
+        queues placed elsewhere by an earlier release stays there."""
+        self.stores.place(project, target)
+        self.stores.colocate(project, target, queue)
+        return self.stores.for_queue(project, queue)
 
     def definition(self, project: str, target: str, name: str) -> Metadata | None:
         """The definition queue's metadata; None when the schedule does not exist."""
@@ -55,7 +66,8 @@ class Records:
         """Record each schedule's state (its state queue is made by its first fire): one
         write per store that holds some."""
         queues = {names.state_queue(target, name): state for name, state in states.items()}
-        for store, some in _by_store(queues, lambda queue: self.stores.place(project, queue)):
+        locate = functools.partial(self.store_of, project, target)
+        for store, some in _by_store(queues, locate):
             store.put_metadata_many(project, {queue: queues[queue] for queue in some}, now_ms)
 
     def post_ticks(
@@ -64,7 +76,7 @@ class Records:
         """Post ``ticks`` to the target's tick queue in one post (none: nothing)."""
         if ticks:
             queue = names.tick_queue(target)
-            store = self.stores.place(project, queue)
+            store = self.store_of(project, target, queue)
             store.post_messages(project, queue, ticks, client_id, now_ms)
 
     def _metadata_of(self, project: str, queues: list[str]) -> list[Metadata | None]:
