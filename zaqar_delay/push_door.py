@@ -120,6 +120,8 @@ class PushDoor:
             hops=push_hops.onward(delivery.message.hops),
         )
         source = QueuePolicy.of(delivery.queue_metadata)
+        # As a claim's dead letters: on the queue's pool when ``target`` is placed nowhere.
+        self.stores.colocate(delivery.project, delivery.queue, target)
         posted, built = self.poster.post_built(
             delivery.project,
             target,

@@ -105,14 +105,11 @@ class Service:
         reserved_metadata.checked(metadata, self.limits, queue)
         self.encryption.for_queue(QueuePolicy.of(metadata))
         self.quotas.check_new_queue(project, queue)
+        # Its dead-letter queue is placed when the first dead letter moves (and creates it),
+        # not now: one placed now, before it exists, would keep that pool when created with
+        # a ``_flavor`` of its own.
         store = self.stores.place(project, queue, reserved_metadata.flavor(metadata))
-        self._colocate_dead_letters(project, queue, metadata)
         return store.create_queue(project, queue, metadata, self.now_ms())
-
-    def _colocate_dead_letters(self, project: str, queue: str, metadata: Metadata) -> None:
-        target = QueuePolicy.of(metadata).dead_letter_queue
-        if target:
-            self.stores.colocate(project, queue, target)
 
     def get_queue(self, project: str, queue: str) -> Metadata:
         """Metadata with reserved defaults; a queue that does not exist shows only defaults."""
@@ -130,7 +127,6 @@ class Service:
         except errors.InvalidRequest as exc:
             raise errors.InvalidBody(exc.description) from exc
         self.encryption.for_queue(QueuePolicy.of(updated))
-        self._colocate_dead_letters(project, queue, updated)
         self._store(project, queue).set_metadata(project, queue, updated)
         return reserved_metadata.with_reserved_defaults(updated, self.limits, queue)
 

@@ -63,10 +63,11 @@ class Stores:
     def forget(self, project: str, queue: str) -> None:
         """The queue was deleted: it may be placed anew when next written."""
 
-    def colocate(self, project: str, queue: str, dead_letter_queue: str) -> None:
-        """Place ``dead_letter_queue`` on ``queue``'s pool if it is placed nowhere: a claim
-        then moves messages there within one store. One that already lives on another pool
-        stays there (claims copy messages across, ``Driver.receive_dead_letters``)."""
+    def colocate(self, project: str, queue: str, companion: str) -> None:
+        """Place ``companion`` (``queue``'s dead-letter queue about to get messages, one of
+        its schedule's queues) on ``queue``'s pool if it is placed nowhere: dead letters then
+        move within one store. One that already lives on another pool stays there (dead
+        letters are copied across, ``Driver.receive_dead_letters``)."""
 
     def pool_of(self, project: str, queue: str) -> str | None:
         """The name of the pool the queue is placed on; None unpooled or when not placed."""
@@ -336,13 +337,13 @@ class PooledStores(Stores):
             found[name] = self._silent.heard(name, self._answers(name))
         return found
 
-    def colocate(self, project: str, queue: str, dead_letter_queue: str) -> None:
+    def colocate(self, project: str, queue: str, companion: str) -> None:
         pool = self.pool_of(project, queue)
         if pool is None:
             return
-        if self.pool_of(project, dead_letter_queue) is None:
-            placed = self.catalog.place_queue(project, dead_letter_queue, pool)
-            self._remember(project, dead_letter_queue, placed)
+        if self.pool_of(project, companion) is None:
+            placed = self.catalog.place_queue(project, companion, pool)
+            self._remember(project, companion, placed)
 
     def forget(self, project: str, queue: str) -> None:
         # Until every process has read the new generation, one may still write the queue on

@@ -17,8 +17,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.processes import free_port, wait_gone
+from testbed.receiver import receiver
 from tests.helpers.api import PROJECT, Api, api_on, assert_error, pooled_api_on
-from tests.helpers.push import dispatching
+from tests.helpers.push import dispatching, subscribe
 from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay import errors
 from zaqar_delay.conf import CatalogSettings, Limits, Settings, StorageSettings
@@ -470,6 +471,49 @@ def test_a_dead_letter_queue_on_another_pool_receives_what_claims_give_up(
     assert pooled.get("/v2/queues/q/stats").json["messages"]["total"] == 0
     # Nothing of it on the queue's own pool's store.
     assert pooled.store("q").get_metadata(PROJECT, "dead") is None
+
+
+def test_a_dead_letter_queue_named_before_it_is_created_keeps_the_flavor_it_is_created_with(
+    pooled: Api,
+) -> None:
+    """Naming a dead-letter queue places nothing (it used to place it on the naming queue's
+    pool, where a create with a ``_flavor`` of its own then answered 201). One placed nowhere
+    when its first dead letters move, by a claim or a push, is placed on their queue's pool.
+    Every pool has a flavor at the end, so a pool of none could take no dead letter."""
+    assert pooled.put("/v2/flavors/durable", json={"pool_list": ["mongo"]}).status_code == 201
+    for queue in ("q", "other"):
+        metadata = {"_max_claim_count": 1, "_dead_letter_queue": f"dead-{queue}"}
+        assert pooled.put(f"/v2/queues/{queue}", json=metadata).status_code == 201
+    stores = pooled.service.stores
+    assert (stores.pool_of(PROJECT, "q"), stores.pool_of(PROJECT, "dead-q")) == ("redis", None)
+    assert pooled.put("/v2/queues/dead-q", json={"_flavor": "durable"}).status_code == 201
+    assert stores.pool_of(PROJECT, "dead-q") == "mongo"
+    for queue in ("q", "other"):
+        pooled.post_messages(queue, {"body": queue})
+        first = pooled.post(f"/v2/queues/{queue}/claims")
+        assert pooled.delete(first.headers["Location"]).status_code == 204
+        assert pooled.post(f"/v2/queues/{queue}/claims").status_code == 204
+        moved = pooled.get(f"/v2/queues/dead-{queue}/messages", params={"echo": "true"}).json
+        assert [m["body"] for m in moved["messages"]] == [queue]
+    assert stores.pool_of(PROJECT, "dead-other") == "redis"
+    assert pooled.put("/v2/flavors/fast", json={"pool_list": ["redis"]}).status_code == 201
+    assert (
+        pooled.patch(
+            "/v2/queues/other",
+            body=json.dumps(
+                [{"op": "replace", "path": "/metadata/_dead_letter_queue", "value": "dead-push"}]
+            ),
+            headers={"Content-Type": "application/openstack-messaging-v2.0-json-patch"},
+        ).status_code
+        == 200
+    )
+    with receiver(statuses=[400]) as hook, dispatching(pooled) as dispatcher:
+        subscribe(pooled, hook, queue="other")
+        pooled.post_messages("other", {"body": "pushed"})
+        assert dispatcher.run_once() == 1  # fails for good
+    [letter] = pooled.get("/v2/queues/dead-push/messages", params={"echo": "true"}).json["messages"]
+    assert letter["body"]["message"]["body"] == "pushed"
+    assert stores.pool_of(PROJECT, "dead-push") == "redis"
 
 
 def test_an_embedded_store_is_a_pool_and_starts_again_after_a_kill(

@@ -2,8 +2,8 @@
 
 ``PooledDriver`` answers the ``Driver`` calls of the contract suite the way the service makes
 them when pooled: each per-queue call goes to the store ``PooledStores`` resolves for the
-queue, placing the queue first when the call may create it; a queue's dead-letter queue is
-colocated with it; deleting a queue forgets its placement; listing and counting come from the
+queue, placing the queue first when the call may create it; a queue's dead-letter queue, if
+placed nowhere, is placed on its pool when the first dead letters move; deleting a queue forgets its placement; listing and counting come from the
 catalog. The pools are real stores: a redis-server and MongoDB, each on a namespace of its
 own, with the catalog on the embedded store.
 """
@@ -19,7 +19,6 @@ import pytest
 
 from tests.helpers.stores import STORES, close_test_driver, open_test_driver, store_url
 from zaqar_delay.models import ClaimTimes, OverLimit
-from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.catalog import PoolRecord
@@ -60,9 +59,7 @@ class PooledDriver:
         return self.stores.count_messages(project, most, now_ms)
 
     def create_queue(self, project: str, queue: str, metadata: Any, now_ms: int) -> bool:
-        created = self.stores.place(project, queue).create_queue(project, queue, metadata, now_ms)
-        self._colocate(project, queue, metadata)
-        return created
+        return self.stores.place(project, queue).create_queue(project, queue, metadata, now_ms)
 
     def get_metadata_many(self, project: str, queues: list[str]) -> list[Any]:
         """Each queue read on its own pool (as ``schedules.records`` groups them)."""
@@ -72,13 +69,11 @@ class PooledDriver:
         ]
 
     def set_metadata(self, project: str, queue: str, metadata: Any) -> None:
-        self._colocate(project, queue, metadata)
         self.stores.place(project, queue).set_metadata(project, queue, metadata)
 
     def put_metadata_many(self, project: str, metadata: dict[str, Any], now_ms: int) -> None:
         """Each queue written on its own pool (as ``schedules.records`` groups them)."""
         for queue, one in metadata.items():
-            self._colocate(project, queue, one)
             self.stores.place(project, queue).put_metadata_many(project, {queue: one}, now_ms)
 
     def delete_queue(self, project: str, queue: str) -> None:
@@ -102,11 +97,6 @@ class PooledDriver:
         source = self.stores.for_queue(project, queue)
         target = self.stores.for_queue(project, over.queue)
         dead_letters.move(source, project, queue, over, target, now_ms)
-
-    def _colocate(self, project: str, queue: str, metadata: Any) -> None:
-        target = QueuePolicy.of(metadata).dead_letter_queue
-        if target:
-            self.stores.colocate(project, queue, target)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name in SPANNING:
