@@ -43,7 +43,7 @@ from zaqar_delay.storage import dead_letters
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.traits import Durability
 from zaqar_delay.stores import Stores
-from zaqar_delay.waiting import WaitRooms
+from zaqar_delay.waiting import UNPLACED_RECHECK_MS, WaitRooms
 
 
 class Service:
@@ -339,16 +339,16 @@ class Service:
         """
         validation.claim_limit(limit, self.limits)
         validation.claim_wait(wait_s, self.limits)
-        # A waiting claim waits on the store the queue's first message will reach: with
-        # pools, a queue not yet placed is placed now.
-        store = self.stores.place(project, queue) if wait_s > 0 else self._store(project, queue)
 
         def attempt() -> Claim | None:
             now_ms = self.now_ms()
+            store = self._store(project, queue)
             outcome = store.claim(project, queue, times, limit, now_ms)
             over = outcome.over_limit
             if over is not None and over.queue != queue:
-                target = self._dead_letter_store(project, queue, over.queue)
+                # A dead-letter queue placed nowhere is placed on this queue's pool first.
+                self.stores.colocate(project, queue, over.queue)
+                target = self.stores.for_queue(project, over.queue)
                 dead_letters.move(store, project, queue, over, target, now_ms)
                 self.lifecycle.dead_lettered(project, queue, over.ids, over.queue, now_ms)
             # A queue that is its own dead-letter queue (metadata no longer accepted) keeps
@@ -361,15 +361,20 @@ class Service:
 
         if wait_s <= 0:
             return attempt()
-        next_claimable = functools.partial(store.next_claimable_ms, project, queue)
-        room = self.wait_rooms.of(store)
-        return room.wait_for(project, queue, wait_s, attempt, next_claimable)
 
-    def _dead_letter_store(self, project: str, queue: str, dead_letter_queue: str) -> Driver:
-        """The store of ``queue``'s dead-letter queue, placing it on ``queue``'s pool when it
-        is placed nowhere (a claim is about to move messages there)."""
-        self.stores.colocate(project, queue, dead_letter_queue)
-        return self.stores.for_queue(project, dead_letter_queue)
+        # With pools, a waiting claim places no queue (one placed now would stay on that pool
+        # when created with a ``_flavor``); each attempt asks the queue's store then. Wake-ups
+        # of a queue placed meanwhile go to its pool's room, not this one: the head polls.
+        waits_on = self._store(project, queue)
+
+        def next_claimable(now_ms: int) -> int | None:
+            store = self._store(project, queue)
+            if store is not waits_on or not self.stores.placed(project, queue):
+                return now_ms + UNPLACED_RECHECK_MS
+            return store.next_claimable_ms(project, queue, now_ms)
+
+        room = self.wait_rooms.of(waits_on)
+        return room.wait_for(project, queue, wait_s, attempt, next_claimable)
 
     def get_claim(self, project: str, queue: str, claim_id: str) -> Claim:
         return self.encryption.open_claim(

@@ -64,14 +64,17 @@ class Stores:
         """The queue was deleted: it may be placed anew when next written."""
 
     def colocate(self, project: str, queue: str, companion: str) -> None:
-        """Place ``companion`` (``queue``'s dead-letter queue about to get messages, one of
-        its schedule's queues) on ``queue``'s pool if it is placed nowhere: dead letters then
-        move within one store. One that already lives on another pool stays there (dead
-        letters are copied across, ``Driver.receive_dead_letters``)."""
+        """Place ``companion`` (a dead-letter queue about to get ``queue``'s messages, a queue
+        of its schedules) on ``queue``'s pool if it is placed nowhere. One that lives on
+        another pool stays there (dead letters are copied, ``Driver.receive_dead_letters``)."""
 
     def pool_of(self, project: str, queue: str) -> str | None:
         """The name of the pool the queue is placed on; None unpooled or when not placed."""
         return None
+
+    def placed(self, project: str, queue: str) -> bool:
+        """Whether the queue has a store (always, unpooled; with pools, once placed)."""
+        return True
 
     def queues_per_pool(self) -> dict[str, int]:
         """How many queues each pool holds (none unpooled): one catalog read per pool."""
@@ -270,6 +273,9 @@ class PooledStores(Stores):
             if pool is not None:
                 self._remember(project, queue, pool)
         return pool
+
+    def placed(self, project: str, queue: str) -> bool:
+        return self.pool_of(project, queue) is not None
 
     def for_queue(self, project: str, queue: str) -> Driver:
         pool = self.pool_of(project, queue)

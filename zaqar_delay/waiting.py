@@ -47,6 +47,9 @@ ANNOUNCE_EVERY_S = 3.0
 RECHECK_WITH_WAKEUPS_S = 30.0
 # Without wake-ups from the store, the head of a line re-checks this often.
 RECHECK_WITHOUT_WAKEUPS_S = 1.0
+# With pools, the head of a line waiting on a queue placed nowhere (it does not exist yet)
+# re-checks this often: the queue's wake-ups will come from the pool it is placed on.
+UNPLACED_RECHECK_MS = 1000
 # Longest a first waiter waits for the process's wake-up subscription to be in place.
 LISTENER_START_S = 2.0
 

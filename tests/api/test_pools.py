@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from zaqar_delay.pooling.setup import registry
 from zaqar_delay.schedules import names
 from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.stores import PooledStores
+from zaqar_delay.waiting import UNPLACED_RECHECK_MS
 
 STATE_AND_DEFINITION = (names.state_queue, names.definition_queue)
 
@@ -514,6 +516,35 @@ def test_a_dead_letter_queue_named_before_it_is_created_keeps_the_flavor_it_is_c
     [letter] = pooled.get("/v2/queues/dead-push/messages", params={"echo": "true"}).json["messages"]
     assert letter["body"]["message"]["body"] == "pushed"
     assert stores.pool_of(PROJECT, "dead-push") == "redis"
+
+
+def test_a_claim_waiting_on_a_queue_that_does_not_exist_places_it_nowhere(pooled: Api) -> None:
+    """Created while the claim waits, with a ``_flavor``, the queue is placed on that
+    flavor's pools (a waiting claim used to place it on a pool of none, where the create
+    then answered 201), and the waiting claim takes its first message."""
+    assert pooled.put("/v2/flavors/durable", json={"pool_list": ["mongo"]}).status_code == 201
+    answers: list[Any] = []
+    waiter = threading.Thread(
+        target=lambda: answers.append(pooled.post("/v2/queues/w/claims", params={"wait": "20"}))
+    )
+    waiter.start()
+    stores = pooled.service.stores
+    deadline = time.monotonic() + 10
+    while pooled.service.wait_rooms.of(stores.for_queue(PROJECT, "w")).asleep(PROJECT, "w") < 1:
+        assert time.monotonic() < deadline, "the claim never started waiting"
+        time.sleep(0.01)
+    assert stores.pool_of(PROJECT, "w") is None
+    assert pooled.put("/v2/queues/w", json={"_flavor": "durable"}).status_code == 201
+    assert stores.pool_of(PROJECT, "w") == "mongo"
+    # Past the head's next look at the queue, now placed and empty: the post's wake-up goes
+    # to the pool's room, so the head must keep looking on its own.
+    time.sleep(2.5 * UNPLACED_RECHECK_MS / 1000)
+    [mid] = pooled.post_messages("w", {"body": "first"})
+    waiter.join(10)
+    assert not waiter.is_alive(), "the waiting claim never took the message"
+    [answer] = answers
+    assert answer.status_code == 201, answer.text
+    assert [m["id"] for m in answer.json["messages"]] == [mid]
 
 
 def test_an_embedded_store_is_a_pool_and_starts_again_after_a_kill(
