@@ -17,6 +17,7 @@ from zaqar_delay.policy import QueuePolicy
 from zaqar_delay.push.subscribers import redacted
 from zaqar_delay.push.webhook import Outcome, message_document
 from zaqar_delay.push_door import DEAD_LETTER_CLIENT_ID, PushDoor
+from zaqar_delay.schedules.names import SCHEDULE_SUBSCRIBER, TICK_RETRIES
 
 LOG = logging.getLogger(__name__)
 # The dispatcher's outcomes of pushes it did not send: dropped (the subscription is not
@@ -146,7 +147,10 @@ class Settler:
     def _retry_at(delivery: Delivery, outcome: Outcome, now_ms: int) -> int | None:
         if outcome.kind != "retry":
             return None
-        policy = retry_policy.effective(delivery.subscription.options, delivery.queue_metadata)
+        if delivery.subscription.subscriber == SCHEDULE_SUBSCRIBER:
+            policy = TICK_RETRIES
+        else:
+            policy = retry_policy.effective(delivery.subscription.options, delivery.queue_metadata)
         delay_s = retry_policy.retry_delay_s(policy, delivery.attempts)
         if delay_s is None:
             return None

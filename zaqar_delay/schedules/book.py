@@ -18,7 +18,6 @@ from zaqar_delay.conf import Limits
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Metadata, NewSubscription
 from zaqar_delay.policy import DELETE_AFTER_PUSH, QueuePolicy
-from zaqar_delay.retry_policy import KEY as RETRY_POLICY
 from zaqar_delay.schedules import document as documents
 from zaqar_delay.schedules import names
 from zaqar_delay.schedules.document import Schedule
@@ -27,17 +26,6 @@ from zaqar_delay.schedules.names import SCHEDULE_SUBSCRIBER
 from zaqar_delay.schedules.records import Records
 from zaqar_delay.stores import Stores
 
-# A tick whose fire fails (a store away, a message the target refuses) is retried at once,
-# then at most 30 s apart, and never given up: it is the one link to its schedule's next
-# slot, so a tick given up ended the schedule (it was after about 50 minutes of failures).
-# Once a fire succeeds, the slots missed meanwhile fire by the schedule's misfire policy.
-TICK_RETRIES = {
-    "retries_with_no_delay": 3,
-    "minimum_delay_retries": 10,
-    "minimum_delay": 1,
-    "maximum_delay": 30,
-    "maximum_delay_retries": 2**31 - 1,
-}
 SUBSCRIPTION_TTL_S = 100 * 366 * 86400
 NAMES_PAGE = 200
 
@@ -215,16 +203,12 @@ class Schedules:
         return {"schedule": dict(stored), "generation": generation, "written_ms": now_ms}
 
     def _subscribe(self, project: str, target: str, now_ms: int) -> None:
-        """The target's tick queue, delivered ticks deleted and failed ones retried without end, and
-        its one subscription (made confirmed: it is the server's own). A tick queue made by
-        an earlier release is given ``TICK_RETRIES`` (its ticks were given up)."""
+        """The target's tick queue, whose delivered ticks are deleted (failed ones are
+        retried by ``names.TICK_RETRIES``), and its one subscription (made confirmed: it is
+        the server's own)."""
         queue = names.tick_queue(target)
         store = self.records.store_of(project, target, queue)
-        ticks = {DELETE_AFTER_PUSH: True, RETRY_POLICY: TICK_RETRIES}
-        if not store.create_queue(project, queue, ticks, now_ms):
-            current = store.get_metadata(project, queue)
-            if current is not None and current.get(RETRY_POLICY) != TICK_RETRIES:
-                store.set_metadata(project, queue, {**current, RETRY_POLICY: TICK_RETRIES})
+        store.create_queue(project, queue, {DELETE_AFTER_PUSH: True}, now_ms)
         new = NewSubscription(SCHEDULE_SUBSCRIBER, SUBSCRIPTION_TTL_S, {}, secrets.token_hex(16))
         subscription_id, _ = store.create_subscription(project, queue, new, now_ms)
         store.confirm_subscription(project, queue, subscription_id, True, now_ms)

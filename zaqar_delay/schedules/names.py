@@ -19,11 +19,24 @@ rules), so every name reads back one way (:func:`parse`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from zaqar_delay import topics
 
 #: The subscriber of a target's tick queue: its ticks go to ``push/schedules.py``.
 SCHEDULE_SUBSCRIBER = "zaqar-schedule:"
+#: How a tick whose fire fails (a store away, a message the target refuses) is retried,
+#: whatever its tick queue's metadata says (``push/settling.py``): at once, then at most 30 s
+#: apart, and never given up. It is the one link to its schedule's next slot, so a tick given
+#: up ended the schedule (it was, after about 50 minutes, by the policy an earlier release
+#: stored in tick queues). Once a fire succeeds, the slots missed fire by ``misfire``.
+TICK_RETRIES: Mapping[str, int] = {
+    "retries_with_no_delay": 3,
+    "minimum_delay_retries": 10,
+    "minimum_delay": 1,
+    "maximum_delay": 30,
+    "maximum_delay_retries": 2**31 - 1,
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
