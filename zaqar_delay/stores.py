@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from zaqar_delay import errors
-from zaqar_delay.models import QueueInfo
+from zaqar_delay.models import Metadata, QueueInfo
 from zaqar_delay.placement import Placement, by_weight
 from zaqar_delay.pooling.registry import VIRTUAL_POOL
 from zaqar_delay.silent_pools import SilentPools
@@ -240,9 +240,7 @@ class PooledStores(Stores):
     def _close_retired(self, now: float) -> None:
         with self._opening:
             due = [d for at, d in self._retired if now - at >= RETIRED_DRIVER_GRACE_S]
-            self._retired = [
-                (at, d) for at, d in self._retired if now - at < RETIRED_DRIVER_GRACE_S
-            ]
+            self._retired = [r for r in self._retired if now - r[0] < RETIRED_DRIVER_GRACE_S]
         for driver in due:
             driver.close()
 
@@ -365,10 +363,12 @@ class PooledStores(Stores):
         placed = self.catalog.list_queues(project, marker, limit)
         if not detailed:
             return [QueueInfo(name, None) for name, _ in placed]
-        return [
-            QueueInfo(name, self._driver(pool).get_metadata(project, name) or {})
-            for name, pool in placed
-        ]
+        found: dict[str, Metadata | None] = {}
+        for pool in dict.fromkeys(pool for _, pool in placed):  # one read per pool
+            names = [name for name, on in placed if on == pool]
+            read = self._driver(pool).get_metadata_many(project, names)
+            found.update(zip(names, read, strict=True))
+        return [QueueInfo(name, found[name] or {}) for name, _ in placed]
 
     def count_queues(self, project: str) -> int:
         return self.catalog.count_queues(project)

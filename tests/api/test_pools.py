@@ -402,6 +402,30 @@ def test_listing_spans_pools_in_name_order(pooled: Api) -> None:
     assert pooled.get("/v2/queues", params={"with_count": "true"}).json["count"] == 12
 
 
+def test_a_detailed_listing_reads_each_pool_once(
+    pooled: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [f"d{i:02d}" for i in range(20)]
+    for name in names:
+        assert pooled.put(f"/v2/queues/{name}", json={"k": name}).status_code == 201
+    stores = pooled.service.stores
+    drivers = {id(d): d for d in (stores.for_queue(PROJECT, name) for name in names)}
+    assert len(drivers) == 2
+    reads: collections.Counter[str] = collections.Counter()
+    for driver in drivers.values():
+        for method in ("get_metadata", "get_metadata_many"):
+            real = getattr(driver, method)
+
+            def counted(*args: Any, _real: Any = real, _method: str = method) -> Any:
+                reads[_method] += 1
+                return _real(*args)
+
+            monkeypatch.setattr(driver, method, counted)
+    listed = pooled.get("/v2/queues", params={"limit": 20, "detailed": "true"}).json
+    assert [(q["name"], q["metadata"]["k"]) for q in listed["queues"]] == [(n, n) for n in names]
+    assert reads == {"get_metadata_many": 2}
+
+
 def test_metrics_read_each_queue_from_its_pool_and_label_it(pooled: Api) -> None:
     for flavor, pool in (("fast", "redis"), ("durable", "mongo")):
         assert pooled.put(f"/v2/flavors/{flavor}", json={"pool_list": [pool]}).status_code == 201
