@@ -43,8 +43,23 @@ def _retry_backoff(policy: Any, limits: Limits) -> None:
         raise errors.InvalidRequest("_retry_backoff factor must be at least 1 and at most 1000.")
 
 
-def checked(metadata: Metadata, limits: Limits, queue: str) -> Metadata:
-    """Check the reserved ``_`` keys of ``queue``'s metadata; null means "use the default"."""
+def _kept_flavor(metadata: Metadata, before: Metadata | None) -> None:
+    """A patch (``before``: the metadata it changes) leaves ``_flavor`` as it was: a queue is
+    placed once, by the flavor it is created with, and never moves, so another would lie."""
+    if before is None:
+        return
+    if (metadata.get(policy.FLAVOR) or None) != (before.get(policy.FLAVOR) or None):
+        raise errors.InvalidRequest(
+            "_flavor is chosen when a queue is created and cannot change: a queue never moves "
+            "to another pool."
+        )
+
+
+def checked(
+    metadata: Metadata, limits: Limits, queue: str, before: Metadata | None = None
+) -> Metadata:
+    """Check the reserved ``_`` keys of ``queue``'s metadata; null means "use the default".
+    ``before``: for a patch, the metadata it changes."""
     _reserved_int(
         metadata,
         policy.DEFAULT_MESSAGE_TTL,
@@ -97,6 +112,7 @@ def checked(metadata: Metadata, limits: Limits, queue: str) -> Metadata:
         value = metadata.get(flag)
         if value is not None and not isinstance(value, bool):
             raise errors.InvalidRequest(f"{flag} must be boolean.")
+    _kept_flavor(metadata, before)
     return metadata
 
 

@@ -123,7 +123,7 @@ class Service:
             raise errors.QueueDoesNotExist(queue, project)
         updated = metadata_patch.apply(stored, operations)
         try:
-            reserved_metadata.checked(updated, self.limits, queue)
+            reserved_metadata.checked(updated, self.limits, queue, stored)
         except errors.InvalidRequest as exc:
             raise errors.InvalidBody(exc.description) from exc
         self.encryption.for_queue(QueuePolicy.of(updated))

@@ -30,6 +30,7 @@ from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.stores import PooledStores
 from zaqar_delay.waiting import UNPLACED_RECHECK_MS
 
+JSON_PATCH = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
 STATE_AND_DEFINITION = (names.state_queue, names.definition_queue)
 
 
@@ -301,6 +302,35 @@ def test_an_unknown_flavor_is_a_400(pooled: Api) -> None:
     assert result.status_code == 400
     assert result.json["description"] == "Flavor nope does not exist"
     assert pooled.service.stores.pool_of(PROJECT, "q") is None
+
+
+def test_a_queue_s_flavor_cannot_be_patched(pooled: Api) -> None:
+    """A queue is placed by the flavor it is created with and never moves: a patch that
+    changes ``_flavor`` (it was taken, and GET showed a flavor the queue was not on) is a
+    400 and changes nothing; one that keeps it is taken."""
+    assert pooled.put("/v2/flavors/durable", json={"pool_list": ["mongo"]}).status_code == 201
+    assert pooled.put("/v2/queues/q", json={"k": 1}).status_code == 201
+    assert pooled.put("/v2/queues/d", json={"_flavor": "durable"}).status_code == 201
+
+    def patched(queue: str, *operations: tuple[str, str, Any]) -> Any:
+        body = [{"op": op, "path": f"/metadata/{key}", "value": v} for op, key, v in operations]
+        return pooled.patch(f"/v2/queues/{queue}", body=json.dumps(body), headers=JSON_PATCH)
+
+    moves = [("q", ("add", "_flavor", "durable")), ("q", ("add", "_flavor", "nope"))]
+    moves += [("d", ("replace", "_flavor", None)), ("d", ("remove", "_flavor", None))]
+    for queue, operation in moves:
+        refused = patched(queue, operation, ("add", "k", 2))
+        assert refused.status_code == 400, (queue, operation, refused.text)
+        assert refused.json["description"].startswith("_flavor is chosen when a queue is created")
+    assert (
+        pooled.get("/v2/queues/q").json["k"] == 1
+        and "_flavor" not in pooled.get("/v2/queues/q").json
+    )
+    assert pooled.get("/v2/queues/d").json["_flavor"] == "durable"
+    kept = patched("d", ("replace", "_flavor", "durable"), ("add", "k", 2))
+    assert kept.status_code == 200 and kept.json["k"] == 2, kept.text
+    stores = pooled.service.stores
+    assert (stores.pool_of(PROJECT, "q"), stores.pool_of(PROJECT, "d")) == ("redis", "mongo")
 
 
 def test_a_flavor_name_with_a_lone_surrogate_is_a_400(pooled: Api) -> None:
