@@ -213,3 +213,31 @@ def test_a_pool_away_counts_none_of_its_subscriptions(subscriptions_limited: Api
         refused = subscribe_address(api, "here", 3)
         assert refused.status_code == 403, refused.text
         assert "max_subscriptions_per_project" in refused.json["description"]
+
+
+def test_a_schedule_fires_while_a_pool_other_than_its_queue_s_is_away(pooled: Api) -> None:
+    """A schedule's own queues are on its queue's pool, so a pool away that would have taken
+    them (here it takes every new queue when the schedule is written) holds back none of its
+    fires."""
+    server = RedisServer().start()
+    try:
+        assert pooled.put("/v2/pools/gone", json={"uri": server.url, "weight": 0}).status_code
+        assert pooled.patch("/v2/pools/mongo", json={"weight": 0}).status_code == 200
+        assert pooled.put("/v2/queues/kept").status_code == 201
+        for pool, weight in (("redis", 0), ("gone", 100)):
+            assert pooled.patch(f"/v2/pools/{pool}", json={"weight": weight}).status_code == 200
+        every_minute = {"every": 60, "message": {"body": "tick"}}
+        assert pooled.put("/v2/queues/kept/schedules/s", json=every_minute).status_code == 201
+        server.stop()
+        # The fault happened: the pool's store refuses connections.
+        with pytest.raises(redis.ConnectionError):
+            server.client().ping()
+        with dispatching(pooled) as dispatcher:
+            pooled.clock.advance(ms=60_000)
+            assert dispatcher.run_once() == 1
+        claimed = pooled.post("/v2/queues/kept/claims", json={"ttl": 60, "grace": 60})
+        assert [m["body"] for m in claimed.json["messages"]] == ["tick"]
+        assert pooled.get("/v2/queues/kept/schedules/s").json["fires"] == 1
+        assert pooled.service.stores.pool_of(PROJECT, "kept") == "redis"
+    finally:
+        server.stop()
