@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.processes import free_port, wait_gone
 from testbed.receiver import receiver
-from tests.helpers.api import PROJECT, Api, api_on, assert_error, pooled_api_on
+from tests.helpers.api import PATCH_TYPE, PROJECT, Api, api_on, assert_error, pooled_api_on
 from tests.helpers.push import dispatching, subscribe
 from tests.helpers.stores import open_test_driver, store_url
 from zaqar_delay import errors
@@ -30,7 +30,7 @@ from zaqar_delay.storage.catalog import PoolRecord
 from zaqar_delay.stores import PooledStores
 from zaqar_delay.waiting import UNPLACED_RECHECK_MS
 
-JSON_PATCH = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
+JSON_PATCH = {"Content-Type": PATCH_TYPE}
 STATE_AND_DEFINITION = (names.state_queue, names.definition_queue)
 
 
@@ -559,7 +559,7 @@ def test_a_dead_letter_queue_named_before_it_is_created_keeps_the_flavor_it_is_c
             body=json.dumps(
                 [{"op": "replace", "path": "/metadata/_dead_letter_queue", "value": "dead-push"}]
             ),
-            headers={"Content-Type": "application/openstack-messaging-v2.0-json-patch"},
+            headers=JSON_PATCH,
         ).status_code
         == 200
     )
