@@ -18,10 +18,12 @@ from tests.helpers.api import (
     HEADERS,
     Api,
     api_of,
+    api_on,
     assert_error,
     pooled_api_on,
 )
 from tests.helpers.pool_faults import placed_on_a_stopped_pool
+from tests.helpers.push import dispatching
 from zaqar_delay.conf import Limits
 from zaqar_delay.message_quota import RECOUNT_AT_MOST_EVERY_MS
 
@@ -164,3 +166,23 @@ def test_posting_with_fresh_dedup_ids_and_deleting_at_once_meets_the_limit(
     assert_error(limited.post("/v2/queues/q/messages", json=again), 403, "Quota exceeded")
     limited.clock.advance(61)  # the ids lapse
     assert limited.post("/v2/queues/q/messages", json=again).status_code == 201
+
+
+def test_a_schedule_s_ticks_take_none_of_the_project_s_quota(
+    request: pytest.FixtureRequest,
+) -> None:
+    """A schedule firing every second for 200 s, its messages living a minute (so the queue
+    holds at most 60, and remembers as many of their dedup ids): its ticks (each remembered
+    an hour by its dedup id) take none of a quota of 150, so every slot fires and the project
+    posts on. They did take it: after about 130 fires the schedule's own fires were refused,
+    as was every post of the project."""
+    [api] = api_on(request, "embedded", limits=Limits(max_messages_per_project=150))
+    every_second = {"every": 1, "message": {"body": "tick", "ttl": 60}}
+    assert api.put("/v2/queues/q/schedules/s", json=every_second).status_code == 201
+    with dispatching(api) as dispatcher:
+        for _ in range(200):
+            api.clock.advance(ms=1000)
+            dispatcher.run_once()
+    shown = api.get("/v2/queues/q/schedules/s").json
+    assert shown["fires"] == 200
+    assert post(api, "other", 1).status_code == 201

@@ -11,8 +11,10 @@ import uuid
 import pytest
 
 from tests.helpers.pooled import CONTRACT_STORES
+from zaqar_delay import topics
 from zaqar_delay.clock import FakeClock
 from zaqar_delay.models import ClaimTimes, Deletion, NewMessage
+from zaqar_delay.schedules import names
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis import counting
 
@@ -90,6 +92,21 @@ def test_a_queue_counts_the_larger_of_its_messages_and_its_remembered_dedup_ids(
     assert driver.count_messages(OTHER, 1000, clock.now_ms()) == 0
     clock.advance(61)  # the ids lapse with the messages first posted with them
     assert driver.count_messages(P, 1000, clock.now_ms()) == 2
+
+
+def test_the_server_s_own_queues_are_not_counted(driver: Driver) -> None:
+    """A schedule's ticks (messages of a queue of the server's own, each with a dedup id
+    remembered for an hour) are the server's bookkeeping, not the project's messages: a
+    schedule firing every second would otherwise fill a quota of thousands within the hour,
+    and then have its own fires and every post of the project refused."""
+    clock = FakeClock()
+    post(driver, clock, "q", 2)
+    post(driver, clock, topics.stored("alerts"), 1)
+    ticks = names.tick_queue("q")
+    tick_ids = [NewMessage('"tick"', 3600, 0, f"tick:{n}") for n in range(5)]
+    driver.post_messages(P, ticks, tick_ids, "a" * 32, clock.now_ms())
+    assert driver.stats(P, ticks, clock.now_ms()).total == 5  # they are stored
+    assert driver.count_messages(P, 1000, clock.now_ms()) == 2 + 1
 
 
 def test_a_count_may_stop_once_it_reaches_most(

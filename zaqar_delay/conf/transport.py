@@ -95,8 +95,10 @@ class Limits:
         "second; expired messages a Redis store has not collected yet may count for a while. "
         "On Redis and MongoDB a message posted with a dedup_id counts until its ttl ends, "
         "deleted or not (its id is remembered until then; a queue counts the larger of its "
-        "messages and its remembered ids). Size it for the store: a message holds its body, "
-        "and on Redis about 160 bytes more for each push it is owed until the push is made.",
+        "messages and its remembered ids). The messages a recurring schedule's fires post "
+        "count; its ticks (the server's own bookkeeping) do not. Size it for the store: a "
+        "message holds its body, and on Redis about 160 bytes more for each push it is owed "
+        "until the push is made.",
     )
     max_subscriptions_per_queue: int = option(
         cfg.IntOpt,

@@ -38,6 +38,8 @@ from typing import Any
 import pymongo
 from pymongo.collection import Collection
 
+from zaqar_delay import topics
+
 QUEUES = "queues"
 MESSAGES = "messages"
 CLAIMS = "claims"
@@ -136,9 +138,10 @@ def live_per_queue(
     collection: Collection[dict[str, Any]], project: str, most: int, now_ms: int
 ) -> Counter[str]:
     """The project's documents in ``collection`` live at ``now_ms`` (``e`` after it), counted
-    per queue (``q``) on its ``expiry`` index, no further than ``most`` documents."""
+    per queue (``q``) on its ``expiry`` index, no further than ``most`` documents; those of
+    the server's own queues (whose names sort after every other) are not counted."""
     pipeline: list[dict[str, Any]] = [
-        {"$match": {"p": project, "e": {"$gt": now_ms}}},
+        {"$match": {"p": project, "e": {"$gt": now_ms}, "q": {"$lt": topics.INTERNAL}}},
         {"$limit": max(1, most)},
         {"$group": {"_id": "$q", "n": {"$sum": 1}}},
     ]

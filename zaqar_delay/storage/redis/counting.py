@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
+from zaqar_delay import topics
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.redis.errors import translate_class_errors
 from zaqar_delay.storage.redis.keys import KeySpace
@@ -38,14 +39,15 @@ class MessageCounting(Driver):
 
     def count_messages(self, project: str, most: int, now_ms: int) -> int:
         """Each queue's ``n`` or its remembered dedup ids, the larger, stopped once ``most``
-        is reached. Plain reads (three commands a queue) for a queue with no expired message;
-        a script call, which collects up to 64 of its buckets of expired messages, for one
-        with some."""
+        is reached; the server's own queues, which sort last, are not read. Plain reads
+        (three commands a queue) for a queue with no expired message; a script call, which
+        collects up to 64 of its buckets of expired messages, for one with some."""
         index, start, counted = self._keys.project_queues(project), "-", 0
+        end = f"({topics.INTERNAL}"
         while counted < most:
             names = [
                 raw.decode()
-                for raw in self._client.zrangebylex(index, start, "+", 0, QUEUES_PER_CALL)
+                for raw in self._client.zrangebylex(index, start, end, 0, QUEUES_PER_CALL)
             ]
             counted += self._count_page(project, names, now_ms)
             if len(names) < QUEUES_PER_CALL:

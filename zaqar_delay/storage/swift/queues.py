@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from zaqar_delay import errors
+from zaqar_delay import errors, topics
 from zaqar_delay.models import MessageRef, Metadata, QueueInfo, QueueStats
 from zaqar_delay.storage.swift import names
 from zaqar_delay.storage.swift.common import SwiftBase
@@ -100,9 +100,12 @@ class QueueOps(SwiftBase):
 
     def count_messages(self, project: str, most: int, now_ms: int) -> int:
         """The project's message objects, from listings of its names (messages of a post not
-        committed yet count too), stopped at ``most``."""
+        committed yet count too), stopped at ``most`` or at the server's own queues (they sort
+        last)."""
         prefix, counted = names.project_prefix(project), 0
         for entry in self._swift.walk(self._container(names.MESSAGES), prefix):
+            if entry["name"].startswith(prefix + names.quoted(topics.INTERNAL)):
+                break
             # <project>/<queue>/<message id>: deeper names are not messages.
             if entry["name"].count("/", len(prefix)) != 1:
                 continue
