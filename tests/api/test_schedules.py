@@ -73,6 +73,7 @@ def test_put_then_get_shows_the_plan_and_its_next_slots(api: Api) -> None:
         "next": [iso(written + k * 60_000) for k in range(1, 6)],
         "last_fire": None,
         "fires": 0,
+        "last_error": None,
     }
     # Written again unchanged: nothing changes (a deploy script may write it every time).
     assert api.put("/v2/queues/q/schedules/sweep", json=EVERY_MINUTE).status_code == 204
@@ -583,6 +584,29 @@ def test_list_pages_and_schedules_are_not_queues(api: Api) -> None:
     assert api.get("/v2/queues/q/schedules/a", headers={"X-Project-ID": "other"}).status_code == (
         404
     )
+
+
+def test_a_listing_reads_its_page_of_schedules_in_one_store_call(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page of ten schedules: their definitions, states and failures in one bulk read
+    (it was two reads a schedule)."""
+    [api] = api_on(request, "embedded")
+    for n in range(10):
+        assert api.put(f"/v2/queues/q/schedules/s{n}", json=EVERY_MINUTE).status_code == 201
+    reads: list[str] = []
+    for method in ("get_metadata", "get_metadata_many"):
+        real = getattr(api.driver, method)
+
+        def counted(*args: Any, _real: Any = real, _method: str = method) -> Any:
+            reads.append(_method)
+            return _real(*args)
+
+        monkeypatch.setattr(api.driver, method, counted)
+    listed = api.get("/v2/queues/q/schedules", query_string="limit=10").json["schedules"]
+    assert [s["name"] for s in listed] == [f"s{n}" for n in range(10)]
+    assert all(s["last_fire"] is None and len(s["next"]) == 5 for s in listed)
+    assert reads == ["get_metadata_many"]
 
 
 def test_deleting_a_schedule_or_its_queue_ends_it(api: Api) -> None:

@@ -57,7 +57,8 @@ def api(server: ServiceProcess, project: str) -> Callable[..., requests.Response
     headers = {"Client-ID": str(uuid.uuid4()), "X-Project-ID": project}
 
     def call(method: str, path: str, **kwargs: Any) -> requests.Response:
-        return requests.request(method, server.url + path, headers=headers, timeout=10, **kwargs)
+        sent = {**headers, **kwargs.pop("headers", {})}
+        return requests.request(method, server.url + path, headers=sent, timeout=10, **kwargs)
 
     return call
 
@@ -417,6 +418,31 @@ def test_a_queue_shows_its_schedules_and_pauses_resumes_and_runs_them(
     listed = lambda: call("GET", "/v2/queues/team/messages?echo=true").json()["messages"]  # noqa: E731
     [posted] = wait_for(listed, "the message run now")
     assert posted["body"] == {"remind": "stand-up"}
+
+
+def test_a_schedule_whose_fires_fail_shows_why(server: ServiceProcess, browser: Any) -> None:
+    project = f"failing-{uuid.uuid4().hex[:6]}"
+    call = api(server, project)
+    assert call("PUT", "/v2/queues/team", json={"_max_messages_post_size": 256}).ok
+    big = {"every": 1, "message": {"body": {"pad": "x" * 100}}}
+    assert call("PUT", "/v2/queues/team/schedules/big", json=big).status_code == 201
+    lowered = [{"op": "replace", "path": "/metadata/_max_messages_post_size", "value": 100}]
+    patch = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
+    assert call("PATCH", "/v2/queues/team", json=lowered, headers=patch).ok
+    error = wait_for(
+        lambda: call("GET", "/v2/queues/team/schedules/big").json()["last_error"],
+        "a fire refused",
+    )
+    assert call("GET", "/v2/queues/team/schedules/big").json()["fires"] == 0
+    browser.get(f"{server.url}/dashboard/?project={project}#/queue/team/hour")
+    cell = wait_for(
+        lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-schedule="big"] td.last-fire'),
+        "the schedule's row",
+    )
+    assert cell.text.startswith("failing for "), cell.text
+    assert error["description"] in cell.text
+    failing = cell.find_element(By.CSS_SELECTOR, ".failing")
+    assert failing.get_attribute("title") == error["title"]
 
 
 def test_dead_lettered_messages_move_back_to_their_queue(

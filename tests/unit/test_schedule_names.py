@@ -16,13 +16,17 @@ def test_each_name_parses_back(target: str, name: str) -> None:
     assert names.parse(names.tick_queue(target)) == Parsed(target, "", "ticks")
     assert names.parse(names.definition_queue(target, name)) == Parsed(target, name, "definition")
     assert names.parse(names.state_queue(target, name)) == Parsed(target, name, "state")
+    assert names.parse(names.error_queue(target, name)) == Parsed(target, name, "error")
     assert names.schedule_of(names.definition_queue(target, name), target) == name
     assert names.schedule_of(names.state_queue(target, name), target) is None
+    assert names.schedule_of(names.error_queue(target, name), target) is None
     assert topics.is_internal(names.definition_queue(target, name))
     assert not topics.is_topic(names.definition_queue(target, name))
 
 
-@pytest.mark.parametrize("stored", ["jobs", "~jobs", "~~", "~~~", "~~jobs~a~b", "~~jobs~a~s~s"])
+@pytest.mark.parametrize(
+    "stored", ["jobs", "~jobs", "~~", "~~~", "~~jobs~a~b", "~~jobs~a~s~s", "~~jobs~a~e~e"]
+)
 def test_other_names_are_not_schedule_queues(stored: str) -> None:
     assert names.parse(stored) is None
 
@@ -32,6 +36,7 @@ def test_a_target_s_schedule_queues_sort_together_after_its_tick_queue() -> None
         [
             names.definition_queue("jobs", "b"),
             names.state_queue("jobs", "a"),
+            names.error_queue("jobs", "b"),
             names.tick_queue("jobs"),
             names.definition_queue("jobs", "a"),
             names.definition_queue("jobsx", "a"),
@@ -40,4 +45,4 @@ def test_a_target_s_schedule_queues_sort_together_after_its_tick_queue() -> None
     own = [s for s in stored if s.startswith(names.prefix("jobs"))]
     first = stored.index(own[0])
     assert stored[first : first + len(own)] == own  # one run of the order
-    assert own[0] == names.tick_queue("jobs") and len(own) == 4
+    assert own[0] == names.tick_queue("jobs") and len(own) == 5

@@ -21,9 +21,10 @@ from zaqar_delay.policy import DELETE_AFTER_PUSH, QueuePolicy
 from zaqar_delay.schedules import document as documents
 from zaqar_delay.schedules import names
 from zaqar_delay.schedules.document import Schedule
+from zaqar_delay.schedules.failures import current as current_failure
 from zaqar_delay.schedules.firing import SCHEDULER_CLIENT_ID, Firing, Post, Ticks, successor
 from zaqar_delay.schedules.names import SCHEDULE_SUBSCRIBER
-from zaqar_delay.schedules.records import Records
+from zaqar_delay.schedules.records import KINDS, Records
 from zaqar_delay.stores import Stores
 
 SUBSCRIPTION_TTL_S = 100 * 366 * 86400
@@ -97,7 +98,8 @@ class Schedules:
         self.put(project, target, name, documents.merged(current, change), policy, now_ms)
 
     def delete(self, project: str, target: str, name: str) -> None:
-        for queue in (names.definition_queue(target, name), names.state_queue(target, name)):
+        for kind in KINDS:
+            queue = kind(target, name)
             self.stores.for_queue(project, queue).delete_queue(project, queue)
             self.stores.forget(project, queue)
 
@@ -121,21 +123,41 @@ class Schedules:
     # -- what clients read -------------------------------------------------------------------
 
     def get(self, project: str, target: str, name: str, now_ms: int) -> dict[str, Any]:
-        """The stored body, with ``next`` (the next five slots, none when paused),
-        ``last_fire`` (its slot, message id and when it fired) and ``fires``."""
-        metadata = self._existing(project, target, name)
-        schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
-        state = self.records.state(project, target, name)
-        fires = int(state.get("fires", 0))
-        after = max(now_ms, int(state.get("slot", 0)))
-        upcoming = [] if schedule.paused else schedule.plan.next_slots(after, 5, fires)
-        return {
-            **schedule.stored,
-            "name": name,
-            "next": upcoming,
-            "last_fire": {k: state[k] for k in ("slot", "message_id", "at") if k in state} or None,
-            "fires": fires,
-        }
+        """The schedule as :meth:`get_many` shows it; NotFound when it does not exist."""
+        found = self.get_many(project, target, [name], now_ms)
+        if not found:
+            raise _missing(target, name)
+        return found[0]
+
+    def get_many(
+        self, project: str, target: str, schedule_names: Sequence[str], now_ms: int
+    ) -> list[dict[str, Any]]:
+        """Each named schedule that exists, in order: the stored body, with ``next`` (the
+        next five slots, none when paused), ``last_fire`` (its slot, message id and when it
+        fired), ``fires`` and ``last_error`` (the failure of the fires since the last that
+        succeeded: ``failures.current``). One read per store, whatever the number."""
+        definitions, states, failures = self.records.read(project, target, schedule_names)
+        shown = []
+        for name in schedule_names:
+            metadata, state = definitions[name], states[name]
+            if metadata is None:
+                continue  # deleted, or never written
+            schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
+            fires = int(state.get("fires", 0))
+            after = max(now_ms, int(state.get("slot", 0)))
+            upcoming = [] if schedule.paused else schedule.plan.next_slots(after, 5, fires)
+            last = {k: state[k] for k in ("slot", "message_id", "at") if k in state} or None
+            shown.append(
+                {
+                    **schedule.stored,
+                    "name": name,
+                    "next": upcoming,
+                    "last_fire": last,
+                    "fires": fires,
+                    "last_error": current_failure(metadata, state, failures[name]),
+                }
+            )
+        return shown
 
     def names(self, project: str, target: str, marker: str | None, limit: int) -> list[str]:
         """Up to ``limit`` names of ``target``'s schedules after ``marker``, in order."""
@@ -192,7 +214,7 @@ class Schedules:
         """The schedule's definition queue's metadata; NotFound when it does not exist."""
         metadata = self.records.definition(project, target, name)
         if metadata is None:
-            raise errors.NotFound(f"Schedule {name} does not exist in {topics.described(target)}")
+            raise _missing(target, name)
         return metadata
 
     def _definition(self, project: str, target: str, name: str) -> dict[str, Any]:
@@ -249,3 +271,7 @@ class Schedules:
                 break
             start = page[-1].name
         return counted
+
+
+def _missing(target: str, name: str) -> errors.NotFound:
+    return errors.NotFound(f"Schedule {name} does not exist in {topics.described(target)}")

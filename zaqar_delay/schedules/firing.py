@@ -13,7 +13,8 @@ fires nothing.
 Ticks fired together share their store calls: one read of their definitions, one post of
 their messages (in posts of at most ``max_messages_per_post``), one post of their next ticks.
 When that fails, each tick is fired by itself, so that one schedule whose message the target
-now refuses cannot hold back the others.
+now refuses cannot hold back the others. A tick whose fire fails by itself has the failure
+recorded for its schedule's readers (``failures.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Fire, Metadata, NewMessage, Posted
 from zaqar_delay.schedules import names
 from zaqar_delay.schedules.document import Schedule
+from zaqar_delay.schedules.failures import Failures
 from zaqar_delay.schedules.records import Records
 
 #: The client id of the messages fires post (a constant, so ``echo=false`` readers see them).
@@ -99,6 +101,7 @@ class Ticks:
         self, records: Records, limits: Limits, post: Post, lifecycle: Lifecycle, clock: Clock
     ) -> None:
         self.records = records
+        self.failures = Failures(records)
         self.limits = limits
         self._post = post
         self.lifecycle = lifecycle
@@ -145,6 +148,7 @@ class Ticks:
                     outcomes[group[0]] = exc
                 else:  # each by itself, before the later ticks of the same schedules
                     groups.extendleft([index] for index in reversed(group))
+        self.failures.record(project, parsed.target, _failed(tick_bodies, outcomes), now_ms)
         return outcomes
 
     def post_fires(
@@ -272,6 +276,18 @@ class Ticks:
         due, _ = schedule.plan.catch_up(slot - 1, max(now_ms, slot), fires)
         slots = {str(s): s for s in due}  # with skip, the latest alone
         return Firing(name, metadata, schedule, slot, fires, slots, latest_only=skip)
+
+
+def _failed(
+    tick_bodies: Sequence[Any], outcomes: Sequence[Exception | None]
+) -> dict[str, tuple[Mapping[str, Any], Exception]]:
+    """Each schedule whose tick failed, with the tick and what it raised (its last tick
+    that failed, when several did)."""
+    return {
+        str(body.get("schedule", "")): (body, outcome)
+        for body, outcome in zip(tick_bodies, outcomes, strict=True)
+        if outcome is not None
+    }
 
 
 def _stands_for(schedule: Schedule, last: Fire) -> int:

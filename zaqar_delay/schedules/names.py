@@ -10,7 +10,10 @@ For a target (the stored name of a queue or topic; a topic's starts with ``~``):
   when a client writes the schedule;
 - ``~~<target>~<name>~s`` holds, in its metadata, what the schedule's fires did (how many,
   the last one), written only by fires, so a client's write and a fire never overwrite
-  each other.
+  each other;
+- ``~~<target>~<name>~e`` holds, in its metadata, the last fire that failed (what failed,
+  when, since when), written only by fires that fail, so a failure never overwrites what a
+  fire that succeeded recorded, nor the reverse.
 
 Neither a queue's name nor a schedule's holds a ``~`` (a schedule's name follows a queue's
 rules), so every name reads back one way (:func:`parse`).
@@ -39,10 +42,14 @@ TICK_RETRIES: Mapping[str, int] = {
 }
 
 
+#: The kinds of a schedule's queues named after its definition queue, by suffix.
+SUFFIXES: Mapping[str, str] = {"s": "state", "e": "error"}
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Parsed:
-    """What a queue of the server's own holds: ``kind`` is ``ticks``, ``definition`` or
-    ``state``; ``name`` is the schedule's ("" for the tick queue)."""
+    """What a queue of the server's own holds: ``kind`` is ``ticks``, ``definition``,
+    ``state`` or ``error``; ``name`` is the schedule's ("" for the tick queue)."""
 
     target: str
     name: str
@@ -67,6 +74,10 @@ def state_queue(target: str, name: str) -> str:
     return definition_queue(target, name) + "~s"
 
 
+def error_queue(target: str, name: str) -> str:
+    return definition_queue(target, name) + "~e"
+
+
 def parse(stored: str) -> Parsed | None:
     """What the stored name ``stored`` is, None for one that is not a schedule queue."""
     if not topics.is_internal(stored):
@@ -82,8 +93,8 @@ def parse(stored: str) -> Parsed | None:
         return Parsed(target, "", "ticks")
     if len(rest) == 1 and rest[0]:
         return Parsed(target, rest[0], "definition")
-    if len(rest) == 2 and rest[0] and rest[1] == "s":
-        return Parsed(target, rest[0], "state")
+    if len(rest) == 2 and rest[0] and rest[1] in SUFFIXES:
+        return Parsed(target, rest[0], SUFFIXES[rest[1]])
     return None
 
 

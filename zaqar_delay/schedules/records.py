@@ -1,5 +1,5 @@
-"""Where schedules are kept in the stores: each one's definition and state (the metadata of
-its two queues) and the ticks of its target's tick queue (``names.py``).
+"""Where schedules are kept in the stores: each one's definition, state and last failure (the
+metadata of its queues) and the ticks of its target's tick queue (``names.py``).
 
 The bulk forms read and write many schedules of one target with one store call per store
 (a round trip or two on Redis, one query on MongoDB), so that firing a batch of ticks costs
@@ -18,6 +18,9 @@ from zaqar_delay.stores import Stores
 
 if TYPE_CHECKING:
     from zaqar_delay.storage.base import Driver
+
+#: A schedule's queues that hold metadata, by kind: its definition, state and last failure.
+KINDS = (names.definition_queue, names.state_queue, names.error_queue)
 
 
 class Records:
@@ -46,19 +49,21 @@ class Records:
     ) -> tuple[dict[str, Metadata | None], dict[str, Metadata]]:
         """Each named schedule's definition (None: it does not exist) and state (``{}``
         before its first fire), in one read per store."""
-        named = list(schedule_names)
-        queues = [names.definition_queue(target, name) for name in named]
-        queues += [names.state_queue(target, name) for name in named]
-        read = self._metadata_of(project, queues)
-        defined, recorded = read[: len(named)], read[len(named) :]
-        definitions = {name: _as_definition(m) for name, m in zip(named, defined, strict=True)}
-        states = {name: m or {} for name, m in zip(named, recorded, strict=True)}
-        return definitions, states
+        definitions, states = self._read(project, target, schedule_names, KINDS[:2])
+        return {name: _as_definition(m) for name, m in definitions.items()}, states
 
     def state(self, project: str, target: str, name: str) -> Metadata:
         """What the schedule's fires recorded (``{}`` before the first)."""
         queue = names.state_queue(target, name)
         return self.stores.for_queue(project, queue).get_metadata(project, queue) or {}
+
+    def read(
+        self, project: str, target: str, schedule_names: Iterable[str]
+    ) -> tuple[dict[str, Metadata | None], dict[str, Metadata], dict[str, Metadata]]:
+        """Each named schedule's definition (None: it does not exist), state (``{}`` before
+        its first fire) and last failure (``{}``: none recorded), in one read per store."""
+        definitions, states, failures = self._read(project, target, schedule_names, KINDS)
+        return {name: _as_definition(m) for name, m in definitions.items()}, states, failures
 
     def write_states(
         self, project: str, target: str, states: Mapping[str, Metadata], now_ms: int
@@ -66,9 +71,15 @@ class Records:
         """Record each schedule's state (its state queue is made by its first fire): one
         write per store that holds some."""
         queues = {names.state_queue(target, name): state for name, state in states.items()}
-        locate = functools.partial(self.store_of, project, target)
-        for store, some in _by_store(queues, locate):
-            store.put_metadata_many(project, {queue: queues[queue] for queue in some}, now_ms)
+        self._write(project, target, queues, now_ms)
+
+    def write_failures(
+        self, project: str, target: str, failures: Mapping[str, Metadata], now_ms: int
+    ) -> None:
+        """Record each schedule's last failure (its error queue is made by its first): one
+        write per store that holds some."""
+        queues = {names.error_queue(target, name): one for name, one in failures.items()}
+        self._write(project, target, queues, now_ms)
 
     def post_ticks(
         self, project: str, target: str, ticks: Sequence[NewMessage], client_id: str, now_ms: int
@@ -78,6 +89,33 @@ class Records:
             queue = names.tick_queue(target)
             store = self.store_of(project, target, queue)
             store.post_messages(project, queue, ticks, client_id, now_ms)
+
+    def _write(
+        self, project: str, target: str, queues: Mapping[str, Metadata], now_ms: int
+    ) -> None:
+        """Give each of ``target``'s schedule queues its metadata, creating it where it does
+        not exist: one write per store that holds some."""
+        locate = functools.partial(self.store_of, project, target)
+        for store, some in _by_store(queues, locate):
+            store.put_metadata_many(project, {queue: queues[queue] for queue in some}, now_ms)
+
+    def _read(
+        self,
+        project: str,
+        target: str,
+        schedule_names: Iterable[str],
+        kinds: Sequence[Callable[[str, str], str]],
+    ) -> list[dict[str, Metadata]]:
+        """For each of ``kinds`` (a name of each schedule's queue of that kind), the metadata
+        of each named schedule's queue of that kind (``{}``: none), in one read per store."""
+        named = list(schedule_names)
+        queues = [kind(target, name) for kind in kinds for name in named]
+        read = [metadata or {} for metadata in self._metadata_of(project, queues)]
+        count = len(named)
+        return [
+            dict(zip(named, read[at * count : (at + 1) * count], strict=True))
+            for at in range(len(kinds))
+        ]
 
     def _metadata_of(self, project: str, queues: list[str]) -> list[Metadata | None]:
         """The metadata of each queue, in order: one bulk read per store that holds some

@@ -9,7 +9,7 @@ from typing import Any
 
 import falcon
 
-from zaqar_delay import errors, validation
+from zaqar_delay import validation
 from zaqar_delay.api import body, params, views
 from zaqar_delay.api.operations import HomeLink, operation
 from zaqar_delay.api.schemas import errors as responses
@@ -39,7 +39,7 @@ def schedule_href(queue: str, name: str) -> str:
 
 def _shown(queue: str, shown: dict[str, Any]) -> dict[str, Any]:
     """The schedule's document: times in RFC 3339 and its href."""
-    last = shown["last_fire"]
+    last, failure = shown["last_fire"], shown["last_error"]
     return {
         **shown,
         "href": schedule_href(queue, shown["name"]),
@@ -51,6 +51,12 @@ def _shown(queue: str, shown: dict[str, Any]) -> dict[str, Any]:
             "message_id": last["message_id"],
             "at": views.timestamp_ms(last["at"]),
             "href": views.message_href(queue, last["message_id"]),
+        },
+        "last_error": None
+        if failure is None
+        else {
+            **failure,
+            **{key: views.timestamp_ms(failure[key]) for key in ("at", "since", "slot")},
         },
     }
 
@@ -69,13 +75,9 @@ class ScheduleCollection(Resource):
         marker = params.text(req, "marker")
         project, now_ms = req.context.project, self.service.now_ms()
         found = self.service.schedules.names(project, queue_name, marker, limit)
-        schedules = []
-        for name in found:
-            try:
-                shown = self.service.schedules.get(project, queue_name, name, now_ms)
-            except errors.NotFound:
-                continue  # deleted while listed
-            schedules.append(_shown(queue_name, shown))
+        # One read per store for the page; a schedule deleted while listed is left out.
+        shown = self.service.schedules.get_many(project, queue_name, found, now_ms)
+        schedules = [_shown(queue_name, one) for one in shown]
         links = []
         if found:
             query_string = urllib.parse.urlencode({"limit": limit, "marker": found[-1]})

@@ -295,6 +295,15 @@ async function subscriptionSection(name) {
       : element('p', { class: 'muted' }, 'No subscriptions.')];
 }
 
+// A schedule's last fire, or, while its fires fail, why and for how long.
+function lastFire(s) {
+  const failure = s.last_error;
+  if (!failure) return s.last_fire ? when(s.last_fire.slot) : '—';
+  const failing = age(Math.max(0, Math.round((Date.now() - Date.parse(failure.since)) / 1000)));
+  return element('span', { class: 'failing', title: failure.title },
+    `failing for ${failing}: ${failure.description}`);
+}
+
 // A queue's recurring schedules: the plan, the next fire times, pause or resume, run now.
 async function scheduleSection(name) {
   const listed = await api('GET', `/v2/queues/${q(name)}/schedules?limit=${PAGE}`);
@@ -302,7 +311,7 @@ async function scheduleSection(name) {
     element('td', {}, s.name),
     element('td', {}, s.cron ? `${s.cron} (${s.timezone})` : `every ${age(s.every)}`),
     element('td', { class: 'next' }, s.paused ? 'paused' : s.next.slice(0, 3).map(when).join(', ')),
-    element('td', {}, s.last_fire ? when(s.last_fire.slot) : '—'),
+    element('td', { class: 'last-fire' }, lastFire(s)),
     element('td', { class: 'num' }, s.fires),
     element('td', { class: 'actions' },
       element('button', {
