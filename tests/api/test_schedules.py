@@ -622,6 +622,26 @@ def test_deleting_a_schedule_or_its_queue_ends_it(api: Api) -> None:
     assert api.get("/v2/queues").json["queues"] == []
 
 
+def test_deleting_a_queue_deletes_what_a_fire_racing_a_schedule_s_deletion_left(
+    api: Api,
+) -> None:
+    """A fire that read a schedule just before it was deleted writes its state and its
+    failure afterwards, recreating those two queues with no definition beside them: deleting
+    the queue deletes them too (they were kept for ever)."""
+    api.put("/v2/queues/q/schedules/gone", json=EVERY_MINUTE)
+    assert api.delete("/v2/queues/q/schedules/gone").status_code == 204
+    records, now = api.service.schedules.records, api.clock.now_ms()
+    records.write_states(PROJECT, "q", {"gone": {"fires": 1, "slot": now, "at": now}}, now)
+    records.write_failures(PROJECT, "q", {"gone": {"at": now}}, now)
+    left = [names.state_queue("q", "gone"), names.error_queue("q", "gone")]
+    assert [api.store(queue).get_metadata(PROJECT, queue) for queue in left] == [
+        {"fires": 1, "slot": now, "at": now},
+        {"at": now},
+    ]
+    assert api.delete("/v2/queues/q").status_code == 204
+    assert [api.store(queue).get_metadata(PROJECT, queue) for queue in left] == [None, None]
+
+
 def test_schedule_limits_and_the_queue_quota(request: pytest.FixtureRequest) -> None:
     limits = Limits(max_schedules_per_queue=2, max_queues_per_project=1)
     for limited in api_on(request, "embedded", limits=limits):

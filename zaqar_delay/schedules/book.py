@@ -9,7 +9,7 @@ time, on whichever server process (``firing.py``).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zaqar_delay import errors, topics, validation
@@ -104,12 +104,13 @@ class Schedules:
             self.stores.forget(project, queue)
 
     def delete_all(self, project: str, target: str) -> None:
-        """Delete every schedule of ``target`` (its queue or topic is being deleted)."""
-        for name in self.names(project, target, None, 10**9):
-            self.delete(project, target, name)
-        ticks = names.tick_queue(target)
-        self.stores.for_queue(project, ticks).delete_queue(project, ticks)
-        self.stores.forget(project, ticks)
+        """Delete every queue of ``target``'s schedules (its queue or topic is being
+        deleted): each schedule's, those a fire racing a schedule's deletion recreated
+        (a state or an error with no definition), and its tick queue."""
+        stored = list(self._stored_after(project, target, names.prefix(target)))
+        for queue in [*stored, names.tick_queue(target)]:
+            self.stores.for_queue(project, queue).delete_queue(project, queue)
+            self.stores.forget(project, queue)
 
     def run(self, project: str, target: str, name: str, now_ms: int) -> str:
         """Fire once now without moving the plan: the posted message's id."""
@@ -163,20 +164,27 @@ class Schedules:
         """Up to ``limit`` names of ``target``'s schedules after ``marker``, in order."""
         found: list[str] = []
         start = names.definition_queue(target, marker) if marker else names.prefix(target)
-        while len(found) < limit:
+        for stored in self._stored_after(project, target, start) if limit > 0 else ():
+            name = names.schedule_of(stored, target)
+            if name is not None:
+                found.append(name)
+                if len(found) == limit:
+                    break
+        return found
+
+    def _stored_after(self, project: str, target: str, start: str) -> Iterator[str]:
+        """The stored names of ``target``'s schedule queues after ``start``, in order: the
+        store's listing, ``NAMES_PAGE`` at a time, up to the first name of another target."""
+        prefix = names.prefix(target)
+        while True:
             page = self.stores.list_queues(project, start, NAMES_PAGE, False)
             for info in page:
-                if not info.name.startswith(names.prefix(target)):
-                    return found
-                name = names.schedule_of(info.name, target)
-                if name is not None:
-                    found.append(name)
-                    if len(found) == limit:
-                        return found
+                if not info.name.startswith(prefix):
+                    return
+                yield info.name
             if len(page) < NAMES_PAGE:
-                return found
+                return
             start = page[-1].name
-        return found
 
     # -- firing ------------------------------------------------------------------------------
 
