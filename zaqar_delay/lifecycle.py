@@ -114,3 +114,7 @@ class Lifecycle:
         """A schedule fired: the messages it posted to ``queue`` and the slots it skipped."""
         self.metrics.count_fires(project, queue, schedule, fires, missed)
         self.journal.scheduled(project, queue, schedule, fires, now_ms)
+
+    def fire_failed(self, project: str, queue: str, schedule: str) -> None:
+        """A fire of ``queue``'s schedule failed (its tick is retried)."""
+        self.metrics.count_failed_fire(project, queue, schedule)

@@ -149,6 +149,13 @@ class Metrics:
             (*QUEUE_LABELS, "schedule"),
             registry=registry,
         )
+        self.schedule_failed_fires = Counter(
+            "zaqar_delay_schedule_failed_fires",
+            "Fires of recurring schedules that failed (each is retried, at most 30 s apart): "
+            "the queue refused the message, or a store failed.",
+            (*QUEUE_LABELS, "schedule"),
+            registry=registry,
+        )
         self.request_duration = Histogram(
             "zaqar_delay_request_duration_seconds",
             "Time to answer a request, by route.",
@@ -237,12 +244,21 @@ class Metrics:
     ) -> None:
         """A schedule's fire: its messages (late or not) and the slots it skipped. The
         schedule's series count among the queue series (``max_queue_series``)."""
-        bounded = self._series.labels(project, f"{queue}/{schedule}") != (OTHER, OTHER)
-        shown = (project, queue, schedule) if bounded else (OTHER, OTHER, OTHER)
+        shown = self._schedule_labels(project, queue, schedule)
         for fire in fires:
             self.schedule_fires.labels(*shown, str(fire.late).lower()).inc()
         if missed:
             self.schedule_missed.labels(*shown).inc(missed)
+
+    def count_failed_fire(self, project: str, queue: str, schedule: str) -> None:
+        """A schedule's fire that failed, in the schedule's series (:meth:`count_fires`)."""
+        self.schedule_failed_fires.labels(*self._schedule_labels(project, queue, schedule)).inc()
+
+    def _schedule_labels(self, project: str, queue: str, schedule: str) -> tuple[str, str, str]:
+        """A schedule's labels, which count among the queue series (``max_queue_series``):
+        "_other" each once that many are kept."""
+        bounded = self._series.labels(project, f"{queue}/{schedule}") != (OTHER, OTHER)
+        return (project, queue, schedule) if bounded else (OTHER, OTHER, OTHER)
 
     def count_dead_lettered(self, project: str, queue: str, count: int) -> None:
         self._queue_counters(project, queue).dead_lettered.inc(count)

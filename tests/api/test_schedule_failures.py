@@ -79,6 +79,9 @@ def test_a_failing_schedule_shows_why_and_since_when_until_a_fire_succeeds(api: 
         again = shown(api)["last_error"]
         assert again["at"] == views.timestamp_ms(first_at + 30_000)
         assert again["since"] == error["since"]  # one run of failures
+        counted = api.service.metrics.render().decode()
+        labels = f'project="{PROJECT}",queue="q",schedule="big"'
+        assert f"zaqar_delay_schedule_failed_fires_total{{{labels}}} 2.0" in counted
         post_size_limit(api, None)
         api.clock.advance(ms=30_000)
         assert dispatcher.run_once() == 1

@@ -148,7 +148,10 @@ class Ticks:
                     outcomes[group[0]] = exc
                 else:  # each by itself, before the later ticks of the same schedules
                     groups.extendleft([index] for index in reversed(group))
-        self.failures.record(project, parsed.target, _failed(tick_bodies, outcomes), now_ms)
+        failed = _failed(tick_bodies, outcomes)
+        for name in failed:
+            self.lifecycle.fire_failed(project, parsed.target, name)
+        self.failures.record(project, parsed.target, failed, now_ms)
         return outcomes
 
     def post_fires(
