@@ -73,9 +73,9 @@ class Service:
         self.poster = MessagePoster(self.stores, limits, self.encryption, quota)
         self.quotas = Quotas(self.stores, limits)
         self.listing = QueueListing(self.stores, limits)
-        create_target = functools.partial(self.create_queue, metadata={})
+        create = functools.partial(self.create_queue, metadata={})
         self.schedules = Schedules(
-            self.stores, limits, self.post_messages, self.lifecycle, clock, create_target
+            self.stores, limits, self.post_messages, self.lifecycle, clock, create, self.encryption
         )
         self.pushes = PushDoor(self.stores, self.lifecycle, self.encryption, self.poster)
 

@@ -17,15 +17,18 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from testbed.receiver import receiver
 from tests.helpers.api import HEADERS, PROJECT, Api, api_on, assert_error
+from tests.helpers.push import dispatching
 from tests.helpers.stores import redis_values_text
-from zaqar_delay.api.app import create_app
+from zaqar_delay.api.app import build, create_app
 from zaqar_delay.conf import EncryptionSettings, Settings
+from zaqar_delay.encryption import FIELD
 from zaqar_delay.models import OverLimit
 from zaqar_delay.push.dispatcher import Dispatcher
 from zaqar_delay.push.guard import AddressGuard
 from zaqar_delay.push.mail import MailSender
 from zaqar_delay.push.senders import Senders
 from zaqar_delay.push.webhook import WebhookSender
+from zaqar_delay.schedules import names
 from zaqar_delay.storage.base import Driver
 from zaqar_delay.storage.mongodb.driver import MongoDriver
 from zaqar_delay.storage.redis.driver import RedisDriver
@@ -100,6 +103,82 @@ def test_an_edited_body_is_sealed_again(api: Api) -> None:
     assert SECRET not in raw_store_text(api.driver)
     assert api.get(f"/v2/queues/sealed/messages/{mid}").json["body"] == {"secret": SECRET}
     assert bodies(api.post("/v2/queues/sealed/claims")) == [{"secret": SECRET}]
+
+
+def test_a_schedule_s_message_is_kept_sealed_and_fires_in_the_clear(api: Api) -> None:
+    """The body a schedule posts at each slot is kept in its definition for as long as the
+    schedule lives: on a queue that encrypts, it is sealed there too (it was kept in the
+    clear), shown, changed and fired in the clear."""
+    api.put("/v2/queues/sealed", json={"_enable_encrypt_messages": True})
+    every = {"every": 60, "message": {"body": {"secret": SECRET}, "ttl": 600}}
+    assert api.put("/v2/queues/sealed/schedules/s", json=every).status_code == 201
+    clear = {**every, "message": {"body": "clear"}}
+    assert api.put("/v2/queues/plain/schedules/s", json=clear).status_code == 201
+    raw = raw_store_text(api.driver)
+    assert "clear" in raw  # the control: the raw read sees a schedule's body
+    assert SECRET not in raw
+    assert api.get("/v2/queues/sealed/schedules/s").json["message"]["body"] == {"secret": SECRET}
+    paused = api.patch("/v2/queues/sealed/schedules/s", json={"paused": True})
+    assert paused.status_code == 204, paused.text
+    resumed = api.patch("/v2/queues/sealed/schedules/s", json={"paused": False})
+    assert resumed.status_code == 204, resumed.text
+    assert SECRET not in raw_store_text(api.driver)
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=60_000)
+        dispatcher.run_once()
+    assert api.get("/v2/queues/sealed/schedules/s").json["fires"] == 1
+    assert bodies(api.post("/v2/queues/sealed/claims")) == [{"secret": SECRET}]
+    assert SECRET not in raw_store_text(api.driver)
+
+
+def test_a_schedule_written_again_is_kept_as_its_queue_now_asks(api: Api) -> None:
+    """A schedule written before its queue began encrypting is sealed when written again
+    unchanged, keeping its plan (the same generation and anchor), and the reverse."""
+    every = {"every": 60, "message": {"body": {"secret": SECRET}, "ttl": 600}}
+    assert api.put("/v2/queues/q/schedules/s", json=every).status_code == 201
+    definition = names.definition_queue("q", "s")
+    before = api.store(definition).get_metadata(PROJECT, definition)
+    assert before is not None and SECRET in raw_store_text(api.driver)
+    assert api.patch("/v2/queues/q", body=json.dumps(TURN_ON), headers=PATCH).status_code == 200
+    assert api.put("/v2/queues/q/schedules/s", json=every).status_code == 204
+    after = api.store(definition).get_metadata(PROJECT, definition)
+    assert after is not None and SECRET not in raw_store_text(api.driver)
+    kept = ("generation", "written_ms")
+    assert [after[k] for k in kept] == [before[k] for k in kept]
+    assert api.get("/v2/queues/q/schedules/s").json["message"]["body"] == {"secret": SECRET}
+    turn_off = [{"op": "replace", "path": "/metadata/_enable_encrypt_messages", "value": False}]
+    assert api.patch("/v2/queues/q", body=json.dumps(turn_off), headers=PATCH).status_code == 200
+    assert api.put("/v2/queues/q/schedules/s", json=every).status_code == 204
+    assert api.store(definition).get_metadata(PROJECT, definition) == before
+
+
+def test_a_schedule_sealed_with_a_key_no_longer_configured_fires_once_it_is_back(
+    api: Api,
+) -> None:
+    """Without the key its message was sealed with, a schedule is shown sealed and each fire
+    is refused, which ``last_error`` says; with the key back (as an old key), it fires."""
+    api.put("/v2/queues/sealed", json={"_enable_encrypt_messages": True})
+    every = {"every": 60, "message": {"body": {"secret": SECRET}, "ttl": 600}}
+    assert api.put("/v2/queues/sealed/schedules/s", json=every).status_code == 201
+
+    def server(encryption: EncryptionSettings) -> Api:
+        app, service = build(Settings(encryption=encryption), driver=api.driver, clock=api.clock)
+        return Api(falcon.testing.TestClient(app), api.clock, api.driver, service)
+
+    forgot = server(EncryptionSettings(key="key-2"))
+    shown = forgot.get("/v2/queues/sealed/schedules/s").json
+    assert SECRET not in json.dumps(shown) and FIELD in shown["message"]["body"]
+    with dispatching(forgot) as dispatcher:
+        api.clock.advance(ms=60_000)
+        assert dispatcher.run_once() == 1
+    failing = forgot.get("/v2/queues/sealed/schedules/s").json
+    assert failing["fires"] == 0 and FIELD in failing["last_error"]["description"]
+    back = server(EncryptionSettings(key="key-2", old_keys=("key-1",)))
+    with dispatching(back) as dispatcher:
+        api.clock.advance(ms=30_000)
+        assert dispatcher.run_once() == 1
+    assert back.get("/v2/queues/sealed/schedules/s").json["fires"] == 1
+    assert bodies(back.post("/v2/queues/sealed/claims")) == [{"secret": SECRET}]
 
 
 def test_a_body_encrypted_under_an_old_key_reads_after_rotation(api: Api) -> None:

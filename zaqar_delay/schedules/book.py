@@ -15,11 +15,12 @@ from typing import Any
 from zaqar_delay import errors, topics, validation
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
+from zaqar_delay.encryption import QueueEncryption
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Metadata, NewSubscription
 from zaqar_delay.policy import DELETE_AFTER_PUSH, QueuePolicy
 from zaqar_delay.schedules import document as documents
-from zaqar_delay.schedules import names
+from zaqar_delay.schedules import names, sealing
 from zaqar_delay.schedules.document import Schedule
 from zaqar_delay.schedules.failures import current as current_failure
 from zaqar_delay.schedules.firing import SCHEDULER_CLIENT_ID, Firing, Post, Ticks, successor
@@ -49,12 +50,14 @@ class Schedules:
         lifecycle: Lifecycle,
         clock: Clock,
         create_target: CreateTarget,
+        encryption: QueueEncryption,
     ) -> None:
         self.stores = stores
         self._create_target = create_target
         self.limits = limits
         self.lifecycle = lifecycle
-        self.records = Records(stores)
+        self.encryption = encryption
+        self.records = Records(stores, encryption.cipher)
         self.ticks = Ticks(self.records, limits, post, lifecycle, clock)
 
     # -- what clients write ------------------------------------------------------------------
@@ -77,13 +80,21 @@ class Schedules:
         self._create_target(project, target)
         store = self.records.store_of(project, target, queue)
         new = current is None or "schedule" not in current
+        kept = self.records.as_definition(project, current)
+        cipher = self.encryption.for_queue(policy)
+        at_rest = sealing.sealed(stored, cipher, project, target)
         written = current
         if current is None:
-            written = self._metadata(stored, 1, now_ms)
+            written = self._metadata(at_rest, 1, now_ms)
             store.create_queue(project, queue, written, now_ms)
-        elif current.get("schedule") != stored:
+        elif kept is None or kept["schedule"] != stored:
             generation = int(current.get("generation", 0)) + 1
-            written = self._metadata(stored, generation, now_ms)
+            written = self._metadata(at_rest, generation, now_ms)
+            store.set_metadata(project, queue, written)
+        elif sealing.is_sealed(current["schedule"]) != (cipher is not None):
+            # The same schedule, kept as the queue now asks (it began or stopped encrypting
+            # since): its generation and anchor stay, so its plan and its ticks go on.
+            written = {**current, "schedule": at_rest}
             store.set_metadata(project, queue, written)
         # Every write: a write cut short may have left the tick queue without its
         # subscription; subscribing again answers the one there is.

@@ -12,8 +12,9 @@ import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from zaqar_delay.encryption import MessageCipher
 from zaqar_delay.models import Metadata, NewMessage
-from zaqar_delay.schedules import names
+from zaqar_delay.schedules import names, sealing
 from zaqar_delay.stores import Stores
 
 if TYPE_CHECKING:
@@ -24,10 +25,19 @@ KINDS = (names.definition_queue, names.state_queue, names.error_queue)
 
 
 class Records:
-    """The definitions, states and ticks of every project's schedules, over ``stores``."""
+    """The definitions, states and ticks of every project's schedules, over ``stores``;
+    ``cipher`` opens the message bodies of definitions sealed at rest (``sealing.py``)."""
 
-    def __init__(self, stores: Stores) -> None:
+    def __init__(self, stores: Stores, cipher: MessageCipher | None = None) -> None:
         self.stores = stores
+        self.cipher = cipher
+
+    def as_definition(self, project: str, metadata: Metadata | None) -> Metadata | None:
+        """A definition queue's metadata as read (None when it holds no schedule), its
+        message body opened."""
+        if metadata is None or "schedule" not in metadata:
+            return None
+        return {**metadata, "schedule": sealing.opened(metadata["schedule"], self.cipher, project)}
 
     def store_of(self, project: str, target: str, queue: str) -> Driver:
         """The store of ``queue``, one of ``target``'s schedule queues, about to be written.
@@ -42,7 +52,8 @@ class Records:
     def definition(self, project: str, target: str, name: str) -> Metadata | None:
         """The definition queue's metadata; None when the schedule does not exist."""
         queue = names.definition_queue(target, name)
-        return _as_definition(self.stores.for_queue(project, queue).get_metadata(project, queue))
+        stored = self.stores.for_queue(project, queue).get_metadata(project, queue)
+        return self.as_definition(project, stored)
 
     def definitions_and_states(
         self, project: str, target: str, schedule_names: Iterable[str]
@@ -50,7 +61,7 @@ class Records:
         """Each named schedule's definition (None: it does not exist) and state (``{}``
         before its first fire), in one read per store."""
         definitions, states = self._read(project, target, schedule_names, KINDS[:2])
-        return {name: _as_definition(m) for name, m in definitions.items()}, states
+        return {name: self.as_definition(project, m) for name, m in definitions.items()}, states
 
     def state(self, project: str, target: str, name: str) -> Metadata:
         """What the schedule's fires recorded (``{}`` before the first)."""
@@ -63,7 +74,8 @@ class Records:
         """Each named schedule's definition (None: it does not exist), state (``{}`` before
         its first fire) and last failure (``{}``: none recorded), in one read per store."""
         definitions, states, failures = self._read(project, target, schedule_names, KINDS)
-        return {name: _as_definition(m) for name, m in definitions.items()}, states, failures
+        opened = {name: self.as_definition(project, m) for name, m in definitions.items()}
+        return opened, states, failures
 
     def write_states(
         self, project: str, target: str, states: Mapping[str, Metadata], now_ms: int
@@ -124,11 +136,6 @@ class Records:
         for store, some in _by_store(queues, lambda queue: self.stores.for_queue(project, queue)):
             read.update(zip(some, store.get_metadata_many(project, some), strict=True))
         return [read[queue] for queue in queues]
-
-
-def _as_definition(metadata: Metadata | None) -> Metadata | None:
-    """A definition queue's metadata, or None when it holds no schedule."""
-    return metadata if metadata is not None and "schedule" in metadata else None
 
 
 def _by_store(
