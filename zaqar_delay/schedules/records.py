@@ -37,7 +37,9 @@ class Records:
         message body opened."""
         if metadata is None or "schedule" not in metadata:
             return None
-        return {**metadata, "schedule": sealing.opened(metadata["schedule"], self.cipher, project)}
+        stored = metadata["schedule"]
+        opened = sealing.opened(stored, self.cipher, project)
+        return metadata if opened is stored else {**metadata, "schedule": opened}
 
     def store_of(self, project: str, target: str, queue: str) -> Driver:
         """The store of ``queue``, one of ``target``'s schedule queues, about to be written.
