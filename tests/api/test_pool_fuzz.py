@@ -2,8 +2,8 @@
 flavor an operator sends to create or change a pool (hostile schemes, hosts, queries and
 option values, or a real store's URI with hostile additions), whatever pool list a flavor
 names and whatever ``_flavor`` a queue asks for, the answer is a 2xx or a 4xx with Zaqar's
-error shape, never a 500. URIs name only loopback ports nothing listens on, the
-test's own stores, or no host at all."""
+error shape, never a 500, and a refused create or change writes nothing. URIs name only
+loopback ports nothing listens on, the test's own stores, or no host at all."""
 
 from __future__ import annotations
 
@@ -114,14 +114,17 @@ def test_no_pool_body_is_a_server_error(
     if data.draw(st.booleans()):  # a store that answers, with hostile additions
         uri, weight = data.draw(st.sampled_from(live_uris)) + data.draw(tails), 10
     document = {"uri": uri, "weight": weight, "options": pool_options, "flavor": flavor}
-    assert_no_server_error(
-        api.put("/v2/pools/p1", body=json.dumps(document).encode(), headers=JSON)
-    )
+    created = api.put("/v2/pools/p1", body=json.dumps(document).encode(), headers=JSON)
+    assert_no_server_error(created)
+    before = api.get("/v2/pools/p1")
+    assert before.status_code == (404 if created.status_code >= 400 else 200), before.text
     change = {"uri": uri, "options": pool_options}
-    assert_no_server_error(
-        api.patch("/v2/pools/p1", body=json.dumps(change).encode(), headers=JSON)
-    )
-    assert_no_server_error(api.get("/v2/pools/p1"))
+    patched = api.patch("/v2/pools/p1", body=json.dumps(change).encode(), headers=JSON)
+    assert_no_server_error(patched)
+    after = api.get("/v2/pools/p1")
+    assert_no_server_error(after)
+    if patched.status_code >= 400:  # a refused change changes nothing
+        assert (after.status_code, after.json) == (before.status_code, before.json)
     assert_no_server_error(api.get("/v2/pools", query_string="detailed=true"))
     assert api.delete("/v2/pools/p1").status_code == 204
 
@@ -148,8 +151,14 @@ def test_no_flavor_body_or_queue_flavor_is_a_server_error(
         "/v2/flavors/f1", body=json.dumps({"pool_list": pool_list}).encode(), headers=JSON
     )
     assert_no_server_error(created)
+    before = api.get("/v2/flavors/f1")
+    assert before.status_code == (404 if created.status_code >= 400 else 200), before.text
     change = json.dumps({"pool_list": changed_list}).encode()
-    assert_no_server_error(api.patch("/v2/flavors/f1", body=change, headers=JSON))
+    patched = api.patch("/v2/flavors/f1", body=change, headers=JSON)
+    assert_no_server_error(patched)
+    if patched.status_code >= 400:  # a refused change changes nothing
+        after = api.get("/v2/flavors/f1")
+        assert (after.status_code, after.json) == (before.status_code, before.json)
     assert_no_server_error(api.get("/v2/flavors", query_string=query))
     assert_no_server_error(api.get("/v2/pools", query_string=query))
     metadata = json.dumps({"_flavor": flavor}).encode()

@@ -1,8 +1,8 @@
 """Property-based fuzz of subscription bodies, options and subscriber URIs: whatever a tenant
 sends to create or change a subscription, the answer is a 2xx or a 4xx with Zaqar's error
-shape, never a 500, and a subscription it accepts can be pushed: its request, or its mail, is
-made as a dispatcher makes it. Hosts are IP literals (of every form the guard reads) or
-``localhost``, so the fuzz asks no name server."""
+shape, never a 500, a refused create or change writes nothing, and a subscription it accepts
+can be pushed: its request, or its mail, is made as a dispatcher makes it. Hosts are IP
+literals (of every form the guard reads) or ``localhost``, so the fuzz asks no name server."""
 
 from __future__ import annotations
 
@@ -119,12 +119,18 @@ def test_no_subscription_body_is_a_server_error(api: Api, create: Any, change: A
     headers = {"Content-Type": "application/json"}
     created = api.post(SUBS, body=json.dumps(create).encode(), headers=headers)
     assert_no_server_error(created)
-    if created.status_code == 201:
-        sid = created.json["subscription_id"]
-        patched = api.patch(f"{SUBS}/{sid}", body=json.dumps(change).encode(), headers=headers)
-        assert_no_server_error(patched)
-        assert_no_server_error(api.get(f"{SUBS}/{sid}"))
-        assert api.delete(f"{SUBS}/{sid}").status_code == 204
+    if created.status_code != 201:
+        assert api.get(SUBS).json["subscriptions"] == []  # a refused create stores nothing
+        return
+    sid = created.json["subscription_id"]
+    before = api.get(f"{SUBS}/{sid}")
+    patched = api.patch(f"{SUBS}/{sid}", body=json.dumps(change).encode(), headers=headers)
+    assert_no_server_error(patched)
+    after = api.get(f"{SUBS}/{sid}")
+    assert_no_server_error(after)
+    if patched.status_code >= 400:  # a refused change changes nothing
+        assert after.json == before.json
+    assert api.delete(f"{SUBS}/{sid}").status_code == 204
 
 
 @FUZZ
@@ -136,6 +142,8 @@ def test_no_subscriber_is_a_server_error(api: Api, subscriber: str, options: Any
     assert_no_server_error(created)
     if created.status_code == 201:
         assert api.delete(f"{SUBS}/{created.json['subscription_id']}").status_code == 204
+    else:
+        assert api.get(SUBS).json["subscriptions"] == []  # a refused create stores nothing
 
 
 # Subscriptions that are valid but for the free text in them: where a push carries text.
