@@ -27,6 +27,9 @@ LOG = logging.getLogger(__name__)
 
 #: What a failure that is not one of the service's own errors says (a bug: its log has why).
 UNEXPECTED = ("Internal server error", "The fire failed unexpectedly; the server log says why.")
+# Each schedule whose tick's fire failed: the tick, and what its fire raised.
+Failed = Mapping[str, tuple[Mapping[str, Any], Exception]]
+
 #: The fields of a recorded failure that a reader of the schedule sees.
 SHOWN = ("at", "since", "slot", "title", "description")
 
@@ -56,13 +59,7 @@ class Failures:
     def __init__(self, records: Records) -> None:
         self.records = records
 
-    def record(
-        self,
-        project: str,
-        target: str,
-        failed: Mapping[str, tuple[Mapping[str, Any], Exception]],
-        now_ms: int,
-    ) -> None:
+    def record(self, project: str, target: str, failed: Failed, now_ms: int) -> None:
         """Record, for each schedule named in ``failed``, what its tick's fire raised (a
         tick of a schedule written since, or deleted, records nothing). Best effort: a
         record that fails is logged, and the ticks are retried all the same."""
@@ -83,13 +80,7 @@ class Failures:
                 exc_info=True,
             )
 
-    def _record(
-        self,
-        project: str,
-        target: str,
-        failed: Mapping[str, tuple[Mapping[str, Any], Exception]],
-        now_ms: int,
-    ) -> None:
+    def _record(self, project: str, target: str, failed: Failed, now_ms: int) -> None:
         definitions, states, earlier = self.records.read(project, target, failed)
         written = {}
         for name, (tick, failure) in failed.items():

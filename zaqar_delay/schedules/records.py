@@ -84,16 +84,14 @@ class Records:
     ) -> None:
         """Record each schedule's state (its state queue is made by its first fire): one
         write per store that holds some."""
-        queues = {names.state_queue(target, name): state for name, state in states.items()}
-        self._write(project, target, queues, now_ms)
+        self._write(project, target, names.state_queue, states, now_ms)
 
     def write_failures(
         self, project: str, target: str, failures: Mapping[str, Metadata], now_ms: int
     ) -> None:
         """Record each schedule's last failure (its error queue is made by its first): one
         write per store that holds some."""
-        queues = {names.error_queue(target, name): one for name, one in failures.items()}
-        self._write(project, target, queues, now_ms)
+        self._write(project, target, names.error_queue, failures, now_ms)
 
     def post_ticks(
         self, project: str, target: str, ticks: Sequence[NewMessage], client_id: str, now_ms: int
@@ -105,10 +103,16 @@ class Records:
             store.post_messages(project, queue, ticks, client_id, now_ms)
 
     def _write(
-        self, project: str, target: str, queues: Mapping[str, Metadata], now_ms: int
+        self,
+        project: str,
+        target: str,
+        kind: Callable[[str, str], str],
+        by_name: Mapping[str, Metadata],
+        now_ms: int,
     ) -> None:
-        """Give each of ``target``'s schedule queues its metadata, creating it where it does
-        not exist: one write per store that holds some."""
+        """Give each named schedule's queue of ``kind`` (a name of a schedule's queue) its
+        metadata, creating it where it does not exist: one write per store that holds some."""
+        queues = {kind(target, name): one for name, one in by_name.items()}
         locate = functools.partial(self.store_of, project, target)
         for store, some in _by_store(queues, locate):
             store.put_metadata_many(project, {queue: queues[queue] for queue in some}, now_ms)
