@@ -22,7 +22,7 @@ After every step, from what the queue holds and what the journal says:
   minutes counted from the first slot plus the delay.
 
 A ``settle`` step runs the dispatcher with no fault for two minutes: every schedule must have
-caught up with the clock.
+caught up with the clock, and show no failure (``last_error``) any more.
 """
 
 from __future__ import annotations
@@ -179,6 +179,9 @@ class ScheduleMachine(RuleBasedStateMachine):
         for name, fires in self._fires().items():
             slots = sorted(fire["slot"] for fire in fires)
             assert slots and slots[-1] >= latest, (name, latest, slots)
+        for name in SCHEDULES:  # a fire that failed before is no longer shown
+            shown = self.api.get(f"/v2/queues/q/schedules/{name}").json
+            assert shown["last_error"] is None, (name, shown["last_error"])
 
     # -- what must hold ----------------------------------------------------------------------
 
