@@ -19,10 +19,10 @@ from tests.helpers.api import PROJECT, Api, api_on, assert_error
 from tests.helpers.push import dispatching, senders
 from zaqar_delay.api import views
 from zaqar_delay.conf import JournalSettings, Limits
-from zaqar_delay.push.dispatcher import Dispatcher
+from zaqar_delay.push.dispatcher import LEASE_AHEAD_MS, Dispatcher
 from zaqar_delay.push.tick_batches import TICK_LEASE_MS
 from zaqar_delay.schedules import names
-from zaqar_delay.schedules.firing import LEAD_MS, TICK_DEDUP_S
+from zaqar_delay.schedules.firing import EARLY_MS, LEAD_MS, TICK_DEDUP_S
 from zaqar_delay.schedules.names import TICK_RETRIES
 
 JSON_PATCH = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
@@ -699,6 +699,38 @@ def test_dispatcher_without_a_fire_retries_the_tick(api: Api) -> None:
         api.clock.advance(ms=5_000)  # past the first quick retries
         dispatcher.run_once()
         assert messages(api) == [{"job": "sweep"}]
+
+
+@pytest.mark.parametrize(("most_s", "delay_s"), [(900, 900), (900, 899), (1, 1), (1, 0)])
+def test_a_message_delayed_about_the_most_there_is_fires_at_its_first_attempt(
+    request: pytest.FixtureRequest, most_s: int, delay_s: int
+) -> None:
+    """A post is refused a due time more than ``max_message_delay`` ahead: a tick that fired
+    ``LEAD_MS`` before its slot had each fire of a message delayed within 2 s of that refused
+    until its slot had passed (a failure shown, retries). Its tick is now due late enough, and
+    the message is still due at its slot plus its delay."""
+    [api] = api_on(request, "embedded", limits=Limits(max_message_delay=most_s))
+    written = api.clock.now_ms()
+    document = {"every": 60, "message": {"body": "x", "ttl": 3600, "delay": delay_s}}
+    assert api.put("/v2/queues/q/schedules/s", json=document).status_code == 201
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=60_000 - LEAD_MS - 100)
+        while api.clock.now_ms() < written + 61_000:
+            api.clock.advance(ms=100)
+            dispatcher.run_once()
+            assert api.get("/v2/queues/q/schedules/s").json["last_error"] is None
+    assert api.get("/v2/queues/q/schedules/s").json["fires"] == 1
+    assert "zaqar_delay_schedule_failed_fires_total{" not in api.service.metrics.render().decode()
+    [listed] = api.get("/v2/queues/q/messages", query_string="include_delayed=true&echo=true").json[
+        "messages"
+    ]
+    shown = api.get(f"/v2/queues/q/messages/{listed['id']}", query_string="with_schedule=true")
+    assert shown.json["due"] == iso(written + 60_000 + delay_s * 1000)
+
+
+def test_a_tick_fired_ahead_is_fired_less_early_than_its_lead_allows() -> None:
+    """``lead_ms`` leaves ``EARLY_MS`` for a dispatcher that fires a tick before it is owed."""
+    assert LEASE_AHEAD_MS < EARLY_MS
 
 
 def test_a_fire_is_counted_late_only_when_its_message_could_not_be_due_on_time(api: Api) -> None:

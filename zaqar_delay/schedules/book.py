@@ -225,7 +225,8 @@ class Schedules:
             return
         state = self.records.state(project, target, name)
         after = max(now_ms, int(state.get("slot", 0)))
-        tick = successor(name, metadata, schedule, after, int(state.get("fires", 0)), now_ms)
+        fires, most = int(state.get("fires", 0)), self.limits.max_message_delay
+        tick = successor(name, metadata, schedule, after, fires, now_ms, most)
         if tick is not None:
             self.records.post_ticks(project, target, [tick], SCHEDULER_CLIENT_ID, now_ms)
 

@@ -40,8 +40,11 @@ from zaqar_delay.schedules.records import Records
 SCHEDULER_CLIENT_ID = uuid.uuid5(uuid.NAMESPACE_URL, "zaqar-delay:schedules").hex
 #: How long before its slot a tick is due: the fire posts the message ahead of its slot (due
 #: at the slot), so a dispatcher that runs up to this late still makes the slot. The chain of
-#: ticks runs this far ahead of the slots, whatever the interval.
+#: ticks runs this far ahead of the slots, whatever the interval (less for a message delayed
+#: about as long as a message may be: :func:`lead_ms`).
 LEAD_MS = 2000
+#: How long before it is owed a dispatcher may fire a tick (its lease-ahead, 50 ms), with room.
+EARLY_MS = 100
 #: A tick lives until it fires (``MAX_MESSAGE_TTL``, about 136 years): it is the only link to
 #: its schedule's next slot, and one that expired unfired, however long no server ran, would
 #: end the schedule. Its dedup id, which makes the successors that two ticks of one slot post
@@ -71,6 +74,17 @@ class Firing:
     latest_only: bool = False
 
 
+def lead_ms(schedule: Schedule, max_delay_s: int) -> int:
+    """How long before its slot a tick of ``schedule`` is due: ``LEAD_MS``, or less when its
+    message is delayed about as long as a message may be (``max_delay_s``): the message is
+    posted due at its slot plus its delay, and a post is refused a due time further ahead
+    than that, even from a tick fired ``EARLY_MS`` before it is owed. Such a message is
+    posted at or just after its slot, still ahead of its due time (one delayed the most
+    there is, ``EARLY_MS`` after the slot: the lead is then negative)."""
+    delay_ms = int(schedule.message.get("delay", 0)) * 1000
+    return min(LEAD_MS, max_delay_s * 1000 - delay_ms - EARLY_MS)
+
+
 def successor(
     name: str,
     metadata: Metadata,
@@ -78,15 +92,16 @@ def successor(
     after_ms: int,
     fires: int,
     now_ms: int,
+    max_delay_s: int,
     key: str = "",
 ) -> NewMessage | None:
     """The tick of the schedule's first slot after ``after_ms`` (None when the plan is over),
-    due ``LEAD_MS`` before it, its dedup id made of ``key`` (by default the slot)."""
+    due :func:`lead_ms` before it, its dedup id made of ``key`` (by default the slot)."""
     upcoming = schedule.plan.next_slots(after_ms, 1, fires)
     if not upcoming:
         return None
     slot = upcoming[0]
-    due_ms = max(now_ms, slot - LEAD_MS)
+    due_ms = max(now_ms, slot - lead_ms(schedule, max_delay_s))
     generation = metadata["generation"]
     body = jsondoc.dumps({"schedule": name, "generation": generation, "slot": slot, "fires": fires})
     dedup_id = f"tick:{name}:{generation}:{key or slot}"
@@ -228,7 +243,10 @@ class Ticks:
                 }
             # One successor per tick, whatever a repeat of it computes.
             key = f"after:{firing.tick_slot}"
-            tick = successor(firing.name, firing.metadata, schedule, after, fires, now_ms, key)
+            most = self.limits.max_message_delay
+            tick = successor(
+                firing.name, firing.metadata, schedule, after, fires, now_ms, most, key
+            )
             if tick is not None:
                 ticks.append(tick)
         self.records.write_states(project, target, states, now_ms)
