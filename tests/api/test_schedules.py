@@ -516,6 +516,8 @@ def test_run_fires_once_now_without_moving_the_plan(api: Api) -> None:
         ({"every": 60, "message": {"body": 1, "ttl": 5}}, "TTL"),
         ({"every": 60, "message": {"body": 1}, "colour": "red"}, "no field"),
         ({"every": 60, "message": {"body": "x" * 300}}, "at most 200"),
+        # Posted up to 2 s before its slot, its ttl counting from then: never seen.
+        ({"every": 60, "message": {"body": 1, "ttl": 60, "delay": 59}}, "expire before"),
         # Its tick, a stored message, would expire before the first slot.
         ({"every": 60, "start_at": "2200-01-01T00:00:00Z", "message": {"body": 1}}, "136"),
     ],
@@ -529,6 +531,25 @@ def test_a_schedule_that_cannot_be_is_a_400_and_nothing_is_written(
     assert fragment in refused.json["description"]
     assert api.get("/v2/queues/q/schedules").json["schedules"] == []
     assert api.get("/v2/queues/q/schedules/bad").status_code == 404
+
+
+def test_a_schedule_s_message_must_live_past_its_due_time(api: Api) -> None:
+    """A message's ttl counts from its post, up to ``LEAD_MS`` before its slot: a schedule
+    whose message would expire before its slot plus its delay (its own ttl, or the queue's
+    default) is refused (its messages all expired unseen); one that lives a moment past
+    its due time is taken, and its message claimed."""
+    assert api.put("/v2/queues/q", json={"_default_message_ttl": 62}).status_code == 201
+    unseen = {"every": 60, "message": {"body": "late", "delay": 60}}
+    refused = api.put("/v2/queues/q/schedules/s", json=unseen)
+    assert refused.status_code == 400 and "expire before" in refused.json["description"]
+    written = api.clock.now_ms()
+    seen = {"every": 60, "message": {"body": "just", "delay": 59}}
+    assert api.put("/v2/queues/q/schedules/s", json=seen).status_code == 201
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=written + 60_000 - LEAD_MS - api.clock.now_ms())
+        assert dispatcher.run_once() == 1
+    api.clock.advance(ms=LEAD_MS + 59_000)
+    assert [m["body"] for m in claim(api)] == ["just"]
 
 
 def test_slots_years_apart_are_planned_and_fired_past_each_gap(api: Api) -> None:

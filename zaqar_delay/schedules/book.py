@@ -23,7 +23,14 @@ from zaqar_delay.schedules import document as documents
 from zaqar_delay.schedules import names, sealing
 from zaqar_delay.schedules.document import Schedule
 from zaqar_delay.schedules.failures import current as current_failure
-from zaqar_delay.schedules.firing import SCHEDULER_CLIENT_ID, Firing, Post, Ticks, successor
+from zaqar_delay.schedules.firing import (
+    LEAD_MS,
+    SCHEDULER_CLIENT_ID,
+    Firing,
+    Post,
+    Ticks,
+    successor,
+)
 from zaqar_delay.schedules.names import SCHEDULE_SUBSCRIBER
 from zaqar_delay.schedules.records import KINDS, Records
 from zaqar_delay.stores import Stores
@@ -256,13 +263,24 @@ class Schedules:
         store.confirm_subscription(project, queue, subscription_id, True, now_ms)
 
     def _check_message(self, message: Mapping[str, Any], policy: QueuePolicy) -> None:
-        """The target's rules, checked when the schedule is written: its size limit."""
+        """The target's rules, checked when the schedule is written: its size limit; and
+        that its message lives past its due time (its ttl, counted from its post, up to
+        ``LEAD_MS`` before its slot, longer than that and its delay)."""
         size = documents.post_size(message)
         most = min(self.limits.max_messages_post_size, policy.max_messages_post_size or size)
         if size > most:
             raise errors.InvalidRequest(
                 f"The schedule's message makes a post of {size} bytes; the queue takes at most "
                 f"{most}."
+            )
+        ttl = message.get("ttl") or policy.default_message_ttl or self.limits.default_message_ttl
+        delay = int(message.get("delay", 0))
+        if ttl * 1000 <= delay * 1000 + LEAD_MS:
+            raise errors.InvalidRequest(
+                f"The schedule's message would expire before it is due: its ttl ({ttl} s) "
+                f"counts from its post, up to {LEAD_MS / 1000:g} s before its slot, and its "
+                f"delay is {delay} s. Give it a ttl longer than its delay plus "
+                f"{LEAD_MS / 1000:g} s."
             )
 
     def _check_quota(self, project: str, target: str) -> None:
