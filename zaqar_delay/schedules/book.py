@@ -86,8 +86,8 @@ class Schedules:
         # to a queue the project's quota has room for (they retry without end otherwise).
         self._create_target(project, target)
         store = self.records.store_of(project, target, queue)
-        new = current is None or "schedule" not in current
         kept = self.records.as_definition(project, current)
+        new = kept is None
         cipher = self.encryption.for_queue(policy)
         at_rest = sealing.sealed(stored, cipher, project, target)
         written = current
@@ -125,7 +125,8 @@ class Schedules:
         """Delete every queue of ``target``'s schedules (its queue or topic is being
         deleted): each schedule's, those a fire racing a schedule's deletion recreated
         (a state or an error with no definition), and its tick queue."""
-        stored = list(self._stored_after(project, target, names.prefix(target)))
+        prefix = names.prefix(target)
+        stored = list(self._stored_after(project, prefix, prefix))
         for queue in [*stored, names.tick_queue(target)]:
             self.stores.for_queue(project, queue).delete_queue(project, queue)
             self.stores.forget(project, queue)
@@ -182,7 +183,8 @@ class Schedules:
         """Up to ``limit`` names of ``target``'s schedules after ``marker``, in order."""
         found: list[str] = []
         start = names.definition_queue(target, marker) if marker else names.prefix(target)
-        for stored in self._stored_after(project, target, start) if limit > 0 else ():
+        listed = self._stored_after(project, names.prefix(target), start)
+        for stored in listed if limit > 0 else ():
             name = names.schedule_of(stored, target)
             if name is not None:
                 found.append(name)
@@ -190,10 +192,10 @@ class Schedules:
                     break
         return found
 
-    def _stored_after(self, project: str, target: str, start: str) -> Iterator[str]:
-        """The stored names of ``target``'s schedule queues after ``start``, in order: the
-        store's listing, ``NAMES_PAGE`` at a time, up to the first name of another target."""
-        prefix = names.prefix(target)
+    def _stored_after(self, project: str, prefix: str, start: str) -> Iterator[str]:
+        """The stored names that start with ``prefix`` (a target's schedule queues, or all of
+        the server's own) after ``start``, in order: the store's listing, ``NAMES_PAGE`` at a
+        time, up to the first name without it."""
         while True:
             page = self.stores.list_queues(project, start, NAMES_PAGE, False)
             for info in page:
@@ -298,16 +300,13 @@ class Schedules:
             )
 
     def _count_all(self, project: str, most: int) -> int:
-        counted, start = 0, topics.INTERNAL
-        while counted < most:
-            page = self.stores.list_queues(project, start, NAMES_PAGE, False)
-            counted += sum(
-                (parsed := names.parse(info.name)) is not None and parsed.kind == "definition"
-                for info in page
-            )
-            if len(page) < NAMES_PAGE:
+        """The project's schedules, counted up to ``most``."""
+        counted = 0
+        for stored in self._stored_after(project, topics.INTERNAL, topics.INTERNAL):
+            parsed = names.parse(stored)
+            counted += parsed is not None and parsed.kind == "definition"
+            if counted >= most:
                 break
-            start = page[-1].name
         return counted
 
 

@@ -33,7 +33,7 @@ from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Fire, Metadata, NewMessage, Posted
 from zaqar_delay.schedules import names
 from zaqar_delay.schedules.document import Schedule
-from zaqar_delay.schedules.failures import Failures
+from zaqar_delay.schedules.failures import Failed, Failures
 from zaqar_delay.schedules.records import Records
 
 #: The client id of the messages fires post (a constant, so ``echo=false`` readers see them).
@@ -299,9 +299,7 @@ class Ticks:
         return Firing(name, metadata, schedule, slot, fires, slots, latest_only=skip)
 
 
-def _failed(
-    tick_bodies: Sequence[Any], outcomes: Sequence[Exception | None]
-) -> dict[str, tuple[Mapping[str, Any], Exception]]:
+def _failed(tick_bodies: Sequence[Any], outcomes: Sequence[Exception | None]) -> Failed:
     """Each schedule whose tick failed, with the tick and what it raised (its last tick
     that failed, when several did)."""
     return {
