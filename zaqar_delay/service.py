@@ -126,7 +126,9 @@ class Service:
             reserved_metadata.checked(updated, self.limits, queue, stored)
         except errors.InvalidRequest as exc:
             raise errors.InvalidBody(exc.description) from exc
-        self.encryption.for_queue(QueuePolicy.of(updated))
+        before, after = QueuePolicy.of(stored), QueuePolicy.of(updated)
+        self.encryption.for_queue(after)
+        self.schedules.check_policy(project, queue, before, after)
         self._store(project, queue).set_metadata(project, queue, updated)
         return reserved_metadata.with_reserved_defaults(updated, self.limits, queue)
 
@@ -227,9 +229,8 @@ class Service:
         return list(self.encryption.open(found, project, self._encrypts(project, queue)))
 
     def get_message(self, project: str, queue: str, message_id: str) -> Message:
-        found = self._store(project, queue).get_messages(
-            project, queue, [message_id], self.now_ms()
-        )
+        store, now_ms = self._store(project, queue), self.now_ms()
+        found = store.get_messages(project, queue, [message_id], now_ms)
         if not found:
             raise errors.MessageDoesNotExist(message_id, queue, project)
         return self.encryption.open(found, project, self._encrypts(project, queue))[0]
@@ -384,9 +385,8 @@ class Service:
         )
 
     def renew_claim(self, project: str, queue: str, claim_id: str, times: ClaimTimes) -> None:
-        self._store(project, queue).renew_claim(
-            project, queue, claim_id, times.ttl_s, times.grace_s, self.now_ms()
-        )
+        store, now_ms = self._store(project, queue), self.now_ms()
+        store.renew_claim(project, queue, claim_id, times.ttl_s, times.grace_s, now_ms)
 
     def release_claim(self, project: str, queue: str, claim_id: str) -> None:
         now_ms = self.now_ms()

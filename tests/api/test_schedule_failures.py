@@ -4,13 +4,12 @@ schedule is written with another body; deleted with the schedule."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.helpers.api import PATCH_TYPE, PROJECT, Api, api_on
+from tests.helpers.api import PROJECT, Api, api_on, store_post_size_limit
 from tests.helpers.push import dispatching
 from zaqar_delay import errors
 from zaqar_delay.api import views
@@ -28,18 +27,6 @@ def embedded_api(request: pytest.FixtureRequest) -> Iterator[Api]:
     yield from api_on(request, "embedded")
 
 
-def post_size_limit(api: Api, most: int | None) -> None:
-    """Set the queue ``q``'s ``_max_messages_post_size`` (None: remove it)."""
-    path = "/metadata/_max_messages_post_size"
-    change = {"op": "remove", "path": path} if most is None else {"op": "add", "path": path}
-    if most is not None:
-        change["value"] = most  # type: ignore[assignment]
-    answer = api.patch(
-        "/v2/queues/q", body=json.dumps([change]), headers={"Content-Type": PATCH_TYPE}
-    )
-    assert answer.status_code == 200, answer.text
-
-
 def shown(api: Api, name: str = "big") -> dict[str, Any]:
     answer = api.get(f"/v2/queues/q/schedules/{name}")
     assert answer.status_code == 200, answer.text
@@ -49,7 +36,7 @@ def shown(api: Api, name: str = "big") -> dict[str, Any]:
 def failing(api: Api, written_ms: int) -> dict[str, Any]:
     """The schedule ``big`` with its first slot's fire refused: the fault is asserted (no
     fire, the queue's limit below its message), and the schedule as shown is returned."""
-    post_size_limit(api, 1000)
+    store_post_size_limit(api, "q", 1000)
     with dispatching(api) as dispatcher:
         api.clock.advance(ms=written_ms + 60_000 - LEAD_MS - api.clock.now_ms())
         assert dispatcher.run_once() == 1
@@ -82,14 +69,14 @@ def test_a_failing_schedule_shows_why_and_since_when_until_a_fire_succeeds(api: 
         counted = api.service.metrics.render().decode()
         labels = f'project="{PROJECT}",queue="q",schedule="big"'
         assert f"zaqar_delay_schedule_failed_fires_total{{{labels}}} 2.0" in counted
-        post_size_limit(api, None)
+        store_post_size_limit(api, "q", None)
         api.clock.advance(ms=30_000)
         assert dispatcher.run_once() == 1
         recovered = shown(api)
         assert recovered["fires"] == 1 and recovered["last_error"] is None
 
         # A later run of failures starts its own ``since``.
-        post_size_limit(api, 1000)
+        store_post_size_limit(api, "q", 1000)
         api.clock.advance(ms=60_000)
         assert dispatcher.run_once() == 1
         later = shown(api)

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.receiver import receiver
-from tests.helpers.api import PROJECT, Api, api_on, assert_error
+from tests.helpers.api import PROJECT, Api, api_on, assert_error, store_post_size_limit
 from tests.helpers.push import dispatching, senders
 from zaqar_delay.api import views
 from zaqar_delay.conf import JournalSettings, Limits
@@ -152,15 +152,9 @@ def test_ticks_due_together_fire_together_and_a_refused_message_holds_back_no_ot
         assert api.put(f"/v2/queues/q/schedules/s{n}", json=one).status_code == 201
     big = {"every": 60, "message": {"body": {"pad": "x" * 2000}, "ttl": 600}}
     assert api.put("/v2/queues/q/schedules/big", json=big).status_code == 201
-    # Below the big message, and below 20 small ones posted together.
-    lowered = api.patch(
-        "/v2/queues/q",
-        body=json.dumps(
-            [{"op": "add", "path": "/metadata/_max_messages_post_size", "value": 1000}]
-        ),
-        headers=JSON_PATCH,
-    )
-    assert lowered.status_code == 200, lowered.text
+    # Below the big message, and below 20 small ones posted together (stored: the API now
+    # refuses a limit one of the queue's schedules cannot live with).
+    store_post_size_limit(api, "q", 1000)
     with dispatching(api) as dispatcher:
         assert dispatcher.concurrency == 4
         api.clock.advance(ms=60_000 - LEAD_MS)
@@ -169,12 +163,7 @@ def test_ticks_due_together_fire_together_and_a_refused_message_holds_back_no_ot
         assert sorted(body["n"] for body in posted) == list(range(30))
         assert api.get("/v2/queues/q/schedules/s7").json["fires"] == 1
         assert api.get("/v2/queues/q/schedules/big").json["fires"] == 0
-        raised = api.patch(
-            "/v2/queues/q",
-            body=json.dumps([{"op": "remove", "path": "/metadata/_max_messages_post_size"}]),
-            headers=JSON_PATCH,
-        )
-        assert raised.status_code == 200, raised.text
+        store_post_size_limit(api, "q", None)
         assert dispatcher.run_once() == 1  # the big one's tick, retried at once
         assert api.get("/v2/queues/q/schedules/big").json["fires"] == 1
         assert len(messages(api, limit=40)) == 31
@@ -211,8 +200,7 @@ def test_a_schedule_whose_fires_fail_for_hours_fires_once_they_succeed_again(
     assert made is not None
     earlier = {**TICK_RETRIES, "maximum_delay_retries": 100}
     api.store(ticks).set_metadata(PROJECT, ticks, {**made, "_retry_policy": earlier})
-    limit = [{"op": "add", "path": "/metadata/_max_messages_post_size", "value": 1000}]
-    assert api.patch("/v2/queues/q", body=json.dumps(limit), headers=JSON_PATCH).status_code == 200
+    store_post_size_limit(api, "q", 1000)
     with dispatching(api) as dispatcher:
         for _ in range(130):
             api.clock.advance(ms=60_000)
@@ -223,9 +211,7 @@ def test_a_schedule_whose_fires_fail_for_hours_fires_once_they_succeed_again(
         assert attempts["retry"] >= 130 and attempts.get("failed", 0) == 0
         stored = api.store(ticks).get_metadata(PROJECT, ticks)
         assert stored is not None and stored["_retry_policy"] == earlier
-        lifted = [{"op": "remove", "path": "/metadata/_max_messages_post_size"}]
-        lifting = api.patch("/v2/queues/q", body=json.dumps(lifted), headers=JSON_PATCH)
-        assert lifting.status_code == 200
+        store_post_size_limit(api, "q", None)
         api.clock.advance(ms=30_000)
         dispatcher.run_once()
         assert api.get("/v2/queues/q/schedules/big").json["fires"] == 1
@@ -550,6 +536,39 @@ def test_a_schedule_s_message_must_live_past_its_due_time(api: Api) -> None:
         assert dispatcher.run_once() == 1
     api.clock.advance(ms=LEAD_MS + 59_000)
     assert [m["body"] for m in claim(api)] == ["just"]
+
+
+def test_a_queue_change_that_would_break_one_of_its_schedules_is_refused(api: Api) -> None:
+    """A PATCH of the queue that takes from one of its schedules what its message needs (a
+    default ttl it relies on no longer than its delay plus the lead, a post size under its
+    message's) answers 409 naming the schedule, and changes nothing; a schedule whose
+    message has a ttl of its own does not rely on the default. Once the schedule is gone,
+    the same change is applied."""
+    assert api.put("/v2/queues/q", json={"_default_message_ttl": 600}).status_code == 201
+    relying = {"every": 60, "message": {"body": "x" * 500, "delay": 60}}
+    assert api.put("/v2/queues/q/schedules/relying", json=relying).status_code == 201
+    own = {"every": 60, "message": {"body": "y", "delay": 60, "ttl": 300}}
+    assert api.put("/v2/queues/q/schedules/own", json=own).status_code == 201
+
+    def replace(key: str, value: int) -> Any:
+        change = [{"op": "replace", "path": f"/metadata/{key}", "value": value}]
+        return api.patch("/v2/queues/q", body=json.dumps(change), headers=JSON_PATCH)
+
+    before = api.get("/v2/queues/q").json
+    for key, value, why in [
+        ("_default_message_ttl", 62, "would expire before it is due"),
+        ("_max_messages_post_size", 400, "takes at most 400"),
+    ]:
+        refused = replace(key, value)
+        assert_error(refused, 409, "Resource conflict")
+        assert "Schedule relying of queue q" in refused.json["description"], refused.json
+        assert why in refused.json["description"]
+        assert api.get("/v2/queues/q").json == before
+    assert replace("_default_message_ttl", 63).status_code == 200  # lives a moment past due
+    assert api.delete("/v2/queues/q/schedules/relying").status_code == 204
+    assert replace("_default_message_ttl", 62).status_code == 200
+    assert replace("_max_messages_post_size", 400).status_code == 200
+    assert api.get("/v2/queues/q").json["_max_messages_post_size"] == 400
 
 
 def test_slots_years_apart_are_planned_and_fired_past_each_gap(api: Api) -> None:

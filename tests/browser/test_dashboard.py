@@ -420,15 +420,26 @@ def test_a_queue_shows_its_schedules_and_pauses_resumes_and_runs_them(
     assert posted["body"] == {"remind": "stand-up"}
 
 
-def test_a_schedule_whose_fires_fail_shows_why(server: ServiceProcess, browser: Any) -> None:
+@pytest.fixture
+def small_quota_server(tmp_path: pathlib.Path) -> Iterator[ServiceProcess]:
+    """A server whose projects may hold 2 messages."""
+    conf = tmp_path / "zaqar-delay.conf"
+    conf.write_text("[transport]\nmax_messages_per_project = 2\n")
+    service = ServiceProcess(args=["--config-file", str(conf)]).start()
+    yield service
+    service.stop()
+
+
+def test_a_schedule_whose_fires_fail_shows_why(
+    small_quota_server: ServiceProcess, browser: Any
+) -> None:
+    server = small_quota_server
     project = f"failing-{uuid.uuid4().hex[:6]}"
     call = api(server, project)
-    assert call("PUT", "/v2/queues/team", json={"_max_messages_post_size": 256}).ok
+    full = {"messages": [{"body": n} for n in range(2)]}
+    assert call("POST", "/v2/queues/team/messages", json=full).status_code == 201
     big = {"every": 1, "message": {"body": {"pad": "x" * 100}}}
     assert call("PUT", "/v2/queues/team/schedules/big", json=big).status_code == 201
-    lowered = [{"op": "replace", "path": "/metadata/_max_messages_post_size", "value": 100}]
-    patch = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
-    assert call("PATCH", "/v2/queues/team", json=lowered, headers=patch).ok
     error = wait_for(
         lambda: call("GET", "/v2/queues/team/schedules/big").json()["last_error"],
         "a fire refused",

@@ -82,6 +82,19 @@ class Api:
         return [href.rsplit("/", 1)[1] for href in result.json["resources"]]
 
 
+def store_post_size_limit(api: Api, queue: str, most: int | None) -> None:
+    """Give ``queue`` a ``_max_messages_post_size`` of ``most`` (None: none) in its store, as
+    a release that did not hold a queue to its schedules' needs could: the API refuses a limit
+    below the message of one of the queue's schedules (``Schedules.check_policy``)."""
+    store = api.store(queue)
+    metadata = store.get_metadata(PROJECT, queue)
+    assert metadata is not None, f"queue {queue} does not exist"
+    changed = {k: v for k, v in metadata.items() if k != "_max_messages_post_size"}
+    if most is not None:
+        changed["_max_messages_post_size"] = most
+    store.set_metadata(PROJECT, queue, changed)
+
+
 def signed_headers(share: dict[str, Any]) -> dict[str, str]:
     """What python-zaqarclient's signed-url backend sends (no Client-ID of the creator)."""
     return {

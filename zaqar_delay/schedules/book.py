@@ -285,6 +285,43 @@ class Schedules:
                 f"{LEAD_MS / 1000:g} s."
             )
 
+    def check_policy(
+        self, project: str, target: str, before: QueuePolicy, after: QueuePolicy
+    ) -> None:
+        """Conflict when ``target``'s metadata, changed from ``before`` to ``after``, takes
+        from one of its schedules what its message needs (``_check_message``): a smaller post
+        size or a shorter default ttl. Reads its schedules only when one of them is lowered."""
+        if not self._narrows(before, after):
+            return
+        marker = None
+        while schedule_names := self.names(project, target, marker, NAMES_PAGE):
+            definitions = self.records.definitions(project, target, schedule_names)
+            for name, metadata in definitions.items():
+                if metadata is None:
+                    continue  # deleted since it was listed
+                try:
+                    self._check_message(metadata["schedule"]["message"], after)
+                except errors.InvalidRequest as exc:
+                    raise errors.Conflict(
+                        f"Schedule {name} of {topics.described(target)} could not post its "
+                        f"message after this change. {exc.description} Change or delete the "
+                        "schedule first."
+                    ) from exc
+            marker = schedule_names[-1]
+
+    def _narrows(self, before: QueuePolicy, after: QueuePolicy) -> bool:
+        """Whether ``after`` takes smaller posts, or gives messages without a ttl of their
+        own a shorter one, than ``before``."""
+        limits = self.limits
+
+        def size(policy: QueuePolicy) -> int:
+            return min(limits.max_messages_post_size, policy.max_messages_post_size or 1 << 62)
+
+        def ttl(policy: QueuePolicy) -> int:
+            return policy.default_message_ttl or limits.default_message_ttl
+
+        return size(after) < size(before) or ttl(after) < ttl(before)
+
     def _check_quota(self, project: str, target: str) -> None:
         per_queue = self.limits.max_schedules_per_queue
         if per_queue and len(self.names(project, target, None, per_queue)) >= per_queue:

@@ -57,6 +57,13 @@ class Records:
         stored = self.stores.for_queue(project, queue).get_metadata(project, queue)
         return self.as_definition(project, stored)
 
+    def definitions(
+        self, project: str, target: str, schedule_names: Iterable[str]
+    ) -> dict[str, Metadata | None]:
+        """Each named schedule's definition (None: it does not exist), in one read per store."""
+        [definitions] = self._read(project, target, schedule_names, KINDS[:1])
+        return {name: self.as_definition(project, m) for name, m in definitions.items()}
+
     def definitions_and_states(
         self, project: str, target: str, schedule_names: Iterable[str]
     ) -> tuple[dict[str, Metadata | None], dict[str, Metadata]]:
