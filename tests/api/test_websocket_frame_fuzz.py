@@ -1,10 +1,11 @@
 """Property-based fuzz of WebSocket request frames (``api/websocket/frames.py``), with
 pre-signed URLs on: whatever a frame holds (any JSON, or an action with hostile headers,
 signatures and body fields), its answer is a response frame whose status is no 5xx, and a
-refusal says why."""
+refusal says why and changes nothing."""
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import example, given
 
 from tests.helpers.api import CLIENT_ID, Api, api_on
-from tests.helpers.fuzz import FUZZ, hostile_text, json_values
+from tests.helpers.fuzz import FUZZ, hostile_text, json_values, observed
 from zaqar_delay.api.websocket.actions import ACTIONS
 from zaqar_delay.api.websocket.frames import Frames
 from zaqar_delay.conf import SignedUrlSettings
@@ -41,6 +42,7 @@ FIELDS = [
 ]
 names = st.sampled_from(["q", "a" * 65, "", "../q"]) | hostile_text
 field_values = names | json_values
+CLIENT = {"Client-ID": CLIENT_ID, "X-Project-ID": "p"}
 headers = st.fixed_dictionaries(
     {"Client-ID": st.just(CLIENT_ID) | hostile_text, "X-Project-ID": st.just("p") | hostile_text},
     optional={
@@ -58,7 +60,8 @@ frames = st.one_of(
     st.fixed_dictionaries(
         {
             "action": st.sampled_from(sorted(ACTIONS)) | hostile_text | json_values,
-            "headers": headers | json_values,
+            # A third of the frames with a client's headers, to reach the actions themselves.
+            "headers": st.just(CLIENT) | headers | json_values,
             "body": st.dictionaries(st.sampled_from(FIELDS) | hostile_text, field_values)
             | json_values,
         }
@@ -73,6 +76,14 @@ def api(request: pytest.FixtureRequest) -> Iterator[Api]:
 
 @FUZZ
 @given(frame=frames)
+# A queue refused for its metadata is not created.
+@example(
+    frame={
+        "action": "queue_create",
+        "headers": CLIENT,
+        "body": {"queue_name": "q", "metadata": {"_default_message_ttl": "x"}},
+    }
+)
 # Names beyond Latin-1, and a lone surrogate in a query value: each once an exception.
 @example(frame={"action": "message_list", "headers": {}, "body": {"queue_name": "a\u200b"}})
 @example(frame={"action": "queue_get", "headers": {}, "body": {"queue_name": "\ud800"}})
@@ -94,8 +105,22 @@ def api(request: pytest.FixtureRequest) -> Iterator[Api]:
     }
 )
 def test_no_frame_is_answered_with_a_server_error(api: Api, frame: Any) -> None:
+    """A frame's answer is never a 5xx, and a refusal says why and changes none of what
+    ``observed`` reads of project ``p`` and the queue the frame names."""
+    queue = _queue_named(frame)
+    before = observed(api, "p", "queues", queue)
     answer = Frames(api.client.app, SESSION, keystone=False).answer(frame)
     status = answer["headers"]["status"]
     assert 100 <= status < 500, answer
     if status >= 400:
         assert answer["body"], answer
+        assert observed(api, "p", "queues", queue) == before, answer
+
+
+def _queue_named(frame: Any) -> str:
+    """The queue a frame names, quoted for a path (``q`` when it names none)."""
+    body = frame.get("body") if isinstance(frame, dict) else None
+    name = body.get("queue_name") if isinstance(body, dict) else None
+    if not isinstance(name, str) or not name:
+        return "q"
+    return urllib.parse.quote(name, safe="", errors="surrogatepass")

@@ -1,5 +1,6 @@
 """What the property-based fuzz tests share: JSON values of every kind, hostile text, their
-settings, and the check that an answer is no server error."""
+settings, the check that an answer is no server error, and what a refused request must
+leave as it was."""
 
 from __future__ import annotations
 
@@ -61,3 +62,18 @@ def assert_no_server_error(answer: Any) -> None:
     assert answer.status_code < 500, answer.text
     if answer.status_code >= 400:
         assert answer.json["title"] and answer.json["description"]
+
+
+def observed(api: Any, project: str | None, kind: str | None, segment: str | None) -> Any:
+    """What a request could change, as an admin of ``project`` (None: the default) reads it
+    through ``api`` (``tests.helpers.api.Api``): the pools, the flavors, the project's
+    queues, and, when the request names a queue or topic (``kind``, "queues" or "topics",
+    and its path ``segment``, quoted), its metadata, messages, subscriptions and schedules.
+    Each answer as (status, text)."""
+    headers = {"X-Roles": "admin"} | ({} if project is None else {"X-Project-ID": project})
+    paths = ["/v2/pools?detailed=true", "/v2/flavors?detailed=true", "/v2/queues?detailed=true"]
+    if kind is not None:
+        named = f"/v2/{kind}/{segment}"
+        paths += [named, f"{named}/stats", f"{named}/subscriptions", f"{named}/schedules"]
+    answers = [api.get(path, headers=headers) for path in paths]
+    return [(answer.status_code, answer.text) for answer in answers]
