@@ -23,6 +23,12 @@ is one fire, counted in ``claimed_again``. ``server_cpu_s`` is the CPU the serve
 included, and ``server_cpu_ms_per_fire`` that per fire (with ``--kill``, the killed process's
 share is lost).
 
+With ``--neighbour``, another project writes one schedule of its own (same period) on a
+queue of its own, with its own consumer, beside the ``--schedules`` of the first: its fires
+are reported apart (``neighbour``: fires, slots missing or twice, fired before the slot,
+lateness), which is what the first project's load costs another project's schedule (run with
+``--schedules 0 --neighbour`` for the same schedule alone).
+
 With ``--kill worker`` or ``--kill store``, one worker or the embedded store is killed with
 SIGKILL halfway (``kill`` in the answer: what, its pid, whether it was gone after, when);
 gunicorn starts another worker, the server's supervisor another store. ``--misfire`` is the
@@ -30,6 +36,7 @@ schedules' (``skip`` by default; with ``all`` no slot may be missing).
 
     python -m benchmarks.schedules --schedules 1000 --seconds 120
     python -m benchmarks.schedules --schedules 1000 --seconds 120 --misfire all --kill worker
+    python -m benchmarks.schedules --schedules 1000 --seconds 60 --neighbour
 """
 
 from __future__ import annotations
@@ -131,9 +138,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     queues = [f"q{i}" for i in range(args.queues)]
     consumers = [Consumer(service.url, headers, queue) for queue in queues]
     lifetimes: dict[str, list[float]] = {}
+    neighbour = Neighbour(service.url, args) if args.neighbour else None
     try:
         for consumer in consumers:
             consumer.start()
+        if neighbour is not None:
+            neighbour.write()
         names = []
         for index in range(args.schedules):
             queue, name = queues[index % len(queues)], f"s{index}"
@@ -156,14 +166,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for queue, name in names:
             http.delete(f"{service.url}/v2/queues/{queue}/schedules/{name}")
             lifetimes[name][1] = time.time() * 1000
+        if neighbour is not None:
+            neighbour.delete()
         stopped_ms = time.time() * 1000
-        for consumer in consumers:
+        everyone = consumers + ([neighbour.consumer] if neighbour is not None else [])
+        for consumer in everyone:
             consumer.stopping.set()
-        for consumer in consumers:
+        for consumer in everyone:
             consumer.join(timeout=60)
     finally:
         service.stop()
     reported = report(consumers, written_ms, stopped_ms, lifetimes, args)
+    if neighbour is not None:
+        reported["neighbour"] = neighbour.report(written_ms, stopped_ms, args)
     fires = max(1, reported["fires"])
     # The server's CPU while the schedules fired (its workers, the embedded store, the
     # consumers' claims and deletes): the per-fire cost of the whole path.
@@ -172,6 +187,51 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "server_cpu_ms_per_fire": round(1000 * cpu_s / fires, 3),
     }
     return {**reported, **cpu, "kill": killed}
+
+
+class Neighbour:
+    """Another project's one schedule (``args.every``) on a queue of its own, with its own
+    consumer: what the benchmark's load costs a schedule of another project."""
+
+    NAME = "neighbour"
+
+    def __init__(self, url: str, args: argparse.Namespace) -> None:
+        self.url = url
+        headers = {"Client-ID": CLIENT_ID, "X-Project-ID": f"other-{uuid.uuid4().hex[:8]}"}
+        self.http = requests.Session()
+        self.http.headers.update(headers)
+        self.path = f"{url}/v2/queues/mine/schedules/{self.NAME}"
+        self.document = {
+            "every": args.every,
+            "misfire": args.misfire,
+            "message": {"body": {"schedule": self.NAME}, "ttl": 300},
+        }
+        self.consumer = Consumer(url, headers, "mine")
+        self.lifetime = [0.0, 0.0]
+
+    def write(self) -> None:
+        self.consumer.start()
+        self.lifetime[0] = time.time() * 1000
+        answer = self.http.put(self.path, json=self.document)
+        assert answer.status_code == 201, answer.text
+
+    def delete(self) -> None:
+        self.http.delete(self.path)
+        self.lifetime[1] = time.time() * 1000
+
+    def report(self, written_ms: float, stopped_ms: float, args: argparse.Namespace) -> Any:
+        """Its fires, as :func:`report` counts them, over the same window."""
+        counted = report([self.consumer], written_ms, stopped_ms, {self.NAME: self.lifetime}, args)
+        kept = (
+            "fires",
+            "slots_fired_twice",
+            "slots_missing",
+            "late_fires",
+            "fired_before_slot",
+            "lateness_ms",
+            "consumer_errors",
+        )
+        return {key: counted[key] for key in kept}
 
 
 def kill(service: ServiceProcess, what: str) -> dict[str, Any] | None:
@@ -287,6 +347,11 @@ def main() -> None:
     parser.add_argument("--misfire", choices=("skip", "all"), default="skip")
     parser.add_argument(
         "--kill", choices=("none", "worker", "store"), default="none", help="SIGKILL halfway"
+    )
+    parser.add_argument(
+        "--neighbour",
+        action="store_true",
+        help="another project's one schedule beside them, reported apart",
     )
     parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
     args = parser.parse_args()

@@ -359,13 +359,16 @@ def test_schedules_benchmark_counts_each_fire(tmp_path: Path) -> None:
     report: dict[str, Any] = run_benchmark(
         "schedules",
         *("--schedules", "6", "--queues", "2", "--seconds", "4", "--results", str(tmp_path)),
-        *("--misfire", "all", "--kill", "worker"),
+        *("--misfire", "all", "--kill", "worker", "--neighbour"),
     )
     assert report["kill"]["what"] == "worker" and report["kill"]["gone"] is True
     assert report["schedules_fired"] == 6 and report["fires"] > 0
     assert report["misfire"] == "all"
     assert report["slots_fired_twice"] == 0
     assert report["fired_before_slot"] == 0
+    neighbour = report["neighbour"]
+    assert neighbour["fires"] > 0 and neighbour["fired_before_slot"] == 0
+    assert neighbour["slots_fired_twice"] == 0
     [recorded] = tmp_path.glob("schedules-*.json")
     assert json.loads(recorded.read_text()) == report
 
