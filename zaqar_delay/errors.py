@@ -25,6 +25,10 @@ class InvalidRequest(ZaqarDelayError):
     title = "Invalid API request"
 
 
+class PostTooLarge(InvalidRequest):
+    """A post (or an edit) of more bytes than its queue's size limit."""
+
+
 class TtlAlreadyLapsed(InvalidRequest):
     """An edit's ttl, counted from the message's creation, would have it expired already."""
 

@@ -252,9 +252,9 @@ class MessagePoster:
         if size <= min(configured, queue_max):
             return
         if queue_max < configured:
-            raise errors.InvalidRequest(
+            raise errors.PostTooLarge(
                 "Message collection size is too large. The max size for current queue is "
                 f"{queue_max}. It is calculated by max size = min(max_messages_post_size_config: "
                 f"{configured}, max_messages_post_size_queue: {queue_max})."
             )
-        raise errors.InvalidRequest(f"Message collection size is too large. Max size {configured}")
+        raise errors.PostTooLarge(f"Message collection size is too large. Max size {configured}")

@@ -22,7 +22,8 @@ from zaqar_delay.conf import JournalSettings, Limits
 from zaqar_delay.push.dispatcher import LEASE_AHEAD_MS, Dispatcher
 from zaqar_delay.push.tick_batches import TICK_LEASE_MS
 from zaqar_delay.schedules import names
-from zaqar_delay.schedules.firing import EARLY_MS, LEAD_MS, TICK_DEDUP_S
+from zaqar_delay.schedules.document import post_size
+from zaqar_delay.schedules.firing import EARLY_MS, LEAD_MS, TICK_DEDUP_S, fire_post_size
 from zaqar_delay.schedules.names import TICK_RETRIES
 
 JSON_PATCH = {"Content-Type": "application/openstack-messaging-v2.0-json-patch"}
@@ -569,6 +570,68 @@ def test_a_queue_change_that_would_break_one_of_its_schedules_is_refused(api: Ap
     assert replace("_default_message_ttl", 62).status_code == 200
     assert replace("_max_messages_post_size", 400).status_code == 200
     assert api.get("/v2/queues/q").json["_max_messages_post_size"] == 400
+
+
+def test_a_schedule_is_held_to_the_post_its_fires_make(api: Api) -> None:
+    """A fire posts the message with a dedup id and ``deliver_at`` of its own: a message
+    that fits the queue's post size limit only without them is refused when the schedule is
+    written (its every fire failed), and one whose fires fit it, with the longest name and
+    dedup key there are, fires on its slot and when run."""
+    assert api.put("/v2/queues/q", json={"_max_messages_post_size": 400}).status_code == 201
+    name = "s" * 64
+    fits_alone = {"body": "", "ttl": 600}
+    fits_alone["body"] = "x" * (400 - post_size(fits_alone))
+    assert post_size(fits_alone) == 400 < fire_post_size(name, fits_alone)
+    refused = api.put(f"/v2/queues/q/schedules/{name}", json={"every": 60, "message": fits_alone})
+    assert_error(refused, 400, "Invalid API request")
+    assert "the dedup id and deliver_at each fire adds" in refused.json["description"]
+    fits = {"body": "", "ttl": 600}
+    fits["body"] = "x" * (400 - fire_post_size(name, fits))
+    assert fire_post_size(name, fits) == 400
+    written = api.clock.now_ms()
+    path = f"/v2/queues/q/schedules/{name}"
+    assert api.put(path, json={"every": 60, "message": fits}).status_code == 201
+    assert api.post(f"{path}/run").status_code in (200, 201)
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=written + 60_000 - LEAD_MS - api.clock.now_ms())
+        assert dispatcher.run_once() == 1
+    shown = api.get(path).json
+    assert shown["fires"] == 1 and shown["last_error"] is None, shown
+    assert messages(api) == [fits["body"], fits["body"]]
+
+
+def test_slots_caught_up_together_are_posted_in_posts_the_queue_takes(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path
+) -> None:
+    """With ``misfire: all``, the ten slots of an outage are posted by one fire: more bytes
+    together than the queue's post size limit takes (it once failed every retry, and the
+    schedule never fired again). They are posted in halves until each post fits, each slot
+    once: a slot whose message a client had posted with its dedup id is not posted again,
+    nor reported."""
+    journal = JournalSettings(path=str(tmp_path / "journal"))
+    for api in api_on(request, "embedded", journal=journal):
+        assert api.put("/v2/queues/q", json={"_max_messages_post_size": 1000}).status_code == 201
+        every = {"every": 60, "misfire": "all", "message": {"body": "x" * 300, "ttl": 3600}}
+        written = api.clock.now_ms()
+        assert api.put("/v2/queues/q/schedules/s", json=every).status_code == 201
+        slots = [written + k * 60_000 for k in range(1, 11)]
+        one = {"body": "x" * 300, "ttl": 3600, "dedup_id": f"schedule:s:{slots[6]}"}
+        [taken] = api.post_messages("q", one)
+        assert 10 * fire_post_size("s", every["message"]) > 1000  # the fault: too many
+        api.clock.advance(ms=slots[-1] + 1000 - api.clock.now_ms())  # an outage of ten slots
+        with dispatching(api) as dispatcher:
+            assert dispatcher.run_once() == 1
+        shown = api.get("/v2/queues/q/schedules/s").json
+        assert shown["fires"] == 10 and shown["last_error"] is None, shown
+        assert len(messages(api)) == 10  # nine fired, and the one the client posted
+        lines = [
+            json.loads(line)
+            for path in sorted((tmp_path / "journal").glob("*.jsonl"))
+            for line in path.read_text().splitlines()
+        ]
+        fired = [line for line in lines if line["event"] == "scheduled"]
+        assert [f["slot"] for f in fired] == slots[:6] + slots[7:]
+        assert taken not in {f["message_id"] for f in fired}
 
 
 def test_slots_years_apart_are_planned_and_fired_past_each_gap(api: Api) -> None:

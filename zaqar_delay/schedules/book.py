@@ -25,10 +25,12 @@ from zaqar_delay.schedules.document import Schedule
 from zaqar_delay.schedules.failures import current as current_failure
 from zaqar_delay.schedules.firing import (
     LEAD_MS,
+    RUN_KEY_BYTES,
     SCHEDULER_CLIENT_ID,
     Firing,
     Post,
     Ticks,
+    fire_post_size,
     successor,
 )
 from zaqar_delay.schedules.names import SCHEDULE_SUBSCRIBER
@@ -77,7 +79,7 @@ class Schedules:
         write it every time."""
         validation.queue_name(name)
         stored = documents.checked(document, now_ms, self.limits)
-        self._check_message(stored["message"], policy)
+        self._check_message(name, stored["message"], policy)
         queue = names.definition_queue(target, name)
         current = self.stores.for_queue(project, queue).get_metadata(project, queue)
         if current is None:
@@ -134,7 +136,7 @@ class Schedules:
     def run(self, project: str, target: str, name: str, now_ms: int) -> str:
         """Fire once now without moving the plan: the posted message's id."""
         schedule = Schedule.of_stored(self._definition(project, target, name), now_ms)
-        run = {f"run:{secrets.token_hex(8)}": now_ms}
+        run = {f"run:{secrets.token_hex(RUN_KEY_BYTES)}": now_ms}
         firing = Firing(name, {}, schedule, now_ms, 0, run)
         [fired] = self.ticks.post_fires(project, target, [firing], now_ms)[name]
         self.lifecycle.scheduled(project, target, name, [fired], 0, now_ms)
@@ -264,16 +266,17 @@ class Schedules:
         subscription_id, _ = store.create_subscription(project, queue, new, now_ms)
         store.confirm_subscription(project, queue, subscription_id, True, now_ms)
 
-    def _check_message(self, message: Mapping[str, Any], policy: QueuePolicy) -> None:
-        """The target's rules, checked when the schedule is written: its size limit; and
-        that its message lives past its due time (its ttl, counted from its post, up to
-        ``LEAD_MS`` before its slot, longer than that and its delay)."""
-        size = documents.post_size(message)
+    def _check_message(self, name: str, message: Mapping[str, Any], policy: QueuePolicy) -> None:
+        """The target's rules, checked when schedule ``name`` is written: its size limit,
+        against the post of one fire (``fire_post_size``); and that its message lives past
+        its due time (its ttl, counted from its post, up to ``LEAD_MS`` before its slot,
+        longer than that and its delay)."""
+        size = fire_post_size(name, message)
         most = min(self.limits.max_messages_post_size, policy.max_messages_post_size or size)
         if size > most:
             raise errors.InvalidRequest(
-                f"The schedule's message makes a post of {size} bytes; the queue takes at most "
-                f"{most}."
+                f"A fire of the schedule posts its message in {size} bytes (with the dedup id "
+                f"and deliver_at each fire adds); the queue takes at most {most}."
             )
         ttl = message.get("ttl") or policy.default_message_ttl or self.limits.default_message_ttl
         delay = int(message.get("delay", 0))
@@ -300,7 +303,7 @@ class Schedules:
                 if metadata is None:
                     continue  # deleted since it was listed
                 try:
-                    self._check_message(metadata["schedule"]["message"], after)
+                    self._check_message(name, metadata["schedule"]["message"], after)
                 except errors.InvalidRequest as exc:
                     raise errors.Conflict(
                         f"Schedule {name} of {topics.described(target)} could not post its "

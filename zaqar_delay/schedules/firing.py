@@ -11,7 +11,8 @@ of an older generation (the schedule was written since) or of a paused or delete
 fires nothing.
 
 Ticks fired together share their store calls: one read of their definitions, one post of
-their messages (in posts of at most ``max_messages_per_post``), one post of their next ticks.
+their messages (in posts of at most ``max_messages_per_post``, halved while one is larger than
+the target takes), one post of their next ticks.
 When that fails, each tick is fired by itself, so that one schedule whose message the target
 now refuses cannot hold back the others. A tick whose fire fails by itself has the failure
 recorded for its schedule's readers (``failures.py``).
@@ -25,14 +26,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from zaqar_delay import jsondoc
+from zaqar_delay import errors, jsondoc
 from zaqar_delay.clock import Clock
 from zaqar_delay.conf import Limits
 from zaqar_delay.conf.transport import MAX_MESSAGE_TTL
 from zaqar_delay.lifecycle import Lifecycle
 from zaqar_delay.models import Fire, Metadata, NewMessage, Posted
 from zaqar_delay.schedules import names
-from zaqar_delay.schedules.document import Schedule
+from zaqar_delay.schedules.document import Schedule, post_size
 from zaqar_delay.schedules.failures import Failed, Failures
 from zaqar_delay.schedules.records import Records
 
@@ -52,6 +53,13 @@ EARLY_MS = 100
 #: together and fire together (or fail together, and are retried at most 30 s apart), so this
 #: covers both, and a schedule keeps no more of its ticks' ids than this holds slots.
 TICK_DEDUP_S = 3600
+
+#: The longest dedup key of a fire's message (a run's; a slot's is its epoch ms, 13 digits
+#: until the year 2286), and the latest ``deliver_at`` (a slot is at most about 136 years
+#: away): what a fire adds to its message, at its largest (``fire_post_size``).
+RUN_KEY_BYTES = 8
+LONGEST_KEY = "run:" + "f" * 2 * RUN_KEY_BYTES
+LATEST = 10**13 - 1
 
 # (project, queue, ``{"messages": [...]}`` payload, client id): ``Service.post_messages``.
 Post = Callable[[str, str, bytes, str], Posted]
@@ -196,13 +204,27 @@ class Ticks:
                 {**one, "dedup_id": f"schedule:{firing.name}:{key}", "deliver_at": due_ms}
                 for firing, key, _, due_ms, one in placed
             ]
-            posted = self._post(
-                project, target, jsondoc.dumps({"messages": messages}).encode(), SCHEDULER_CLIENT_ID
-            )
+            posted = self._post_fitting(project, target, messages)
             for index, (firing, _, slot_ms, due_ms, _) in enumerate(placed):
                 name, repeated = firing.name, index in posted.duplicates
                 fired[name].append(Fire(slot_ms, due_ms, posted.ids[index], delays[name], repeated))
         return fired
+
+    def _post_fitting(self, project: str, target: str, messages: list[dict[str, Any]]) -> Posted:
+        """Post ``messages``, in halves while a post of them is larger than the target takes
+        (catching up many slots, or the messages of many schedules): ids in their order, and
+        the positions the target remembered. A message larger alone fails its fire."""
+        payload = jsondoc.dumps({"messages": messages}).encode()
+        try:
+            return self._post(project, target, payload, SCHEDULER_CLIENT_ID)
+        except errors.PostTooLarge:
+            if len(messages) == 1:
+                raise
+        half = len(messages) // 2
+        first = self._post_fitting(project, target, messages[:half])
+        second = self._post_fitting(project, target, messages[half:])
+        shifted = tuple(half + index for index in second.duplicates)
+        return Posted(first.ids + second.ids, first.duplicates + shifted)
 
     def _fire_together(
         self,
@@ -317,6 +339,13 @@ def _stands_for(schedule: Schedule, last: Fire) -> int:
     if schedule.plan.misfire != "skip" or not last.late:
         return last.slot_ms
     return last.due_ms - last.delay_ms
+
+
+def fire_post_size(name: str, message: Mapping[str, Any]) -> int:
+    """The most bytes a fire of schedule ``name`` posts ``message`` in: its body and ttl, with
+    the dedup id (of the longest key, a run's) and the ``deliver_at`` each fire adds."""
+    posted = {k: message[k] for k in ("body", "ttl") if k in message}
+    return post_size({**posted, "dedup_id": f"schedule:{name}:{LONGEST_KEY}", "deliver_at": LATEST})
 
 
 def _placed(
