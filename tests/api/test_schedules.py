@@ -745,6 +745,62 @@ def test_deleting_a_queue_deletes_what_a_fire_racing_a_schedule_s_deletion_left(
     assert [api.store(queue).get_metadata(PROJECT, queue) for queue in left] == [None, None]
 
 
+def test_a_schedule_deleted_and_written_again_fires_one_chain_of_ticks(api: Api) -> None:
+    """A deleted schedule's next tick stays in the tick queue, to fire nothing. Written again
+    under its name before that tick is due, the new schedule does not take it for its own
+    (it did, as both were generation 1: two chains of ticks fired every slot for ever,
+    overwrote each other's state, and a ``limit: 2`` schedule posted three messages)."""
+    limited = {"every": 60, "limit": 2, "message": {"body": "again", "ttl": 600}}
+    assert api.put("/v2/queues/q/schedules/s", json=limited).status_code == 201
+    assert api.delete("/v2/queues/q/schedules/s").status_code == 204
+    ticks = names.tick_queue("q")
+
+    def ticks_stored() -> int:
+        return api.store(ticks).stats(PROJECT, ticks, api.clock.now_ms()).total
+
+    assert ticks_stored() == 1  # left behind, to fire nothing
+    api.clock.advance(ms=1000)
+    assert api.put("/v2/queues/q/schedules/s", json=limited).status_code == 201
+    with dispatching(api) as dispatcher:
+        for fires in (1, 2, 2):
+            api.clock.advance(ms=60_000)
+            dispatcher.run_once()
+            assert api.get("/v2/queues/q/schedules/s").json["fires"] == fires
+    assert messages(api) == ["again", "again"]
+    assert ticks_stored() == 0
+
+
+def test_a_schedule_written_again_after_a_fire_raced_its_deletion_starts_afresh(
+    api: Api,
+) -> None:
+    """The state and failure a fire racing a schedule's deletion left are not the next
+    schedule's of that name: it starts with no fire, no last fire or error, and its whole
+    ``limit`` (it took the old state's fires, and here never fired)."""
+    limited = {"every": 60, "limit": 2, "message": {"body": "again", "ttl": 600}}
+    assert api.put("/v2/queues/q/schedules/gone", json=limited).status_code == 201
+    assert api.delete("/v2/queues/q/schedules/gone").status_code == 204
+    records, now = api.service.schedules.records, api.clock.now_ms()
+    slot = now + 120_000
+    old = {"fires": 2, "slot": slot, "through": slot, "message_id": "m", "at": now}
+    records.write_states(PROJECT, "q", {"gone": old}, now)
+    failure = {"at": now, "since": now, "slot": slot, "generation": 1, "title": "t"}
+    records.write_failures(PROJECT, "q", {"gone": {**failure, "description": "d"}}, now)
+    left = [names.state_queue("q", "gone"), names.error_queue("q", "gone")]
+    assert all(api.store(queue).get_metadata(PROJECT, queue) for queue in left)  # the fault
+    api.clock.advance(ms=1000)
+    written = api.clock.now_ms()
+    assert api.put("/v2/queues/q/schedules/gone", json=limited).status_code == 201
+    shown = api.get("/v2/queues/q/schedules/gone").json
+    assert (shown["fires"], shown["last_fire"], shown["last_error"]) == (0, None, None)
+    assert shown["next"] == [iso(written + 60_000), iso(written + 120_000)]
+    with dispatching(api) as dispatcher:
+        for _ in range(3):
+            api.clock.advance(ms=60_000)
+            dispatcher.run_once()
+    assert api.get("/v2/queues/q/schedules/gone").json["fires"] == 2
+    assert messages(api) == ["again", "again"]
+
+
 def test_schedule_limits_and_the_queue_quota(request: pytest.FixtureRequest) -> None:
     limits = Limits(max_schedules_per_queue=2, max_queues_per_project=1)
     for limited in api_on(request, "embedded", limits=limits):

@@ -94,7 +94,10 @@ class Schedules:
         at_rest = sealing.sealed(stored, cipher, project, target)
         written = current
         if current is None:
-            written = self._metadata(at_rest, 1, now_ms)
+            # A new schedule starts afresh: not from what a fire of an earlier one of its
+            # name recorded after that one was deleted (its fires would count to its limit).
+            self._delete_queues(project, self.records.leftovers(project, target, name))
+            written = self._metadata(at_rest, first_generation(), now_ms)
             store.create_queue(project, queue, written, now_ms)
         elif kept is None or kept["schedule"] != stored:
             generation = int(current.get("generation", 0)) + 1
@@ -118,10 +121,7 @@ class Schedules:
         self.put(project, target, name, documents.merged(current, change), policy, now_ms)
 
     def delete(self, project: str, target: str, name: str) -> None:
-        for kind in KINDS:
-            queue = kind(target, name)
-            self.stores.for_queue(project, queue).delete_queue(project, queue)
-            self.stores.forget(project, queue)
+        self._delete_queues(project, [kind(target, name) for kind in KINDS])
 
     def delete_all(self, project: str, target: str) -> None:
         """Delete every queue of ``target``'s schedules (its queue or topic is being
@@ -129,7 +129,10 @@ class Schedules:
         (a state or an error with no definition), and its tick queue."""
         prefix = names.prefix(target)
         stored = list(self._stored_after(project, prefix, prefix))
-        for queue in [*stored, names.tick_queue(target)]:
+        self._delete_queues(project, [*stored, names.tick_queue(target)])
+
+    def _delete_queues(self, project: str, queues: Sequence[str]) -> None:
+        for queue in queues:
             self.stores.for_queue(project, queue).delete_queue(project, queue)
             self.stores.forget(project, queue)
 
@@ -348,6 +351,14 @@ class Schedules:
             if counted >= most:
                 break
         return counted
+
+
+def first_generation() -> int:
+    """A new schedule's generation: one no earlier schedule of its name had, so that the
+    ticks an earlier one left in the tick queue (deleting a schedule leaves them, to fire
+    nothing) do not take it for theirs and run a second chain of ticks beside its own. Each
+    rewrite adds one; JSON keeps it exact (below 2**53)."""
+    return secrets.randbelow(2**52) + 1
 
 
 def _missing(target: str, name: str) -> errors.NotFound:

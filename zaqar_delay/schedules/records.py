@@ -72,6 +72,14 @@ class Records:
         definitions, states = self._read(project, target, schedule_names, KINDS[:2])
         return {name: self.as_definition(project, m) for name, m in definitions.items()}, states
 
+    def leftovers(self, project: str, target: str, name: str) -> list[str]:
+        """The state and error queues of schedule ``name`` that exist although it does not (a
+        fire that raced the deletion of an earlier schedule of that name wrote them), in one
+        read per store."""
+        queues = [kind(target, name) for kind in KINDS[1:]]
+        read = self._metadata_of(project, queues)
+        return [queue for queue, metadata in zip(queues, read, strict=True) if metadata is not None]
+
     def state(self, project: str, target: str, name: str) -> Metadata:
         """What the schedule's fires recorded (``{}`` before the first)."""
         queue = names.state_queue(target, name)
