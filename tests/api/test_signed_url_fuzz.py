@@ -13,7 +13,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import example, given
 
-from tests.helpers.api import Api, api_on
+from tests.helpers.api import Api, api_on, signed_headers
 from tests.helpers.fuzz import FUZZ, assert_no_server_error, hostile_text, json_values
 from zaqar_delay.conf import SignedUrlSettings
 
@@ -49,19 +49,10 @@ REFUSED = "The pre-signed URL does not allow this request."
 BODIES = {"messages": json.dumps({"messages": [{"body": "signed"}]}).encode()}
 
 
-def _as_issued(document: dict[str, Any]) -> dict[str, str]:
-    return {
-        "URL-Signature": document["signature"],
-        "URL-Expires": document["expires"],
-        "URL-Methods": ",".join(document["methods"]),
-        "URL-Paths": ",".join(document["paths"]),
-        "X-Project-ID": document["project"],
-    }
-
-
 def _names_other_than_issued(sent: dict[str, str], issued: dict[str, str]) -> bool:
     """Whether ``sent`` names another signature, expiry, project, or set of methods or paths
-    than ``issued`` (the order of a list, and empty items, do not count)."""
+    than ``issued`` (``signed_headers``; the order of a list, and empty items, do not
+    count)."""
 
     def listed(value: str) -> set[str]:
         return {item for item in value.split(",") if item}
@@ -113,7 +104,7 @@ def test_a_signature_allows_what_it_signs_and_nothing_else(
     api.post_messages("q", {"body": "kept"})
     shared = api.post("/v2/queues/q/share", body=json.dumps(share).encode(), headers=JSON)
     assert_no_server_error(shared)
-    issued = _as_issued(shared.json) if shared.status_code == 200 else {}
+    issued = signed_headers(shared.json) if shared.status_code == 200 else {}
     sent = {**issued, **tampered}
     target = f"/v2/queues/q/{path}".rstrip("/")
     signs = bool(issued) and (
