@@ -81,7 +81,8 @@ def _message(message: Any, limits: Limits) -> dict[str, Any]:
 
 
 def post_size(message: Mapping[str, Any]) -> int:
-    """The size of the post a fire makes of ``message``, as the queue's limit counts it."""
+    """The size of a post of ``message`` alone, as the queue's limit counts it (a fire's
+    post adds its dedup id and due time: ``firing.fire_post_size``)."""
     return len(jsondoc.dumps({"messages": [dict(message)]}).encode())
 
 
