@@ -103,6 +103,16 @@ class QueuePolicy:
         (both must be set, as in Zaqar)."""
         return self.max_claim_count is not None and self.dead_letter_queue is not None
 
+    def most_post_bytes(self, configured: int) -> int:
+        """The largest post the queue takes: its ``_max_messages_post_size``, at most the
+        server's ``configured`` one."""
+        return min(configured, self.max_messages_post_size or configured)
+
+    def message_ttl(self, configured: int) -> int:
+        """The ttl of a message posted without one: the queue's default, else the server's
+        ``configured`` one."""
+        return self.default_message_ttl or configured
+
     def claimed_too_often(self, claim_count: int) -> bool:
         """Whether a message a claim just took, its count raised to ``claim_count`` by that
         claim, goes to the dead-letter queue instead: it had already been claimed

@@ -217,7 +217,7 @@ class MessagePoster:
     def _build(
         self, raw_messages: list[Any], policy: QueuePolicy, now_ms: int, round_up: int
     ) -> list[NewMessage]:
-        default_ttl = policy.default_message_ttl or self.limits.default_message_ttl
+        default_ttl = policy.message_ttl(self.limits.default_message_ttl)
         queue_delay = policy.default_message_delay
         return [
             validation.new_message(m, default_ttl, queue_delay, now_ms, self.limits, round_up)
@@ -248,9 +248,9 @@ class MessagePoster:
     def check_size(self, policy: QueuePolicy, size: int) -> None:
         """Refuse a post (or an edit) of ``size`` bytes over the queue's limit."""
         configured = self.limits.max_messages_post_size
-        queue_max = policy.max_messages_post_size or configured
-        if size <= min(configured, queue_max):
+        if size <= policy.most_post_bytes(configured):
             return
+        queue_max = policy.max_messages_post_size or configured
         if queue_max < configured:
             raise errors.PostTooLarge(
                 "Message collection size is too large. The max size for current queue is "

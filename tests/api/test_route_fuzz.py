@@ -138,8 +138,9 @@ def test_no_request_to_any_route_is_a_server_error(
     # Half the requests with Zaqar's headers as a client sends them, so that as many reach
     # the resource (and may write) as are refused for a header.
     sent = data.draw(st.just({}) | headers)
-    kind = next((k for k in ("queues", "topics") if k[:-1] + "_name" in drawn), None)
-    segment = None if kind is None else drawn[kind[:-1] + "_name"]
+    named = {"queue_name": "queues", "topic_name": "topics"}
+    key = next((k for k in named if k in drawn), None)
+    kind, segment = (None, None) if key is None else (named[key], drawn[key])
     before = observed(api, sent.get("X-Project-ID"), kind, segment)
     answer = api.request(method, path, body=body, headers=sent, query_string=query)
     if method == "HEAD":  # no body, by HTTP

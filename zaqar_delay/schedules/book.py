@@ -275,13 +275,13 @@ class Schedules:
         its due time (its ttl, counted from its post, up to ``LEAD_MS`` before its slot,
         longer than that and its delay)."""
         size = fire_post_size(name, message)
-        most = min(self.limits.max_messages_post_size, policy.max_messages_post_size or size)
+        most = policy.most_post_bytes(self.limits.max_messages_post_size)
         if size > most:
             raise errors.InvalidRequest(
                 f"A fire of the schedule posts its message in {size} bytes (with the dedup id "
                 f"and deliver_at each fire adds); the queue takes at most {most}."
             )
-        ttl = message.get("ttl") or policy.default_message_ttl or self.limits.default_message_ttl
+        ttl = message.get("ttl") or policy.message_ttl(self.limits.default_message_ttl)
         delay = int(message.get("delay", 0))
         if ttl * 1000 <= delay * 1000 + LEAD_MS:
             raise errors.InvalidRequest(
@@ -318,15 +318,9 @@ class Schedules:
     def _narrows(self, before: QueuePolicy, after: QueuePolicy) -> bool:
         """Whether ``after`` takes smaller posts, or gives messages without a ttl of their
         own a shorter one, than ``before``."""
-        limits = self.limits
-
-        def size(policy: QueuePolicy) -> int:
-            return min(limits.max_messages_post_size, policy.max_messages_post_size or 1 << 62)
-
-        def ttl(policy: QueuePolicy) -> int:
-            return policy.default_message_ttl or limits.default_message_ttl
-
-        return size(after) < size(before) or ttl(after) < ttl(before)
+        post, ttl = self.limits.max_messages_post_size, self.limits.default_message_ttl
+        smaller = after.most_post_bytes(post) < before.most_post_bytes(post)
+        return smaller or after.message_ttl(ttl) < before.message_ttl(ttl)
 
     def _check_quota(self, project: str, target: str) -> None:
         per_queue = self.limits.max_schedules_per_queue
