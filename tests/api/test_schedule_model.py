@@ -10,19 +10,25 @@ minutes (outages) and the push dispatcher runs now and then. Faults come between
   stored;
 - a fire whose store call fails after its messages were posted (its state, or its next tick,
   not written): the tick is retried;
-- the schedule written again unchanged (a deploy script).
+- the schedule written again unchanged (a deploy script);
+- the schedule deleted and written again under its name (the dispatcher running in between or
+  not), on a grid of its own: its first slot within the next minute, whole seconds apart from
+  every earlier schedule's, so that each fire tells which of them made it.
 
 After every step, from what the queue holds and what the journal says:
 
 - every message was reported once (one ``scheduled`` event), and every report is a message;
 - no message is due before its slot plus its delay, and each is due when its report says;
-- no slot fired twice;
+- no slot fired twice, and each slot is one of a schedule of that name, fired before that
+  schedule was deleted;
 - ``all`` fired its slots in order, none left out; ``skip`` put at most one message in each
   minute of the plan (a catch-up never comes with the next slot's message beside it), the
-  minutes counted from the first slot plus the delay.
+  minutes counted from the first slot plus the delay: each for every schedule of a name.
 
 A ``settle`` step runs the dispatcher with no fault for two minutes: every schedule must have
-caught up with the clock, and show no failure (``last_error``) any more.
+caught up with the clock, show no failure (``last_error``) any more, count as ``fires`` the
+messages it posted (those of a deleted schedule of its name not among them), and have one tick stored
+(a deleted schedule's tick fired nothing, and a schedule written again runs one chain).
 """
 
 from __future__ import annotations
@@ -62,6 +68,26 @@ EXAMPLES = {"embedded": 60, "mongodb": 30}
 STEPS = 30
 
 
+class Written:
+    """The schedules written under one name, in order: each one's first slot and, once it
+    was deleted, when."""
+
+    def __init__(self, first_slot: int) -> None:
+        self.first_slots = [first_slot]
+        self.deleted_at: list[int] = []
+
+    @property
+    def first_slot(self) -> int:
+        return self.first_slots[-1]
+
+    def of(self, fire: dict[str, Any]) -> int:
+        """Which schedule made ``fire``: the one whose grid holds its slot (each has its own)."""
+        for at, first in enumerate(self.first_slots):
+            if fire["slot"] >= first and (fire["slot"] - first) % EVERY_MS == 0:
+                return at
+        raise AssertionError(f"{fire} is on no schedule's grid: {self.first_slots}")
+
+
 class ScheduleMachine(RuleBasedStateMachine):
     """The schedules of one queue under faults (the class attribute ``open_api`` opens a
     fresh API with a journal in the given directory)."""
@@ -76,7 +102,9 @@ class ScheduleMachine(RuleBasedStateMachine):
         self.ticks: list[Any] = []  # every tick body a dispatcher fired, in order
         self.store_lag_ms = 0
         self.fail_next: str | None = None
-        self.first_slot = self.api.clock.now_ms() + EVERY_MS
+        first_slot = self.api.clock.now_ms() + EVERY_MS
+        self.written = {name: Written(first_slot) for name in SCHEDULES}
+        self.rewrites = 0
         for name in SCHEDULES:
             answer = self.api.put(f"/v2/queues/q/schedules/{name}", json=self._document(name))
             assert answer.status_code == 201, answer.text
@@ -94,7 +122,7 @@ class ScheduleMachine(RuleBasedStateMachine):
         misfire, delay_s = SCHEDULES[name]
         return {
             "every": EVERY_MS // 1000,
-            "start_at": views.timestamp_ms(self.first_slot),
+            "start_at": views.timestamp_ms(self.written[name].first_slot),
             "misfire": misfire,
             "message": {"body": {"schedule": name}, "ttl": TTL_S, "delay": delay_s},
         }
@@ -168,6 +196,22 @@ class ScheduleMachine(RuleBasedStateMachine):
         answer = self.api.put(f"/v2/queues/q/schedules/{name}", json=self._document(name))
         assert answer.status_code == 204, answer.text
 
+    @rule(name=st.sampled_from(sorted(SCHEDULES)), dispatch_between=st.booleans())
+    def delete_and_write_again(self, name: str, dispatch_between: bool) -> None:
+        """The schedule deleted (its next tick stays in the tick queue, to fire nothing) and
+        written again, its first slot on a grid whole seconds off every earlier one's."""
+        assert self.api.delete(f"/v2/queues/q/schedules/{name}").status_code == 204
+        written = self.written[name]
+        written.deleted_at.append(self.api.clock.now_ms())
+        if dispatch_between:
+            self.dispatcher.run_once()
+        self.rewrites += 1
+        first = self.written["s0"].first_slots[0] + self.rewrites * 1_000
+        now = self.api.clock.now_ms()
+        written.first_slots.append(first + -(-(now + 1_000 - first) // EVERY_MS) * EVERY_MS)
+        answer = self.api.put(f"/v2/queues/q/schedules/{name}", json=self._document(name))
+        assert answer.status_code == 201, answer.text
+
     @rule()
     def settle(self) -> None:
         """Two minutes of a dispatcher with no fault: both schedules catch up."""
@@ -175,13 +219,18 @@ class ScheduleMachine(RuleBasedStateMachine):
             self.api.clock.advance(ms=3_000)
             self.dispatcher.run_once()
         now = self.api.clock.now_ms()
-        latest = self.first_slot + (now - self.first_slot) // EVERY_MS * EVERY_MS
-        for name, fires in self._fires().items():
-            slots = sorted(fire["slot"] for fire in fires)
+        for name, by_schedule in self._fires_by_schedule().items():
+            first = self.written[name].first_slot
+            latest = first + (now - first) // EVERY_MS * EVERY_MS
+            slots = sorted(fire["slot"] for fire in by_schedule[-1])
             assert slots and slots[-1] >= latest, (name, latest, slots)
-        for name in SCHEDULES:  # a fire that failed before is no longer shown
+            # A fire that failed before is no longer shown, and the count is this schedule's.
             shown = self.api.get(f"/v2/queues/q/schedules/{name}").json
             assert shown["last_error"] is None, (name, shown["last_error"])
+            assert shown["fires"] == len(slots), (name, shown["fires"], slots)
+        ticks = names.tick_queue("q")
+        stored = self.api.store(ticks).stats(PROJECT, ticks, now).total
+        assert stored == len(SCHEDULES), stored
 
     # -- what must hold ----------------------------------------------------------------------
 
@@ -199,17 +248,27 @@ class ScheduleMachine(RuleBasedStateMachine):
 
     @invariant()
     def slots_fire_once_all_in_order_and_skip_one_a_minute(self) -> None:
-        for name, fires in self._fires().items():
-            slots = sorted(fire["slot"] for fire in fires)
-            assert len(slots) == len(set(slots)), (name, slots)
-            misfire, delay_s = SCHEDULES[name]
-            if misfire == "all":
-                ending = self.first_slot + len(slots) * EVERY_MS
-                assert slots == list(range(self.first_slot, ending, EVERY_MS)), (name, slots)
-            else:
-                start = self.first_slot + delay_s * 1000
-                minutes = [(fire["due"] - start) // EVERY_MS for fire in fires]
-                assert len(minutes) == len(set(minutes)), (name, sorted(minutes))
+        for name, by_schedule in self._fires_by_schedule().items():
+            written = self.written[name]
+            for at, fires in enumerate(by_schedule):
+                self._check_fires(name, fires, written.first_slots[at])
+                if at < len(written.deleted_at):
+                    late = [fire for fire in fires if fire["ts"] > written.deleted_at[at]]
+                    assert not late, (name, written.deleted_at[at], late)
+
+    @staticmethod
+    def _check_fires(name: str, fires: list[dict[str, Any]], first_slot: int) -> None:
+        """The fires of one schedule of ``name`` whose first slot is ``first_slot``."""
+        slots = sorted(fire["slot"] for fire in fires)
+        assert len(slots) == len(set(slots)), (name, slots)
+        misfire, delay_s = SCHEDULES[name]
+        if misfire == "all":
+            ending = first_slot + len(slots) * EVERY_MS
+            assert slots == list(range(first_slot, ending, EVERY_MS)), (name, slots)
+        else:
+            start = first_slot + delay_s * 1000
+            minutes = [(fire["due"] - start) // EVERY_MS for fire in fires]
+            assert len(minutes) == len(set(minutes)), (name, sorted(minutes))
 
     def teardown(self) -> None:
         self._dispatching.__exit__(None, None, None)
@@ -231,6 +290,16 @@ class ScheduleMachine(RuleBasedStateMachine):
             if len(page) < 20:
                 return found
             query = listed.json["links"][0]["href"].split("?", 1)[1]
+
+    def _fires_by_schedule(self) -> dict[str, list[list[dict[str, Any]]]]:
+        """The journal's ``scheduled`` events, by name, then by schedule of that name."""
+        by_name: dict[str, list[list[dict[str, Any]]]] = {}
+        for name, fires in self._fires().items():
+            written = self.written[name]
+            by_name[name] = [[] for _ in written.first_slots]
+            for fire in fires:
+                by_name[name][written.of(fire)].append(fire)
+        return by_name
 
     def _fires(self) -> dict[str, list[dict[str, Any]]]:
         """The journal's ``scheduled`` events, by schedule."""

@@ -936,3 +936,63 @@ def test_fires_are_journaled_and_counted_with_the_slots_they_skipped(
         assert f'zaqar_delay_schedule_fires_total{{late="false",{labels}}} 1.0' in shown
         assert f'zaqar_delay_schedule_fires_total{{late="true",{labels}}} 1.0' in shown
         assert f"zaqar_delay_schedule_missed_slots_total{{{labels}}} 4.0" in shown
+
+
+@pytest.mark.parametrize("misfire", ["skip", "all"])
+def test_a_fire_whose_state_write_failed_counts_to_the_limit(api: Api, misfire: str) -> None:
+    """Ticks fired together whose messages were posted but whose state write failed are fired
+    again at once, each by itself. A ``skip`` repeat posts nothing its first fire stood for,
+    and recorded no fire either: the slot's message went uncounted, ``last_fire`` stayed null
+    and a ``limit: 2`` schedule posted three messages."""
+    start = views.timestamp_ms(api.clock.now_ms() + 60_000)
+    limited = {"every": 60, "start_at": start, "limit": 2, "misfire": misfire}
+    for name, body in (("s", "n"), ("beside", "b")):
+        document = {**limited, "message": {"body": body, "ttl": 600}}
+        assert api.put(f"/v2/queues/q/schedules/{name}", json=document).status_code == 201
+    records = api.service.schedules.ticks.records
+    write_states, refused = records.write_states, []
+
+    def failing_once(*args: Any) -> None:
+        if not refused:
+            refused.append(sorted(args[2]))
+            raise ConnectionError("the store refused the states")
+        write_states(*args)
+
+    records.write_states = failing_once  # type: ignore[method-assign]
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=60_000)
+        dispatcher.run_once()
+        assert refused == [["beside", "s"]]  # the fault: both fires' states refused together
+        for name in ("s", "beside"):
+            shown = api.get(f"/v2/queues/q/schedules/{name}").json
+            assert shown["fires"] == 1 and shown["last_fire"]["slot"] == start, shown
+        for _ in range(3):
+            api.clock.advance(ms=60_000)
+            dispatcher.run_once()
+    assert api.get("/v2/queues/q/schedules/s").json["fires"] == 2
+    assert sorted(messages(api)) == ["b", "b", "n", "n"]
+    ticks = names.tick_queue("q")
+    assert api.store(ticks).stats(PROJECT, ticks, api.clock.now_ms()).total == 0
+
+
+@pytest.mark.parametrize("misfire", ["skip", "all"])
+def test_a_tick_a_rewrite_posted_beside_a_late_one_counts_its_fires(api: Api, misfire: str) -> None:
+    """Written again unchanged while its tick is late, a schedule gets a second tick, of its
+    next slot, which carried the fires counted when it was posted: the late tick's fire
+    went uncounted, and a ``limit: 2`` schedule posted three messages."""
+    start = api.clock.now_ms() + 60_000
+    limited = {"every": 60, "start_at": views.timestamp_ms(start), "limit": 2, "misfire": misfire}
+    document = {**limited, "message": {"body": "n", "ttl": 600}}
+    assert api.put("/v2/queues/q/schedules/s", json=document).status_code == 201
+    api.clock.advance(ms=60_000)  # the first slot's tick is late: no dispatcher ran
+    assert api.put("/v2/queues/q/schedules/s", json=document).status_code == 204
+    ticks = names.tick_queue("q")
+    assert api.store(ticks).stats(PROJECT, ticks, api.clock.now_ms()).total == 2  # the fault
+    with dispatching(api) as dispatcher:
+        for _ in range(4):
+            dispatcher.run_once()
+            api.clock.advance(ms=60_000)
+    shown = api.get("/v2/queues/q/schedules/s").json
+    assert shown["fires"] == 2 and shown["last_fire"]["slot"] == views.timestamp_ms(start + 60_000)
+    assert messages(api) == ["n", "n"]
+    assert api.store(ticks).stats(PROJECT, ticks, api.clock.now_ms()).total == 0

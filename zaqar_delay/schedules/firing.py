@@ -156,9 +156,9 @@ class Ticks:
                 together.append(index)
                 seen.add(name)
         groups.appendleft(together)
-        # The latest slot each schedule's fires in this call stood for, their state written
-        # or not: a later tick of the schedule here posts nothing it already stood for.
-        covered: dict[str, int] = {}
+        # The state each schedule's fires in this call reached, written or not: a later tick
+        # of the schedule here posts nothing it already stood for, and records that state.
+        covered: dict[str, Metadata] = {}
         while groups:
             group = groups.popleft()
             if not group:
@@ -232,16 +232,17 @@ class Ticks:
         target: str,
         tick_bodies: Sequence[dict[str, Any]],
         now_ms: int,
-        covered: dict[str, int],
+        covered: dict[str, Metadata],
     ) -> None:
         """Fire ticks of distinct schedules of ``target`` with shared store calls; ``covered``
-        holds and gets the latest slot each schedule's earlier fires stood for."""
+        holds and gets the state each schedule's earlier fires in this call reached (its
+        ``through``: the latest slot they stood for), whether it was written or not."""
         by_name = {str(body.get("schedule", "")): body for body in tick_bodies}
         definitions, stored = self.records.definitions_and_states(project, target, by_name)
         firings = []
         for name, body in by_name.items():
-            through = max(int(stored[name].get("through", 0)), covered.get(name, 0))
-            if firing := self._firing(name, body, definitions[name], through, now_ms):
+            recorded = covered.get(name) or stored[name]
+            if firing := self._firing(name, body, definitions[name], recorded, now_ms):
                 firings.append(firing)
         fired = self.post_fires(project, target, [f for f in firings if f.slots], now_ms)
         states, ticks = {}, []
@@ -251,18 +252,22 @@ class Ticks:
             after = max(last, firing.covered_ms)
             if posted:
                 last = posted[-1].slot_ms
-                after = covered[firing.name] = _stands_for(schedule, posted[-1])
+                after = _stands_for(schedule, posted[-1])
                 _, spanned = schedule.plan.catch_up(
                     firing.tick_slot - 1, after, firing.fires_before
                 )
                 self._report(project, target, firing, posted, spanned, now_ms)
-                states[firing.name] = {
+                states[firing.name] = covered[firing.name] = {
                     "fires": fires,
                     "slot": last,
                     "through": after,
                     "message_id": posted[-1].message_id,
                     "at": now_ms,
                 }
+            elif firing.name in covered:
+                # An earlier fire here stood for this tick's slot, and its state write may
+                # have failed (which fires each tick again by itself): it is written again.
+                states[firing.name] = covered[firing.name]
             # One successor per tick, whatever a repeat of it computes.
             key = f"after:{firing.tick_slot}"
             most = self.limits.max_message_delay
@@ -297,23 +302,31 @@ class Ticks:
         name: str,
         tick_body: Mapping[str, Any],
         metadata: Metadata | None,
-        through_ms: int,
+        recorded: Metadata,
         now_ms: int,
     ) -> Firing | None:
         """What the tick fires (None: nothing, its schedule was deleted, paused or written
         since): the slots ``misfire`` says are due, each keyed by its slot, so that a repeat
         of this tick posts nothing new (with ``skip``, the one slot it posts for is the latest
-        by its post: ``_placed``). A ``skip`` tick whose slot an earlier fire
-        already stood for (``through_ms``: the tick a rewrite of the schedule posted beside
-        a late one, or this tick fired again) posts nothing, and passes the chain on after
-        that fire."""
+        by its post: ``_placed``). ``recorded`` is the schedule's state as its latest fire
+        left it (its ``through``: the latest slot that fire stood for). A ``skip`` tick whose
+        slot an earlier fire already stood for (the tick a rewrite of the schedule posted
+        beside a late one, or this tick fired again) posts nothing, and passes the chain on
+        after that fire."""
         if metadata is None or tick_body.get("generation") != metadata.get("generation"):
             return None
         schedule = Schedule.of_stored(metadata["schedule"], int(metadata["written_ms"]))
         if schedule.paused:
             return None
         slot, fires = int(tick_body["slot"]), int(tick_body.get("fires", 0))
+        through_ms = int(recorded.get("through") or recorded.get("slot") or 0)
         skip = schedule.plan.misfire == "skip"
+        if skip or slot > through_ms:
+            # The recorded fires are all before this tick's slot, or (``skip``) the chain
+            # goes on after them: a tick that a rewrite posted beside a late one, before
+            # the late one fired, counts them too (an ``all`` tick fired again after later
+            # fires counts from its own, as it posts its slots again).
+            fires = max(fires, int(recorded.get("fires", 0)))
         if skip and slot <= through_ms:
             return Firing(name, metadata, schedule, slot, fires, {}, through_ms)
         due, _ = schedule.plan.catch_up(slot - 1, max(now_ms, slot), fires)
