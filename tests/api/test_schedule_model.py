@@ -8,8 +8,8 @@ minutes (outages) and the push dispatcher runs now and then. Faults come between
   ended while a slow fire still ran);
 - a slow store: the clock moves while the fire reads its schedules and while each post is
   stored;
-- a fire whose store call fails after its messages were posted (its state, or its next tick,
-  not written): the tick is retried;
+- a fire whose store call fails: its messages' post (nothing stored), or a call after they
+  were posted (its state, or its next tick, not written): the tick is retried;
 - the schedule written again unchanged (a deploy script);
 - the schedule deleted and written again under its name (the dispatcher running in between or
   not), on a grid of its own: its first slot within the next minute, whole seconds apart from
@@ -140,6 +140,9 @@ class ScheduleMachine(RuleBasedStateMachine):
             return read(*args)
 
         def lagging_post(*args: Any) -> Any:
+            if self.fail_next == "post":  # the store away: nothing is stored
+                self.fail_next = None
+                raise ConnectionError("the store refused post")
             posted = post(*args)  # arrives at once, and is answered late
             self.api.clock.advance(ms=self.store_lag_ms)
             return posted
@@ -176,7 +179,7 @@ class ScheduleMachine(RuleBasedStateMachine):
         finally:
             self.store_lag_ms = 0
 
-    @rule(call=st.sampled_from(("write_states", "post_ticks")))
+    @rule(call=st.sampled_from(("post", "write_states", "post_ticks")))
     def dispatch_with_a_store_call_failing(self, call: str) -> None:
         self.fail_next = call
         try:
