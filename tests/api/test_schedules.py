@@ -989,3 +989,37 @@ def test_a_tick_a_rewrite_posted_beside_a_late_one_counts_its_fires(api: Api, mi
     assert shown["fires"] == 2 and shown["last_fire"]["slot"] == views.timestamp_ms(start + 60_000)
     assert messages(api) == ["n", "n"]
     assert tick_count(api) == 0
+
+
+@pytest.mark.parametrize("misfire", ["skip", "all"])
+def test_a_fire_retried_after_its_next_slot_counts_what_it_posted(api: Api, misfire: str) -> None:
+    """A fire whose messages were posted but whose state write failed is retried later; when
+    the retry comes after the next slot, a ``skip`` one posted for the latest slot and did
+    not count its first attempt's message: ``fires`` showed one fewer, and a ``limit: 2``
+    schedule posted three messages."""
+    limited = {"every": 60, "limit": 2, "misfire": misfire, "message": {"body": "n", "ttl": 900}}
+    assert api.put("/v2/queues/q/schedules/s", json=limited).status_code == 201
+    records = api.service.schedules.ticks.records
+    write_states, refused = records.write_states, []
+
+    def failing_once(*args: Any) -> None:
+        if not refused:
+            refused.append(sorted(args[2]))
+            raise ConnectionError("the store refused the state")
+        write_states(*args)
+
+    records.write_states = failing_once  # type: ignore[method-assign]
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=60_000)
+        dispatcher.run_once()
+        assert refused == [["s"]] and messages(api) == ["n"]  # the fault: posted, unrecorded
+        assert api.get("/v2/queues/q/schedules/s").json["fires"] == 0
+        api.clock.advance(ms=60_000)  # the retry comes after the next slot
+        dispatcher.run_once()
+        assert api.get("/v2/queues/q/schedules/s").json["fires"] == 2
+        for _ in range(3):
+            api.clock.advance(ms=60_000)
+            dispatcher.run_once()
+    assert messages(api) == ["n", "n"]
+    assert api.get("/v2/queues/q/schedules/s").json["fires"] == 2
+    assert tick_count(api) == 0

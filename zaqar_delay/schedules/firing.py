@@ -69,8 +69,9 @@ Post = Callable[[str, str, bytes, str], Posted]
 class Firing:
     """A tick that fires: its schedule, the slots it posts now (by dedup key: none when the
     tick only passes the chain on), what it knows of the fires before it, the latest slot an
-    earlier fire of the schedule already stood for, and whether it posts for the latest slot
-    alone (``skip``: ``_placed``)."""
+    earlier fire of the schedule already stood for, whether it posts for the latest slot
+    alone (``skip``: ``_placed``), and the slots an earlier attempt of it posted without
+    recording them, posted again first to be counted (``again``, by dedup key)."""
 
     name: str
     metadata: Metadata
@@ -80,6 +81,7 @@ class Firing:
     slots: Mapping[str, int]
     covered_ms: int = 0
     latest_only: bool = False
+    again: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 def lead_ms(schedule: Schedule, max_delay_s: int) -> int:
@@ -185,20 +187,21 @@ class Ticks:
         A message whose time has passed is due when posted: ``deliver_at`` is then the clock
         read just before its post, not when the fire began (the reads and posts before it
         may have taken a while, and a post is refused a time long past)."""
-        planned: list[tuple[Firing, str, int, dict[str, Any]]] = []
+        planned: list[tuple[Firing, str, int, bool, dict[str, Any]]] = []
         delays = {f.name: int(f.schedule.message.get("delay", 0)) * 1000 for f in firings}
         for firing in firings:
             message = firing.schedule.message
             one = {"body": message["body"]} | ({"ttl": message["ttl"]} if "ttl" in message else {})
-            planned += [(firing, key, slot_ms, one) for key, slot_ms in firing.slots.items()]
+            planned += [(firing, key, slot, False, one) for key, slot in firing.again.items()]
+            planned += [(firing, key, slot, True, one) for key, slot in firing.slots.items()]
         fired: dict[str, list[Fire]] = collections.defaultdict(list)
         most = max(1, self.limits.max_messages_per_post)
         for start in range(0, len(planned), most):
             chunk = planned[start : start + most]
             posting_ms = max(now_ms, self.clock.now_ms())
             placed = [
-                (firing, *_placed(firing, key, slot_ms, delays[firing.name], posting_ms), one)
-                for firing, key, slot_ms, one in chunk
+                (firing, *_placed(firing, key, slot_ms, delays[firing.name], posting_ms, new), one)
+                for firing, key, slot_ms, new, one in chunk
             ]
             messages = [
                 {**one, "dedup_id": f"schedule:{firing.name}:{key}", "deliver_at": due_ms}
@@ -244,7 +247,9 @@ class Ticks:
             recorded = covered.get(name) or stored[name]
             if firing := self._firing(name, body, definitions[name], recorded, now_ms):
                 firings.append(firing)
-        fired = self.post_fires(project, target, [f for f in firings if f.slots], now_ms)
+        firings = [self._counting_an_earlier_post(project, target, f, now_ms) for f in firings]
+        posting = [firing for firing in firings if firing.slots or firing.again]
+        fired = self.post_fires(project, target, posting, now_ms)
         states, ticks = {}, []
         for firing in firings:
             schedule, posted = firing.schedule, fired.get(firing.name, [])
@@ -264,9 +269,8 @@ class Ticks:
                     "message_id": posted[-1].message_id,
                     "at": now_ms,
                 }
-            elif firing.name in covered:
-                # An earlier fire here stood for this tick's slot, and its state write may
-                # have failed (which fires each tick again by itself): it is written again.
+            elif firing.name in covered:  # an earlier fire here stood for this tick's slot,
+                # and its state write may have failed (each tick is then fired by itself)
                 states[firing.name] = covered[firing.name]
             # One successor per tick, whatever a repeat of it computes.
             key = f"after:{firing.tick_slot}"
@@ -278,6 +282,25 @@ class Ticks:
                 ticks.append(tick)
         self.records.write_states(project, target, states, now_ms)
         self.records.post_ticks(project, target, ticks, SCHEDULER_CLIENT_ID, now_ms)
+
+    def _counting_an_earlier_post(
+        self, project: str, target: str, firing: Firing, now_ms: int
+    ) -> Firing:
+        """``firing``, or, for a late ``skip`` tick whose own slot's message the target
+        remembers (an earlier attempt of this tick posted it and failed to record it, and
+        the next slot has passed since), that message posted again first (a repeat: counted,
+        answered with its id, neither stored nor reported again), and the latest slot after
+        it only if the ``limit`` leaves room. One dedup read, for late ``skip`` ticks only."""
+        own = firing.tick_slot
+        if not firing.latest_only or not firing.slots or own in firing.slots.values():
+            return firing
+        posted = [f"schedule:{firing.name}:{own}"]
+        if not self.records.stores.for_queue(project, target).remembers_dedup_ids(
+            project, target, posted, now_ms
+        ):
+            return firing
+        due, _ = firing.schedule.plan.catch_up(own, max(now_ms, own), firing.fires_before + 1)
+        return dataclasses.replace(firing, slots={str(s): s for s in due}, again={str(own): own})
 
     def _report(
         self,
@@ -322,10 +345,9 @@ class Ticks:
         through_ms = int(recorded.get("through") or recorded.get("slot") or 0)
         skip = schedule.plan.misfire == "skip"
         if skip or slot > through_ms:
-            # The recorded fires are all before this tick's slot, or (``skip``) the chain
-            # goes on after them: a tick that a rewrite posted beside a late one, before
-            # the late one fired, counts them too (an ``all`` tick fired again after later
-            # fires counts from its own, as it posts its slots again).
+            # The recorded fires are all before this tick's slot, or (``skip``) the chain goes
+            # on after them: a tick a rewrite posted beside a late one counts them too (an
+            # ``all`` tick fired again after later fires counts from its own, posted again).
             fires = max(fires, int(recorded.get("fires", 0)))
         if skip and slot <= through_ms:
             return Firing(name, metadata, schedule, slot, fires, {}, through_ms)
@@ -362,17 +384,17 @@ def fire_post_size(name: str, message: Mapping[str, Any]) -> int:
 
 
 def _placed(
-    firing: Firing, key: str, slot_ms: int, delay_ms: int, posting_ms: int
+    firing: Firing, key: str, slot_ms: int, delay_ms: int, posting_ms: int, new: bool = True
 ) -> tuple[str, int, int]:
     """A message's dedup key, slot and due time when posted at ``posting_ms``: its slot plus
-    its delay, or ``posting_ms`` once that has passed. A ``skip`` catch-up stands for the
-    latest slot whose time has passed by then (the fire's reads may have taken a while),
-    and is keyed by it: any two fires of the schedule that would post for one slot (a tick
-    fired again, the tick a rewrite posted beside a late one) post one message."""
-    if firing.latest_only:
-        later, _ = firing.schedule.plan.catch_up(
-            slot_ms, posting_ms - delay_ms, firing.fires_before
-        )
+    its delay, or ``posting_ms`` once that has passed. A new ``skip`` catch-up (not one of
+    ``Firing.again``) stands for the latest slot whose time has passed by then (the fire's
+    reads may have taken a while), and is keyed by it: any two fires of the schedule that
+    would post for one slot (a tick fired again, the tick a rewrite posted beside a late
+    one) post one message."""
+    if firing.latest_only and new:
+        fired = firing.fires_before + len(firing.again)
+        later, _ = firing.schedule.plan.catch_up(slot_ms, posting_ms - delay_ms, fired)
         if later:
             slot_ms, key = later[-1], str(later[-1])
     return key, slot_ms, max(slot_ms + delay_ms, posting_ms)
