@@ -933,6 +933,23 @@ def test_fires_are_journaled_and_counted_with_the_slots_they_skipped(
         assert f"zaqar_delay_schedule_missed_slots_total{{{labels}}} 4.0" in shown
 
 
+def refusing_the_first_state_write(api: Api) -> list[list[str]]:
+    """Make the first write of schedules' states fail (a store error after their messages
+    were posted): the names of the schedules whose states it refused are appended to the
+    list returned, the fault's evidence."""
+    records = api.service.schedules.ticks.records
+    write_states, refused = records.write_states, []
+
+    def failing_once(*args: Any) -> None:
+        if not refused:
+            refused.append(sorted(args[2]))
+            raise ConnectionError("the store refused the states")
+        write_states(*args)
+
+    records.write_states = failing_once  # type: ignore[method-assign]
+    return refused
+
+
 @pytest.mark.parametrize("misfire", ["skip", "all"])
 def test_a_fire_whose_state_write_failed_counts_to_the_limit(api: Api, misfire: str) -> None:
     """Ticks fired together whose messages were posted but whose state write failed are fired
@@ -944,16 +961,7 @@ def test_a_fire_whose_state_write_failed_counts_to_the_limit(api: Api, misfire: 
     for name, body in (("s", "n"), ("beside", "b")):
         document = {**limited, "message": {"body": body, "ttl": 600}}
         assert api.put(f"/v2/queues/q/schedules/{name}", json=document).status_code == 201
-    records = api.service.schedules.ticks.records
-    write_states, refused = records.write_states, []
-
-    def failing_once(*args: Any) -> None:
-        if not refused:
-            refused.append(sorted(args[2]))
-            raise ConnectionError("the store refused the states")
-        write_states(*args)
-
-    records.write_states = failing_once  # type: ignore[method-assign]
+    refused = refusing_the_first_state_write(api)
     with dispatching(api) as dispatcher:
         api.clock.advance(ms=60_000)
         dispatcher.run_once()
@@ -999,16 +1007,7 @@ def test_a_fire_retried_after_its_next_slot_counts_what_it_posted(api: Api, misf
     schedule posted three messages."""
     limited = {"every": 60, "limit": 2, "misfire": misfire, "message": {"body": "n", "ttl": 900}}
     assert api.put("/v2/queues/q/schedules/s", json=limited).status_code == 201
-    records = api.service.schedules.ticks.records
-    write_states, refused = records.write_states, []
-
-    def failing_once(*args: Any) -> None:
-        if not refused:
-            refused.append(sorted(args[2]))
-            raise ConnectionError("the store refused the state")
-        write_states(*args)
-
-    records.write_states = failing_once  # type: ignore[method-assign]
+    refused = refusing_the_first_state_write(api)
     with dispatching(api) as dispatcher:
         api.clock.advance(ms=60_000)
         dispatcher.run_once()
