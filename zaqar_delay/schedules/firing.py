@@ -204,7 +204,7 @@ class Ticks:
                 for firing, key, slot_ms, new, one in chunk
             ]
             messages = [
-                {**one, "dedup_id": f"schedule:{firing.name}:{key}", "deliver_at": due_ms}
+                {**one, "dedup_id": names.fire_dedup_id(firing.name, key), "deliver_at": due_ms}
                 for firing, key, _, due_ms, one in placed
             ]
             posted = self._post_fitting(project, target, messages)
@@ -269,8 +269,7 @@ class Ticks:
                     "message_id": posted[-1].message_id,
                     "at": now_ms,
                 }
-            elif firing.name in covered:  # an earlier fire here stood for this tick's slot,
-                # and its state write may have failed (each tick is then fired by itself)
+            elif firing.name in covered:  # an earlier fire here, its state write maybe failed
                 states[firing.name] = covered[firing.name]
             # One successor per tick, whatever a repeat of it computes.
             key = f"after:{firing.tick_slot}"
@@ -294,7 +293,7 @@ class Ticks:
         own = firing.tick_slot
         if not firing.latest_only or not firing.slots or own in firing.slots.values():
             return firing
-        posted = [f"schedule:{firing.name}:{own}"]
+        posted = [names.fire_dedup_id(firing.name, str(own))]
         if not self.records.stores.for_queue(project, target).remembers_dedup_ids(
             project, target, posted, now_ms
         ):
@@ -380,11 +379,12 @@ def fire_post_size(name: str, message: Mapping[str, Any]) -> int:
     """The most bytes a fire of schedule ``name`` posts ``message`` in: its body and ttl, with
     the dedup id (of the longest key, a run's) and the ``deliver_at`` each fire adds."""
     posted = {k: message[k] for k in ("body", "ttl") if k in message}
-    return post_size({**posted, "dedup_id": f"schedule:{name}:{LONGEST_KEY}", "deliver_at": LATEST})
+    dedup_id = names.fire_dedup_id(name, LONGEST_KEY)
+    return post_size({**posted, "dedup_id": dedup_id, "deliver_at": LATEST})
 
 
 def _placed(
-    firing: Firing, key: str, slot_ms: int, delay_ms: int, posting_ms: int, new: bool = True
+    firing: Firing, key: str, slot_ms: int, delay_ms: int, posting_ms: int, new: bool
 ) -> tuple[str, int, int]:
     """A message's dedup key, slot and due time when posted at ``posting_ms``: its slot plus
     its delay, or ``posting_ms`` once that has passed. A new ``skip`` catch-up (not one of

@@ -78,6 +78,12 @@ def error_queue(target: str, name: str) -> str:
     return definition_queue(target, name) + "~e"
 
 
+def fire_dedup_id(name: str, key: str) -> str:
+    """The dedup id of the message schedule ``name`` posts for ``key`` (a slot's epoch ms,
+    or a run's key), in its target: one message per key, however often it is fired."""
+    return f"schedule:{name}:{key}"
+
+
 def parse(stored: str) -> Parsed | None:
     """What the stored name ``stored`` is, None for one that is not a schedule queue."""
     if not topics.is_internal(stored):
