@@ -99,8 +99,10 @@ def bench_schedule(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }
 
 
-def write_journal(spark: Any, path: Path, events: int) -> None:
-    """``events`` journal lines: 3 per message, 5 for one message in ten."""
+def write_journal(spark: Any, path: Path, events: int, repeats_every: int) -> None:
+    """``events`` journal events: 3 per message, 5 for one message in ten; and a repeat of
+    the ``posted`` line (a client's post retried with its dedup id) for one message in
+    ``repeats_every`` (0: none), which the report counts once."""
     from pyspark.sql import functions as F
 
     messages = events * 10 // 32
@@ -111,10 +113,11 @@ def write_journal(spark: Any, path: Path, events: int) -> None:
         (F.lit(base) + F.col("id") * 20).alias("posted_ts"),
         (F.lit(base) + F.col("id") * 20 + (F.col("id") % 900) * 1000).alias("due"),
         (F.col("id") % 10 == 0).alias("released"),
+        (F.lit(repeats_every > 0) & (F.col("id") % max(1, repeats_every) == 0)).alias("repeated"),
     )
     lateness = (F.col("id") * 7919 % 50).cast("long")
     first = F.col("due") + lateness
-    released = ids.filter("released")
+    released, repeated = ids.filter("released"), ids.filter("repeated")
 
     def lines(frame: Any, ts: Any, event: str, **fields: Any) -> Any:
         """One journal line per row of ``frame``; fields not named are absent."""
@@ -130,6 +133,7 @@ def write_journal(spark: Any, path: Path, events: int) -> None:
     due, first_claim, second_claim = F.col("due"), F.hex(F.col("id") * 3), F.hex(F.col("id") * 5)
     parts = [
         lines(ids, F.col("posted_ts"), "posted", due=due, ttl=3600),
+        lines(repeated, F.col("posted_ts") + 50, "posted", repeat=F.lit(True)),
         lines(ids, first, "claimed", claim_id=first_claim, claim_count=1, due=due),
         lines(released, first + 100, "released", claim_id=first_claim),
         lines(released, first + 200, "claimed", claim_id=second_claim, claim_count=2, due=due),
@@ -147,7 +151,7 @@ def bench_report(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     spark = session(args)
     journal = work / "journal"
     started = time.perf_counter()
-    write_journal(spark, journal, args.events)
+    write_journal(spark, journal, args.events, args.repeats_every)
     print(f"wrote the journal in {time.perf_counter() - started:.1f} s", flush=True)
     size = sum(p.stat().st_size for p in journal.glob("*.jsonl"))
     started = time.perf_counter()
@@ -156,6 +160,7 @@ def bench_report(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return {
         "job": "report",
         "events": result["events"],
+        "repeats_every": args.repeats_every,
         "journal_bytes": size,
         "seconds": round(elapsed, 2),
         "events_per_s": round(result["events"] / elapsed),
@@ -168,6 +173,7 @@ def main() -> None:
     parser.add_argument("job", choices=["schedule", "report"])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--repeats-every", type=int, default=100, help="(report)")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--workers", type=int, default=2, help="server workers (schedule)")
     parser.add_argument("--partitions", type=int, help="posting tasks (schedule)")

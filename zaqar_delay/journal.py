@@ -3,7 +3,9 @@
 Each line is an object with ``ts`` (epoch ms of the event, the service's clock), ``event``,
 ``project``, ``queue`` and ``message_id``, and, by event:
 
-- ``posted``: ``due`` (ms), ``ttl`` (s)
+- ``posted``: ``due`` (ms), ``ttl`` (s); or ``repeat: true`` alone, for a message the post
+  did not store because the queue remembered its ``dedup_id`` (the message an earlier post
+  stored: a client's retry, a fire made again)
 - ``claimed``: ``claim_id`` (null for a pop), ``claim_count`` (which delivery this is: 1 for
   the first), ``due`` (ms: when the message was due at that claim)
 - ``deleted``: ``claim_id`` when the delete named one (a delete of a message that was already
@@ -13,6 +15,14 @@ Each line is an object with ``ts`` (epoch ms of the event, the service's clock),
 - ``edited``: ``changed`` (which of ``body``, ``due``, ``ttl`` the edit replaced), ``due``
   (ms) and ``ttl`` (s) when replaced, ``claim_id`` when the editor named one; never the body
 - ``dead_lettered``: ``dead_letter_queue``
+- ``scheduled``: ``schedule``, ``slot`` and ``delay`` (ms), and ``due`` (ms); or, in place of
+  ``due``, ``repeat: true`` for a fire made again whose message an earlier attempt stored
+
+A message's ``posted`` and ``scheduled`` lines are written at least once: a post whose first
+attempt stored the messages and lost its answer (the connection dropped) leaves no line, and
+its retry, which matches the dedup ids, writes the ``repeat`` ones; a retry after an answer
+that did arrive writes a second line. Readers count such lines once per message id
+(:func:`zaqar_delay.pipeline.report.read_journal` does).
 
 Every process writes its own files, ``journal-<host>-<pid>-<start ms>-<n>.jsonl`` in the
 journal directory, so gunicorn workers never interleave partial lines; a file is closed and
@@ -54,6 +64,8 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 #: The least time between two warnings of lost journal writes: on a full disk every write
 #: fails, and the log would fill with them.
 LOST_WARNING_INTERVAL_S = 60.0
+#: A line's mark for a message stored by an earlier request (at-least-once lines).
+REPEAT = '"repeat":true'
 
 _encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 _encode_str = json.encoder.encode_basestring_ascii
@@ -76,8 +88,10 @@ class NullJournal:
         messages: Sequence[NewMessage],
         positions: Iterable[int],
         now_ms: int,
+        repeats: Iterable[int] = (),
     ) -> None:
-        """Journal the messages at ``positions`` (those the post stored)."""
+        """Journal the messages at ``positions`` (those the post stored), and those at
+        ``repeats`` (those whose dedup id matched a message stored before) as repeats."""
 
     def claimed(
         self,
@@ -130,7 +144,8 @@ class NullJournal:
     ) -> None:
         """Journal the messages a schedule's fire posted to ``queue``: each one's slot, its
         delay after the slot and its due time (the slot plus the delay, or when it was posted
-        for a time already past)."""
+        for a time already past); a fire ``repeated`` (stored by an earlier attempt) as a
+        repeat, without the due time, which only the earlier attempt knew."""
 
 
 class Journal(NullJournal):
@@ -234,15 +249,15 @@ class Journal(NullJournal):
         messages: Sequence[NewMessage],
         positions: Iterable[int],
         now_ms: int,
+        repeats: Iterable[int] = (),
     ) -> None:
         head = _head(now_ms, "posted", project, queue)
-        self._write_text(
-            "".join(
-                f'{head}{_str(ids[i])},"due":{now_ms + messages[i].delay_ms},'
-                f'"ttl":{messages[i].ttl_s}}}\n'
-                for i in positions
-            )
+        stored = "".join(
+            f'{head}{_str(ids[i])},"due":{now_ms + messages[i].delay_ms},'
+            f'"ttl":{messages[i].ttl_s}}}\n'
+            for i in positions
         )
+        self._write_text(stored + "".join(f"{head}{_str(ids[i])},{REPEAT}}}\n" for i in repeats))
 
     def claimed(
         self,
@@ -343,8 +358,9 @@ def _scheduled_lines(
     head = _head(now_ms, "scheduled", project, queue)
     name = _str(schedule)
     return "".join(
-        f'{head}{_str(f.message_id)},"schedule":{name},"slot":{f.slot_ms},"due":{f.due_ms},'
-        f'"delay":{f.delay_ms}}}\n'
+        f'{head}{_str(f.message_id)},"schedule":{name},"slot":{f.slot_ms},'
+        + (REPEAT if f.repeated else f'"due":{f.due_ms}')
+        + f',"delay":{f.delay_ms}}}\n'
         for f in fires
     )
 

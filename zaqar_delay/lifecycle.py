@@ -35,10 +35,12 @@ class Lifecycle:
         messages: Sequence[NewMessage],
         now_ms: int,
     ) -> None:
+        """Count the messages the post stored; journal them, and its repeats (messages an
+        earlier post stored, whose lines that post may not have written: its answer lost)."""
         stored = posted.stored()
         self.pushes_owed(posted.push_due_ms)
         self.metrics.count_posted(project, queue, len(stored))
-        self.journal.posted(project, queue, posted.ids, messages, stored, now_ms)
+        self.journal.posted(project, queue, posted.ids, messages, stored, now_ms, posted.duplicates)
 
     def claimed(
         self, project: str, queue: str, claim_id: str, messages: Sequence[Message], now_ms: int
@@ -111,8 +113,12 @@ class Lifecycle:
         missed: int,
         now_ms: int,
     ) -> None:
-        """A schedule fired: the messages it posted to ``queue`` and the slots it skipped."""
-        self.metrics.count_fires(project, queue, schedule, fires, missed)
+        """A schedule fired: the messages it posted to ``queue`` and the slots it skipped.
+        Fires ``repeated`` (stored by an earlier attempt) are journaled, as repeats, and not
+        counted again; nor are the skipped slots when every fire is a repeat."""
+        new = [fire for fire in fires if not fire.repeated]
+        if new:
+            self.metrics.count_fires(project, queue, schedule, new, missed)
         self.journal.scheduled(project, queue, schedule, fires, now_ms)
 
     def fire_failed(self, project: str, queue: str, schedule: str) -> None:

@@ -15,9 +15,10 @@ import pytest
 from testbed.receiver import receiver
 from tests.helpers.api import Api, api_on
 from tests.helpers.push import dispatching, subscribe
+from zaqar_delay import errors
 from zaqar_delay.conf import JournalSettings
 from zaqar_delay.journal import Journal, NullJournal, open_journal
-from zaqar_delay.models import MessageEdit
+from zaqar_delay.models import MessageEdit, Posted
 
 P = "project-1"
 
@@ -47,7 +48,8 @@ def test_every_lifecycle_event_is_one_line(journaled: Api, tmp_path: pathlib.Pat
     [now, later] = api.post_messages(
         "q", {"body": 1, "ttl": 120}, {"body": 2, "deliver_at": t0 + 5000, "dedup_id": "d"}
     )
-    api.post_messages("q", {"body": 2, "dedup_id": "d"})  # a duplicate: no event
+    # A post of a remembered dedup id: a repeat line, which names the message stored first.
+    assert api.post_messages("q", {"body": 2, "dedup_id": "d"}) == [later]
     api.clock.advance(1)
     first = api.post("/v2/queues/q/claims", params={"limit": 1})
     claim = claim_id_of(first)
@@ -66,6 +68,7 @@ def test_every_lifecycle_event_is_one_line(journaled: Api, tmp_path: pathlib.Pat
     assert events(tmp_path / "journal") == [
         {**base, "ts": t0, "event": "posted", "message_id": now, "due": t0, "ttl": 120},
         {**base, "ts": t0, "event": "posted", "message_id": later, "due": t0 + 5000, "ttl": 3600},
+        {**base, "ts": t0, "event": "posted", "message_id": later, "repeat": True},
         {
             **base,
             "ts": t0 + 1000,
@@ -104,6 +107,81 @@ def test_every_lifecycle_event_is_one_line(journaled: Api, tmp_path: pathlib.Pat
             "due": t0 + 63000,
         },
         {**base, "ts": t0 + 63000, "event": "deleted", "message_id": later, "claim_id": None},
+    ]
+
+
+def losing_the_first_stored_post_answer(
+    api: Api, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:
+    """Make the first post ``queue``'s store stores answer with an error, as when replicas
+    did not confirm it in time: the ids it stored are put in the list returned (the fault's
+    evidence), and later posts are answered as usual."""
+    store, lost = api.store(queue), []
+    post = store.post_if_current
+
+    def stored_then_lost(*args: Any) -> Any:
+        outcome = post(*args)
+        if lost or not isinstance(outcome, Posted):  # a metadata check stores nothing
+            return outcome
+        lost.extend(outcome.ids)
+        raise errors.WriteNotReplicated("no replica confirmed it in time")
+
+    monkeypatch.setattr(store, "post_if_current", stored_then_lost)
+    return lost
+
+
+def test_a_post_whose_answer_was_lost_is_journaled_by_its_retry(
+    journaled: Api, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store stores a post and its answer is lost (replicas did not confirm in time): the
+    request fails, so nothing is journaled, and the client's retry with the same dedup ids
+    matches them and stores nothing. Its lines, repeats, are all the journal has of them."""
+    api = journaled
+    lost = losing_the_first_stored_post_answer(api, "q", monkeypatch)
+    messages = [{"body": 1, "dedup_id": "a"}, {"body": 2, "dedup_id": "b", "delay": 30}]
+    answer = api.post("/v2/queues/q/messages", json={"messages": messages})
+    assert answer.status_code == 503, answer.text
+    # The fault: both messages are stored, and the journal has no line of them.
+    listed = api.get("/v2/queues/q/messages", params={"echo": "true", "include_delayed": "true"})
+    stored = [m["id"] for m in listed.json["messages"]]
+    assert len(stored) == 2 and sorted(stored) == sorted(lost), listed.json
+    assert events(tmp_path / "journal") == []
+
+    t1 = api.clock.now_ms()
+    assert api.post_messages("q", *messages) == stored
+    base = {"ts": t1, "event": "posted", "project": P, "queue": "q", "repeat": True}
+    assert events(tmp_path / "journal") == [{**base, "message_id": m} for m in stored]
+
+
+def test_a_fire_whose_post_answer_was_lost_is_journaled_by_its_retry(
+    journaled: Api, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schedule's fire whose post was stored and answered with an error is retried; the
+    retry's post matches the first one's dedup id, and its lines, repeats, are the only ones
+    of that message. The fire counts once."""
+    api = journaled
+    document = {"every": 60, "message": {"body": "n", "ttl": 900}}
+    assert api.put("/v2/queues/q/schedules/s", json=document).status_code == 201
+    lost = losing_the_first_stored_post_answer(api, "q", monkeypatch)
+    journal = tmp_path / "journal"
+    with dispatching(api) as dispatcher:
+        api.clock.advance(ms=60_000)
+        dispatcher.run_once()
+        listed = api.get("/v2/queues/q/messages", params={"echo": "true"}).json["messages"]
+        # The fault: the message is stored, the fire failed, and no line names the message.
+        assert [m["id"] for m in listed] == lost and len(lost) == 1
+        assert api.get("/v2/queues/q/schedules/s").json["fires"] == 0
+        assert [e for e in events(journal) if e["queue"] == "q"] == []
+        api.clock.advance(ms=10_000)  # the tick's lease is over: it is fired again
+        dispatcher.run_once()
+    assert api.get("/v2/queues/q/schedules/s").json["fires"] == 1
+    slot = api.clock.now_ms() - 10_000
+    lines = [e for e in events(journal) if e["queue"] == "q"]
+    common = {"project": P, "queue": "q", "message_id": lost[0], "repeat": True}
+    fired = {"schedule": "s", "slot": slot, "delay": 0}
+    assert [{k: v for k, v in e.items() if k != "ts"} for e in lines] == [
+        {**common, "event": "posted"},
+        {**common, "event": "scheduled", **fired},
     ]
 
 

@@ -265,3 +265,39 @@ def test_schedule_fires_are_counted_per_schedule_with_their_lateness(
     assert [q["queue"] for q in result["queues"]] == ["q1"]
     assert result["totals"]["pushed"] == 0
     assert [s["schedule"] for s in result["schedules"]] == ["hourly", "nightly"]
+
+
+def test_a_message_whose_lines_were_written_again_counts_once(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    """Repeats (a post retried with its dedup ids, a schedule's fire made again) count once
+    per message, in the minute of the line written when it was stored, or of the first
+    repeat when that line is missing (the first attempt's answer was lost); a fire known only
+    by repeats counts without a lateness, which only the first attempt knew."""
+    path = tmp_path / "repeats.jsonl"
+    lines = [
+        event(0, "posted", "m1", due=0, ttl=60),
+        event(61_000, "posted", "m1", repeat=True),  # a retry after the answer arrived
+        event(70_000, "posted", "m2", repeat=True),  # the only lines of m2: a lost answer
+        event(130_000, "posted", "m2", repeat=True),
+        event(0, "posted", "m3", queue="q2", due=0, ttl=60),  # another queue's m3
+        event(61_000, "posted", "m3", repeat=True),
+        event(0, "scheduled", "f1", schedule="s", slot=1000, due=1400, delay=0),  # late
+        event(60_000, "scheduled", "f1", schedule="s", slot=1000, delay=0, repeat=True),
+        event(60_000, "scheduled", "f2", schedule="s", slot=61_000, delay=0, repeat=True),
+        event(60_000, "deleted", "m1", claim_id=None),
+    ]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    events = report.read_journal(spark, str(path))
+    minutes = report.per_minute(events).select("queue", "minute", "posted", "deleted")
+    minute = datetime.timedelta(minutes=1)
+    assert [tuple(r) for r in minutes.collect()] == [
+        ("q1", MINUTE0, 1, 0),
+        ("q1", MINUTE0 + minute, 2, 1),  # m3's repeat (q1) and m2's first
+        ("q2", MINUTE0, 1, 0),
+    ]
+    rows = [tuple(r) for r in report.per_schedule(events).collect()]
+    assert rows == [("p", "q1", "s", 2, 1, 400.0, 400.0, 400.0, 400)]
+    result = report.summary(events, report.per_queue(events))
+    assert result["totals"]["posted"] == 4
+    assert result["events"] == 5

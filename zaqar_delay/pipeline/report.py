@@ -27,7 +27,7 @@ import json
 import os
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -52,6 +52,7 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("schedule", T.StringType()),
         T.StructField("slot", T.LongType()),
         T.StructField("delay", T.LongType()),
+        T.StructField("repeat", T.BooleanType()),
         T.StructField("_corrupt", T.StringType()),
     ]
 )
@@ -65,11 +66,13 @@ EVENTS = (
     "dead_lettered",
     "pushed",
 )
+#: Events a message has one of, whose lines the journal may write more than once.
+AT_LEAST_ONCE = ("posted", "scheduled")
 PUSH_TOTALS = ("pushes_delivered", "push_retries", "push_failures", "pushed_before_due")
 PERCENTILES = (0.5, 0.95, 0.99)
 
 
-def read_journal(spark: SparkSession, path: str) -> DataFrame:
+def read_lines(spark: SparkSession, path: str) -> DataFrame:
     """Every journal line under ``path`` (a file or a directory of ``*.jsonl``); a line that
     cannot be read keeps its text in ``_corrupt`` (a worker killed mid-write leaves one)."""
     reader = (
@@ -80,6 +83,35 @@ def read_journal(spark: SparkSession, path: str) -> DataFrame:
     if os.path.isdir(path):
         reader = reader.option("pathGlobFilter", "*.jsonl")
     return reader.json(path)
+
+
+def read_journal(spark: SparkSession, path: str) -> DataFrame:
+    """The journal's events under ``path``: its lines (:func:`read_lines`), with each message's
+    ``posted`` and ``scheduled`` lines once (:func:`once_per_message`)."""
+    return once_per_message(read_lines(spark, path))
+
+
+def once_per_message(lines: DataFrame) -> DataFrame:
+    """``lines`` with one ``posted`` and one ``scheduled`` line per message (project, queue
+    and message id): the line written when the message was stored, else the first repeat.
+    The journal writes these lines at least once (a post retried with its dedup ids writes
+    repeats, whether the first attempt's answer was lost or not: see
+    :mod:`zaqar_delay.journal`), so counting lines would count some messages twice. A store
+    stores a message once, so only the repeats are compared with other lines: the few
+    repeats against the keys of the lines that are not, and only when there are repeats
+    (one pass over ``lines`` to know: cache them when they are read again afterwards)."""
+    keys = ["project", "queue", "event", "message_id"]
+    kind = F.col("event").isin(*AT_LEAST_ONCE)
+    repeat = F.coalesce(kind & F.col("repeat"), F.lit(False))
+    if lines.filter(repeat).isEmpty():  # the usual journal: nothing to compare
+        return lines
+    stored = lines.filter(kind & ~repeat).select(*keys)
+    lone = lines.filter(repeat).join(stored, keys, "left_anti")
+    first = F.row_number().over(Window.partitionBy(*keys).orderBy("ts"))
+    lone = lone.withColumn("_first", first).filter(F.col("_first") == 1).drop("_first")
+    # Computed here, once, rather than by each table read from the result (the comparison
+    # reads every stored line's key); what it keeps is small: messages whose line was lost.
+    return lines.filter(~repeat).unionByName(lone.localCheckpoint())
 
 
 def _count(condition: Column) -> Column:
@@ -250,7 +282,9 @@ def run(spark: SparkSession, journal_path: str, out_dir: str) -> dict[str, Any]:
     from zaqar_delay.pipeline import chart
 
     os.makedirs(out_dir, exist_ok=True)
-    events = read_journal(spark, journal_path).cache()
+    lines = read_lines(spark, journal_path).cache()
+    # Not cached: only the repeats' comparison is computed again, on the cached lines.
+    events = once_per_message(lines)
     minutes = per_minute(events).cache()
     queues = per_queue(events).cache()  # written, then read again for the summary
     try:
@@ -268,5 +302,5 @@ def run(spark: SparkSession, journal_path: str, out_dir: str) -> dict[str, Any]:
         )
         return result
     finally:
-        for frame in (queues, minutes, events):
+        for frame in (queues, minutes, lines):
             frame.unpersist()

@@ -288,7 +288,7 @@ class Ticks:
         """``firing``, or, for a late ``skip`` tick whose own slot's message the target
         remembers (an earlier attempt of this tick posted it and failed to record it, and
         the next slot has passed since), that message posted again first (a repeat: counted,
-        answered with its id, neither stored nor reported again), and the latest slot after
+        answered with its id, not stored, journaled as a repeat), and the latest slot after
         it only if the ``limit`` leaves room. One dedup read, for late ``skip`` ticks only."""
         own = firing.tick_slot
         if not firing.latest_only or not firing.slots or own in firing.slots.values():
@@ -310,14 +310,13 @@ class Ticks:
         spanned: int,
         now_ms: int,
     ) -> None:
-        """Journal and count the messages this fire stored, as soon as they are stored (a
+        """Journal and count the messages this fire posted, as soon as they are posted (a
         store call of the fire that fails afterwards has the tick fired again, and that
-        repeat stores, so reports, nothing), with the slots it skipped: those of the span it
-        stood for, from its tick's slot (``spanned`` of them), that it did not post."""
-        new = [fire for fire in posted if not fire.repeated]
-        if new:
-            missed = max(0, spanned - len(posted))
-            self.lifecycle.scheduled(project, target, firing.name, new, missed, now_ms)
+        repeat's messages are journaled as repeats, not counted), with the slots it skipped:
+        those of the span it stood for, from its tick's slot (``spanned`` of them), that it
+        did not post."""
+        missed = max(0, spanned - len(posted))
+        self.lifecycle.scheduled(project, target, firing.name, posted, missed, now_ms)
 
     @staticmethod
     def _firing(
