@@ -53,7 +53,7 @@ def event_cost_us(directory: Path, events: int = 200_000) -> dict[str, float]:
     batches = events // 20
     costs = {
         "posted (batch of 20)": timeit.timeit(
-            lambda: journal.posted("p", "q", ids, new, range(20), 1), number=batches
+            lambda: journal.posted("p", "q", ids, new, range(20), 1, ()), number=batches
         ),
         "claimed (batch of 20)": timeit.timeit(
             lambda: journal.claimed("p", "q", "c" * 32, [message] * 20, 1), number=batches

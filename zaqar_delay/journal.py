@@ -88,7 +88,7 @@ class NullJournal:
         messages: Sequence[NewMessage],
         positions: Iterable[int],
         now_ms: int,
-        repeats: Iterable[int] = (),
+        repeats: Iterable[int],
     ) -> None:
         """Journal the messages at ``positions`` (those the post stored), and those at
         ``repeats`` (those whose dedup id matched a message stored before) as repeats."""
@@ -249,7 +249,7 @@ class Journal(NullJournal):
         messages: Sequence[NewMessage],
         positions: Iterable[int],
         now_ms: int,
-        repeats: Iterable[int] = (),
+        repeats: Iterable[int],
     ) -> None:
         head = _head(now_ms, "posted", project, queue)
         stored = "".join(
