@@ -283,7 +283,8 @@ def run(spark: SparkSession, journal_path: str, out_dir: str) -> dict[str, Any]:
 
     os.makedirs(out_dir, exist_ok=True)
     lines = read_lines(spark, journal_path).cache()
-    # Not cached: only the repeats' comparison is computed again, on the cached lines.
+    # Not cached itself: it filters the cached lines, and computes the repeats' comparison
+    # once (once_per_message).
     events = once_per_message(lines)
     minutes = per_minute(events).cache()
     queues = per_queue(events).cache()  # written, then read again for the summary
