@@ -59,7 +59,7 @@ def event_cost_us(directory: Path, events: int = 200_000) -> dict[str, float]:
             lambda: journal.claimed("p", "q", "c" * 32, [message] * 20, 1), number=batches
         ),
         "deleted (one)": timeit.timeit(
-            lambda: journal.deleted("p", "q", ids[:1], "c" * 32, 1), number=events
+            lambda: journal.deleted("p", "q", ids[:1], "c" * 32, 1, ()), number=events
         ),
     }
     journal.close()

@@ -8,8 +8,9 @@ Each line is an object with ``ts`` (epoch ms of the event, the service's clock),
   stored: a client's retry, a fire made again)
 - ``claimed``: ``claim_id`` (null for a pop), ``claim_count`` (which delivery this is: 1 for
   the first), ``due`` (ms: when the message was due at that claim)
-- ``deleted``: ``claim_id`` when the delete named one (a delete of a message that was already
-  gone is journaled too: deletes are idempotent)
+- ``deleted``: ``claim_id`` when the delete named one; ``repeat: true`` for a message the
+  delete named that was gone already (a retried delete, one after a pop: deletes are
+  idempotent)
 - ``released``: ``claim_id`` (the claim was deleted before its messages were)
 - ``rescheduled``: ``due`` (the new due time, ms), ``claim_id`` when it left a claim
 - ``edited``: ``changed`` (which of ``body``, ``due``, ``ttl`` the edit replaced), ``due``
@@ -18,10 +19,11 @@ Each line is an object with ``ts`` (epoch ms of the event, the service's clock),
 - ``scheduled``: ``schedule``, ``slot`` and ``delay`` (ms), and ``due`` (ms); or, in place of
   ``due``, ``repeat: true`` for a fire made again whose message an earlier attempt stored
 
-A message's ``posted`` and ``scheduled`` lines are written at least once: a post whose first
-attempt stored the messages and lost its answer (the connection dropped) leaves no line, and
-its retry, which matches the dedup ids, writes the ``repeat`` ones; a retry after an answer
-that did arrive writes a second line. Readers count such lines once per message id
+A message's ``posted``, ``scheduled`` and ``deleted`` lines are written at least once: a
+request whose first attempt stored the messages (or deleted them) and lost its answer (the
+connection dropped) leaves no line, and its retry, which matches the dedup ids (or finds the
+messages gone), writes the ``repeat`` ones; a retry after an answer that did arrive writes a
+second line. Readers count such lines once per message id
 (:func:`zaqar_delay.pipeline.report.read_journal` does).
 
 Every process writes its own files, ``journal-<host>-<pid>-<start ms>-<n>.jsonl`` in the
@@ -105,9 +107,16 @@ class NullJournal:
         (their claim count includes this delivery either way)."""
 
     def deleted(
-        self, project: str, queue: str, ids: Iterable[str], claim_id: str | None, now_ms: int
+        self,
+        project: str,
+        queue: str,
+        ids: Iterable[str],
+        claim_id: str | None,
+        now_ms: int,
+        repeats: Iterable[str],
     ) -> None:
-        """Journal deletes."""
+        """Journal the messages ``ids`` a delete removed, and those it named that were gone
+        already (``repeats``) as repeats."""
 
     def released(
         self, project: str, queue: str, claim_id: str, ids: Iterable[str], now_ms: int
@@ -278,25 +287,25 @@ class Journal(NullJournal):
         )
 
     def deleted(
-        self, project: str, queue: str, ids: Iterable[str], claim_id: str | None, now_ms: int
-    ) -> None:
-        self._with_claim("deleted", project, queue, ids, claim_id, now_ms)
-
-    def released(
-        self, project: str, queue: str, claim_id: str, ids: Iterable[str], now_ms: int
-    ) -> None:
-        self._with_claim("released", project, queue, ids, claim_id, now_ms)
-
-    def _with_claim(
         self,
-        event: str,
         project: str,
         queue: str,
         ids: Iterable[str],
         claim_id: str | None,
         now_ms: int,
+        repeats: Iterable[str],
     ) -> None:
-        head = _head(now_ms, event, project, queue)
+        head = _head(now_ms, "deleted", project, queue)
+        claim = _str(claim_id)
+        self._write_text(
+            "".join(f'{head}{_str(i)},"claim_id":{claim}}}\n' for i in ids)
+            + "".join(f'{head}{_str(i)},"claim_id":{claim},{REPEAT}}}\n' for i in repeats)
+        )
+
+    def released(
+        self, project: str, queue: str, claim_id: str, ids: Iterable[str], now_ms: int
+    ) -> None:
+        head = _head(now_ms, "released", project, queue)
         claim = _str(claim_id)
         self._write_text("".join(f'{head}{_str(i)},"claim_id":{claim}}}\n' for i in ids))
 

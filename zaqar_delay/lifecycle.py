@@ -54,13 +54,25 @@ class Lifecycle:
         if messages:
             self.metrics.count_deleted(project, queue, len(messages))
             self.journal.claimed(project, queue, None, messages, now_ms)
-            self.journal.deleted(project, queue, [m.id for m in messages], None, now_ms)
+            self.journal.deleted(project, queue, [m.id for m in messages], None, now_ms, ())
 
     def deleted(
-        self, project: str, queue: str, ids: Sequence[str], claim_id: str | None, now_ms: int
+        self,
+        project: str,
+        queue: str,
+        named: Sequence[str],
+        removed: Sequence[str],
+        claim_id: str | None,
+        now_ms: int,
     ) -> None:
-        self.metrics.count_deleted(project, queue, len(ids))
-        self.journal.deleted(project, queue, ids, claim_id, now_ms)
+        """A delete of the messages ``named``, of which the store removed ``removed``. The
+        others were gone already: a retried delete, one after a pop, or the retry of a delete
+        whose answer was lost, which only then is journaled (a repeat, as a post's; the
+        metrics count what this request removed)."""
+        done = set(removed)
+        repeats = [i for i in dict.fromkeys(named) if i not in done]
+        self.metrics.count_deleted(project, queue, len(removed))
+        self.journal.deleted(project, queue, removed, claim_id, now_ms, repeats)
 
     def released(
         self, project: str, queue: str, claim_id: str, ids: Sequence[str], now_ms: int

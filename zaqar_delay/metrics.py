@@ -101,7 +101,8 @@ class Metrics:
         )
         self.deleted = Counter(
             "zaqar_delay_messages_deleted",
-            "Message deletions requested (by id, in bulk, or by pop).",
+            "Messages deleted (by id, in bulk, by pop, or by a push that consumed them); "
+            "a delete of a message already gone is not counted.",
             QUEUE_LABELS,
             registry=registry,
         )

@@ -79,7 +79,7 @@ class PushDoor:
         store = self.stores.for_queue(project, queue)
         consumed = store.settle_pushes(project, queue, settlement, now_ms)
         if consumed:
-            self.lifecycle.deleted(project, queue, consumed, None, now_ms)
+            self.lifecycle.deleted(project, queue, consumed, consumed, None, now_ms)
 
     def record_push_results(
         self, project: str, queue: str, results: Sequence[tuple[str, PushResult]]

@@ -238,9 +238,10 @@ class Service:
     def delete_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None
     ) -> None:
-        now_ms = self.now_ms()
-        self._store(project, queue).delete_message(project, queue, message_id, claim_id, now_ms)
-        self.lifecycle.deleted(project, queue, [message_id], claim_id, now_ms)
+        now_ms, store = self.now_ms(), self._store(project, queue)
+        deleted = store.delete_message(project, queue, message_id, claim_id, now_ms)
+        removed = [message_id] if deleted else []
+        self.lifecycle.deleted(project, queue, [message_id], removed, claim_id, now_ms)
 
     def edit_message(
         self,
@@ -315,10 +316,9 @@ class Service:
                 'The request should have both "ids" and "claim_ids" parameter in the request when '
                 "message_delete_with_claim_id is True."
             )
-        now_ms = self.now_ms()
-        deletion = Deletion(ids, claim_ids or None)
-        self._store(project, queue).delete_messages(project, queue, deletion, now_ms)
-        self.lifecycle.deleted(project, queue, ids, None, now_ms)
+        now_ms, deletion = self.now_ms(), Deletion(ids, claim_ids or None)
+        removed = self._store(project, queue).delete_messages(project, queue, deletion, now_ms)
+        self.lifecycle.deleted(project, queue, ids, removed, None, now_ms)
 
     def pop_messages(self, project: str, queue: str, count: int) -> list[Message]:
         validation.pop_count(count, self.limits)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.receiver import receiver
 from tests.helpers.api import Api, api_on
@@ -63,6 +64,8 @@ def test_every_lifecycle_event_is_one_line(journaled: Api, tmp_path: pathlib.Pat
     api.clock.advance(60)
     popped = api.delete("/v2/queues/q/messages", params={"pop": 1})
     assert [m["id"] for m in popped.json["messages"]] == [later]
+    # A delete of a message already gone (here, popped): a repeat line.
+    assert api.delete(f"/v2/queues/q/messages/{later}").status_code == 204
 
     base = {"project": P, "queue": "q"}
     assert events(tmp_path / "journal") == [
@@ -107,6 +110,14 @@ def test_every_lifecycle_event_is_one_line(journaled: Api, tmp_path: pathlib.Pat
             "due": t0 + 63000,
         },
         {**base, "ts": t0 + 63000, "event": "deleted", "message_id": later, "claim_id": None},
+        {
+            **base,
+            "ts": t0 + 63000,
+            "event": "deleted",
+            "message_id": later,
+            "claim_id": None,
+            "repeat": True,
+        },
     ]
 
 
@@ -182,6 +193,79 @@ def test_a_fire_whose_post_answer_was_lost_is_journaled_by_its_retry(
     assert [{k: v for k, v in e.items() if k != "ts"} for e in lines] == [
         {**common, "event": "posted"},
         {**common, "event": "scheduled", **fired},
+    ]
+
+
+def deleted_counted(api: Api, queue: str) -> float:
+    """``zaqar_delay_messages_deleted_total`` of ``queue`` on /metrics (0 without a sample)."""
+    result = api.get("/metrics", headers={"Client-ID": None, "X-Project-ID": None})
+    assert result.status_code == 200
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(result.text)
+        for sample in family.samples
+        if sample.name == "zaqar_delay_messages_deleted_total" and sample.labels["queue"] == queue
+    )
+
+
+def test_a_delete_of_messages_already_gone_is_journaled_as_repeats_and_not_counted(
+    journaled: Api, tmp_path: pathlib.Path
+) -> None:
+    """Deletes are idempotent: a retried delete, a delete of a popped message or of an id
+    never posted answers 204 as the first. Its lines are repeats (the report counts each
+    message's delete once), and /metrics counts only the messages a delete removed."""
+    api = journaled
+    [a, b] = api.post_messages("q", {"body": 1}, {"body": 2})
+    bulk = {"ids": f"{a},{b},{a}"}
+    assert api.delete("/v2/queues/q/messages", params=bulk).status_code == 204
+    assert deleted_counted(api, "q") == 2
+    assert api.delete("/v2/queues/q/messages", params=bulk).status_code == 204
+    assert api.delete(f"/v2/queues/q/messages/{a}").status_code == 204
+    assert deleted_counted(api, "q") == 2
+    lines = [
+        (e["event"], e["message_id"], e.get("repeat", False)) for e in events(tmp_path / "journal")
+    ]
+    assert lines == [
+        ("posted", a, False),
+        ("posted", b, False),
+        ("deleted", a, False),
+        ("deleted", b, False),
+        ("deleted", a, True),
+        ("deleted", b, True),
+        ("deleted", a, True),
+    ]
+
+
+def test_a_delete_whose_answer_was_lost_is_journaled_by_its_retry(
+    journaled: Api, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store removes the messages and the answer is lost (replicas did not confirm in
+    time): the request fails and journals nothing; the client's retry finds them gone, and
+    its lines, repeats, are all the journal has of their delete."""
+    api = journaled
+    [a, b] = api.post_messages("q", {"body": 1}, {"body": 2})
+    store, removed = api.store("q"), []
+    delete = store.delete_messages
+
+    def removed_then_lost(*args: Any) -> Any:
+        if removed:
+            return delete(*args)
+        removed.extend(delete(*args))
+        raise errors.WriteNotReplicated("no replica confirmed it in time")
+
+    monkeypatch.setattr(store, "delete_messages", removed_then_lost)
+    answer = api.delete("/v2/queues/q/messages", params={"ids": f"{a},{b}"})
+    assert answer.status_code == 503, answer.text
+    # The fault: both messages are gone, and the journal has no line of their delete.
+    assert removed == [a, b]
+    assert api.get("/v2/queues/q/messages", params={"echo": "true"}).json["messages"] == []
+    assert [e["event"] for e in events(tmp_path / "journal")] == ["posted", "posted"]
+
+    t1 = api.clock.now_ms()
+    assert api.delete("/v2/queues/q/messages", params={"ids": f"{a},{b}"}).status_code == 204
+    base = {"ts": t1, "event": "deleted", "project": P, "queue": "q", "claim_id": None}
+    assert events(tmp_path / "journal")[2:] == [
+        {**base, "message_id": m, "repeat": True} for m in (a, b)
     ]
 
 
@@ -283,12 +367,14 @@ def test_off_unless_configured(tmp_path: pathlib.Path) -> None:
 def test_lines_stay_json_whatever_the_ids(tmp_path: pathlib.Path) -> None:
     journal = Journal(str(tmp_path))
     hostile = 'a"b\\\nc\u2028\ud800é'
-    journal.deleted("p\n", "q", [hostile], hostile, 5)
+    journal.deleted("p\n", "q", [hostile], hostile, 5, [hostile])
     journal.rescheduled("p", "q", MessageEdit(hostile, None, due_ms=7), 6)
     journal.close()
     assert events(tmp_path) == [
         {"ts": 5, "event": "deleted", "project": "p\n", "queue": "q", "message_id": hostile}
         | {"claim_id": hostile},
+        {"ts": 5, "event": "deleted", "project": "p\n", "queue": "q", "message_id": hostile}
+        | {"claim_id": hostile, "repeat": True},
         {"ts": 6, "event": "rescheduled", "project": "p", "queue": "q", "message_id": hostile}
         | {"claim_id": None, "due": 7},
     ]

@@ -270,8 +270,8 @@ def test_schedule_fires_are_counted_per_schedule_with_their_lateness(
 def test_a_message_whose_lines_were_written_again_counts_once(
     spark: SparkSession, tmp_path: pathlib.Path
 ) -> None:
-    """Repeats (a post retried with its dedup ids, a schedule's fire made again) count once
-    per message, in the minute of the line written when it was stored, or of the first
+    """Repeats (a post retried with its dedup ids, a schedule's fire made again, a delete of
+    a message already gone) count once per message, in the minute of the line written when it was stored, or of the first
     repeat when that line is missing (the first attempt's answer was lost); a fire known only
     by repeats counts without a lateness, which only the first attempt knew."""
     path = tmp_path / "repeats.jsonl"
@@ -286,6 +286,9 @@ def test_a_message_whose_lines_were_written_again_counts_once(
         event(60_000, "scheduled", "f1", schedule="s", slot=1000, delay=0, repeat=True),
         event(60_000, "scheduled", "f2", schedule="s", slot=61_000, delay=0, repeat=True),
         event(60_000, "deleted", "m1", claim_id=None),
+        event(125_000, "deleted", "m1", claim_id=None, repeat=True),  # a retried delete
+        event(130_000, "deleted", "m2", claim_id=None, repeat=True),  # a lost answer's retry
+        event(190_000, "deleted", "m2", claim_id=None, repeat=True),
     ]  # fmt: skip
     path.write_text("\n".join(lines) + "\n")
     events = report.read_journal(spark, str(path))
@@ -294,10 +297,12 @@ def test_a_message_whose_lines_were_written_again_counts_once(
     assert [tuple(r) for r in minutes.collect()] == [
         ("q1", MINUTE0, 1, 0),
         ("q1", MINUTE0 + minute, 2, 1),  # m3's repeat (q1) and m2's first
+        ("q1", MINUTE0 + 2 * minute, 0, 1),  # m2's delete, its first repeat
         ("q2", MINUTE0, 1, 0),
     ]
     rows = [tuple(r) for r in report.per_schedule(events).collect()]
     assert rows == [("p", "q1", "s", 2, 1, 400.0, 400.0, 400.0, 400)]
     result = report.summary(events, report.per_queue(events))
     assert result["totals"]["posted"] == 4
-    assert result["events"] == 5
+    assert result["totals"]["deleted"] == 2
+    assert result["events"] == 6

@@ -483,9 +483,21 @@ class TestConditionalPost:
 class TestDelete:
     def test_unclaimed_and_missing(self, driver: Driver, clock: FakeClock) -> None:
         [mid] = post(driver, clock, "x")
-        driver.delete_message(P, Q, "missing", None, clock.now_ms())
-        driver.delete_message(P, Q, mid, None, clock.now_ms())
+        assert driver.delete_message(P, Q, "missing", None, clock.now_ms()) is False
+        assert driver.delete_message(P, Q, mid, None, clock.now_ms()) is True
         assert driver.get_messages(P, Q, [mid], clock.now_ms()) == []
+        assert driver.delete_message(P, Q, mid, None, clock.now_ms()) is False  # gone already
+
+    def test_an_expired_message_is_removed_unreported(
+        self, driver: Driver, clock: FakeClock
+    ) -> None:
+        [alone, among] = post(driver, clock, "alone", "among", ttl=60)
+        [kept] = post(driver, clock, "kept")
+        clock.advance(61)
+        now = clock.now_ms()
+        assert driver.delete_message(P, Q, alone, None, now) is False
+        assert driver.delete_messages(P, Q, Deletion([among, kept]), now) == [kept]
+        assert driver.get_messages(P, Q, [kept], now) == []
 
     def test_claim_rules(self, driver: Driver, clock: FakeClock) -> None:
         [m1, m2] = post(driver, clock, 1, 2)
@@ -499,7 +511,7 @@ class TestDelete:
             driver.delete_message(P, Q, m1, second.id, now)  # a live claim, not this message's
         with pytest.raises(errors.ClaimNotValid):
             driver.delete_message(P, Q, m1, "f" * 32, now)  # no such claim
-        driver.delete_message(P, Q, m1, first.id, now)
+        assert driver.delete_message(P, Q, m1, first.id, now) is True
         assert driver.get_messages(P, Q, [m1], now) == []
         driver.release_claim(P, Q, second.id, now)
         with pytest.raises(errors.ClaimNotValid):
@@ -517,8 +529,10 @@ class TestDelete:
     def test_bulk_ignores_claims_by_default(self, driver: Driver, clock: FakeClock) -> None:
         ids = post(driver, clock, 1, 2, 3)
         claim(driver, clock, limit=1)
-        driver.delete_messages(P, Q, Deletion([*ids[:2], "missing"]), clock.now_ms())
+        named = Deletion([ids[1], "missing", ids[0], ids[1]])
+        assert driver.delete_messages(P, Q, named, clock.now_ms()) == [ids[1], ids[0]]
         assert [m.body for m in driver.get_messages(P, Q, ids, clock.now_ms())] == [3]
+        assert driver.delete_messages(P, Q, named, clock.now_ms()) == []  # gone already
 
     def test_bulk_with_claim_ids_is_all_or_nothing(self, driver: Driver, clock: FakeClock) -> None:
         ids = post(driver, clock, 1, 2, 3)
@@ -528,7 +542,8 @@ class TestDelete:
         with pytest.raises(errors.MessageIsClaimed):
             driver.delete_messages(P, Q, Deletion(ids, [held.id]), clock.now_ms())
         assert len(driver.get_messages(P, Q, ids, clock.now_ms())) == 3
-        driver.delete_messages(P, Q, Deletion(ids, [held.id, other.id]), clock.now_ms())
+        both = Deletion(ids, [held.id, other.id])
+        assert driver.delete_messages(P, Q, both, clock.now_ms()) == ids
         assert driver.get_messages(P, Q, ids, clock.now_ms()) == []
 
 

@@ -406,11 +406,15 @@ class QueueMachine(RuleBasedStateMachine):
         claim_id = self.pick_claim(by_claim) if by_claim >= 0 else None
         alive = message if message.expires_ms > now else None
         expected = self.model.refusal(alive, claim_id, now)
+        answers: list[bool] = []
         outcome = refused(
-            lambda: self.driver.delete_message(P, self.queue, message.id, claim_id, now)
+            lambda: answers.append(
+                self.driver.delete_message(P, self.queue, message.id, claim_id, now)
+            )
         )
         assert outcome is expected
         if expected is None:
+            assert answers == [alive is not None]  # an expired message is not reported
             del self.model.messages[message.id]
 
     @precondition(lambda self: self.model.messages)
@@ -424,13 +428,15 @@ class QueueMachine(RuleBasedStateMachine):
         claim_ids = None if claims is None else [c for i in claims if (c := self.pick_claim(i))]
         held = {self.model.holder(m, now) for m in named.values() if m.expires_ms > now}
         blocked = claim_ids is not None and bool(held - {None} - set(claim_ids))
+        answers: list[list[str]] = []
         outcome = refused(
-            lambda: self.driver.delete_messages(
-                P, self.queue, Deletion(list(named), claim_ids), now
+            lambda: answers.append(
+                self.driver.delete_messages(P, self.queue, Deletion(list(named), claim_ids), now)
             )
         )
         assert outcome is (errors.MessageIsClaimed if blocked else None)
         if not blocked:
+            assert answers == [[i for i, m in named.items() if m.expires_ms > now]]
             for message_id in named:
                 del self.model.messages[message_id]
 

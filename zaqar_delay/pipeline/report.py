@@ -67,7 +67,7 @@ EVENTS = (
     "pushed",
 )
 #: Events a message has one of, whose lines the journal may write more than once.
-AT_LEAST_ONCE = ("posted", "scheduled")
+AT_LEAST_ONCE = ("posted", "scheduled", "deleted")
 PUSH_TOTALS = ("pushes_delivered", "push_retries", "push_failures", "pushed_before_due")
 PERCENTILES = (0.5, 0.95, 0.99)
 
@@ -87,19 +87,20 @@ def read_lines(spark: SparkSession, path: str) -> DataFrame:
 
 def read_journal(spark: SparkSession, path: str) -> DataFrame:
     """The journal's events under ``path``: its lines (:func:`read_lines`), with each message's
-    ``posted`` and ``scheduled`` lines once (:func:`once_per_message`)."""
+    ``posted``, ``scheduled`` and ``deleted`` lines once (:func:`once_per_message`)."""
     return once_per_message(read_lines(spark, path))
 
 
 def once_per_message(lines: DataFrame) -> DataFrame:
-    """``lines`` with one ``posted`` and one ``scheduled`` line per message (project, queue
-    and message id): the line written when the message was stored, else the first repeat.
-    The journal writes these lines at least once (a post retried with its dedup ids writes
-    repeats, whether the first attempt's answer was lost or not: see
-    :mod:`zaqar_delay.journal`), so counting lines would count some messages twice. A store
-    stores a message once, so only the repeats are compared with other lines: the few
-    repeats against the keys of the lines that are not, and only when there are repeats
-    (one pass over ``lines`` to know: cache them when they are read again afterwards)."""
+    """``lines`` with one line of each :data:`AT_LEAST_ONCE` event per message (project,
+    queue and message id): the line written when the message was stored (or deleted), else
+    the first repeat. The journal writes these lines at least once (a post retried with its
+    dedup ids, or a delete of a message already gone, writes repeats, whether the first
+    attempt's answer was lost or not: see :mod:`zaqar_delay.journal`), so counting lines
+    would count some messages twice. A store stores (and removes) a message once, so only
+    the repeats are compared with other lines: the few repeats against the keys of the lines
+    that are not, and only when there are repeats (one pass over ``lines`` to know: cache
+    them when they are read again afterwards)."""
     keys = ["project", "queue", "event", "message_id"]
     kind = F.col("event").isin(*AT_LEAST_ONCE)
     repeat = F.coalesce(kind & F.col("repeat"), F.lit(False))

@@ -273,8 +273,10 @@ class Driver(SubscriptionStore, DeliveryStore):
     @abc.abstractmethod
     def delete_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
-    ) -> None:
-        """Delete one message, honouring claims.
+    ) -> bool:
+        """Delete one message, honouring claims; True when this call removed an unexpired
+        message (False: there was none, or it had expired, and is removed as the reaper would;
+        two deletes racing for it may both say True on Swift, as :meth:`delete_messages`).
 
         Missing message: no-op. Live claim and no ``claim_id``: MessageIsClaimed. ``claim_id``
         given: ClaimNotValid if the message holds no live claim or that claim is not live,
@@ -300,8 +302,13 @@ class Driver(SubscriptionStore, DeliveryStore):
         """
 
     @abc.abstractmethod
-    def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
-        """Delete the messages ``deletion.ids`` names; missing ids are ignored.
+    def delete_messages(
+        self, project: str, queue: str, deletion: Deletion, now_ms: int
+    ) -> list[str]:
+        """Delete the messages ``deletion.ids`` names; missing ids are ignored. Returns the
+        ids of the unexpired messages this call removed, each once, in ``ids`` order (expired
+        ones are removed too, unreported). Two deletes racing for one message may both report
+        it (MongoDB, Swift: they read, then delete); Redis reports it once.
 
         With ``deletion.claim_ids``, every listed message held by a live claim must be held by
         one of them, else MessageIsClaimed and nothing is deleted.

@@ -271,20 +271,20 @@ class MessageOps(Positions):
 
     def delete_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
-    ) -> None:
+    ) -> bool:
         scope = {**self._queue_filter(project, queue), "_id": message_id}
         for _ in range(CLAIM_ATTEMPTS):
             doc = self._messages.find_one(scope, {"e": 1, "cid": 1, "ce": 1})
             if doc is None:
-                return
+                return False
             if doc["e"] <= now_ms:
                 self._messages.delete_one(scope)
-                return
+                return False
             self._check_claim(project, queue, doc, claim_id, now_ms)
             # Delete only if nothing changed since the read; otherwise decide again.
             guard = {**scope, "cid": doc["cid"], "ce": doc["ce"]}
             if self._messages.delete_one(guard).deleted_count:
-                return
+                return True
         raise errors.StorageUnavailable("The message could not be deleted.")
 
     def _check_claim(
@@ -327,17 +327,20 @@ class MessageOps(Positions):
             return self._bring_pushes_forward(project, queue, message_id, due, now_ms)
         raise errors.StorageUnavailable("The message could not be edited.")
 
-    def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
+    def delete_messages(
+        self, project: str, queue: str, deletion: Deletion, now_ms: int
+    ) -> list[str]:
         ids, claim_ids = deletion.ids, deletion.claim_ids
         if not ids:
-            return
+            return []
         query = {**self._queue_filter(project, queue), "_id": {"$in": list(ids)}}
+        found = list(self._messages.find(query, {"e": 1, "cid": 1, "ce": 1}))
         if claim_ids is not None:
-            held_elsewhere = {
-                **query,
-                "ce": {"$gt": now_ms},
-                "cid": {"$nin": list(claim_ids)},
-            }
-            if self._messages.find_one(held_elsewhere, {"_id": 1}) is not None:
+            allowed = set(claim_ids)
+            if any(d["ce"] > now_ms and d["cid"] not in allowed for d in found):
                 raise errors.MessageIsClaimed()
-        self._messages.delete_many(query)
+        if found:  # a retried delete finds nothing, and is done in one round trip
+            self._messages.delete_many(query)
+        # As read just before: a delete racing for the same message reports it too.
+        live = {d["_id"] for d in found if d["e"] > now_ms}
+        return [i for i in dict.fromkeys(ids) if i in live]

@@ -44,7 +44,7 @@ from zaqar_delay.storage.redis.errors import translate_class_errors, why_unreach
 from zaqar_delay.storage.redis.keys import KeySpace
 from zaqar_delay.storage.redis.pushes import PushScripts
 from zaqar_delay.storage.redis.removal import QueueRemoval
-from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal
+from zaqar_delay.storage.redis.replies import messages_of, raise_claim_refusal, removed_ids
 from zaqar_delay.storage.redis.script_calls import run_many
 from zaqar_delay.storage.redis.subscriptions import SubscriptionScripts
 from zaqar_delay.storage.traits import Durability, Wakeups
@@ -358,9 +358,10 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts, MessageCountin
 
     def delete_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
-    ) -> None:
+    ) -> bool:
         outcome = self._run("delete", project, queue, now_ms, message_id, claim_id or "")
         raise_claim_refusal(outcome)
+        return bool(outcome == b"deleted")
 
     def edit_message(self, project: str, queue: str, edit: MessageEdit, now_ms: int) -> int:
         message_id, claim_id = edit.message_id, edit.claim_id
@@ -381,16 +382,19 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts, MessageCountin
             self._lower_push_index(project, queue, int(push_due))
         return int(push_due)
 
-    def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
+    def delete_messages(
+        self, project: str, queue: str, deletion: Deletion, now_ms: int
+    ) -> list[str]:
         ids, claim_ids = deletion.ids, deletion.claim_ids
         if not ids:
-            return
+            return []
         checked = claim_ids is not None
         claims = list(claim_ids or ())
-        outcome = self._run(
-            "delete_many", project, queue, now_ms, int(checked), len(claims), *claims, *ids
+        return removed_ids(
+            self._run(
+                "delete_many", project, queue, now_ms, int(checked), len(claims), *claims, *ids
+            )
         )
-        raise_claim_refusal(outcome)
 
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
         return messages_of(self._run("pop", project, queue, now_ms, limit), now_ms)

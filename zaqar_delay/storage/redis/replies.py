@@ -72,3 +72,11 @@ def raise_claim_refusal(outcome: bytes) -> None:
         )
     if outcome == _BAD_CLAIM:
         raise errors.ClaimNotValid("The specified claim does not exist or has expired.")
+
+
+def removed_ids(outcome: bytes | list[bytes]) -> list[str]:
+    """The ids delete_many.lua removed; its claim refusal (a single reply) is raised."""
+    if isinstance(outcome, bytes):
+        raise_claim_refusal(outcome)
+        return []
+    return [removed.decode() for removed in outcome]

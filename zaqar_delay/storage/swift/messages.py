@@ -305,20 +305,22 @@ class MessageOps(PushOps):
 
     def delete_message(
         self, project: str, queue: str, message_id: str, claim_id: str | None, now_ms: int
-    ) -> None:
+    ) -> bool:
         if not names.is_message_id(message_id):
-            return
+            return False
         if claim_id is not None and self._delete_held(project, queue, message_id, claim_id, now_ms):
-            return
+            return True
         # Both are needed for any message there is to delete: read at once.
         latest = self._swift.submit(self._current_slot, project, queue, message_id)
         doc = self._read_message(project, queue, message_id, known=True)
         if doc is None:
-            return
+            return False
         slot = latest.result()
-        if int(doc["e"]) > now_ms:
+        alive = int(doc["e"]) > now_ms
+        if alive:
             self._check_claim(project, queue, slot, claim_id, now_ms)
         self._remove_message(project, queue, message_id, doc, slot, _held(doc, slot, now_ms))
+        return alive
 
     def _delete_held(
         self, project: str, queue: str, message_id: str, claim_id: str, now_ms: int
@@ -336,7 +338,9 @@ class MessageOps(PushOps):
         self._remove_message(project, queue, message_id, None, slot, held=True)
         return True
 
-    def delete_messages(self, project: str, queue: str, deletion: Deletion, now_ms: int) -> None:
+    def delete_messages(
+        self, project: str, queue: str, deletion: Deletion, now_ms: int
+    ) -> list[str]:
         ids, claim_ids = deletion.ids, deletion.claim_ids
         named = [i for i in dict.fromkeys(ids) if names.is_message_id(i)]
         docs = self._read_messages(project, queue, named, known=True)
@@ -365,6 +369,7 @@ class MessageOps(PushOps):
             ),
             present,
         )
+        return [i for i in present if int(docs[i]["e"]) > now_ms]
 
 
 def _held(doc: Doc, latest: Slot, now_ms: int) -> bool:

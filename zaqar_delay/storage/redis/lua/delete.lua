@@ -2,7 +2,8 @@
 --
 -- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, message_id, claim_id ("" when the caller named none).
--- Returns: "ok" (deleted, or nothing to delete) or a claim_check refusal (lib.lua).
+-- Returns: "deleted" (an unexpired message was removed), "ok" (nothing to delete: missing, or
+--   expired, which is removed as the reaper would) or a claim_check refusal (lib.lua).
 
 local now, id, cid = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local info = load_info(id)
@@ -17,4 +18,4 @@ if refusal ~= '' then
     return refusal
 end
 remove_messages({info})
-return 'ok'
+return 'deleted'
