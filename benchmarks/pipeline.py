@@ -5,7 +5,8 @@
 check, post, rejects, counts) against it, then checks the server holds every row.
 
 ``report``: writes ``--events`` journal events with Spark (posted, claimed, deleted for each
-message, and a released + second claim for one message in ten), then times the report job.
+message, a released + second claim for one message in ten, and the posted and deleted lines
+again, marked repeats, for one in ``--repeats-every``), then times the report job.
 
     python -m benchmarks.pipeline schedule [--rows 1000000] [--master local[*]]
     python -m benchmarks.pipeline report [--events 10000000] [--master local[*]]
@@ -100,9 +101,9 @@ def bench_schedule(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def write_journal(spark: Any, path: Path, events: int, repeats_every: int) -> None:
-    """``events`` journal events: 3 per message, 5 for one message in ten; and a repeat of
-    the ``posted`` line (a client's post retried with its dedup id) for one message in
-    ``repeats_every`` (0: none), which the report counts once."""
+    """``events`` journal events: 3 per message, 5 for one message in ten; and repeats of the
+    ``posted`` and ``deleted`` lines (a client's post retried with its dedup id, its delete
+    retried) for one message in ``repeats_every`` (0: none), which the report counts once."""
     from pyspark.sql import functions as F
 
     messages = events * 10 // 32
@@ -138,6 +139,7 @@ def write_journal(spark: Any, path: Path, events: int, repeats_every: int) -> No
         lines(released, first + 100, "released", claim_id=first_claim),
         lines(released, first + 200, "claimed", claim_id=second_claim, claim_count=2, due=due),
         lines(ids, first + 300, "deleted"),
+        lines(repeated, first + 350, "deleted", repeat=F.lit(True)),
     ]
     union = parts[0]
     for more in parts[1:]:

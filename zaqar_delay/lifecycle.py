@@ -71,7 +71,8 @@ class Lifecycle:
         metrics count what this request removed)."""
         done = set(removed)
         repeats = [i for i in dict.fromkeys(named) if i not in done]
-        self.metrics.count_deleted(project, queue, len(removed))
+        if removed:  # a delete that removed nothing adds no series
+            self.metrics.count_deleted(project, queue, len(removed))
         self.journal.deleted(project, queue, removed, claim_id, now_ms, repeats)
 
     def released(
