@@ -3,8 +3,9 @@
 -- KEYS: the queue keys (lib.lua).
 -- ARGV: now_ms, claim_check (1/0), claim_count, claim ids..., message ids...
 --   With claim_check 1, a message held by a live claim must be held by one of the claim ids.
--- Returns: the ids of the unexpired messages removed (each message once, as first named), or "claimed"
---   (nothing deleted) when the claim check fails. Expired ones are removed too, unreported.
+-- Returns: the ids of the unexpired messages removed (each message once, as first named), or
+--   "claimed" (nothing deleted) when the claim check fails. Expired ones are removed too,
+--   unreported.
 
 local now, check, n = tonumber(ARGV[1]), ARGV[2] == '1', tonumber(ARGV[3])
 local allowed = {}
