@@ -6,6 +6,8 @@ and JSON body, once, at the boundary. Every error carries the ``description`` a 
 
 from __future__ import annotations
 
+from typing import Any
+
 from zaqar_delay import topics
 
 
@@ -201,6 +203,9 @@ class WriteNotReplicated(StorageUnavailable):
     ``shortfall`` says what was missing."""
 
     tells_the_client = True  # what may have happened, and how to retry
+    #: The store's replies to the write it made, when the raiser read them (Redis scripts):
+    #: a write that must not be lost (a pop's removal) answers them anyway.
+    replies: list[Any] | None = None
 
     def __init__(self, shortfall: str) -> None:
         super().__init__(

@@ -3,12 +3,15 @@ refuses at start (against secantusdb, a one-member replica set)."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import pytest
+from pymongo import WriteConcern
 
 from testbed.processes import SecantusServer
 from zaqar_delay.errors import StorageConfigError, WriteNotReplicated
+from zaqar_delay.models import NewMessage
 from zaqar_delay.storage.mongodb.connect import mongo_client
 from zaqar_delay.storage.mongodb.driver import MongoDriver
 
@@ -64,5 +67,31 @@ def test_a_write_the_set_cannot_confirm_answers_503_saying_it_may_have_happened(
     try:
         with pytest.raises(WriteNotReplicated, match="may still have happened"):
             driver.create_queue("p", "q", {}, 1000)
+    finally:
+        driver.close()
+
+
+def test_a_pop_the_set_cannot_confirm_still_answers_its_messages(
+    secantus_server: SecantusServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A pop whose removal the set does not confirm (here the removal alone asks for a
+    member more than the set has) answers its messages rather than losing them, and warns."""
+    driver = driver_on(secantus_server, 0)
+    try:
+        driver.prepare()
+        new = [NewMessage(body_json=str(i), ttl_s=60, delay_ms=0) for i in range(3)]
+        ids = driver.post_messages("p", "q", new, "c", 1000).ids
+        messages = driver._messages
+        unconfirmed = messages.with_options(write_concern=WriteConcern(w=2, wtimeout=200))
+        monkeypatch.setattr(messages, "delete_many", unconfirmed.delete_many)
+        with caplog.at_level(logging.WARNING, logger="zaqar_delay.storage.mongodb.claims"):
+            popped = driver.pop_messages("p", "q", 2, 1001)
+        # The fault: the set did not confirm the pop's removal.
+        assert "a pop answered although the replica set did not confirm it" in caplog.text
+        assert [m.id for m in popped] == ids[:2]
+        left = driver.get_messages("p", "q", ids, 1002)
+        assert [m.id for m in left] == ids[2:], "not removed"
     finally:
         driver.close()

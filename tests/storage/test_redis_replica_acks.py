@@ -3,6 +3,7 @@ that many replicas hold it, against a real primary and replica."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -198,3 +199,23 @@ def test_wait_refused_at_runtime_is_a_503_that_says_so_and_ends_when_granted_aga
     finally:
         driver.close()
         admin.execute_command("ACL", "DELUSER", user)
+
+
+def test_a_pop_too_few_replicas_confirmed_still_answers_its_messages(
+    client: Any, replica: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pop removes its messages on the primary, and only its answer delivers them: a 503
+    would lose them for good. So it answers them, and warns (a failover that loses the
+    removal delivers them again); the other writes still answer 503."""
+    driver = RedisDriver(client, prefix=f"a{uuid.uuid4().hex[:8]}", acks=ReplicaAcks(1, 5.0))
+    new = [NewMessage(body_json=str(i), ttl_s=60, delay_ms=0) for i in range(3)]
+    ids = driver.post_messages("p", "q", new, "c", 1000).ids
+    starved = RedisDriver(client, prefix=driver._keys.prefix, acks=ReplicaAcks(2, 0.05))
+    with caplog.at_level(logging.WARNING, logger="zaqar_delay.storage.redis.acks"):
+        popped = starved.pop_messages("p", "q", 2, 1001)
+    # The fault: the replicas did not confirm the pop's removal.
+    assert "a pop answered although" in caplog.text and "of the 2 replicas" in caplog.text
+    assert [m.id for m in popped] == ids[:2]
+    assert [m.id for m in driver.get_messages("p", "q", ids, 1002)] == ids[2:], "not removed"
+    with pytest.raises(WriteNotReplicated, match="of the 2 replicas"):
+        starved.delete_message("p", "q", ids[2], None, 1002)

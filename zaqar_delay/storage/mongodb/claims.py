@@ -3,6 +3,7 @@ in-place moves of messages dead-lettered within the store."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -30,6 +31,8 @@ from zaqar_delay.storage.mongodb.common import (
 from zaqar_delay.storage.mongodb.errors import translate_class_errors
 from zaqar_delay.storage.mongodb.positions import Positions
 from zaqar_delay.storage.mongodb.schema import as_date
+
+LOG = logging.getLogger(__name__)
 
 
 @translate_class_errors
@@ -246,5 +249,10 @@ class ClaimOps(Positions):
         policy = self._policy(project, queue)
         taken = self._take(project, queue, holder, now_ms + 60_000, limit, policy, now_ms)
         if taken:
-            self._messages.delete_many({**self._queue_filter(project, queue), "cid": holder})
+            try:
+                self._messages.delete_many({**self._queue_filter(project, queue), "cid": holder})
+            except pymongo.errors.WriteConcernError as exc:
+                # The primary removed them, and only this answer delivers them (as on Redis,
+                # ``acks.made_anyway``): a failover that loses the removal delivers them again.
+                LOG.warning("a pop answered although the replica set did not confirm it (%s)", exc)
         return [message_of(d, now_ms) for d in taken]

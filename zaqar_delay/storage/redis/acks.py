@@ -12,6 +12,7 @@ that says it may still have happened (``errors.WriteNotReplicated``).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,8 @@ import redis
 
 from zaqar_delay.errors import WriteNotReplicated
 from zaqar_delay.storage.redis.cluster import primary_client_for
+
+LOG = logging.getLogger(__name__)
 
 #: The scripts that only read (``stats`` and ``count`` collect expired messages, which no
 #: client waits on): no WAIT after them.
@@ -43,21 +46,27 @@ class ReplicaAcks:
         wait forever)."""
         return ("WAIT", self.replicas, max(1, round(self.timeout_s * 1000)))
 
-    def check(self, reply: Any) -> None:
+    def check(self, reply: Any, made: list[Any] | None = None) -> None:
         """Raise WriteNotReplicated when WAIT's ``reply`` (as read) counts fewer than the
         replicas required, or is its refusal: by a store demoted to a replica (a failover),
-        or by an ACL that no longer grants WAIT to the user, which the answer then says."""
+        or by an ACL that no longer grants WAIT to the user, which the answer then says.
+        ``made``: the primary's replies to the writes WAIT followed, kept on the error
+        (``WriteNotReplicated.replies``: see :func:`made_anyway`)."""
         if isinstance(reply, redis.ResponseError):
-            raise WriteNotReplicated(
+            shortfall = (
                 f"WAIT, which asks the replicas to confirm it, was refused ({reply}); "
                 "a user refused it needs it granted (ACL SETUSER <user> +wait)"
             )
-        confirmed = int(reply)
-        if confirmed < self.replicas:
-            raise WriteNotReplicated(
-                f"{confirmed} of the {self.replicas} replicas it must reach confirmed it "
+        elif int(reply) < self.replicas:
+            shortfall = (
+                f"{int(reply)} of the {self.replicas} replicas it must reach confirmed it "
                 f"within {self.timeout_s:g} s"
             )
+        else:
+            return
+        refused = WriteNotReplicated(shortfall)
+        refused.replies = made
+        raise refused
 
 
 def write_acked(
@@ -81,3 +90,18 @@ def write_acked(
             raise reply
     acks.check(confirmed)
     return list(replies)
+
+
+def made_anyway(call: Callable[[], Any], what: str) -> Any:
+    """``call``'s reply, also when too few replicas confirmed its write in time: for a write
+    that loses data unless answered (a pop removes its messages, and only this answer
+    delivers them). The primary made it; a failover that loses it delivers them again,
+    which beats never delivering them. Warned of, naming ``what``; any other refusal, or
+    one whose replies were not read, is raised."""
+    try:
+        return call()
+    except WriteNotReplicated as exc:
+        if exc.replies is None:
+            raise
+        LOG.warning("%s answered although %s", what, exc.description)
+        return exc.replies[0]

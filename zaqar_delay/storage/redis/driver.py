@@ -37,7 +37,7 @@ from zaqar_delay.storage.base import ANY_METADATA_VERSION, metadata_version_of
 from zaqar_delay.storage.bounds import LIST_SCAN_BUDGET
 from zaqar_delay.storage.catalog import CatalogStore
 from zaqar_delay.storage.redis import durability, layout, upgrade
-from zaqar_delay.storage.redis.acks import ReplicaAcks, write_acked
+from zaqar_delay.storage.redis.acks import ReplicaAcks, made_anyway, write_acked
 from zaqar_delay.storage.redis.claims import ClaimScripts
 from zaqar_delay.storage.redis.counting import MessageCounting
 from zaqar_delay.storage.redis.errors import translate_class_errors, why_unreachable
@@ -390,11 +390,9 @@ class RedisDriver(ClaimScripts, SubscriptionScripts, PushScripts, MessageCountin
             return []
         checked = claim_ids is not None
         claims = list(claim_ids or ())
-        return removed_ids(
-            self._run(
-                "delete_many", project, queue, now_ms, int(checked), len(claims), *claims, *ids
-            )
-        )
+        args = (now_ms, int(checked), len(claims), *claims, *ids)
+        return removed_ids(self._run("delete_many", project, queue, *args))
 
     def pop_messages(self, project: str, queue: str, limit: int, now_ms: int) -> list[Message]:
-        return messages_of(self._run("pop", project, queue, now_ms, limit), now_ms)
+        popped = made_anyway(lambda: self._run("pop", project, queue, now_ms, limit), "a pop")
+        return messages_of(popped, now_ms)

@@ -265,7 +265,7 @@ class PooledScript:
             if error is not None and raise_errors:
                 raise error
             if confirmed is not None and self._acks is not None:
-                self._acks.check(confirmed)
+                self._acks.check(confirmed, replies)
             return replies
         raise AssertionError("unreachable: the last attempt returns or raises")
 
