@@ -213,6 +213,7 @@ class WriteNotReplicated(StorageUnavailable):
             "It may still have happened: retry it, posting with the same dedup_id so that "
             "the message is stored once."
         )
+        self.shortfall = shortfall
 
 
 class StoreFull(StorageUnavailable):

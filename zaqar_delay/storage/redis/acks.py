@@ -103,5 +103,5 @@ def made_anyway(call: Callable[[], Any], what: str) -> Any:
     except WriteNotReplicated as exc:
         if exc.replies is None:
             raise
-        LOG.warning("%s answered although %s", what, exc.description)
+        LOG.warning("%s answered although %s ([storage] replica_acks)", what, exc.shortfall)
         return exc.replies[0]
